@@ -1,0 +1,161 @@
+/*
+ * xllm.h - the one public C interface of libxllm.
+ *
+ * Opaque handles with _load/_free pairs, *_default() option structs, status
+ * codes plus a caller-owned error struct. Every function says what it returns
+ * on failure and who frees what. Memory handed to the caller (id arrays,
+ * strings, result arrays) is released with xllm_free() or the named *_free().
+ */
+#ifndef XLLM_H
+#define XLLM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define XLLM_VERSION "0.1.0"
+
+typedef enum xllm_status {
+    XLLM_OK = 0,
+    XLLM_ERR_INVALID_ARGUMENT = 1, /* a parameter the caller passed is wrong */
+    XLLM_ERR_IO = 2,               /* a file could not be opened/read/mapped */
+    XLLM_ERR_FORMAT = 3,           /* a file is malformed (bad JSON, bad header, ...) */
+    XLLM_ERR_UNSUPPORTED = 4,      /* valid input we do not handle (model_type, dtype...) */
+    XLLM_ERR_OUT_OF_MEMORY = 5,
+    XLLM_ERR_CONTEXT_OVERFLOW = 6, /* prompt (+ generation) longer than the context */
+    XLLM_ERR_INTERNAL = 7
+} xllm_status;
+
+/* Caller-owned error report. Functions fill it on failure (code != XLLM_OK);
+ * a NULL pointer is allowed and means "don't report". */
+typedef struct xllm_error {
+    xllm_status code;
+    char message[1024];
+} xllm_error;
+
+/* Release memory that libxllm handed to the caller (ids, strings). NULL is ok. */
+void xllm_free(void *ptr);
+
+/* ---------------------------------------------------------------- tokenizer */
+
+typedef struct xllm_tokenizer xllm_tokenizer;
+
+/* Load a tokenizer from a directory holding tokenizer.json (and optionally
+ * tokenizer_config.json), or from a tokenizer.json path. On failure returns
+ * NULL and fills err. Free with xllm_tokenizer_free(). */
+xllm_tokenizer *xllm_tokenizer_load(const char *path, xllm_error *err);
+void xllm_tokenizer_free(xllm_tokenizer *tok);
+
+/* Encode UTF-8 text. add_special: add the post-processor's special tokens
+ * (e.g. BOS). On success *ids (free with xllm_free) holds *n_ids ids. */
+xllm_status xllm_tokenize(const xllm_tokenizer *tok, const char *text, size_t len,
+                          int add_special, int32_t **ids, size_t *n_ids, xllm_error *err);
+
+/* Decode ids to UTF-8 text; skip_special drops special tokens. On success
+ * *text (NUL-terminated, free with xllm_free). */
+xllm_status xllm_detokenize(const xllm_tokenizer *tok, const int32_t *ids, size_t n_ids,
+                            int skip_special, char **text, xllm_error *err);
+
+int32_t xllm_tokenizer_vocab_size(const xllm_tokenizer *tok);
+
+/* -------------------------------------------------------------------- model */
+
+typedef struct xllm_model xllm_model;
+
+typedef struct xllm_model_options {
+    int n_threads;        /* 0 = all online CPUs */
+    int max_context;      /* 0 = the model's max_position_embeddings (capped at 8192) */
+    int kv_block_size;    /* tokens per KV block; 0 = 16 */
+    int max_batch_seqs;   /* sequences in flight at once; 0 = 16 */
+    int64_t kv_tokens;    /* KV pool capacity in tokens; 0 = max_context * max_batch_seqs */
+} xllm_model_options;
+
+xllm_model_options xllm_model_options_default(void);
+
+/* Load a model from a HuggingFace checkpoint directory. Weights are mmap-ed.
+ * opts may be NULL (defaults). Returns NULL and fills err on failure.
+ * Free with xllm_model_free(). */
+xllm_model *xllm_model_load(const char *path, const xllm_model_options *opts, xllm_error *err);
+void xllm_model_free(xllm_model *model);
+
+/* The model's tokenizer; borrowed, lives as long as the model. May be NULL
+ * when the checkpoint has no tokenizer.json. */
+const xllm_tokenizer *xllm_model_tokenizer(const xllm_model *model);
+int32_t xllm_model_vocab_size(const xllm_model *model);
+int32_t xllm_model_context_size(const xllm_model *model);
+
+/* Logits of a single sequence of ids (no BOS added). out must hold
+ * vocab floats (all_positions = 0: last position only) or n_ids * vocab
+ * floats (all_positions = 1, row-major). */
+xllm_status xllm_model_logits(xllm_model *model, const int32_t *ids, size_t n_ids,
+                              int all_positions, float *out, xllm_error *err);
+
+/* ------------------------------------------------------------- generation */
+
+#define XLLM_MAX_STOP_STRINGS 16
+#define XLLM_MAX_STOP_IDS 16
+
+typedef struct xllm_sampling_params {
+    int max_new_tokens;        /* default 256 */
+    int do_sample;             /* 0 = greedy regardless of temperature; default 1 */
+    float temperature;         /* <= 0 means greedy; default 1.0 */
+    int top_k;                 /* 0 = off */
+    float top_p;               /* 1.0 = off */
+    float min_p;               /* 0 = off */
+    float repetition_penalty;  /* HF multiplicative, over prompt + output; 1.0 = off */
+    float presence_penalty;    /* OpenAI additive, over output; 0 = off */
+    float frequency_penalty;   /* OpenAI additive, over output; 0 = off */
+    uint64_t seed;             /* used when has_seed; else a random seed */
+    int has_seed;
+    int ignore_eos;            /* 1 = do not stop at the model's eos ids */
+    int n_stop;                /* stop strings (caller-owned, copied at generate) */
+    const char *stop[XLLM_MAX_STOP_STRINGS];
+    int n_stop_ids;            /* extra stop token ids, beside the model's eos ids */
+    int32_t stop_ids[XLLM_MAX_STOP_IDS];
+} xllm_sampling_params;
+
+xllm_sampling_params xllm_sampling_params_default(void);
+
+typedef struct xllm_request {
+    const char *prompt;          /* UTF-8 text, tokenized with special tokens; or NULL */
+    const int32_t *prompt_ids;   /* used when prompt is NULL (no BOS added) */
+    size_t n_prompt_ids;
+    xllm_sampling_params params;
+} xllm_request;
+
+typedef enum xllm_finish_reason {
+    XLLM_FINISH_LENGTH = 0,      /* max_new_tokens reached (or the context filled) */
+    XLLM_FINISH_STOP = 1,        /* eos id, stop id or stop string */
+    XLLM_FINISH_CANCELLED = 2    /* the callback asked to stop */
+} xllm_finish_reason;
+
+typedef struct xllm_result {
+    int32_t *prompt_ids;   size_t n_prompt_ids;
+    int32_t *ids;          size_t n_ids;     /* generated ids only */
+    char *text;                              /* decoded generated text (stop string cut off) */
+    xllm_finish_reason finish_reason;
+} xllm_result;
+
+/* Called once per generated token with the newly complete text (never half a
+ * UTF-8 character; may be empty). Return nonzero to stop that request. */
+typedef int (*xllm_token_callback)(void *user, size_t request_index, int32_t token,
+                                   const char *text, size_t text_len);
+
+/* Generate for n requests at once (one batched forward per step). On success
+ * *results holds n results; free with xllm_results_free(*results, n).
+ * On failure returns the status, fills err, and *results is NULL. */
+xllm_status xllm_generate(xllm_model *model, const xllm_request *requests, size_t n,
+                          xllm_token_callback cb, void *user,
+                          xllm_result **results, xllm_error *err);
+void xllm_results_free(xllm_result *results, size_t n);
+
+/* Bytes currently allocated through libxllm's allocator (not counting mmaps). */
+size_t xllm_allocated_bytes(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

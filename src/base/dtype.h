@@ -1,0 +1,64 @@
+/*
+ * dtype.h - element types of stored tensors and their conversions to f32.
+ *
+ * Weights stay in the type they are stored in (mmap, no copy); kernels read
+ * them through these conversions.
+ */
+#ifndef XLLM_BASE_DTYPE_H
+#define XLLM_BASE_DTYPE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+typedef enum xllm_dtype {
+    XLLM_DT_F32 = 0,
+    XLLM_DT_F16,
+    XLLM_DT_BF16,
+    XLLM_DT_F64,
+    XLLM_DT_I8,
+    XLLM_DT_U8,
+    XLLM_DT_I16,
+    XLLM_DT_I32,
+    XLLM_DT_I64,
+    XLLM_DT_BOOL,
+    XLLM_DT_COUNT
+} xllm_dtype;
+
+/* Bytes per element (all current types are whole bytes). */
+size_t xllm_dtype_size(xllm_dtype t);
+const char *xllm_dtype_name(xllm_dtype t);
+
+static inline float xllm_bf16_to_f32(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static inline float xllm_f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16;
+    uint32_t exp = (h >> 10) & 0x1f, mant = h & 0x3ff, u;
+    if (exp == 0) {
+        if (mant == 0) {
+            u = sign;
+        } else { /* subnormal: renormalize */
+            exp = 127 - 15 + 1;
+            while (!(mant & 0x400)) { mant <<= 1; exp--; }
+            mant &= 0x3ff;
+            u = sign | (exp << 23) | (mant << 13);
+        }
+    } else if (exp == 31) {
+        u = sign | 0x7f800000u | (mant << 13);
+    } else {
+        u = sign | ((exp + 127 - 15) << 23) | (mant << 13);
+    }
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* Convert n elements of type t at src to f32 (t must be F32, F16 or BF16). */
+void xllm_to_f32(xllm_dtype t, const void *src, float *dst, size_t n);
+
+#endif

@@ -1,0 +1,21 @@
+/*
+ * file.h - whole-file reads and JSON documents with error messages that name
+ * the file. JSON is parsed by cJSON (Debian libcjson-dev).
+ */
+#ifndef XLLM_BASE_FILE_H
+#define XLLM_BASE_FILE_H
+
+#include <stddef.h>
+#include <cjson/cJSON.h>
+#include "xllm.h"
+
+/* Read a whole file; *data is NUL-terminated, free with xllm_free. */
+xllm_status xllm_read_file(const char *path, char **data, size_t *len, xllm_error *err);
+/* Parse a JSON file; free *out with cJSON_Delete. */
+xllm_status xllm_json_load(const char *path, cJSON **out, xllm_error *err);
+int xllm_file_exists(const char *path);
+int xllm_is_dir(const char *path);
+/* dir + "/" + name into buf; returns buf. */
+char *xllm_path_join(char *buf, size_t cap, const char *dir, const char *name);
+
+#endif
