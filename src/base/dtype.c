@@ -19,16 +19,21 @@ const char *xllm_dtype_name(xllm_dtype t) {
 void xllm_to_f32(xllm_dtype t, const void *src, float *dst, size_t n) {
     switch (t) {
     case XLLM_DT_F32: memcpy(dst, src, n * 4); break;
-    case XLLM_DT_F16: {
-        const uint16_t *s = src;
-        for (size_t i = 0; i < n; i++) dst[i] = xllm_f16_to_f32(s[i]);
+    /* memcpy per element: stored tensors need not be 2-byte aligned */
+    case XLLM_DT_F16:
+        for (size_t i = 0; i < n; i++) {
+            uint16_t h;
+            memcpy(&h, (const char *)src + 2 * i, 2);
+            dst[i] = xllm_f16_to_f32(h);
+        }
         break;
-    }
-    case XLLM_DT_BF16: {
-        const uint16_t *s = src;
-        for (size_t i = 0; i < n; i++) dst[i] = xllm_bf16_to_f32(s[i]);
+    case XLLM_DT_BF16:
+        for (size_t i = 0; i < n; i++) {
+            uint16_t h;
+            memcpy(&h, (const char *)src + 2 * i, 2);
+            dst[i] = xllm_bf16_to_f32(h);
+        }
         break;
-    }
     default: assert(!"xllm_to_f32: not a float type");
     }
 }

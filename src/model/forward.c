@@ -1,0 +1,235 @@
+/*
+ * forward.c - one forward pass over a flattened batch of tokens.
+ *
+ * The batch mixes any sequences and positions (prefill chunks, decode tokens);
+ * every matmul runs over all of its tokens at once so weights are read once per
+ * step. Attention is the only place sequences meet the KV cache: each token
+ * writes its K/V at (its sequence's block table, its position), then attends
+ * over positions [window start, its position] of its own sequence with an
+ * online softmax (no score matrix). Dense MLP and mixture-of-experts layers
+ * differ only in the feed-forward block.
+ */
+#include "model/model.h"
+#include "base/error.h"
+
+#include <assert.h>
+#include <float.h>
+#include <math.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------ RoPE */
+
+static void rope_tables(model *m, const fwd_batch *b) {
+    int half = m->cfg.head_dim / 2;
+    for (int t = 0; t < b->n_tokens; t++)
+        for (int i = 0; i < half; i++) {
+            double a = (double)b->pos[t] * m->inv_freq[i];
+            m->s.rope_cos[(size_t)t * half + i] = (float)cos(a);
+            m->s.rope_sin[(size_t)t * half + i] = (float)sin(a);
+        }
+}
+
+/* rotate-half convention: pairs (i, i + half) */
+static void rope_apply(float *v, int n_heads, int hd, const float *cs, const float *sn) {
+    int half = hd / 2;
+    for (int h = 0; h < n_heads; h++) {
+        float *x = v + (size_t)h * hd;
+        for (int i = 0; i < half; i++) {
+            float a = x[i], c = x[i + half];
+            x[i] = a * cs[i] - c * sn[i];
+            x[i + half] = c * cs[i] + a * sn[i];
+        }
+    }
+}
+
+/* ------------------------------------------------------------- attention */
+
+typedef struct {
+    model *m;
+    const kv_cache *kv;
+    const fwd_batch *b;
+    int layer;
+    int window;
+} attn_job;
+
+static void attention_items(void *p, size_t i0, size_t i1, int thread) {
+    attn_job *j = p;
+    const model_config *c = &j->m->cfg;
+    int hd = c->head_dim, nh = c->n_heads, group = c->n_heads / c->n_kv_heads, bs = j->kv->block_size;
+    float scale = 1.0f / sqrtf((float)hd);
+    float *acc = j->m->be.scratch[thread];
+    for (size_t it = i0; it < i1; it++) {
+        int t = (int)(it / (size_t)nh), h = (int)(it % (size_t)nh), kvh = h / group;
+        const float *q = j->m->s.q + ((size_t)t * nh + h) * hd;
+        const int32_t *table = j->b->block_tables[j->b->seq[t]];
+        int pos = j->b->pos[t];
+        int start = j->window > 0 && pos - j->window + 1 > 0 ? pos - j->window + 1 : 0;
+        float mx = -INFINITY, sum = 0.0f;
+        memset(acc, 0, sizeof(float) * (size_t)hd);
+        for (int p = start; p <= pos; p++) {
+            int32_t blk = table[p / bs];
+            const float *k = kv_cache_k(j->kv, j->layer, blk, p % bs) + (size_t)kvh * hd;
+            const float *v = kv_cache_v(j->kv, j->layer, blk, p % bs) + (size_t)kvh * hd;
+            float s = 0.0f;
+            for (int d = 0; d < hd; d++) s += q[d] * k[d];
+            s *= scale;
+            if (s > mx) {
+                float corr = expf(mx - s);
+                sum *= corr;
+                for (int d = 0; d < hd; d++) acc[d] *= corr;
+                mx = s;
+            }
+            float w = expf(s - mx);
+            sum += w;
+            for (int d = 0; d < hd; d++) acc[d] += w * v[d];
+        }
+        float *out = j->m->s.att + ((size_t)t * nh + h) * hd;
+        float inv = 1.0f / sum;
+        for (int d = 0; d < hd; d++) out[d] = acc[d] * inv;
+    }
+}
+
+static void attention_block(model *m, kv_cache *kv, const fwd_batch *b, int l) {
+    const model_config *c = &m->cfg;
+    const layer_weights *L = &m->layers[l];
+    model_scratch *s = &m->s;
+    int T = b->n_tokens, hd = c->head_dim, half = hd / 2;
+    size_t qd = (size_t)c->n_heads * hd, kd = (size_t)c->n_kv_heads * hd;
+
+    op_rmsnorm(s->x, L->attn_norm, c->rms_eps, c->hidden, T, s->xn);
+    op_matmul(&m->be, s->xn, T, &L->q, L->q_bias, s->q);
+    op_matmul(&m->be, s->xn, T, &L->k, L->k_bias, s->k);
+    op_matmul(&m->be, s->xn, T, &L->v, L->v_bias, s->v);
+    for (int t = 0; t < T; t++) {
+        float *q = s->q + (size_t)t * qd, *k = s->k + (size_t)t * kd;
+        if (c->qk_norm) {
+            op_rmsnorm(q, L->q_norm, c->rms_eps, hd, c->n_heads, q);
+            op_rmsnorm(k, L->k_norm, c->rms_eps, hd, c->n_kv_heads, k);
+        }
+        const float *cs = s->rope_cos + (size_t)t * half, *sn = s->rope_sin + (size_t)t * half;
+        rope_apply(q, c->n_heads, hd, cs, sn);
+        rope_apply(k, c->n_kv_heads, hd, cs, sn);
+        /* write this token's K/V into its slot */
+        int pos = b->pos[t];
+        int32_t blk = b->block_tables[b->seq[t]][pos / kv->block_size];
+        memcpy(kv_cache_k(kv, l, blk, pos % kv->block_size), k, kd * sizeof(float));
+        memcpy(kv_cache_v(kv, l, blk, pos % kv->block_size), s->v + (size_t)t * kd, kd * sizeof(float));
+    }
+    attn_job j = {m, kv, b, l, c->layer_window[l]};
+    threadpool_run(m->be.tp, (size_t)T * (size_t)c->n_heads, 1, attention_items, &j);
+    op_matmul(&m->be, s->att, T, &L->o, L->o_bias, s->tmp);
+    for (size_t i = 0; i < (size_t)T * c->hidden; i++) s->x[i] += s->tmp[i];
+}
+
+/* ------------------------------------------------------------------- MLP */
+
+/* out = down(silu(gate(x)) * up(x)) for T rows of x. */
+static void swiglu(model *m, const float *x, int T, const matrix *gate, const matrix *up, const matrix *down,
+                   const float *gb, const float *ub, const float *db, float *out) {
+    op_matmul(&m->be, x, T, gate, gb, m->s.h1);
+    op_matmul(&m->be, x, T, up, ub, m->s.h2);
+    op_silu_mul(m->s.h1, m->s.h2, (size_t)T * (size_t)gate->rows);
+    op_matmul(&m->be, m->s.h1, T, down, db, out);
+}
+
+/* Route each token to its top-k experts, run each expert once over the tokens
+ * routed to it, and sum the weighted outputs per token in expert order (so a
+ * token's result does not depend on what else is in the batch). */
+static void moe_block(model *m, const layer_weights *L, int T) {
+    const model_config *c = &m->cfg;
+    model_scratch *s = &m->s;
+    int E = c->n_experts, K = c->n_experts_used, H = c->hidden;
+    op_matmul(&m->be, s->xn, T, &L->router, NULL, s->router_logits);
+    for (int t = 0; t < T; t++) {
+        float *rl = s->router_logits + (size_t)t * E;
+        float mx = -INFINITY, sum = 0;
+        for (int e = 0; e < E; e++) mx = rl[e] > mx ? rl[e] : mx;
+        for (int e = 0; e < E; e++) sum += (rl[e] = expf(rl[e] - mx));
+        for (int e = 0; e < E; e++) rl[e] /= sum;
+        int32_t *ids = s->route_ids + (size_t)t * K;
+        float *w = s->route_w + (size_t)t * K, wsum = 0;
+        for (int k = 0; k < K; k++) { /* top-k by selection; ties keep the lower id */
+            int best = -1;
+            for (int e = 0; e < E; e++) {
+                int taken = 0;
+                for (int q = 0; q < k; q++) taken |= ids[q] == e;
+                if (!taken && (best < 0 || rl[e] > rl[best])) best = e;
+            }
+            ids[k] = best;
+            w[k] = rl[best];
+            wsum += w[k];
+        }
+        if (c->norm_topk_prob)
+            for (int k = 0; k < K; k++) w[k] /= wsum;
+    }
+    memset(s->moe_acc, 0, sizeof(float) * (size_t)T * H);
+    for (int e = 0; e < E; e++) {
+        int n = 0;
+        for (int t = 0; t < T; t++)
+            for (int k = 0; k < K; k++)
+                if (s->route_ids[(size_t)t * K + k] == e) {
+                    s->expert_tokens[n] = t;
+                    s->expert_w[n] = s->route_w[(size_t)t * K + k];
+                    memcpy(s->xg + (size_t)n * H, s->xn + (size_t)t * H, sizeof(float) * H);
+                    n++;
+                }
+        if (!n) continue;
+        swiglu(m, s->xg, n, &L->exp_gate[e], &L->exp_up[e], &L->exp_down[e], NULL, NULL, NULL, s->yg);
+        for (int i = 0; i < n; i++) {
+            float *acc = s->moe_acc + (size_t)s->expert_tokens[i] * H;
+            const float *y = s->yg + (size_t)i * H;
+            for (int d = 0; d < H; d++) acc[d] += s->expert_w[i] * y[d];
+        }
+    }
+    if (c->shared_expert_intermediate > 0) {
+        swiglu(m, s->xn, T, &L->sh_gate, &L->sh_up, &L->sh_down, NULL, NULL, NULL, s->tmp);
+        op_matmul(&m->be, s->xn, T, &L->sh_router, NULL, s->router_logits);
+        for (int t = 0; t < T; t++) {
+            float g = 1.0f / (1.0f + expf(-s->router_logits[t]));
+            for (int d = 0; d < H; d++) s->moe_acc[(size_t)t * H + d] += g * s->tmp[(size_t)t * H + d];
+        }
+    }
+    memcpy(s->tmp, s->moe_acc, sizeof(float) * (size_t)T * H);
+}
+
+static void mlp_block(model *m, int l, int T) {
+    const model_config *c = &m->cfg;
+    const layer_weights *L = &m->layers[l];
+    model_scratch *s = &m->s;
+    op_rmsnorm(s->x, L->mlp_norm, c->rms_eps, c->hidden, T, s->xn);
+    if (c->layer_is_moe[l])
+        moe_block(m, L, T);
+    else
+        swiglu(m, s->xn, T, &L->gate, &L->up, &L->down, L->gate_bias, L->up_bias, L->down_bias, s->tmp);
+    for (size_t i = 0; i < (size_t)T * c->hidden; i++) s->x[i] += s->tmp[i];
+}
+
+/* ---------------------------------------------------------------- driver */
+
+xllm_status model_forward(model *m, kv_cache *kv, const fwd_batch *b, float *logits, xllm_error *err) {
+    const model_config *c = &m->cfg;
+    model_scratch *s = &m->s;
+    int T = b->n_tokens;
+    if (T <= 0 || T > s->max_tokens)
+        return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "forward batch of %d tokens (allowed 1..%d)", T,
+                           s->max_tokens);
+    for (int t = 0; t < T; t++) {
+        if (b->tokens[t] < 0 || b->tokens[t] >= c->vocab)
+            return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "token id %d is outside the vocabulary (0..%d)",
+                               b->tokens[t], c->vocab - 1);
+        op_matrix_row(&m->embed, b->tokens[t], s->x + (size_t)t * c->hidden);
+    }
+    rope_tables(m, b);
+    for (int l = 0; l < c->n_layers; l++) {
+        attention_block(m, kv, b, l);
+        mlp_block(m, l, T);
+    }
+    /* final norm + lm_head only for the rows whose logits are wanted */
+    for (int i = 0; i < b->n_out; i++) {
+        assert(b->out_idx[i] >= 0 && b->out_idx[i] < T);
+        op_rmsnorm(s->x + (size_t)b->out_idx[i] * c->hidden, m->final_norm, c->rms_eps, c->hidden, 1,
+                   s->xn + (size_t)i * c->hidden);
+    }
+    if (b->n_out > 0) op_matmul(&m->be, s->xn, b->n_out, &m->lm_head, NULL, logits);
+    return XLLM_OK;
+}

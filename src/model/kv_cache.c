@@ -1,0 +1,81 @@
+/* kv_cache.c - paged KV pool and per-sequence block tables (see kv_cache.h). */
+#include "model/kv_cache.h"
+#include "base/alloc.h"
+#include "base/error.h"
+
+#include <assert.h>
+#include <string.h>
+
+xllm_status kv_cache_init(kv_cache *kv, int n_layers, int n_kv_heads, int head_dim, int block_size,
+                          int32_t n_blocks, xllm_error *err) {
+    memset(kv, 0, sizeof *kv);
+    kv->n_layers = n_layers;
+    kv->n_kv_heads = n_kv_heads;
+    kv->head_dim = head_dim;
+    kv->block_size = block_size;
+    kv->n_blocks = n_blocks;
+    kv->layer_stride = (size_t)n_blocks * (size_t)block_size * (size_t)n_kv_heads * (size_t)head_dim;
+    size_t total = kv->layer_stride * (size_t)n_layers;
+    kv->k = xllm_malloc_aligned(total * sizeof(float));
+    kv->v = xllm_malloc_aligned(total * sizeof(float));
+    kv->free_list = xllm_malloc_array((size_t)n_blocks, sizeof(int32_t));
+    kv->refcount = xllm_calloc((size_t)n_blocks, sizeof(uint16_t));
+    if (!kv->k || !kv->v || !kv->free_list || !kv->refcount) {
+        kv_cache_free(kv);
+        return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "cannot allocate the KV cache (%zu MiB)",
+                           2 * total * sizeof(float) >> 20);
+    }
+    /* lowest ids on top of the stack */
+    for (int32_t i = 0; i < n_blocks; i++) kv->free_list[i] = n_blocks - 1 - i;
+    kv->n_free = n_blocks;
+    return XLLM_OK;
+}
+
+void kv_cache_free(kv_cache *kv) {
+    xllm_free_aligned(kv->k);
+    xllm_free_aligned(kv->v);
+    xllm_free(kv->free_list);
+    xllm_free(kv->refcount);
+    memset(kv, 0, sizeof *kv);
+}
+
+int32_t kv_cache_alloc_block(kv_cache *kv) {
+    if (kv->n_free == 0) return -1;
+    int32_t b = kv->free_list[--kv->n_free];
+    assert(kv->refcount[b] == 0);
+    kv->refcount[b] = 1;
+    return b;
+}
+
+void kv_cache_release_block(kv_cache *kv, int32_t block) {
+    assert(block >= 0 && block < kv->n_blocks && kv->refcount[block] > 0);
+    if (--kv->refcount[block] == 0) kv->free_list[kv->n_free++] = block;
+}
+
+int32_t kv_blocks_for_tokens(const kv_cache *kv, int32_t n_tokens) {
+    return (n_tokens + kv->block_size - 1) / kv->block_size;
+}
+
+xllm_status kv_seq_reserve(kv_seq *s, kv_cache *kv, int32_t n_tokens, xllm_error *err) {
+    int32_t need = kv_blocks_for_tokens(kv, n_tokens);
+    if (need > s->cap) {
+        int32_t cap = s->cap ? s->cap : 8;
+        while (cap < need) cap *= 2;
+        int32_t *nb = xllm_realloc(s->blocks, (size_t)cap * sizeof(int32_t));
+        if (!nb) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory growing a block table");
+        s->blocks = nb;
+        s->cap = cap;
+    }
+    while (s->n_blocks < need) {
+        int32_t b = kv_cache_alloc_block(kv);
+        if (b < 0) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "KV cache is full (%d blocks)", kv->n_blocks);
+        s->blocks[s->n_blocks++] = b;
+    }
+    return XLLM_OK;
+}
+
+void kv_seq_release(kv_seq *s, kv_cache *kv) {
+    for (int32_t i = 0; i < s->n_blocks; i++) kv_cache_release_block(kv, s->blocks[i]);
+    xllm_free(s->blocks);
+    memset(s, 0, sizeof *s);
+}

@@ -1,0 +1,61 @@
+/*
+ * kv_cache.h - the paged KV pool: fixed-size blocks of K and V for every
+ * layer, allocated once, handed out through a free list.
+ *
+ * A sequence owns a block table (block ids in position order); position p of
+ * a sequence lives in block table[p / block_size], slot p % block_size. The
+ * forward pass reads and writes K/V only through block tables, so sequences
+ * never need contiguous memory and freeing a finished request's blocks makes
+ * them available to any other sequence at once (no fragmentation). Blocks are
+ * reference counted so that a later prefix cache can share them.
+ *
+ * Layout of one layer's K (V alike): [n_blocks][block_size][n_kv_heads][head_dim] f32.
+ */
+#ifndef XLLM_MODEL_KV_CACHE_H
+#define XLLM_MODEL_KV_CACHE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "xllm.h"
+
+typedef struct kv_cache {
+    int n_layers, n_kv_heads, head_dim, block_size;
+    int32_t n_blocks;
+    size_t layer_stride;      /* floats per layer in k (and v) */
+    float *k, *v;
+    int32_t *free_list;       /* stack of free block ids */
+    int32_t n_free;
+    uint16_t *refcount;
+} kv_cache;
+
+xllm_status kv_cache_init(kv_cache *kv, int n_layers, int n_kv_heads, int head_dim, int block_size,
+                          int32_t n_blocks, xllm_error *err);
+void kv_cache_free(kv_cache *kv);
+/* -1 when the pool is empty. */
+int32_t kv_cache_alloc_block(kv_cache *kv);
+/* Drop one reference; the block returns to the free list at zero. */
+void kv_cache_release_block(kv_cache *kv, int32_t block);
+
+static inline float *kv_cache_k(const kv_cache *kv, int layer, int32_t block, int slot) {
+    return kv->k + (size_t)layer * kv->layer_stride +
+           ((size_t)block * (size_t)kv->block_size + (size_t)slot) * (size_t)kv->n_kv_heads * (size_t)kv->head_dim;
+}
+static inline float *kv_cache_v(const kv_cache *kv, int layer, int32_t block, int slot) {
+    return kv->v + (size_t)layer * kv->layer_stride +
+           ((size_t)block * (size_t)kv->block_size + (size_t)slot) * (size_t)kv->n_kv_heads * (size_t)kv->head_dim;
+}
+
+/* A sequence's block table, grown on demand. */
+typedef struct kv_seq {
+    int32_t *blocks;
+    int32_t n_blocks, cap;
+} kv_seq;
+
+/* Make sure positions [0, n_tokens) have blocks. XLLM_ERR_OUT_OF_MEMORY when
+ * the pool has no free block (the caller's admission control prevents it). */
+xllm_status kv_seq_reserve(kv_seq *s, kv_cache *kv, int32_t n_tokens, xllm_error *err);
+/* Release every block of the sequence back to the pool. */
+void kv_seq_release(kv_seq *s, kv_cache *kv);
+int32_t kv_blocks_for_tokens(const kv_cache *kv, int32_t n_tokens);
+
+#endif

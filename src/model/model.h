@@ -1,0 +1,77 @@
+/*
+ * model.h - a loaded decoder-only transformer and its forward pass.
+ *
+ * Weights are views into the mmap-ed checkpoint (matrices used in their
+ * stored dtype); only 1-D tensors (norms, biases) are converted to owned f32
+ * copies. model_forward runs ONE flattened batch of tokens from any number of
+ * sequences - prefill chunks, decode tokens, or both mixed - and reads/writes
+ * each sequence's K/V through its block table in the paged kv_cache.
+ */
+#ifndef XLLM_MODEL_H
+#define XLLM_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "backend/backend.h"
+#include "format/safetensors.h"
+#include "model/kv_cache.h"
+#include "model/model_config.h"
+
+typedef struct layer_weights {
+    float *attn_norm, *mlp_norm, *q_norm, *k_norm;
+    matrix q, k, v, o;
+    float *q_bias, *k_bias, *v_bias, *o_bias;
+    /* dense MLP (also used by MoE models on mlp-only layers) */
+    matrix gate, up, down;
+    float *gate_bias, *up_bias, *down_bias;
+    /* mixture of experts */
+    matrix router;
+    matrix *exp_gate, *exp_up, *exp_down;   /* n_experts each */
+    matrix sh_gate, sh_up, sh_down, sh_router;
+} layer_weights;
+
+typedef struct model_scratch {
+    int max_tokens;
+    float *x, *xn, *q, *k, *v, *att, *tmp, *h1, *h2;
+    float *moe_acc, *xg, *yg, *router_logits;
+    float *rope_cos, *rope_sin;
+    int32_t *route_ids, *expert_tokens, *expert_count;
+    float *route_w, *expert_w;
+} model_scratch;
+
+typedef struct model {
+    model_config cfg;
+    st_archive *weights_file;
+    backend be;
+    matrix embed, lm_head;
+    float *final_norm;
+    layer_weights *layers;
+    double *inv_freq;              /* head_dim / 2 RoPE frequencies (scaling applied) */
+    model_scratch s;
+    void **owned;                  /* f32 copies of 1-D tensors, freed with the model */
+    size_t n_owned, cap_owned;
+} model;
+
+/* Load config + weights from a HF checkpoint directory. max_tokens: the most
+ * tokens one forward call may carry (scratch is sized for it). */
+model *model_load(const char *dir, int n_threads, int max_tokens, xllm_error *err);
+void model_free(model *m);
+
+/* One flattened batch: token i belongs to sequence seq[i] at position pos[i];
+ * block_tables[s] is sequence s's block table. Within a sequence, tokens must
+ * come in increasing positions and all earlier positions must already be in
+ * the cache or earlier in this batch. Logits are produced for the n_out token
+ * indices in out_idx, into logits[n_out][vocab]. */
+typedef struct fwd_batch {
+    int n_tokens;
+    const int32_t *tokens;
+    const int32_t *pos;
+    const int32_t *seq;
+    const int32_t *const *block_tables;
+    int n_out;
+    const int32_t *out_idx;
+} fwd_batch;
+
+xllm_status model_forward(model *m, kv_cache *kv, const fwd_batch *b, float *logits, xllm_error *err);
+
+#endif

@@ -1,0 +1,249 @@
+/*
+ * model_config.c - config.json -> model_config, with every field checked.
+ *
+ * Missing required fields, unknown model_type and unknown rope types are
+ * errors naming the file and the field: silently defaulting would give wrong
+ * logits, which is worse than refusing.
+ */
+#include "model/model_config.h"
+#include "base/error.h"
+#include "base/file.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+typedef struct { const char *path; xllm_error *err; xllm_status st; } cfg_ctx;
+
+static const cJSON *field(const cJSON *o, const char *name) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+    return (v && !cJSON_IsNull(v)) ? v : NULL;
+}
+
+/* Integer field; def < -1 marks it required. */
+static int get_int(cfg_ctx *c, const cJSON *o, const char *name, long long def, long long lo, long long hi) {
+    const cJSON *v = field(o, name);
+    if (!v) {
+        if (def < -1 && !c->st) c->st = xllm_errorf(c->err, XLLM_ERR_FORMAT, "%s: missing required field \"%s\"", c->path, name);
+        return (int)(def < -1 ? 0 : def);
+    }
+    if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < (double)lo ||
+        v->valuedouble > (double)hi) {
+        if (!c->st)
+            c->st = xllm_errorf(c->err, XLLM_ERR_FORMAT, "%s: field \"%s\" must be an integer in [%lld, %lld]",
+                                c->path, name, lo, hi);
+        return 0;
+    }
+    return (int)v->valuedouble;
+}
+
+static double get_num(cfg_ctx *c, const cJSON *o, const char *name, double def) {
+    const cJSON *v = field(o, name);
+    if (!v) return def;
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble)) {
+        if (!c->st) c->st = xllm_errorf(c->err, XLLM_ERR_FORMAT, "%s: field \"%s\" must be a number", c->path, name);
+        return def;
+    }
+    return v->valuedouble;
+}
+
+static int get_bool(cfg_ctx *c, const cJSON *o, const char *name, int def) {
+    const cJSON *v = field(o, name);
+    if (!v) return def;
+    if (!cJSON_IsBool(v)) {
+        if (!c->st) c->st = xllm_errorf(c->err, XLLM_ERR_FORMAT, "%s: field \"%s\" must be true or false", c->path, name);
+        return def;
+    }
+    return cJSON_IsTrue(v);
+}
+
+/* eos_token_id: an integer or a list of integers. */
+static void read_eos(cfg_ctx *c, const cJSON *o, model_config *cfg) {
+    const cJSON *v = field(o, "eos_token_id");
+    if (!v) return;
+    cfg->n_eos = 0;
+    if (cJSON_IsNumber(v)) {
+        cfg->eos_ids[cfg->n_eos++] = (int32_t)v->valuedouble;
+        return;
+    }
+    if (!cJSON_IsArray(v)) {
+        if (!c->st) c->st = xllm_errorf(c->err, XLLM_ERR_FORMAT, "%s: eos_token_id must be an integer or a list", c->path);
+        return;
+    }
+    const cJSON *e;
+    cJSON_ArrayForEach(e, v) {
+        if (!cJSON_IsNumber(e)) {
+            if (!c->st) c->st = xllm_errorf(c->err, XLLM_ERR_FORMAT, "%s: eos_token_id list holds a non-integer", c->path);
+            return;
+        }
+        if (cfg->n_eos < MODEL_MAX_EOS) cfg->eos_ids[cfg->n_eos++] = (int32_t)e->valuedouble;
+    }
+}
+
+static void read_rope_scaling(cfg_ctx *c, const cJSON *root, model_config *cfg) {
+    cfg->rope = ROPE_DEFAULT;
+    const cJSON *rs = field(root, "rope_scaling");
+    if (!rs) return;
+    if (!cJSON_IsObject(rs)) {
+        if (!c->st) c->st = xllm_errorf(c->err, XLLM_ERR_FORMAT, "%s: rope_scaling must be an object or null", c->path);
+        return;
+    }
+    const cJSON *t = field(rs, "rope_type");
+    if (!t) t = field(rs, "type");
+    const char *type = cJSON_IsString(t) ? t->valuestring : NULL;
+    if (!type) {
+        if (!c->st) c->st = xllm_errorf(c->err, XLLM_ERR_FORMAT, "%s: rope_scaling has no rope_type", c->path);
+        return;
+    }
+    if (!strcmp(type, "default")) return;
+    if (!strcmp(type, "linear")) {
+        cfg->rope = ROPE_LINEAR;
+        cfg->rope_factor = get_num(c, rs, "factor", 0);
+    } else if (!strcmp(type, "llama3")) {
+        cfg->rope = ROPE_LLAMA3;
+        cfg->rope_factor = get_num(c, rs, "factor", 0);
+        cfg->rope_low_freq_factor = get_num(c, rs, "low_freq_factor", 0);
+        cfg->rope_high_freq_factor = get_num(c, rs, "high_freq_factor", 0);
+        cfg->rope_original_max_pos = get_num(c, rs, "original_max_position_embeddings", 0);
+        if (!c->st && (cfg->rope_low_freq_factor <= 0 || cfg->rope_high_freq_factor <= cfg->rope_low_freq_factor ||
+                       cfg->rope_original_max_pos <= 0))
+            c->st = xllm_errorf(c->err, XLLM_ERR_FORMAT,
+                                "%s: llama3 rope_scaling needs low_freq_factor < high_freq_factor and "
+                                "original_max_position_embeddings > 0", c->path);
+    } else {
+        if (!c->st)
+            c->st = xllm_errorf(c->err, XLLM_ERR_UNSUPPORTED,
+                                "%s: rope_scaling type \"%s\" is not supported (supported: default, linear, llama3)",
+                                c->path, type);
+        return;
+    }
+    if (!c->st && !(cfg->rope_factor > 0))
+        c->st = xllm_errorf(c->err, XLLM_ERR_FORMAT, "%s: rope_scaling.factor must be > 0", c->path);
+}
+
+static const char *k_types[] = {"llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe", "qwen3_moe"};
+
+xllm_status model_config_load(const char *dir, model_config *cfg, xllm_error *err) {
+    char path[4096];
+    xllm_path_join(path, sizeof path, dir, "config.json");
+    memset(cfg, 0, sizeof *cfg);
+    cJSON *root;
+    xllm_status st = xllm_json_load(path, &root, err);
+    if (st) return st;
+    cfg_ctx c = {path, err, XLLM_OK};
+    if (!cJSON_IsObject(root)) {
+        cJSON_Delete(root);
+        return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: top level is not a JSON object", path);
+    }
+    const cJSON *mt = field(root, "model_type");
+    if (!cJSON_IsString(mt)) {
+        cJSON_Delete(root);
+        return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: missing \"model_type\"", path);
+    }
+    int known = 0;
+    for (size_t i = 0; i < sizeof k_types / sizeof *k_types; i++) known |= !strcmp(mt->valuestring, k_types[i]);
+    if (!known) {
+        xllm_errorf(err, XLLM_ERR_UNSUPPORTED,
+                    "%s: model_type \"%s\" is not supported (supported: llama, mistral, qwen2, qwen3, mixtral, "
+                    "qwen2_moe, qwen3_moe)", path, mt->valuestring);
+        cJSON_Delete(root);
+        return XLLM_ERR_UNSUPPORTED;
+    }
+    snprintf(cfg->model_type, sizeof cfg->model_type, "%s", mt->valuestring);
+    const char *type = cfg->model_type;
+    int is_qwen = !strncmp(type, "qwen", 4);
+
+    cfg->hidden = get_int(&c, root, "hidden_size", -2, 1, 1 << 20);
+    cfg->n_layers = get_int(&c, root, "num_hidden_layers", -2, 1, MODEL_MAX_LAYERS);
+    cfg->n_heads = get_int(&c, root, "num_attention_heads", -2, 1, 4096);
+    cfg->n_kv_heads = get_int(&c, root, "num_key_value_heads", cfg->n_heads, 1, 4096);
+    cfg->vocab = get_int(&c, root, "vocab_size", -2, 1, 1 << 24);
+    cfg->intermediate = get_int(&c, root, "intermediate_size", -2, 1, 1 << 22);
+    cfg->max_positions = get_int(&c, root, "max_position_embeddings", 2048, 1, 1 << 30);
+    int default_hd = (cfg->n_heads > 0 && cfg->hidden % cfg->n_heads == 0) ? cfg->hidden / cfg->n_heads : 0;
+    cfg->head_dim = get_int(&c, root, "head_dim", default_hd, 1, 4096);
+    cfg->rms_eps = (float)get_num(&c, root, "rms_norm_eps", 1e-6);
+    cfg->rope_theta = get_num(&c, root, "rope_theta", 10000.0);
+    read_rope_scaling(&c, root, cfg);
+
+    int attention_bias = get_bool(&c, root, "attention_bias", 0);
+    if (!strcmp(type, "qwen2") || !strcmp(type, "qwen2_moe")) {
+        cfg->qkv_bias = 1;           /* Qwen2 always has q/k/v bias, no o bias */
+    } else {
+        cfg->qkv_bias = attention_bias;
+        cfg->o_bias = attention_bias;
+    }
+    cfg->mlp_bias = get_bool(&c, root, "mlp_bias", 0);
+    cfg->qk_norm = !strcmp(type, "qwen3") || !strcmp(type, "qwen3_moe");
+    cfg->tie_embeddings = get_bool(&c, root, "tie_word_embeddings", 0);
+
+    /* Sliding windows: mistral/mixtral apply sliding_window to every layer; the
+     * Qwen families only when use_sliding_window, and only to layers at index
+     * >= max_window_layers (HF's layer_types rule). */
+    int window = get_int(&c, root, "sliding_window", 0, 0, 1 << 30);
+    if (is_qwen) {
+        int use = get_bool(&c, root, "use_sliding_window", 0);
+        int max_window_layers = get_int(&c, root, "max_window_layers", cfg->n_layers, 0, 1 << 20);
+        for (int l = 0; l < cfg->n_layers && l < MODEL_MAX_LAYERS; l++)
+            cfg->layer_window[l] = (use && l >= max_window_layers) ? window : 0;
+    } else {
+        for (int l = 0; l < cfg->n_layers && l < MODEL_MAX_LAYERS; l++) cfg->layer_window[l] = window;
+    }
+
+    if (!strcmp(type, "mixtral")) {
+        cfg->moe = MOE_MIXTRAL;
+        cfg->n_experts = get_int(&c, root, "num_local_experts", -2, 1, 1024);
+        cfg->n_experts_used = get_int(&c, root, "num_experts_per_tok", -2, 1, 1024);
+        cfg->moe_intermediate = cfg->intermediate;
+        cfg->norm_topk_prob = 1;
+        for (int l = 0; l < cfg->n_layers && l < MODEL_MAX_LAYERS; l++) cfg->layer_is_moe[l] = 1;
+    } else if (!strcmp(type, "qwen2_moe") || !strcmp(type, "qwen3_moe")) {
+        cfg->moe = MOE_QWEN;
+        cfg->n_experts = get_int(&c, root, "num_experts", -2, 1, 4096);
+        cfg->n_experts_used = get_int(&c, root, "num_experts_per_tok", -2, 1, 1024);
+        cfg->moe_intermediate = get_int(&c, root, "moe_intermediate_size", -2, 1, 1 << 22);
+        cfg->norm_topk_prob = get_bool(&c, root, "norm_topk_prob", 0);
+        if (!strcmp(type, "qwen2_moe"))
+            cfg->shared_expert_intermediate = get_int(&c, root, "shared_expert_intermediate_size", 0, 0, 1 << 22);
+        int step = get_int(&c, root, "decoder_sparse_step", 1, 1, 1 << 20);
+        for (int l = 0; l < cfg->n_layers && l < MODEL_MAX_LAYERS; l++)
+            cfg->layer_is_moe[l] = ((l + 1) % step) == 0;
+        const cJSON *only = field(root, "mlp_only_layers"), *e;
+        if (only && cJSON_IsArray(only)) {
+            cJSON_ArrayForEach(e, only) {
+                if (cJSON_IsNumber(e) && e->valuedouble >= 0 && e->valuedouble < cfg->n_layers)
+                    cfg->layer_is_moe[(int)e->valuedouble] = 0;
+            }
+        }
+    }
+    if (!c.st && cfg->n_experts_used > cfg->n_experts)
+        c.st = xllm_errorf(err, XLLM_ERR_FORMAT, "%s: num_experts_per_tok (%d) exceeds the number of experts (%d)",
+                           path, cfg->n_experts_used, cfg->n_experts);
+
+    cfg->bos_id = get_int(&c, root, "bos_token_id", -1, -1, 1 << 30);
+    cfg->n_eos = 0;
+    read_eos(&c, root, cfg);
+    if (!c.st && cfg->n_heads % cfg->n_kv_heads != 0)
+        c.st = xllm_errorf(err, XLLM_ERR_FORMAT, "%s: num_attention_heads (%d) is not a multiple of num_key_value_heads (%d)",
+                           path, cfg->n_heads, cfg->n_kv_heads);
+    if (!c.st && cfg->head_dim % 2)
+        c.st = xllm_errorf(err, XLLM_ERR_FORMAT, "%s: head_dim (%d) must be even for RoPE", path, cfg->head_dim);
+    cJSON_Delete(root);
+    if (c.st) return c.st;
+
+    /* generation_config.json overrides bos/eos when present. */
+    xllm_path_join(path, sizeof path, dir, "generation_config.json");
+    if (xllm_file_exists(path)) {
+        st = xllm_json_load(path, &root, err);
+        if (st) return st;
+        c.st = XLLM_OK;
+        if (cJSON_IsObject(root)) {
+            int bos = get_int(&c, root, "bos_token_id", -1, -1, 1 << 30);
+            if (field(root, "bos_token_id")) cfg->bos_id = bos;
+            read_eos(&c, root, cfg);
+        }
+        cJSON_Delete(root);
+        if (c.st) return c.st;
+    }
+    return XLLM_OK;
+}

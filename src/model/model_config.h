@@ -1,0 +1,66 @@
+/*
+ * model_config.h - the architecture of a decoder-only model, read from a
+ * HuggingFace config.json (+ generation_config.json).
+ *
+ * One struct describes every supported family (llama, mistral, qwen2, qwen3,
+ * mixtral, qwen2_moe, qwen3_moe): the differences between them are flags and
+ * sizes here (biases, q/k norm, sliding windows per layer, MoE layout), not
+ * separate code paths in the forward pass.
+ */
+#ifndef XLLM_MODEL_CONFIG_H
+#define XLLM_MODEL_CONFIG_H
+
+#include <stdint.h>
+#include "xllm.h"
+
+#define MODEL_MAX_LAYERS 512
+#define MODEL_MAX_EOS 8
+
+typedef enum rope_type { ROPE_DEFAULT = 0, ROPE_LINEAR, ROPE_LLAMA3 } rope_type;
+
+/* How MoE tensors are named: Mixtral's block_sparse_moe.{gate,experts.E.w1/w2/w3}
+ * or Qwen's mlp.{gate,experts.E.gate_proj/up_proj/down_proj,shared_expert...}. */
+typedef enum moe_naming { MOE_NONE = 0, MOE_MIXTRAL, MOE_QWEN } moe_naming;
+
+typedef struct model_config {
+    char model_type[32];
+    int hidden;            /* hidden_size */
+    int intermediate;      /* intermediate_size (dense MLP) */
+    int n_layers;
+    int n_heads;
+    int n_kv_heads;
+    int head_dim;
+    int vocab;
+    int max_positions;     /* max_position_embeddings */
+    float rms_eps;
+    double rope_theta;
+    rope_type rope;
+    double rope_factor;              /* linear / llama3 */
+    double rope_low_freq_factor;     /* llama3 */
+    double rope_high_freq_factor;    /* llama3 */
+    double rope_original_max_pos;    /* llama3 */
+    int qkv_bias;          /* q/k/v projections have bias */
+    int o_bias;            /* o_proj has bias */
+    int mlp_bias;
+    int qk_norm;           /* per-head RMSNorm of q and k (qwen3) */
+    int tie_embeddings;
+    int layer_window[MODEL_MAX_LAYERS]; /* sliding window per layer, 0 = full attention */
+
+    /* mixture of experts */
+    moe_naming moe;
+    int n_experts;
+    int n_experts_used;            /* num_experts_per_tok */
+    int moe_intermediate;
+    int shared_expert_intermediate; /* 0 = no shared expert */
+    int norm_topk_prob;
+    uint8_t layer_is_moe[MODEL_MAX_LAYERS];
+
+    int32_t bos_id;                 /* -1 if none */
+    int n_eos;
+    int32_t eos_ids[MODEL_MAX_EOS];
+} model_config;
+
+/* Parse dir/config.json and (if present) dir/generation_config.json. */
+xllm_status model_config_load(const char *dir, model_config *cfg, xllm_error *err);
+
+#endif

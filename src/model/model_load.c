@@ -1,0 +1,278 @@
+/*
+ * model_load.c - binds a checkpoint's tensors to the model's weight slots.
+ *
+ * Every tensor the architecture needs is looked up by its HF name and its
+ * shape checked against the config before anything runs: a missing tensor or
+ * a wrong shape is a load error naming the tensor and the file, never a crash
+ * in the middle of a forward pass. Matrices stay in the mmap; 1-D tensors are
+ * converted to small owned f32 arrays.
+ */
+#include "model/model.h"
+#include "base/alloc.h"
+#include "base/error.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#define NAME_MAX_LEN 256
+
+static void *own(model *m, void *p) {
+    if (!p) return NULL;
+    if (m->n_owned == m->cap_owned) {
+        size_t cap = m->cap_owned ? m->cap_owned * 2 : 64;
+        void **n = xllm_realloc(m->owned, cap * sizeof(void *));
+        if (!n) {
+            xllm_free(p);
+            return NULL;
+        }
+        m->owned = n;
+        m->cap_owned = cap;
+    }
+    m->owned[m->n_owned++] = p;
+    return p;
+}
+
+static const char *shape_str(const st_tensor *t, char *buf, size_t cap) {
+    size_t o = 0;
+    o += (size_t)snprintf(buf + o, cap - o, "[");
+    for (int i = 0; i < t->ndim && o < cap; i++)
+        o += (size_t)snprintf(buf + o, cap - o, i ? ", %lld" : "%lld", (long long)t->shape[i]);
+    if (o < cap) snprintf(buf + o, cap - o, "]");
+    return buf;
+}
+
+static xllm_status check_float_dtype(const st_tensor *t, xllm_error *err) {
+    if (t->dtype == XLLM_DT_F32 || t->dtype == XLLM_DT_F16 || t->dtype == XLLM_DT_BF16) return XLLM_OK;
+    return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "%s: tensor %s has dtype %s (supported: F32, F16, BF16)", t->file,
+                       t->name, xllm_dtype_name(t->dtype));
+}
+
+static const st_tensor *find(model *m, const char *name, int required, xllm_error *err, xllm_status *st) {
+    const st_tensor *t = st_find(m->weights_file, name);
+    if (!t && required && !*st)
+        *st = xllm_errorf(err, XLLM_ERR_FORMAT, "checkpoint is missing tensor %s", name);
+    return t;
+}
+
+static void bind_matrix(model *m, const char *name, int64_t rows, int64_t cols, matrix *out, xllm_error *err,
+                        xllm_status *st) {
+    if (*st) return;
+    const st_tensor *t = find(m, name, 1, err, st);
+    if (!t) return;
+    if ((*st = check_float_dtype(t, err))) return;
+    if (t->ndim != 2 || t->shape[0] != rows || t->shape[1] != cols) {
+        char buf[128];
+        *st = xllm_errorf(err, XLLM_ERR_FORMAT, "%s: tensor %s has shape %s, expected [%lld, %lld]", t->file, name,
+                          shape_str(t, buf, sizeof buf), (long long)rows, (long long)cols);
+        return;
+    }
+    out->dtype = t->dtype;
+    out->rows = rows;
+    out->cols = cols;
+    out->data = t->data;
+}
+
+/* 1-D tensor of n elements -> owned f32. Absent and !required: *out = NULL. */
+static void bind_vector(model *m, const char *name, int64_t n, int required, float **out, xllm_error *err,
+                        xllm_status *st) {
+    *out = NULL;
+    if (*st) return;
+    const st_tensor *t = find(m, name, required, err, st);
+    if (!t) return;
+    if ((*st = check_float_dtype(t, err))) return;
+    if (t->ndim != 1 || t->shape[0] != n) {
+        char buf[128];
+        *st = xllm_errorf(err, XLLM_ERR_FORMAT, "%s: tensor %s has shape %s, expected [%lld]", t->file, name,
+                          shape_str(t, buf, sizeof buf), (long long)n);
+        return;
+    }
+    float *v = own(m, xllm_malloc_array((size_t)n, sizeof(float)));
+    if (!v) {
+        *st = xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory loading %s", name);
+        return;
+    }
+    xllm_to_f32(t->dtype, t->data, v, (size_t)n);
+    *out = v;
+}
+
+static void bind_mlp(model *m, const char *prefix, const char *g, const char *u, const char *d, int inter,
+                     matrix *gate, matrix *up, matrix *down, xllm_error *err, xllm_status *st) {
+    char name[NAME_MAX_LEN];
+    int h = m->cfg.hidden;
+    snprintf(name, sizeof name, "%s.%s.weight", prefix, g);
+    bind_matrix(m, name, inter, h, gate, err, st);
+    snprintf(name, sizeof name, "%s.%s.weight", prefix, u);
+    bind_matrix(m, name, inter, h, up, err, st);
+    snprintf(name, sizeof name, "%s.%s.weight", prefix, d);
+    bind_matrix(m, name, h, inter, down, err, st);
+}
+
+static xllm_status bind_layer(model *m, int l, xllm_error *err) {
+    const model_config *c = &m->cfg;
+    layer_weights *L = &m->layers[l];
+    xllm_status st = XLLM_OK;
+    char p[NAME_MAX_LEN], name[NAME_MAX_LEN];
+    int h = c->hidden, qd = c->n_heads * c->head_dim, kd = c->n_kv_heads * c->head_dim;
+    snprintf(p, sizeof p, "model.layers.%d", l);
+
+#define NM(fmt, ...) (snprintf(name, sizeof name, fmt, __VA_ARGS__), name)
+    bind_vector(m, NM("%s.input_layernorm.weight", p), h, 1, &L->attn_norm, err, &st);
+    bind_vector(m, NM("%s.post_attention_layernorm.weight", p), h, 1, &L->mlp_norm, err, &st);
+    bind_matrix(m, NM("%s.self_attn.q_proj.weight", p), qd, h, &L->q, err, &st);
+    bind_matrix(m, NM("%s.self_attn.k_proj.weight", p), kd, h, &L->k, err, &st);
+    bind_matrix(m, NM("%s.self_attn.v_proj.weight", p), kd, h, &L->v, err, &st);
+    bind_matrix(m, NM("%s.self_attn.o_proj.weight", p), h, qd, &L->o, err, &st);
+    if (c->qkv_bias) {
+        bind_vector(m, NM("%s.self_attn.q_proj.bias", p), qd, 1, &L->q_bias, err, &st);
+        bind_vector(m, NM("%s.self_attn.k_proj.bias", p), kd, 1, &L->k_bias, err, &st);
+        bind_vector(m, NM("%s.self_attn.v_proj.bias", p), kd, 1, &L->v_bias, err, &st);
+    }
+    if (c->o_bias) bind_vector(m, NM("%s.self_attn.o_proj.bias", p), h, 1, &L->o_bias, err, &st);
+    if (c->qk_norm) {
+        bind_vector(m, NM("%s.self_attn.q_norm.weight", p), c->head_dim, 1, &L->q_norm, err, &st);
+        bind_vector(m, NM("%s.self_attn.k_norm.weight", p), c->head_dim, 1, &L->k_norm, err, &st);
+    }
+
+    if (!c->layer_is_moe[l]) {
+        snprintf(name, sizeof name, "%s.mlp", p);
+        bind_mlp(m, name, "gate_proj", "up_proj", "down_proj", c->intermediate, &L->gate, &L->up, &L->down, err, &st);
+        if (c->mlp_bias) {
+            bind_vector(m, NM("%s.mlp.gate_proj.bias", p), c->intermediate, 1, &L->gate_bias, err, &st);
+            bind_vector(m, NM("%s.mlp.up_proj.bias", p), c->intermediate, 1, &L->up_bias, err, &st);
+            bind_vector(m, NM("%s.mlp.down_proj.bias", p), h, 1, &L->down_bias, err, &st);
+        }
+        return st;
+    }
+    if (st) return st;
+    size_t E = (size_t)c->n_experts;
+    L->exp_gate = own(m, xllm_calloc(E, sizeof(matrix)));
+    L->exp_up = own(m, xllm_calloc(E, sizeof(matrix)));
+    L->exp_down = own(m, xllm_calloc(E, sizeof(matrix)));
+    if (!L->exp_gate || !L->exp_up || !L->exp_down) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+    const int mixtral = c->moe == MOE_MIXTRAL;
+    const char *moe = mixtral ? "block_sparse_moe" : "mlp";
+    bind_matrix(m, NM("%s.%s.gate.weight", p, moe), c->n_experts, h, &L->router, err, &st);
+    for (int e = 0; e < c->n_experts && !st; e++) {
+        char ep[NAME_MAX_LEN];
+        snprintf(ep, sizeof ep, "%s.%s.experts.%d", p, moe, e);
+        if (mixtral)
+            bind_mlp(m, ep, "w1", "w3", "w2", c->moe_intermediate, &L->exp_gate[e], &L->exp_up[e], &L->exp_down[e],
+                     err, &st);
+        else
+            bind_mlp(m, ep, "gate_proj", "up_proj", "down_proj", c->moe_intermediate, &L->exp_gate[e],
+                     &L->exp_up[e], &L->exp_down[e], err, &st);
+    }
+    if (c->shared_expert_intermediate > 0) {
+        snprintf(name, sizeof name, "%s.mlp.shared_expert", p);
+        bind_mlp(m, name, "gate_proj", "up_proj", "down_proj", c->shared_expert_intermediate, &L->sh_gate, &L->sh_up,
+                 &L->sh_down, err, &st);
+        bind_matrix(m, NM("%s.mlp.shared_expert_gate.weight", p), 1, h, &L->sh_router, err, &st);
+    }
+#undef NM
+    return st;
+}
+
+/* RoPE inverse frequencies with the config's scaling (HF semantics). */
+static void rope_frequencies(const model_config *c, double *inv_freq) {
+    int half = c->head_dim / 2;
+    for (int i = 0; i < half; i++) {
+        double f = 1.0 / pow(c->rope_theta, (2.0 * i) / c->head_dim);
+        if (c->rope == ROPE_LINEAR) {
+            f /= c->rope_factor;
+        } else if (c->rope == ROPE_LLAMA3) {
+            double low_wavelen = c->rope_original_max_pos / c->rope_low_freq_factor;
+            double high_wavelen = c->rope_original_max_pos / c->rope_high_freq_factor;
+            double wavelen = 2.0 * M_PI / f;
+            if (wavelen > low_wavelen) {
+                f /= c->rope_factor;
+            } else if (wavelen >= high_wavelen) {
+                double smooth = (c->rope_original_max_pos / wavelen - c->rope_low_freq_factor) /
+                                (c->rope_high_freq_factor - c->rope_low_freq_factor);
+                f = (1.0 - smooth) * f / c->rope_factor + smooth * f;
+            }
+        }
+        inv_freq[i] = f;
+    }
+}
+
+static xllm_status alloc_scratch(model *m, int T, xllm_error *err) {
+    const model_config *c = &m->cfg;
+    model_scratch *s = &m->s;
+    size_t t = (size_t)T, h = (size_t)c->hidden;
+    size_t qd = (size_t)c->n_heads * (size_t)c->head_dim, kd = (size_t)c->n_kv_heads * (size_t)c->head_dim;
+    size_t inter = (size_t)c->intermediate;
+    if ((size_t)c->moe_intermediate > inter) inter = (size_t)c->moe_intermediate;
+    if ((size_t)c->shared_expert_intermediate > inter) inter = (size_t)c->shared_expert_intermediate;
+    size_t E = (size_t)(c->n_experts > 0 ? c->n_experts : 1), K = (size_t)(c->n_experts_used > 0 ? c->n_experts_used : 1);
+    s->max_tokens = T;
+#define ALLOC(ptr, n) ((ptr) = own(m, xllm_malloc_array((n), sizeof(*(ptr)))))
+    if (!ALLOC(s->x, t * h) || !ALLOC(s->xn, t * h) || !ALLOC(s->q, t * qd) || !ALLOC(s->k, t * kd) ||
+        !ALLOC(s->v, t * kd) || !ALLOC(s->att, t * qd) || !ALLOC(s->tmp, t * h) || !ALLOC(s->h1, t * inter) ||
+        !ALLOC(s->h2, t * inter) || !ALLOC(s->moe_acc, t * h) || !ALLOC(s->xg, t * h) || !ALLOC(s->yg, t * h) ||
+        !ALLOC(s->router_logits, t * E) || !ALLOC(s->rope_cos, t * (size_t)c->head_dim / 2) ||
+        !ALLOC(s->rope_sin, t * (size_t)c->head_dim / 2) || !ALLOC(s->route_ids, t * K) ||
+        !ALLOC(s->route_w, t * K) || !ALLOC(s->expert_tokens, t * K) || !ALLOC(s->expert_w, t * K) ||
+        !ALLOC(s->expert_count, E))
+        return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "cannot allocate forward scratch for %d tokens", T);
+#undef ALLOC
+    return XLLM_OK;
+}
+
+model *model_load(const char *dir, int n_threads, int max_tokens, xllm_error *err) {
+    xllm_error_clear(err);
+    model *m = xllm_calloc(1, sizeof *m);
+    if (!m) {
+        xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+        return NULL;
+    }
+    xllm_status st = model_config_load(dir, &m->cfg, err);
+    if (st) goto fail;
+    const model_config *c = &m->cfg;
+    m->weights_file = st_open(dir, err);
+    if (!m->weights_file) goto fail;
+
+    bind_matrix(m, "model.embed_tokens.weight", c->vocab, c->hidden, &m->embed, err, &st);
+    bind_vector(m, "model.norm.weight", c->hidden, 1, &m->final_norm, err, &st);
+    if (st) goto fail;
+    /* tied when the config says so or when the checkpoint has no lm_head */
+    if (c->tie_embeddings || !st_find(m->weights_file, "lm_head.weight"))
+        m->lm_head = m->embed;
+    else
+        bind_matrix(m, "lm_head.weight", c->vocab, c->hidden, &m->lm_head, err, &st);
+    if (st) goto fail;
+
+    m->layers = own(m, xllm_calloc((size_t)c->n_layers, sizeof(layer_weights)));
+    if (!m->layers) {
+        xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+        goto fail;
+    }
+    for (int l = 0; l < c->n_layers; l++)
+        if (bind_layer(m, l, err)) goto fail;
+
+    m->inv_freq = own(m, xllm_malloc_array((size_t)c->head_dim / 2, sizeof(double)));
+    if (!m->inv_freq) goto fail;
+    rope_frequencies(c, m->inv_freq);
+    if (alloc_scratch(m, max_tokens, err)) goto fail;
+
+    size_t max_cols = (size_t)c->hidden;
+    size_t widest[] = {(size_t)c->intermediate, (size_t)c->moe_intermediate, (size_t)c->shared_expert_intermediate,
+                       (size_t)c->n_heads * (size_t)c->head_dim, (size_t)c->head_dim};
+    for (size_t i = 0; i < sizeof widest / sizeof *widest; i++)
+        if (widest[i] > max_cols) max_cols = widest[i];
+    if (backend_init(&m->be, n_threads, max_cols, err)) goto fail;
+    return m;
+fail:
+    if (err && err->code == XLLM_OK) xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory loading %s", dir);
+    model_free(m);
+    return NULL;
+}
+
+void model_free(model *m) {
+    if (!m) return;
+    if (m->be.tp) backend_free(&m->be);
+    for (size_t i = 0; i < m->n_owned; i++) xllm_free(m->owned[i]);
+    xllm_free(m->owned);
+    st_close(m->weights_file);
+    xllm_free(m);
+}
