@@ -55,9 +55,10 @@ xllm_status xllm_tokenize(const xllm_tokenizer *tok, const char *text, size_t le
                           int add_special, int32_t **ids, size_t *n_ids, xllm_error *err);
 
 /* Decode ids to UTF-8 text; skip_special drops special tokens. On success
- * *text (NUL-terminated, free with xllm_free). */
+ * *text (NUL-terminated, free with xllm_free) and, when text_len is not NULL,
+ * its length in bytes (the text may itself hold NUL bytes, e.g. <0x00>). */
 xllm_status xllm_detokenize(const xllm_tokenizer *tok, const int32_t *ids, size_t n_ids,
-                            int skip_special, char **text, xllm_error *err);
+                            int skip_special, char **text, size_t *text_len, xllm_error *err);
 
 int32_t xllm_tokenizer_vocab_size(const xllm_tokenizer *tok);
 
@@ -70,7 +71,8 @@ typedef struct xllm_model_options {
     int max_context;      /* 0 = the model's max_position_embeddings (capped at 8192) */
     int kv_block_size;    /* tokens per KV block; 0 = 16 */
     int max_batch_seqs;   /* sequences in flight at once; 0 = 16 */
-    int64_t kv_tokens;    /* KV pool capacity in tokens; 0 = max_context * max_batch_seqs */
+    int64_t kv_tokens;    /* KV pool capacity in tokens; 0 = max_context * max_batch_seqs (capped at 1 GiB) */
+    int max_step_tokens;  /* most tokens in one forward step (prefill is chunked to fit); 0 = 512 */
 } xllm_model_options;
 
 xllm_model_options xllm_model_options_default(void);
@@ -135,7 +137,8 @@ typedef enum xllm_finish_reason {
 typedef struct xllm_result {
     int32_t *prompt_ids;   size_t n_prompt_ids;
     int32_t *ids;          size_t n_ids;     /* generated ids only */
-    char *text;                              /* decoded generated text (stop string cut off) */
+    char *text;                              /* decoded generated text (stop string cut off), NUL-terminated */
+    size_t text_len;                         /* its length in bytes (text may hold NUL bytes) */
     xllm_finish_reason finish_reason;
 } xllm_result;
 

@@ -9,6 +9,7 @@
  * Every failure prints "xllm: error: ..." on stderr and exits with status 1.
  */
 #include "xllm.h"
+#include "json_text.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -119,13 +120,6 @@ static void print_ids_json(FILE *f, const int32_t *ids, size_t n) {
     fputc(']', f);
 }
 
-static void print_json_string(FILE *f, const char *s) {
-    cJSON *str = cJSON_CreateString(s);
-    char *out = str ? cJSON_PrintUnformatted(str) : NULL;
-    fputs(out ? out : "\"\"", f);
-    free(out);
-    cJSON_Delete(str);
-}
 
 /* ------------------------------------------------------------------ run */
 
@@ -228,7 +222,7 @@ static int cmd_run(int argc, char **argv) {
         printf(",\"ids\":");
         print_ids_json(stdout, res[0].ids, res[0].n_ids);
         printf(",\"text\":");
-        print_json_string(stdout, res[0].text);
+        json_write_string(stdout, res[0].text, res[0].text_len);
         printf("}\n");
     } else {
         putchar('\n');
@@ -292,21 +286,25 @@ static int cmd_logits(int argc, char **argv) {
 /* ------------------------------------------------------------- tokenize */
 
 static int tokenize_line(const xllm_tokenizer *tok, const char *line, size_t lineno, const char *path) {
+    /* validate with cJSON, then take the exact bytes (cJSON stops at \u0000) */
     cJSON *doc = cJSON_Parse(line);
     const cJSON *text = doc ? cJSON_GetObjectItemCaseSensitive(doc, "text") : NULL;
-    if (!cJSON_IsString(text)) {
+    char *s = NULL;
+    size_t slen = 0;
+    if (!cJSON_IsString(text) || json_object_string(line, "text", &s, &slen)) {
         cJSON_Delete(doc);
+        free(s);
         fprintf(stderr, "xllm: error: %s:%zu: expected a JSON object with a string \"text\"\n", path, lineno);
         return 1;
     }
     xllm_error err;
     int32_t *ids = NULL, *ids_ns = NULL;
-    size_t n = 0, n_ns = 0;
+    size_t n = 0, n_ns = 0, dec_len = 0, dec_skip_len = 0;
     char *dec = NULL, *dec_skip = NULL;
-    const char *s = text->valuestring;
     int rc = 0;
-    if (xllm_tokenize(tok, s, strlen(s), 1, &ids, &n, &err) || xllm_tokenize(tok, s, strlen(s), 0, &ids_ns, &n_ns, &err) ||
-        xllm_detokenize(tok, ids, n, 0, &dec, &err) || xllm_detokenize(tok, ids, n, 1, &dec_skip, &err)) {
+    if (xllm_tokenize(tok, s, slen, 1, &ids, &n, &err) || xllm_tokenize(tok, s, slen, 0, &ids_ns, &n_ns, &err) ||
+        xllm_detokenize(tok, ids, n, 0, &dec, &dec_len, &err) ||
+        xllm_detokenize(tok, ids, n, 1, &dec_skip, &dec_skip_len, &err)) {
         fprintf(stderr, "xllm: error: %s:%zu: %s\n", path, lineno, err.message);
         rc = 1;
     } else {
@@ -315,15 +313,16 @@ static int tokenize_line(const xllm_tokenizer *tok, const char *line, size_t lin
         printf(",\"ids_no_special\":");
         print_ids_json(stdout, ids_ns, n_ns);
         printf(",\"decode\":");
-        print_json_string(stdout, dec);
+        json_write_string(stdout, dec, dec_len);
         printf(",\"decode_skip_special\":");
-        print_json_string(stdout, dec_skip);
+        json_write_string(stdout, dec_skip, dec_skip_len);
         printf("}\n");
     }
     xllm_free(ids);
     xllm_free(ids_ns);
     xllm_free(dec);
     xllm_free(dec_skip);
+    free(s);
     cJSON_Delete(doc);
     return rc;
 }

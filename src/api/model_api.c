@@ -62,7 +62,8 @@ xllm_model *xllm_model_load(const char *path, const xllm_model_options *opts, xl
         xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
         return NULL;
     }
-    xm->m = model_load(path, o.n_threads, MAX_STEP_TOKENS, err);
+    if (o.max_step_tokens <= 0) o.max_step_tokens = MAX_STEP_TOKENS;
+    xm->m = model_load(path, o.n_threads, o.max_step_tokens, err);
     if (!xm->m) goto fail;
     char tp[4096];
     xllm_path_join(tp, sizeof tp, path, "tokenizer.json");
@@ -71,7 +72,7 @@ xllm_model *xllm_model_load(const char *path, const xllm_model_options *opts, xl
         if (!xm->tok) goto fail;
     }
     resolve_options(&xm->m->cfg, &o);
-    if (o.max_batch_seqs > MAX_STEP_TOKENS) o.max_batch_seqs = MAX_STEP_TOKENS;
+    if (o.max_batch_seqs > o.max_step_tokens) o.max_batch_seqs = o.max_step_tokens; /* one decode token each */
     if (engine_init(&xm->eng, xm->m, xm->tok, &o, err)) goto fail;
     return xm;
 fail:

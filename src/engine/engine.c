@@ -213,6 +213,7 @@ static xllm_status seq_accept(engine *e, seq_state *s, int32_t tok, xllm_token_c
     s->ids[s->n_ids++] = tok;
     int n_gen = s->n_ids - s->n_prompt;
     size_t new_bytes = 0;
+    int stopped_by_string = 0;
     if (is_stop_id(e, s->p, tok)) {
         s->finished = 1;
         s->reason = XLLM_FINISH_STOP;
@@ -227,6 +228,7 @@ static xllm_status seq_accept(engine *e, seq_state *s, int32_t tok, xllm_token_c
         if (at >= 0) {
             s->text_len = (size_t)at;
             s->text[at] = 0;
+            stopped_by_string = 1;
             s->finished = 1;
             s->reason = XLLM_FINISH_STOP;
         }
@@ -234,6 +236,14 @@ static xllm_status seq_accept(engine *e, seq_state *s, int32_t tok, xllm_token_c
     if (!s->finished && (n_gen >= s->max_new || s->n_ids >= e->max_context)) {
         s->finished = 1;
         s->reason = XLLM_FINISH_LENGTH;
+    }
+    if (s->finished && s->ds && !stopped_by_string) {
+        /* bytes the detokenizer still holds (an unfinished character) */
+        const char *piece;
+        size_t len;
+        xllm_status st = detok_stream_flush(s->ds, &piece, &len, err);
+        if (!st) st = text_append(s, piece, len, err);
+        if (st) return st;
     }
     size_t upto = s->finished ? s->text_len : s->text_len - stop_holdback(s);
     if (upto < s->emitted) upto = s->emitted;
@@ -256,6 +266,7 @@ static xllm_status finish_result(seq_state *s, xllm_result *r, xllm_error *err) 
     r->prompt_ids = xllm_malloc_array(r->n_prompt_ids + 1, sizeof(int32_t));
     r->ids = xllm_malloc_array(r->n_ids + 1, sizeof(int32_t));
     r->text = xllm_strndup(s->text ? s->text : "", s->text ? s->text_len : 0);
+    r->text_len = s->text ? s->text_len : 0;
     if (!r->prompt_ids || !r->ids || !r->text) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
     memcpy(r->prompt_ids, s->ids, r->n_prompt_ids * sizeof(int32_t));
     memcpy(r->ids, s->ids + s->n_prompt, r->n_ids * sizeof(int32_t));

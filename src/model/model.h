@@ -41,6 +41,7 @@ typedef struct model_scratch {
 
 typedef struct model {
     model_config cfg;
+    char *dir;                     /* checkpoint directory (for messages) */
     st_archive *weights_file;
     backend be;
     matrix embed, lm_head;

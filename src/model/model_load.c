@@ -51,7 +51,7 @@ static xllm_status check_float_dtype(const st_tensor *t, xllm_error *err) {
 static const st_tensor *find(model *m, const char *name, int required, xllm_error *err, xllm_status *st) {
     const st_tensor *t = st_find(m->weights_file, name);
     if (!t && required && !*st)
-        *st = xllm_errorf(err, XLLM_ERR_FORMAT, "checkpoint is missing tensor %s", name);
+        *st = xllm_errorf(err, XLLM_ERR_FORMAT, "%s: checkpoint is missing tensor %s", m->dir, name);
     return t;
 }
 
@@ -226,6 +226,12 @@ model *model_load(const char *dir, int n_threads, int max_tokens, xllm_error *er
         xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
         return NULL;
     }
+    m->dir = xllm_strdup(dir);
+    if (!m->dir) {
+        xllm_free(m);
+        xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+        return NULL;
+    }
     xllm_status st = model_config_load(dir, &m->cfg, err);
     if (st) goto fail;
     const model_config *c = &m->cfg;
@@ -274,5 +280,6 @@ void model_free(model *m) {
     for (size_t i = 0; i < m->n_owned; i++) xllm_free(m->owned[i]);
     xllm_free(m->owned);
     st_close(m->weights_file);
+    xllm_free(m->dir);
     xllm_free(m);
 }

@@ -1,0 +1,400 @@
+"""xllm - Python API of the xLLM inference engine (ctypes over libxllm.so).
+
+Standard library only. From the repository root after the build,
+``PYTHONPATH=python python3 -c "import xllm"`` finds ``build/libxllm.so``;
+elsewhere set ``XLLM_LIBRARY`` to the library's path.
+
+    from xllm import LLM, SamplingParams
+    llm = LLM("models/stories260k")
+    llm.set_inference_params(max_new_tokens=300, repetition_penalty=1.2, do_sample=False, top_k=10)
+    out = llm.generate(["Once upon a time"])
+    print(out[0].text, out[0].token_ids)
+"""
+
+import ctypes
+import ctypes.util
+import os
+
+__all__ = ["LLM", "SamplingParams", "RequestOutput", "XLLMError", "library_path"]
+
+MAX_STOP_STRINGS = 16
+MAX_STOP_IDS = 16
+
+
+class XLLMError(RuntimeError):
+    """An error reported by libxllm (bad file, bad parameter, prompt too long...)."""
+
+    def __init__(self, code, message):
+        super().__init__(message)
+        self.code = code
+
+
+# ----------------------------------------------------------------- C layout
+
+class _Error(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_int), ("message", ctypes.c_char * 1024)]
+
+
+class _ModelOptions(ctypes.Structure):
+    _fields_ = [("n_threads", ctypes.c_int), ("max_context", ctypes.c_int), ("kv_block_size", ctypes.c_int),
+                ("max_batch_seqs", ctypes.c_int), ("kv_tokens", ctypes.c_int64), ("max_step_tokens", ctypes.c_int)]
+
+
+class _SamplingParams(ctypes.Structure):
+    _fields_ = [("max_new_tokens", ctypes.c_int), ("do_sample", ctypes.c_int), ("temperature", ctypes.c_float),
+                ("top_k", ctypes.c_int), ("top_p", ctypes.c_float), ("min_p", ctypes.c_float),
+                ("repetition_penalty", ctypes.c_float), ("presence_penalty", ctypes.c_float),
+                ("frequency_penalty", ctypes.c_float), ("seed", ctypes.c_uint64), ("has_seed", ctypes.c_int),
+                ("ignore_eos", ctypes.c_int), ("n_stop", ctypes.c_int),
+                ("stop", ctypes.c_char_p * MAX_STOP_STRINGS), ("n_stop_ids", ctypes.c_int),
+                ("stop_ids", ctypes.c_int32 * MAX_STOP_IDS)]
+
+
+class _Request(ctypes.Structure):
+    _fields_ = [("prompt", ctypes.c_char_p), ("prompt_ids", ctypes.POINTER(ctypes.c_int32)),
+                ("n_prompt_ids", ctypes.c_size_t), ("params", _SamplingParams)]
+
+
+class _Result(ctypes.Structure):
+    _fields_ = [("prompt_ids", ctypes.POINTER(ctypes.c_int32)), ("n_prompt_ids", ctypes.c_size_t),
+                ("ids", ctypes.POINTER(ctypes.c_int32)), ("n_ids", ctypes.c_size_t),
+                ("text", ctypes.c_void_p), ("text_len", ctypes.c_size_t), ("finish_reason", ctypes.c_int)]
+
+
+_TokenCallback = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int32,
+                                  ctypes.c_void_p, ctypes.c_size_t)
+
+
+def library_path():
+    """Where libxllm.so is looked for: $XLLM_LIBRARY, the repository's build/, the system."""
+    env = os.environ.get("XLLM_LIBRARY")
+    if env:
+        return env
+    here = os.path.dirname(os.path.abspath(__file__))
+    for rel in ("../../build/libxllm.so", "libxllm.so"):
+        cand = os.path.normpath(os.path.join(here, rel))
+        if os.path.exists(cand):
+            return cand
+    found = ctypes.util.find_library("xllm")
+    if found:
+        return found
+    raise OSError("libxllm.so not found: build the project (cmake -B build && cmake --build build) "
+                  "or set XLLM_LIBRARY")
+
+
+def _load_library():
+    lib = ctypes.CDLL(library_path())
+    P = ctypes.POINTER
+    sig = {
+        "xllm_free": (None, [ctypes.c_void_p]),
+        "xllm_model_options_default": (_ModelOptions, []),
+        "xllm_model_load": (ctypes.c_void_p, [ctypes.c_char_p, P(_ModelOptions), P(_Error)]),
+        "xllm_model_free": (None, [ctypes.c_void_p]),
+        "xllm_model_tokenizer": (ctypes.c_void_p, [ctypes.c_void_p]),
+        "xllm_model_vocab_size": (ctypes.c_int32, [ctypes.c_void_p]),
+        "xllm_model_context_size": (ctypes.c_int32, [ctypes.c_void_p]),
+        "xllm_model_logits": (ctypes.c_int, [ctypes.c_void_p, P(ctypes.c_int32), ctypes.c_size_t, ctypes.c_int,
+                                             P(ctypes.c_float), P(_Error)]),
+        "xllm_sampling_params_default": (_SamplingParams, []),
+        "xllm_generate": (ctypes.c_int, [ctypes.c_void_p, P(_Request), ctypes.c_size_t, _TokenCallback,
+                                         ctypes.c_void_p, P(P(_Result)), P(_Error)]),
+        "xllm_results_free": (None, [P(_Result), ctypes.c_size_t]),
+        "xllm_tokenize": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_int,
+                                         P(P(ctypes.c_int32)), P(ctypes.c_size_t), P(_Error)]),
+        "xllm_detokenize": (ctypes.c_int, [ctypes.c_void_p, P(ctypes.c_int32), ctypes.c_size_t, ctypes.c_int,
+                                           P(ctypes.c_void_p), P(ctypes.c_size_t), P(_Error)]),
+    }
+    for name, (res, args) in sig.items():
+        fn = getattr(lib, name)
+        fn.restype = res
+        fn.argtypes = args
+    return lib
+
+
+_lib = None
+
+
+def _library():
+    global _lib
+    if _lib is None:
+        _lib = _load_library()
+    return _lib
+
+
+def _raise(err):
+    raise XLLMError(err.code, err.message.decode("utf-8", "replace"))
+
+
+# ------------------------------------------------------------ public types
+
+class SamplingParams:
+    """Per-request generation settings (HF generate / OpenAI names).
+
+    do_sample=False (or temperature 0) means greedy; top_k/top_p/min_p apply
+    only when sampling. repetition_penalty is HF's multiplicative penalty over
+    prompt and output; presence/frequency penalties are OpenAI's additive ones
+    over the output. stop: strings that end generation (cut from the text).
+    """
+
+    _FIELDS = ("max_new_tokens", "temperature", "top_k", "top_p", "min_p", "repetition_penalty",
+               "presence_penalty", "frequency_penalty", "seed", "stop", "stop_token_ids", "do_sample", "ignore_eos")
+
+    def __init__(self, max_new_tokens=256, temperature=1.0, top_k=0, top_p=1.0, min_p=0.0,
+                 repetition_penalty=1.0, presence_penalty=0.0, frequency_penalty=0.0, seed=None,
+                 stop=None, stop_token_ids=None, do_sample=True, ignore_eos=False, max_tokens=None):
+        self.max_new_tokens = max_tokens if max_tokens is not None else max_new_tokens
+        self.temperature = temperature
+        self.top_k = top_k
+        self.top_p = top_p
+        self.min_p = min_p
+        self.repetition_penalty = repetition_penalty
+        self.presence_penalty = presence_penalty
+        self.frequency_penalty = frequency_penalty
+        self.seed = seed
+        self.stop = [stop] if isinstance(stop, str) else list(stop or [])
+        self.stop_token_ids = list(stop_token_ids or [])
+        self.do_sample = do_sample
+        self.ignore_eos = ignore_eos
+
+    def replace(self, **kw):
+        """A copy with some fields changed (unknown names are an error)."""
+        out = SamplingParams()
+        for f in self._FIELDS:
+            setattr(out, f, getattr(self, f))
+        for k, v in kw.items():
+            if k == "max_tokens":
+                k = "max_new_tokens"
+            if k not in self._FIELDS:
+                raise TypeError("unknown sampling parameter: %s" % k)
+            if k == "stop":
+                v = [v] if isinstance(v, str) else list(v or [])
+            setattr(out, k, v)
+        return out
+
+    def _to_c(self, keep):
+        p = _library().xllm_sampling_params_default()
+        p.max_new_tokens = int(self.max_new_tokens)
+        p.do_sample = 1 if self.do_sample else 0
+        p.temperature = float(self.temperature)
+        p.top_k = int(self.top_k or 0)
+        p.top_p = float(self.top_p)
+        p.min_p = float(self.min_p)
+        p.repetition_penalty = float(self.repetition_penalty)
+        p.presence_penalty = float(self.presence_penalty)
+        p.frequency_penalty = float(self.frequency_penalty)
+        if self.seed is not None:
+            p.seed = int(self.seed) & 0xFFFFFFFFFFFFFFFF
+            p.has_seed = 1
+        p.ignore_eos = 1 if self.ignore_eos else 0
+        if len(self.stop) > MAX_STOP_STRINGS:
+            raise ValueError("at most %d stop strings" % MAX_STOP_STRINGS)
+        for i, s in enumerate(self.stop):
+            b = s.encode("utf-8")
+            keep.append(b)
+            p.stop[i] = b
+        p.n_stop = len(self.stop)
+        if len(self.stop_token_ids) > MAX_STOP_IDS:
+            raise ValueError("at most %d stop token ids" % MAX_STOP_IDS)
+        for i, t in enumerate(self.stop_token_ids):
+            p.stop_ids[i] = int(t)
+        p.n_stop_ids = len(self.stop_token_ids)
+        return p
+
+    def __repr__(self):
+        return "SamplingParams(%s)" % ", ".join("%s=%r" % (f, getattr(self, f)) for f in self._FIELDS)
+
+
+class RequestOutput:
+    """One generation result: .text, .token_ids (generated only), .prompt_token_ids, .finish_reason."""
+
+    _REASONS = {0: "length", 1: "stop", 2: "cancelled"}
+
+    def __init__(self, prompt, prompt_token_ids, token_ids, text, finish_reason):
+        self.prompt = prompt
+        self.prompt_token_ids = prompt_token_ids
+        self.token_ids = token_ids
+        self.text = text
+        self.finish_reason = finish_reason
+
+    def __repr__(self):
+        return "RequestOutput(text=%r, token_ids=%r, finish_reason=%r)" % (self.text, self.token_ids,
+                                                                           self.finish_reason)
+
+
+class LLM:
+    """A loaded model: LLM(path) takes a HuggingFace checkpoint directory."""
+
+    def __init__(self, model, n_threads=0, max_context=0, max_batch_seqs=0, kv_tokens=0):
+        lib = _library()
+        self._lib = lib
+        self._model = None
+        opts = lib.xllm_model_options_default()
+        opts.n_threads = int(n_threads)
+        opts.max_context = int(max_context)
+        opts.max_batch_seqs = int(max_batch_seqs)
+        opts.kv_tokens = int(kv_tokens)
+        err = _Error()
+        handle = lib.xllm_model_load(os.fspath(model).encode("utf-8"), ctypes.byref(opts), ctypes.byref(err))
+        if not handle:
+            _raise(err)
+        self._model = handle
+        self._tok = lib.xllm_model_tokenizer(handle)
+        self.path = os.fspath(model)
+        self.vocab_size = lib.xllm_model_vocab_size(handle)
+        self.context_size = lib.xllm_model_context_size(handle)
+        self._defaults = SamplingParams()
+
+    # -- lifetime
+    def close(self):
+        if self._model:
+            self._lib.xllm_model_free(self._model)
+            self._model = None
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _check_open(self):
+        if not self._model:
+            raise XLLMError(1, "the model is closed")
+
+    # -- defaults
+    def set_inference_params(self, **kw):
+        """Set the defaults later generate() calls use, e.g.
+        set_inference_params(max_new_tokens=300, repetition_penalty=1.2, do_sample=False, top_k=10)."""
+        self._defaults = self._defaults.replace(**kw)
+        return self._defaults
+
+    @property
+    def inference_params(self):
+        return self._defaults
+
+    # -- tokenizer
+    def tokenize(self, text, add_special_tokens=True):
+        self._check_open()
+        if not self._tok:
+            raise XLLMError(1, "this model has no tokenizer")
+        b = text.encode("utf-8")
+        ids = ctypes.POINTER(ctypes.c_int32)()
+        n = ctypes.c_size_t()
+        err = _Error()
+        if self._lib.xllm_tokenize(self._tok, b, len(b), 1 if add_special_tokens else 0, ctypes.byref(ids),
+                                   ctypes.byref(n), ctypes.byref(err)):
+            _raise(err)
+        out = ids[:n.value]
+        self._lib.xllm_free(ids)
+        return out
+
+    def detokenize(self, ids, skip_special_tokens=True):
+        self._check_open()
+        if not self._tok:
+            raise XLLMError(1, "this model has no tokenizer")
+        arr = (ctypes.c_int32 * max(len(ids), 1))(*ids)
+        text = ctypes.c_void_p()
+        n = ctypes.c_size_t()
+        err = _Error()
+        if self._lib.xllm_detokenize(self._tok, arr, len(ids), 1 if skip_special_tokens else 0,
+                                     ctypes.byref(text), ctypes.byref(n), ctypes.byref(err)):
+            _raise(err)
+        out = ctypes.string_at(text.value, n.value).decode("utf-8", "replace")
+        self._lib.xllm_free(text)
+        return out
+
+    # -- model
+    def logits(self, ids, all_positions=False):
+        """Logits for a token sequence (no BOS added): the last position as a
+        list, or every position as a list of lists."""
+        self._check_open()
+        n = len(ids)
+        rows = n if all_positions else 1
+        out = (ctypes.c_float * (rows * self.vocab_size))()
+        arr = (ctypes.c_int32 * max(n, 1))(*ids)
+        err = _Error()
+        if self._lib.xllm_model_logits(self._model, arr, n, 1 if all_positions else 0, out, ctypes.byref(err)):
+            _raise(err)
+        V = self.vocab_size
+        if not all_positions:
+            return list(out)
+        return [list(out[i * V:(i + 1) * V]) for i in range(n)]
+
+    def generate(self, prompts, sampling_params=None, callback=None, **overrides):
+        """Generate for one prompt or a list of prompts in one batched call.
+
+        A prompt is a str (tokenized with the model's special tokens, e.g. BOS)
+        or a list of token ids (used as given). sampling_params: one
+        SamplingParams for all, or a list (one per prompt); unset means the
+        defaults from set_inference_params; keyword overrides apply on top.
+        callback(index, token_id, text_piece) streams tokens; return True to
+        stop that request. Returns a list of RequestOutput.
+        """
+        self._check_open()
+        single = isinstance(prompts, str) or (isinstance(prompts, (list, tuple)) and prompts
+                                              and isinstance(prompts[0], int))
+        if single:
+            prompts = [prompts]
+        prompts = list(prompts)
+        n = len(prompts)
+        if n == 0:
+            return []
+        if sampling_params is None:
+            params = [self._defaults] * n
+        elif isinstance(sampling_params, SamplingParams):
+            params = [sampling_params] * n
+        else:
+            params = list(sampling_params)
+            if len(params) != n:
+                raise ValueError("got %d sampling_params for %d prompts" % (len(params), n))
+        if overrides:
+            params = [p.replace(**overrides) for p in params]
+
+        keep = []
+        reqs = (_Request * n)()
+        for i, (pr, sp) in enumerate(zip(prompts, params)):
+            if isinstance(pr, str):
+                b = pr.encode("utf-8")
+                keep.append(b)
+                reqs[i].prompt = b
+            else:
+                arr = (ctypes.c_int32 * max(len(pr), 1))(*[int(t) for t in pr])
+                keep.append(arr)
+                reqs[i].prompt = None
+                reqs[i].prompt_ids = ctypes.cast(arr, ctypes.POINTER(ctypes.c_int32))
+                reqs[i].n_prompt_ids = len(pr)
+            reqs[i].params = sp._to_c(keep)
+
+        cb = ctypes.cast(None, _TokenCallback)
+        raised = []
+        if callback is not None:
+            def _cb(user, index, token, text, length):
+                try:
+                    piece = ctypes.string_at(text, length).decode("utf-8", "replace") if length else ""
+                    return 1 if callback(index, token, piece) else 0
+                except BaseException as e:  # never let an exception cross the C boundary
+                    raised.append(e)
+                    return 1
+            cb = _TokenCallback(_cb)
+        results = ctypes.POINTER(_Result)()
+        err = _Error()
+        st = self._lib.xllm_generate(self._model, reqs, n, cb, None, ctypes.byref(results), ctypes.byref(err))
+        if raised:
+            if not st:
+                self._lib.xllm_results_free(results, n)
+            raise raised[0]
+        if st:
+            _raise(err)
+        out = []
+        for i in range(n):
+            r = results[i]
+            text = ctypes.string_at(r.text, r.text_len).decode("utf-8", "replace") if r.text else ""
+            out.append(RequestOutput(prompts[i], r.prompt_ids[:r.n_prompt_ids], r.ids[:r.n_ids], text,
+                                     RequestOutput._REASONS.get(r.finish_reason, str(r.finish_reason))))
+        self._lib.xllm_results_free(results, n)
+        return out

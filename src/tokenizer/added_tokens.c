@@ -1,0 +1,243 @@
+/*
+ * added_tokens.c - the `added_tokens` of tokenizer.json (special tokens such
+ * as <s>, and user-added ones) and the first step of encoding: cutting the
+ * input on them.
+ *
+ * As in HF: tokens with normalized=false are found in the raw input, those
+ * with normalized=true in each normalized stretch (their pattern being their
+ * normalized content). Matching is leftmost-longest over a byte trie (edges
+ * in a hash map keyed by node and byte), so scanning costs O(input * longest
+ * token) at worst. single_word rejects a match touching a word character
+ * (the scan then resumes after it); lstrip / rstrip make the token swallow
+ * the whitespace on its left / right.
+ */
+#include "tokenizer/tok_internal.h"
+#include "base/alloc.h"
+#include "base/error.h"
+
+#include <string.h>
+
+typedef struct {
+    tok_u64map edges; /* (node << 8 | byte) -> child node */
+    int32_t *term;    /* node -> token index ending here, -1 if none */
+    size_t n_nodes, cap_nodes;
+    uint8_t first[32]; /* bitmap of first bytes, to skip positions fast */
+} trie;
+
+struct tok_added {
+    tok_added_token *tokens;
+    size_t n;
+    tok_strmap by_content;
+    trie raw, norm;
+    char **patterns; /* per token: the string matched (normalized content or NULL = content) */
+};
+
+static void trie_free(trie *t) {
+    tok_u64map_free(&t->edges);
+    xllm_free(t->term);
+}
+
+static int trie_node(trie *t) {
+    if (t->n_nodes == t->cap_nodes) {
+        size_t cap = t->cap_nodes ? t->cap_nodes * 2 : 64;
+        int32_t *term = xllm_realloc(t->term, cap * sizeof *term);
+        if (!term) return -1;
+        t->term = term;
+        t->cap_nodes = cap;
+    }
+    t->term[t->n_nodes] = -1;
+    return (int)t->n_nodes++;
+}
+
+static int trie_insert(trie *t, const char *s, size_t len, int32_t tok) {
+    if (!t->n_nodes && (tok_u64map_init(&t->edges, 64) || trie_node(t) < 0)) return -1;
+    uint64_t node = 0, child;
+    for (size_t i = 0; i < len; i++) {
+        uint64_t key = node << 8 | (unsigned char)s[i];
+        if (!tok_u64map_get(&t->edges, key, &child)) {
+            int c = trie_node(t);
+            if (c < 0 || tok_u64map_put(&t->edges, key, (uint64_t)c)) return -1;
+            child = (uint64_t)c;
+        }
+        node = child;
+    }
+    t->term[node] = tok;
+    t->first[(unsigned char)s[0] >> 3] |= (uint8_t)(1u << (s[0] & 7));
+    return 0;
+}
+
+/* Longest token starting at s[i]: its index (or -1), its end in *end. */
+static int32_t trie_longest(const trie *t, const char *s, size_t len, size_t i, size_t *end) {
+    if (!t->n_nodes || !(t->first[(unsigned char)s[i] >> 3] & (1u << (s[i] & 7)))) return -1;
+    uint64_t node = 0;
+    int32_t best = -1;
+    for (size_t k = i; k < len; k++) {
+        if (!tok_u64map_get(&t->edges, node << 8 | (unsigned char)s[k], &node)) break;
+        if (t->term[node] >= 0) {
+            best = t->term[node];
+            *end = k + 1;
+        }
+    }
+    return best;
+}
+
+void tok_added_free(tok_added *a) {
+    if (!a) return;
+    for (size_t i = 0; i < a->n; i++) {
+        xllm_free(a->tokens[i].content);
+        if (a->patterns) xllm_free(a->patterns[i]);
+    }
+    xllm_free(a->tokens);
+    xllm_free(a->patterns);
+    tok_strmap_free(&a->by_content);
+    trie_free(&a->raw);
+    trie_free(&a->norm);
+    xllm_free(a);
+}
+
+size_t tok_added_count(const tok_added *a) { return a ? a->n : 0; }
+const tok_added_token *tok_added_get(const tok_added *a, size_t i) { return &a->tokens[i]; }
+
+int32_t tok_added_token_to_id(const tok_added *a, const char *s, size_t len) {
+    return a ? tok_strmap_get(&a->by_content, s, len) : -1;
+}
+
+static int get_flag(const cJSON *tok, const char *name, int dflt) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(tok, name);
+    return cJSON_IsBool(v) ? cJSON_IsTrue(v) : dflt;
+}
+
+xllm_status tok_added_parse(const cJSON *arr, const tok_normalizer *norm, const char *path, tok_added **out,
+                            xllm_error *err) {
+    *out = NULL;
+    if (arr && !cJSON_IsNull(arr) && !cJSON_IsArray(arr))
+        return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: \"added_tokens\" is not an array", path);
+    size_t cnt = arr && cJSON_IsArray(arr) ? (size_t)cJSON_GetArraySize(arr) : 0;
+    tok_buf nb = {0}, scratch = {0}; /* a normalized content */
+    tok_added *a = xllm_calloc(1, sizeof *a);
+    if (a) {
+        a->tokens = xllm_calloc(cnt ? cnt : 1, sizeof *a->tokens);
+        a->patterns = xllm_calloc(cnt ? cnt : 1, sizeof *a->patterns);
+    }
+    if (!a || !a->tokens || !a->patterns || tok_strmap_init(&a->by_content, cnt)) goto oom;
+    const cJSON *e;
+    if (cnt) cJSON_ArrayForEach(e, arr) {
+        const cJSON *id = cJSON_GetObjectItemCaseSensitive(e, "id");
+        const cJSON *content = cJSON_GetObjectItemCaseSensitive(e, "content");
+        if (!cJSON_IsNumber(id) || id->valuedouble < 0 || id->valuedouble > 0x7ffffffe || !cJSON_IsString(content)) {
+            tok_buf_free(&nb);
+            tok_buf_free(&scratch);
+            tok_added_free(a);
+            return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: added token without an id and a content", path);
+        }
+        if (!content->valuestring[0]) continue; /* HF ignores empty added tokens */
+        tok_added_token *t = &a->tokens[a->n];
+        t->content = xllm_strdup(content->valuestring);
+        if (!t->content) goto oom;
+        a->n++;
+        t->len = strlen(t->content);
+        t->id = (int32_t)id->valuedouble;
+        t->special = (uint8_t)get_flag(e, "special", 0);
+        t->lstrip = (uint8_t)get_flag(e, "lstrip", 0);
+        t->rstrip = (uint8_t)get_flag(e, "rstrip", 0);
+        t->single_word = (uint8_t)get_flag(e, "single_word", 0);
+        t->normalized = (uint8_t)get_flag(e, "normalized", !t->special);
+        if (tok_strmap_put(&a->by_content, t->content, t->len, t->id)) goto oom;
+        int32_t idx = (int32_t)(a->n - 1);
+        if (!t->normalized) {
+            if (trie_insert(&a->raw, t->content, t->len, idx)) goto oom;
+            continue;
+        }
+        if (tok_normalize(norm, t->content, t->len, &nb, &scratch)) goto oom;
+        if (!nb.len) continue;
+        a->patterns[idx] = xllm_strndup(nb.p, nb.len);
+        if (!a->patterns[idx] || trie_insert(&a->norm, nb.p, nb.len, idx)) goto oom;
+    }
+    tok_buf_free(&nb);
+    tok_buf_free(&scratch);
+    *out = a;
+    return XLLM_OK;
+oom:
+    tok_buf_free(&nb);
+    tok_buf_free(&scratch);
+    tok_added_free(a);
+    return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+}
+
+/* ---------------------------------------------------------------- split */
+
+/* Approximation of Unicode \w (alphanumeric, marks, connector punctuation):
+ * exact for ASCII; other characters count as word characters unless they are
+ * whitespace or in the common punctuation / symbol blocks. */
+static int is_word_char(int32_t c) {
+    if (c < 0) return 0;
+    if (c < 0x80) return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+    if (tok_is_whitespace(c)) return 0;
+    if (c < 0xc0) return c == 0xaa || c == 0xb5 || c == 0xba;
+    if (c == 0xd7 || c == 0xf7) return 0;
+    if (c >= 0x2000 && c <= 0x2bff) return 0;
+    if (c >= 0x3000 && c <= 0x303f) return 0;
+    if (c >= 0xfe30 && c <= 0xfe4f) return 0;
+    if ((c >= 0xff01 && c <= 0xff0f) || (c >= 0xff1a && c <= 0xff20) || (c >= 0xff3b && c <= 0xff40 && c != 0xff3f) ||
+        (c >= 0xff5b && c <= 0xff65))
+        return 0;
+    return 1;
+}
+
+/* The character ending at s[end) (end > 0): its start in *start. */
+static int32_t char_before(const char *s, size_t end, size_t *start) {
+    size_t b = end - 1;
+    while (b > 0 && end - b < 4 && ((unsigned char)s[b] & 0xc0) == 0x80) b--;
+    size_t l;
+    int32_t c = tok_utf8_decode((const unsigned char *)s + b, end - b, &l);
+    if (b + l != end) { /* not one whole character: treat the last byte alone */
+        *start = end - 1;
+        return -1;
+    }
+    *start = b;
+    return c;
+}
+
+static int push_text(tok_list *out, const char *s, size_t from, size_t to, int32_t base_flag) {
+    if (to <= from) return 0;
+    return tok_list_push(out, s + from, to - from, -1, from == 0 ? base_flag : 0);
+}
+
+int tok_added_split(const tok_added *a, int normalized, const char *s, size_t len, int32_t base_flag,
+                    tok_list *out) {
+    const trie *t = a ? (normalized ? &a->norm : &a->raw) : NULL;
+    size_t done = 0; /* input consumed up to here */
+    size_t pos = 0;  /* scanning resumes here */
+    if (t && t->n_nodes)
+        while (pos < len) {
+            size_t start = pos, stop = 0;
+            int32_t idx = -1;
+            for (; start < len; start++)
+                if ((idx = trie_longest(t, s, len, start, &stop)) >= 0) break;
+            if (idx < 0) break;
+            const tok_added_token *tk = &a->tokens[idx];
+            pos = stop;
+            if (tk->single_word) {
+                size_t cs, l;
+                int left_ok = start == 0 || !is_word_char(char_before(s, start, &cs));
+                int right_ok = stop == len ||
+                               !is_word_char(tok_utf8_decode((const unsigned char *)s + stop, len - stop, &l));
+                if (!left_ok || !right_ok) continue;
+            }
+            if (tk->lstrip) {
+                size_t b = start, cs;
+                while (b > done && tok_is_whitespace(char_before(s, b, &cs)) && cs >= done) b = cs;
+                start = b;
+            }
+            if (tk->rstrip) {
+                size_t l;
+                while (stop < len && tok_is_whitespace(tok_utf8_decode((const unsigned char *)s + stop, len - stop, &l)))
+                    stop += l;
+                pos = stop;
+            }
+            if (push_text(out, s, done, start, base_flag)) return -1;
+            if (tok_list_push(out, s + start, stop - start, tk->id, start == 0 ? base_flag : 0)) return -1;
+            done = stop;
+        }
+    return push_text(out, s, done, len, base_flag);
+}

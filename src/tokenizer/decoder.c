@@ -1,0 +1,270 @@
+/*
+ * decoder.c - the `decoder` stage: token strings -> text.
+ *
+ * As in HF, a decoder maps a list of token strings to a new list (the final
+ * text is their concatenation), and Sequence chains them. Implemented:
+ * Replace (String pattern, in each token), ByteFallback (runs of <0xXX>
+ * tokens become their bytes when those form valid UTF-8, else one U+FFFD per
+ * byte), Fuse (everything into one token), Strip (up to `start` / `stop`
+ * copies of a character off each token's ends) and Metaspace (replacement ->
+ * ' ', dropped in the first token unless prepend_scheme is never). Each step
+ * writes into the scratch list and swaps it in.
+ */
+#include "tokenizer/tok_internal.h"
+#include "base/alloc.h"
+#include "base/error.h"
+
+#include <string.h>
+
+typedef enum { DEC_SEQUENCE, DEC_REPLACE, DEC_BYTE_FALLBACK, DEC_FUSE, DEC_STRIP, DEC_METASPACE } dec_type;
+
+struct tok_decoder {
+    dec_type type;
+    tok_decoder **kids; /* Sequence */
+    size_t n_kids;
+    char *a, *b;        /* Replace: pattern a -> content b */
+    size_t a_len, b_len;
+    char ch[8];         /* Strip content / Metaspace replacement (one char) */
+    size_t ch_len;
+    size_t start, stop; /* Strip */
+    int first_drop;     /* Metaspace: prepend_scheme != never */
+};
+
+void tok_decoder_free(tok_decoder *d) {
+    if (!d) return;
+    for (size_t i = 0; i < d->n_kids; i++) tok_decoder_free(d->kids[i]);
+    xllm_free(d->kids);
+    xllm_free(d->a);
+    xllm_free(d->b);
+    xllm_free(d);
+}
+
+#define OOM() xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", path)
+
+static xllm_status parse_char(const cJSON *j, const char *field, const char *path, const char *what, tok_decoder *d,
+                              xllm_error *err) {
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(j, field);
+    size_t len = cJSON_IsString(c) ? strlen(c->valuestring) : 0;
+    if (!len || len >= sizeof d->ch || tok_utf8_len((const unsigned char *)c->valuestring, len) != len)
+        return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: %s decoder needs a one-character \"%s\"", path, what, field);
+    memcpy(d->ch, c->valuestring, len);
+    d->ch_len = len;
+    return XLLM_OK;
+}
+
+static xllm_status parse_count(const cJSON *j, const char *field, const char *path, size_t *out, xllm_error *err) {
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(j, field);
+    if (!c) { *out = 0; return XLLM_OK; }
+    if (!cJSON_IsNumber(c) || c->valuedouble < 0 || c->valuedouble > 1e9)
+        return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: Strip decoder \"%s\" is not a count", path, field);
+    *out = (size_t)c->valuedouble;
+    return XLLM_OK;
+}
+
+static xllm_status parse_one(const cJSON *j, const char *type, const char *path, tok_decoder *d, xllm_error *err) {
+    if (strcmp(type, "Sequence") == 0) {
+        d->type = DEC_SEQUENCE;
+        const cJSON *arr = cJSON_GetObjectItemCaseSensitive(j, "decoders");
+        if (!cJSON_IsArray(arr))
+            return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: Sequence decoder without \"decoders\"", path);
+        int cnt = cJSON_GetArraySize(arr);
+        d->kids = xllm_calloc(cnt ? (size_t)cnt : 1, sizeof *d->kids);
+        if (!d->kids) return OOM();
+        const cJSON *k;
+        cJSON_ArrayForEach(k, arr) {
+            xllm_status st = tok_decoder_parse(k, path, &d->kids[d->n_kids], err);
+            if (st) return st;
+            if (d->kids[d->n_kids]) d->n_kids++;
+        }
+        return XLLM_OK;
+    }
+    if (strcmp(type, "Replace") == 0) {
+        d->type = DEC_REPLACE;
+        const cJSON *pat = cJSON_GetObjectItemCaseSensitive(j, "pattern");
+        const cJSON *s = cJSON_GetObjectItemCaseSensitive(pat, "String");
+        const cJSON *c = cJSON_GetObjectItemCaseSensitive(j, "content");
+        if (!cJSON_IsString(s)) {
+            if (cJSON_GetObjectItemCaseSensitive(pat, "Regex"))
+                return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "%s: Replace decoder with a Regex pattern is not supported",
+                                   path);
+            return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: Replace decoder without a String pattern", path);
+        }
+        if (!cJSON_IsString(c)) return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: Replace decoder without \"content\"", path);
+        d->a = xllm_strdup(s->valuestring);
+        d->b = xllm_strdup(c->valuestring);
+        if (!d->a || !d->b) return OOM();
+        d->a_len = strlen(d->a);
+        d->b_len = strlen(d->b);
+        return XLLM_OK;
+    }
+    if (strcmp(type, "ByteFallback") == 0) {
+        d->type = DEC_BYTE_FALLBACK;
+        return XLLM_OK;
+    }
+    if (strcmp(type, "Fuse") == 0) {
+        d->type = DEC_FUSE;
+        return XLLM_OK;
+    }
+    if (strcmp(type, "Strip") == 0) {
+        d->type = DEC_STRIP;
+        xllm_status st = parse_char(j, "content", path, "Strip", d, err);
+        if (!st) st = parse_count(j, "start", path, &d->start, err);
+        if (!st) st = parse_count(j, "stop", path, &d->stop, err);
+        return st;
+    }
+    if (strcmp(type, "Metaspace") == 0) {
+        d->type = DEC_METASPACE;
+        xllm_status st = parse_char(j, "replacement", path, "Metaspace", d, err);
+        if (st) return st;
+        const cJSON *ps = cJSON_GetObjectItemCaseSensitive(j, "prepend_scheme");
+        const cJSON *aps = cJSON_GetObjectItemCaseSensitive(j, "add_prefix_space");
+        d->first_drop = 1;
+        if (cJSON_IsString(ps)) {
+            if (strcmp(ps->valuestring, "never") == 0) d->first_drop = 0;
+            else if (strcmp(ps->valuestring, "first") != 0 && strcmp(ps->valuestring, "always") != 0)
+                return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "%s: unsupported Metaspace prepend_scheme \"%s\"", path,
+                                   ps->valuestring);
+        } else if (cJSON_IsBool(aps)) {
+            d->first_drop = cJSON_IsTrue(aps);
+        }
+        return XLLM_OK;
+    }
+    return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "%s: unsupported decoder type \"%s\"", path, type);
+}
+
+xllm_status tok_decoder_parse(const cJSON *j, const char *path, tok_decoder **out, xllm_error *err) {
+    *out = NULL;
+    if (!j || cJSON_IsNull(j)) return XLLM_OK;
+    if (!cJSON_IsObject(j)) return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: decoder is not an object", path);
+    const char *type = tok_json_type(j);
+    if (!type) return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: decoder without a \"type\"", path);
+    tok_decoder *d = xllm_calloc(1, sizeof *d);
+    if (!d) return OOM();
+    xllm_status st = parse_one(j, type, path, d, err);
+    if (st) {
+        tok_decoder_free(d);
+        return st;
+    }
+    *out = d;
+    return XLLM_OK;
+}
+
+/* ------------------------------------------------------------- decoding */
+
+static int hexval(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+/* "<0xXX>" -> the byte, else -1 */
+static int byte_token(const char *s, size_t len) {
+    if (len != 6 || memcmp(s, "<0x", 3) != 0 || s[5] != '>') return -1;
+    int h = hexval(s[3]), l = hexval(s[4]);
+    return h < 0 || l < 0 ? -1 : h * 16 + l;
+}
+
+static const char k_fffd[] = "\xef\xbf\xbd";
+
+/* The pending byte run is the last item of out (open = 1). Keep it when its
+ * bytes are valid UTF-8, else replace it by one U+FFFD token per byte. */
+static int flush_bytes(tok_list *out, int *open) {
+    if (!*open) return 0;
+    *open = 0;
+    tok_span run = out->items[out->n - 1];
+    if (tok_utf8_valid(out->text.p + run.off, run.len)) return 0;
+    out->n--;
+    out->text.len = run.off;
+    for (size_t i = 0; i < run.len; i++)
+        if (tok_list_push(out, k_fffd, 3, -1, 0)) return -1;
+    return 0;
+}
+
+static int dec_apply(const tok_decoder *d, tok_list *l, tok_list *sc) {
+    if (d->type == DEC_SEQUENCE) {
+        for (size_t i = 0; i < d->n_kids; i++)
+            if (dec_apply(d->kids[i], l, sc)) return -1;
+        return 0;
+    }
+    tok_list_clear(sc);
+    switch (d->type) {
+    case DEC_SEQUENCE:
+        break;
+    case DEC_REPLACE:
+        for (size_t i = 0; i < l->n; i++) {
+            const char *s = tok_list_str(l, i);
+            size_t len = l->items[i].len, start = 0, k = 0;
+            if (tok_list_begin(sc, -1, 0)) return -1;
+            while (d->a_len && k + d->a_len <= len) {
+                if (memcmp(s + k, d->a, d->a_len) == 0) {
+                    if (tok_list_extend(sc, s + start, k - start) || tok_list_extend(sc, d->b, d->b_len)) return -1;
+                    k += d->a_len;
+                    start = k;
+                } else {
+                    k++;
+                }
+            }
+            if (tok_list_extend(sc, s + start, len - start)) return -1;
+        }
+        break;
+    case DEC_BYTE_FALLBACK: {
+        int open = 0;
+        for (size_t i = 0; i < l->n; i++) {
+            const char *s = tok_list_str(l, i);
+            int b = byte_token(s, l->items[i].len);
+            if (b >= 0) {
+                unsigned char c = (unsigned char)b;
+                if (!open && tok_list_begin(sc, -1, 0)) return -1;
+                open = 1;
+                if (tok_list_extend(sc, &c, 1)) return -1;
+            } else if (flush_bytes(sc, &open) || tok_list_push(sc, s, l->items[i].len, -1, 0)) {
+                return -1;
+            }
+        }
+        if (flush_bytes(sc, &open)) return -1;
+        break;
+    }
+    case DEC_FUSE:
+        if (tok_list_begin(sc, -1, 0)) return -1;
+        for (size_t i = 0; i < l->n; i++)
+            if (tok_list_extend(sc, tok_list_str(l, i), l->items[i].len)) return -1;
+        break;
+    case DEC_STRIP:
+        for (size_t i = 0; i < l->n; i++) {
+            const char *s = tok_list_str(l, i);
+            size_t b = 0, e = l->items[i].len;
+            for (size_t k = 0; k < d->start && e - b >= d->ch_len && memcmp(s + b, d->ch, d->ch_len) == 0; k++)
+                b += d->ch_len;
+            for (size_t k = 0; k < d->stop && e - b >= d->ch_len && memcmp(s + e - d->ch_len, d->ch, d->ch_len) == 0;
+                 k++)
+                e -= d->ch_len;
+            if (tok_list_push(sc, s + b, e - b, -1, 0)) return -1;
+        }
+        break;
+    case DEC_METASPACE:
+        for (size_t i = 0; i < l->n; i++) {
+            const char *s = tok_list_str(l, i);
+            size_t len = l->items[i].len, start = 0, k = 0;
+            if (tok_list_begin(sc, -1, 0)) return -1;
+            while (k + d->ch_len <= len) {
+                if (memcmp(s + k, d->ch, d->ch_len) == 0) {
+                    if (tok_list_extend(sc, s + start, k - start)) return -1;
+                    if (!(i == 0 && d->first_drop) && tok_list_extend(sc, " ", 1)) return -1;
+                    k += d->ch_len;
+                    start = k;
+                } else {
+                    k++;
+                }
+            }
+            if (tok_list_extend(sc, s + start, len - start)) return -1;
+        }
+        break;
+    }
+    tok_list_swap(l, sc);
+    return 0;
+}
+
+int tok_decode_chain(const tok_decoder *d, tok_list *l, tok_list *scratch) {
+    return d ? dec_apply(d, l, scratch) : 0;
+}

@@ -1,0 +1,310 @@
+/*
+ * tok_util.c - the small utilities the tokenizer stages share: growable
+ * buffers and string lists, two open-addressing hash maps (string -> id for
+ * vocabularies, u64 -> u64 for merge pairs and trie edges), UTF-8 walking
+ * that never fails on invalid bytes, and JSON string helpers.
+ */
+#include "tokenizer/tok_internal.h"
+#include "base/alloc.h"
+
+#include <string.h>
+
+/* ------------------------------------------------------------ containers */
+
+int tok_buf_reserve(tok_buf *b, size_t extra) {
+    if (extra > SIZE_MAX - b->len - 1) return -1;
+    size_t need = b->len + extra + 1; /* room for a NUL */
+    if (need <= b->cap) return 0;
+    size_t cap = b->cap ? b->cap : 64;
+    while (cap < need) cap = cap > SIZE_MAX / 2 ? need : cap * 2;
+    char *p = xllm_realloc(b->p, cap);
+    if (!p) return -1;
+    b->p = p;
+    b->cap = cap;
+    return 0;
+}
+
+int tok_buf_append(tok_buf *b, const void *s, size_t n) {
+    if (tok_buf_reserve(b, n)) return -1;
+    if (n) memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = 0;
+    return 0;
+}
+
+void tok_buf_free(tok_buf *b) {
+    xllm_free(b->p);
+    b->p = NULL;
+    b->len = b->cap = 0;
+}
+
+int tok_list_begin(tok_list *l, int32_t id, int32_t flag) {
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 16;
+        tok_span *it = xllm_realloc(l->items, cap * sizeof *it);
+        if (!it) return -1;
+        l->items = it;
+        l->cap = cap;
+    }
+    if (tok_buf_reserve(&l->text, 0)) return -1;
+    l->items[l->n].off = l->text.len;
+    l->items[l->n].len = 0;
+    l->items[l->n].id = id;
+    l->items[l->n].flag = flag;
+    l->n++;
+    return 0;
+}
+
+int tok_list_extend(tok_list *l, const void *s, size_t n) {
+    if (tok_buf_append(&l->text, s, n)) return -1;
+    l->items[l->n - 1].len += n;
+    return 0;
+}
+
+int tok_list_push(tok_list *l, const void *s, size_t n, int32_t id, int32_t flag) {
+    if (tok_list_begin(l, id, flag)) return -1;
+    return tok_list_extend(l, s, n);
+}
+
+void tok_list_clear(tok_list *l) {
+    l->n = 0;
+    l->text.len = 0;
+}
+
+void tok_list_free(tok_list *l) {
+    tok_buf_free(&l->text);
+    xllm_free(l->items);
+    l->items = NULL;
+    l->n = l->cap = 0;
+}
+
+void tok_list_swap(tok_list *a, tok_list *b) {
+    tok_list t = *a;
+    *a = *b;
+    *b = t;
+}
+
+int tok_ids_push(tok_ids *a, int32_t id) {
+    if (a->n == a->cap) {
+        size_t cap = a->cap ? a->cap * 2 : 32;
+        int32_t *v = xllm_realloc(a->v, cap * sizeof *v);
+        if (!v) return -1;
+        a->v = v;
+        a->cap = cap;
+    }
+    a->v[a->n++] = id;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- hashing */
+
+static uint64_t hash_bytes(const char *s, size_t n) {
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (size_t i = 0; i < n; i++) {
+        h ^= (unsigned char)s[i];
+        h *= 1099511628211ull;
+    }
+    return h ^ (h >> 29);
+}
+
+static uint64_t hash_u64(uint64_t x) { /* splitmix64 finalizer */
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+static size_t table_cap(size_t expected) {
+    size_t cap = 16;
+    while (cap < expected * 2 + 2) cap *= 2; /* load factor <= 1/2 */
+    return cap;
+}
+
+int tok_strmap_init(tok_strmap *m, size_t expected) {
+    memset(m, 0, sizeof *m);
+    m->cap = table_cap(expected);
+    m->keys = xllm_calloc(m->cap, sizeof *m->keys);
+    m->lens = xllm_calloc(m->cap, sizeof *m->lens);
+    m->vals = xllm_calloc(m->cap, sizeof *m->vals);
+    if (!m->keys || !m->lens || !m->vals) {
+        tok_strmap_free(m);
+        return -1;
+    }
+    return 0;
+}
+
+static int strmap_grow(tok_strmap *m) {
+    tok_strmap big;
+    if (tok_strmap_init(&big, m->cap)) return -1;
+    for (size_t i = 0; i < m->cap; i++)
+        if (m->keys[i]) tok_strmap_put(&big, m->keys[i], m->lens[i], m->vals[i]);
+    tok_strmap_free(m);
+    *m = big;
+    return 0;
+}
+
+int tok_strmap_put(tok_strmap *m, const char *key, size_t len, int32_t val) {
+    if (len > UINT32_MAX) return -1;
+    if ((m->n + 1) * 2 > m->cap && strmap_grow(m)) return -1;
+    size_t mask = m->cap - 1, i = (size_t)hash_bytes(key, len) & mask;
+    while (m->keys[i]) {
+        if (m->lens[i] == len && memcmp(m->keys[i], key, len) == 0) {
+            m->vals[i] = val;
+            return 0;
+        }
+        i = (i + 1) & mask;
+    }
+    m->keys[i] = key;
+    m->lens[i] = (uint32_t)len;
+    m->vals[i] = val;
+    m->n++;
+    return 0;
+}
+
+int32_t tok_strmap_get(const tok_strmap *m, const char *key, size_t len) {
+    if (!m->cap) return -1;
+    size_t mask = m->cap - 1, i = (size_t)hash_bytes(key, len) & mask;
+    while (m->keys[i]) {
+        if (m->lens[i] == len && memcmp(m->keys[i], key, len) == 0) return m->vals[i];
+        i = (i + 1) & mask;
+    }
+    return -1;
+}
+
+void tok_strmap_free(tok_strmap *m) {
+    xllm_free(m->keys);
+    xllm_free(m->lens);
+    xllm_free(m->vals);
+    memset(m, 0, sizeof *m);
+}
+
+int tok_u64map_init(tok_u64map *m, size_t expected) {
+    memset(m, 0, sizeof *m);
+    m->cap = table_cap(expected);
+    m->keys = xllm_malloc_array(m->cap, sizeof *m->keys);
+    m->vals = xllm_malloc_array(m->cap, sizeof *m->vals);
+    if (!m->keys || !m->vals) {
+        tok_u64map_free(m);
+        return -1;
+    }
+    memset(m->keys, 0xff, m->cap * sizeof *m->keys);
+    return 0;
+}
+
+static int u64map_grow(tok_u64map *m) {
+    tok_u64map big;
+    if (tok_u64map_init(&big, m->cap)) return -1;
+    for (size_t i = 0; i < m->cap; i++)
+        if (m->keys[i] != UINT64_MAX) tok_u64map_put(&big, m->keys[i], m->vals[i]);
+    tok_u64map_free(m);
+    *m = big;
+    return 0;
+}
+
+int tok_u64map_put(tok_u64map *m, uint64_t key, uint64_t val) {
+    if (key == UINT64_MAX) return -1;
+    if ((m->n + 1) * 2 > m->cap && u64map_grow(m)) return -1;
+    size_t mask = m->cap - 1, i = (size_t)hash_u64(key) & mask;
+    while (m->keys[i] != UINT64_MAX) {
+        if (m->keys[i] == key) {
+            m->vals[i] = val;
+            return 0;
+        }
+        i = (i + 1) & mask;
+    }
+    m->keys[i] = key;
+    m->vals[i] = val;
+    m->n++;
+    return 0;
+}
+
+int tok_u64map_get(const tok_u64map *m, uint64_t key, uint64_t *val) {
+    if (!m->cap) return 0;
+    size_t mask = m->cap - 1, i = (size_t)hash_u64(key) & mask;
+    while (m->keys[i] != UINT64_MAX) {
+        if (m->keys[i] == key) {
+            *val = m->vals[i];
+            return 1;
+        }
+        i = (i + 1) & mask;
+    }
+    return 0;
+}
+
+void tok_u64map_free(tok_u64map *m) {
+    xllm_free(m->keys);
+    xllm_free(m->vals);
+    memset(m, 0, sizeof *m);
+}
+
+/* ------------------------------------------------------------------ UTF-8 */
+
+int32_t tok_utf8_decode(const unsigned char *s, size_t n, size_t *len) {
+    unsigned c = s[0];
+    *len = 1;
+    if (c < 0x80) return (int32_t)c;
+    size_t need;
+    uint32_t cp, min;
+    if (c >= 0xc2 && c <= 0xdf) { need = 2; cp = c & 0x1f; min = 0x80; }
+    else if (c >= 0xe0 && c <= 0xef) { need = 3; cp = c & 0x0f; min = 0x800; }
+    else if (c >= 0xf0 && c <= 0xf4) { need = 4; cp = c & 0x07; min = 0x10000; }
+    else return -1;
+    if (n < need) return -1;
+    for (size_t i = 1; i < need; i++) {
+        if ((s[i] & 0xc0) != 0x80) return -1;
+        cp = (cp << 6) | (s[i] & 0x3f);
+    }
+    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return -1;
+    *len = need;
+    return (int32_t)cp;
+}
+
+size_t tok_utf8_len(const unsigned char *s, size_t n) {
+    size_t len;
+    tok_utf8_decode(s, n, &len);
+    return len;
+}
+
+int tok_is_whitespace(int32_t c) {
+    return (c >= 0x09 && c <= 0x0d) || c == 0x20 || c == 0x85 || c == 0xa0 || c == 0x1680 ||
+           (c >= 0x2000 && c <= 0x200a) || c == 0x2028 || c == 0x2029 || c == 0x202f || c == 0x205f ||
+           c == 0x3000;
+}
+
+int tok_utf8_valid(const char *s, size_t n) {
+    const unsigned char *u = (const unsigned char *)s;
+    size_t i = 0, l;
+    while (i < n) {
+        if (tok_utf8_decode(u + i, n - i, &l) < 0) return 0;
+        i += l;
+    }
+    return 1;
+}
+
+size_t tok_utf8_complete_prefix(const char *s, size_t n) {
+    /* look back at most 3 bytes for a lead byte whose sequence is cut short */
+    const unsigned char *u = (const unsigned char *)s;
+    for (size_t back = 1; back <= 3 && back <= n; back++) {
+        unsigned c = u[n - back];
+        if ((c & 0xc0) == 0x80) continue; /* continuation: keep looking */
+        size_t need = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc0 ? 2 : 1;
+        return need > back ? n - back : n;
+    }
+    return n;
+}
+
+/* ------------------------------------------------------------ JSON helpers */
+
+int tok_json_strdup(const cJSON *item, char **out) {
+    *out = NULL;
+    if (!item || cJSON_IsNull(item)) return 0;
+    if (!cJSON_IsString(item) || !item->valuestring) return -1;
+    *out = xllm_strdup(item->valuestring);
+    return *out ? 0 : -2;
+}
+
+const char *tok_json_type(const cJSON *obj) {
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(obj, "type");
+    return cJSON_IsString(t) ? t->valuestring : NULL;
+}
