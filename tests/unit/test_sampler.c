@@ -105,6 +105,9 @@ static void test_against_reference(void) {
         {151936, 0, 1.0f, 0, 0.95f, 0.0f, 300},  {151936, 1, 1.0f, 64, 0.9f, 0.05f, 400},
         {20000, 3, 1.0f, 0, 0.99f, 0.0f, 4000},  {60000, 3, 1.0f, 0, 0.9f, 0.0f, 2500},
         {151936, 3, 0.8f, 0, 0.85f, 0.0001f, 400},
+        /* nearly uniform: one token too many or too few is visible */
+        {1000, 0, 100.0f, 100, 0.0f, 0.0f, 8000},  {1000, 0, 100.0f, 300, 0.0f, 0.0f, 8000},
+        {20000, 1, 60.0f, 2000, 0.0f, 0.0f, 8000}, {20000, 0, 100.0f, 0, 0.5f, 0.0f, 4000},
     };
     for (size_t c = 0; c < sizeof cfg / sizeof cfg[0]; c++) {
         const int32_t V = cfg[c].V;
@@ -370,6 +373,29 @@ static void test_top_k(void) {
     p.top_k = 1;
     histogram(&p, tie, 4, 4000, ct);
     CHECK(ct[0] == 0 && ct[3] == 0 && ct[1] > 1500 && ct[2] > 1500);
+
+    /* ten groups of 100 equal logits; k inside a group keeps the whole group,
+     * by the heap (small k) and by the bisection (large k) */
+    const int32_t G = 1000;
+    float *g = malloc(sizeof(float) * G);
+    int *cg = malloc(sizeof(int) * G);
+    for (int32_t i = 0; i < G; i++) g[i] = (float)((i * 7919) % G / 100); /* groups shuffled over ids */
+    int ks[2] = {150, 250};
+    for (int r = 0; r < 2; r++) {
+        p = seeded(10 + (uint64_t)r);
+        p.top_k = ks[r];
+        histogram(&p, g, G, 20000, cg);
+        int distinct = 0, below = 0;
+        float cut = (float)(9 - (ks[r] / 100));
+        for (int32_t i = 0; i < G; i++) {
+            distinct += cg[i] > 0;
+            if (g[i] < cut) below += cg[i];
+        }
+        CHECK_MSG(below == 0 && distinct == (ks[r] / 100 + 1) * 100, "k=%d: %d below, %d distinct", ks[r], below,
+                  distinct);
+    }
+    free(g);
+    free(cg);
 }
 
 static void test_top_p(void) {
