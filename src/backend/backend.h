@@ -16,9 +16,11 @@
 #include "base/threadpool.h"
 #include "xllm.h"
 
-/* Row-major [rows][cols] matrix in its stored dtype (F32, F16 or BF16). */
+/* Row-major [rows][cols] matrix in its stored dtype: F32, F16, BF16, or a
+ * block-quantized type (Q8, Q4, Q4M) with `group` weights per scale. */
 typedef struct matrix {
     xllm_dtype dtype;
+    int group;
     int64_t rows, cols;
     const void *data;
 } matrix;
@@ -28,10 +30,16 @@ typedef struct backend {
     int n_threads;
     float **scratch;          /* per thread, scratch_floats each */
     size_t scratch_floats;
+    /* activations quantized to int8 for quantized weights: [max_tokens][max_cols] */
+    int8_t *act_q;
+    float *act_d;
+    int32_t *act_s;
+    size_t act_cap;           /* elements of act_q */
 } backend;
 
-/* max_cols: the widest matrix row the kernels will see. */
-xllm_status backend_init(backend *be, int n_threads, size_t max_cols, xllm_error *err);
+/* max_cols: the widest matrix row the kernels will see; max_tokens: the most
+ * activation rows one matmul gets. */
+xllm_status backend_init(backend *be, int n_threads, size_t max_cols, size_t max_tokens, xllm_error *err);
 void backend_free(backend *be);
 
 /* y[t][r] = sum_c x[t][c] * W[r][c] + bias[r], for t < T. x: [T][W.cols], y: [T][W.rows].

@@ -22,11 +22,16 @@ typedef enum xllm_dtype {
     XLLM_DT_I32,
     XLLM_DT_I64,
     XLLM_DT_BOOL,
+    /* block-quantized weights (src/quant/quant.h): a row is cols/group blocks */
+    XLLM_DT_Q8,    /* [f16 d][int8 q x group]             value = q * d          (group 32 = GGUF Q8_0) */
+    XLLM_DT_Q4,    /* [f16 d][group/2 bytes of nibbles]   value = (q - 8) * d    (group 32 = GGUF Q4_0) */
+    XLLM_DT_Q4M,   /* [f16 d][f16 m][group/2 bytes]       value = q * d + m      (group 32 = GGUF Q4_1) */
     XLLM_DT_COUNT
 } xllm_dtype;
 
-/* Bytes per element (all current types are whole bytes). */
+/* Bytes per element of a plain type; 0 for block-quantized types. */
 size_t xllm_dtype_size(xllm_dtype t);
+static inline int xllm_dtype_is_quant(xllm_dtype t) { return t >= XLLM_DT_Q8 && t <= XLLM_DT_Q4M; }
 const char *xllm_dtype_name(xllm_dtype t);
 
 static inline float xllm_bf16_to_f32(uint16_t h) {

@@ -87,7 +87,7 @@ static int json_to_u64(const cJSON *j, uint64_t *out) {
 }
 
 static int parse_dtype(const char *s, xllm_dtype *out) {
-    for (int t = 0; t < XLLM_DT_COUNT; t++) {
+    for (int t = 0; t <= XLLM_DT_BOOL; t++) { /* plain element types only */
         if (strcmp(s, xllm_dtype_name((xllm_dtype)t)) == 0) {
             *out = (xllm_dtype)t;
             return 1;
@@ -138,8 +138,7 @@ static xllm_status map_file(st_archive *a, const char *path, st_file **out, xllm
     if (size < 8) {
         close(fd);
         xllm_free(copy);
-        return xllm_errorf(err, XLLM_ERR_FORMAT,
-                           "%s: file too short (%zu bytes) to hold a safetensors header length", path, size);
+        return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: file too short (%zu bytes) to hold a header", path, size);
     }
     void *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
     int e = errno;
@@ -529,3 +528,42 @@ const st_tensor *st_find(const st_archive *a, const char *name) {
 size_t st_count(const st_archive *a) { return a ? a->n : 0; }
 
 const st_tensor *st_at(const st_archive *a, size_t i) { return a && i < a->n ? &a->tensors[i] : NULL; }
+
+/* ------------------------------------------------------- builder (other formats) */
+
+st_archive *st_archive_new(xllm_error *err) {
+    st_archive *a = xllm_calloc(1, sizeof *a);
+    if (!a) xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+    return a;
+}
+
+xllm_status st_archive_map(st_archive *a, const char *path, const unsigned char **map, size_t *size,
+                           const char **label, xllm_error *err) {
+    st_file *f = NULL;
+    xllm_status st = map_file(a, path, &f, err);
+    if (st) return st;
+    *map = f->map;
+    *size = f->size;
+    *label = f->path;
+    return XLLM_OK;
+}
+
+xllm_status st_archive_add(st_archive *a, const st_tensor *src, xllm_error *err) {
+    const st_file *f = NULL;
+    for (size_t i = 0; i < a->n_files && !f; i++)
+        if (a->files[i].path == src->file) f = &a->files[i];
+    if (!f) return xllm_errorf(err, XLLM_ERR_INTERNAL, "st_archive_add: tensor %s is not in a mapped file", src->name);
+    const unsigned char *p = src->data;
+    if (p < f->map || src->nbytes > f->size || (size_t)(p - f->map) > f->size - src->nbytes)
+        return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: tensor '%s' lies outside the file", f->path, src->name);
+    st_tensor *t;
+    xllm_status st = add_tensor(a, f, src->name, err, &t);
+    if (st) return st;
+    const char *name = t->name;
+    *t = *src;
+    t->name = name;
+    t->file = f->path;
+    return XLLM_OK;
+}
+
+xllm_status st_archive_seal(st_archive *a, xllm_error *err) { return finish(a, err); }

@@ -22,6 +22,7 @@ typedef struct st_tensor {
     xllm_dtype dtype;
     int ndim;
     int64_t shape[ST_MAX_DIMS];
+    int group;               /* block-quantized types: elements per scale group (else 0) */
     const void *data;        /* points into the mmap */
     size_t nbytes;
     const char *file;        /* path of the file holding it (for messages) */
@@ -34,6 +35,19 @@ typedef struct st_archive st_archive;
  * naming the file and the problem. */
 st_archive *st_open(const char *path, xllm_error *err);
 void st_close(st_archive *a);
+
+/*
+ * Building an archive from another container format (.xllm, GGUF): the
+ * st_archive is the one tensor table every format loads into. Map files with
+ * st_archive_map (the returned label is what st_tensor.file must point to),
+ * add tensors whose data lies inside those maps, then seal (sort + reject
+ * duplicate names).
+ */
+st_archive *st_archive_new(xllm_error *err);
+xllm_status st_archive_map(st_archive *a, const char *path, const unsigned char **map, size_t *size,
+                           const char **label, xllm_error *err);
+xllm_status st_archive_add(st_archive *a, const st_tensor *t, xllm_error *err);
+xllm_status st_archive_seal(st_archive *a, xllm_error *err);
 
 /* NULL when absent. */
 const st_tensor *st_find(const st_archive *a, const char *name);

@@ -1,0 +1,245 @@
+/*
+ * quant.c - reference (scalar) quantization, dequantization and dot kernels
+ * for the block formats of quant.h. Every SIMD kernel is tested against these.
+ */
+#include "quant/quant.h"
+
+#include <assert.h>
+#include <math.h>
+#include <string.h>
+
+/* ----------------------------------------------------------- f16 helpers */
+
+static uint16_t f32_to_f16(float f) {
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    uint32_t sign = (x >> 16) & 0x8000;
+    int32_t exp = (int32_t)((x >> 23) & 0xff) - 127 + 15;
+    uint32_t mant = x & 0x7fffff;
+    if (((x >> 23) & 0xff) == 0xff) return (uint16_t)(sign | 0x7c00 | (mant ? 0x200 : 0));
+    if (exp >= 31) return (uint16_t)(sign | 0x7c00);
+    if (exp <= 0) {
+        if (exp < -10) return (uint16_t)sign;
+        mant |= 0x800000;
+        uint32_t shift = (uint32_t)(14 - exp);
+        uint32_t half = mant >> shift, rem = mant & ((1u << shift) - 1), mid = 1u << (shift - 1);
+        if (rem > mid || (rem == mid && (half & 1))) half++;
+        return (uint16_t)(sign | half);
+    }
+    uint32_t half = sign | ((uint32_t)exp << 10) | (mant >> 13);
+    uint32_t rem = mant & 0x1fff;
+    if (rem > 0x1000 || (rem == 0x1000 && (half & 1))) half++; /* may carry into the exponent: correct */
+    return (uint16_t)half;
+}
+
+static float rd16(const unsigned char *p) {
+    uint16_t h;
+    memcpy(&h, p, 2);
+    return xllm_f16_to_f32(h);
+}
+
+static void wr16(unsigned char *p, float f) {
+    uint16_t h = f32_to_f16(f);
+    memcpy(p, &h, 2);
+}
+
+/* ----------------------------------------------------------------- sizes */
+
+size_t quant_block_bytes(xllm_dtype t, int group) {
+    switch (t) {
+    case XLLM_DT_Q8: return 2 + (size_t)group;
+    case XLLM_DT_Q4: return 2 + (size_t)group / 2;
+    case XLLM_DT_Q4M: return 4 + (size_t)group / 2;
+    default: return 0;
+    }
+}
+
+int quant_format_ok(xllm_dtype t, int group, int64_t cols) {
+    if (!xllm_dtype_is_quant(t)) return 0;
+    if (group < QK || group % QK || group > 4096) return 0;
+    return cols > 0 && cols % group == 0;
+}
+
+size_t quant_row_bytes(xllm_dtype t, int group, int64_t cols) {
+    if (!xllm_dtype_is_quant(t)) return (size_t)cols * xllm_dtype_size(t);
+    return (size_t)(cols / group) * quant_block_bytes(t, group);
+}
+
+/* ------------------------------------------------------------ quantizing */
+
+/* Nibble position of element i of a group: sub-block i/32, byte (i%32)%16, high if (i%32)>=16. */
+static void put_nibble(unsigned char *q, int i, int v) {
+    int sb = i / QK, j = i % QK;
+    unsigned char *b = q + sb * (QK / 2) + (j % 16);
+    if (j < 16) *b = (unsigned char)((*b & 0xf0) | (v & 0xf));
+    else *b = (unsigned char)((*b & 0x0f) | ((v & 0xf) << 4));
+}
+
+static int get_nibble(const unsigned char *q, int i) {
+    int sb = i / QK, j = i % QK;
+    unsigned char b = q[sb * (QK / 2) + (j % 16)];
+    return j < 16 ? (b & 0xf) : (b >> 4);
+}
+
+/* Quantize one group of n values with range clipped by `clip`; writes the
+ * block and returns the importance-weighted squared error. */
+static double quant_group(xllm_dtype t, const float *x, int n, float clip, const float *imp, unsigned char *blk) {
+    double errsum = 0;
+    if (t == XLLM_DT_Q8) {
+        float amax = 0;
+        for (int i = 0; i < n; i++) amax = fmaxf(amax, fabsf(x[i]));
+        float d = amax * clip / 127.0f;
+        wr16(blk, d);
+        float dq = rd16(blk), id = dq != 0 ? 1.0f / dq : 0.0f;
+        int8_t *q = (int8_t *)(blk + 2);
+        for (int i = 0; i < n; i++) {
+            int v = (int)lrintf(x[i] * id);
+            v = v > 127 ? 127 : v < -127 ? -127 : v;
+            q[i] = (int8_t)v;
+            double e = x[i] - v * dq;
+            errsum += (imp ? imp[i] : 1.0) * e * e;
+        }
+    } else if (t == XLLM_DT_Q4) {
+        /* symmetric: the value of largest magnitude maps to -8 (16 levels: -8..7) */
+        float amax = 0, vmax = 0;
+        for (int i = 0; i < n; i++)
+            if (fabsf(x[i]) > amax) amax = fabsf(x[i]), vmax = x[i];
+        float d = vmax * clip / -8.0f;
+        wr16(blk, d);
+        float dq = rd16(blk), id = dq != 0 ? 1.0f / dq : 0.0f;
+        unsigned char *q = blk + 2;
+        memset(q, 0, (size_t)n / 2);
+        for (int i = 0; i < n; i++) {
+            int v = (int)lrintf(x[i] * id) + 8;
+            v = v > 15 ? 15 : v < 0 ? 0 : v;
+            put_nibble(q, i, v);
+            double e = x[i] - (v - 8) * dq;
+            errsum += (imp ? imp[i] : 1.0) * e * e;
+        }
+    } else {
+        float mn = x[0], mx = x[0];
+        for (int i = 1; i < n; i++) mn = fminf(mn, x[i]), mx = fmaxf(mx, x[i]);
+        float mid = 0.5f * (mn + mx), half = 0.5f * (mx - mn) * clip;
+        mn = mid - half;
+        mx = mid + half;
+        float d = (mx - mn) / 15.0f;
+        wr16(blk, d);
+        wr16(blk + 2, mn);
+        float dq = rd16(blk), mq = rd16(blk + 2), id = dq != 0 ? 1.0f / dq : 0.0f;
+        unsigned char *q = blk + 4;
+        memset(q, 0, (size_t)n / 2);
+        for (int i = 0; i < n; i++) {
+            int v = (int)lrintf((x[i] - mq) * id);
+            v = v > 15 ? 15 : v < 0 ? 0 : v;
+            put_nibble(q, i, v);
+            double e = x[i] - (v * dq + mq);
+            errsum += (imp ? imp[i] : 1.0) * e * e;
+        }
+    }
+    return errsum;
+}
+
+void quant_quantize_row(xllm_dtype t, int group, const float *x, int64_t cols, const float *importance, void *out) {
+    assert(quant_format_ok(t, group, cols));
+    size_t bb = quant_block_bytes(t, group);
+    unsigned char *o = out;
+    unsigned char tmp[4 + 4096];
+    for (int64_t g = 0; g < cols / group; g++, o += bb) {
+        const float *xg = x + g * group;
+        const float *imp = importance ? importance + g * group : NULL;
+        double best = quant_group(t, xg, group, 1.0f, imp, o);
+        if (!importance || t == XLLM_DT_Q8) continue;
+        for (int k = 1; k <= 10; k++) { /* clip factors 0.95 .. 0.5 */
+            float clip = 1.0f - 0.05f * (float)k;
+            double e = quant_group(t, xg, group, clip, imp, tmp);
+            if (e < best) {
+                best = e;
+                memcpy(o, tmp, bb);
+            }
+        }
+    }
+}
+
+void quant_dequantize_row(xllm_dtype t, int group, const void *row, int64_t cols, float *out) {
+    size_t bb = quant_block_bytes(t, group);
+    const unsigned char *b = row;
+    for (int64_t g = 0; g < cols / group; g++, b += bb) {
+        float *o = out + g * group;
+        if (t == XLLM_DT_Q8) {
+            float d = rd16(b);
+            const int8_t *q = (const int8_t *)(b + 2);
+            for (int i = 0; i < group; i++) o[i] = q[i] * d;
+        } else if (t == XLLM_DT_Q4) {
+            float d = rd16(b);
+            for (int i = 0; i < group; i++) o[i] = (get_nibble(b + 2, i) - 8) * d;
+        } else {
+            float d = rd16(b), m = rd16(b + 2);
+            for (int i = 0; i < group; i++) o[i] = get_nibble(b + 4, i) * d + m;
+        }
+    }
+}
+
+/* ----------------------------------------------------------- activations */
+
+void quant_activations(const float *x, int64_t cols, int8_t *q, float *d, int32_t *s) {
+    for (int64_t b = 0; b < cols / QK; b++) {
+        const float *xb = x + b * QK;
+        float amax = 0;
+        for (int i = 0; i < QK; i++) amax = fmaxf(amax, fabsf(xb[i]));
+        float db = amax / 127.0f, id = db != 0 ? 1.0f / db : 0.0f;
+        int32_t sum = 0;
+        for (int i = 0; i < QK; i++) {
+            int v = (int)lrintf(xb[i] * id);
+            q[b * QK + i] = (int8_t)v;
+            sum += v;
+        }
+        d[b] = db;
+        s[b] = sum;
+    }
+}
+
+/* ------------------------------------------------------------------- dot */
+
+float quant_dot(xllm_dtype t, int group, const void *row, const int8_t *q, const float *d, const int32_t *s,
+                int64_t cols) {
+    size_t bb = quant_block_bytes(t, group);
+    const unsigned char *b = row;
+    int per = group / QK;
+    float acc = 0;
+    for (int64_t g = 0; g < cols / group; g++, b += bb) {
+        if (t == XLLM_DT_Q8) {
+            float dw = rd16(b);
+            const int8_t *w = (const int8_t *)(b + 2);
+            for (int k = 0; k < per; k++) {
+                int64_t ab = g * per + k;
+                int32_t isum = 0;
+                for (int i = 0; i < QK; i++) isum += w[k * QK + i] * q[ab * QK + i];
+                acc += dw * d[ab] * (float)isum;
+            }
+        } else if (t == XLLM_DT_Q4) {
+            float dw = rd16(b);
+            const unsigned char *w = b + 2;
+            for (int k = 0; k < per; k++) {
+                int64_t ab = g * per + k;
+                const unsigned char *wb = w + k * (QK / 2);
+                const int8_t *qa = q + ab * QK;
+                int32_t isum = 0;
+                for (int i = 0; i < 16; i++) isum += (wb[i] & 0xf) * qa[i] + (wb[i] >> 4) * qa[i + 16];
+                /* (q - 8) * a = q * a - 8 * a */
+                acc += dw * d[ab] * (float)(isum - 8 * s[ab]);
+            }
+        } else {
+            float dw = rd16(b), mw = rd16(b + 2);
+            const unsigned char *w = b + 4;
+            for (int k = 0; k < per; k++) {
+                int64_t ab = g * per + k;
+                const unsigned char *wb = w + k * (QK / 2);
+                const int8_t *qa = q + ab * QK;
+                int32_t isum = 0;
+                for (int i = 0; i < 16; i++) isum += (wb[i] & 0xf) * qa[i] + (wb[i] >> 4) * qa[i + 16];
+                acc += dw * d[ab] * (float)isum + mw * d[ab] * (float)s[ab];
+            }
+        }
+    }
+    return acc;
+}

@@ -1,0 +1,51 @@
+/*
+ * quant.h - block-quantized weight formats and their reference kernels.
+ *
+ * A quantized row of `cols` weights is cols/group blocks laid out one after
+ * another; each block holds its scale (and minimum) as f16 followed by the
+ * packed integers. Group 32 blocks are bit-identical to GGUF's Q8_0 / Q4_0 /
+ * Q4_1, so those GGUF tensors are used in place. 4-bit values are packed per
+ * 32-element sub-block: byte j holds element j in its low nibble and element
+ * j + 16 in its high nibble (the order SIMD unpacking wants).
+ *
+ * Matmuls against quantized weights quantize the activations to int8 in
+ * blocks of 32 (one f32 scale and the integer sum per block), then use
+ * integer dot products per block: this is the arithmetic the SIMD kernels
+ * (VNNI, NEON dot) implement, and these scalar versions are their reference.
+ */
+#ifndef XLLM_QUANT_H
+#define XLLM_QUANT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "base/dtype.h"
+
+#define QK 32 /* activation block, and the smallest weight group */
+
+/* Bytes of one block of `group` weights. */
+size_t quant_block_bytes(xllm_dtype t, int group);
+/* Bytes of one row of `cols` weights (cols % group == 0), or of a plain-typed row. */
+size_t quant_row_bytes(xllm_dtype t, int group, int64_t cols);
+/* Is (t, group) a valid quantized format for rows of `cols`? */
+int quant_format_ok(xllm_dtype t, int group, int64_t cols);
+
+/* Quantize one row. importance (may be NULL): per column weight of the
+ * squared error (e.g. mean activation^2 from calibration); when given, each
+ * group's range is also clipped by the factor in [0.5, 1] that minimises the
+ * importance-weighted error (outliers stop wasting the 16 levels). */
+void quant_quantize_row(xllm_dtype t, int group, const float *x, int64_t cols, const float *importance, void *out);
+void quant_dequantize_row(xllm_dtype t, int group, const void *row, int64_t cols, float *out);
+
+/* Activations quantized to int8 in blocks of QK: q[cols], d[cols/QK], s[cols/QK] = sum of q. */
+typedef struct qact {
+    int8_t *q;
+    float *d;
+    int32_t *s;
+} qact;
+void quant_activations(const float *x, int64_t cols, int8_t *q, float *d, int32_t *s);
+
+/* Dot product of one quantized weight row with one quantized activation row. */
+float quant_dot(xllm_dtype t, int group, const void *row, const int8_t *q, const float *d, const int32_t *s,
+                int64_t cols);
+
+#endif
