@@ -155,6 +155,36 @@ xllm_status xllm_generate(xllm_model *model, const xllm_request *requests, size_
                           xllm_result **results, xllm_error *err);
 void xllm_results_free(xllm_result *results, size_t n);
 
+/* ---------------------------------------------------------------- convert */
+
+/* Progress of a long operation: stage name and fraction done in [0, 1]. */
+typedef void (*xllm_progress_fn)(void *user, const char *stage, double fraction);
+
+typedef struct xllm_convert_options {
+    const char *dtype;        /* default type of matmul weights: "f32", "f16", "bf16", "q8", "q4", "q4m"; NULL = f32 */
+    int group_size;           /* q4/q4m group: 32, 64 or 128; 0 = 32 (q8 always uses 32) */
+    const char *policy;       /* per tensor class overrides, e.g. "embed=q8,attn=q4,mlp=q4,lm_head=q8,norm=f32";
+                                 classes: embed, attn, mlp, lm_head, norm, router; NULL = defaults */
+    const char *calib_file;   /* text for activation-aware scaling and clipping of q4 weights; NULL = none */
+    int calib_tokens;         /* at most this many calibration tokens; 0 = 8192 */
+    int no_fuse;              /* 1 = keep q/k/v and gate/up as separate matrices */
+    int n_threads;            /* for calibration; 0 = all CPUs */
+    xllm_progress_fn progress;
+    void *progress_user;
+} xllm_convert_options;
+
+xllm_convert_options xllm_convert_options_default(void);
+
+/* Convert a HuggingFace checkpoint directory into one .xllm file at dst
+ * (written to a temporary file and renamed, so a failed or interrupted
+ * convert leaves nothing at dst). Returns the status and fills err. */
+xllm_status xllm_convert(const char *src, const char *dst, const xllm_convert_options *opts, xllm_error *err);
+
+/* Describe a model file or directory as JSON: {"path", "format", "metadata"
+ * (the .xllm metadata, or config.json), "tensors": [{"name","type","shape",
+ * "bytes"}...], "total_bytes"}. *json is freed with xllm_free. */
+xllm_status xllm_model_info(const char *path, char **json, xllm_error *err);
+
 /* Bytes currently allocated through libxllm's allocator (not counting mmaps). */
 size_t xllm_allocated_bytes(void);
 

@@ -9,6 +9,7 @@
  * Every failure prints "xllm: error: ..." on stderr and exits with status 1.
  */
 #include "xllm.h"
+#include "commands.h"
 #include "json_text.h"
 
 #include <cjson/cJSON.h>
@@ -372,7 +373,11 @@ static void usage(FILE *f) {
             "           [--min-p P] [--repetition-penalty R] [--presence-penalty X] [--frequency-penalty X]\n"
             "           [--seed S] [--stop STR]... [--ignore-eos] [-t THREADS] [--json]\n"
             "  xllm logits -m PATH --ids 1,2,3 [--out FILE] [-t THREADS]\n"
-            "  xllm tokenize -m PATH --jsonl FILE\n",
+            "  xllm tokenize -m PATH --jsonl FILE\n"
+            "  xllm eval -m MODEL --text FILE [--ref MODEL] [--json] [-t THREADS] [--ctx N]\n"
+            "  xllm convert SRC -o OUT.xllm [--dtype f32|f16|bf16|q8|q4|q4m] [--group-size 32|64|128]\n"
+            "           [--policy embed=q8,attn=q4,mlp=q4,lm_head=q8,norm=f32] [--calib FILE] [--no-fuse]\n"
+            "  xllm info MODEL [--json]\n",
             XLLM_VERSION);
 }
 
@@ -382,6 +387,9 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "run")) return cmd_run(argc - 1, argv + 1);
     if (!strcmp(cmd, "logits")) return cmd_logits(argc - 1, argv + 1);
     if (!strcmp(cmd, "tokenize")) return cmd_tokenize(argc - 1, argv + 1);
+    if (!strcmp(cmd, "eval")) return cmd_eval(argc - 1, argv + 1);
+    if (!strcmp(cmd, "convert")) return cmd_convert(argc - 1, argv + 1);
+    if (!strcmp(cmd, "info")) return cmd_info(argc - 1, argv + 1);
     if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
         usage(stdout);
         return 0;

@@ -52,8 +52,10 @@ xllm_model *xllm_model_load(const char *path, const xllm_model_options *opts, xl
         xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "model path is NULL");
         return NULL;
     }
-    if (!xllm_is_dir(path)) {
-        xllm_errorf(err, XLLM_ERR_IO, "%s: not a model directory (expected a HuggingFace checkpoint directory)", path);
+    int is_dir = xllm_is_dir(path);
+    if (!is_dir && !xllm_file_exists(path)) {
+        xllm_errorf(err, XLLM_ERR_IO, "%s: no such model (expected a HuggingFace checkpoint directory or an .xllm file)",
+                    path);
         return NULL;
     }
     xllm_model_options o = opts ? *opts : xllm_model_options_default();
@@ -67,7 +69,7 @@ xllm_model *xllm_model_load(const char *path, const xllm_model_options *opts, xl
     if (!xm->m) goto fail;
     char tp[4096];
     xllm_path_join(tp, sizeof tp, path, "tokenizer.json");
-    if (xllm_file_exists(tp)) {
+    if (is_dir && xllm_file_exists(tp)) {
         xm->tok = tokenizer_load(path, err);
         if (!xm->tok) goto fail;
     }

@@ -97,9 +97,21 @@ static void attention_block(model *m, kv_cache *kv, const fwd_batch *b, int l) {
     size_t qd = (size_t)c->n_heads * hd, kd = (size_t)c->n_kv_heads * hd;
 
     op_rmsnorm(s->x, L->attn_norm, c->rms_eps, c->hidden, T, s->xn);
-    op_matmul(&m->be, s->xn, T, &L->q, L->q_bias, s->q);
-    op_matmul(&m->be, s->xn, T, &L->k, L->k_bias, s->k);
-    op_matmul(&m->be, s->xn, T, &L->v, L->v_bias, s->v);
+    if (m->observe) m->observe(m->observe_ctx, l, OBS_ATTN_IN, -1, s->xn, T, c->hidden);
+    if (L->qkv.data) { /* one matmul, then split rows q | k | v */
+        op_matmul(&m->be, s->xn, T, &L->qkv, L->qkv_bias, s->fused);
+        size_t w = qd + 2 * kd;
+        for (int t = 0; t < T; t++) {
+            const float *src = s->fused + (size_t)t * w;
+            memcpy(s->q + (size_t)t * qd, src, qd * sizeof(float));
+            memcpy(s->k + (size_t)t * kd, src + qd, kd * sizeof(float));
+            memcpy(s->v + (size_t)t * kd, src + qd + kd, kd * sizeof(float));
+        }
+    } else {
+        op_matmul(&m->be, s->xn, T, &L->q, L->q_bias, s->q);
+        op_matmul(&m->be, s->xn, T, &L->k, L->k_bias, s->k);
+        op_matmul(&m->be, s->xn, T, &L->v, L->v_bias, s->v);
+    }
     for (int t = 0; t < T; t++) {
         float *q = s->q + (size_t)t * qd, *k = s->k + (size_t)t * kd;
         if (c->qk_norm) {
@@ -117,6 +129,7 @@ static void attention_block(model *m, kv_cache *kv, const fwd_batch *b, int l) {
     }
     attn_job j = {m, kv, b, l, c->layer_window[l]};
     threadpool_run(m->be.tp, (size_t)T * (size_t)c->n_heads, 1, attention_items, &j);
+    if (m->observe) m->observe(m->observe_ctx, l, OBS_O_IN, -1, s->att, T, (int)qd);
     op_matmul(&m->be, s->att, T, &L->o, L->o_bias, s->tmp);
     for (size_t i = 0; i < (size_t)T * c->hidden; i++) s->x[i] += s->tmp[i];
 }
@@ -124,18 +137,19 @@ static void attention_block(model *m, kv_cache *kv, const fwd_batch *b, int l) {
 /* ------------------------------------------------------------------- MLP */
 
 /* out = down(silu(gate(x)) * up(x)) for T rows of x. */
-static void swiglu(model *m, const float *x, int T, const matrix *gate, const matrix *up, const matrix *down,
-                   const float *gb, const float *ub, const float *db, float *out) {
+static void swiglu(model *m, int layer, int expert, const float *x, int T, const matrix *gate, const matrix *up,
+                   const matrix *down, const float *gb, const float *ub, const float *db, float *out) {
     op_matmul(&m->be, x, T, gate, gb, m->s.h1);
     op_matmul(&m->be, x, T, up, ub, m->s.h2);
     op_silu_mul(m->s.h1, m->s.h2, (size_t)T * (size_t)gate->rows);
+    if (m->observe) m->observe(m->observe_ctx, layer, OBS_DOWN_IN, expert, m->s.h1, T, (int)gate->rows);
     op_matmul(&m->be, m->s.h1, T, down, db, out);
 }
 
 /* Route each token to its top-k experts, run each expert once over the tokens
  * routed to it, and sum the weighted outputs per token in expert order (so a
  * token's result does not depend on what else is in the batch). */
-static void moe_block(model *m, const layer_weights *L, int T) {
+static void moe_block(model *m, int l, const layer_weights *L, int T) {
     const model_config *c = &m->cfg;
     model_scratch *s = &m->s;
     int E = c->n_experts, K = c->n_experts_used, H = c->hidden;
@@ -174,7 +188,7 @@ static void moe_block(model *m, const layer_weights *L, int T) {
                     n++;
                 }
         if (!n) continue;
-        swiglu(m, s->xg, n, &L->exp_gate[e], &L->exp_up[e], &L->exp_down[e], NULL, NULL, NULL, s->yg);
+        swiglu(m, l, e, s->xg, n, &L->exp_gate[e], &L->exp_up[e], &L->exp_down[e], NULL, NULL, NULL, s->yg);
         for (int i = 0; i < n; i++) {
             float *acc = s->moe_acc + (size_t)s->expert_tokens[i] * H;
             const float *y = s->yg + (size_t)i * H;
@@ -182,7 +196,7 @@ static void moe_block(model *m, const layer_weights *L, int T) {
         }
     }
     if (c->shared_expert_intermediate > 0) {
-        swiglu(m, s->xn, T, &L->sh_gate, &L->sh_up, &L->sh_down, NULL, NULL, NULL, s->tmp);
+        swiglu(m, l, -2, s->xn, T, &L->sh_gate, &L->sh_up, &L->sh_down, NULL, NULL, NULL, s->tmp); /* -2: shared expert */
         op_matmul(&m->be, s->xn, T, &L->sh_router, NULL, s->router_logits);
         for (int t = 0; t < T; t++) {
             float g = 1.0f / (1.0f + expf(-s->router_logits[t]));
@@ -197,10 +211,21 @@ static void mlp_block(model *m, int l, int T) {
     const layer_weights *L = &m->layers[l];
     model_scratch *s = &m->s;
     op_rmsnorm(s->x, L->mlp_norm, c->rms_eps, c->hidden, T, s->xn);
-    if (c->layer_is_moe[l])
-        moe_block(m, L, T);
-    else
-        swiglu(m, s->xn, T, &L->gate, &L->up, &L->down, L->gate_bias, L->up_bias, L->down_bias, s->tmp);
+    if (m->observe) m->observe(m->observe_ctx, l, OBS_MLP_IN, -1, s->xn, T, c->hidden);
+    if (c->layer_is_moe[l]) {
+        moe_block(m, l, L, T);
+    } else if (L->gate_up.data) { /* one matmul for gate | up, then silu(gate) * up */
+        size_t I = (size_t)c->intermediate;
+        op_matmul(&m->be, s->xn, T, &L->gate_up, NULL, s->fused);
+        for (int t = 0; t < T; t++) {
+            float *h = s->h1 + (size_t)t * I;
+            memcpy(h, s->fused + (size_t)t * 2 * I, I * sizeof(float));
+            op_silu_mul(h, s->fused + (size_t)t * 2 * I + I, I);
+        }
+        if (m->observe) m->observe(m->observe_ctx, l, OBS_DOWN_IN, -1, s->h1, T, (int)I);
+        op_matmul(&m->be, s->h1, T, &L->down, NULL, s->tmp);
+    } else
+        swiglu(m, l, -1, s->xn, T, &L->gate, &L->up, &L->down, L->gate_bias, L->up_bias, L->down_bias, s->tmp);
     for (size_t i = 0; i < (size_t)T * c->hidden; i++) s->x[i] += s->tmp[i];
 }
 

@@ -21,6 +21,9 @@ typedef struct layer_weights {
     float *attn_norm, *mlp_norm, *q_norm, *k_norm;
     matrix q, k, v, o;
     float *q_bias, *k_bias, *v_bias, *o_bias;
+    matrix qkv;          /* fused q/k/v (rows q, k, v) when the file has it; then q/k/v are unset */
+    float *qkv_bias;
+    matrix gate_up;      /* fused gate/up (rows gate, up) when the file has it */
     /* dense MLP (also used by MoE models on mlp-only layers) */
     matrix gate, up, down;
     float *gate_bias, *up_bias, *down_bias;
@@ -34,14 +37,22 @@ typedef struct model_scratch {
     int max_tokens;
     float *x, *xn, *q, *k, *v, *att, *tmp, *h1, *h2;
     float *moe_acc, *xg, *yg, *router_logits;
+    float *fused;        /* output of a fused qkv or gate_up matmul */
     float *rope_cos, *rope_sin;
     int32_t *route_ids, *expert_tokens, *expert_count;
     float *route_w, *expert_w;
 } model_scratch;
 
+/* Where calibration can observe the inputs of the linear layers. */
+typedef enum observe_point { OBS_ATTN_IN = 0, OBS_O_IN, OBS_MLP_IN, OBS_DOWN_IN, OBS_COUNT } observe_point;
+/* x: T rows of cols activations entering the layer's matmul(s); expert: MoE
+ * expert index for OBS_DOWN_IN inside a MoE block (-1 otherwise). */
+typedef void (*model_observer)(void *ctx, int layer, observe_point point, int expert, const float *x, int T, int cols);
+
 typedef struct model {
     model_config cfg;
-    char *dir;                     /* checkpoint directory (for messages) */
+    char *dir;                     /* checkpoint directory or file (for messages) */
+    cJSON *meta;                   /* .xllm metadata (NULL for HF directories) */
     st_archive *weights_file;
     backend be;
     matrix embed, lm_head;
@@ -49,6 +60,8 @@ typedef struct model {
     layer_weights *layers;
     double *inv_freq;              /* head_dim / 2 RoPE frequencies (scaling applied) */
     model_scratch s;
+    model_observer observe;        /* NULL except during calibration */
+    void *observe_ctx;
     void **owned;                  /* f32 copies of 1-D tensors, freed with the model */
     size_t n_owned, cap_owned;
 } model;

@@ -123,32 +123,19 @@ static void read_rope_scaling(cfg_ctx *c, const cJSON *root, model_config *cfg) 
 
 static const char *k_types[] = {"llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe", "qwen3_moe"};
 
-xllm_status model_config_load(const char *dir, model_config *cfg, xllm_error *err) {
-    char path[4096];
-    xllm_path_join(path, sizeof path, dir, "config.json");
+xllm_status model_config_parse(const cJSON *root, const cJSON *gen, const char *path, const char *gen_path,
+                               model_config *cfg, xllm_error *err) {
     memset(cfg, 0, sizeof *cfg);
-    cJSON *root;
-    xllm_status st = xllm_json_load(path, &root, err);
-    if (st) return st;
     cfg_ctx c = {path, err, XLLM_OK};
-    if (!cJSON_IsObject(root)) {
-        cJSON_Delete(root);
-        return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: top level is not a JSON object", path);
-    }
+    if (!cJSON_IsObject(root)) return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: top level is not a JSON object", path);
     const cJSON *mt = field(root, "model_type");
-    if (!cJSON_IsString(mt)) {
-        cJSON_Delete(root);
-        return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: missing \"model_type\"", path);
-    }
+    if (!cJSON_IsString(mt)) return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: missing \"model_type\"", path);
     int known = 0;
     for (size_t i = 0; i < sizeof k_types / sizeof *k_types; i++) known |= !strcmp(mt->valuestring, k_types[i]);
-    if (!known) {
-        xllm_errorf(err, XLLM_ERR_UNSUPPORTED,
-                    "%s: model_type \"%s\" is not supported (supported: llama, mistral, qwen2, qwen3, mixtral, "
-                    "qwen2_moe, qwen3_moe)", path, mt->valuestring);
-        cJSON_Delete(root);
-        return XLLM_ERR_UNSUPPORTED;
-    }
+    if (!known)
+        return xllm_errorf(err, XLLM_ERR_UNSUPPORTED,
+                           "%s: model_type \"%s\" is not supported (supported: llama, mistral, qwen2, qwen3, mixtral, "
+                           "qwen2_moe, qwen3_moe)", path, mt->valuestring);
     snprintf(cfg->model_type, sizeof cfg->model_type, "%s", mt->valuestring);
     const char *type = cfg->model_type;
     int is_qwen = !strncmp(type, "qwen", 4);
@@ -228,22 +215,28 @@ xllm_status model_config_load(const char *dir, model_config *cfg, xllm_error *er
                            path, cfg->n_heads, cfg->n_kv_heads);
     if (!c.st && cfg->head_dim % 2)
         c.st = xllm_errorf(err, XLLM_ERR_FORMAT, "%s: head_dim (%d) must be even for RoPE", path, cfg->head_dim);
-    cJSON_Delete(root);
     if (c.st) return c.st;
 
     /* generation_config.json overrides bos/eos when present. */
-    xllm_path_join(path, sizeof path, dir, "generation_config.json");
-    if (xllm_file_exists(path)) {
-        st = xllm_json_load(path, &root, err);
-        if (st) return st;
-        c.st = XLLM_OK;
-        if (cJSON_IsObject(root)) {
-            int bos = get_int(&c, root, "bos_token_id", -1, -1, 1 << 30);
-            if (field(root, "bos_token_id")) cfg->bos_id = bos;
-            read_eos(&c, root, cfg);
-        }
-        cJSON_Delete(root);
+    if (gen && cJSON_IsObject(gen)) {
+        c.path = gen_path;
+        int bos = get_int(&c, gen, "bos_token_id", -1, -1, 1 << 30);
+        if (field(gen, "bos_token_id")) cfg->bos_id = bos;
+        read_eos(&c, gen, cfg);
         if (c.st) return c.st;
     }
     return XLLM_OK;
+}
+
+xllm_status model_config_load(const char *dir, model_config *cfg, xllm_error *err) {
+    char path[4096], gen_path[4096];
+    xllm_path_join(path, sizeof path, dir, "config.json");
+    xllm_path_join(gen_path, sizeof gen_path, dir, "generation_config.json");
+    cJSON *root = NULL, *gen = NULL;
+    xllm_status st = xllm_json_load(path, &root, err);
+    if (!st && xllm_file_exists(gen_path)) st = xllm_json_load(gen_path, &gen, err);
+    if (!st) st = model_config_parse(root, gen, path, gen_path, cfg, err);
+    cJSON_Delete(root);
+    cJSON_Delete(gen);
+    return st;
 }

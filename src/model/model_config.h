@@ -11,6 +11,7 @@
 #define XLLM_MODEL_CONFIG_H
 
 #include <stdint.h>
+#include <cjson/cJSON.h>
 #include "xllm.h"
 
 #define MODEL_MAX_LAYERS 512
@@ -60,6 +61,10 @@ typedef struct model_config {
     int32_t eos_ids[MODEL_MAX_EOS];
 } model_config;
 
+/* Parse a config.json object and an optional generation_config.json object
+ * (gen may be NULL); path/gen_path name them in messages. */
+xllm_status model_config_parse(const cJSON *config, const cJSON *gen, const char *path, const char *gen_path,
+                               model_config *cfg, xllm_error *err);
 /* Parse dir/config.json and (if present) dir/generation_config.json. */
 xllm_status model_config_load(const char *dir, model_config *cfg, xllm_error *err);
 

@@ -10,6 +10,9 @@
 #include "model/model.h"
 #include "base/alloc.h"
 #include "base/error.h"
+#include "base/file.h"
+#include "format/xllm_file.h"
+#include "quant/quant.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -48,6 +51,13 @@ static xllm_status check_float_dtype(const st_tensor *t, xllm_error *err) {
                        t->name, xllm_dtype_name(t->dtype));
 }
 
+static xllm_status check_matrix_dtype(const st_tensor *t, xllm_error *err) {
+    if (!xllm_dtype_is_quant(t->dtype)) return check_float_dtype(t, err);
+    if (t->ndim == 2 && quant_format_ok(t->dtype, t->group, t->shape[1])) return XLLM_OK;
+    return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: tensor %s: %s with group %d does not fit rows of %lld", t->file,
+                       t->name, xllm_dtype_name(t->dtype), t->group, (long long)(t->ndim == 2 ? t->shape[1] : 0));
+}
+
 static const st_tensor *find(model *m, const char *name, int required, xllm_error *err, xllm_status *st) {
     const st_tensor *t = st_find(m->weights_file, name);
     if (!t && required && !*st)
@@ -60,7 +70,7 @@ static void bind_matrix(model *m, const char *name, int64_t rows, int64_t cols, 
     if (*st) return;
     const st_tensor *t = find(m, name, 1, err, st);
     if (!t) return;
-    if ((*st = check_float_dtype(t, err))) return;
+    if ((*st = check_matrix_dtype(t, err))) return;
     if (t->ndim != 2 || t->shape[0] != rows || t->shape[1] != cols) {
         char buf[128];
         *st = xllm_errorf(err, XLLM_ERR_FORMAT, "%s: tensor %s has shape %s, expected [%lld, %lld]", t->file, name,
@@ -68,6 +78,7 @@ static void bind_matrix(model *m, const char *name, int64_t rows, int64_t cols, 
         return;
     }
     out->dtype = t->dtype;
+    out->group = t->group;
     out->rows = rows;
     out->cols = cols;
     out->data = t->data;
@@ -119,11 +130,17 @@ static xllm_status bind_layer(model *m, int l, xllm_error *err) {
 #define NM(fmt, ...) (snprintf(name, sizeof name, fmt, __VA_ARGS__), name)
     bind_vector(m, NM("%s.input_layernorm.weight", p), h, 1, &L->attn_norm, err, &st);
     bind_vector(m, NM("%s.post_attention_layernorm.weight", p), h, 1, &L->mlp_norm, err, &st);
-    bind_matrix(m, NM("%s.self_attn.q_proj.weight", p), qd, h, &L->q, err, &st);
-    bind_matrix(m, NM("%s.self_attn.k_proj.weight", p), kd, h, &L->k, err, &st);
-    bind_matrix(m, NM("%s.self_attn.v_proj.weight", p), kd, h, &L->v, err, &st);
+    if (st_find(m->weights_file, NM("%s.self_attn.qkv_proj.weight", p))) {
+        /* fused at convert time: rows q, then k, then v */
+        bind_matrix(m, name, qd + 2 * kd, h, &L->qkv, err, &st);
+        if (c->qkv_bias) bind_vector(m, NM("%s.self_attn.qkv_proj.bias", p), qd + 2 * kd, 1, &L->qkv_bias, err, &st);
+    } else {
+        bind_matrix(m, NM("%s.self_attn.q_proj.weight", p), qd, h, &L->q, err, &st);
+        bind_matrix(m, NM("%s.self_attn.k_proj.weight", p), kd, h, &L->k, err, &st);
+        bind_matrix(m, NM("%s.self_attn.v_proj.weight", p), kd, h, &L->v, err, &st);
+    }
     bind_matrix(m, NM("%s.self_attn.o_proj.weight", p), h, qd, &L->o, err, &st);
-    if (c->qkv_bias) {
+    if (c->qkv_bias && !L->qkv.data) {
         bind_vector(m, NM("%s.self_attn.q_proj.bias", p), qd, 1, &L->q_bias, err, &st);
         bind_vector(m, NM("%s.self_attn.k_proj.bias", p), kd, 1, &L->k_bias, err, &st);
         bind_vector(m, NM("%s.self_attn.v_proj.bias", p), kd, 1, &L->v_bias, err, &st);
@@ -134,6 +151,12 @@ static xllm_status bind_layer(model *m, int l, xllm_error *err) {
         bind_vector(m, NM("%s.self_attn.k_norm.weight", p), c->head_dim, 1, &L->k_norm, err, &st);
     }
 
+    if (!c->layer_is_moe[l] && !c->mlp_bias && st_find(m->weights_file, NM("%s.mlp.gate_up_proj.weight", p))) {
+        /* fused at convert time: rows gate, then up */
+        bind_matrix(m, name, 2 * (int64_t)c->intermediate, h, &L->gate_up, err, &st);
+        bind_matrix(m, NM("%s.mlp.down_proj.weight", p), h, c->intermediate, &L->down, err, &st);
+        return st;
+    }
     if (!c->layer_is_moe[l]) {
         snprintf(name, sizeof name, "%s.mlp", p);
         bind_mlp(m, name, "gate_proj", "up_proj", "down_proj", c->intermediate, &L->gate, &L->up, &L->down, err, &st);
@@ -213,7 +236,7 @@ static xllm_status alloc_scratch(model *m, int T, xllm_error *err) {
         !ALLOC(s->router_logits, t * E) || !ALLOC(s->rope_cos, t * (size_t)c->head_dim / 2) ||
         !ALLOC(s->rope_sin, t * (size_t)c->head_dim / 2) || !ALLOC(s->route_ids, t * K) ||
         !ALLOC(s->route_w, t * K) || !ALLOC(s->expert_tokens, t * K) || !ALLOC(s->expert_w, t * K) ||
-        !ALLOC(s->expert_count, E))
+        !ALLOC(s->expert_count, E) || !ALLOC(s->fused, t * (qd + 2 * kd > 2 * inter ? qd + 2 * kd : 2 * inter)))
         return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "cannot allocate forward scratch for %d tokens", T);
 #undef ALLOC
     return XLLM_OK;
@@ -232,11 +255,27 @@ model *model_load(const char *dir, int n_threads, int max_tokens, xllm_error *er
         xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
         return NULL;
     }
-    xllm_status st = model_config_load(dir, &m->cfg, err);
-    if (st) goto fail;
+    xllm_status st = XLLM_OK;
+    if (xllm_is_dir(dir)) {
+        if ((st = model_config_load(dir, &m->cfg, err))) goto fail;
+        m->weights_file = st_open(dir, err);
+        if (!m->weights_file) goto fail;
+    } else if (xf_is_xllm(dir)) {
+        m->weights_file = xf_open(dir, &m->meta, err);
+        if (!m->weights_file) goto fail;
+        char cfg_label[4200], gen_label[4200];
+        snprintf(cfg_label, sizeof cfg_label, "%s: config", dir);
+        snprintf(gen_label, sizeof gen_label, "%s: generation_config", dir);
+        if ((st = model_config_parse(cJSON_GetObjectItemCaseSensitive(m->meta, "config"),
+                                     cJSON_GetObjectItemCaseSensitive(m->meta, "generation_config"), cfg_label,
+                                     gen_label, &m->cfg, err)))
+            goto fail;
+    } else {
+        xllm_errorf(err, xllm_file_exists(dir) ? XLLM_ERR_FORMAT : XLLM_ERR_IO,
+                    "%s: not a HuggingFace checkpoint directory or an .xllm file", dir);
+        goto fail;
+    }
     const model_config *c = &m->cfg;
-    m->weights_file = st_open(dir, err);
-    if (!m->weights_file) goto fail;
 
     bind_matrix(m, "model.embed_tokens.weight", c->vocab, c->hidden, &m->embed, err, &st);
     bind_vector(m, "model.norm.weight", c->hidden, 1, &m->final_norm, err, &st);
@@ -266,7 +305,7 @@ model *model_load(const char *dir, int n_threads, int max_tokens, xllm_error *er
                        (size_t)c->n_heads * (size_t)c->head_dim, (size_t)c->head_dim};
     for (size_t i = 0; i < sizeof widest / sizeof *widest; i++)
         if (widest[i] > max_cols) max_cols = widest[i];
-    if (backend_init(&m->be, n_threads, max_cols, err)) goto fail;
+    if (backend_init(&m->be, n_threads, max_cols, (size_t)max_tokens, err)) goto fail;
     return m;
 fail:
     if (err && err->code == XLLM_OK) xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory loading %s", dir);
@@ -280,6 +319,7 @@ void model_free(model *m) {
     for (size_t i = 0; i < m->n_owned; i++) xllm_free(m->owned[i]);
     xllm_free(m->owned);
     st_close(m->weights_file);
+    cJSON_Delete(m->meta);
     xllm_free(m->dir);
     xllm_free(m);
 }

@@ -1,0 +1,70 @@
+/*
+ * info_api.c - xllm_model_info: what a model file holds (metadata, each
+ * tensor's type and shape), as JSON, for `xllm info` and tooling.
+ */
+#include "xllm.h"
+#include "base/alloc.h"
+#include "base/error.h"
+#include "base/file.h"
+#include "convert/policy.h"
+#include "format/safetensors.h"
+#include "format/xllm_file.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+xllm_status xllm_model_info(const char *path, char **json, xllm_error *err) {
+    xllm_error_clear(err);
+    *json = NULL;
+    cJSON *meta = NULL;
+    st_archive *a = NULL;
+    const char *format;
+    if (xllm_is_dir(path)) {
+        char cfg[4096];
+        xllm_path_join(cfg, sizeof cfg, path, "config.json");
+        xllm_status st = xllm_json_load(cfg, &meta, err);
+        if (st) return st;
+        a = st_open(path, err);
+        format = "huggingface";
+    } else if (xf_is_xllm(path)) {
+        a = xf_open(path, &meta, err);
+        format = "xllm";
+    } else {
+        return xllm_errorf(err, xllm_file_exists(path) ? XLLM_ERR_FORMAT : XLLM_ERR_IO,
+                           "%s: not a model directory or an .xllm file", path);
+    }
+    if (!a) {
+        cJSON_Delete(meta);
+        return err ? err->code : XLLM_ERR_FORMAT;
+    }
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "path", path);
+    cJSON_AddStringToObject(root, "format", format);
+    /* the large per-tensor map is shown below, not twice */
+    cJSON_DeleteItemFromObject(meta, "tensor_types");
+    cJSON_AddItemToObject(root, "metadata", meta);
+    cJSON *list = cJSON_AddArrayToObject(root, "tensors");
+    double total = 0;
+    for (size_t i = 0; i < st_count(a); i++) {
+        const st_tensor *t = st_at(a, i);
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "name", t->name);
+        char tname[32];
+        qtype q = {t->dtype, t->group};
+        cJSON_AddStringToObject(o, "type", qtype_name(q, tname, sizeof tname));
+        cJSON *shape = cJSON_AddArrayToObject(o, "shape");
+        for (int d = 0; d < t->ndim; d++) cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)t->shape[d]));
+        cJSON_AddNumberToObject(o, "bytes", (double)t->nbytes);
+        total += (double)t->nbytes;
+        cJSON_AddItemToArray(list, o);
+    }
+    cJSON_AddNumberToObject(root, "total_bytes", total);
+    st_close(a);
+    char *text = cJSON_Print(root);
+    cJSON_Delete(root);
+    if (!text) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+    *json = xllm_strdup(text);
+    free(text);
+    return *json ? XLLM_OK : xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+}

@@ -1,0 +1,538 @@
+/*
+ * convert.c - HuggingFace checkpoint -> one .xllm file (xllm_convert).
+ *
+ * Tensors stream through one at a time (f32 in memory, then the type the
+ * precision policy picks). Per decoder layer three optional rewrites happen
+ * before writing, all exact in f32:
+ *   - activation-aware scaling (with calibration, for int4 targets): for a
+ *     group of matrices sharing an input (q/k/v after the attention norm,
+ *     gate/up after the MLP norm, down after up), choose per-input-channel
+ *     scales s = E[x^2]^(alpha/2) with the alpha that minimises the
+ *     activation-weighted int4 error, multiply the matrices' columns by s and
+ *     divide the producer (the norm weight, or up's rows) by s;
+ *   - clipping: each int4 group's range is clipped where that lowers the
+ *     activation-weighted error (quant_quantize_row with importance);
+ *   - fusion: q/k/v into one qkv_proj matrix and gate/up into gate_up_proj.
+ * Everything else is copied in the policy's type. Tokenizer files ride along
+ * as blobs; config, policy and provenance go into the metadata.
+ */
+#include "xllm.h"
+#include "base/alloc.h"
+#include "base/error.h"
+#include "base/file.h"
+#include "convert/calibrate.h"
+#include "convert/policy.h"
+#include "format/safetensors.h"
+#include "format/xllm_file.h"
+#include "model/model_config.h"
+#include "quant/quant.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define NAME_LEN 300
+
+xllm_convert_options xllm_convert_options_default(void) {
+    xllm_convert_options o;
+    memset(&o, 0, sizeof o);
+    return o;
+}
+
+/* One tensor on its way out: f32 values (owned) or a raw non-float copy. */
+typedef struct out_t {
+    char name[NAME_LEN];
+    int ndim;
+    int64_t shape[ST_MAX_DIMS];
+    float *data;               /* f32 values, owned */
+    const st_tensor *raw;      /* non-float tensors are copied as stored */
+    tensor_class cls;
+    float *importance;         /* per input column (owned) or NULL */
+} out_t;
+
+typedef struct conv {
+    const xllm_convert_options *o;
+    policy pol;
+    st_archive *src;
+    model_config cfg;
+    calib_stats calib;
+    int have_calib;
+    xf_writer *w;
+    uint8_t *done;             /* per source tensor index: already written (or fused away) */
+    size_t n_written, n_total;
+    cJSON *types;              /* name -> type actually written, for the metadata */
+    double awq_alpha_sum;
+    int awq_groups;
+} conv;
+
+static int64_t numel(const out_t *t) {
+    int64_t n = 1;
+    for (int i = 0; i < t->ndim; i++) n *= t->shape[i];
+    return n;
+}
+
+static void out_free(out_t *t) {
+    xllm_free(t->data);
+    xllm_free(t->importance);
+    t->data = NULL;
+    t->importance = NULL;
+}
+
+static size_t index_of(const conv *c, const st_tensor *t) { return (size_t)(t - st_at(c->src, 0)); }
+
+/* Load a source tensor as f32 (or as a raw copy for non-float types). */
+static xllm_status fetch(conv *c, const st_tensor *t, out_t *o, xllm_error *err) {
+    memset(o, 0, sizeof *o);
+    snprintf(o->name, sizeof o->name, "%s", t->name);
+    o->ndim = t->ndim;
+    memcpy(o->shape, t->shape, sizeof o->shape);
+    o->cls = tensor_class_of(t->name, t->ndim);
+    c->done[index_of(c, t)] = 1;
+    if (t->dtype != XLLM_DT_F32 && t->dtype != XLLM_DT_F16 && t->dtype != XLLM_DT_BF16) {
+        o->raw = t;
+        return XLLM_OK;
+    }
+    int64_t n = numel(o);
+    o->data = xllm_malloc_array((size_t)(n > 0 ? n : 1), sizeof(float));
+    if (!o->data) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory reading %s", t->name);
+    xllm_to_f32(t->dtype, t->data, o->data, (size_t)n);
+    return XLLM_OK;
+}
+
+static xllm_status fetch_name(conv *c, const char *name, out_t *o, int *found, xllm_error *err) {
+    const st_tensor *t = st_find(c->src, name);
+    *found = t != NULL;
+    if (!t) {
+        memset(o, 0, sizeof *o);
+        return XLLM_OK;
+    }
+    return fetch(c, t, o, err);
+}
+
+static void progress(conv *c) {
+    if (c->o->progress) c->o->progress(c->o->progress_user, "converting", (double)c->n_written / (double)c->n_total);
+}
+
+/* Convert o to its policy type and append it to the file. */
+static xllm_status emit(conv *c, out_t *o, xllm_error *err) {
+    xllm_status st;
+    char tname[32];
+    if (o->raw) {
+        st = xf_writer_add(c->w, o->name, o->raw->dtype, 0, o->ndim, o->shape, o->raw->data, o->raw->nbytes, err);
+        if (!st) cJSON_AddStringToObject(c->types, o->name, xllm_dtype_name(o->raw->dtype));
+        c->n_written++;
+        progress(c);
+        return st;
+    }
+    int64_t cols = o->shape[o->ndim - 1], rows = numel(o) / (cols ? cols : 1);
+    qtype t = policy_pick(&c->pol, o->cls, o->ndim, cols);
+    size_t bytes = (size_t)rows * quant_row_bytes(t.dtype, t.group, cols);
+    void *buf = xllm_malloc(bytes ? bytes : 1);
+    if (!buf) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory writing %s", o->name);
+    if (xllm_dtype_is_quant(t.dtype)) {
+        size_t rb = quant_row_bytes(t.dtype, t.group, cols);
+        for (int64_t r = 0; r < rows; r++)
+            quant_quantize_row(t.dtype, t.group, o->data + r * cols, cols, o->importance, (char *)buf + (size_t)r * rb);
+    } else if (t.dtype == XLLM_DT_F16 || t.dtype == XLLM_DT_BF16) {
+        uint16_t *h = buf;
+        for (int64_t i = 0; i < rows * cols; i++)
+            h[i] = t.dtype == XLLM_DT_F16 ? xllm_f32_to_f16(o->data[i]) : xllm_f32_to_bf16(o->data[i]);
+    } else {
+        memcpy(buf, o->data, bytes);
+    }
+    st = xf_writer_add(c->w, o->name, t.dtype, t.group, o->ndim, o->shape, buf, bytes, err);
+    xllm_free(buf);
+    if (!st) cJSON_AddStringToObject(c->types, o->name, qtype_name(t, tname, sizeof tname));
+    c->n_written++;
+    progress(c);
+    return st;
+}
+
+/* ------------------------------------------------- activation-aware scaling */
+
+/* Activation-weighted squared int4 error of rows of W (columns scaled by s). */
+static double scaled_error(const out_t *W, qtype t, const float *imp, const float *s, float *row, float *deq,
+                           void *qbuf) {
+    int64_t cols = W->shape[1], rows = W->shape[0];
+    int64_t step = rows > 256 ? rows / 256 : 1; /* a sample of rows is enough to rank the alphas */
+    double e = 0;
+    for (int64_t r = 0; r < rows; r += step) {
+        const float *w = W->data + r * cols;
+        for (int64_t k = 0; k < cols; k++) row[k] = w[k] * s[k];
+        quant_quantize_row(t.dtype, t.group, row, cols, NULL, qbuf);
+        quant_dequantize_row(t.dtype, t.group, qbuf, cols, deq);
+        for (int64_t k = 0; k < cols; k++) {
+            double d = (double)w[k] - (double)deq[k] / s[k];
+            e += imp[k] * d * d;
+        }
+    }
+    return e;
+}
+
+/* Scale the columns of mats (sharing input with importance imp) and divide
+ * the producer: prev_vec (a norm weight) or prev_rows (rows of a matrix). */
+static xllm_status awq_group(conv *c, out_t **mats, int n, const float *imp, float *prev_vec, out_t *prev_rows,
+                             xllm_error *err) {
+    int64_t cols = mats[0]->shape[1];
+    qtype t = policy_pick(&c->pol, mats[0]->cls, 2, cols);
+    if (t.dtype != XLLM_DT_Q4 && t.dtype != XLLM_DT_Q4M) return XLLM_OK;
+    float *s = xllm_malloc_array((size_t)cols, sizeof(float)), *best_s = xllm_malloc_array((size_t)cols, sizeof(float));
+    float *row = xllm_malloc_array((size_t)cols, sizeof(float)), *deq = xllm_malloc_array((size_t)cols, sizeof(float));
+    void *qbuf = xllm_malloc(quant_row_bytes(t.dtype, t.group, cols));
+    xllm_status st = XLLM_OK;
+    if (!s || !best_s || !row || !deq || !qbuf) {
+        st = xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+        goto done;
+    }
+    double best = -1, best_alpha = 0;
+    for (int k = 0; k <= 10; k++) {
+        double alpha = 0.1 * k, lo = INFINITY, hi = 0;
+        for (int64_t j = 0; j < cols; j++) {
+            s[j] = (float)pow(sqrt(imp[j]), alpha);
+            lo = fmin(lo, s[j]);
+            hi = fmax(hi, s[j]);
+        }
+        float norm = (float)sqrt(lo * hi);
+        for (int64_t j = 0; j < cols; j++) s[j] = fmaxf(s[j] / norm, 1e-4f);
+        double e = 0;
+        for (int i = 0; i < n; i++) e += scaled_error(mats[i], t, imp, s, row, deq, qbuf);
+        if (best < 0 || e < best) {
+            best = e;
+            best_alpha = alpha;
+            memcpy(best_s, s, sizeof(float) * (size_t)cols);
+        }
+    }
+    c->awq_alpha_sum += best_alpha;
+    c->awq_groups++;
+    /* apply: W[:, j] *= s_j; producer / s_j; the activations the new W sees are x / s */
+    for (int i = 0; i < n; i++) {
+        out_t *W = mats[i];
+        for (int64_t r = 0; r < W->shape[0]; r++)
+            for (int64_t j = 0; j < cols; j++) W->data[r * cols + j] *= best_s[j];
+        if (W->importance)
+            for (int64_t j = 0; j < cols; j++) W->importance[j] /= best_s[j] * best_s[j];
+    }
+    if (prev_vec)
+        for (int64_t j = 0; j < cols; j++) prev_vec[j] /= best_s[j];
+    if (prev_rows) {
+        int64_t pc = prev_rows->shape[1];
+        for (int64_t j = 0; j < cols; j++)
+            for (int64_t k = 0; k < pc; k++) prev_rows->data[j * pc + k] /= best_s[j];
+    }
+done:
+    xllm_free(s);
+    xllm_free(best_s);
+    xllm_free(row);
+    xllm_free(deq);
+    xllm_free(qbuf);
+    return st;
+}
+
+static xllm_status attach_importance(conv *c, out_t *o, int layer, observe_point p, int expert, xllm_error *err) {
+    if (!c->have_calib || !o->data || o->ndim != 2) return XLLM_OK;
+    int cols = (int)o->shape[1];
+    o->importance = xllm_malloc_array((size_t)cols, sizeof(float));
+    if (!o->importance) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+    if (!calib_importance(&c->calib, layer, p, expert, o->importance, cols)) {
+        xllm_free(o->importance);
+        o->importance = NULL;
+    }
+    return XLLM_OK;
+}
+
+/* Concatenate the rows of parts into one tensor named name (parts freed). */
+static xllm_status fuse_rows(out_t *parts, int n, const char *name, out_t *out, xllm_error *err) {
+    memset(out, 0, sizeof *out);
+    snprintf(out->name, sizeof out->name, "%s", name);
+    out->ndim = parts[0].ndim;
+    out->cls = parts[0].cls;
+    int64_t rows = 0, per = parts[0].ndim == 2 ? parts[0].shape[1] : 1;
+    for (int i = 0; i < n; i++) rows += parts[i].shape[0];
+    out->shape[0] = rows;
+    if (out->ndim == 2) out->shape[1] = per;
+    out->data = xllm_malloc_array((size_t)(rows * per), sizeof(float));
+    if (!out->data) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory fusing %s", name);
+    int64_t off = 0;
+    for (int i = 0; i < n; i++) {
+        int64_t k = parts[i].shape[0] * per;
+        memcpy(out->data + off, parts[i].data, sizeof(float) * (size_t)k);
+        off += k;
+    }
+    out->importance = parts[0].importance; /* same input for all parts */
+    parts[0].importance = NULL;
+    for (int i = 0; i < n; i++) out_free(&parts[i]);
+    return XLLM_OK;
+}
+
+/* One decoder layer: attention and dense-MLP groups get scaling and fusion;
+ * everything else of the layer is written afterwards by the generic pass. */
+static xllm_status convert_layer(conv *c, int l, xllm_error *err) {
+    const model_config *cfg = &c->cfg;
+    char p[NAME_LEN], n[NAME_LEN];
+    out_t attn_norm, q, k, v, qb[3], mlp_norm, gate, up, down;
+    int f_an, f_q, f_k, f_v, f_b[3] = {0, 0, 0}, f_mn, f_g, f_u, f_d;
+    xllm_status st;
+    snprintf(p, sizeof p, "model.layers.%d", l);
+#define FETCH(var, flag, fmt) (snprintf(n, sizeof n, fmt, p), fetch_name(c, n, &(var), &(flag), err))
+    if ((st = FETCH(attn_norm, f_an, "%s.input_layernorm.weight"))) return st;
+    if ((st = FETCH(q, f_q, "%s.self_attn.q_proj.weight"))) return st;
+    if ((st = FETCH(k, f_k, "%s.self_attn.k_proj.weight"))) return st;
+    if ((st = FETCH(v, f_v, "%s.self_attn.v_proj.weight"))) return st;
+    int attn_ok = f_an && f_q && f_k && f_v && q.data && k.data && v.data && attn_norm.data;
+    if (!attn_ok) { /* unusual layout: write what exists as it is */
+        out_t *all[4] = {&attn_norm, &q, &k, &v};
+        int found[4] = {f_an, f_q, f_k, f_v};
+        for (int i = 0; i < 4 && !st; i++)
+            if (found[i]) st = emit(c, all[i], err);
+    } else {
+        attach_importance(c, &q, l, OBS_ATTN_IN, -1, err);
+        attach_importance(c, &k, l, OBS_ATTN_IN, -1, err);
+        attach_importance(c, &v, l, OBS_ATTN_IN, -1, err);
+        if (q.importance && k.importance && v.importance) {
+            out_t *mats[3] = {&q, &k, &v};
+            float *imp = xllm_malloc_array((size_t)q.shape[1], sizeof(float));
+            if (!imp) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+            memcpy(imp, q.importance, sizeof(float) * (size_t)q.shape[1]);
+            st = awq_group(c, mats, 3, imp, attn_norm.data, NULL, err);
+            xllm_free(imp);
+            if (st) return st;
+        }
+        if ((st = emit(c, &attn_norm, err))) return st;
+        const char *bn[3] = {"%s.self_attn.q_proj.bias", "%s.self_attn.k_proj.bias", "%s.self_attn.v_proj.bias"};
+        for (int i = 0; i < 3; i++)
+            if ((st = (snprintf(n, sizeof n, bn[i], p), fetch_name(c, n, &qb[i], &f_b[i], err)))) return st;
+        if (!c->o->no_fuse) {
+            out_t parts[3] = {q, k, v}, fused; /* parts own the data now */
+            memset(&q, 0, sizeof q);
+            memset(&k, 0, sizeof k);
+            memset(&v, 0, sizeof v);
+            snprintf(n, sizeof n, "%s.self_attn.qkv_proj.weight", p);
+            if ((st = fuse_rows(parts, 3, n, &fused, err))) return st;
+            st = emit(c, &fused, err);
+            out_free(&fused);
+            if (st) return st;
+            if (f_b[0] && f_b[1] && f_b[2]) {
+                snprintf(n, sizeof n, "%s.self_attn.qkv_proj.bias", p);
+                if ((st = fuse_rows(qb, 3, n, &fused, err))) return st;
+                st = emit(c, &fused, err);
+                out_free(&fused);
+                if (st) return st;
+            }
+        } else {
+            out_t *all[3] = {&q, &k, &v};
+            for (int i = 0; i < 3 && !st; i++) st = emit(c, all[i], err);
+            for (int i = 0; i < 3 && !st; i++)
+                if (f_b[i]) st = emit(c, &qb[i], err);
+        }
+        for (int i = 0; i < 3; i++) out_free(&qb[i]);
+    }
+    out_free(&attn_norm);
+    out_free(&q);
+    out_free(&k);
+    out_free(&v);
+    if (st) return st;
+
+    /* dense MLP (MoE layers are written by the generic pass) */
+    if (cfg->layer_is_moe[l] || cfg->mlp_bias) return XLLM_OK;
+    if ((st = FETCH(mlp_norm, f_mn, "%s.post_attention_layernorm.weight"))) return st;
+    if ((st = FETCH(gate, f_g, "%s.mlp.gate_proj.weight"))) return st;
+    if ((st = FETCH(up, f_u, "%s.mlp.up_proj.weight"))) return st;
+    if ((st = FETCH(down, f_d, "%s.mlp.down_proj.weight"))) return st;
+#undef FETCH
+    if (!(f_mn && f_g && f_u && f_d && mlp_norm.data && gate.data && up.data && down.data)) {
+        out_t *all[4] = {&mlp_norm, &gate, &up, &down};
+        int found[4] = {f_mn, f_g, f_u, f_d};
+        for (int i = 0; i < 4 && !st; i++)
+            if (found[i]) st = emit(c, all[i], err);
+    } else {
+        attach_importance(c, &gate, l, OBS_MLP_IN, -1, err);
+        attach_importance(c, &up, l, OBS_MLP_IN, -1, err);
+        attach_importance(c, &down, l, OBS_DOWN_IN, -1, err);
+        if (gate.importance && up.importance) {
+            out_t *mats[2] = {&gate, &up};
+            float *imp = xllm_malloc_array((size_t)gate.shape[1], sizeof(float));
+            if (!imp) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+            memcpy(imp, gate.importance, sizeof(float) * (size_t)gate.shape[1]);
+            st = awq_group(c, mats, 2, imp, mlp_norm.data, NULL, err);
+            xllm_free(imp);
+        }
+        if (!st && down.importance) {
+            out_t *mats[1] = {&down};
+            float *imp = xllm_malloc_array((size_t)down.shape[1], sizeof(float));
+            if (!imp) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+            memcpy(imp, down.importance, sizeof(float) * (size_t)down.shape[1]);
+            st = awq_group(c, mats, 1, imp, NULL, &up, err);
+            xllm_free(imp);
+        }
+        if (!st) st = emit(c, &mlp_norm, err);
+        if (!st && !c->o->no_fuse) {
+            out_t parts[2] = {gate, up}, fused;
+            snprintf(n, sizeof n, "%s.mlp.gate_up_proj.weight", p);
+            memset(&gate, 0, sizeof gate);
+            memset(&up, 0, sizeof up);
+            if (!(st = fuse_rows(parts, 2, n, &fused, err))) st = emit(c, &fused, err);
+            out_free(&fused);
+        } else if (!st) {
+            if (!(st = emit(c, &gate, err))) st = emit(c, &up, err);
+        }
+        if (!st) st = emit(c, &down, err);
+    }
+    out_free(&mlp_norm);
+    out_free(&gate);
+    out_free(&up);
+    out_free(&down);
+    return st;
+}
+
+/* The observe point and expert whose activations feed this (MoE) tensor. */
+static void moe_source(const char *name, observe_point *p, int *expert) {
+    *p = OBS_MLP_IN;
+    *expert = -1;
+    const char *e = strstr(name, ".experts.");
+    int is_down = strstr(name, "down_proj") || strstr(name, ".w2.");
+    if (e) {
+        if (is_down) *p = OBS_DOWN_IN, *expert = atoi(e + 9);
+    } else if (strstr(name, ".shared_expert.")) {
+        if (is_down) *p = OBS_DOWN_IN, *expert = -2;
+    } else if (strstr(name, ".o_proj.")) {
+        *p = OBS_O_IN;
+    } else if (is_down) {
+        *p = OBS_DOWN_IN;
+    }
+}
+
+static xllm_status add_blob(conv *c, const char *dir, const char *file, int required, xllm_error *err) {
+    char path[4096], name[NAME_LEN];
+    xllm_path_join(path, sizeof path, dir, file);
+    if (!xllm_file_exists(path))
+        return required ? xllm_errorf(err, XLLM_ERR_IO, "%s: missing", path) : XLLM_OK;
+    char *data;
+    size_t len;
+    xllm_status st = xllm_read_file(path, &data, &len, err);
+    if (st) return st;
+    snprintf(name, sizeof name, "%s%s", XF_BLOB_PREFIX, file);
+    int64_t shape[1] = {(int64_t)len};
+    st = xf_writer_add(c->w, name, XLLM_DT_U8, 0, 1, shape, data, len, err);
+    xllm_free(data);
+    return st;
+}
+
+static cJSON *load_json_or_null(const char *dir, const char *file, xllm_error *err, xllm_status *st) {
+    char path[4096];
+    xllm_path_join(path, sizeof path, dir, file);
+    if (!xllm_file_exists(path)) return cJSON_CreateNull();
+    cJSON *j = NULL;
+    *st = xllm_json_load(path, &j, err);
+    return j;
+}
+
+xllm_status xllm_convert(const char *src, const char *dst, const xllm_convert_options *opts, xllm_error *err) {
+    xllm_error_clear(err);
+    xllm_convert_options def = xllm_convert_options_default();
+    conv c;
+    memset(&c, 0, sizeof c);
+    c.o = opts ? opts : &def;
+    cJSON *config = NULL, *gen = NULL, *meta = NULL;
+    xllm_status st = XLLM_OK;
+    if (!src || !dst) return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "convert needs a source and a destination");
+    if (!xllm_is_dir(src))
+        return xllm_errorf(err, XLLM_ERR_IO, "%s: not a HuggingFace checkpoint directory", src);
+    if ((st = policy_make(c.o->dtype, c.o->group_size, c.o->policy, &c.pol, err))) return st;
+    config = load_json_or_null(src, "config.json", err, &st);
+    if (!st && cJSON_IsNull(config)) st = xllm_errorf(err, XLLM_ERR_IO, "%s/config.json: missing", src);
+    if (!st) gen = load_json_or_null(src, "generation_config.json", err, &st);
+    if (!st) st = model_config_parse(config, cJSON_IsNull(gen) ? NULL : gen, "config.json", "generation_config.json",
+                                     &c.cfg, err);
+    if (st) goto done;
+    c.src = st_open(src, err);
+    if (!c.src) {
+        st = err ? err->code : XLLM_ERR_FORMAT;
+        goto done;
+    }
+    c.n_total = st_count(c.src);
+    c.done = xllm_calloc(c.n_total ? c.n_total : 1, 1);
+    c.types = cJSON_CreateObject();
+    if (!c.done || !c.types) {
+        st = xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+        goto done;
+    }
+    if (c.o->calib_file) {
+        st = calib_collect(src, c.o->calib_file, c.o->calib_tokens > 0 ? c.o->calib_tokens : 8192, c.o->n_threads,
+                           c.o->progress, c.o->progress_user, &c.calib, err);
+        if (st) goto done;
+        c.have_calib = 1;
+    }
+    c.w = xf_writer_open(dst, err);
+    if (!c.w) {
+        st = err ? err->code : XLLM_ERR_IO;
+        goto done;
+    }
+    for (int l = 0; l < c.cfg.n_layers && !st; l++) st = convert_layer(&c, l, err);
+    /* everything not written yet, in name order */
+    for (size_t i = 0; i < st_count(c.src) && !st; i++) {
+        if (c.done[i]) continue;
+        const st_tensor *t = st_at(c.src, i);
+        out_t o;
+        if ((st = fetch(&c, t, &o, err))) break;
+        int layer = -1;
+        if (!strncmp(t->name, "model.layers.", 13)) layer = atoi(t->name + 13);
+        if (layer >= 0 && layer < c.cfg.n_layers && (o.cls == TC_MLP || o.cls == TC_ATTN)) {
+            observe_point p;
+            int expert;
+            moe_source(t->name, &p, &expert);
+            st = attach_importance(&c, &o, layer, p, expert, err);
+        }
+        if (!st) st = emit(&c, &o, err);
+        out_free(&o);
+    }
+    if (st) goto done;
+    if ((st = add_blob(&c, src, "tokenizer.json", 0, err)) || (st = add_blob(&c, src, "tokenizer_config.json", 0, err)) ||
+        (st = add_blob(&c, src, "special_tokens_map.json", 0, err)))
+        goto done;
+
+    /* metadata */
+    meta = cJSON_CreateObject();
+    cJSON_AddStringToObject(meta, "format", "xllm");
+    cJSON_AddNumberToObject(meta, "format_version", XF_VERSION);
+    cJSON_AddItemToObject(meta, "config", config);
+    config = NULL;
+    cJSON_AddItemToObject(meta, "generation_config", gen);
+    gen = NULL;
+    cJSON *pol = cJSON_AddObjectToObject(meta, "policy");
+    char tname[32];
+    for (int k = 0; k < TC_COUNT; k++) cJSON_AddStringToObject(pol, tensor_class_name((tensor_class)k), qtype_name(c.pol.cls[k], tname, sizeof tname));
+    cJSON_AddBoolToObject(meta, "fused", !c.o->no_fuse);
+    cJSON_AddItemToObject(meta, "tensor_types", c.types);
+    c.types = NULL;
+    if (c.have_calib) {
+        cJSON *cal = cJSON_AddObjectToObject(meta, "calibration");
+        cJSON_AddStringToObject(cal, "file", c.o->calib_file);
+        cJSON_AddNumberToObject(cal, "tokens", c.calib.tokens);
+        cJSON_AddStringToObject(cal, "method", "activation-aware channel scaling (alpha grid 0..1) + weighted clip search");
+        cJSON_AddNumberToObject(cal, "scaled_groups", c.awq_groups);
+        cJSON_AddNumberToObject(cal, "mean_alpha", c.awq_groups ? c.awq_alpha_sum / c.awq_groups : 0);
+    }
+    cJSON *prov = cJSON_AddObjectToObject(meta, "provenance");
+    char abs_src[4096];
+    cJSON_AddStringToObject(prov, "source", realpath(src, abs_src) ? abs_src : src);
+    cJSON_AddStringToObject(prov, "source_format", "huggingface");
+    cJSON_AddStringToObject(prov, "converted_by", "xllm " XLLM_VERSION);
+    char when[32];
+    time_t now = time(NULL);
+    strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+    cJSON_AddStringToObject(prov, "created", when);
+    st = xf_writer_finish(c.w, meta, err);
+    c.w = NULL;
+done:
+    if (c.w) xf_writer_abort(c.w);
+    if (c.have_calib) calib_free(&c.calib);
+    st_close(c.src);
+    xllm_free(c.done);
+    cJSON_Delete(c.types);
+    cJSON_Delete(config);
+    cJSON_Delete(gen);
+    cJSON_Delete(meta);
+    return st;
+}

@@ -1,0 +1,103 @@
+/* policy.c - tensor classes and the precision policy (see policy.h). */
+#include "convert/policy.h"
+#include "base/error.h"
+#include "quant/quant.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const char *k_class_names[TC_COUNT] = {"embed", "attn", "mlp", "lm_head", "norm", "router", "other"};
+
+const char *tensor_class_name(tensor_class c) { return (unsigned)c < TC_COUNT ? k_class_names[c] : "?"; }
+
+static int ends_with(const char *s, const char *suffix) {
+    size_t ls = strlen(s), lx = strlen(suffix);
+    return ls >= lx && !strcmp(s + ls - lx, suffix);
+}
+
+tensor_class tensor_class_of(const char *name, int ndim) {
+    if (ndim == 1) return TC_NORM; /* norms and biases */
+    if (!strcmp(name, "model.embed_tokens.weight")) return TC_EMBED;
+    if (!strcmp(name, "lm_head.weight")) return TC_LM_HEAD;
+    if (ends_with(name, ".mlp.gate.weight") || ends_with(name, ".block_sparse_moe.gate.weight") ||
+        ends_with(name, ".shared_expert_gate.weight"))
+        return TC_ROUTER;
+    if (strstr(name, ".self_attn.")) return TC_ATTN;
+    if (strstr(name, ".mlp.") || strstr(name, ".block_sparse_moe.")) return TC_MLP;
+    return TC_OTHER;
+}
+
+xllm_status qtype_parse(const char *s, int group, qtype *out, xllm_error *err) {
+    out->group = 0;
+    if (!strcmp(s, "f32")) out->dtype = XLLM_DT_F32;
+    else if (!strcmp(s, "f16")) out->dtype = XLLM_DT_F16;
+    else if (!strcmp(s, "bf16")) out->dtype = XLLM_DT_BF16;
+    else if (!strcmp(s, "q8")) out->dtype = XLLM_DT_Q8, out->group = QK;
+    else if (!strcmp(s, "q4")) out->dtype = XLLM_DT_Q4, out->group = group;
+    else if (!strcmp(s, "q4m")) out->dtype = XLLM_DT_Q4M, out->group = group;
+    else
+        return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "unknown type \"%s\" (use f32, f16, bf16, q8, q4 or q4m)", s);
+    return XLLM_OK;
+}
+
+const char *qtype_name(qtype t, char *buf, size_t cap) {
+    switch (t.dtype) {
+    case XLLM_DT_F32: snprintf(buf, cap, "f32"); break;
+    case XLLM_DT_F16: snprintf(buf, cap, "f16"); break;
+    case XLLM_DT_BF16: snprintf(buf, cap, "bf16"); break;
+    case XLLM_DT_Q8: snprintf(buf, cap, "q8"); break;
+    case XLLM_DT_Q4: snprintf(buf, cap, "q4/g%d", t.group); break;
+    case XLLM_DT_Q4M: snprintf(buf, cap, "q4m/g%d", t.group); break;
+    default: snprintf(buf, cap, "%s", xllm_dtype_name(t.dtype));
+    }
+    return buf;
+}
+
+xllm_status policy_make(const char *dtype, int group, const char *spec, policy *p, xllm_error *err) {
+    if (group == 0) group = 32;
+    if (group != 32 && group != 64 && group != 128)
+        return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "group size must be 32, 64 or 128 (got %d)", group);
+    qtype base, f32 = {XLLM_DT_F32, 0}, q8 = {XLLM_DT_Q8, QK};
+    xllm_status st = qtype_parse(dtype ? dtype : "f32", group, &base, err);
+    if (st) return st;
+    int quantized = xllm_dtype_is_quant(base.dtype);
+    p->cls[TC_EMBED] = quantized ? q8 : base;
+    p->cls[TC_LM_HEAD] = quantized ? q8 : base;
+    p->cls[TC_ATTN] = base;
+    p->cls[TC_MLP] = base;
+    p->cls[TC_NORM] = f32;
+    p->cls[TC_ROUTER] = f32;
+    p->cls[TC_OTHER] = f32;
+    if (!spec || !*spec) return XLLM_OK;
+    /* "class=type,class=type" */
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", spec);
+    for (char *item = strtok(buf, ","); item; item = strtok(NULL, ",")) {
+        char *eq = strchr(item, '=');
+        if (!eq) return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "policy item \"%s\" is not class=type", item);
+        *eq = 0;
+        int c = -1;
+        for (int i = 0; i < TC_COUNT; i++)
+            if (!strcmp(item, k_class_names[i])) c = i;
+        if (c < 0)
+            return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT,
+                               "unknown tensor class \"%s\" in policy (classes: embed, attn, mlp, lm_head, norm, router)",
+                               item);
+        qtype t;
+        if ((st = qtype_parse(eq + 1, group, &t, err))) return st;
+        if ((c == TC_NORM || c == TC_ROUTER) && xllm_dtype_is_quant(t.dtype))
+            return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "class %s must stay a float type (f32, f16, bf16)", item);
+        p->cls[c] = t;
+    }
+    return XLLM_OK;
+}
+
+qtype policy_pick(const policy *p, tensor_class c, int ndim, int64_t cols) {
+    qtype t = p->cls[c];
+    qtype f32 = {XLLM_DT_F32, 0}, q8 = {XLLM_DT_Q8, QK}, f16 = {XLLM_DT_F16, 0};
+    if (ndim == 1) return (t.dtype == XLLM_DT_F16 || t.dtype == XLLM_DT_BF16) ? t : f32; /* 1-D: floats only */
+    if (ndim != 2) return f32;
+    if (!xllm_dtype_is_quant(t.dtype) || quant_format_ok(t.dtype, t.group, cols)) return t;
+    if (quant_format_ok(XLLM_DT_Q8, QK, cols)) return q8;
+    return f16;
+}

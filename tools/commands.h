@@ -1,0 +1,19 @@
+/*
+ * commands.h - subcommands of the `xllm` command that live in their own
+ * files under tools/. Each takes the arguments after "xllm" (argv[0] is the
+ * subcommand's name) and returns the process exit status: 0 on success, 1
+ * after printing "xllm: error: ..." on stderr.
+ */
+#ifndef XLLM_TOOLS_COMMANDS_H
+#define XLLM_TOOLS_COMMANDS_H
+
+/* xllm eval: perplexity of a text, and KL divergence / top-1 agreement
+ * against a reference model (tools/cmd_eval.c). */
+int cmd_eval(int argc, char **argv);
+
+/* xllm convert: HF checkpoint -> .xllm; xllm info: what a model file holds
+ * (tools/cmd_convert.c). */
+int cmd_convert(int argc, char **argv);
+int cmd_info(int argc, char **argv);
+
+#endif
