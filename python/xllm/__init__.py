@@ -15,7 +15,7 @@ import ctypes
 import ctypes.util
 import os
 
-__all__ = ["LLM", "SamplingParams", "RequestOutput", "XLLMError", "library_path"]
+__all__ = ["LLM", "SamplingParams", "RequestOutput", "ModelConverter", "XLLMError", "library_path"]
 
 MAX_STOP_STRINGS = 16
 MAX_STOP_IDS = 16
@@ -61,6 +61,15 @@ class _Result(ctypes.Structure):
                 ("text", ctypes.c_void_p), ("text_len", ctypes.c_size_t), ("finish_reason", ctypes.c_int)]
 
 
+_ProgressCallback = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_double)
+
+
+class _ConvertOptions(ctypes.Structure):
+    _fields_ = [("dtype", ctypes.c_char_p), ("group_size", ctypes.c_int), ("policy", ctypes.c_char_p),
+                ("calib_file", ctypes.c_char_p), ("calib_tokens", ctypes.c_int), ("no_fuse", ctypes.c_int),
+                ("n_threads", ctypes.c_int), ("progress", _ProgressCallback), ("progress_user", ctypes.c_void_p)]
+
+
 _TokenCallback = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int32,
                                   ctypes.c_void_p, ctypes.c_size_t)
 
@@ -99,6 +108,9 @@ def _load_library():
         "xllm_generate": (ctypes.c_int, [ctypes.c_void_p, P(_Request), ctypes.c_size_t, _TokenCallback,
                                          ctypes.c_void_p, P(P(_Result)), P(_Error)]),
         "xllm_results_free": (None, [P(_Result), ctypes.c_size_t]),
+        "xllm_convert_options_default": (_ConvertOptions, []),
+        "xllm_convert": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_char_p, P(_ConvertOptions), P(_Error)]),
+        "xllm_model_info": (ctypes.c_int, [ctypes.c_char_p, P(ctypes.c_void_p), P(_Error)]),
         "xllm_tokenize": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_int,
                                          P(P(ctypes.c_int32)), P(ctypes.c_size_t), P(_Error)]),
         "xllm_detokenize": (ctypes.c_int, [ctypes.c_void_p, P(ctypes.c_int32), ctypes.c_size_t, ctypes.c_int,
@@ -398,3 +410,77 @@ class LLM:
                                      RequestOutput._REASONS.get(r.finish_reason, str(r.finish_reason))))
         self._lib.xllm_results_free(results, n)
         return out
+
+
+class ModelConverter:
+    """Convert a HuggingFace checkpoint into one .xllm file (the brief's ModelConverter).
+
+        ModelConverter(model_name="models/stories260k", quant_config="int4_weight_only",
+                       op_fusion=True, device="cpu", calibration="calib.txt").convert("out.xllm")
+
+    quant_config: "none" (f32), "f16", "bf16", "int8_weight_only" (q8), "int4_weight_only" (q4,
+    group_size 32 by default). calibration: a text file whose activation statistics choose
+    per-channel scales and clipping before int4 quantization. policy: per tensor class
+    overrides, e.g. "embed=q8,attn=q4,mlp=q4,lm_head=q8,norm=f32".
+    """
+
+    QUANT_CONFIGS = {"none": "f32", "f32": "f32", "f16": "f16", "bf16": "bf16",
+                     "int8_weight_only": "q8", "int4_weight_only": "q4"}
+
+    def __init__(self, model_name, quant_config="none", op_fusion=True, device="cpu", calibration=None,
+                 group_size=32, policy=None, calib_tokens=0, n_threads=0, progress=None):
+        if quant_config not in self.QUANT_CONFIGS:
+            raise ValueError("quant_config must be one of %s" % ", ".join(sorted(self.QUANT_CONFIGS)))
+        if device != "cpu":
+            raise ValueError("only device='cpu' is available")
+        self.model_name = os.fspath(model_name)
+        self.quant_config = quant_config
+        self.op_fusion = bool(op_fusion)
+        self.device = device
+        self.calibration = os.fspath(calibration) if calibration is not None else None
+        self.group_size = int(group_size)
+        self.policy = policy
+        self.calib_tokens = int(calib_tokens)
+        self.n_threads = int(n_threads)
+        self.progress = progress
+
+    def convert(self, output_path):
+        """Write the .xllm file; returns its path. Raises XLLMError on failure (nothing is left at output_path)."""
+        lib = _library()
+        o = lib.xllm_convert_options_default()
+        keep = [self.QUANT_CONFIGS[self.quant_config].encode()]
+        o.dtype = keep[0]
+        o.group_size = self.group_size
+        if self.policy:
+            keep.append(self.policy.encode())
+            o.policy = keep[-1]
+        if self.calibration:
+            keep.append(self.calibration.encode())
+            o.calib_file = keep[-1]
+        o.calib_tokens = self.calib_tokens
+        o.no_fuse = 0 if self.op_fusion else 1
+        o.n_threads = self.n_threads
+        if self.progress is not None:
+            user_fn = self.progress
+            cb = _ProgressCallback(lambda user, stage, frac: user_fn(stage.decode(), frac))
+            keep.append(cb)
+            o.progress = cb
+        err = _Error()
+        out = os.fspath(output_path)
+        if lib.xllm_convert(self.model_name.encode(), out.encode(), ctypes.byref(o), ctypes.byref(err)):
+            _raise(err)
+        return out
+
+    @staticmethod
+    def info(path):
+        """What a model file holds: metadata, policy and each tensor's type (a dict)."""
+        import json
+        lib = _library()
+        text = ctypes.c_void_p()
+        err = _Error()
+        if lib.xllm_model_info(os.fspath(path).encode(), ctypes.byref(text), ctypes.byref(err)):
+            _raise(err)
+        try:
+            return json.loads(ctypes.string_at(text.value).decode("utf-8"))
+        finally:
+            lib.xllm_free(text)

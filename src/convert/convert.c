@@ -61,7 +61,7 @@ typedef struct conv {
     int have_calib;
     xf_writer *w;
     uint8_t *done;             /* per source tensor index: already written (or fused away) */
-    size_t n_written, n_total;
+    size_t n_written, n_fetched, n_total;  /* progress counts source tensors read */
     cJSON *types;              /* name -> type actually written, for the metadata */
     double awq_alpha_sum;
     int awq_groups;
@@ -90,6 +90,7 @@ static xllm_status fetch(conv *c, const st_tensor *t, out_t *o, xllm_error *err)
     memcpy(o->shape, t->shape, sizeof o->shape);
     o->cls = tensor_class_of(t->name, t->ndim);
     c->done[index_of(c, t)] = 1;
+    c->n_fetched++;
     if (t->dtype != XLLM_DT_F32 && t->dtype != XLLM_DT_F16 && t->dtype != XLLM_DT_BF16) {
         o->raw = t;
         return XLLM_OK;
@@ -112,7 +113,8 @@ static xllm_status fetch_name(conv *c, const char *name, out_t *o, int *found, x
 }
 
 static void progress(conv *c) {
-    if (c->o->progress) c->o->progress(c->o->progress_user, "converting", (double)c->n_written / (double)c->n_total);
+    if (c->o->progress && c->n_fetched < c->n_total) /* 1.0 is reported once the file is in place */
+        c->o->progress(c->o->progress_user, "converting", (double)c->n_fetched / (double)c->n_total);
 }
 
 /* Convert o to its policy type and append it to the file. */
@@ -525,6 +527,7 @@ xllm_status xllm_convert(const char *src, const char *dst, const xllm_convert_op
     cJSON_AddStringToObject(prov, "created", when);
     st = xf_writer_finish(c.w, meta, err);
     c.w = NULL;
+    if (!st && c.o->progress) c.o->progress(c.o->progress_user, "converting", 1.0);
 done:
     if (c.w) xf_writer_abort(c.w);
     if (c.have_calib) calib_free(&c.calib);
