@@ -29,15 +29,18 @@ static void rope_tables(model *m, const fwd_batch *b) {
         }
 }
 
-/* rotate-half convention: pairs (i, i + half) */
-static void rope_apply(float *v, int n_heads, int hd, const float *cs, const float *sn) {
-    int half = hd / 2;
+/* HF's rotate-half convention pairs (i, i + half); GGUF llama files store Q/K
+ * rows permuted so that the pairs are interleaved (2i, 2i + 1). Same rotation,
+ * different pairing; frequency i either way. */
+static void rope_apply(float *v, int n_heads, int hd, const float *cs, const float *sn, int interleaved) {
+    int half = hd / 2, stride = interleaved ? 2 : 1, off = interleaved ? 1 : half;
     for (int h = 0; h < n_heads; h++) {
         float *x = v + (size_t)h * hd;
         for (int i = 0; i < half; i++) {
-            float a = x[i], c = x[i + half];
-            x[i] = a * cs[i] - c * sn[i];
-            x[i + half] = c * cs[i] + a * sn[i];
+            float *p0 = x + i * stride, *p1 = p0 + off;
+            float a = *p0, c = *p1;
+            *p0 = a * cs[i] - c * sn[i];
+            *p1 = c * cs[i] + a * sn[i];
         }
     }
 }
@@ -119,8 +122,8 @@ static void attention_block(model *m, kv_cache *kv, const fwd_batch *b, int l) {
             op_rmsnorm(k, L->k_norm, c->rms_eps, hd, c->n_kv_heads, k);
         }
         const float *cs = s->rope_cos + (size_t)t * half, *sn = s->rope_sin + (size_t)t * half;
-        rope_apply(q, c->n_heads, hd, cs, sn);
-        rope_apply(k, c->n_kv_heads, hd, cs, sn);
+        rope_apply(q, c->n_heads, hd, cs, sn, c->rope_interleaved);
+        rope_apply(k, c->n_kv_heads, hd, cs, sn, c->rope_interleaved);
         /* write this token's K/V into its slot */
         int pos = b->pos[t];
         int32_t blk = b->block_tables[b->seq[t]][pos / kv->block_size];

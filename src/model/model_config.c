@@ -162,6 +162,7 @@ xllm_status model_config_parse(const cJSON *root, const cJSON *gen, const char *
     }
     cfg->mlp_bias = get_bool(&c, root, "mlp_bias", 0);
     cfg->qk_norm = !strcmp(type, "qwen3") || !strcmp(type, "qwen3_moe");
+    cfg->rope_interleaved = get_bool(&c, root, "xllm_rope_interleaved", 0); /* set by the GGUF reader */
     cfg->tie_embeddings = get_bool(&c, root, "tie_word_embeddings", 0);
 
     /* Sliding windows: mistral/mixtral apply sliding_window to every layer; the

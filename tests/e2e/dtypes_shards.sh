@@ -4,7 +4,9 @@
 #  - a 3-shard copy of tiny/qwen2 gives bit-identical logits;
 #  - an F16 (and a BF16) copy of tiny/llama gives the logits of an F32 copy
 #    holding the same rounded values (within 1e-5), i.e. the conversion path
-#    is exact, and stays within 0.05 of the original logits.
+#    is exact, and stays within 0.05 of the original logits;
+#  - Q/K rows in llama.cpp's permuted layout with interleaved RoPE give the
+#    reference logits (the path GGUF llama files take).
 # usage: dtypes_shards.sh XLLM_BINARY SOURCE_DIR BUILD_DIR
 set -u
 XLLM=$1; SRC=$2
@@ -73,6 +75,26 @@ for kind in ("f16", "bf16"):
         twin[k] = ("F32", h["shape"], struct.pack("<%df" % len(rounded), *rounded))
     d = os.path.join(out, "llama_" + kind); copy_meta("llama", d); write(os.path.join(d, "model.safetensors"), low)
     d = os.path.join(out, "llama_" + kind + "_twin"); copy_meta("llama", d); write(os.path.join(d, "model.safetensors"), twin)
+
+# 3) q/k rows permuted the way llama.cpp stores llama models, with the config flag
+#    that tells the engine to rotate interleaved pairs
+cfg = json.load(open(os.path.join(src, "llama", "config.json")))
+hd = cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
+perm = {}
+for k, (h, b) in t.items():
+    rows, cols = (h["shape"] + [1])[:2]
+    if k.endswith("q_proj.weight") or k.endswith("k_proj.weight"):
+        src_rows = [b[r * cols * 4:(r + 1) * cols * 4] for r in range(rows)]
+        new = []
+        for head in range(rows // hd):
+            for j in range(hd // 2):
+                for pair in range(2):
+                    new.append(src_rows[head * hd + pair * (hd // 2) + j])
+        b = b"".join(new)
+    perm[k] = ("F32", h["shape"], b)
+d = os.path.join(out, "llama_interleaved"); copy_meta("llama", d); write(os.path.join(d, "model.safetensors"), perm)
+cfg["xllm_rope_interleaved"] = True
+json.dump(cfg, open(os.path.join(d, "config.json"), "w"))
 PY
 check $? "fixtures written"
 
@@ -103,4 +125,7 @@ for kind in f16 bf16; do
     compare "$T/$kind.f32" "$SRC/tests/data/tiny/llama/logits_48x512.f32" 0.05
     check $? "$kind weights stay close to the f32 reference"
 done
+"$XLLM" logits -m "$T/llama_interleaved" --ids "$ids" --out "$T/inter.f32" >/dev/null &&
+compare "$T/inter.f32" "$SRC/tests/data/tiny/llama/logits_48x512.f32" 1e-3
+check $? "llama.cpp Q/K row layout + interleaved RoPE gives the reference logits"
 [ $fails -eq 0 ]
