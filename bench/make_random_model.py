@@ -15,6 +15,7 @@ import struct
 SHAPES = {
     # hidden, intermediate, layers, heads, kv_heads, vocab, context
     "small-120m": (768, 2304, 12, 12, 12, 32000, 2048),
+    "medium-250m": (1024, 2816, 16, 16, 8, 32000, 2048),
     "tinyllama-1.1b": (2048, 5632, 22, 32, 4, 32000, 2048),
 }
 
