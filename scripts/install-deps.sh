@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # install-deps.sh - the Debian packages the build and the tests need.
 set -euo pipefail
-PKGS="build-essential cmake clang libcjson-dev libxxhash-dev python3 ca-certificates"
+PKGS="build-essential cmake clang pkg-config libcjson-dev libpcre2-dev libutf8proc-dev libxxhash-dev python3 ca-certificates"
 missing=""
 for p in $PKGS; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
+# node + npm run the tokenizer conformance tests against HF tokenizers (an npm
+# package); a node that ships its own npm (e.g. NodeSource) is fine as it is.
+command -v node >/dev/null 2>&1 || missing="$missing nodejs"
+command -v npm >/dev/null 2>&1 || missing="$missing npm"
 [ -z "$missing" ] && exit 0
 SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
 export DEBIAN_FRONTEND=noninteractive

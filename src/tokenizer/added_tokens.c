@@ -8,8 +8,11 @@
  * normalized content). Matching is leftmost-longest over a byte trie (edges
  * in a hash map keyed by node and byte), so scanning costs O(input * longest
  * token) at worst. single_word rejects a match touching a word character
- * (the scan then resumes after it); lstrip / rstrip make the token swallow
- * the whitespace on its left / right.
+ * (Unicode \w, as HF's regex; the scan then resumes after it); lstrip /
+ * rstrip make the token swallow the whitespace on its left / right (the scan
+ * resumes at the end of the match itself, as HF's does). A token whose
+ * content the model already has takes the model's id; "special" is decided
+ * by content when decoding, as in HF.
  */
 #include "tokenizer/tok_internal.h"
 #include "base/alloc.h"
@@ -30,6 +33,8 @@ struct tok_added {
     tok_strmap by_content;
     trie raw, norm;
     char **patterns; /* per token: the string matched (normalized content or NULL = content) */
+    tok_strmap special; /* contents of special tokens */
+    tok_regex *word;    /* \w, when a token is single_word */
 };
 
 static void trie_free(trie *t) {
@@ -90,6 +95,8 @@ void tok_added_free(tok_added *a) {
     xllm_free(a->tokens);
     xllm_free(a->patterns);
     tok_strmap_free(&a->by_content);
+    tok_strmap_free(&a->special);
+    tok_regex_free(a->word);
     trie_free(&a->raw);
     trie_free(&a->norm);
     xllm_free(a);
@@ -102,24 +109,30 @@ int32_t tok_added_token_to_id(const tok_added *a, const char *s, size_t len) {
     return a ? tok_strmap_get(&a->by_content, s, len) : -1;
 }
 
+int tok_added_is_special_content(const tok_added *a, const char *s, size_t len) {
+    return a && tok_strmap_get(&a->special, s, len) >= 0;
+}
+
 static int get_flag(const cJSON *tok, const char *name, int dflt) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(tok, name);
     return cJSON_IsBool(v) ? cJSON_IsTrue(v) : dflt;
 }
 
-xllm_status tok_added_parse(const cJSON *arr, const tok_normalizer *norm, const char *path, tok_added **out,
-                            xllm_error *err) {
+xllm_status tok_added_parse(const cJSON *arr, const tok_normalizer *norm, const tok_bpe *model, const char *path,
+                            tok_added **out, xllm_error *err) {
     *out = NULL;
     if (arr && !cJSON_IsNull(arr) && !cJSON_IsArray(arr))
         return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: \"added_tokens\" is not an array", path);
     size_t cnt = arr && cJSON_IsArray(arr) ? (size_t)cJSON_GetArraySize(arr) : 0;
     tok_buf nb = {0}, scratch = {0}; /* a normalized content */
-    tok_added *a = xllm_calloc(1, sizeof *a);
+    tok_rx_ws *rx = tok_rx_ws_new();
+    tok_added *a = rx ? xllm_calloc(1, sizeof *a) : NULL;
     if (a) {
         a->tokens = xllm_calloc(cnt ? cnt : 1, sizeof *a->tokens);
         a->patterns = xllm_calloc(cnt ? cnt : 1, sizeof *a->patterns);
     }
-    if (!a || !a->tokens || !a->patterns || tok_strmap_init(&a->by_content, cnt)) goto oom;
+    if (!a || !a->tokens || !a->patterns || tok_strmap_init(&a->by_content, cnt) || tok_strmap_init(&a->special, 8))
+        goto oom;
     const cJSON *e;
     if (cnt) cJSON_ArrayForEach(e, arr) {
         const cJSON *id = cJSON_GetObjectItemCaseSensitive(e, "id");
@@ -127,6 +140,7 @@ xllm_status tok_added_parse(const cJSON *arr, const tok_normalizer *norm, const 
         if (!cJSON_IsNumber(id) || id->valuedouble < 0 || id->valuedouble > 0x7ffffffe || !cJSON_IsString(content)) {
             tok_buf_free(&nb);
             tok_buf_free(&scratch);
+            tok_rx_ws_free(rx);
             tok_added_free(a);
             return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: added token without an id and a content", path);
         }
@@ -137,74 +151,67 @@ xllm_status tok_added_parse(const cJSON *arr, const tok_normalizer *norm, const 
         a->n++;
         t->len = strlen(t->content);
         t->id = (int32_t)id->valuedouble;
+        int32_t mid = model ? tok_bpe_token_to_id(model, t->content, t->len) : -1;
+        if (mid >= 0) t->id = mid;
         t->special = (uint8_t)get_flag(e, "special", 0);
         t->lstrip = (uint8_t)get_flag(e, "lstrip", 0);
         t->rstrip = (uint8_t)get_flag(e, "rstrip", 0);
         t->single_word = (uint8_t)get_flag(e, "single_word", 0);
         t->normalized = (uint8_t)get_flag(e, "normalized", !t->special);
         if (tok_strmap_put(&a->by_content, t->content, t->len, t->id)) goto oom;
+        if (t->special && tok_strmap_put(&a->special, t->content, t->len, t->id)) goto oom;
+        if (t->single_word && !a->word) {
+            xllm_status st = tok_regex_compile("\\w", 2, path, "single_word", &a->word, err);
+            if (st) {
+                tok_buf_free(&nb);
+                tok_buf_free(&scratch);
+                tok_rx_ws_free(rx);
+                tok_added_free(a);
+                return st;
+            }
+        }
         int32_t idx = (int32_t)(a->n - 1);
         if (!t->normalized) {
             if (trie_insert(&a->raw, t->content, t->len, idx)) goto oom;
             continue;
         }
-        if (tok_normalize(norm, t->content, t->len, &nb, &scratch)) goto oom;
+        if (tok_normalize(norm, t->content, t->len, &nb, &scratch, rx)) goto oom;
         if (!nb.len) continue;
         a->patterns[idx] = xllm_strndup(nb.p, nb.len);
         if (!a->patterns[idx] || trie_insert(&a->norm, nb.p, nb.len, idx)) goto oom;
     }
     tok_buf_free(&nb);
     tok_buf_free(&scratch);
+    tok_rx_ws_free(rx);
     *out = a;
     return XLLM_OK;
 oom:
     tok_buf_free(&nb);
     tok_buf_free(&scratch);
+    tok_rx_ws_free(rx);
     tok_added_free(a);
     return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
 }
 
 /* ---------------------------------------------------------------- split */
 
-/* Approximation of Unicode \w (alphanumeric, marks, connector punctuation):
- * exact for ASCII; other characters count as word characters unless they are
- * whitespace or in the common punctuation / symbol blocks. */
-static int is_word_char(int32_t c) {
-    if (c < 0) return 0;
-    if (c < 0x80) return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
-    if (tok_is_whitespace(c)) return 0;
-    if (c < 0xc0) return c == 0xaa || c == 0xb5 || c == 0xba;
-    if (c == 0xd7 || c == 0xf7) return 0;
-    if (c >= 0x2000 && c <= 0x2bff) return 0;
-    if (c >= 0x3000 && c <= 0x303f) return 0;
-    if (c >= 0xfe30 && c <= 0xfe4f) return 0;
-    if ((c >= 0xff01 && c <= 0xff0f) || (c >= 0xff1a && c <= 0xff20) || (c >= 0xff3b && c <= 0xff40 && c != 0xff3f) ||
-        (c >= 0xff5b && c <= 0xff65))
-        return 0;
-    return 1;
-}
-
-/* The character ending at s[end) (end > 0): its start in *start. */
-static int32_t char_before(const char *s, size_t end, size_t *start) {
-    size_t b = end - 1;
-    while (b > 0 && end - b < 4 && ((unsigned char)s[b] & 0xc0) == 0x80) b--;
-    size_t l;
-    int32_t c = tok_utf8_decode((const unsigned char *)s + b, end - b, &l);
-    if (b + l != end) { /* not one whole character: treat the last byte alone */
-        *start = end - 1;
-        return -1;
+/* Is there a \w character ending at s[end) (before = 1) or starting at s[at]? */
+static int word_char_at(const tok_added *a, tok_rx_ws *rx, const char *s, size_t len, size_t at, int before) {
+    if (before) {
+        size_t st;
+        if (tok_utf8_before(s, at, &st) < 0) return 0;
+        at = st;
     }
-    *start = b;
-    return c;
+    return tok_regex_match_at(a->word, rx, s, len, at) == 1;
 }
 
-static int push_text(tok_list *out, const char *s, size_t from, size_t to, int32_t base_flag) {
+static int push_text(tok_list *out, const char *s, size_t from, size_t to, int32_t base_flag) { /* to < from: nothing */
     if (to <= from) return 0;
     return tok_list_push(out, s + from, to - from, -1, from == 0 ? base_flag : 0);
 }
 
-int tok_added_split(const tok_added *a, int normalized, const char *s, size_t len, int32_t base_flag,
-                    tok_list *out) {
+int tok_added_split(const tok_added *a, int normalized, const char *s, size_t len, int32_t base_flag, tok_list *out,
+                    tok_rx_ws *rx) {
     const trie *t = a ? (normalized ? &a->norm : &a->raw) : NULL;
     size_t done = 0; /* input consumed up to here */
     size_t pos = 0;  /* scanning resumes here */
@@ -218,22 +225,19 @@ int tok_added_split(const tok_added *a, int normalized, const char *s, size_t le
             const tok_added_token *tk = &a->tokens[idx];
             pos = stop;
             if (tk->single_word) {
-                size_t cs, l;
-                int left_ok = start == 0 || !is_word_char(char_before(s, start, &cs));
-                int right_ok = stop == len ||
-                               !is_word_char(tok_utf8_decode((const unsigned char *)s + stop, len - stop, &l));
+                int left_ok = start == 0 || !word_char_at(a, rx, s, len, start, 1);
+                int right_ok = stop == len || !word_char_at(a, rx, s, len, stop, 0);
                 if (!left_ok || !right_ok) continue;
             }
             if (tk->lstrip) {
                 size_t b = start, cs;
-                while (b > done && tok_is_whitespace(char_before(s, b, &cs)) && cs >= done) b = cs;
-                start = b;
+                while (b > 0 && tok_is_whitespace(tok_utf8_before(s, b, &cs))) b = cs;
+                start = b > done ? b : done; /* HF: max(new start, end of the last split) */
             }
             if (tk->rstrip) {
                 size_t l;
                 while (stop < len && tok_is_whitespace(tok_utf8_decode((const unsigned char *)s + stop, len - stop, &l)))
                     stop += l;
-                pos = stop;
             }
             if (push_text(out, s, done, start, base_flag)) return -1;
             if (tok_list_push(out, s + start, stop - start, tk->id, start == 0 ? base_flag : 0)) return -1;

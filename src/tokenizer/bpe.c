@@ -7,10 +7,15 @@
  * then adjacent pairs are merged, lowest merge rank first (leftmost among
  * equal ranks), until no listed pair is left. The candidates sit in a binary
  * heap and the symbols in a linked list, so a word of n symbols costs
- * O(n log n); stale heap entries are recognised and skipped. The vocabulary
- * is a string hash map, the merges a hash map from an (id, id) pair to
- * (rank, merged id). ignore_merges: a word that is itself in the vocabulary
- * is emitted whole. Dropout is ignored (encoding stays deterministic).
+ * O(n log n); stale heap entries are recognised and skipped. ignore_merges:
+ * a word that is itself in the vocabulary is emitted whole. Dropout is
+ * ignored (encoding stays deterministic).
+ *
+ * Speed: the vocabulary and merges are read straight from the raw JSON text
+ * (tok_json.c) into one string arena, a string hash map and a pair -> (rank,
+ * new id) map; single BMP characters have a direct table. Words shorter than
+ * 256 bytes are remembered in a word cache (as HF does), which a workspace
+ * owns when asked to, so repeated words cost one hash lookup.
  */
 #include "tokenizer/tok_internal.h"
 #include "base/alloc.h"
@@ -20,20 +25,32 @@
 #include <string.h>
 
 struct tok_bpe {
-    tok_strmap vocab;  /* token -> id; keys are the strings below */
-    char **strs;       /* every vocab string (owned) */
-    size_t n_strs;
+    tok_strmap vocab;       /* token -> id; keys point into arena */
+    char *arena;            /* every vocab string, NUL-terminated */
     const char **id_to_tok; /* id -> token (NULL = hole) */
+    uint32_t *id_len;
     int32_t max_id;
-    tok_u64map merges; /* (a << 32 | b) -> (rank << 32 | new id) */
+    int32_t *char_ids;      /* BMP code point -> id of that one-char token, -1 */
+    tok_u64map merges;      /* (a << 32 | b) -> (rank << 32 | new id) */
     char *unk_token;
-    char *prefix, *suffix; /* continuing_subword_prefix, end_of_word_suffix */
+    char *prefix, *suffix;  /* continuing_subword_prefix, end_of_word_suffix */
+    size_t plen, slen;
     int fuse_unk, byte_fallback, ignore_merges;
-    int32_t byte_ids[256]; /* <0xXX> tokens, -1 where absent */
+    int32_t byte_ids[256];  /* <0xXX> tokens, -1 where absent */
 };
 
 typedef struct { int32_t c, prev, next; uint32_t len; } bpe_sym;
 typedef struct { uint32_t rank, pos; int32_t new_id; } bpe_cand;
+
+#define CACHE_MAX_WORD 256    /* bytes; longer words are not cached (HF: MAX_LENGTH) */
+#define CACHE_SLOTS 32768     /* power of two */
+#define CACHE_MAX_ENTRIES 10000
+
+typedef struct {
+    uint64_t h;
+    uint32_t key_off, ids_off; /* ids_off == UINT32_MAX: empty */
+    uint16_t key_len, n_ids;
+} cache_slot;
 
 struct tok_bpe_ws {
     bpe_sym *syms;
@@ -41,14 +58,20 @@ struct tok_bpe_ws {
     bpe_cand *heap;
     size_t n_heap, cap_heap;
     tok_buf tmp;
+    /* word cache (NULL slots = no cache) */
+    cache_slot *slots;
+    size_t n_entries;
+    tok_buf keys;
+    tok_ids ids;
 };
 
 void tok_bpe_free(tok_bpe *m) {
     if (!m) return;
     tok_strmap_free(&m->vocab);
-    for (size_t i = 0; i < m->n_strs; i++) xllm_free(m->strs[i]);
-    xllm_free(m->strs);
+    xllm_free(m->arena);
     xllm_free((void *)m->id_to_tok);
+    xllm_free(m->id_len);
+    xllm_free(m->char_ids);
     tok_u64map_free(&m->merges);
     xllm_free(m->unk_token);
     xllm_free(m->prefix);
@@ -58,8 +81,10 @@ void tok_bpe_free(tok_bpe *m) {
 
 int32_t tok_bpe_vocab_max_id(const tok_bpe *m) { return m->max_id; }
 
-const char *tok_bpe_id_to_token(const tok_bpe *m, int32_t id) {
-    return id >= 0 && id <= m->max_id ? m->id_to_tok[id] : NULL;
+const char *tok_bpe_id_to_token(const tok_bpe *m, int32_t id, size_t *len) {
+    if (id < 0 || id > m->max_id || !m->id_to_tok[id]) return NULL;
+    if (len) *len = m->id_len[id];
+    return m->id_to_tok[id];
 }
 
 int32_t tok_bpe_token_to_id(const tok_bpe *m, const char *s, size_t len) {
@@ -67,30 +92,71 @@ int32_t tok_bpe_token_to_id(const tok_bpe *m, const char *s, size_t len) {
 }
 
 #define OOM() xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", path)
+#define BAD(what) xllm_errorf(err, XLLM_ERR_FORMAT, "%s: malformed BPE \"%s\" near byte %zu", path, what, \
+                              (size_t)(p ? p - raw : 0))
 
-static xllm_status parse_vocab(const cJSON *vocab, const char *path, tok_bpe *m, xllm_error *err) {
-    if (!cJSON_IsObject(vocab)) return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: BPE model without a \"vocab\" object", path);
-    size_t n = (size_t)cJSON_GetArraySize(vocab);
-    m->strs = xllm_calloc(n ? n : 1, sizeof *m->strs);
-    if (!m->strs || tok_strmap_init(&m->vocab, n)) return OOM();
+typedef struct { const char *s; uint32_t len; int32_t id; } vocab_entry;
+
+static xllm_status parse_vocab(const char *raw, const size_t span[2], const char *path, tok_bpe *m,
+                               xllm_error *err) {
+    const char *p = raw + span[0], *end = raw + span[1];
+    if (span[1] <= span[0] || *p != '{')
+        return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: BPE model without a \"vocab\" object", path);
+    m->arena = xllm_malloc(span[1] - span[0] + 1);
+    if (!m->arena) return OOM();
+    char *a = m->arena;
+    vocab_entry *ents = NULL;
+    size_t n = 0, cap = 0;
+    tok_buf scratch = {0};
+    xllm_status st = XLLM_OK;
     m->max_id = -1;
-    const cJSON *e;
-    cJSON_ArrayForEach(e, vocab) {
-        double d = cJSON_IsNumber(e) ? e->valuedouble : -1;
-        if (d < 0 || d > 0x7ffffffe || d != (double)(int32_t)d)
-            return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: vocab entry \"%s\" has no valid id", path, e->string);
-        char *s = xllm_strdup(e->string);
-        if (!s) return OOM();
-        m->strs[m->n_strs++] = s;
-        if (tok_strmap_put(&m->vocab, s, strlen(s), (int32_t)d)) return OOM();
-        if ((int32_t)d > m->max_id) m->max_id = (int32_t)d;
+    p = tok_js_ws(p + 1, end);
+    if (p && p < end && *p == '}') p = NULL; /* empty: handled below */
+    while (p && p < end) {
+        const char *k;
+        size_t klen;
+        p = tok_js_string(p, end, &scratch, &k, &klen);
+        p = tok_js_ws(p, end);
+        if (!p || p >= end || *p != ':') { st = BAD("vocab"); break; }
+        p = tok_js_ws(p + 1, end);
+        uint64_t id = 0;
+        const char *d = p;
+        while (p < end && *p >= '0' && *p <= '9' && id <= 0x7ffffffe) id = id * 10 + (uint64_t)(*p++ - '0');
+        if (p == d || id > 0x7ffffffe || klen > UINT32_MAX || (p < end && (*p == '.' || *p == 'e' || *p == 'E'))) {
+            st = xllm_errorf(err, XLLM_ERR_FORMAT, "%s: vocab entry \"%.*s\" has no valid id", path,
+                             (int)(klen > 64 ? 64 : klen), k);
+            break;
+        }
+        if (n == cap) {
+            cap = cap ? cap * 2 : 1024;
+            vocab_entry *e = xllm_realloc(ents, cap * sizeof *e);
+            if (!e) { st = OOM(); break; }
+            ents = e;
+        }
+        memcpy(a, k, klen);
+        a[klen] = 0;
+        ents[n++] = (vocab_entry){a, (uint32_t)klen, (int32_t)id};
+        a += klen + 1;
+        if ((int32_t)id > m->max_id) m->max_id = (int32_t)id;
+        p = tok_js_ws(p, end);
+        if (p && p < end && *p == '}') break;
+        if (!p || p >= end || *p != ',') { st = BAD("vocab"); break; }
+        p++;
     }
-    m->id_to_tok = xllm_calloc((size_t)m->max_id + 1, sizeof *m->id_to_tok);
-    if (!m->id_to_tok) return OOM();
-    for (size_t i = 0; i < m->n_strs; i++) {
-        int32_t id = tok_strmap_get(&m->vocab, m->strs[i], strlen(m->strs[i]));
-        m->id_to_tok[id] = m->strs[i];
+    tok_buf_free(&scratch);
+    if (!st && tok_strmap_init(&m->vocab, n)) st = OOM();
+    if (!st) {
+        m->id_to_tok = xllm_calloc((size_t)m->max_id + 1, sizeof *m->id_to_tok);
+        m->id_len = xllm_calloc((size_t)m->max_id + 1, sizeof *m->id_len);
+        if (!m->id_to_tok || !m->id_len) st = OOM();
     }
+    for (size_t i = 0; !st && i < n; i++) {
+        if (tok_strmap_put(&m->vocab, ents[i].s, ents[i].len, ents[i].id)) st = OOM();
+        m->id_to_tok[ents[i].id] = ents[i].s;
+        m->id_len[ents[i].id] = ents[i].len;
+    }
+    xllm_free(ents);
+    if (st) return st;
     for (int b = 0; b < 256; b++) {
         char name[8];
         snprintf(name, sizeof name, "<0x%02X>", b);
@@ -99,55 +165,101 @@ static xllm_status parse_vocab(const cJSON *vocab, const char *path, tok_bpe *m,
     return XLLM_OK;
 }
 
-static xllm_status parse_merges(const cJSON *merges, const char *path, tok_bpe *m, xllm_error *err) {
-    if (!merges || cJSON_IsNull(merges)) merges = NULL;
-    else if (!cJSON_IsArray(merges)) return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: BPE \"merges\" is not an array", path);
-    size_t n = merges ? (size_t)cJSON_GetArraySize(merges) : 0;
-    if (tok_u64map_init(&m->merges, n)) return OOM();
-    tok_buf joined = {0};
+/* The direct table for one-character tokens (only without prefix/suffix,
+ * which change what a character looks up). */
+static xllm_status build_char_table(tok_bpe *m, const char *path, xllm_error *err) {
+    if (m->prefix || m->suffix) return XLLM_OK;
+    m->char_ids = xllm_malloc_array(65536, sizeof *m->char_ids);
+    if (!m->char_ids) return OOM();
+    memset(m->char_ids, 0xff, 65536 * sizeof *m->char_ids);
+    for (size_t i = 0; i < m->vocab.cap; i++) {
+        const tok_strslot *s = &m->vocab.slots[i];
+        if (!s->key || s->len == 0 || s->len > 3) continue;
+        size_t l;
+        int32_t cp = tok_utf8_decode((const unsigned char *)s->key, s->len, &l);
+        if (cp >= 0 && l == s->len && cp < 65536) m->char_ids[cp] = s->val;
+    }
+    return XLLM_OK;
+}
+
+static xllm_status add_merge(tok_bpe *m, const char *a, size_t alen, const char *b, size_t blen, uint32_t rank,
+                             tok_buf *joined, const char *path, xllm_error *err) {
+    int32_t ia = tok_strmap_get(&m->vocab, a, alen), ib = tok_strmap_get(&m->vocab, b, blen);
+    if (m->plen) { /* HF drops the prefix's length from b, unchecked */
+        size_t cut = m->plen < blen ? m->plen : blen;
+        b += cut;
+        blen -= cut;
+    }
+    joined->len = 0;
+    if (tok_buf_append(joined, a, alen) || tok_buf_append(joined, b, blen)) return OOM();
+    int32_t inew = tok_strmap_get(&m->vocab, joined->p, joined->len);
+    if (ia < 0 || ib < 0 || inew < 0)
+        return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: merge %u uses a token missing from the vocab", path,
+                           (unsigned)rank + 1);
+    uint64_t key = (uint64_t)(uint32_t)ia << 32 | (uint32_t)ib;
+    if (tok_u64map_put(&m->merges, key, (uint64_t)rank << 32 | (uint32_t)inew)) return OOM();
+    return XLLM_OK;
+}
+
+static xllm_status parse_merges(const char *raw, const size_t span[2], const char *path, tok_bpe *m,
+                                xllm_error *err) {
+    if (span[1] <= span[0]) return tok_u64map_init(&m->merges, 0) ? OOM() : XLLM_OK;
+    const char *p = raw + span[0], *end = raw + span[1];
+    if (*p == 'n') return tok_u64map_init(&m->merges, 0) ? OOM() : XLLM_OK; /* null */
+    if (*p != '[') return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: BPE \"merges\" is not an array", path);
+    /* a merge takes at least 6 bytes ("a b", or ["a","b"] = 9): size for that */
+    if (tok_u64map_init(&m->merges, (span[1] - span[0]) / 12 + 16)) return OOM();
+    tok_buf sa = {0}, sb = {0}, joined = {0};
     xllm_status st = XLLM_OK;
     uint32_t rank = 0;
-    const cJSON *e;
-    size_t plen = m->prefix ? strlen(m->prefix) : 0;
-    if (merges) cJSON_ArrayForEach(e, merges) {
+    p = tok_js_ws(p + 1, end);
+    if (p && p < end && *p == ']') p = NULL;
+    while (p && p < end && !st) {
         const char *a, *b;
         size_t alen, blen;
-        if (cJSON_IsString(e)) { /* "a b": exactly one space */
-            a = e->valuestring;
-            const char *sp = strchr(a, ' ');
-            if (!sp || strchr(sp + 1, ' ')) {
-                st = xllm_errorf(err, XLLM_ERR_FORMAT, "%s: merge %u (\"%s\") is not two tokens", path,
-                                 (unsigned)rank + 1, a);
+        if (*p == '"') {
+            p = tok_js_string(p, end, &sa, &a, &alen);
+            if (!p) { st = BAD("merges"); break; }
+            if (alen >= 8 && memcmp(a, "#version", 8) == 0) goto next; /* HF skips these lines */
+            const char *sp = memchr(a, ' ', alen);
+            if (!sp || memchr(sp + 1, ' ', alen - (size_t)(sp + 1 - a))) {
+                st = xllm_errorf(err, XLLM_ERR_FORMAT, "%s: merge %u (\"%.*s\") is not two tokens", path,
+                                 (unsigned)rank + 1, (int)(alen > 64 ? 64 : alen), a);
                 break;
             }
-            alen = (size_t)(sp - a);
             b = sp + 1;
-            blen = strlen(b);
-        } else if (cJSON_IsArray(e) && cJSON_GetArraySize(e) == 2 && cJSON_IsString(cJSON_GetArrayItem(e, 0)) &&
-                   cJSON_IsString(cJSON_GetArrayItem(e, 1))) {
-            a = cJSON_GetArrayItem(e, 0)->valuestring;
-            b = cJSON_GetArrayItem(e, 1)->valuestring;
-            alen = strlen(a);
-            blen = strlen(b);
+            blen = alen - (size_t)(b - a);
+            alen = (size_t)(sp - a);
+        } else if (*p == '[') {
+            p = tok_js_string(p + 1, end, &sa, &a, &alen);
+            p = tok_js_ws(p, end);
+            if (p && p < end && *p == ',') p = tok_js_string(p + 1, end, &sb, &b, &blen);
+            else p = NULL;
+            p = tok_js_ws(p, end);
+            if (!p || p >= end || *p != ']') {
+                st = xllm_errorf(err, XLLM_ERR_FORMAT, "%s: merge %u is neither \"a b\" nor [a, b]", path,
+                                 (unsigned)rank + 1);
+                break;
+            }
+            p++;
         } else {
             st = xllm_errorf(err, XLLM_ERR_FORMAT, "%s: merge %u is neither \"a b\" nor [a, b]", path,
                              (unsigned)rank + 1);
             break;
         }
-        int32_t ia = tok_strmap_get(&m->vocab, a, alen), ib = tok_strmap_get(&m->vocab, b, blen);
-        if (plen && blen >= plen && memcmp(b, m->prefix, plen) == 0) { b += plen; blen -= plen; }
-        joined.len = 0;
-        if (tok_buf_append(&joined, a, alen) || tok_buf_append(&joined, b, blen)) { st = OOM(); break; }
-        int32_t inew = tok_strmap_get(&m->vocab, joined.p, joined.len);
-        if (ia < 0 || ib < 0 || inew < 0) {
-            st = xllm_errorf(err, XLLM_ERR_FORMAT, "%s: merge %u uses a token missing from the vocab", path,
-                             (unsigned)rank + 1);
+        st = add_merge(m, a, alen, b, blen, rank, &joined, path, err);
+        rank++;
+    next:
+        p = tok_js_ws(p, end);
+        if (p && p < end && *p == ']') break;
+        if (!p || p >= end || *p != ',') {
+            if (!st) st = BAD("merges");
             break;
         }
-        uint64_t key = (uint64_t)(uint32_t)ia << 32 | (uint32_t)ib;
-        if (tok_u64map_put(&m->merges, key, (uint64_t)rank << 32 | (uint32_t)inew)) { st = OOM(); break; }
-        rank++;
+        p = tok_js_ws(p + 1, end);
     }
+    tok_buf_free(&sa);
+    tok_buf_free(&sb);
     tok_buf_free(&joined);
     return st;
 }
@@ -159,7 +271,8 @@ static xllm_status parse_str_field(const cJSON *j, const char *name, const char 
     return XLLM_OK;
 }
 
-xllm_status tok_bpe_parse(const cJSON *j, const char *path, tok_bpe **out, xllm_error *err) {
+xllm_status tok_bpe_parse(const cJSON *j, const char *raw, const size_t vocab[2], const size_t merges[2],
+                          const char *path, tok_bpe **out, xllm_error *err) {
     *out = NULL;
     tok_bpe *m = xllm_calloc(1, sizeof *m);
     if (!m) return OOM();
@@ -168,11 +281,14 @@ xllm_status tok_bpe_parse(const cJSON *j, const char *path, tok_bpe **out, xllm_
     if (!st) st = parse_str_field(j, "end_of_word_suffix", path, &m->suffix, err);
     if (!st && m->prefix && !m->prefix[0]) { xllm_free(m->prefix); m->prefix = NULL; }
     if (!st && m->suffix && !m->suffix[0]) { xllm_free(m->suffix); m->suffix = NULL; }
+    m->plen = m->prefix ? strlen(m->prefix) : 0;
+    m->slen = m->suffix ? strlen(m->suffix) : 0;
     m->fuse_unk = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "fuse_unk"));
     m->byte_fallback = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "byte_fallback"));
     m->ignore_merges = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "ignore_merges"));
-    if (!st) st = parse_vocab(cJSON_GetObjectItemCaseSensitive(j, "vocab"), path, m, err);
-    if (!st) st = parse_merges(cJSON_GetObjectItemCaseSensitive(j, "merges"), path, m, err);
+    if (!st) st = parse_vocab(raw, vocab, path, m, err);
+    if (!st) st = parse_merges(raw, merges, path, m, err);
+    if (!st) st = build_char_table(m, path, err);
     if (st) {
         tok_bpe_free(m);
         return st;
@@ -183,14 +299,54 @@ xllm_status tok_bpe_parse(const cJSON *j, const char *path, tok_bpe **out, xllm_
 
 /* ------------------------------------------------------------- encoding */
 
-tok_bpe_ws *tok_bpe_ws_new(void) { return xllm_calloc(1, sizeof(tok_bpe_ws)); }
+tok_bpe_ws *tok_bpe_ws_new(int with_cache) {
+    tok_bpe_ws *ws = xllm_calloc(1, sizeof(tok_bpe_ws));
+    if (ws && with_cache) {
+        ws->slots = xllm_malloc_array(CACHE_SLOTS, sizeof *ws->slots);
+        if (!ws->slots) {
+            xllm_free(ws);
+            return NULL;
+        }
+        memset(ws->slots, 0xff, CACHE_SLOTS * sizeof *ws->slots);
+    }
+    return ws;
+}
 
 void tok_bpe_ws_free(tok_bpe_ws *ws) {
     if (!ws) return;
     xllm_free(ws->syms);
     xllm_free(ws->heap);
     tok_buf_free(&ws->tmp);
+    xllm_free(ws->slots);
+    tok_buf_free(&ws->keys);
+    xllm_free(ws->ids.v);
     xllm_free(ws);
+}
+
+static const cache_slot *cache_find(const tok_bpe_ws *ws, const char *s, size_t len, uint64_t h) {
+    size_t i = (size_t)h & (CACHE_SLOTS - 1);
+    for (;;) {
+        const cache_slot *c = &ws->slots[i];
+        if (c->ids_off == UINT32_MAX) return NULL;
+        if (c->h == h && c->key_len == len && memcmp(ws->keys.p + c->key_off, s, len) == 0) return c;
+        i = (i + 1) & (CACHE_SLOTS - 1);
+    }
+}
+
+static void cache_put(tok_bpe_ws *ws, const char *s, size_t len, uint64_t h, const int32_t *ids, size_t n) {
+    if (n > UINT16_MAX) return;
+    if (ws->n_entries >= CACHE_MAX_ENTRIES || ws->keys.len + len > UINT32_MAX / 2 || ws->ids.n + n > UINT32_MAX / 2) {
+        memset(ws->slots, 0xff, CACHE_SLOTS * sizeof *ws->slots); /* full: start over */
+        ws->n_entries = 0;
+        ws->keys.len = 0;
+        ws->ids.n = 0;
+    }
+    size_t key_off = ws->keys.len, ids_off = ws->ids.n;
+    if (tok_buf_append(&ws->keys, s, len) || tok_ids_append(&ws->ids, ids, n)) return; /* no room: not cached */
+    size_t i = (size_t)h & (CACHE_SLOTS - 1);
+    while (ws->slots[i].ids_off != UINT32_MAX) i = (i + 1) & (CACHE_SLOTS - 1);
+    ws->slots[i] = (cache_slot){h, (uint32_t)key_off, (uint32_t)ids_off, (uint16_t)len, (uint16_t)n};
+    ws->n_entries++;
 }
 
 static int add_sym(tok_bpe_ws *ws, int32_t c, uint32_t len) {
@@ -206,7 +362,7 @@ static int add_sym(tok_bpe_ws *ws, int32_t c, uint32_t len) {
     return 0;
 }
 
-static int cand_less(bpe_cand a, bpe_cand b) { return a.rank != b.rank ? a.rank < b.rank : a.pos < b.pos; }
+static inline int cand_less(bpe_cand a, bpe_cand b) { return a.rank != b.rank ? a.rank < b.rank : a.pos < b.pos; }
 
 static int heap_push(tok_bpe_ws *ws, bpe_cand c) {
     if (ws->n_heap == ws->cap_heap) {
@@ -243,7 +399,7 @@ static bpe_cand heap_pop(tok_bpe_ws *ws) {
     return top;
 }
 
-static int lookup_merge(const tok_bpe *m, int32_t a, int32_t b, uint32_t *rank, int32_t *new_id) {
+static inline int lookup_merge(const tok_bpe *m, int32_t a, int32_t b, uint32_t *rank, int32_t *new_id) {
     uint64_t v;
     if (!tok_u64map_get(&m->merges, (uint64_t)(uint32_t)a << 32 | (uint32_t)b, &v)) return 0;
     *rank = (uint32_t)(v >> 32);
@@ -288,33 +444,40 @@ static int merge_all(const tok_bpe *m, tok_bpe_ws *ws) {
     return 0;
 }
 
-xllm_status tok_bpe_tokenize(const tok_bpe *m, const char *s, size_t len, tok_ids *out, tok_bpe_ws *ws,
-                             xllm_error *err) {
-    if (len == 0) return XLLM_OK;
-    if (m->ignore_merges) {
-        int32_t id = tok_strmap_get(&m->vocab, s, len);
-        if (id >= 0) return tok_ids_push(out, id) ? xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory") : XLLM_OK;
+/* id of the vocab entry for one character (with prefix / suffix as HF adds them) */
+static int32_t char_id(const tok_bpe *m, tok_bpe_ws *ws, const char *piece, size_t cl, int first, int last,
+                       const char **full, size_t *full_len) {
+    *full = piece;
+    *full_len = cl;
+    if (m->char_ids && cl <= 3) {
+        size_t l;
+        int32_t cp = tok_utf8_decode((const unsigned char *)piece, cl, &l);
+        if (cp >= 0 && l == cl) return m->char_ids[cp];
     }
+    if ((m->prefix && !first) || (m->suffix && last)) {
+        ws->tmp.len = 0;
+        if ((m->prefix && !first && tok_buf_append(&ws->tmp, m->prefix, m->plen)) ||
+            tok_buf_append(&ws->tmp, piece, cl) || (m->suffix && last && tok_buf_append(&ws->tmp, m->suffix, m->slen)))
+            return -2;
+        *full = ws->tmp.p;
+        *full_len = ws->tmp.len;
+    }
+    return tok_strmap_get(&m->vocab, *full, *full_len);
+}
+
+static xllm_status merge_word(const tok_bpe *m, const char *s, size_t len, tok_ids *out, tok_bpe_ws *ws,
+                              xllm_error *err) {
     ws->n_syms = 0;
     int32_t unk_id = -1;
     uint32_t unk_len = 0;
     const unsigned char *u = (const unsigned char *)s;
     for (size_t i = 0; i < len;) {
         size_t cl = tok_utf8_len(u + i, len - i);
-        const char *piece = s + i;
-        size_t plen = cl;
-        int first = i == 0, last = i + cl == len;
-        if ((m->prefix && !first) || (m->suffix && last)) {
-            ws->tmp.len = 0;
-            if ((m->prefix && !first && tok_buf_append(&ws->tmp, m->prefix, strlen(m->prefix))) ||
-                tok_buf_append(&ws->tmp, piece, cl) ||
-                (m->suffix && last && tok_buf_append(&ws->tmp, m->suffix, strlen(m->suffix))))
-                goto oom;
-            piece = ws->tmp.p;
-            plen = ws->tmp.len;
-        }
+        const char *piece;
+        size_t plen;
+        int32_t id = char_id(m, ws, s + i, cl, i == 0, i + cl == len, &piece, &plen);
+        if (id == -2) goto oom;
         i += cl;
-        int32_t id = tok_strmap_get(&m->vocab, piece, plen);
         if (id >= 0) {
             if (unk_id >= 0 && add_sym(ws, unk_id, unk_len)) goto oom;
             unk_id = -1;
@@ -350,4 +513,28 @@ xllm_status tok_bpe_tokenize(const tok_bpe *m, const char *s, size_t len, tok_id
     return XLLM_OK;
 oom:
     return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory in BPE");
+}
+
+xllm_status tok_bpe_tokenize(const tok_bpe *m, const char *s, size_t len, tok_ids *out, tok_bpe_ws *ws,
+                             xllm_error *err) {
+    if (len == 0) return XLLM_OK;
+    uint64_t h = 0;
+    int cacheable = ws->slots && len < CACHE_MAX_WORD;
+    if (m->ignore_merges || cacheable) h = tok_hash(s, len);
+    if (m->ignore_merges) {
+        int32_t id = tok_strmap_get_h(&m->vocab, s, len, h);
+        if (id >= 0) return tok_ids_push(out, id) ? xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory") : XLLM_OK;
+    }
+    if (cacheable) {
+        const cache_slot *c = cache_find(ws, s, len, h);
+        if (c) {
+            if (tok_ids_append(out, ws->ids.v + c->ids_off, c->n_ids))
+                return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory in BPE");
+            return XLLM_OK;
+        }
+    }
+    size_t first = out->n;
+    xllm_status st = merge_word(m, s, len, out, ws, err);
+    if (!st && cacheable) cache_put(ws, s, len, h, out->v + first, out->n - first);
+    return st;
 }

@@ -3,7 +3,10 @@
  *
  * As in HF, a decoder maps a list of token strings to a new list (the final
  * text is their concatenation), and Sequence chains them. Implemented:
- * Replace (String pattern, in each token), ByteFallback (runs of <0xXX>
+ * Replace (String or Regex pattern, in each token), ByteLevel (GPT-2's
+ * printable characters back to bytes, all tokens fused and decoded as
+ * Rust's from_utf8_lossy; a token with a character outside the map keeps
+ * its own bytes), ByteFallback (runs of <0xXX>
  * tokens become their bytes when those form valid UTF-8, else one U+FFFD per
  * byte), Fuse (everything into one token), Strip (up to `start` / `stop`
  * copies of a character off each token's ends) and Metaspace (replacement ->
@@ -16,14 +19,15 @@
 
 #include <string.h>
 
-typedef enum { DEC_SEQUENCE, DEC_REPLACE, DEC_BYTE_FALLBACK, DEC_FUSE, DEC_STRIP, DEC_METASPACE } dec_type;
+typedef enum { DEC_SEQUENCE, DEC_REPLACE, DEC_BYTE_FALLBACK, DEC_FUSE, DEC_STRIP, DEC_METASPACE, DEC_BYTE_LEVEL } dec_type;
 
 struct tok_decoder {
     dec_type type;
     tok_decoder **kids; /* Sequence */
     size_t n_kids;
-    char *a, *b;        /* Replace: pattern a -> content b */
-    size_t a_len, b_len;
+    tok_pattern pat;    /* Replace: pattern -> content b */
+    char *b;
+    size_t b_len;
     char ch[8];         /* Strip content / Metaspace replacement (one char) */
     size_t ch_len;
     size_t start, stop; /* Strip */
@@ -34,7 +38,7 @@ void tok_decoder_free(tok_decoder *d) {
     if (!d) return;
     for (size_t i = 0; i < d->n_kids; i++) tok_decoder_free(d->kids[i]);
     xllm_free(d->kids);
-    xllm_free(d->a);
+    tok_pattern_free(&d->pat);
     xllm_free(d->b);
     xllm_free(d);
 }
@@ -80,21 +84,18 @@ static xllm_status parse_one(const cJSON *j, const char *type, const char *path,
     }
     if (strcmp(type, "Replace") == 0) {
         d->type = DEC_REPLACE;
-        const cJSON *pat = cJSON_GetObjectItemCaseSensitive(j, "pattern");
-        const cJSON *s = cJSON_GetObjectItemCaseSensitive(pat, "String");
+        xllm_status st = tok_pattern_parse(cJSON_GetObjectItemCaseSensitive(j, "pattern"), path, "Replace decoder",
+                                           &d->pat, err);
+        if (st) return st;
         const cJSON *c = cJSON_GetObjectItemCaseSensitive(j, "content");
-        if (!cJSON_IsString(s)) {
-            if (cJSON_GetObjectItemCaseSensitive(pat, "Regex"))
-                return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "%s: Replace decoder with a Regex pattern is not supported",
-                                   path);
-            return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: Replace decoder without a String pattern", path);
-        }
         if (!cJSON_IsString(c)) return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: Replace decoder without \"content\"", path);
-        d->a = xllm_strdup(s->valuestring);
         d->b = xllm_strdup(c->valuestring);
-        if (!d->a || !d->b) return OOM();
-        d->a_len = strlen(d->a);
+        if (!d->b) return OOM();
         d->b_len = strlen(d->b);
+        return XLLM_OK;
+    }
+    if (strcmp(type, "ByteLevel") == 0) {
+        d->type = DEC_BYTE_LEVEL;
         return XLLM_OK;
     }
     if (strcmp(type, "ByteFallback") == 0) {
@@ -161,7 +162,7 @@ static int hexval(char c) {
 /* "<0xXX>" -> the byte, else -1 */
 static int byte_token(const char *s, size_t len) {
     if (len != 6 || memcmp(s, "<0x", 3) != 0 || s[5] != '>') return -1;
-    int h = hexval(s[3]), l = hexval(s[4]);
+    int h = s[3] == '+' ? 0 : hexval(s[3]), l = hexval(s[4]); /* Rust's from_str_radix takes a '+' */
     return h < 0 || l < 0 ? -1 : h * 16 + l;
 }
 
@@ -181,32 +182,61 @@ static int flush_bytes(tok_list *out, int *open) {
     return 0;
 }
 
-static int dec_apply(const tok_decoder *d, tok_list *l, tok_list *sc) {
+/* All tokens back to bytes through the byte-level map, one lossy string. */
+static int byte_level(const tok_list *l, tok_list *sc, tok_buf *bytes) {
+    bytes->len = 0;
+    for (size_t i = 0; i < l->n; i++) {
+        const unsigned char *s = (const unsigned char *)tok_list_str(l, i);
+        size_t len = l->items[i].len, start = bytes->len, k = 0;
+        while (k < len) {
+            size_t cl;
+            int b = tok_bytelevel_byte(tok_utf8_decode(s + k, len - k, &cl));
+            if (b < 0) break;
+            unsigned char c = (unsigned char)b;
+            if (tok_buf_append(bytes, &c, 1)) return -1;
+            k += cl;
+        }
+        if (k < len) { /* a character outside the map: the token's own bytes */
+            bytes->len = start;
+            if (tok_buf_append(bytes, s, len)) return -1;
+        }
+    }
+    if (tok_list_begin(sc, -1, 0)) return -1;
+    size_t before = sc->text.len;
+    if (tok_utf8_lossy_append(&sc->text, bytes->p ? bytes->p : "", bytes->len)) return -1;
+    sc->items[sc->n - 1].len = sc->text.len - before;
+    return 0;
+}
+
+static int dec_apply(const tok_decoder *d, tok_list *l, tok_list *sc, tok_rx_ws *rx) {
     if (d->type == DEC_SEQUENCE) {
         for (size_t i = 0; i < d->n_kids; i++)
-            if (dec_apply(d->kids[i], l, sc)) return -1;
+            if (dec_apply(d->kids[i], l, sc, rx)) return -1;
         return 0;
     }
     tok_list_clear(sc);
     switch (d->type) {
     case DEC_SEQUENCE:
         break;
-    case DEC_REPLACE:
+    case DEC_REPLACE: {
+        tok_ranges *m = tok_rx_ranges(rx);
         for (size_t i = 0; i < l->n; i++) {
             const char *s = tok_list_str(l, i);
-            size_t len = l->items[i].len, start = 0, k = 0;
+            size_t len = l->items[i].len, start = 0;
+            int rc = tok_pattern_find(&d->pat, rx, s, len, m);
+            if (rc < 0) return rc;
             if (tok_list_begin(sc, -1, 0)) return -1;
-            while (d->a_len && k + d->a_len <= len) {
-                if (memcmp(s + k, d->a, d->a_len) == 0) {
-                    if (tok_list_extend(sc, s + start, k - start) || tok_list_extend(sc, d->b, d->b_len)) return -1;
-                    k += d->a_len;
-                    start = k;
-                } else {
-                    k++;
-                }
+            for (size_t k = 0; k < m->n; k++) {
+                size_t a = m->v[2 * k], b = m->v[2 * k + 1];
+                if (tok_list_extend(sc, s + start, a - start) || tok_list_extend(sc, d->b, d->b_len)) return -1;
+                start = b;
             }
             if (tok_list_extend(sc, s + start, len - start)) return -1;
         }
+        break;
+    }
+    case DEC_BYTE_LEVEL:
+        if (byte_level(l, sc, tok_rx_buf(rx))) return -1;
         break;
     case DEC_BYTE_FALLBACK: {
         int open = 0;
@@ -265,6 +295,6 @@ static int dec_apply(const tok_decoder *d, tok_list *l, tok_list *sc) {
     return 0;
 }
 
-int tok_decode_chain(const tok_decoder *d, tok_list *l, tok_list *scratch) {
-    return d ? dec_apply(d, l, scratch) : 0;
+int tok_decode_chain(const tok_decoder *d, tok_list *l, tok_list *scratch, tok_rx_ws *rx) {
+    return d ? dec_apply(d, l, scratch, rx) : 0;
 }

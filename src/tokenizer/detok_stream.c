@@ -31,6 +31,7 @@ struct detok_stream {
     size_t read;  /* ids[0..read) have been emitted */
     tok_list toks, scratch;
     tok_buf prefix_text, new_text;
+    tok_rx_ws *rx;
 };
 
 detok_stream *detok_stream_new(const tokenizer *t, int skip_special) {
@@ -39,6 +40,10 @@ detok_stream *detok_stream_new(const tokenizer *t, int skip_special) {
     if (!s) return NULL;
     s->t = t;
     s->skip_special = skip_special;
+    if (!(s->rx = tok_rx_ws_new())) {
+        xllm_free(s);
+        return NULL;
+    }
     return s;
 }
 
@@ -49,6 +54,7 @@ void detok_stream_free(detok_stream *s) {
     tok_list_free(&s->scratch);
     tok_buf_free(&s->prefix_text);
     tok_buf_free(&s->new_text);
+    tok_rx_ws_free(s->rx);
     xllm_free(s);
 }
 
@@ -61,8 +67,8 @@ static int ends_unfinished(const tok_buf *b) {
 static xllm_status emit(detok_stream *s, int force, const char **out, size_t *out_len, xllm_error *err) {
     *out = "";
     *out_len = 0;
-    if (tok_decode_into(s->t, s->ids, s->read, 0, &s->toks, &s->scratch, &s->prefix_text) ||
-        tok_decode_into(s->t, s->ids, s->n, 0, &s->toks, &s->scratch, &s->new_text))
+    if (tok_decode_into(s->t, s->ids, s->read, 0, &s->toks, &s->scratch, &s->prefix_text, s->rx) ||
+        tok_decode_into(s->t, s->ids, s->n, 0, &s->toks, &s->scratch, &s->new_text, s->rx))
         return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "detok_stream: out of memory");
     const tok_buf *pre = &s->prefix_text, *cur = &s->new_text;
     if (cur->len <= pre->len || (!force && ends_unfinished(cur))) return XLLM_OK;

@@ -6,6 +6,9 @@
  * encodes pairs). The template is a list of pieces, each either the sequence
  * itself ($A) or a named special token whose ids come from the processor's
  * own `special_tokens` table; it is resolved to id lists at load time.
+ * RobertaProcessing and BertProcessing are the fixed templates cls $A sep;
+ * ByteLevel only adjusts offsets, so it leaves the ids alone; Sequence runs
+ * its processors in order.
  */
 #include "tokenizer/tok_internal.h"
 #include "base/alloc.h"
@@ -21,15 +24,41 @@ typedef struct {
 } tpl_piece;
 
 struct tok_postproc {
-    tpl_piece *pieces;
+    tpl_piece *pieces; /* template (NULL for ByteLevel and Sequence) */
     size_t n;
+    tok_postproc **kids; /* Sequence */
+    size_t n_kids;
 };
 
 void tok_postproc_free(tok_postproc *p) {
     if (!p) return;
     for (size_t i = 0; i < p->n; i++) xllm_free(p->pieces[i].ids);
     xllm_free(p->pieces);
+    for (size_t i = 0; i < p->n_kids; i++) tok_postproc_free(p->kids[i]);
+    xllm_free(p->kids);
     xllm_free(p);
+}
+
+/* cls $A sep, from ["token", id] pairs */
+static xllm_status parse_cls_sep(const cJSON *j, const char *path, const char *type, tok_postproc *p,
+                                 xllm_error *err) {
+    const char *names[2] = {"cls", "sep"};
+    p->pieces = xllm_calloc(3, sizeof *p->pieces);
+    if (!p->pieces) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+    for (int k = 0; k < 2; k++) {
+        const cJSON *pair = cJSON_GetObjectItemCaseSensitive(j, names[k]);
+        const cJSON *id = cJSON_GetArrayItem(pair, 1);
+        if (!cJSON_IsArray(pair) || !cJSON_IsNumber(id) || id->valuedouble < 0 || id->valuedouble > 0x7ffffffe)
+            return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: %s without a [token, id] \"%s\"", path, type, names[k]);
+        tpl_piece *pc = &p->pieces[k == 0 ? 0 : 2];
+        pc->ids = xllm_malloc(sizeof *pc->ids);
+        if (!pc->ids) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+        pc->ids[0] = (int32_t)id->valuedouble;
+        pc->n = 1;
+    }
+    p->pieces[1].is_seq = 1;
+    p->n = 3;
+    return XLLM_OK;
 }
 
 /* Resolve special token `name` through the special_tokens table. */
@@ -80,49 +109,98 @@ static xllm_status parse_piece(const cJSON *it, const cJSON *table, const char *
     return resolve_special(table, special, path, pc, err);
 }
 
+static xllm_status parse_template(const cJSON *j, const char *path, tok_postproc *p, xllm_error *err) {
+    const cJSON *single = cJSON_GetObjectItemCaseSensitive(j, "single");
+    const cJSON *table = cJSON_GetObjectItemCaseSensitive(j, "special_tokens");
+    if (!cJSON_IsArray(single))
+        return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: TemplateProcessing without a \"single\" template", path);
+    int n = cJSON_GetArraySize(single);
+    p->pieces = xllm_calloc(n ? (size_t)n : 1, sizeof *p->pieces);
+    if (!p->pieces) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+    const cJSON *it;
+    cJSON_ArrayForEach(it, single) {
+        xllm_status st = parse_piece(it, table, path, &p->pieces[p->n++], err);
+        if (st) return st;
+    }
+    return XLLM_OK;
+}
+
+static xllm_status parse_one(const cJSON *j, const char *type, const char *path, tok_postproc *p, xllm_error *err) {
+    if (strcmp(type, "TemplateProcessing") == 0) return parse_template(j, path, p, err);
+    if (strcmp(type, "ByteLevel") == 0) return XLLM_OK;
+    if (strcmp(type, "RobertaProcessing") == 0 || strcmp(type, "BertProcessing") == 0)
+        return parse_cls_sep(j, path, type, p, err);
+    if (strcmp(type, "Sequence") == 0) {
+        const cJSON *arr = cJSON_GetObjectItemCaseSensitive(j, "processors");
+        if (!cJSON_IsArray(arr))
+            return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: Sequence post_processor without \"processors\"", path);
+        int cnt = cJSON_GetArraySize(arr);
+        p->kids = xllm_calloc(cnt ? (size_t)cnt : 1, sizeof *p->kids);
+        if (!p->kids) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+        const cJSON *k;
+        cJSON_ArrayForEach(k, arr) {
+            xllm_status st = tok_postproc_parse(k, path, &p->kids[p->n_kids], err);
+            if (st) return st;
+            if (p->kids[p->n_kids]) p->n_kids++;
+        }
+        return XLLM_OK;
+    }
+    return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "%s: unsupported post_processor type \"%s\"", path, type);
+}
+
 xllm_status tok_postproc_parse(const cJSON *j, const char *path, tok_postproc **out, xllm_error *err) {
     *out = NULL;
     if (!j || cJSON_IsNull(j)) return XLLM_OK;
     if (!cJSON_IsObject(j)) return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: post_processor is not an object", path);
     const char *type = tok_json_type(j);
     if (!type) return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: post_processor without a \"type\"", path);
-    if (strcmp(type, "TemplateProcessing") != 0)
-        return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "%s: unsupported post_processor type \"%s\"", path, type);
-    const cJSON *single = cJSON_GetObjectItemCaseSensitive(j, "single");
-    const cJSON *table = cJSON_GetObjectItemCaseSensitive(j, "special_tokens");
-    if (!cJSON_IsArray(single))
-        return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: TemplateProcessing without a \"single\" template", path);
     tok_postproc *p = xllm_calloc(1, sizeof *p);
-    int n = cJSON_GetArraySize(single);
-    if (p) p->pieces = xllm_calloc(n ? (size_t)n : 1, sizeof *p->pieces);
-    if (!p || !p->pieces) {
+    if (!p) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+    xllm_status st = parse_one(j, type, path, p, err);
+    if (st) {
         tok_postproc_free(p);
-        return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
-    }
-    const cJSON *it;
-    cJSON_ArrayForEach(it, single) {
-        xllm_status st = parse_piece(it, table, path, &p->pieces[p->n++], err);
-        if (st) {
-            tok_postproc_free(p);
-            return st;
-        }
+        return st;
     }
     *out = p;
     return XLLM_OK;
 }
 
-int tok_postprocess(const tok_postproc *p, const int32_t *ids, size_t n, tok_ids *out) {
+size_t tok_postproc_added(const tok_postproc *p) {
+    if (!p) return 0;
+    size_t n = 0;
+    for (size_t k = 0; k < p->n; k++)
+        if (!p->pieces[k].is_seq) n += p->pieces[k].n;
+    for (size_t k = 0; k < p->n_kids; k++) n += tok_postproc_added(p->kids[k]);
+    return n;
+}
+
+/* One processor: ids -> out (cleared first). */
+static int apply_one(const tok_postproc *p, const int32_t *ids, size_t n, tok_ids *out) {
     out->n = 0;
-    if (!p) {
-        for (size_t i = 0; i < n; i++)
-            if (tok_ids_push(out, ids[i])) return -1;
-        return 0;
-    }
+    if (!p->pieces) return tok_ids_append(out, ids, n);
     for (size_t k = 0; k < p->n; k++) {
         const int32_t *src = p->pieces[k].is_seq ? ids : p->pieces[k].ids;
         size_t cnt = p->pieces[k].is_seq ? n : p->pieces[k].n;
-        for (size_t i = 0; i < cnt; i++)
-            if (tok_ids_push(out, src[i])) return -1;
+        if (tok_ids_append(out, src, cnt)) return -1;
     }
+    return 0;
+}
+
+int tok_postprocess(const tok_postproc *p, const int32_t *ids, size_t n, tok_ids *out) {
+    out->n = 0;
+    if (!p) return tok_ids_append(out, ids, n);
+    if (!p->kids) return apply_one(p, ids, n, out);
+    if (tok_ids_append(out, ids, n)) return -1;
+    tok_ids tmp = {0};
+    for (size_t k = 0; k < p->n_kids; k++) {
+        if (tok_postprocess(p->kids[k], out->v, out->n, &tmp)) {
+            xllm_free(tmp.v);
+            return -1;
+        }
+        tok_ids t = *out;
+        *out = tmp;
+        tmp = t;
+    }
+    xllm_free(tmp.v);
     return 0;
 }

@@ -8,15 +8,23 @@
  * list and writes a fresh one into a caller-provided scratch list, which is
  * then swapped in, so a long-lived caller (detok_stream) reuses its buffers
  * and allocates only when they grow.
+ *
+ * Stages that run regular expressions take a tok_rx_ws: the per-thread
+ * matching state (PCRE2 match data and JIT stack). Stage functions return
+ * 0 on success, TOK_ERR_OOM or TOK_ERR_REGEX.
  */
 #ifndef XLLM_TOK_INTERNAL_H
 #define XLLM_TOK_INTERNAL_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cjson/cJSON.h>
 
 #include "tokenizer/tokenizer.h"
+
+#define TOK_ERR_OOM (-1)
+#define TOK_ERR_REGEX (-2) /* a match limit was hit (pathological pattern) */
 
 /* ------------------------------------------------------------ containers */
 
@@ -56,25 +64,38 @@ typedef struct tok_ids {
 } tok_ids;
 
 int tok_ids_push(tok_ids *a, int32_t id);
+int tok_ids_append(tok_ids *a, const int32_t *ids, size_t n);
 
 /* ---------------------------------------------------------------- hashing */
 
-/* string -> int32 (open addressing); keys are borrowed and must outlive it. */
+uint64_t tok_hash(const void *s, size_t n); /* fast 64-bit hash of bytes */
+
+/* string -> int32 (open addressing, one 16-byte slot per entry); keys are
+ * borrowed and must outlive the map. */
+typedef struct tok_strslot {
+    const char *key;
+    uint32_t len;
+    int32_t val;
+} tok_strslot;
+
 typedef struct tok_strmap {
-    const char **keys;
-    uint32_t *lens;
-    int32_t *vals;
+    tok_strslot *slots;
     size_t cap, n;
 } tok_strmap;
 
 int tok_strmap_init(tok_strmap *m, size_t expected);
 int tok_strmap_put(tok_strmap *m, const char *key, size_t len, int32_t val); /* overwrites */
 int32_t tok_strmap_get(const tok_strmap *m, const char *key, size_t len);    /* -1 absent */
+int32_t tok_strmap_get_h(const tok_strmap *m, const char *key, size_t len, uint64_t h); /* h = tok_hash */
 void tok_strmap_free(tok_strmap *m);
 
 /* uint64 -> uint64 (open addressing); UINT64_MAX is reserved as "empty". */
+typedef struct tok_u64slot {
+    uint64_t key, val;
+} tok_u64slot;
+
 typedef struct tok_u64map {
-    uint64_t *keys, *vals;
+    tok_u64slot *slots;
     size_t cap, n;
 } tok_u64map;
 
@@ -90,11 +111,17 @@ void tok_u64map_free(tok_u64map *m);
 size_t tok_utf8_len(const unsigned char *s, size_t n);
 /* Code point at s, or -1 for an invalid sequence; *len as tok_utf8_len. */
 int32_t tok_utf8_decode(const unsigned char *s, size_t n, size_t *len);
+/* The code point ending at s[end) (start in *start), -1 if invalid. */
+int32_t tok_utf8_before(const char *s, size_t end, size_t *start);
+size_t tok_utf8_encode(int32_t cp, char out[4]);
 int tok_is_whitespace(int32_t cp); /* Unicode White_Space (Rust char::is_whitespace) */
 /* n minus the bytes of an unfinished multi-byte sequence at the end of s
  * (a lead byte not yet followed by all its continuation bytes). */
 size_t tok_utf8_complete_prefix(const char *s, size_t n);
 int tok_utf8_valid(const char *s, size_t n);
+/* Append s to out as Rust's String::from_utf8_lossy does: each maximal
+ * invalid subpart becomes one U+FFFD. */
+int tok_utf8_lossy_append(tok_buf *out, const char *s, size_t n);
 
 /* ------------------------------------------------------------ JSON helpers */
 
@@ -103,6 +130,60 @@ int tok_utf8_valid(const char *s, size_t n);
 int tok_json_strdup(const cJSON *item, char **out);
 const char *tok_json_type(const cJSON *obj); /* obj["type"] or NULL */
 
+/* tok_json.c: a small scanner for the raw text of tokenizer.json, used for
+ * the two huge members (model.vocab, model.merges) that are read without
+ * building a cJSON tree. Pointers walk [p, end); NULL means malformed. */
+const char *tok_js_ws(const char *p, const char *end);
+const char *tok_js_skip(const char *p, const char *end); /* one value */
+/* Read the string at p ('"'); *s and *len: a view into the source when it has
+ * no escapes, else decoded into scratch. Returns the position after it. */
+const char *tok_js_string(const char *p, const char *end, tok_buf *scratch, const char **s, size_t *len);
+/* Spans [start, end) of the values of model.vocab and model.merges in the
+ * document (0, 0 when absent); -1 if the document is malformed. */
+int tok_js_find_model_parts(const char *doc, size_t len, size_t vocab[2], size_t merges[2]);
+/* The span of the top-level member `key` of the object doc (*v0 = NULL when
+ * absent); -1 if doc is not a well-formed object. */
+int tok_js_member(const char *doc, size_t len, const char *key, const char **v0, const char **v1);
+
+/* ------------------------------------------------------------ regex (PCRE2) */
+
+typedef struct tok_regex tok_regex;
+typedef struct tok_rx_ws tok_rx_ws;
+/* Compile a pattern written for HF tokenizers (Oniguruma syntax) with
+ * UTF + UCP (+ JIT); `what` names the component in the error. */
+xllm_status tok_regex_compile(const char *pat, size_t len, const char *path, const char *what, tok_regex **out,
+                              xllm_error *err);
+void tok_regex_free(tok_regex *re);
+tok_rx_ws *tok_rx_ws_new(void);
+void tok_rx_ws_free(tok_rx_ws *ws);
+struct tok_ranges *tok_rx_ranges(tok_rx_ws *ws); /* scratch match list the stages share */
+tok_buf *tok_rx_buf(tok_rx_ws *ws);               /* scratch text the stages share */
+/* Iterate matches as HF does (Oniguruma find_iter: an empty match right
+ * after the previous match is skipped). *pos is the iteration state (start
+ * at 0, with *last = SIZE_MAX). 1: match [*ms, *me); 0: no more; <0 error. */
+int tok_regex_next(const tok_regex *re, tok_rx_ws *ws, const char *s, size_t len, size_t *pos, size_t *last,
+                   size_t *ms, size_t *me);
+/* Does the regex match at exactly s[at] (anchored)? 1 yes, 0 no, <0 error. */
+int tok_regex_match_at(const tok_regex *re, tok_rx_ws *ws, const char *s, size_t len, size_t at);
+
+/* -------------------------------------------------------------- Unicode */
+
+typedef enum { TOK_NF_C, TOK_NF_D, TOK_NF_KC, TOK_NF_KD } tok_nf;
+/* Normalize s into out (cleared first). Invalid UTF-8 bytes pass through. */
+int tok_uni_normalize(tok_nf form, const char *s, size_t n, tok_buf *out);
+int tok_uni_lowercase(const char *s, size_t n, tok_buf *out);    /* Rust char::to_lowercase */
+int tok_uni_strip_accents(const char *s, size_t n, tok_buf *out); /* drop combining marks (M*) */
+int tok_uni_is_numeric(int32_t cp);     /* Rust char::is_numeric: N* */
+int tok_uni_is_punctuation(int32_t cp); /* ASCII punctuation or P* */
+
+/* ------------------------------------------------------------ byte level */
+
+/* GPT-2's byte <-> printable character map. */
+const char *tok_bytelevel_char(unsigned char b, size_t *len); /* UTF-8 of the char for byte b */
+int tok_bytelevel_byte(int32_t cp); /* the byte a char stands for, -1 if none */
+/* Map each byte of s to its char, appended to the last item of l. */
+int tok_bytelevel_encode(tok_list *l, const char *s, size_t n);
+
 /* ------------------------------------------------------------- components */
 
 /* normalizer.c */
@@ -110,28 +191,62 @@ typedef struct tok_normalizer tok_normalizer;
 xllm_status tok_normalizer_parse(const cJSON *j, const char *path, tok_normalizer **out, xllm_error *err);
 void tok_normalizer_free(tok_normalizer *n);
 /* Normalize in[0..len) into out (cleared first); scratch is working space. */
-int tok_normalize(const tok_normalizer *n, const char *in, size_t len, tok_buf *out, tok_buf *scratch);
+int tok_normalize(const tok_normalizer *n, const char *in, size_t len, tok_buf *out, tok_buf *scratch,
+                  tok_rx_ws *rx);
 
 /* pre_tokenizer.c */
 typedef struct tok_pretok tok_pretok;
 xllm_status tok_pretok_parse(const cJSON *j, const char *path, tok_pretok **out, xllm_error *err);
 void tok_pretok_free(tok_pretok *p);
 /* Split/transform the pieces in *l (flag = starts at original offset 0). */
-int tok_pretokenize(const tok_pretok *p, tok_list *l, tok_list *scratch);
+int tok_pretokenize(const tok_pretok *p, tok_list *l, tok_list *scratch, tok_rx_ws *rx);
+
+/* pattern.c: a {"String": ...} or {"Regex": ...} pattern and its matches */
+typedef struct tok_ranges {
+    size_t *v; /* pairs: start, end */
+    size_t n, cap; /* n pairs */
+} tok_ranges;
+
+typedef struct tok_pattern {
+    char *lit; /* String pattern (lit_len may be 0), or NULL */
+    size_t lit_len;
+    tok_regex *re; /* Regex pattern */
+} tok_pattern;
+
+xllm_status tok_pattern_parse(const cJSON *pat, const char *path, const char *what, tok_pattern *out,
+                              xllm_error *err);
+void tok_pattern_free(tok_pattern *p);
+/* All non-overlapping matches of p in s[0..len), left to right, into out
+ * (cleared first). */
+int tok_pattern_find(const tok_pattern *p, tok_rx_ws *rx, const char *s, size_t len, tok_ranges *out);
+int tok_ranges_push(tok_ranges *r, size_t a, size_t b);
+void tok_ranges_free(tok_ranges *r);
+
+/* split.c: HF's NormalizedString::split given the matches of a pattern. */
+typedef enum { SPLIT_REMOVED, SPLIT_ISOLATED, SPLIT_MERGED_PREV, SPLIT_MERGED_NEXT, SPLIT_CONTIGUOUS } tok_split_behavior;
+xllm_status tok_split_behavior_parse(const cJSON *j, const char *path, const char *what, tok_split_behavior *out,
+                                     xllm_error *err);
+/* Cut piece s[0..len) (flag = starts at original offset 0) into out per the
+ * behaviour, given the matching ranges (sorted, disjoint); invert swaps
+ * matches and the text between them; empty pieces are dropped. */
+int tok_split_apply(tok_split_behavior b, const char *s, size_t len, int32_t flag, const tok_ranges *m, int invert,
+                    tok_list *out);
 
 /* bpe.c */
 typedef struct tok_bpe tok_bpe;
-typedef struct tok_bpe_ws tok_bpe_ws; /* per-call working memory */
-xllm_status tok_bpe_parse(const cJSON *j, const char *path, tok_bpe **out, xllm_error *err);
+typedef struct tok_bpe_ws tok_bpe_ws; /* per-call working memory (and the word cache) */
+/* raw: the tokenizer.json text; vocab/merges: spans of those members in it. */
+xllm_status tok_bpe_parse(const cJSON *j, const char *raw, const size_t vocab[2], const size_t merges[2],
+                          const char *path, tok_bpe **out, xllm_error *err);
 void tok_bpe_free(tok_bpe *m);
 int32_t tok_bpe_vocab_max_id(const tok_bpe *m); /* -1 if empty */
 /* Iterate the vocabulary: piece of id, NULL where no piece has that id. */
-const char *tok_bpe_id_to_token(const tok_bpe *m, int32_t id);
+const char *tok_bpe_id_to_token(const tok_bpe *m, int32_t id, size_t *len);
 int32_t tok_bpe_token_to_id(const tok_bpe *m, const char *s, size_t len);
-tok_bpe_ws *tok_bpe_ws_new(void);
+tok_bpe_ws *tok_bpe_ws_new(int with_cache);
 void tok_bpe_ws_free(tok_bpe_ws *ws);
-xllm_status tok_bpe_tokenize(const tok_bpe *m, const char *s, size_t len, tok_ids *out,
-                             tok_bpe_ws *ws, xllm_error *err);
+xllm_status tok_bpe_tokenize(const tok_bpe *m, const char *s, size_t len, tok_ids *out, tok_bpe_ws *ws,
+                             xllm_error *err);
 
 /* post_processor.c */
 typedef struct tok_postproc tok_postproc;
@@ -140,13 +255,14 @@ xllm_status tok_postproc_parse(const cJSON *j, const char *path, tok_postproc **
 void tok_postproc_free(tok_postproc *p);
 /* Wrap ids (a single sequence) with the template's special tokens. */
 int tok_postprocess(const tok_postproc *p, const int32_t *ids, size_t n, tok_ids *out);
+size_t tok_postproc_added(const tok_postproc *p); /* ids a single sequence gains */
 
 /* decoder.c */
 typedef struct tok_decoder tok_decoder;
 xllm_status tok_decoder_parse(const cJSON *j, const char *path, tok_decoder **out, xllm_error *err);
 void tok_decoder_free(tok_decoder *d);
 /* Run the decode chain over the token strings in *l (in place). */
-int tok_decode_chain(const tok_decoder *d, tok_list *l, tok_list *scratch);
+int tok_decode_chain(const tok_decoder *d, tok_list *l, tok_list *scratch, tok_rx_ws *rx);
 
 /* added_tokens.c */
 typedef struct tok_added_token {
@@ -157,21 +273,35 @@ typedef struct tok_added_token {
 } tok_added_token;
 
 typedef struct tok_added tok_added;
-/* Tokens with normalized=true are matched in their normalized form. */
-xllm_status tok_added_parse(const cJSON *arr, const tok_normalizer *norm, const char *path, tok_added **out,
-                            xllm_error *err);
+/* Tokens with normalized=true are matched in their normalized form. ids of
+ * contents the model already has are the model's (as HF). */
+xllm_status tok_added_parse(const cJSON *arr, const tok_normalizer *norm, const tok_bpe *model, const char *path,
+                            tok_added **out, xllm_error *err);
 void tok_added_free(tok_added *a);
 size_t tok_added_count(const tok_added *a);
 const tok_added_token *tok_added_get(const tok_added *a, size_t i);
 int32_t tok_added_token_to_id(const tok_added *a, const char *s, size_t len); /* -1 absent */
+int tok_added_is_special_content(const tok_added *a, const char *s, size_t len);
 /* Split s[0..len) on added tokens (normalized = 0: tokens matched on raw
  * text; 1: on normalized text), HF style: leftmost-longest, honouring
  * single_word / lstrip / rstrip. Appends to out: text pieces (id -1) and
  * token pieces (id = token id). base_flag is copied to a piece at offset 0. */
 int tok_added_split(const tok_added *a, int normalized, const char *s, size_t len, int32_t base_flag,
-                    tok_list *out);
+                    tok_list *out, tok_rx_ws *rx);
+
+/* truncation.c: tokenizer.json "truncation" and "padding" for one sequence */
+typedef struct tok_trunc tok_trunc;
+xllm_status tok_trunc_parse(const cJSON *trunc, const cJSON *pad, const char *path, tok_trunc **out,
+                            xllm_error *err);
+void tok_trunc_free(tok_trunc *t);
+/* Truncate ids (before post-processing; `added` = ids the post-processor
+ * will add) and pad after it. */
+void tok_truncate(const tok_trunc *t, tok_ids *ids, size_t added);
+int tok_pad(const tok_trunc *t, tok_ids *ids);
 
 /* --------------------------------------------------------------- the whole */
+
+typedef struct encode_ws encode_ws;
 
 struct tokenizer {
     char *path; /* the tokenizer.json path, for messages */
@@ -181,15 +311,21 @@ struct tokenizer {
     tok_postproc *post;
     tok_decoder *decoder;
     tok_added *added;
+    tok_trunc *trunc;
     const char **pieces; /* id -> token string (added tokens win); NULL = hole */
-    uint8_t *special;    /* id -> 1 for special added tokens */
+    uint32_t *piece_len; /* id -> its length in bytes */
+    uint8_t *special;    /* id -> 1 when its string is a special added token */
     int32_t n_pieces;    /* max id + 1 */
     int32_t bos_id, eos_id;
+    /* one reusable encode workspace with the BPE word cache, taken with a
+     * try-lock (a concurrent caller builds its own, uncached) */
+    pthread_mutex_t ws_lock;
+    encode_ws *ws;
 };
 
 /* Decode (already filtered) ids into out (cleared first), reusing the lists.
  * Ids must have been validated by the caller. */
 int tok_decode_into(const tokenizer *t, const int32_t *ids, size_t n, int skip_special, tok_list *toks,
-                    tok_list *scratch, tok_buf *out);
+                    tok_list *scratch, tok_buf *out, tok_rx_ws *rx);
 
 #endif

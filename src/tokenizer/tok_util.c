@@ -1,8 +1,9 @@
 /*
  * tok_util.c - the small utilities the tokenizer stages share: growable
  * buffers and string lists, two open-addressing hash maps (string -> id for
- * vocabularies, u64 -> u64 for merge pairs and trie edges), UTF-8 walking
- * that never fails on invalid bytes, and JSON string helpers.
+ * vocabularies, u64 -> u64 for merge pairs and trie edges) over one fast
+ * byte hash, UTF-8 walking that never fails on invalid bytes (and Rust's
+ * lossy decoding), and JSON string helpers.
  */
 #include "tokenizer/tok_internal.h"
 #include "base/alloc.h"
@@ -96,23 +97,53 @@ int tok_ids_push(tok_ids *a, int32_t id) {
     return 0;
 }
 
-/* ---------------------------------------------------------------- hashing */
-
-static uint64_t hash_bytes(const char *s, size_t n) {
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    for (size_t i = 0; i < n; i++) {
-        h ^= (unsigned char)s[i];
-        h *= 1099511628211ull;
+int tok_ids_append(tok_ids *a, const int32_t *ids, size_t n) {
+    if (a->n + n > a->cap) {
+        size_t cap = a->cap ? a->cap : 32;
+        while (cap < a->n + n) cap *= 2;
+        int32_t *v = xllm_realloc(a->v, cap * sizeof *v);
+        if (!v) return -1;
+        a->v = v;
+        a->cap = cap;
     }
-    return h ^ (h >> 29);
+    if (n) memcpy(a->v + a->n, ids, n * sizeof *ids);
+    a->n += n;
+    return 0;
 }
 
-static uint64_t hash_u64(uint64_t x) { /* splitmix64 finalizer */
+/* ---------------------------------------------------------------- hashing */
+
+static inline uint64_t mix64(uint64_t x) { /* splitmix64 finalizer */
     x ^= x >> 30;
     x *= 0xbf58476d1ce4e5b9ull;
     x ^= x >> 27;
     x *= 0x94d049bb133111ebull;
     return x ^ (x >> 31);
+}
+
+/* Eight bytes at a time, then the tail read as (possibly overlapping)
+ * words; good enough for hash tables with linear probing. */
+uint64_t tok_hash(const void *p, size_t n) {
+    const unsigned char *s = p;
+    uint64_t h = 0x9e3779b97f4a7c15ull ^ ((uint64_t)n * 0xff51afd7ed558ccdull);
+    while (n >= 8) {
+        uint64_t v;
+        memcpy(&v, s, 8);
+        h = (h ^ v) * 0xbf58476d1ce4e5b9ull;
+        h ^= h >> 31;
+        s += 8;
+        n -= 8;
+    }
+    uint64_t v = 0;
+    if (n >= 4) {
+        uint32_t a, b;
+        memcpy(&a, s, 4);
+        memcpy(&b, s + n - 4, 4);
+        v = (uint64_t)a << 32 | b;
+    } else if (n) {
+        v = (uint64_t)s[0] | (uint64_t)s[n / 2] << 8 | (uint64_t)s[n - 1] << 16;
+    }
+    return mix64(h ^ v);
 }
 
 static size_t table_cap(size_t expected) {
@@ -124,11 +155,9 @@ static size_t table_cap(size_t expected) {
 int tok_strmap_init(tok_strmap *m, size_t expected) {
     memset(m, 0, sizeof *m);
     m->cap = table_cap(expected);
-    m->keys = xllm_calloc(m->cap, sizeof *m->keys);
-    m->lens = xllm_calloc(m->cap, sizeof *m->lens);
-    m->vals = xllm_calloc(m->cap, sizeof *m->vals);
-    if (!m->keys || !m->lens || !m->vals) {
-        tok_strmap_free(m);
+    m->slots = xllm_calloc(m->cap, sizeof *m->slots);
+    if (!m->slots) {
+        m->cap = 0;
         return -1;
     }
     return 0;
@@ -138,7 +167,7 @@ static int strmap_grow(tok_strmap *m) {
     tok_strmap big;
     if (tok_strmap_init(&big, m->cap)) return -1;
     for (size_t i = 0; i < m->cap; i++)
-        if (m->keys[i]) tok_strmap_put(&big, m->keys[i], m->lens[i], m->vals[i]);
+        if (m->slots[i].key) tok_strmap_put(&big, m->slots[i].key, m->slots[i].len, m->slots[i].val);
     tok_strmap_free(m);
     *m = big;
     return 0;
@@ -147,48 +176,51 @@ static int strmap_grow(tok_strmap *m) {
 int tok_strmap_put(tok_strmap *m, const char *key, size_t len, int32_t val) {
     if (len > UINT32_MAX) return -1;
     if ((m->n + 1) * 2 > m->cap && strmap_grow(m)) return -1;
-    size_t mask = m->cap - 1, i = (size_t)hash_bytes(key, len) & mask;
-    while (m->keys[i]) {
-        if (m->lens[i] == len && memcmp(m->keys[i], key, len) == 0) {
-            m->vals[i] = val;
+    size_t mask = m->cap - 1, i = (size_t)tok_hash(key, len) & mask;
+    while (m->slots[i].key) {
+        tok_strslot *s = &m->slots[i];
+        if (s->len == len && memcmp(s->key, key, len) == 0) {
+            s->val = val;
             return 0;
         }
         i = (i + 1) & mask;
     }
-    m->keys[i] = key;
-    m->lens[i] = (uint32_t)len;
-    m->vals[i] = val;
+    m->slots[i].key = key;
+    m->slots[i].len = (uint32_t)len;
+    m->slots[i].val = val;
     m->n++;
     return 0;
 }
 
-int32_t tok_strmap_get(const tok_strmap *m, const char *key, size_t len) {
+int32_t tok_strmap_get_h(const tok_strmap *m, const char *key, size_t len, uint64_t h) {
     if (!m->cap) return -1;
-    size_t mask = m->cap - 1, i = (size_t)hash_bytes(key, len) & mask;
-    while (m->keys[i]) {
-        if (m->lens[i] == len && memcmp(m->keys[i], key, len) == 0) return m->vals[i];
+    size_t mask = m->cap - 1, i = (size_t)h & mask;
+    for (;;) {
+        const tok_strslot *s = &m->slots[i];
+        if (!s->key) return -1;
+        if (s->len == len && memcmp(s->key, key, len) == 0) return s->val;
         i = (i + 1) & mask;
     }
-    return -1;
+}
+
+int32_t tok_strmap_get(const tok_strmap *m, const char *key, size_t len) {
+    return tok_strmap_get_h(m, key, len, tok_hash(key, len));
 }
 
 void tok_strmap_free(tok_strmap *m) {
-    xllm_free(m->keys);
-    xllm_free(m->lens);
-    xllm_free(m->vals);
+    xllm_free(m->slots);
     memset(m, 0, sizeof *m);
 }
 
 int tok_u64map_init(tok_u64map *m, size_t expected) {
     memset(m, 0, sizeof *m);
     m->cap = table_cap(expected);
-    m->keys = xllm_malloc_array(m->cap, sizeof *m->keys);
-    m->vals = xllm_malloc_array(m->cap, sizeof *m->vals);
-    if (!m->keys || !m->vals) {
-        tok_u64map_free(m);
+    m->slots = xllm_malloc_array(m->cap, sizeof *m->slots);
+    if (!m->slots) {
+        m->cap = 0;
         return -1;
     }
-    memset(m->keys, 0xff, m->cap * sizeof *m->keys);
+    memset(m->slots, 0xff, m->cap * sizeof *m->slots);
     return 0;
 }
 
@@ -196,7 +228,7 @@ static int u64map_grow(tok_u64map *m) {
     tok_u64map big;
     if (tok_u64map_init(&big, m->cap)) return -1;
     for (size_t i = 0; i < m->cap; i++)
-        if (m->keys[i] != UINT64_MAX) tok_u64map_put(&big, m->keys[i], m->vals[i]);
+        if (m->slots[i].key != UINT64_MAX) tok_u64map_put(&big, m->slots[i].key, m->slots[i].val);
     tok_u64map_free(m);
     *m = big;
     return 0;
@@ -205,36 +237,36 @@ static int u64map_grow(tok_u64map *m) {
 int tok_u64map_put(tok_u64map *m, uint64_t key, uint64_t val) {
     if (key == UINT64_MAX) return -1;
     if ((m->n + 1) * 2 > m->cap && u64map_grow(m)) return -1;
-    size_t mask = m->cap - 1, i = (size_t)hash_u64(key) & mask;
-    while (m->keys[i] != UINT64_MAX) {
-        if (m->keys[i] == key) {
-            m->vals[i] = val;
+    size_t mask = m->cap - 1, i = (size_t)mix64(key) & mask;
+    while (m->slots[i].key != UINT64_MAX) {
+        if (m->slots[i].key == key) {
+            m->slots[i].val = val;
             return 0;
         }
         i = (i + 1) & mask;
     }
-    m->keys[i] = key;
-    m->vals[i] = val;
+    m->slots[i].key = key;
+    m->slots[i].val = val;
     m->n++;
     return 0;
 }
 
 int tok_u64map_get(const tok_u64map *m, uint64_t key, uint64_t *val) {
     if (!m->cap) return 0;
-    size_t mask = m->cap - 1, i = (size_t)hash_u64(key) & mask;
-    while (m->keys[i] != UINT64_MAX) {
-        if (m->keys[i] == key) {
-            *val = m->vals[i];
+    size_t mask = m->cap - 1, i = (size_t)mix64(key) & mask;
+    for (;;) {
+        const tok_u64slot *s = &m->slots[i];
+        if (s->key == key) {
+            *val = s->val;
             return 1;
         }
+        if (s->key == UINT64_MAX) return 0;
         i = (i + 1) & mask;
     }
-    return 0;
 }
 
 void tok_u64map_free(tok_u64map *m) {
-    xllm_free(m->keys);
-    xllm_free(m->vals);
+    xllm_free(m->slots);
     memset(m, 0, sizeof *m);
 }
 
@@ -292,6 +324,72 @@ size_t tok_utf8_complete_prefix(const char *s, size_t n) {
         return need > back ? n - back : n;
     }
     return n;
+}
+
+int32_t tok_utf8_before(const char *s, size_t end, size_t *start) {
+    size_t b = end - 1;
+    for (size_t k = 0; k < 3 && b > 0 && ((unsigned char)s[b] & 0xc0) == 0x80; k++) b--;
+    size_t l;
+    int32_t cp = tok_utf8_decode((const unsigned char *)s + b, end - b, &l);
+    if (cp < 0 || b + l != end) {
+        *start = end - 1;
+        return -1;
+    }
+    *start = b;
+    return cp;
+}
+
+size_t tok_utf8_encode(int32_t cp, char out[4]) {
+    uint32_t c = (uint32_t)cp;
+    if (c < 0x80) { out[0] = (char)c; return 1; }
+    if (c < 0x800) { out[0] = (char)(0xc0 | c >> 6); out[1] = (char)(0x80 | (c & 63)); return 2; }
+    if (c < 0x10000) {
+        out[0] = (char)(0xe0 | c >> 12);
+        out[1] = (char)(0x80 | ((c >> 6) & 63));
+        out[2] = (char)(0x80 | (c & 63));
+        return 3;
+    }
+    out[0] = (char)(0xf0 | c >> 18);
+    out[1] = (char)(0x80 | ((c >> 12) & 63));
+    out[2] = (char)(0x80 | ((c >> 6) & 63));
+    out[3] = (char)(0x80 | (c & 63));
+    return 4;
+}
+
+/* How many bytes of s (n > 0 left) form the maximal prefix of a valid
+ * sequence (Unicode's "maximal subpart"); *ok = 1 when it is complete. */
+static size_t utf8_subpart(const unsigned char *s, size_t n, int *ok) {
+    unsigned c = s[0];
+    *ok = 0;
+    if (c < 0x80) { *ok = 1; return 1; }
+    size_t need;
+    unsigned lo = 0x80, hi = 0xbf; /* range of the second byte */
+    if (c >= 0xc2 && c <= 0xdf) need = 2;
+    else if (c >= 0xe0 && c <= 0xef) { need = 3; if (c == 0xe0) lo = 0xa0; if (c == 0xed) hi = 0x9f; }
+    else if (c >= 0xf0 && c <= 0xf4) { need = 4; if (c == 0xf0) lo = 0x90; if (c == 0xf4) hi = 0x8f; }
+    else return 1;
+    size_t k = 1;
+    for (; k < need && k < n; k++) {
+        unsigned b = s[k];
+        if (k == 1 ? (b < lo || b > hi) : (b & 0xc0) != 0x80) break;
+    }
+    *ok = k == need;
+    return k;
+}
+
+int tok_utf8_lossy_append(tok_buf *out, const char *s, size_t n) {
+    const unsigned char *u = (const unsigned char *)s;
+    size_t i = 0, run = 0; /* valid bytes not yet copied start at run */
+    while (i < n) {
+        if (u[i] < 0x80) { i++; continue; }
+        int ok;
+        size_t k = utf8_subpart(u + i, n - i, &ok);
+        if (ok) { i += k; continue; }
+        if (tok_buf_append(out, s + run, i - run) || tok_buf_append(out, "\xef\xbf\xbd", 3)) return -1;
+        i += k;
+        run = i;
+    }
+    return tok_buf_append(out, s + run, n - run);
 }
 
 /* ------------------------------------------------------------ JSON helpers */

@@ -499,20 +499,26 @@ static void test_errors(void) {
     expect_load_error("{\"model\": {", XLLM_ERR_FORMAT, "invalid JSON", __LINE__);
     expect_load_error("[1, 2]", XLLM_ERR_FORMAT, "object", __LINE__);
     expect_load_error("{\"added_tokens\":[]}", XLLM_ERR_FORMAT, "model", __LINE__);
-    expect_load_error(synth("{\"type\":\"NFKC\"}", n, n, n, ADDED_STD, MERGES_STR), XLLM_ERR_UNSUPPORTED, "NFKC",
-                      __LINE__);
-    expect_load_error(synth(n, "{\"type\":\"Whitespace\"}", n, n, ADDED_STD, MERGES_STR), XLLM_ERR_UNSUPPORTED,
-                      "Whitespace", __LINE__);
-    expect_load_error(synth(n, n, "{\"type\":\"RobertaProcessing\"}", n, ADDED_STD, MERGES_STR),
-                      XLLM_ERR_UNSUPPORTED, "RobertaProcessing", __LINE__);
+    expect_load_error(synth("{\"type\":\"Precompiled\",\"precompiled_charsmap\":\"\"}", n, n, n, ADDED_STD,
+                            MERGES_STR),
+                      XLLM_ERR_UNSUPPORTED, "Precompiled", __LINE__);
+    expect_load_error(synth(n, "{\"type\":\"UnicodeScripts\"}", n, n, ADDED_STD, MERGES_STR), XLLM_ERR_UNSUPPORTED,
+                      "UnicodeScripts", __LINE__);
+    expect_load_error(synth(n, "{\"type\":\"Split\",\"pattern\":{\"String\":\" \"},\"behavior\":\"Sideways\"}", n,
+                            n, ADDED_STD, MERGES_STR),
+                      XLLM_ERR_UNSUPPORTED, "Sideways", __LINE__);
+    expect_load_error(synth(n, n, "{\"type\":\"RobertaProcessing\"}", n, ADDED_STD, MERGES_STR), XLLM_ERR_FORMAT,
+                      "cls", __LINE__);
+    expect_load_error(synth(n, n, "{\"type\":\"ClsProcessing\"}", n, ADDED_STD, MERGES_STR), XLLM_ERR_UNSUPPORTED,
+                      "ClsProcessing", __LINE__);
     expect_load_error(synth(n, n, n, "{\"type\":\"WordPiece\"}", ADDED_STD, MERGES_STR), XLLM_ERR_UNSUPPORTED,
                       "WordPiece", __LINE__);
     expect_load_error(synth(n, n, n, "{\"type\":\"Sequence\",\"decoders\":[{\"type\":\"CTC\"}]}", ADDED_STD,
                             MERGES_STR),
                       XLLM_ERR_UNSUPPORTED, "CTC", __LINE__);
-    expect_load_error(synth("{\"type\":\"Replace\",\"pattern\":{\"Regex\":\" +\"},\"content\":\"x\"}", n, n, n,
+    expect_load_error(synth("{\"type\":\"Replace\",\"pattern\":{\"Regex\":\"(a\"},\"content\":\"x\"}", n, n, n,
                             ADDED_STD, MERGES_STR),
-                      XLLM_ERR_UNSUPPORTED, "Regex", __LINE__);
+                      XLLM_ERR_UNSUPPORTED, "regex", __LINE__);
     expect_load_error("{\"model\":{\"type\":\"Unigram\",\"vocab\":[]}}", XLLM_ERR_UNSUPPORTED, "Unigram", __LINE__);
     expect_load_error(synth(n, n, n, n, ADDED_STD, ",\"merges\":[\"a b c\"]"), XLLM_ERR_FORMAT, "merge", __LINE__);
     expect_load_error(synth(n, n, n, n, ADDED_STD, ",\"merges\":[\"a x\"]"), XLLM_ERR_FORMAT, "merge", __LINE__);
