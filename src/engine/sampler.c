@@ -3,16 +3,18 @@
  *
  * The idea: penalties are applied in place on the logits row, visiting only
  * ids that were seen. Greedy is one argmax scan. Sampling turns logits into
- * weights exp((l - max) / T) in (0, 1] (the max is exactly 1) and never sorts
- * the vocabulary: top-k finds the k-th largest logit with a size-k min-heap
- * (ties with it kept, as HF/vLLM) and keeps only those candidates; top-p first
- * brackets the cut between two weight levels with vectorized mass sums (the
- * weights above the upper level are surely kept, those below the lower level
- * surely dropped), then resolves the few candidates in between exactly with a
- * partition that only descends where the cumulative mass crosses top_p; min-p
- * is a threshold on the weights. The draw walks the survivors' weights, block
- * sums first, with a uniform variate from the request's own xoshiro256**
- * generator, seeded through splitmix64. All scratch is sized at init.
+ * weights exp((l - max) / T) in [0, 1] (the max gets exactly 1; exp is a
+ * branch-free polynomial so the loops vectorize) and never sorts the
+ * vocabulary: top-k finds the k-th largest logit with a size-k min-heap (small
+ * k) or by bisecting on the value with vectorized counts (large k), keeping
+ * ties with it as HF/vLLM do; top-p first brackets the cut between two weight
+ * levels with vectorized mass sums (weights above the upper level are surely
+ * kept, those below the lower one surely dropped), then resolves the few
+ * candidates in between exactly with a partition that only descends where the
+ * cumulative mass crosses top_p; min-p is a threshold on the weights. The
+ * draw walks the survivors' weights, whole blocks at a time, with a uniform
+ * variate from the request's own xoshiro256** generator, seeded through
+ * splitmix64. All scratch is sized at init; nothing is allocated per token.
  */
 #include "engine/sampler.h"
 #include "base/alloc.h"
@@ -207,17 +209,11 @@ static inline float exp_nonpos(float x) {
     q = q * r + 0.5f;
     q = q * r + 1.0f;
     q = q * r + 1.0f;
-    uint32_t tb;
-    memcpy(&tb, &tt, sizeof tb);
-    uint32_t sb = (tb - 0x4B400000u + 127u) << 23; /* 2^n, n in [-126, 0] */
-    float scale;
-    memcpy(&scale, &sb, sizeof scale);
-    float y = q * scale;
-    uint32_t yb;
-    memcpy(&yb, &y, sizeof yb);
-    yb &= (uint32_t)-(int32_t)(x >= -87.0f);
-    memcpy(&y, &yb, sizeof y);
-    return y;
+    union { float f; uint32_t u; } tb = {tt}, sc, y;
+    sc.u = (tb.u - 0x4B400000u + 127u) << 23; /* 2^n, n in [-126, 0] */
+    y.f = q * sc.f;
+    y.u &= (uint32_t)-(int32_t)(x >= -87.0f);
+    return y.f;
 }
 
 #define LANES 16
@@ -255,13 +251,10 @@ static double weight_at_least(const float *w, size_t n, float thr, size_t *count
         size_t i = 0;
         for (; i + LANES <= len; i += LANES) {
             for (int j = 0; j < LANES; j++) {
-                float v = w[b + i + j];
-                int32_t ge = v >= thr;
-                uint32_t bits;
-                memcpy(&bits, &v, sizeof bits);
-                bits &= (uint32_t)-ge;
-                memcpy(&v, &bits, sizeof v);
-                lane[j] += v;
+                union { float f; uint32_t u; } v = {w[b + i + j]};
+                int32_t ge = v.f >= thr;
+                v.u &= (uint32_t)-ge;
+                lane[j] += v.f;
                 cl[j] += ge;
             }
         }

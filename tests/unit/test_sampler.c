@@ -1,4 +1,5 @@
-/* test_sampler.c - penalties, greedy, top-k/top-p/min-p, seeding, the
+/* test_sampler.c - penalties, greedy, top-k/top-p/min-p (also against a
+ * double-precision full-sort reference over random logits), seeding, the
  * empirical distribution, NaN handling and parameter validation. */
 #include "test.h"
 #include "base/alloc.h"
@@ -95,19 +96,20 @@ static void reference_keep(const float *l, int32_t V, const xllm_sampling_params
  * the kept set, and ids with enough expected draws are drawn as often as
  * their renormalized probability says. */
 static void test_against_reference(void) {
+    /* shapes: 0 flat, 1 bell, 2 a light tail under a few heavy tokens, 3 a
+     * tail holding about a quarter of the mass (the top-p cut falls in it) */
     struct { int32_t V; int shape; float t; int k; float top_p, min_p; int draws; } cfg[] = {
         {7, 0, 1.0f, 0, 0.97f, 0.0f, 4000},      {100, 1, 0.8f, 20, 0.9f, 0.0f, 4000},
         {1000, 0, 1.0f, 0, 0.5f, 0.05f, 4000},   {1000, 2, 1.3f, 0, 0.95f, 0.0f, 4000},
-        {1000, 1, 0.7f, 300, 0.8f, 0.02f, 4000}, {4097, 2, 1.0f, 0, 0.9f, 0.0f, 3000},
-        {20000, 0, 1.0f, 0, 0.9f, 0.0f, 1500},   {20000, 1, 1.0f, 0, 0.6f, 0.0f, 1500},
-        {20000, 2, 0.6f, 0, 0.99f, 0.0f, 1500},  {20000, 2, 1.0f, 40, 0.0f, 0.1f, 1500},
-        {20000, 1, 2.0f, 5000, 0.7f, 0.0f, 1500}, {151936, 2, 1.0f, 0, 0.9f, 0.0f, 400},
-        {151936, 0, 1.0f, 0, 0.95f, 0.0f, 300},  {151936, 1, 1.0f, 64, 0.9f, 0.05f, 400},
-        {20000, 3, 1.0f, 0, 0.99f, 0.0f, 4000},  {60000, 3, 1.0f, 0, 0.9f, 0.0f, 2500},
-        {151936, 3, 0.8f, 0, 0.85f, 0.0001f, 400},
+        {1000, 1, 0.7f, 300, 0.8f, 0.02f, 4000}, {4097, 2, 1.0f, 0, 0.9f, 0.0f, 2000},
+        {3000, 0, 1.0f, 0, 0.9f, 0.0f, 1500},    {3000, 1, 1.0f, 0, 0.6f, 0.0f, 1500},
+        {3000, 2, 0.6f, 0, 0.99f, 0.0f, 1500},   {3000, 2, 1.0f, 40, 0.0f, 0.1f, 1500},
+        {3000, 1, 2.0f, 700, 0.7f, 0.0f, 1500},  {4000, 3, 1.0f, 0, 0.99f, 0.0f, 2000},
+        {6000, 3, 1.0f, 0, 0.9f, 0.0f, 1500},    {6000, 3, 0.8f, 0, 0.85f, 0.001f, 1000},
+        {151936, 3, 1.0f, 0, 0.9f, 0.0f, 60},    {151936, 1, 1.0f, 64, 0.9f, 0.05f, 60},
         /* nearly uniform: one token too many or too few is visible */
-        {1000, 0, 100.0f, 100, 0.0f, 0.0f, 8000},  {1000, 0, 100.0f, 300, 0.0f, 0.0f, 8000},
-        {20000, 1, 60.0f, 2000, 0.0f, 0.0f, 8000}, {20000, 0, 100.0f, 0, 0.5f, 0.0f, 4000},
+        {1000, 0, 100.0f, 100, 0.0f, 0.0f, 4000}, {1000, 0, 100.0f, 300, 0.0f, 0.0f, 6000},
+        {2000, 1, 60.0f, 300, 0.0f, 0.0f, 5000},  {2000, 0, 100.0f, 0, 0.5f, 0.0f, 2500},
     };
     for (size_t c = 0; c < sizeof cfg / sizeof cfg[0]; c++) {
         const int32_t V = cfg[c].V;
@@ -124,7 +126,7 @@ static void test_against_reference(void) {
         if (cfg[c].shape == 2) /* ... under a few heavy tokens */
             for (int j = 0; j < 12; j++) l[(int32_t)(frand() * (float)V)] = 2.0f + frand() * 6.0f;
         if (cfg[c].shape == 3)
-            for (int j = 0; j < 12; j++) l[(int32_t)(frand() * (float)V)] = 6.0f + frand() * 4.0f;
+            for (int j = 0; j < 12; j++) l[(int32_t)(frand() * (float)V)] = logf(0.04f * (float)V) + frand() * 2.0f - 1.0f;
         xllm_sampling_params p = seeded(1000 + c);
         p.temperature = cfg[c].t;
         p.top_k = cfg[c].k;
@@ -148,15 +150,15 @@ static void test_against_reference(void) {
             if (state[i] == 1 && e >= 30.0 && fabs(cnt[i] - e) > 5.0 * sqrt(e) + 2.0) bad++;
         }
         CHECK_MSG(bad == 0, "config %zu: %d ids drawn off their probability", c, bad);
-        /* the least likely quarter of the kept set, together, is drawn as
-         * often as it should be (a cut too early would starve it) */
+        /* the less likely half of the kept set, together, is drawn as often
+         * as it should be (a cut too early would starve it) */
         int nk = 0;
         for (int32_t i = 0; i < V; i++) if (state[i] == 1) row[nk++] = (float)prob[i];
         g_sort_logits = row;
         int32_t *o = malloc(sizeof(int32_t) * (size_t)(nk ? nk : 1));
         for (int i = 0; i < nk; i++) o[i] = i;
         qsort(o, (size_t)nk, sizeof(int32_t), cmp_desc);
-        float qcut = nk ? row[o[nk - 1 - nk / 4]] : 0.0f;
+        float qcut = nk ? row[o[nk - 1 - nk / 2]] : 0.0f;
         double e_low = 0.0;
         int o_low = 0;
         for (int32_t i = 0; i < V; i++) {
@@ -165,8 +167,8 @@ static void test_against_reference(void) {
                 o_low += cnt[i];
             }
         }
-        if (e_low >= 20.0)
-            CHECK_MSG(fabs(o_low - e_low) <= 5.0 * sqrt(e_low) + 2.0, "config %zu: low quarter drawn %d times, expected %.1f",
+        if (e_low >= 30.0)
+            CHECK_MSG(fabs(o_low - e_low) <= 4.5 * sqrt(e_low) + 1.0, "config %zu: low half drawn %d times, expected %.1f",
                       c, o_low, e_low);
         free(o);
         free(l); free(row); free(state); free(prob); free(cnt);
@@ -181,7 +183,7 @@ static void test_top_p_ties(void) {
     for (int32_t i = 0; i < V; i++) l[i] = 0.25f;
     xllm_sampling_params p = seeded(31);
     p.top_p = 0.5f;
-    histogram(&p, l, V, 20000, c);
+    histogram(&p, l, V, 8000, c);
     int distinct = 0;
     for (int32_t i = 0; i < V; i++) distinct += c[i] > 0;
     CHECK_MSG(distinct == 500, "%d distinct", distinct);
@@ -299,6 +301,28 @@ static void test_repetition_penalty(void) {
     CHECK(sampler_sample(&s, z) == 0);
     CHECK(z[0] == 2.0f && z[1] == 1.0f && z[2] == 1.6f);
     sampler_free(&s);
+
+    /* a larger vocabulary: seen ids anywhere, including the last one */
+    p.repetition_penalty = 2.0f;
+    p.presence_penalty = 0.25f;
+    const int32_t V = 101;
+    CHECK(sampler_init(&s, &p, V, NULL) == XLLM_OK);
+    int32_t pr2[] = {3, 64, 100, 64};
+    sampler_set_prompt(&s, pr2, 4);
+    float big[101];
+    for (int round = 0; round < 2; round++) {
+        for (int32_t i = 0; i < V; i++) big[i] = i == 50 ? 5.0f : -1.0f;
+        CHECK(sampler_sample(&s, big) == 50);
+        int ok = 1;
+        for (int32_t i = 0; i < V; i++) {
+            float want = -1.0f;
+            if (i == 3 || i == 64 || i == 100) want = -2.0f;
+            if (i == 50) want = round == 0 ? 5.0f : 5.0f / 2.0f - 0.25f; /* output from round 0 */
+            if (big[i] != want) ok = 0;
+        }
+        CHECK_MSG(ok, "round %d", round);
+    }
+    sampler_free(&s);
 }
 
 static void test_presence_frequency(void) {
@@ -384,7 +408,8 @@ static void test_top_k(void) {
     for (int r = 0; r < 2; r++) {
         p = seeded(10 + (uint64_t)r);
         p.top_k = ks[r];
-        histogram(&p, g, G, 20000, cg);
+        p.temperature = 4.0f;
+        histogram(&p, g, G, 8000, cg);
         int distinct = 0, below = 0;
         float cut = (float)(9 - (ks[r] / 100));
         for (int32_t i = 0; i < G; i++) {
@@ -426,11 +451,11 @@ static void test_top_p(void) {
     CHECK(c4[0] == 3000);
 
     /* large vocab with a few heavy tokens: the kept set matches a full sort */
-    const int32_t V = 50000;
+    const int32_t V = 8000;
     float *big = malloc(sizeof(float) * V);
     int *cb = malloc(sizeof(int) * V);
     for (int32_t i = 0; i < V; i++) big[i] = frand() * 2.0f - 10.0f;
-    int32_t heavy[6] = {4000, 17, 49999, 23456, 0, 777};
+    int32_t heavy[6] = {4000, 17, 7999, 2345, 0, 777};
     float hv[6] = {12.0f, 11.5f, 11.0f, 10.5f, 10.0f, 9.5f};
     for (int j = 0; j < 6; j++) big[heavy[j]] = hv[j];
     double z = 0.0, ph[6];
@@ -445,7 +470,7 @@ static void test_top_p(void) {
     CHECK(expect_n >= 3 && expect_n < 6);
     p = seeded(13);
     p.top_p = 0.85f;
-    const int draws = 3000;
+    const int draws = 1500;
     histogram(&p, big, V, draws, cb);
     int in_set = 0;
     for (int j = 0; j < expect_n; j++) {
@@ -589,7 +614,7 @@ static void test_large_vocab(void) {
         if (mode == 0) p.top_k = 50;
         if (mode <= 1) p.top_p = 0.9f;
         CHECK(sampler_init(&s, &p, V, NULL) == XLLM_OK);
-        enum { steps = 50 };
+        enum { steps = 20 };
         int32_t ids[steps];
         clock_t t0 = clock();
         for (int t = 0; t < steps; t++) {
