@@ -150,11 +150,16 @@ static xllm_status parse_vocab(const char *raw, const size_t span[2], const char
         m->id_len = xllm_calloc((size_t)m->max_id + 1, sizeof *m->id_len);
         if (!m->id_to_tok || !m->id_len) st = OOM();
     }
-    for (size_t i = 0; !st && i < n; i++) {
-        if (tok_strmap_put(&m->vocab, ents[i].s, ents[i].len, ents[i].id)) st = OOM();
+    uint64_t *hs = st ? NULL : xllm_malloc_array(n ? n : 1, sizeof *hs);
+    if (!st && !hs) st = OOM();
+    for (size_t i = 0; !st && i < n; i++) hs[i] = tok_hash(ents[i].s, ents[i].len);
+    for (size_t i = 0; !st && i < n; i++) { /* inserts with the slots prefetched ahead */
+        if (i + 16 < n) tok_strmap_prefetch(&m->vocab, hs[i + 16]);
+        tok_strmap_put_h(&m->vocab, ents[i].s, ents[i].len, ents[i].id, hs[i]);
         m->id_to_tok[ents[i].id] = ents[i].s;
         m->id_len[ents[i].id] = ents[i].len;
     }
+    xllm_free(hs);
     xllm_free(ents);
     if (st) return st;
     for (int b = 0; b < 256; b++) {
@@ -182,23 +187,73 @@ static xllm_status build_char_table(tok_bpe *m, const char *path, xllm_error *er
     return XLLM_OK;
 }
 
-static xllm_status add_merge(tok_bpe *m, const char *a, size_t alen, const char *b, size_t blen, uint32_t rank,
-                             tok_buf *joined, const char *path, xllm_error *err) {
-    int32_t ia = tok_strmap_get(&m->vocab, a, alen), ib = tok_strmap_get(&m->vocab, b, blen);
-    if (m->plen) { /* HF drops the prefix's length from b, unchecked */
-        size_t cut = m->plen < blen ? m->plen : blen;
-        b += cut;
-        blen -= cut;
+/* Merges are resolved in batches: the three strings of each (a, b, and
+ * their join) go into a small arena, then all lookups of the batch run
+ * together so their cache misses overlap. The resolved (pair -> rank, id)
+ * entries are collected first and inserted once the count is known. */
+#define MERGE_BATCH 64
+
+typedef struct {
+    tok_buf arena;
+    size_t off[MERGE_BATCH][3];
+    uint32_t len[MERGE_BATCH][3];
+    uint32_t rank[MERGE_BATCH];
+    size_t n;
+    tok_u64slot *kv;
+    size_t n_kv, cap_kv;
+} merge_batch;
+
+static xllm_status flush_batch(tok_bpe *m, merge_batch *b, const char *path, xllm_error *err) {
+    const char *keys[3 * MERGE_BATCH] = {0};
+    uint32_t lens[3 * MERGE_BATCH] = {0};
+    uint64_t h[3 * MERGE_BATCH] = {0};
+    int32_t ids[3 * MERGE_BATCH];
+    size_t n = b->n;
+    for (size_t i = 0; i < n; i++)
+        for (int j = 0; j < 3; j++) {
+            keys[3 * i + j] = b->arena.p + b->off[i][j];
+            lens[3 * i + j] = b->len[i][j];
+            h[3 * i + j] = tok_hash(keys[3 * i + j], lens[3 * i + j]);
+        }
+    tok_strmap_get_many(&m->vocab, 3 * n, keys, lens, h, ids);
+    if (b->n_kv + n > b->cap_kv) {
+        size_t cap = b->cap_kv ? b->cap_kv * 2 : 4096;
+        tok_u64slot *kv = xllm_realloc(b->kv, cap * sizeof *kv);
+        if (!kv) return OOM();
+        b->kv = kv;
+        b->cap_kv = cap;
     }
-    joined->len = 0;
-    if (tok_buf_append(joined, a, alen) || tok_buf_append(joined, b, blen)) return OOM();
-    int32_t inew = tok_strmap_get(&m->vocab, joined->p, joined->len);
-    if (ia < 0 || ib < 0 || inew < 0)
-        return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: merge %u uses a token missing from the vocab", path,
-                           (unsigned)rank + 1);
-    uint64_t key = (uint64_t)(uint32_t)ia << 32 | (uint32_t)ib;
-    if (tok_u64map_put(&m->merges, key, (uint64_t)rank << 32 | (uint32_t)inew)) return OOM();
+    for (size_t i = 0; i < n; i++) {
+        int32_t ia = ids[3 * i], ib = ids[3 * i + 1], inew = ids[3 * i + 2];
+        if (ia < 0 || ib < 0 || inew < 0)
+            return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: merge %u uses a token missing from the vocab", path,
+                               (unsigned)b->rank[i] + 1);
+        b->kv[b->n_kv++] = (tok_u64slot){(uint64_t)(uint32_t)ia << 32 | (uint32_t)ib,
+                                         (uint64_t)b->rank[i] << 32 | (uint32_t)inew};
+    }
+    b->n = 0;
+    b->arena.len = 0;
     return XLLM_OK;
+}
+
+static xllm_status add_merge(tok_bpe *m, merge_batch *bt, const char *a, size_t alen, const char *b, size_t blen,
+                             uint32_t rank, const char *path, xllm_error *err) {
+    size_t i = bt->n;
+    tok_buf *ar = &bt->arena;
+    size_t cut = m->plen < blen ? m->plen : blen; /* HF drops the prefix's length from b, unchecked */
+    if (alen > UINT32_MAX / 2 || blen > UINT32_MAX / 2) return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: merge too long", path);
+    bt->off[i][0] = ar->len;
+    bt->len[i][0] = (uint32_t)alen;
+    if (tok_buf_append(ar, a, alen)) return OOM();
+    bt->off[i][1] = ar->len;
+    bt->len[i][1] = (uint32_t)blen;
+    if (tok_buf_append(ar, b, blen)) return OOM();
+    bt->off[i][2] = ar->len;
+    bt->len[i][2] = (uint32_t)(alen + blen - cut);
+    if (tok_buf_append(ar, a, alen) || tok_buf_append(ar, b + cut, blen - cut)) return OOM();
+    bt->rank[i] = rank;
+    bt->n++;
+    return bt->n == MERGE_BATCH ? flush_batch(m, bt, path, err) : XLLM_OK;
 }
 
 static xllm_status parse_merges(const char *raw, const size_t span[2], const char *path, tok_bpe *m,
@@ -207,9 +262,9 @@ static xllm_status parse_merges(const char *raw, const size_t span[2], const cha
     const char *p = raw + span[0], *end = raw + span[1];
     if (*p == 'n') return tok_u64map_init(&m->merges, 0) ? OOM() : XLLM_OK; /* null */
     if (*p != '[') return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: BPE \"merges\" is not an array", path);
-    /* a merge takes at least 6 bytes ("a b", or ["a","b"] = 9): size for that */
-    if (tok_u64map_init(&m->merges, (span[1] - span[0]) / 12 + 16)) return OOM();
-    tok_buf sa = {0}, sb = {0}, joined = {0};
+    tok_buf sa = {0}, sb = {0};
+    merge_batch bt;
+    memset(&bt, 0, sizeof bt);
     xllm_status st = XLLM_OK;
     uint32_t rank = 0;
     p = tok_js_ws(p + 1, end);
@@ -247,7 +302,7 @@ static xllm_status parse_merges(const char *raw, const size_t span[2], const cha
                              (unsigned)rank + 1);
             break;
         }
-        st = add_merge(m, a, alen, b, blen, rank, &joined, path, err);
+        st = add_merge(m, &bt, a, alen, b, blen, rank, path, err);
         rank++;
     next:
         p = tok_js_ws(p, end);
@@ -258,9 +313,13 @@ static xllm_status parse_merges(const char *raw, const size_t span[2], const cha
         }
         p = tok_js_ws(p + 1, end);
     }
+    if (!st && bt.n) st = flush_batch(m, &bt, path, err);
+    if (!st && tok_u64map_init_load(&m->merges, bt.n_kv, 70)) st = OOM();
+    if (!st) tok_u64map_put_many(&m->merges, bt.kv, bt.n_kv);
     tok_buf_free(&sa);
     tok_buf_free(&sb);
-    tok_buf_free(&joined);
+    tok_buf_free(&bt.arena);
+    xllm_free(bt.kv);
     return st;
 }
 

@@ -85,8 +85,15 @@ typedef struct tok_strmap {
 
 int tok_strmap_init(tok_strmap *m, size_t expected);
 int tok_strmap_put(tok_strmap *m, const char *key, size_t len, int32_t val); /* overwrites */
+/* The same with its tok_hash known; never grows the table (init it big enough). */
+void tok_strmap_put_h(tok_strmap *m, const char *key, uint32_t len, int32_t val, uint64_t h);
+void tok_strmap_prefetch(const tok_strmap *m, uint64_t h);
 int32_t tok_strmap_get(const tok_strmap *m, const char *key, size_t len);    /* -1 absent */
 int32_t tok_strmap_get_h(const tok_strmap *m, const char *key, size_t len, uint64_t h); /* h = tok_hash */
+/* n lookups at once (h = their tok_hash): the memory they touch is
+ * prefetched first, so the cache misses overlap. */
+void tok_strmap_get_many(const tok_strmap *m, size_t n, const char *const *keys, const uint32_t *lens,
+                         const uint64_t *h, int32_t *out);
 void tok_strmap_free(tok_strmap *m);
 
 /* uint64 -> uint64 (open addressing); UINT64_MAX is reserved as "empty". */
@@ -100,8 +107,12 @@ typedef struct tok_u64map {
 } tok_u64map;
 
 int tok_u64map_init(tok_u64map *m, size_t expected);
+int tok_u64map_init_load(tok_u64map *m, size_t expected, int load_pct); /* table at most load_pct % full */
 int tok_u64map_put(tok_u64map *m, uint64_t key, uint64_t val); /* overwrites */
 int tok_u64map_get(const tok_u64map *m, uint64_t key, uint64_t *val); /* 1 found */
+/* Insert n pairs in order (later keys overwrite earlier ones); the table
+ * must have room for them without growing. */
+void tok_u64map_put_many(tok_u64map *m, const tok_u64slot *kv, size_t n);
 void tok_u64map_free(tok_u64map *m);
 
 /* ------------------------------------------------------------------ UTF-8 */

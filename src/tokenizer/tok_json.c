@@ -123,9 +123,10 @@ const char *tok_js_string(const char *p, const char *end, tok_buf *scratch, cons
     return stop;
 }
 
-/* Walk the members of the object at p; for each key, call back with the
- * value's span. Returns the end of the object, NULL if malformed. */
-typedef void (*member_fn)(void *ctx, const char *key, size_t klen, const char *v0, const char *v1);
+/* Walk the members of the object at p; for each key, the callback gets the
+ * value's start and returns its end (NULL: malformed). Returns the end of
+ * the object, NULL if malformed. */
+typedef const char *(*member_fn)(void *ctx, const char *key, size_t klen, const char *v0, const char *end);
 
 static const char *walk_object(const char *p, const char *end, member_fn fn, void *ctx) {
     tok_buf scratch = {0};
@@ -140,9 +141,8 @@ static const char *walk_object(const char *p, const char *end, member_fn fn, voi
         p = tok_js_ws(p, end);
         if (!p || p >= end || *p != ':') break;
         const char *v0 = tok_js_ws(p + 1, end);
-        const char *v1 = tok_js_skip(v0, end);
+        const char *v1 = fn(ctx, k, klen, v0, end);
         if (!v1) break;
-        fn(ctx, k, klen, v0, v1);
         p = tok_js_ws(v1, end);
         if (!p || p >= end) break;
         if (*p == '}') {
@@ -158,35 +158,37 @@ static const char *walk_object(const char *p, const char *end, member_fn fn, voi
 
 typedef struct {
     const char *doc;
-    const char *model0, *model1;
+    int seen_model;
     size_t *vocab, *merges;
 } find_ctx;
 
-static void on_root(void *ctx, const char *key, size_t klen, const char *v0, const char *v1) {
+static const char *on_model(void *ctx, const char *key, size_t klen, const char *v0, const char *end) {
     find_ctx *c = ctx;
-    if (klen == 5 && memcmp(key, "model", 5) == 0 && !c->model0) { /* the first one, as cJSON */
-        c->model0 = v0;
-        c->model1 = v1;
-    }
-}
-
-static void on_model(void *ctx, const char *key, size_t klen, const char *v0, const char *v1) {
-    find_ctx *c = ctx;
+    const char *v1 = tok_js_skip(v0, end);
     size_t *dst = NULL;
     if (klen == 5 && memcmp(key, "vocab", 5) == 0) dst = c->vocab;
     else if (klen == 6 && memcmp(key, "merges", 6) == 0) dst = c->merges;
-    if (!dst || dst[1]) return; /* the first one, as cJSON */
-    dst[0] = (size_t)(v0 - c->doc);
-    dst[1] = (size_t)(v1 - c->doc);
+    if (v1 && dst && !dst[1]) { /* the first one, as cJSON */
+        dst[0] = (size_t)(v0 - c->doc);
+        dst[1] = (size_t)(v1 - c->doc);
+    }
+    return v1;
+}
+
+/* The model object is walked in place (its big members skipped once). */
+static const char *on_root(void *ctx, const char *key, size_t klen, const char *v0, const char *end) {
+    find_ctx *c = ctx;
+    if (klen == 5 && memcmp(key, "model", 5) == 0 && !c->seen_model && v0 < end && *v0 == '{') {
+        c->seen_model = 1;
+        return walk_object(v0, end, on_model, c);
+    }
+    return tok_js_skip(v0, end);
 }
 
 int tok_js_find_model_parts(const char *doc, size_t len, size_t vocab[2], size_t merges[2]) {
-    find_ctx c = {doc, NULL, NULL, vocab, merges};
+    find_ctx c = {doc, 0, vocab, merges};
     vocab[0] = vocab[1] = merges[0] = merges[1] = 0;
-    const char *end = doc + len;
-    if (!walk_object(doc, end, on_root, &c)) return -1;
-    if (c.model0 && *c.model0 == '{' && !walk_object(c.model0, c.model1, on_model, &c)) return -1;
-    return 0;
+    return walk_object(doc, doc + len, on_root, &c) ? 0 : -1;
 }
 
 typedef struct {
@@ -195,12 +197,14 @@ typedef struct {
     const char *v0, *v1;
 } member_ctx;
 
-static void on_member(void *ctx, const char *key, size_t klen, const char *v0, const char *v1) {
+static const char *on_member(void *ctx, const char *key, size_t klen, const char *v0, const char *end) {
     member_ctx *c = ctx;
-    if (klen == c->klen && memcmp(key, c->key, klen) == 0) {
+    const char *v1 = tok_js_skip(v0, end);
+    if (v1 && !c->v0 && klen == c->klen && memcmp(key, c->key, klen) == 0) {
         c->v0 = v0;
         c->v1 = v1;
     }
+    return v1;
 }
 
 int tok_js_member(const char *doc, size_t len, const char *key, const char **v0, const char **v1) {

@@ -192,6 +192,22 @@ int tok_strmap_put(tok_strmap *m, const char *key, size_t len, int32_t val) {
     return 0;
 }
 
+void tok_strmap_put_h(tok_strmap *m, const char *key, uint32_t len, int32_t val, uint64_t h) {
+    size_t mask = m->cap - 1, i = (size_t)h & mask;
+    while (m->slots[i].key) {
+        tok_strslot *s = &m->slots[i];
+        if (s->len == len && memcmp(s->key, key, len) == 0) {
+            s->val = val;
+            return;
+        }
+        i = (i + 1) & mask;
+    }
+    m->slots[i] = (tok_strslot){key, len, val};
+    m->n++;
+}
+
+void tok_strmap_prefetch(const tok_strmap *m, uint64_t h) { __builtin_prefetch(&m->slots[h & (m->cap - 1)], 1); }
+
 int32_t tok_strmap_get_h(const tok_strmap *m, const char *key, size_t len, uint64_t h) {
     if (!m->cap) return -1;
     size_t mask = m->cap - 1, i = (size_t)h & mask;
@@ -203,6 +219,21 @@ int32_t tok_strmap_get_h(const tok_strmap *m, const char *key, size_t len, uint6
     }
 }
 
+void tok_strmap_get_many(const tok_strmap *m, size_t n, const char *const *keys, const uint32_t *lens,
+                         const uint64_t *h, int32_t *out) {
+    if (!m->cap) {
+        for (size_t i = 0; i < n; i++) out[i] = -1;
+        return;
+    }
+    size_t mask = m->cap - 1;
+    for (size_t i = 0; i < n; i++) __builtin_prefetch(&m->slots[h[i] & mask]);
+    for (size_t i = 0; i < n; i++) {
+        const tok_strslot *s = &m->slots[h[i] & mask];
+        if (s->key) __builtin_prefetch(s->key);
+    }
+    for (size_t i = 0; i < n; i++) out[i] = tok_strmap_get_h(m, keys[i], lens[i], h[i]);
+}
+
 int32_t tok_strmap_get(const tok_strmap *m, const char *key, size_t len) {
     return tok_strmap_get_h(m, key, len, tok_hash(key, len));
 }
@@ -212,9 +243,12 @@ void tok_strmap_free(tok_strmap *m) {
     memset(m, 0, sizeof *m);
 }
 
-int tok_u64map_init(tok_u64map *m, size_t expected) {
+int tok_u64map_init(tok_u64map *m, size_t expected) { return tok_u64map_init_load(m, expected, 50); }
+
+int tok_u64map_init_load(tok_u64map *m, size_t expected, int load_pct) {
     memset(m, 0, sizeof *m);
-    m->cap = table_cap(expected);
+    m->cap = 16;
+    while (m->cap * (size_t)load_pct < (expected + 1) * 100) m->cap *= 2;
     m->slots = xllm_malloc_array(m->cap, sizeof *m->slots);
     if (!m->slots) {
         m->cap = 0;
@@ -232,6 +266,19 @@ static int u64map_grow(tok_u64map *m) {
     tok_u64map_free(m);
     *m = big;
     return 0;
+}
+
+void tok_u64map_put_many(tok_u64map *m, const tok_u64slot *kv, size_t n) {
+    size_t mask = m->cap - 1;
+    enum { AHEAD = 16 };
+    for (size_t i = 0; i < n && i < AHEAD; i++) __builtin_prefetch(&m->slots[mix64(kv[i].key) & mask], 1);
+    for (size_t i = 0; i < n; i++) {
+        if (i + AHEAD < n) __builtin_prefetch(&m->slots[mix64(kv[i + AHEAD].key) & mask], 1);
+        size_t k = (size_t)mix64(kv[i].key) & mask;
+        while (m->slots[k].key != UINT64_MAX && m->slots[k].key != kv[i].key) k = (k + 1) & mask;
+        if (m->slots[k].key == UINT64_MAX) m->n++;
+        m->slots[k] = kv[i];
+    }
 }
 
 int tok_u64map_put(tok_u64map *m, uint64_t key, uint64_t val) {
