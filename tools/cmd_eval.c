@@ -3,8 +3,8 @@
  * reference model (e.g. the f32 original of a quantized model), how far its
  * next-token distributions are from the reference's on the same tokens.
  *
- * The text is tokenized once with the model's tokenizer into one token
- * stream (no special tokens), then cut into windows of the context size:
+ * The text is tokenized once with the model's tokenizer (the reference's
+ * when the model has none) into one token stream (no special tokens), then cut into windows of the context size:
  * each window is the tokenizer's leading special tokens (BOS for llama-style
  * tokenizers) followed by the next ctx - len(BOS) tokens of the stream, and
  * every stream token in it is predicted from the tokens before it in the
@@ -57,11 +57,12 @@ static void eval_usage(FILE *f) {
             "the mean and maximum KL divergence KL(ref || model) of the next-token distributions\n"
             "and the fraction of tokens where both models' top-1 predictions agree.\n"
             "\n"
-            "The text is tokenized with MODEL's tokenizer into one token stream and evaluated in\n"
-            "windows of N tokens (default: the model's context; the smaller of the two with --ref):\n"
-            "each window starts with BOS (the special tokens the tokenizer puts at the start) and\n"
-            "continues with the next N-1 tokens of the stream. Windows do not overlap, so every\n"
-            "token of the stream is predicted exactly once, from the tokens before it in its window.\n"
+            "The text is tokenized with MODEL's tokenizer (the reference's when MODEL has none)\n"
+            "into one token stream and evaluated in windows of N tokens (default: the model's\n"
+            "context; the smaller of the two with --ref): each window starts with BOS (the special\n"
+            "tokens the tokenizer puts at the start) and continues with the next N-1 tokens of the\n"
+            "stream. Windows do not overlap, so every token of the stream is predicted exactly once,\n"
+            "from the tokens before it in its window.\n"
             "Each window needs N x vocab floats of logits per model.\n"
             "\n"
             "  -m, --model MODEL   the model to evaluate\n"
@@ -228,10 +229,7 @@ int cmd_eval(int argc, char **argv) {
         goto done;
     }
     const xllm_tokenizer *tok = xllm_model_tokenizer(m);
-    if (!tok) {
-        rc = eval_fail("%s has no tokenizer.json: eval needs the model's tokenizer", model_path);
-        goto done;
-    }
+    const char *tok_from = model_path;
     if (ref_path) {
         if (!(r = xllm_model_load(ref_path, &mo, &err))) {
             rc = eval_fail("%s", err.message);
@@ -239,12 +237,20 @@ int cmd_eval(int argc, char **argv) {
         }
         int32_t vm = xllm_model_vocab_size(m), vr = xllm_model_vocab_size(r);
         const xllm_tokenizer *rtok = xllm_model_tokenizer(r);
-        int32_t tm = xllm_tokenizer_vocab_size(tok), tr = rtok ? xllm_tokenizer_vocab_size(rtok) : tm;
-        if (vm != vr || tm != tr) {
+        int32_t tm = tok ? xllm_tokenizer_vocab_size(tok) : -1, tr = rtok ? xllm_tokenizer_vocab_size(rtok) : -1;
+        if (vm != vr || (tok && rtok && tm != tr)) {
             rc = eval_fail("vocabularies differ: %s has %d tokens (tokenizer %d), the reference %s has %d (tokenizer %d)",
                            model_path, (int)vm, (int)tm, ref_path, (int)vr, (int)tr);
             goto done;
         }
+        if (!tok && rtok) { /* same vocabulary: the reference's tokenizer gives the same ids */
+            tok = rtok;
+            tok_from = ref_path;
+        }
+    }
+    if (!tok) {
+        rc = eval_fail("%s has no tokenizer: eval needs one (or a --ref model that has it)", model_path);
+        goto done;
     }
 
     if (xllm_tokenize(tok, text, text_len, 1, &sp, &n_sp, &err) ||
@@ -351,6 +357,7 @@ int cmd_eval(int argc, char **argv) {
         printf("}\n");
     } else {
         printf("model        %s\n", model_path);
+        if (tok_from != model_path) printf("tokenizer    %s's (the model has none)\n", tok_from);
         printf("text         %s: %zu tokens predicted, %zu window(s) of up to %zu tokens (%zu special + %zu)\n",
                text_path, st.n, n_windows, W, P, C);
         printf("perplexity   %.6f  (mean NLL %.6f nats/token)\n", ppl, mean_nll);

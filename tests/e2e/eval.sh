@@ -176,6 +176,15 @@ if command -v script >/dev/null 2>&1; then
     check $? "progress bar on a terminal, JSON unchanged on stdout"
 fi
 
+# a model without a tokenizer borrows the reference's (same vocabulary)
+rm -rf "$T/notok"; cp -r "$M" "$T/notok"; chmod -R u+w "$T/notok"; rm "$T/notok/tokenizer.json"
+"$XLLM" eval -m "$T/notok" --ref "$M" --text "$T/short.txt" --json > "$T/notok.json" &&
+    python3 -c "
+import json; a = json.load(open('$T/notok.json')); b = json.load(open('$T/shortref.json'))
+assert a == b, (a, b)
+"
+check $? "a model without tokenizer.json uses the reference's tokenizer"
+
 # --- bad input
 n=0; bad=0
 expect_fail() {  # expect_fail NAME KEYWORD CMD...
@@ -220,6 +229,7 @@ expect_fail text_is_dir "cannot read" "$XLLM" eval -m "$M" --text "$T"
 expect_fail empty_text "empty" "$XLLM" eval -m "$M" --text "$T/empty.txt"
 expect_fail too_short_text "too short" "$XLLM" eval -m "$T/nobos" --text "$T/one.txt"
 expect_fail vocab_mismatch "vocabularies differ" "$XLLM" eval -m "$M" --ref "$T/v500" --text "$T/short.txt"
+expect_fail no_tokenizer "no tokenizer" "$XLLM" eval -m "$T/notok" --text "$T/short.txt"
 expect_fail missing_model "no-such-model" "$XLLM" eval -m "$T/no-such-model" --text "$T/short.txt"
 expect_fail missing_ref "no-such-ref" "$XLLM" eval -m "$M" --ref "$T/no-such-ref" --text "$T/short.txt"
 expect_fail no_model "-m" "$XLLM" eval --text "$T/short.txt"
