@@ -185,6 +185,54 @@ xllm_status xllm_convert(const char *src, const char *dst, const xllm_convert_op
  * "bytes"}...], "total_bytes"}. *json is freed with xllm_free. */
 xllm_status xllm_model_info(const char *path, char **json, xllm_error *err);
 
+/* ----------------------------------------------------------- chat templates */
+
+/* Render a Jinja2 chat template exactly as HuggingFace's apply_chat_template
+ * does (Jinja2's sandbox with trim_blocks, lstrip_blocks and loopcontrols,
+ * a tojson that keeps non-ASCII, raise_exception, strftime_now).
+ *   messages_json: a JSON array of messages ({"role": ..., "content": ...,
+ *     "tool_calls": ..., ...}).
+ *   options_json: NULL or a JSON object of template variables, e.g.
+ *     {"add_generation_prompt": true, "tools": [...], "bos_token": "<s>",
+ *      "enable_thinking": false}; add_generation_prompt defaults to false,
+ *     tools and documents to None.
+ * On success *out (NUL-terminated, free with xllm_free) holds the text and
+ * *out_len (may be NULL) its length in bytes. Errors name the template line
+ * ("chat template line 12: unknown filter 'xyz'"): a construct we do not
+ * support is XLLM_ERR_UNSUPPORTED, a malformed template, bad JSON or an error
+ * while rendering (a type error, an undefined attribute) XLLM_ERR_FORMAT, the
+ * template's own raise_exception() XLLM_ERR_INVALID_ARGUMENT. */
+xllm_status xllm_chat_template_render(const char *template_source, const char *messages_json,
+                                      const char *options_json, char **out, size_t *out_len, xllm_error *err);
+
+typedef struct xllm_chat_template xllm_chat_template;
+
+/* Load the chat template(s) of a model or tokenizer directory: the
+ * "chat_template" of tokenizer_config.json (a string, or a list of
+ * {"name", "template"}), else a chat_template.jinja file; path may also name
+ * a tokenizer_config.json. The special tokens there (bos_token, eos_token,
+ * unk_token, pad_token, ..., additional_special_tokens; strings or
+ * {"content": ...}) become template variables, as HF passes them. Returns
+ * NULL and fills err when there is no template or the file is malformed;
+ * a template that does not compile is reported when it is applied.
+ * Free with xllm_chat_template_free(). */
+xllm_chat_template *xllm_chat_template_load(const char *path, xllm_error *err);
+void xllm_chat_template_free(xllm_chat_template *t);
+
+/* Render messages with the loaded template (arguments as for
+ * xllm_chat_template_render; options override the special tokens). name
+ * selects a named template; NULL chooses as HF does: "tool_use" when options
+ * give non-null "tools" and that template exists, else "default". */
+xllm_status xllm_chat_template_apply(const xllm_chat_template *t, const char *name, const char *messages_json,
+                                     const char *options_json, char **out, size_t *out_len, xllm_error *err);
+
+/* The source of a template (name NULL: "default"), or NULL; borrowed. */
+const char *xllm_chat_template_source(const xllm_chat_template *t, const char *name);
+
+/* A special token's text from tokenizer_config.json ("bos_token",
+ * "eos_token", ...), or NULL when unset; borrowed. */
+const char *xllm_chat_template_special_token(const xllm_chat_template *t, const char *name);
+
 /* Bytes currently allocated through libxllm's allocator (not counting mmaps). */
 size_t xllm_allocated_bytes(void);
 

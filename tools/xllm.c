@@ -5,10 +5,12 @@
  *   xllm run      generate text (streams, or --json)
  *   xllm logits   logits of a token sequence
  *   xllm tokenize run a tokenizer over a JSONL file
+ *   xllm template render the model's chat template (chat_cli.c)
  *
  * Every failure prints "xllm: error: ..." on stderr and exits with status 1.
  */
 #include "xllm.h"
+#include "chat_cli.h"
 #include "commands.h"
 #include "json_text.h"
 
@@ -133,11 +135,49 @@ static int stream_cb(void *user, size_t req, int32_t token, const char *text, si
     return 0;
 }
 
+/* run --chat: -p TEXT as one user message (or --messages FILE), rendered
+ * with add_generation_prompt, tokenized without special tokens. */
+static int chat_prompt_ids(xllm_model *m, const char *model_path, const char *prompt, chat_opts *co, int32_t **ids,
+                           size_t *n_ids) {
+    const xllm_tokenizer *tok = xllm_model_tokenizer(m);
+    if (!tok) return fail("%s: --chat needs the model's tokenizer.json", model_path);
+    char *msgs = NULL;
+    size_t mlen = 0;
+    if (!co->messages_file) {
+        FILE *ms = open_memstream(&msgs, &mlen);
+        if (!ms) return fail("%s", "out of memory");
+        fputs("[{\"role\":\"user\",\"content\":", ms);
+        json_write_string(ms, prompt ? prompt : "", prompt ? strlen(prompt) : 0);
+        fputs("}]", ms);
+        if (fclose(ms) != 0) { free(msgs); return fail("%s", "out of memory"); }
+    }
+    co->add_generation_prompt = 1;
+    char *text;
+    size_t len;
+    int rc = chat_render(co, model_path, msgs, &text, &len);
+    free(msgs);
+    if (rc) return 1;
+    xllm_error err;
+    int32_t *tids = NULL;
+    if (xllm_tokenize(tok, text, len, 0, &tids, n_ids, &err)) {
+        free(text);
+        return fail_err(&err);
+    }
+    free(text);
+    *ids = malloc((*n_ids ? *n_ids : 1) * sizeof **ids);
+    if (!*ids) { xllm_free(tids); return fail("%s", "out of memory"); }
+    memcpy(*ids, tids, *n_ids * sizeof **ids);
+    xllm_free(tids);
+    return 0;
+}
+
 static int cmd_run(int argc, char **argv) {
     args a = {argc, 1, argv, 0};
     char mbuf[PATH_MAX + 64];
     const char *model_path = NULL, *prompt = NULL, *ids_arg = NULL;
-    int json = 0;
+    int json = 0, chat = 0;
+    chat_opts co;
+    memset(&co, 0, sizeof co);
     long threads = 0, v;
     xllm_sampling_params sp = xllm_sampling_params_default();
     sp.temperature = 0.8f;
@@ -182,11 +222,19 @@ static int cmd_run(int argc, char **argv) {
         } else if (!strcmp(f, "-t") || !strcmp(f, "--threads")) {
             if (!parse_long(arg_value(&a, f), 1, 1024, &threads)) return fail("%s needs a positive integer", f);
         } else if (!strcmp(f, "--json")) json = 1;
+        else if (!strcmp(f, "--chat")) chat = 1;
         else if (!strcmp(f, "--ignore-eos")) sp.ignore_eos = 1;
-        else return fail("unknown option for run: %s", f);
+        else {
+            int r = chat_opts_parse(&co, argc, argv, &a.i);
+            if (r < 0) return 1;
+            if (!r) return fail("unknown option for run: %s", f);
+            if (!chat) return fail("%s goes with --chat", f);
+        }
     }
     if (a.bad) return 1;
     if (prompt && ids_arg) return fail("%s", "give either -p or --ids, not both");
+    if (chat && ids_arg) return fail("%s", "--chat takes -p TEXT or --messages FILE, not --ids");
+    if (chat && prompt && co.messages_file) return fail("%s", "--chat takes either -p or --messages, not both");
     if (!model_path) model_path = default_model(mbuf, sizeof mbuf);
 
     xllm_error err;
@@ -198,7 +246,16 @@ static int cmd_run(int argc, char **argv) {
     xllm_request req;
     memset(&req, 0, sizeof req);
     int32_t *ids = NULL;
-    if (ids_arg) {
+    if (chat) {
+        /* HF's apply_chat_template(tokenize=True): render with the generation
+         * prompt, then tokenize the text without adding special tokens (the
+         * template writes BOS itself when the model wants one) */
+        if (chat_prompt_ids(m, model_path, prompt, &co, &ids, &req.n_prompt_ids)) {
+            xllm_model_free(m);
+            return 1;
+        }
+        req.prompt_ids = ids;
+    } else if (ids_arg) {
         size_t n;
         if (!parse_ids(ids_arg, &ids, &n)) {
             xllm_model_free(m);
@@ -372,8 +429,11 @@ static void usage(FILE *f) {
             "  xllm run [-m PATH] [-p TEXT | --ids 1,2,3] [-n N] [--temp T] [--top-k K] [--top-p P]\n"
             "           [--min-p P] [--repetition-penalty R] [--presence-penalty X] [--frequency-penalty X]\n"
             "           [--seed S] [--stop STR]... [--ignore-eos] [-t THREADS] [--json]\n"
+            "           [--chat [--messages FILE.json] [--var NAME=JSON]...]   (-p is the user message)\n"
             "  xllm logits -m PATH --ids 1,2,3 [--out FILE] [-t THREADS]\n"
             "  xllm tokenize -m PATH --jsonl FILE\n"
+            "  xllm template -m PATH --messages FILE.json [--add-generation-prompt] [--tools FILE.json]\n"
+            "                [--var NAME=JSON]... [--template NAME] [--chat-template FILE.jinja]\n"
             "  xllm eval -m MODEL --text FILE [--ref MODEL] [--json] [-t THREADS] [--ctx N]\n"
             "  xllm convert SRC -o OUT.xllm [--dtype f32|f16|bf16|q8|q4|q4m] [--group-size 32|64|128]\n"
             "           [--policy embed=q8,attn=q4,mlp=q4,lm_head=q8,norm=f32] [--calib FILE] [--no-fuse]\n"
@@ -387,6 +447,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "run")) return cmd_run(argc - 1, argv + 1);
     if (!strcmp(cmd, "logits")) return cmd_logits(argc - 1, argv + 1);
     if (!strcmp(cmd, "tokenize")) return cmd_tokenize(argc - 1, argv + 1);
+    if (!strcmp(cmd, "template")) return cmd_template(argc - 1, argv + 1);
     if (!strcmp(cmd, "eval")) return cmd_eval(argc - 1, argv + 1);
     if (!strcmp(cmd, "convert")) return cmd_convert(argc - 1, argv + 1);
     if (!strcmp(cmd, "info")) return cmd_info(argc - 1, argv + 1);

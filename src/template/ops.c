@@ -1,0 +1,393 @@
+/*
+ * ops.c - Python's operators on template values: + - * / // % ** ~, the
+ * comparisons, `in`, and printf-style `str % args`.
+ *
+ * Integers are 64-bit; where Python would silently grow a big integer we
+ * stop with an error instead of wrapping. bool counts as int, as in Python.
+ */
+#include "template/tpl.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+static int is_intlike(const tv *v) { return v->kind == TV_INT || v->kind == TV_BOOL; }
+static int64_t ival(const tv *v) { return v->kind == TV_BOOL ? v->u.b : v->u.i; }
+
+static const char *op_sym(int op) {
+    switch (op) {
+    case OP_ADD: return "+";
+    case OP_SUB: return "-";
+    case OP_MUL: return "*";
+    case OP_DIV: return "/";
+    case OP_FLOORDIV: return "//";
+    case OP_MOD: return "%";
+    case OP_POW: return "** or pow()";
+    case OP_CONCAT: return "~";
+    default: return "?";
+    }
+}
+
+static int type_error(tpl_ctx *c, int op, const tv *a, const tv *b) {
+    return tpl_fail(c, XLLM_ERR_FORMAT, "unsupported operand type(s) for %s: '%s' and '%s'", op_sym(op),
+                    tv_type_name(a), tv_type_name(b));
+}
+
+static int overflow(tpl_ctx *c) {
+    return tpl_fail(c, XLLM_ERR_UNSUPPORTED, "integer overflow (Python integers are unbounded; ours are 64-bit)");
+}
+
+static int repeat(tpl_ctx *c, const tv *seq, int64_t times, tv *out) {
+    if (times < 0) times = 0;
+    if (seq->kind == TV_STR) {
+        if (seq->len && (uint64_t)times > c->max_output / seq->len)
+            return tpl_fail(c, XLLM_ERR_FORMAT, "string repetition larger than the output limit");
+        size_t total = seq->len * (size_t)times;
+        char *p = tpl_alloc(c->arena, total + 1);
+        if (!p) return tpl_oom(c);
+        for (int64_t k = 0; k < times; k++) memcpy(p + (size_t)k * seq->len, seq->u.s, seq->len);
+        p[total] = 0;
+        *out = tv_str(p, total);
+        return 0;
+    }
+    const tv_list *l = seq->u.l;
+    if (l->n && (uint64_t)times > (c->max_output / sizeof(tv)) / l->n)
+        return tpl_fail(c, XLLM_ERR_FORMAT, "list repetition too large");
+    tv_list *r = tv_list_new(c, l->kind, l->n * (size_t)times);
+    if (!r) return -1;
+    for (int64_t k = 0; k < times; k++)
+        for (size_t i = 0; i < l->n; i++) r->items[r->n++] = l->items[i];
+    *out = tv_list_val(r);
+    return 0;
+}
+
+static int is_seq(const tv *v) { return v->kind == TV_LIST && (v->u.l->kind == L_LIST || v->u.l->kind == L_TUPLE); }
+
+/* CPython's float floor division and modulo. */
+static void float_divmod(double vx, double wx, double *floordiv, double *mod) {
+    double m = fmod(vx, wx);
+    double div = (vx - m) / wx;
+    if (m) {
+        if ((wx < 0) != (m < 0)) {
+            m += wx;
+            div -= 1.0;
+        }
+    } else {
+        m = copysign(0.0, wx);
+    }
+    double fd;
+    if (div) {
+        fd = floor(div);
+        if (div - fd > 0.5) fd += 1.0;
+    } else {
+        fd = copysign(0.0, vx / wx);
+    }
+    *floordiv = fd;
+    *mod = m;
+}
+
+int tpl_binop(tpl_ctx *c, int op, const tv *a, const tv *b, tv *out) {
+    if (op == OP_CONCAT) {
+        tpl_buf buf = tpl_buf_make(c);
+        if (tv_to_str(c, a, &buf) || tv_to_str(c, b, &buf)) {
+            tpl_buf_release(&buf);
+            return -1;
+        }
+        return tpl_buf_to_value(c, &buf, out);
+    }
+    if (a->kind == TV_UNDEF || a->kind == TV_MISSING) return tpl_fail_undef(c, a);
+    if (b->kind == TV_UNDEF || b->kind == TV_MISSING) return tpl_fail_undef(c, b);
+    if (op == OP_MOD && a->kind == TV_STR) return tpl_percent_format(c, a, b, out);
+    int nums = tv_is_number(a) && tv_is_number(b);
+    int ints = is_intlike(a) && is_intlike(b);
+    switch (op) {
+    case OP_ADD:
+        if (ints) {
+            int64_t r;
+            if (__builtin_add_overflow(ival(a), ival(b), &r)) return overflow(c);
+            *out = tv_int(r);
+            return 0;
+        }
+        if (nums) { *out = tv_float(tv_as_double(a) + tv_as_double(b)); return 0; }
+        if (a->kind == TV_STR && b->kind == TV_STR) {
+            if (a->len + b->len > c->max_output) return tpl_fail(c, XLLM_ERR_FORMAT, "string larger than the output limit");
+            char *p = tpl_alloc(c->arena, a->len + b->len + 1);
+            if (!p) return tpl_oom(c);
+            memcpy(p, a->u.s, a->len);
+            memcpy(p + a->len, b->u.s, b->len);
+            p[a->len + b->len] = 0;
+            *out = tv_str(p, a->len + b->len);
+            return 0;
+        }
+        if (is_seq(a) && is_seq(b) && a->u.l->kind == b->u.l->kind) {
+            tv_list *r = tv_list_new(c, a->u.l->kind, a->u.l->n + b->u.l->n);
+            if (!r) return -1;
+            for (size_t i = 0; i < a->u.l->n; i++) r->items[r->n++] = a->u.l->items[i];
+            for (size_t i = 0; i < b->u.l->n; i++) r->items[r->n++] = b->u.l->items[i];
+            *out = tv_list_val(r);
+            return 0;
+        }
+        if (a->kind == TV_STR)
+            return tpl_fail(c, XLLM_ERR_FORMAT, "can only concatenate str (not \"%s\") to str", tv_type_name(b));
+        if (is_seq(a))
+            return tpl_fail(c, XLLM_ERR_FORMAT, "can only concatenate %s (not \"%s\") to %s", tv_type_name(a),
+                            tv_type_name(b), tv_type_name(a));
+        return type_error(c, op, a, b);
+    case OP_SUB:
+        if (ints) {
+            int64_t r;
+            if (__builtin_sub_overflow(ival(a), ival(b), &r)) return overflow(c);
+            *out = tv_int(r);
+            return 0;
+        }
+        if (nums) { *out = tv_float(tv_as_double(a) - tv_as_double(b)); return 0; }
+        return type_error(c, op, a, b);
+    case OP_MUL:
+        if (ints) {
+            int64_t r;
+            if (__builtin_mul_overflow(ival(a), ival(b), &r)) return overflow(c);
+            *out = tv_int(r);
+            return 0;
+        }
+        if (nums) { *out = tv_float(tv_as_double(a) * tv_as_double(b)); return 0; }
+        if ((a->kind == TV_STR || is_seq(a)) && is_intlike(b)) return repeat(c, a, ival(b), out);
+        if ((b->kind == TV_STR || is_seq(b)) && is_intlike(a)) return repeat(c, b, ival(a), out);
+        if (a->kind == TV_STR || b->kind == TV_STR || is_seq(a) || is_seq(b))
+            return tpl_fail(c, XLLM_ERR_FORMAT, "can't multiply sequence by non-int of type '%s'",
+                            tv_type_name(a->kind == TV_STR || is_seq(a) ? b : a));
+        return type_error(c, op, a, b);
+    case OP_DIV:
+        if (!nums) return type_error(c, op, a, b);
+        if (tv_as_double(b) == 0) return tpl_fail(c, XLLM_ERR_FORMAT, "division by zero");
+        *out = tv_float(tv_as_double(a) / tv_as_double(b));
+        return 0;
+    case OP_FLOORDIV:
+    case OP_MOD:
+        if (!nums) return type_error(c, op, a, b);
+        if (ints) {
+            int64_t x = ival(a), y = ival(b);
+            if (y == 0) return tpl_fail(c, XLLM_ERR_FORMAT, "integer division or modulo by zero");
+            if (x == INT64_MIN && y == -1) {
+                if (op == OP_MOD) { *out = tv_int(0); return 0; }
+                return overflow(c);
+            }
+            int64_t q = x / y, r = x % y;
+            if (r != 0 && ((r < 0) != (y < 0))) {
+                r += y;
+                q -= 1;
+            }
+            *out = tv_int(op == OP_MOD ? r : q);
+            return 0;
+        } else {
+            double x = tv_as_double(a), y = tv_as_double(b), fd, m;
+            if (y == 0) return tpl_fail(c, XLLM_ERR_FORMAT, "float division by zero");
+            float_divmod(x, y, &fd, &m);
+            *out = tv_float(op == OP_MOD ? m : fd);
+            return 0;
+        }
+    case OP_POW:
+        if (!nums) return type_error(c, op, a, b);
+        if (ints && ival(b) >= 0) {
+            int64_t base = ival(a), e = ival(b), r = 1;
+            while (e > 0) {
+                if (e & 1 && __builtin_mul_overflow(r, base, &r)) return overflow(c);
+                e >>= 1;
+                if (e && __builtin_mul_overflow(base, base, &base)) return overflow(c);
+            }
+            *out = tv_int(r);
+            return 0;
+        } else {
+            double x = tv_as_double(a), y = tv_as_double(b);
+            if (x == 0 && y < 0) return tpl_fail(c, XLLM_ERR_FORMAT, "0.0 cannot be raised to a negative power");
+            if (x < 0 && y != floor(y))
+                return tpl_fail(c, XLLM_ERR_UNSUPPORTED, "a negative number to a fractional power is complex");
+            *out = tv_float(pow(x, y));
+            return 0;
+        }
+    default: return type_error(c, op, a, b);
+    }
+}
+
+int tpl_contains(tpl_ctx *c, const tv *container, const tv *x, int *res) {
+    *res = 0;
+    switch (container->kind) {
+    case TV_UNDEF: case TV_MISSING: return 0;
+    case TV_STR:
+        if (x->kind != TV_STR)
+            return tpl_fail(c, XLLM_ERR_FORMAT, "'in <string>' requires string as left operand, not %s", tv_type_name(x));
+        *res = x->len == 0 || memmem(container->u.s, container->len, x->u.s, x->len) != NULL;
+        return 0;
+    case TV_LIST:
+        for (size_t i = 0; i < container->u.l->n; i++)
+            if (tv_eq(&container->u.l->items[i], x)) { *res = 1; break; }
+        return 0;
+    case TV_DICT:
+        if (container->u.d->kind == D_DICT) {
+            if (x->kind == TV_LIST || x->kind == TV_DICT)
+                return tpl_fail(c, XLLM_ERR_FORMAT, "unhashable type: '%s'", tv_type_name(x));
+            *res = tv_dict_get(container->u.d, x) != NULL;
+            return 0;
+        }
+        break;
+    default: break;
+    }
+    return tpl_fail(c, XLLM_ERR_FORMAT, "argument of type '%s' is not iterable", tv_type_name(container));
+}
+
+int tpl_compare(tpl_ctx *c, int op, const tv *a, const tv *b, int *res) {
+    int lt, in;
+    switch (op) {
+    case OP_EQ: *res = tv_eq(a, b); return 0;
+    case OP_NE: *res = !tv_eq(a, b); return 0;
+    case OP_LT: return tv_lt(c, a, b, res);
+    case OP_GT: return tv_lt(c, b, a, res);
+    case OP_LE:
+        if (tv_lt(c, a, b, &lt)) return -1;
+        *res = lt || tv_eq(a, b);
+        return 0;
+    case OP_GE:
+        if (tv_lt(c, b, a, &lt)) return -1;
+        *res = lt || tv_eq(a, b);
+        return 0;
+    case OP_IN:
+    case OP_NOTIN:
+        if (tpl_contains(c, b, a, &in)) return -1;
+        *res = op == OP_IN ? in : !in;
+        return 0;
+    default: return tpl_fail(c, XLLM_ERR_INTERNAL, "bad comparison");
+    }
+}
+
+/* ------------------------------------------------------ printf-style % */
+
+static int pad_text(tpl_buf *b, const char *s, size_t len, int width, int left) {
+    size_t cps = py_cp_count(s, len);
+    size_t padn = width > 0 && (size_t)width > cps ? (size_t)width - cps : 0;
+    if (!left)
+        for (size_t k = 0; k < padn; k++) if (tpl_buf_putc(b, ' ')) return -1;
+    if (tpl_buf_put(b, s, len)) return -1;
+    if (left)
+        for (size_t k = 0; k < padn; k++) if (tpl_buf_putc(b, ' ')) return -1;
+    return 0;
+}
+
+int tpl_percent_format(tpl_ctx *c, const tv *fmt, const tv *args, tv *out) {
+    const tv *items = args;
+    size_t nargs = 1, used = 0;
+    const tv_dict *map = NULL;
+    if (args->kind == TV_LIST && args->u.l->kind == L_TUPLE) {
+        items = args->u.l->items;
+        nargs = args->u.l->n;
+    } else if (args->kind == TV_DICT && args->u.d->kind == D_DICT) {
+        map = args->u.d;
+    }
+    tpl_buf b = tpl_buf_make(c);
+    const char *s = fmt->u.s;
+    size_t n = fmt->len, i = 0;
+    int rc = 0;
+    while (i < n && !rc) {
+        const char *pct = memchr(s + i, '%', n - i);
+        size_t lit = pct ? (size_t)(pct - (s + i)) : n - i;
+        if (lit && tpl_buf_put(&b, s + i, lit)) { rc = -1; break; }
+        i += lit;
+        if (i >= n) break;
+        i++; /* '%' */
+        const tv *arg = NULL;
+        if (i < n && s[i] == '(') {
+            size_t e = i + 1;
+            while (e < n && s[e] != ')') e++;
+            if (e >= n || !map) { rc = tpl_fail(c, XLLM_ERR_FORMAT, "format requires a mapping"); break; }
+            arg = tv_dict_get_str(map, s + i + 1, e - i - 1);
+            if (!arg) { rc = tpl_fail(c, XLLM_ERR_FORMAT, "KeyError in %% format: '%.*s'", (int)(e - i - 1), s + i + 1); break; }
+            i = e + 1;
+        }
+        char flags[8];
+        size_t nf = 0;
+        while (i < n && strchr("-+ #0", s[i]) && nf < sizeof flags - 1) flags[nf++] = s[i++];
+        flags[nf] = 0;
+        int width = -1, prec = -1;
+        if (i < n && s[i] == '*') { rc = tpl_fail(c, XLLM_ERR_UNSUPPORTED, "'*' widths in %% formats are not supported"); break; }
+        while (i < n && s[i] >= '0' && s[i] <= '9') width = (width < 0 ? 0 : width) * 10 + (s[i++] - '0');
+        if (i < n && s[i] == '.') {
+            i++;
+            prec = 0;
+            while (i < n && s[i] >= '0' && s[i] <= '9') prec = prec * 10 + (s[i++] - '0');
+        }
+        while (i < n && (s[i] == 'l' || s[i] == 'h' || s[i] == 'L')) i++;
+        if (i >= n) { rc = tpl_fail(c, XLLM_ERR_FORMAT, "incomplete format"); break; }
+        char conv = s[i++];
+        if (conv == '%') { rc = tpl_buf_putc(&b, '%'); continue; }
+        if (!arg) {
+            if (map) arg = args;
+            else if (used >= nargs) { rc = tpl_fail(c, XLLM_ERR_FORMAT, "not enough arguments for format string"); break; }
+            else arg = &items[used++];
+        }
+        int left = strchr(flags, '-') != NULL;
+        char spec[48], num[400];
+        switch (conv) {
+        case 's': case 'r': case 'a': {
+            tv sv;
+            if (conv == 's') rc = tv_stringify(c, arg, &sv);
+            else {
+                tpl_buf rb = tpl_buf_make(c);
+                rc = tv_repr(c, arg, &rb) || tpl_buf_to_value(c, &rb, &sv);
+                if (rc) tpl_buf_release(&rb);
+            }
+            if (rc) break;
+            size_t len = sv.len;
+            if (prec >= 0) len = py_cp_offset(sv.u.s, sv.len, (size_t)prec);
+            rc = pad_text(&b, sv.u.s, len, width, left);
+            break;
+        }
+        case 'd': case 'i': case 'u': case 'x': case 'X': case 'o': case 'c': {
+            int64_t v;
+            if (is_intlike(arg)) v = ival(arg);
+            else if (arg->kind == TV_FLOAT && conv != 'c' && conv != 'x' && conv != 'X' && conv != 'o') v = (int64_t)arg->u.f;
+            else { rc = tpl_fail(c, XLLM_ERR_FORMAT, "%%%c format: a real number is required, not %s", conv, tv_type_name(arg)); break; }
+            if (conv == 'c') {
+                char u[4];
+                rc = tpl_buf_put(&b, u, py_utf8_put(u, (uint32_t)v));
+                break;
+            }
+            char cv = conv == 'i' || conv == 'u' ? 'd' : conv;
+            int k = snprintf(spec, sizeof spec, "%%%s", flags);
+            if (width >= 0) k += snprintf(spec + k, sizeof spec - (size_t)k, "%d", width > 300 ? 300 : width);
+            if (prec >= 0) k += snprintf(spec + k, sizeof spec - (size_t)k, ".%d", prec > 300 ? 300 : prec);
+            if (cv == 'd') snprintf(spec + k, sizeof spec - (size_t)k, "lld");
+            else snprintf(spec + k, sizeof spec - (size_t)k, "ll%c", cv);
+            if (cv != 'd' && v < 0) { /* Python prints -1f, C two's complement */
+                rc = tpl_fail(c, XLLM_ERR_UNSUPPORTED, "negative numbers with %%%c are not supported", conv);
+                break;
+            }
+            snprintf(num, sizeof num, spec, (long long)v);
+            rc = tpl_buf_put(&b, num, strlen(num));
+            break;
+        }
+        case 'f': case 'F': case 'e': case 'E': case 'g': case 'G': {
+            if (!tv_is_number(arg)) { rc = tpl_fail(c, XLLM_ERR_FORMAT, "%%%c format: a real number is required, not %s", conv, tv_type_name(arg)); break; }
+            int k = snprintf(spec, sizeof spec, "%%%s", flags);
+            if (width >= 0) k += snprintf(spec + k, sizeof spec - (size_t)k, "%d", width > 300 ? 300 : width);
+            if (prec >= 0) k += snprintf(spec + k, sizeof spec - (size_t)k, ".%d", prec > 100 ? 100 : prec);
+            snprintf(spec + k, sizeof spec - (size_t)k, "%c", conv);
+            snprintf(num, sizeof num, spec, tv_as_double(arg));
+            rc = tpl_buf_put(&b, num, strlen(num));
+            break;
+        }
+        default: rc = tpl_fail(c, XLLM_ERR_UNSUPPORTED, "unsupported format character '%c'", conv); break;
+        }
+    }
+    if (!rc && !map && used < nargs && args->kind == TV_LIST && args->u.l->kind == L_TUPLE)
+        rc = tpl_fail(c, XLLM_ERR_FORMAT, "not all arguments converted during string formatting");
+    if (!rc && !map && used == 0 && !(args->kind == TV_LIST && args->u.l->kind == L_TUPLE))
+        rc = tpl_fail(c, XLLM_ERR_FORMAT, "not all arguments converted during string formatting");
+    if (rc) {
+        if (!c->failed) {
+            tpl_buf_to_value(c, &b, out); /* reports the buffer's problem */
+            return -1;
+        }
+        tpl_buf_release(&b);
+        return -1;
+    }
+    return tpl_buf_to_value(c, &b, out);
+}

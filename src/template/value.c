@@ -1,0 +1,454 @@
+/*
+ * value.c - the interpreter's values: Python's None, bool, int, float, str,
+ * list/tuple (and the lazy kinds Jinja hands out: generators, range, dict
+ * views), dict (insertion-ordered; also Jinja's namespace and loop objects),
+ * functions, and Jinja2's Undefined.
+ *
+ * Values are small structs copied by value; whatever they point to lives in
+ * the render's arena. This file holds construction, truthiness, ==, <, len,
+ * iteration, and str()/repr() exactly as Python prints them.
+ */
+#include "template/tpl.h"
+#include "base/alloc.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+/* ------------------------------------------------------------ construction */
+
+tv tv_str_cstr(const char *s) { return tv_str(s, strlen(s)); }
+
+int tv_str_copy(tpl_ctx *c, const char *s, size_t len, tv *out) {
+    char *p = tpl_alloc(c->arena, len + 1);
+    if (!p) return tpl_oom(c);
+    if (len) memcpy(p, s, len);
+    p[len] = 0;
+    *out = tv_str(p, len);
+    return 0;
+}
+
+tv_list *tv_list_new(tpl_ctx *c, int kind, size_t cap) {
+    tv_list *l = tpl_alloc(c->arena, sizeof *l);
+    if (!l) { tpl_oom(c); return NULL; }
+    memset(l, 0, sizeof *l);
+    l->kind = kind;
+    if (cap) {
+        l->items = tpl_alloc(c->arena, cap * sizeof(tv));
+        if (!l->items) { tpl_oom(c); return NULL; }
+        l->cap = cap;
+    }
+    return l;
+}
+
+int tv_list_push(tpl_ctx *c, tv_list *l, tv v) {
+    if (l->n == l->cap) {
+        size_t nc = l->cap ? l->cap * 2 : 4;
+        tv *ni = tpl_alloc(c->arena, nc * sizeof(tv));
+        if (!ni) return tpl_oom(c);
+        if (l->n) memcpy(ni, l->items, l->n * sizeof(tv));
+        l->items = ni;
+        l->cap = nc;
+    }
+    l->items[l->n++] = v;
+    return 0;
+}
+
+tv_dict *tv_dict_new(tpl_ctx *c, int kind) {
+    tv_dict *d = tpl_alloc(c->arena, sizeof *d);
+    if (!d) { tpl_oom(c); return NULL; }
+    memset(d, 0, sizeof *d);
+    d->kind = kind;
+    return d;
+}
+
+const tv *tv_dict_get(const tv_dict *d, const tv *key) {
+    if (key->kind == TV_STR) return tv_dict_get_str(d, key->u.s, key->len);
+    for (size_t i = 0; i < d->n; i++)
+        if (tv_eq(&d->keys[i], key)) return &d->vals[i];
+    return NULL;
+}
+
+const tv *tv_dict_get_str(const tv_dict *d, const char *key, size_t len) {
+    for (size_t i = 0; i < d->n; i++)
+        if (d->keys[i].kind == TV_STR && d->keys[i].len == len && !memcmp(d->keys[i].u.s, key, len))
+            return &d->vals[i];
+    return NULL;
+}
+
+int tv_dict_set(tpl_ctx *c, tv_dict *d, tv key, tv val) {
+    tv *old = (tv *)tv_dict_get(d, &key);
+    if (old) {
+        *old = val;
+        return 0;
+    }
+    if (d->n == d->cap) {
+        size_t nc = d->cap ? d->cap * 2 : 4;
+        tv *nk = tpl_alloc(c->arena, nc * sizeof(tv)), *nv = tpl_alloc(c->arena, nc * sizeof(tv));
+        if (!nk || !nv) return tpl_oom(c);
+        if (d->n) {
+            memcpy(nk, d->keys, d->n * sizeof(tv));
+            memcpy(nv, d->vals, d->n * sizeof(tv));
+        }
+        d->keys = nk;
+        d->vals = nv;
+        d->cap = nc;
+    }
+    d->keys[d->n] = key;
+    d->vals[d->n] = val;
+    d->n++;
+    return 0;
+}
+
+tv tv_list_val(tv_list *l) { tv v = {TV_LIST, 0, {0}}; v.u.l = l; return v; }
+tv tv_dict_val(tv_dict *d) { tv v = {TV_DICT, 0, {0}}; v.u.d = d; return v; }
+
+tv tv_undef_fmt(tpl_ctx *c, const char *fmt, ...) {
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    size_t n = strlen(buf);
+    char *p = tpl_alloc(c->arena, n + 1);
+    if (!p) return tv_undef(NULL);
+    memcpy(p, buf, n + 1);
+    tv v = tv_undef(p);
+    v.len = n;
+    return v;
+}
+
+/* -------------------------------------------------------------- predicates */
+
+int tv_is_str(const tv *v) { return v->kind == TV_STR; }
+int tv_is_number(const tv *v) { return v->kind == TV_INT || v->kind == TV_FLOAT || v->kind == TV_BOOL; }
+
+double tv_as_double(const tv *v) {
+    switch (v->kind) {
+    case TV_BOOL: return v->u.b;
+    case TV_INT: return (double)v->u.i;
+    case TV_FLOAT: return v->u.f;
+    default: return 0;
+    }
+}
+
+int tv_truthy(const tv *v) {
+    switch (v->kind) {
+    case TV_MISSING: case TV_UNDEF: case TV_NONE: return 0;
+    case TV_BOOL: return v->u.b;
+    case TV_INT: return v->u.i != 0;
+    case TV_FLOAT: return v->u.f != 0;
+    case TV_STR: return v->len != 0;
+    case TV_LIST: return v->u.l->kind == L_GEN || v->u.l->n != 0;
+    case TV_DICT: return v->u.d->kind != D_DICT || v->u.d->n != 0;
+    case TV_FUNC: return 1;
+    }
+    return 0;
+}
+
+const char *tv_type_name(const tv *v) {
+    switch (v->kind) {
+    case TV_MISSING: case TV_UNDEF: return "Undefined";
+    case TV_NONE: return "NoneType";
+    case TV_BOOL: return "bool";
+    case TV_INT: return "int";
+    case TV_FLOAT: return "float";
+    case TV_STR: return "str";
+    case TV_LIST:
+        switch (v->u.l->kind) {
+        case L_TUPLE: return "tuple";
+        case L_GEN: return "generator";
+        case L_RANGE: return "range";
+        case L_KEYS: return "dict_keys";
+        case L_VALUES: return "dict_values";
+        case L_ITEMS: return "dict_items";
+        default: return "list";
+        }
+    case TV_DICT: return v->u.d->kind == D_NAMESPACE ? "Namespace" : v->u.d->kind == D_LOOP ? "LoopContext" : "dict";
+    case TV_FUNC: return v->u.fn->kind == F_MACRO ? "Macro" : "builtin_function_or_method";
+    }
+    return "object";
+}
+
+/* ----------------------------------------------------------------- == and < */
+
+static int same_seq_kind(const tv_list *a, const tv_list *b) {
+    if (a->kind == b->kind) return 1;
+    return 0;
+}
+
+int tv_eq(const tv *a, const tv *b) {
+    if (a->kind == TV_UNDEF || a->kind == TV_MISSING) return b->kind == TV_UNDEF || b->kind == TV_MISSING;
+    if (tv_is_number(a) && tv_is_number(b)) {
+        if (a->kind != TV_FLOAT && b->kind != TV_FLOAT) {
+            int64_t x = a->kind == TV_BOOL ? a->u.b : a->u.i, y = b->kind == TV_BOOL ? b->u.b : b->u.i;
+            return x == y;
+        }
+        return tv_as_double(a) == tv_as_double(b);
+    }
+    if (a->kind != b->kind) return 0;
+    switch (a->kind) {
+    case TV_NONE: return 1;
+    case TV_STR: return a->len == b->len && !memcmp(a->u.s, b->u.s, a->len);
+    case TV_LIST: {
+        const tv_list *x = a->u.l, *y = b->u.l;
+        if (x == y) return 1;
+        if (x->kind == L_GEN || y->kind == L_GEN || !same_seq_kind(x, y) || x->n != y->n) return 0;
+        for (size_t i = 0; i < x->n; i++)
+            if (!tv_eq(&x->items[i], &y->items[i])) return 0;
+        return 1;
+    }
+    case TV_DICT: {
+        const tv_dict *x = a->u.d, *y = b->u.d;
+        if (x == y) return 1;
+        if (x->kind != D_DICT || y->kind != D_DICT || x->n != y->n) return 0;
+        for (size_t i = 0; i < x->n; i++) {
+            const tv *o = tv_dict_get(y, &x->keys[i]);
+            if (!o || !tv_eq(&x->vals[i], o)) return 0;
+        }
+        return 1;
+    }
+    case TV_FUNC: return a->u.fn == b->u.fn;
+    default: return 0;
+    }
+}
+
+int tv_lt(tpl_ctx *c, const tv *a, const tv *b, int *res) {
+    if (tv_is_number(a) && tv_is_number(b)) {
+        if (a->kind != TV_FLOAT && b->kind != TV_FLOAT) {
+            int64_t x = a->kind == TV_BOOL ? a->u.b : a->u.i, y = b->kind == TV_BOOL ? b->u.b : b->u.i;
+            *res = x < y;
+        } else {
+            *res = tv_as_double(a) < tv_as_double(b);
+        }
+        return 0;
+    }
+    if (a->kind == TV_UNDEF) return tpl_fail_undef(c, a);
+    if (b->kind == TV_UNDEF) return tpl_fail_undef(c, b);
+    if (a->kind == TV_STR && b->kind == TV_STR) {
+        size_t n = a->len < b->len ? a->len : b->len;
+        int r = memcmp(a->u.s, b->u.s, n);
+        *res = r < 0 || (r == 0 && a->len < b->len);
+        return 0;
+    }
+    if (a->kind == TV_LIST && b->kind == TV_LIST && a->u.l->kind == b->u.l->kind &&
+        (a->u.l->kind == L_LIST || a->u.l->kind == L_TUPLE)) {
+        const tv_list *x = a->u.l, *y = b->u.l;
+        for (size_t i = 0; i < x->n && i < y->n; i++) {
+            if (tv_eq(&x->items[i], &y->items[i])) continue;
+            return tv_lt(c, &x->items[i], &y->items[i], res);
+        }
+        *res = x->n < y->n;
+        return 0;
+    }
+    return tpl_fail(c, XLLM_ERR_FORMAT, "'<' not supported between instances of '%s' and '%s'", tv_type_name(a),
+                    tv_type_name(b));
+}
+
+/* ------------------------------------------------------------ len and iter */
+
+int tv_len(tpl_ctx *c, const tv *v, size_t *n) {
+    switch (v->kind) {
+    case TV_UNDEF: case TV_MISSING: *n = 0; return 0;
+    case TV_STR: *n = py_cp_count(v->u.s, v->len); return 0;
+    case TV_LIST:
+        if (v->u.l->kind == L_GEN) break;
+        *n = v->u.l->n;
+        return 0;
+    case TV_DICT:
+        if (v->u.d->kind == D_NAMESPACE) break;
+        *n = v->u.d->kind == D_LOOP ? v->u.d->loop->length : v->u.d->n;
+        return 0;
+    default: break;
+    }
+    return tpl_fail(c, XLLM_ERR_FORMAT, "object of type '%s' has no len()", tv_type_name(v));
+}
+
+int tv_iter(tpl_ctx *c, const tv *v, const tv **items, size_t *n) {
+    switch (v->kind) {
+    case TV_UNDEF: case TV_MISSING: *items = NULL; *n = 0; return 0;
+    case TV_LIST: *items = v->u.l->items; *n = v->u.l->n; return 0;
+    case TV_DICT:
+        if (v->u.d->kind != D_DICT) break;
+        *items = v->u.d->keys;
+        *n = v->u.d->n;
+        return 0;
+    case TV_STR: {
+        size_t cnt = py_cp_count(v->u.s, v->len);
+        tv *arr = tpl_alloc(c->arena, (cnt ? cnt : 1) * sizeof(tv));
+        if (!arr) return tpl_oom(c);
+        size_t i = 0, k = 0;
+        while (i < v->len) {
+            size_t st = i;
+            py_utf8_next(v->u.s, v->len, &i);
+            arr[k++] = tv_str(v->u.s + st, i - st);
+        }
+        *items = arr;
+        *n = k;
+        return 0;
+    }
+    default: break;
+    }
+    return tpl_fail(c, XLLM_ERR_FORMAT, "'%s' object is not iterable", tv_type_name(v));
+}
+
+/* ------------------------------------------------------------------ buffer */
+
+int tpl_buf_put(tpl_buf *b, const char *s, size_t n) {
+    if (b->over || b->oom) return -1;
+    if (n > b->max - b->n) {
+        b->over = 1;
+        return -1;
+    }
+    if (b->n + n + 1 > b->cap) {
+        size_t nc = b->cap ? b->cap : 256;
+        while (nc < b->n + n + 1) nc *= 2;
+        char *np = xllm_realloc(b->p, nc);
+        if (!np) {
+            b->oom = 1;
+            return -1;
+        }
+        b->p = np;
+        b->cap = nc;
+    }
+    if (n) memcpy(b->p + b->n, s, n);
+    b->n += n;
+    b->p[b->n] = 0;
+    return 0;
+}
+
+int tpl_buf_putc(tpl_buf *b, char ch) { return tpl_buf_put(b, &ch, 1); }
+
+int tpl_buf_printf(tpl_buf *b, const char *fmt, ...) {
+    char tmp[256];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    if (n < 0) return -1;
+    if ((size_t)n >= sizeof tmp) n = sizeof tmp - 1;
+    return tpl_buf_put(b, tmp, (size_t)n);
+}
+
+void tpl_buf_release(tpl_buf *b) {
+    xllm_free(b->p);
+    b->p = NULL;
+    b->n = b->cap = 0;
+}
+
+tpl_buf tpl_buf_make(tpl_ctx *c) {
+    tpl_buf b;
+    memset(&b, 0, sizeof b);
+    b.max = c->max_output;
+    return b;
+}
+
+/* A buffer failure becomes the render's error. */
+static int buf_fail(tpl_ctx *c, const tpl_buf *b) {
+    if (b->oom) return tpl_oom(c);
+    if (b->over) return tpl_fail(c, XLLM_ERR_FORMAT, "the rendered text is larger than the limit (%zu bytes)", b->max);
+    return -1; /* an error was reported already */
+}
+
+int tpl_buf_to_value(tpl_ctx *c, tpl_buf *b, tv *out) {
+    if (b->over || b->oom) {
+        int rc = buf_fail(c, b);
+        tpl_buf_release(b);
+        return rc;
+    }
+    int rc = tv_str_copy(c, b->p ? b->p : "", b->n, out);
+    tpl_buf_release(b);
+    return rc;
+}
+
+/* ---------------------------------------------------------- str() / repr() */
+
+static int write_value(tpl_ctx *c, const tv *v, tpl_buf *b, int repr, int depth);
+
+static int write_seq(tpl_ctx *c, const tv *items, size_t n, tpl_buf *b, int depth) {
+    for (size_t i = 0; i < n; i++) {
+        if (i && tpl_buf_put(b, ", ", 2)) return -1;
+        if (write_value(c, &items[i], b, 1, depth + 1)) return -1;
+    }
+    return 0;
+}
+
+static int write_dict(tpl_ctx *c, const tv_dict *d, tpl_buf *b, int depth) {
+    if (tpl_buf_putc(b, '{')) return -1;
+    for (size_t i = 0; i < d->n; i++) {
+        if (i && tpl_buf_put(b, ", ", 2)) return -1;
+        if (write_value(c, &d->keys[i], b, 1, depth + 1) || tpl_buf_put(b, ": ", 2) ||
+            write_value(c, &d->vals[i], b, 1, depth + 1))
+            return -1;
+    }
+    return tpl_buf_putc(b, '}');
+}
+
+static int write_value(tpl_ctx *c, const tv *v, tpl_buf *b, int repr, int depth) {
+    if (depth > TPL_MAX_DEPTH) return tpl_fail(c, XLLM_ERR_FORMAT, "value nested too deeply to print");
+    char num[48];
+    switch (v->kind) {
+    case TV_MISSING:
+    case TV_UNDEF: return repr ? tpl_buf_put(b, "Undefined", 9) : 0;
+    case TV_NONE: return tpl_buf_put(b, "None", 4);
+    case TV_BOOL: return v->u.b ? tpl_buf_put(b, "True", 4) : tpl_buf_put(b, "False", 5);
+    case TV_INT: return tpl_buf_printf(b, "%" PRId64, v->u.i);
+    case TV_FLOAT: py_float_repr(v->u.f, num); return tpl_buf_put(b, num, strlen(num));
+    case TV_STR: return repr ? py_str_repr(b, v->u.s, v->len) : tpl_buf_put(b, v->u.s, v->len);
+    case TV_LIST: {
+        const tv_list *l = v->u.l;
+        switch (l->kind) {
+        case L_LIST:
+            return tpl_buf_putc(b, '[') || write_seq(c, l->items, l->n, b, depth) || tpl_buf_putc(b, ']') ? -1 : 0;
+        case L_TUPLE:
+            if (tpl_buf_putc(b, '(') || write_seq(c, l->items, l->n, b, depth)) return -1;
+            if (l->n == 1 && tpl_buf_putc(b, ',')) return -1;
+            return tpl_buf_putc(b, ')');
+        case L_RANGE:
+            if (l->r_step == 1) return tpl_buf_printf(b, "range(%" PRId64 ", %" PRId64 ")", l->r_start, l->r_stop);
+            return tpl_buf_printf(b, "range(%" PRId64 ", %" PRId64 ", %" PRId64 ")", l->r_start, l->r_stop, l->r_step);
+        case L_KEYS: case L_VALUES: case L_ITEMS: {
+            const char *pre = l->kind == L_KEYS ? "dict_keys([" : l->kind == L_VALUES ? "dict_values([" : "dict_items([";
+            return tpl_buf_put(b, pre, strlen(pre)) || write_seq(c, l->items, l->n, b, depth) || tpl_buf_put(b, "])", 2)
+                       ? -1 : 0;
+        }
+        default:
+            return tpl_fail(c, XLLM_ERR_UNSUPPORTED, "a generator has no stable text (Python prints its address); "
+                                                     "apply |list first");
+        }
+    }
+    case TV_DICT: {
+        const tv_dict *d = v->u.d;
+        if (d->kind == D_LOOP) return tpl_buf_printf(b, "<LoopContext %zu/%zu>", d->loop->index0 + 1, d->loop->length);
+        if (d->kind == D_NAMESPACE)
+            return tpl_buf_put(b, "<Namespace ", 11) || write_dict(c, d, b, depth) || tpl_buf_putc(b, '>') ? -1 : 0;
+        return write_dict(c, d, b, depth);
+    }
+    case TV_FUNC:
+        return tpl_fail(c, XLLM_ERR_UNSUPPORTED, "%s '%s' has no stable text (Python prints its address)",
+                        v->u.fn->kind == F_MACRO ? "macro" : "function", v->u.fn->name);
+    }
+    return -1;
+}
+
+int tv_to_str(tpl_ctx *c, const tv *v, tpl_buf *b) {
+    if (write_value(c, v, b, 0, 0)) return c->failed ? -1 : buf_fail(c, b);
+    return 0;
+}
+
+int tv_repr(tpl_ctx *c, const tv *v, tpl_buf *b) {
+    if (write_value(c, v, b, 1, 0)) return c->failed ? -1 : buf_fail(c, b);
+    return 0;
+}
+
+int tv_stringify(tpl_ctx *c, const tv *v, tv *out) {
+    if (v->kind == TV_STR) { *out = *v; return 0; }
+    if (v->kind == TV_UNDEF || v->kind == TV_MISSING) { *out = tv_str("", 0); return 0; }
+    tpl_buf b = tpl_buf_make(c);
+    if (tv_to_str(c, v, &b)) {
+        tpl_buf_release(&b);
+        return -1;
+    }
+    return tpl_buf_to_value(c, &b, out);
+}

@@ -1,0 +1,176 @@
+/*
+ * chat_cli.c - `xllm template` and the chat-template options of `xllm run
+ * --chat` (see chat_cli.h). Options become one JSON object of template
+ * variables for xllm_chat_template_apply: {"add_generation_prompt": true,
+ * "tools": <file>, NAME: <json>...}.
+ */
+#include "chat_cli.h"
+#include "json_text.h"
+#include "xllm.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int fail(const char *fmt, const char *a) {
+    fprintf(stderr, "xllm: error: ");
+    fprintf(stderr, fmt, a);
+    fputc('\n', stderr);
+    return 1;
+}
+
+/* Whole file (or stdin for "-"), NUL-terminated. */
+static char *read_all(const char *path, size_t *len) {
+    FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
+    if (!f) return NULL;
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        if (n + 1 >= cap) {
+            char *nb = realloc(buf, cap *= 2);
+            if (!nb) { free(buf); buf = NULL; break; }
+            buf = nb;
+        }
+        size_t got = fread(buf + n, 1, cap - n - 1, f);
+        n += got;
+        if (got == 0) break;
+    }
+    int bad = ferror(f);
+    if (f != stdin) fclose(f);
+    if (!buf || bad) { free(buf); return NULL; }
+    buf[n] = 0;
+    if (len) *len = n;
+    return buf;
+}
+
+int chat_opts_parse(chat_opts *o, int argc, char **argv, int *i) {
+    const char *f = argv[*i];
+    const char **dst = NULL;
+    if (!strcmp(f, "--messages")) dst = &o->messages_file;
+    else if (!strcmp(f, "--tools")) dst = &o->tools_file;
+    else if (!strcmp(f, "--template")) dst = &o->template_name;
+    else if (!strcmp(f, "--chat-template")) dst = &o->template_file;
+    else if (!strcmp(f, "--add-generation-prompt")) { o->add_generation_prompt = 1; return 1; }
+    else if (!strcmp(f, "--var")) {
+        if (*i + 1 >= argc) { fail("%s needs a value", f); return -1; }
+        const char *v = argv[++*i];
+        const char *eq = strchr(v, '=');
+        if (!eq || eq == v) { fail("--var wants NAME=JSON, got \"%s\"", v); return -1; }
+        if (o->n_vars >= (int)(sizeof o->vars / sizeof *o->vars)) { fail("%s", "too many --var options"); return -1; }
+        o->vars[o->n_vars++] = v;
+        return 1;
+    } else return 0;
+    if (*i + 1 >= argc) { fail("%s needs a value", f); return -1; }
+    *dst = argv[++*i];
+    return 1;
+}
+
+/* The options object; malloc-ed. */
+static char *build_options(const chat_opts *o, int *rc) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&buf, &len);
+    *rc = 1;
+    if (!m) { fail("%s", "out of memory"); return NULL; }
+    fputc('{', m);
+    int first = 1;
+    if (o->add_generation_prompt) {
+        fputs("\"add_generation_prompt\":true", m);
+        first = 0;
+    }
+    if (o->tools_file) {
+        char *tools = read_all(o->tools_file, NULL);
+        if (!tools) {
+            fclose(m);
+            free(buf);
+            fail("cannot read %s", o->tools_file);
+            return NULL;
+        }
+        fprintf(m, "%s\"tools\":%s", first ? "" : ",", tools);
+        free(tools);
+        first = 0;
+    }
+    for (int k = 0; k < o->n_vars; k++) {
+        const char *eq = strchr(o->vars[k], '=');
+        if (!first) fputc(',', m);
+        json_write_string(m, o->vars[k], (size_t)(eq - o->vars[k]));
+        fprintf(m, ":%s", eq + 1);
+        first = 0;
+    }
+    fputc('}', m);
+    if (fclose(m) != 0) { free(buf); fail("%s", "out of memory"); return NULL; }
+    *rc = 0;
+    return buf;
+}
+
+int chat_render(const chat_opts *o, const char *model_path, const char *messages_json, char **out, size_t *out_len) {
+    int rc;
+    char *msgs = NULL;
+    if (!messages_json) {
+        if (!o->messages_file) return fail("%s", "give --messages FILE.json (a JSON array of messages)");
+        msgs = read_all(o->messages_file, NULL);
+        if (!msgs) return fail("cannot read %s", o->messages_file);
+        messages_json = msgs;
+    }
+    char *options = build_options(o, &rc);
+    if (rc) { free(msgs); return 1; }
+    xllm_error err;
+    char *text = NULL;
+    size_t len = 0;
+    xllm_status st;
+    if (o->template_file) {
+        char *src = read_all(o->template_file, NULL);
+        if (!src) {
+            free(msgs);
+            free(options);
+            return fail("cannot read %s", o->template_file);
+        }
+        st = xllm_chat_template_render(src, messages_json, options, &text, &len, &err);
+        free(src);
+    } else {
+        if (!model_path) {
+            free(msgs);
+            free(options);
+            return fail("%s", "give -m PATH (a model or tokenizer directory) or --chat-template FILE");
+        }
+        xllm_chat_template *t = xllm_chat_template_load(model_path, &err);
+        st = t ? xllm_chat_template_apply(t, o->template_name, messages_json, options, &text, &len, &err) : err.code;
+        xllm_chat_template_free(t);
+    }
+    free(msgs);
+    free(options);
+    if (st) return fail("%s", err.message);
+    *out = malloc(len + 1);
+    if (!*out) {
+        xllm_free(text);
+        return fail("%s", "out of memory");
+    }
+    memcpy(*out, text, len + 1);
+    *out_len = len;
+    xllm_free(text);
+    return 0;
+}
+
+int cmd_template(int argc, char **argv) {
+    chat_opts o;
+    memset(&o, 0, sizeof o);
+    const char *model_path = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *f = argv[i];
+        int r = chat_opts_parse(&o, argc, argv, &i);
+        if (r < 0) return 1;
+        if (r) continue;
+        if (!strcmp(f, "-m") || !strcmp(f, "--model")) {
+            if (i + 1 >= argc) return fail("%s needs a value", f);
+            model_path = argv[++i];
+        } else {
+            return fail("unknown option for template: %s", f);
+        }
+    }
+    char *text;
+    size_t len;
+    if (chat_render(&o, model_path, NULL, &text, &len)) return 1;
+    int rc = fwrite(text, 1, len, stdout) == len && fflush(stdout) == 0 ? 0 : fail("%s", "cannot write the output");
+    free(text);
+    return rc;
+}
