@@ -175,7 +175,7 @@ xllm_status tok_added_parse(const cJSON *arr, const tok_normalizer *norm, const 
             if (trie_insert(&a->raw, t->content, t->len, idx)) goto oom;
             continue;
         }
-        if (tok_normalize(norm, t->content, t->len, &nb, &scratch, rx)) goto oom;
+        if (tok_normalize(norm, t->content, t->len, &nb, &scratch, rx, NULL)) goto oom;
         if (!nb.len) continue;
         a->patterns[idx] = xllm_strndup(nb.p, nb.len);
         if (!a->patterns[idx] || trie_insert(&a->norm, nb.p, nb.len, idx)) goto oom;

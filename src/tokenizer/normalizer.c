@@ -9,8 +9,11 @@
  * ByteLevel (bytes to GPT-2's printable characters). Each step rewrites the
  * current buffer into a scratch buffer and swaps them, so a Sequence is just
  * a loop. Alignments to the original text are not tracked (xLLM does not
- * report offsets). Anything else (e.g. Precompiled, BertNormalizer) is a
- * load error naming it.
+ * report offsets), except the one fact Metaspace's "first" scheme needs:
+ * whether the text still starts at original offset 0, which is lost when a
+ * step deletes the leading characters (Strip, StripAccents, a Replace by
+ * nothing at offset 0). Anything else (e.g. Precompiled, BertNormalizer) is
+ * a load error naming it.
  */
 #include "tokenizer/tok_internal.h"
 #include "base/alloc.h"
@@ -128,10 +131,11 @@ xllm_status tok_normalizer_parse(const cJSON *j, const char *path, tok_normalize
 }
 
 /* Replace every match of the pattern in s by rep, into out. */
-static int replace_all(const tok_normalizer *n, const char *s, size_t len, tok_buf *out, tok_rx_ws *rx) {
+static int replace_all(const tok_normalizer *n, const char *s, size_t len, tok_buf *out, tok_rx_ws *rx, int *kept) {
     tok_ranges *m = tok_rx_ranges(rx);
     int rc = tok_pattern_find(&n->pat, rx, s, len, m);
     if (rc < 0) return rc;
+    if (m->n && m->v[0] == 0 && m->v[1] > 0 && n->a_len == 0) *kept = 0;
     out->len = 0;
     if (tok_buf_reserve(out, len)) return TOK_ERR_OOM;
     size_t start = 0;
@@ -143,9 +147,10 @@ static int replace_all(const tok_normalizer *n, const char *s, size_t len, tok_b
     return tok_buf_append(out, s + start, len - start) ? TOK_ERR_OOM : 0;
 }
 
-static int strip(const tok_normalizer *n, const char *s, size_t len, tok_buf *out) {
+static int strip(const tok_normalizer *n, const char *s, size_t len, tok_buf *out, int *kept) {
     size_t a = 0, b = len, l;
     while (n->left && a < b && tok_is_whitespace(tok_utf8_decode((const unsigned char *)s + a, b - a, &l))) a += l;
+    if (a) *kept = 0;
     while (n->right && b > a) {
         size_t st;
         if (!tok_is_whitespace(tok_utf8_before(s, b, &st)) || st < a) break;
@@ -166,23 +171,29 @@ static int byte_level(const char *s, size_t len, tok_buf *out) {
 }
 
 /* Transform *cur in place (through scratch). */
-static int norm_apply(const tok_normalizer *n, tok_buf *cur, tok_buf *scratch, tok_rx_ws *rx) {
+static int norm_apply(const tok_normalizer *n, tok_buf *cur, tok_buf *scratch, tok_rx_ws *rx, int *kept) {
     int rc = 0;
     switch (n->type) {
     case NORM_SEQUENCE:
         for (size_t i = 0; i < n->n_kids; i++)
-            if ((rc = norm_apply(n->kids[i], cur, scratch, rx))) return rc;
+            if ((rc = norm_apply(n->kids[i], cur, scratch, rx, kept))) return rc;
         return 0;
     case NORM_PREPEND:
         if (cur->len == 0) return 0;
         scratch->len = 0;
         rc = tok_buf_append(scratch, n->a, n->a_len) || tok_buf_append(scratch, cur->p, cur->len) ? TOK_ERR_OOM : 0;
         break;
-    case NORM_REPLACE: rc = replace_all(n, cur->p, cur->len, scratch, rx); break;
+    case NORM_REPLACE: rc = replace_all(n, cur->p, cur->len, scratch, rx, kept); break;
     case NORM_NF: rc = tok_uni_normalize(n->form, cur->p, cur->len, scratch) ? TOK_ERR_OOM : 0; break;
     case NORM_LOWERCASE: rc = tok_uni_lowercase(cur->p, cur->len, scratch) ? TOK_ERR_OOM : 0; break;
-    case NORM_STRIP: rc = strip(n, cur->p, cur->len, scratch) ? TOK_ERR_OOM : 0; break;
-    case NORM_STRIP_ACCENTS: rc = tok_uni_strip_accents(cur->p, cur->len, scratch) ? TOK_ERR_OOM : 0; break;
+    case NORM_STRIP: rc = strip(n, cur->p, cur->len, scratch, kept) ? TOK_ERR_OOM : 0; break;
+    case NORM_STRIP_ACCENTS:
+        rc = tok_uni_strip_accents(cur->p, cur->len, scratch) ? TOK_ERR_OOM : 0;
+        if (!rc && scratch->len < cur->len) { /* was the first character dropped? */
+            int32_t c0 = tok_utf8_decode((const unsigned char *)cur->p, cur->len, &(size_t){0});
+            if (c0 >= 0 && tok_uni_is_mark(c0)) *kept = 0;
+        }
+        break;
     case NORM_BYTE_LEVEL: rc = byte_level(cur->p, cur->len, scratch) ? TOK_ERR_OOM : 0; break;
     }
     if (rc) return rc;
@@ -193,8 +204,11 @@ static int norm_apply(const tok_normalizer *n, tok_buf *cur, tok_buf *scratch, t
 }
 
 int tok_normalize(const tok_normalizer *n, const char *in, size_t len, tok_buf *out, tok_buf *scratch,
-                  tok_rx_ws *rx) {
+                  tok_rx_ws *rx, int *start_kept) {
+    int kept = 1;
     out->len = 0;
     if (tok_buf_append(out, in, len)) return TOK_ERR_OOM;
-    return n ? norm_apply(n, out, scratch, rx) : 0;
+    int rc = n ? norm_apply(n, out, scratch, rx, &kept) : 0;
+    if (start_kept) *start_kept = kept;
+    return rc;
 }

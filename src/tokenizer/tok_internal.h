@@ -185,6 +185,7 @@ int tok_uni_normalize(tok_nf form, const char *s, size_t n, tok_buf *out);
 int tok_uni_lowercase(const char *s, size_t n, tok_buf *out);    /* Rust char::to_lowercase */
 int tok_uni_strip_accents(const char *s, size_t n, tok_buf *out); /* drop combining marks (M*) */
 int tok_uni_is_numeric(int32_t cp);     /* Rust char::is_numeric: N* */
+int tok_uni_is_mark(int32_t cp);        /* M* (what StripAccents drops) */
 int tok_uni_is_punctuation(int32_t cp); /* ASCII punctuation or P* */
 
 /* ------------------------------------------------------------ byte level */
@@ -201,9 +202,11 @@ int tok_bytelevel_encode(tok_list *l, const char *s, size_t n);
 typedef struct tok_normalizer tok_normalizer;
 xllm_status tok_normalizer_parse(const cJSON *j, const char *path, tok_normalizer **out, xllm_error *err);
 void tok_normalizer_free(tok_normalizer *n);
-/* Normalize in[0..len) into out (cleared first); scratch is working space. */
+/* Normalize in[0..len) into out (cleared first); scratch is working space.
+ * *start_kept (may be NULL): 0 when leading characters were deleted, so the
+ * output no longer starts at the input's offset 0. */
 int tok_normalize(const tok_normalizer *n, const char *in, size_t len, tok_buf *out, tok_buf *scratch,
-                  tok_rx_ws *rx);
+                  tok_rx_ws *rx, int *start_kept);
 
 /* pre_tokenizer.c */
 typedef struct tok_pretok tok_pretok;

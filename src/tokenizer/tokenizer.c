@@ -340,8 +340,10 @@ static xllm_status stage_error(int rc, xllm_error *err) {
 /* One stretch of input between raw-matched added tokens. */
 static xllm_status encode_stretch(const tokenizer *t, encode_ws *w, const char *s, size_t len, int32_t flag,
                                   xllm_error *err) {
-    int rc = tok_normalize(t->normalizer, s, len, &w->norm, &w->norm_scratch, w->rx);
+    int kept;
+    int rc = tok_normalize(t->normalizer, s, len, &w->norm, &w->norm_scratch, w->rx, &kept);
     if (rc) return stage_error(rc, err);
+    if (!kept) flag = 0; /* the text no longer starts at original offset 0 */
     tok_list_clear(&w->pieces);
     if (tok_added_split(t->added, 1, w->norm.p, w->norm.len, flag, &w->pieces, w->rx)) return stage_error(-1, err);
     for (size_t i = 0; i < w->pieces.n; i++) {

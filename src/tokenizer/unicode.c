@@ -104,7 +104,7 @@ int tok_uni_lowercase(const char *s, size_t n, tok_buf *out) {
     return 0;
 }
 
-static int is_mark(int32_t cp) {
+int tok_uni_is_mark(int32_t cp) {
     utf8proc_category_t c = utf8proc_category(cp);
     return c == UTF8PROC_CATEGORY_MN || c == UTF8PROC_CATEGORY_MC || c == UTF8PROC_CATEGORY_ME;
 }
@@ -115,7 +115,7 @@ int tok_uni_strip_accents(const char *s, size_t n, tok_buf *out) {
     for (size_t i = 0; i < n;) {
         size_t l;
         int32_t cp = tok_utf8_decode(u + i, n - i, &l);
-        if ((cp < 0 || !is_mark(cp)) && tok_buf_append(out, s + i, l)) return -1;
+        if ((cp < 0 || !tok_uni_is_mark(cp)) && tok_buf_append(out, s + i, l)) return -1;
         i += l;
     }
     return tok_buf_reserve(out, 0);
