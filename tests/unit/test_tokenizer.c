@@ -5,8 +5,9 @@
  * detokenization (pushes concatenate to the full decode, never a broken
  * UTF-8 character), the public wrappers, hand-written tokenizer.json files
  * for the components the fixtures do not reach, and clean load errors.
- * When /work/shared/data/tokenizers/llama2 is present its expectations are
- * checked too (that data is not in the repository).
+ * The Qwen3 fixture (byte-level BPE) gets the same checks; when the shared
+ * data (../shared/data/tokenizers) is present, so do llama2, llama3 and
+ * gemma3 (that data is not in the repository).
  */
 #include "test.h"
 #include "base/alloc.h"
@@ -14,6 +15,7 @@
 #include "tokenizer/tokenizer.h"
 #include "xllm.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -622,6 +624,98 @@ static void test_random(void) {
     tokenizer_free(t);
 }
 
+/* Byte-level BPE (the Qwen3 fixture): any bytes encode, valid text round-
+ * trips exactly, and concurrent callers (one on the shared workspace with
+ * the word cache, the others on private ones) get the same ids. */
+#define QWEN XLLM_SOURCE_DIR "/tests/data/tokenizers/qwen3"
+
+typedef struct {
+    const tokenizer *t;
+    const char *text;
+    size_t len;
+    int32_t *ids;
+    size_t n;
+} enc_job;
+
+static void *enc_thread(void *arg) {
+    enc_job *j = arg;
+    for (int k = 0; k < 20; k++) {
+        xllm_free(j->ids);
+        j->ids = NULL;
+        if (tokenizer_encode(j->t, j->text, j->len, 1, &j->ids, &j->n, NULL) != XLLM_OK) break;
+    }
+    return NULL;
+}
+
+static void test_byte_level(void) {
+    xllm_error e;
+    tokenizer *t = tokenizer_load(QWEN, &e);
+    CHECK_MSG(t != NULL, "%s", e.message);
+    if (!t) return;
+    char text[600];
+    int roundtrip_ok = 1, bytes_ok = 1;
+    static const char *alphabet[] = {"a", "Z", " ", "  ", "\n", "\t", "don't", "42", "1234567", "\xc3\xa9",
+                                     "\xe4\xb8\xad\xe6\x96\x87", "\xf0\x9f\x98\x80", "<|im_start|>",
+                                     "<think>", "'S", "\xd0\x96", "!!", "def f(x):"};
+    for (int iter = 0; iter < 200; iter++) {
+        size_t len = 0;
+        for (int w = (int)rnd(30); w > 0; w--) {
+            const char *p = alphabet[rnd(sizeof alphabet / sizeof *alphabet)];
+            size_t pl = strlen(p);
+            if (len + pl >= sizeof text) break;
+            memcpy(text + len, p, pl);
+            len += pl;
+        }
+        int32_t *ids = NULL;
+        size_t n = 0;
+        char *back = NULL;
+        size_t back_len = 0;
+        if (tokenizer_encode(t, text, len, 0, &ids, &n, NULL) != XLLM_OK ||
+            tokenizer_decode(t, ids, n, 0, &back, &back_len, NULL) != XLLM_OK || back_len != len ||
+            memcmp(back, text, len) != 0)
+            roundtrip_ok = 0;
+        xllm_free(back);
+        xllm_free(ids);
+        for (size_t i = 0; i < len; i++) text[i] = (char)rnd(256); /* not UTF-8: still encodes */
+        if (tokenizer_encode(t, text, len, 1, &ids, &n, NULL) != XLLM_OK) bytes_ok = 0;
+        for (size_t i = 0; ids && i < n; i++)
+            if (ids[i] < 0 || ids[i] >= tokenizer_vocab_size(t)) bytes_ok = 0;
+        if (ids && tokenizer_decode(t, ids, n, 0, &back, &back_len, NULL) == XLLM_OK) {
+            if (!utf8_ok(back, back_len)) bytes_ok = 0;
+            xllm_free(back);
+        }
+        xllm_free(ids);
+    }
+    CHECK(roundtrip_ok);
+    CHECK(bytes_ok);
+    /* a long input (one call, word cache and big buffers) */
+    size_t big = 300000;
+    char *long_text = xllm_malloc(big);
+    for (size_t i = 0; i < big; i++) long_text[i] = "the cat sat on the mat. \n"[i % 25];
+    int32_t *ids = NULL;
+    size_t n = 0;
+    CHECK(tokenizer_encode(t, long_text, big, 0, &ids, &n, NULL) == XLLM_OK && n > 1000);
+    xllm_free(ids);
+    /* concurrent callers agree with a lone one */
+    int32_t *want = NULL;
+    size_t nwant = 0;
+    CHECK(tokenizer_encode(t, long_text, 20000, 1, &want, &nwant, NULL) == XLLM_OK);
+    enc_job jobs[4];
+    pthread_t th[4];
+    for (int k = 0; k < 4; k++) {
+        jobs[k] = (enc_job){t, long_text, 20000, NULL, 0};
+        pthread_create(&th[k], NULL, enc_thread, &jobs[k]);
+    }
+    for (int k = 0; k < 4; k++) {
+        pthread_join(th[k], NULL);
+        CHECK(jobs[k].ids && jobs[k].n == nwant && memcmp(jobs[k].ids, want, nwant * sizeof *want) == 0);
+        xllm_free(jobs[k].ids);
+    }
+    xllm_free(want);
+    xllm_free(long_text);
+    tokenizer_free(t);
+}
+
 /* ------------------------------------------------------------ public API */
 
 static void test_public_api(void) {
@@ -665,11 +759,22 @@ int main(void) {
     check_expected(FIXTURES "/tokenizer.json", FIXTURES "/expected.jsonl", 1);
     check_expected(FIXTURES "/tokenizer_metaspace.json", FIXTURES "/expected_metaspace.jsonl", 1);
     check_expected(FIXTURES, FIXTURES "/expected.jsonl", 0); /* directory form */
-    const char *llama2 = "/work/shared/data/tokenizers/llama2";
-    if (xllm_is_dir(llama2)) check_expected(llama2, "/work/shared/data/tokenizers/llama2/expected.jsonl", 1);
+    check_expected(XLLM_SOURCE_DIR "/tests/data/tokenizers/qwen3", XLLM_SOURCE_DIR "/tests/data/tokenizers/qwen3/expected.jsonl",
+                   1);
+    /* the vendors' tokenizers are not in the repository: checked when the shared data is there */
+    static const char *shared[] = {"llama2", "llama3", "gemma3"};
+    for (size_t i = 0; i < sizeof shared / sizeof *shared; i++) {
+        char dir[512], exp[600];
+        snprintf(dir, sizeof dir, "%s/../shared/data/tokenizers/%s", XLLM_SOURCE_DIR, shared[i]);
+        if (!xllm_is_dir(dir)) snprintf(dir, sizeof dir, "/work/shared/data/tokenizers/%s", shared[i]);
+        snprintf(exp, sizeof exp, "%s/expected.jsonl", dir);
+        if (xllm_file_exists(exp)) check_expected(dir, exp, 1);
+        else fprintf(stderr, "SKIP %s: no shared tokenizer data\n", shared[i]);
+    }
     test_synthetic();
     test_errors();
     test_random();
+    test_byte_level();
     test_public_api();
     char p[128];
     unlink(xllm_path_join(p, sizeof p, g_dir, "tokenizer.json"));
