@@ -93,8 +93,8 @@ static int loop_attr(tpl_ctx *c, const tv_dict *d, const char *name, tv *out) {
     else if (!strcmp(name, "first")) *out = tv_bool(i == 0);
     else if (!strcmp(name, "last")) *out = tv_bool(i + 1 == n);
     else if (!strcmp(name, "length")) *out = tv_int((int64_t)n);
-    else if (!strcmp(name, "depth")) *out = tv_int(1);
-    else if (!strcmp(name, "depth0")) *out = tv_int(0);
+    else if (!strcmp(name, "depth")) *out = tv_int(L->depth);
+    else if (!strcmp(name, "depth0")) *out = tv_int(L->depth - 1);
     else if (!strcmp(name, "previtem"))
         *out = i > 0 ? L->items[i - 1] : tv_undef_fmt(c, "there is no previous item");
     else if (!strcmp(name, "nextitem"))
@@ -255,6 +255,7 @@ static int do_slice(tpl_ctx *c, const tv *obj, const tv parts[3], const int give
 
 static int eval(tpl_ctx *c, scope *s, const node *n, tv *out);
 static int exec(tpl_ctx *c, scope *s, const node *n, tpl_buf *out);
+static int call_loop(tpl_ctx *c, const tpl_loop *L, const tpl_args *a, tv *out);
 
 static int eval_args(tpl_ctx *c, scope *s, const node *n, tv *first, tpl_args *a) {
     size_t extra = first ? 1 : 0;
@@ -355,9 +356,13 @@ static int call_macro(tpl_ctx *c, const tv_func *fn, const tpl_args *a, tv *out)
 
 int tpl_call(tpl_ctx *c, const tv *fn, const tpl_args *a, tv *out) {
     if (fn->kind == TV_UNDEF || fn->kind == TV_MISSING) return tpl_fail_undef(c, fn);
-    if (fn->kind != TV_FUNC) return tpl_fail(c, XLLM_ERR_FORMAT, "'%s' object is not callable", tv_type_name(fn));
+    int is_loop = fn->kind == TV_DICT && fn->u.d->kind == D_LOOP;
+    if (fn->kind != TV_FUNC && !is_loop)
+        return tpl_fail(c, XLLM_ERR_FORMAT, "'%s' object is not callable", tv_type_name(fn));
     if (++c->depth > TPL_MAX_DEPTH) return tpl_fail(c, XLLM_ERR_UNSUPPORTED, "calls nested too deeply (recursion?)");
-    int rc = fn->u.fn->kind == F_MACRO ? call_macro(c, fn->u.fn, a, out) : fn->u.fn->fn(c, &fn->u.fn->self, a, out);
+    int rc = is_loop ? call_loop(c, fn->u.d->loop, a, out)
+             : fn->u.fn->kind == F_MACRO ? call_macro(c, fn->u.fn, a, out)
+                                         : fn->u.fn->fn(c, &fn->u.fn->self, a, out);
     c->depth--;
     return rc;
 }
@@ -515,13 +520,11 @@ static int write_value(tpl_ctx *c, const tv *v, tpl_buf *out) {
     return tv_to_str(c, v, out);
 }
 
-static int exec_for(tpl_ctx *c, scope *s, const node *n, tpl_buf *out) {
-    tv seq;
-    if (eval(c, s, n->b, &seq)) return -1;
-    c->line = n->line;
+/* One run of a for loop over seq (depth > 1: a recursive loop(...) call). */
+static int run_loop(tpl_ctx *c, scope *s, const node *n, const tv *seq, int depth, tpl_buf *out) {
     const tv *items;
     size_t cnt;
-    if (tv_iter(c, &seq, &items, &cnt)) return -1;
+    if (tv_iter(c, seq, &items, &cnt)) return -1;
     scope *it = scope_new(c, s);
     if (!it) return -1;
     if (n->c) { /* {% for x in xs if cond %}: filter first, loop.length counts what passed */
@@ -542,6 +545,9 @@ static int exec_for(tpl_ctx *c, scope *s, const node *n, tpl_buf *out) {
     if (!L || !ld) return tpl_oom(c);
     L->items = items;
     L->length = cnt;
+    L->depth = depth;
+    L->node = n;
+    L->outer = s;
     ld->loop = L;
     for (size_t i = 0; i < cnt; i++) {
         L->index0 = i;
@@ -558,6 +564,25 @@ static int exec_for(tpl_ctx *c, scope *s, const node *n, tpl_buf *out) {
         if (rc < 0) return -1;
     }
     return 0;
+}
+
+static int exec_for(tpl_ctx *c, scope *s, const node *n, tpl_buf *out) {
+    tv seq;
+    if (eval(c, s, n->b, &seq)) return -1;
+    c->line = n->line;
+    return run_loop(c, s, n, &seq, 1, out);
+}
+
+/* loop(children) inside a recursive for loop: the loop again, as text. */
+static int call_loop(tpl_ctx *c, const tpl_loop *L, const tpl_args *a, tv *out) {
+    if (!L->node->op) return tpl_fail(c, XLLM_ERR_FORMAT, "loop() is only callable in a recursive for loop");
+    if (a->npos != 1 || a->nkw) return tpl_fail(c, XLLM_ERR_FORMAT, "loop() takes exactly one argument");
+    tpl_buf b = tpl_buf_make(c);
+    if (run_loop(c, L->outer, L->node, &a->pos[0], L->depth + 1, &b)) {
+        tpl_buf_release(&b);
+        return -1;
+    }
+    return tpl_buf_to_value(c, &b, out);
 }
 
 static int render_body(tpl_ctx *c, scope *s, const node *body, tv *out) {

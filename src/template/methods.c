@@ -298,7 +298,7 @@ METHOD(m_title) {
         size_t st = i;
         uint32_t cp = py_utf8_next(SELF_STR(self), &i);
         if (prev_cased) py_lower(&b, self->u.s + st, i - st);
-        else py_upper(&b, self->u.s + st, i - st);
+        else py_title_char(&b, self->u.s + st, i - st);
         prev_cased = is_cased(cp);
     }
     return new_str(c, &b, out);
@@ -310,7 +310,7 @@ METHOD(m_capitalize) {
     size_t i = 0;
     if (self->len) {
         py_utf8_next(SELF_STR(self), &i);
-        py_upper(&b, self->u.s, i);
+        py_title_char(&b, self->u.s, i);
         py_lower(&b, self->u.s + i, self->len - i);
     }
     return new_str(c, &b, out);

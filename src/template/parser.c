@@ -811,8 +811,8 @@ static node *parse_for(ps *p, int line) {
         if (!n->c) return NULL;
     }
     if (is_name(cur(p), "recursive")) {
-        pfail(p, XLLM_ERR_UNSUPPORTED, cur(p)->line, "recursive for loops are not supported");
-        return NULL;
+        n->op = 1;
+        adv(p);
     }
     if (expect_block_end(p)) return NULL;
     p->loop_depth++;

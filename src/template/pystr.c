@@ -159,6 +159,13 @@ uint32_t py_toupper(uint32_t cp) {
     return l ? (uint32_t)towupper_l((wint_t)cp, l) : cp;
 }
 
+uint32_t py_totitle(uint32_t cp) {
+    /* the digraphs whose titlecase is neither their upper nor lower case */
+    if (cp >= 0x1C4 && cp <= 0x1CC) return 0x1C5 + (cp - 0x1C4) / 3 * 3;
+    if (cp >= 0x1F1 && cp <= 0x1F3) return 0x1F2;
+    return py_toupper(cp);
+}
+
 uint32_t py_tolower(uint32_t cp) {
     if (cp < 0x80) return cp >= 'A' && cp <= 'Z' ? cp + 32 : cp;
     locale_t l = utf8_locale();
@@ -183,6 +190,18 @@ int py_upper(tpl_buf *b, const char *s, size_t len) {
         if (rc) return -1;
     }
     return 0;
+}
+
+int py_title_char(tpl_buf *b, const char *s, size_t len) {
+    size_t i = 0;
+    uint32_t cp = py_utf8_next(s, len, &i);
+    if (cp == 0xDF || (cp >= 0xFB00 && cp <= 0xFB06)) { /* Ss, Fi...: title then lower the rest */
+        static const char *t[] = {"Ff", "Fi", "Fl", "Ffi", "Ffl", "St", "St"};
+        const char *x = cp == 0xDF ? "Ss" : t[cp - 0xFB00];
+        return tpl_buf_put(b, x, strlen(x));
+    }
+    char u[4];
+    return tpl_buf_put(b, u, py_utf8_put(u, py_totitle(cp)));
 }
 
 static int cased(uint32_t cp) { return py_isupper(cp) || py_islower(cp) || (cp >= 0x1C5 && cp <= 0x1F2); }

@@ -79,6 +79,9 @@ enum { D_DICT, D_NAMESPACE, D_LOOP };
 typedef struct tpl_loop {
     size_t index0, length;
     const tv *items;
+    int depth;                 /* 1 for the outermost call of a recursive loop */
+    const struct node *node;   /* the for statement (recursive loops call it again) */
+    struct scope *outer;       /* the scope the for statement runs in */
 } tpl_loop;
 struct tv_dict {
     int kind;
@@ -196,6 +199,9 @@ int py_isupper(uint32_t cp);
 int py_islower(uint32_t cp);
 uint32_t py_toupper(uint32_t cp);
 uint32_t py_tolower(uint32_t cp);
+uint32_t py_totitle(uint32_t cp);
+/* Append one code point (s[0..len)) in title case (Python's str.title). */
+int py_title_char(tpl_buf *b, const char *s, size_t len);
 /* Append s upper/lower-cased (Python's full mapping for the common cases). */
 int py_upper(tpl_buf *b, const char *s, size_t len);
 int py_lower(tpl_buf *b, const char *s, size_t len);
