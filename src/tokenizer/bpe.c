@@ -16,12 +16,19 @@
  * new id) map; single BMP characters have a direct table. Words shorter than
  * 256 bytes are remembered in a word cache (as HF does), which a workspace
  * owns when asked to, so repeated words cost one hash lookup.
+ *
+ * SentencePiece-style models get the whole text as one "word". Such a word
+ * is cut, exactly, before each '▁' that follows a character x when no
+ * vocabulary token contains "x▁" (checked at load): no merge can then
+ * span the cut, so both sides merge independently and the result is the
+ * same, while the short pieces hit the word cache.
  */
 #include "tokenizer/tok_internal.h"
 #include "base/alloc.h"
 #include "base/error.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 struct tok_bpe {
@@ -37,6 +44,9 @@ struct tok_bpe {
     size_t plen, slen;
     int fuse_unk, byte_fallback, ignore_merges;
     int32_t byte_ids[256];  /* <0xXX> tokens, -1 where absent */
+    int cut_ok;             /* words may be cut before U+2581 (see above) */
+    int32_t *cut_bad;       /* characters x with "x\u2581" inside some token (sorted) */
+    size_t n_cut_bad;
 };
 
 typedef struct { int32_t c, prev, next; uint32_t len; } bpe_sym;
@@ -72,6 +82,7 @@ void tok_bpe_free(tok_bpe *m) {
     xllm_free((void *)m->id_to_tok);
     xllm_free(m->id_len);
     xllm_free(m->char_ids);
+    xllm_free(m->cut_bad);
     tok_u64map_free(&m->merges);
     xllm_free(m->unk_token);
     xllm_free(m->prefix);
@@ -330,6 +341,40 @@ static xllm_status parse_str_field(const cJSON *j, const char *name, const char 
     return XLLM_OK;
 }
 
+static int cmp_i32(const void *a, const void *b) {
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+#define META_SP "\xe2\x96\x81" /* U+2581 */
+
+/* Which characters may not be cut from a following U+2581 (see the top). */
+static xllm_status build_cuts(tok_bpe *m, const char *path, xllm_error *err) {
+    if (m->prefix || m->suffix || m->ignore_merges || !m->char_ids || m->char_ids[0x2581] < 0) return XLLM_OK;
+    size_t cap = 0;
+    for (int32_t id = 0; id <= m->max_id; id++) {
+        const char *t = m->id_to_tok[id];
+        if (!t) continue;
+        size_t len = m->id_len[id];
+        for (const char *p = t; (p = memmem(p, len - (size_t)(p - t), META_SP, 3)) != NULL; p += 3) {
+            if (p == t) continue;
+            size_t st;
+            int32_t x = tok_utf8_before(t, (size_t)(p - t), &st);
+            if (x == 0x2581) continue;
+            if (m->n_cut_bad == cap) {
+                cap = cap ? cap * 2 : 16;
+                int32_t *v = xllm_realloc(m->cut_bad, cap * sizeof *v);
+                if (!v) return OOM();
+                m->cut_bad = v;
+            }
+            m->cut_bad[m->n_cut_bad++] = x;
+        }
+    }
+    if (m->n_cut_bad) qsort(m->cut_bad, m->n_cut_bad, sizeof *m->cut_bad, cmp_i32);
+    m->cut_ok = 1;
+    return XLLM_OK;
+}
+
 xllm_status tok_bpe_parse(const cJSON *j, const char *raw, const size_t vocab[2], const size_t merges[2],
                           const char *path, tok_bpe **out, xllm_error *err) {
     *out = NULL;
@@ -348,6 +393,7 @@ xllm_status tok_bpe_parse(const cJSON *j, const char *raw, const size_t vocab[2]
     if (!st) st = parse_vocab(raw, vocab, path, m, err);
     if (!st) st = parse_merges(raw, merges, path, m, err);
     if (!st) st = build_char_table(m, path, err);
+    if (!st) st = build_cuts(m, path, err);
     if (st) {
         tok_bpe_free(m);
         return st;
@@ -574,17 +620,12 @@ oom:
     return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory in BPE");
 }
 
-xllm_status tok_bpe_tokenize(const tok_bpe *m, const char *s, size_t len, tok_ids *out, tok_bpe_ws *ws,
-                             xllm_error *err) {
-    if (len == 0) return XLLM_OK;
+static xllm_status tokenize_piece(const tok_bpe *m, const char *s, size_t len, tok_ids *out, tok_bpe_ws *ws,
+                                  xllm_error *err) {
     uint64_t h = 0;
     int cacheable = ws->slots && len < CACHE_MAX_WORD;
-    if (m->ignore_merges || cacheable) h = tok_hash(s, len);
-    if (m->ignore_merges) {
-        int32_t id = tok_strmap_get_h(&m->vocab, s, len, h);
-        if (id >= 0) return tok_ids_push(out, id) ? xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory") : XLLM_OK;
-    }
     if (cacheable) {
+        h = tok_hash(s, len);
         const cache_slot *c = cache_find(ws, s, len, h);
         if (c) {
             if (tok_ids_append(out, ws->ids.v + c->ids_off, c->n_ids))
@@ -596,4 +637,39 @@ xllm_status tok_bpe_tokenize(const tok_bpe *m, const char *s, size_t len, tok_id
     xllm_status st = merge_word(m, s, len, out, ws, err);
     if (!st && cacheable) cache_put(ws, s, len, h, out->v + first, out->n - first);
     return st;
+}
+
+/* May the word be cut before the U+2581 at s[k] (k > 0)? */
+static int can_cut(const tok_bpe *m, const char *s, size_t k) {
+    size_t st;
+    int32_t x = tok_utf8_before(s, k, &st);
+    if (x < 0 || x == 0x2581) return 0;
+    if (x < 65536 ? m->char_ids[x] < 0 : tok_strmap_get(&m->vocab, s + st, k - st) < 0) return 0; /* not a plain symbol */
+    size_t lo = 0, hi = m->n_cut_bad;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (m->cut_bad[mid] == x) return 0;
+        if (m->cut_bad[mid] < x) lo = mid + 1;
+        else hi = mid;
+    }
+    return 1;
+}
+
+xllm_status tok_bpe_tokenize(const tok_bpe *m, const char *s, size_t len, tok_ids *out, tok_bpe_ws *ws,
+                             xllm_error *err) {
+    if (len == 0) return XLLM_OK;
+    if (m->ignore_merges) {
+        int32_t id = tok_strmap_get(&m->vocab, s, len);
+        if (id >= 0) return tok_ids_push(out, id) ? xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory") : XLLM_OK;
+    }
+    if (!m->cut_ok) return tokenize_piece(m, s, len, out, ws, err);
+    size_t start = 0;
+    for (const char *p = s + 1; (p = memmem(p, len - (size_t)(p - s), META_SP, 3)) != NULL; p += 3) {
+        size_t k = (size_t)(p - s);
+        if (k <= start || !can_cut(m, s, k)) continue;
+        xllm_status st = tokenize_piece(m, s + start, k - start, out, ws, err);
+        if (st) return st;
+        start = k;
+    }
+    return tokenize_piece(m, s + start, len - start, out, ws, err);
 }
