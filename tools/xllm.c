@@ -176,6 +176,7 @@ static int cmd_run(int argc, char **argv) {
     char mbuf[PATH_MAX + 64];
     const char *model_path = NULL, *prompt = NULL, *ids_arg = NULL;
     int json = 0, chat = 0;
+    const char *chat_flag = NULL;
     chat_opts co;
     memset(&co, 0, sizeof co);
     long threads = 0, v;
@@ -228,9 +229,10 @@ static int cmd_run(int argc, char **argv) {
             int r = chat_opts_parse(&co, argc, argv, &a.i);
             if (r < 0) return 1;
             if (!r) return fail("unknown option for run: %s", f);
-            if (!chat) return fail("%s goes with --chat", f);
+            chat_flag = f;
         }
     }
+    if (chat_flag && !chat) return fail("%s goes with --chat", chat_flag);
     if (a.bad) return 1;
     if (prompt && ids_arg) return fail("%s", "give either -p or --ids, not both");
     if (chat && ids_arg) return fail("%s", "--chat takes -p TEXT or --messages FILE, not --ids");

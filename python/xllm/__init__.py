@@ -9,13 +9,21 @@ elsewhere set ``XLLM_LIBRARY`` to the library's path.
     llm.set_inference_params(max_new_tokens=300, repetition_penalty=1.2, do_sample=False, top_k=10)
     out = llm.generate(["Once upon a time"])
     print(out[0].text, out[0].token_ids)
+
+Chat models render their chat template (tokenizer_config.json) exactly as
+HuggingFace's apply_chat_template does:
+
+    llm.apply_chat_template([{"role": "user", "content": "Hi"}], add_generation_prompt=True)
+    llm.chat([{"role": "user", "content": "Hi"}], SamplingParams(max_new_tokens=50))
 """
 
 import ctypes
 import ctypes.util
+import json
 import os
 
-__all__ = ["LLM", "SamplingParams", "RequestOutput", "ModelConverter", "XLLMError", "library_path"]
+__all__ = ["LLM", "SamplingParams", "RequestOutput", "ModelConverter", "ChatTemplate", "render_chat_template",
+           "XLLMError", "library_path"]
 
 MAX_STOP_STRINGS = 16
 MAX_STOP_IDS = 16
@@ -111,6 +119,14 @@ def _load_library():
         "xllm_convert_options_default": (_ConvertOptions, []),
         "xllm_convert": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_char_p, P(_ConvertOptions), P(_Error)]),
         "xllm_model_info": (ctypes.c_int, [ctypes.c_char_p, P(ctypes.c_void_p), P(_Error)]),
+        "xllm_chat_template_render": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p,
+                                                     P(ctypes.c_void_p), P(ctypes.c_size_t), P(_Error)]),
+        "xllm_chat_template_load": (ctypes.c_void_p, [ctypes.c_char_p, P(_Error)]),
+        "xllm_chat_template_free": (None, [ctypes.c_void_p]),
+        "xllm_chat_template_apply": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p,
+                                                    P(ctypes.c_void_p), P(ctypes.c_size_t), P(_Error)]),
+        "xllm_chat_template_source": (ctypes.c_char_p, [ctypes.c_void_p, ctypes.c_char_p]),
+        "xllm_chat_template_special_token": (ctypes.c_char_p, [ctypes.c_void_p, ctypes.c_char_p]),
         "xllm_tokenize": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_int,
                                          P(P(ctypes.c_int32)), P(ctypes.c_size_t), P(_Error)]),
         "xllm_detokenize": (ctypes.c_int, [ctypes.c_void_p, P(ctypes.c_int32), ctypes.c_size_t, ctypes.c_int,
@@ -233,6 +249,106 @@ class RequestOutput:
                                                                            self.finish_reason)
 
 
+# ----------------------------------------------------------- chat templates
+
+def _template_options(add_generation_prompt, tools, template_vars):
+    opts = dict(template_vars)
+    opts["add_generation_prompt"] = bool(add_generation_prompt)
+    if tools is not None:
+        opts["tools"] = tools
+    return json.dumps(opts, ensure_ascii=False).encode("utf-8")
+
+
+def _messages_json(messages):
+    return json.dumps(list(messages), ensure_ascii=False).encode("utf-8")
+
+
+def _take_text(lib, out, n):
+    text = ctypes.string_at(out.value, n.value).decode("utf-8") if out.value else ""
+    lib.xllm_free(out)
+    return text
+
+
+def render_chat_template(source, messages, add_generation_prompt=False, tools=None, **template_vars):
+    """Render a Jinja2 chat template string the way HF's apply_chat_template
+    does (special tokens such as bos_token are ordinary keyword variables here)."""
+    lib = _library()
+    out = ctypes.c_void_p()
+    n = ctypes.c_size_t()
+    err = _Error()
+    if lib.xllm_chat_template_render(source.encode("utf-8"), _messages_json(messages),
+                                     _template_options(add_generation_prompt, tools, template_vars),
+                                     ctypes.byref(out), ctypes.byref(n), ctypes.byref(err)):
+        _raise(err)
+    return _take_text(lib, out, n)
+
+
+class ChatTemplate:
+    """The chat template(s) of a model or tokenizer directory (tokenizer_config.json's
+    "chat_template", or chat_template.jinja), with its special tokens.
+
+        ChatTemplate("path/to/model").apply(messages, add_generation_prompt=True, enable_thinking=False)
+    """
+
+    def __init__(self, path):
+        lib = _library()
+        self._lib = lib
+        self._h = None
+        err = _Error()
+        h = lib.xllm_chat_template_load(os.fspath(path).encode("utf-8"), ctypes.byref(err))
+        if not h:
+            _raise(err)
+        self._h = h
+
+    def close(self):
+        if self._h:
+            self._lib.xllm_chat_template_free(self._h)
+            self._h = None
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def apply(self, messages, add_generation_prompt=False, tools=None, chat_template=None, **template_vars):
+        """HF's apply_chat_template(messages, tokenize=False, ...): the rendered text.
+        chat_template: the name of one of the model's templates (default: HF's
+        choice, "tool_use" when tools are given and it exists, else "default")
+        or a template string."""
+        if not self._h:
+            raise XLLMError(1, "the chat template is closed")
+        name = None
+        if chat_template is not None:
+            if self.source(chat_template) is not None:
+                name = chat_template
+            else:  # a template string, with this model's special tokens
+                special = {k: v for k in ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token",
+                                          "cls_token", "mask_token")
+                           for v in [self.special_token(k)] if v is not None}
+                return render_chat_template(chat_template, messages, add_generation_prompt, tools,
+                                            **{**special, **template_vars})
+        out = ctypes.c_void_p()
+        n = ctypes.c_size_t()
+        err = _Error()
+        if self._lib.xllm_chat_template_apply(self._h, name.encode("utf-8") if name else None,
+                                              _messages_json(messages),
+                                              _template_options(add_generation_prompt, tools, template_vars),
+                                              ctypes.byref(out), ctypes.byref(n), ctypes.byref(err)):
+            _raise(err)
+        return _take_text(self._lib, out, n)
+
+    def source(self, name=None):
+        """The source of a named template (None: "default"), or None."""
+        s = self._lib.xllm_chat_template_source(self._h, name.encode("utf-8") if name else None)
+        return s.decode("utf-8") if s is not None else None
+
+    def special_token(self, name):
+        """A special token's text ("bos_token", "eos_token", ...), or None."""
+        s = self._lib.xllm_chat_template_special_token(self._h, name.encode("utf-8"))
+        return s.decode("utf-8") if s is not None else None
+
+
 class LLM:
     """A loaded model: LLM(path) takes a HuggingFace checkpoint directory."""
 
@@ -255,9 +371,13 @@ class LLM:
         self.vocab_size = lib.xllm_model_vocab_size(handle)
         self.context_size = lib.xllm_model_context_size(handle)
         self._defaults = SamplingParams()
+        self._chat_template = None
 
     # -- lifetime
     def close(self):
+        if self._chat_template is not None:
+            self._chat_template.close()
+            self._chat_template = None
         if self._model:
             self._lib.xllm_model_free(self._model)
             self._model = None
@@ -410,6 +530,42 @@ class LLM:
                                      RequestOutput._REASONS.get(r.finish_reason, str(r.finish_reason))))
         self._lib.xllm_results_free(results, n)
         return out
+
+    # -- chat
+    @property
+    def chat_template(self):
+        """The model's ChatTemplate (loaded on first use)."""
+        self._check_open()
+        if self._chat_template is None:
+            self._chat_template = ChatTemplate(self.path)
+        return self._chat_template
+
+    def apply_chat_template(self, messages, add_generation_prompt=False, tools=None, chat_template=None,
+                            **template_vars):
+        """The prompt text HF's tokenizer.apply_chat_template(messages, tokenize=False, ...)
+        gives: the model's chat template rendered with messages, tools, the special
+        tokens and any extra variables (e.g. enable_thinking=False)."""
+        return self.chat_template.apply(messages, add_generation_prompt=add_generation_prompt, tools=tools,
+                                        chat_template=chat_template, **template_vars)
+
+    def chat(self, messages, sampling_params=None, add_generation_prompt=True, tools=None, callback=None,
+             chat_template=None, **template_vars):
+        """Generate a reply to a conversation (a list of {"role", "content", ...}
+        messages; a list of conversations gives a list of outputs). As HF's
+        apply_chat_template(tokenize=True) does, the rendered prompt is tokenized
+        without adding special tokens: the template writes BOS itself. Returns a
+        RequestOutput whose .prompt is the rendered text."""
+        batch = bool(messages) and isinstance(messages[0], (list, tuple))
+        conversations = list(messages) if batch else [messages]
+        texts = [self.apply_chat_template(conv, add_generation_prompt=add_generation_prompt, tools=tools,
+                                          chat_template=chat_template, **template_vars) for conv in conversations]
+        ids = [self.tokenize(t, add_special_tokens=False) for t in texts]
+        if not all(ids):
+            raise XLLMError(1, "the chat template rendered an empty prompt")
+        outs = self.generate(ids, sampling_params, callback=callback)
+        for o, t in zip(outs, texts):
+            o.prompt = t
+        return outs if batch else outs[0]
 
 
 class ModelConverter:
