@@ -53,8 +53,8 @@ typedef struct { int32_t c, prev, next; uint32_t len; } bpe_sym;
 typedef struct { uint32_t rank, pos; int32_t new_id; } bpe_cand;
 
 #define CACHE_MAX_WORD 256    /* bytes; longer words are not cached (HF: MAX_LENGTH) */
-#define CACHE_SLOTS 32768     /* power of two */
-#define CACHE_MAX_ENTRIES 10000
+#define CACHE_SLOTS 65536     /* power of two */
+#define CACHE_MAX_ENTRIES 40000 /* then it starts over */
 
 typedef struct {
     uint64_t h;
@@ -634,7 +634,10 @@ static xllm_status tokenize_piece(const tok_bpe *m, const char *s, size_t len, t
         }
     }
     size_t first = out->n;
-    xllm_status st = merge_word(m, s, len, out, ws, err);
+    xllm_status st;
+    int32_t id = m->ignore_merges ? tok_strmap_get(&m->vocab, s, len) : -1;
+    if (id >= 0) st = tok_ids_push(out, id) ? xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory") : XLLM_OK;
+    else st = merge_word(m, s, len, out, ws, err);
     if (!st && cacheable) cache_put(ws, s, len, h, out->v + first, out->n - first);
     return st;
 }
@@ -658,11 +661,7 @@ static int can_cut(const tok_bpe *m, const char *s, size_t k) {
 xllm_status tok_bpe_tokenize(const tok_bpe *m, const char *s, size_t len, tok_ids *out, tok_bpe_ws *ws,
                              xllm_error *err) {
     if (len == 0) return XLLM_OK;
-    if (m->ignore_merges) {
-        int32_t id = tok_strmap_get(&m->vocab, s, len);
-        if (id >= 0) return tok_ids_push(out, id) ? xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory") : XLLM_OK;
-    }
-    if (!m->cut_ok) return tokenize_piece(m, s, len, out, ws, err);
+    if (!m->cut_ok) /* (never with ignore_merges, which looks at the whole word) */ return tokenize_piece(m, s, len, out, ws, err);
     size_t start = 0;
     for (const char *p = s + 1; (p = memmem(p, len - (size_t)(p - s), META_SP, 3)) != NULL; p += 3) {
         size_t k = (size_t)(p - s);
