@@ -356,7 +356,7 @@ static xllm_status build_cuts(tok_bpe *m, const char *path, xllm_error *err) {
         const char *t = m->id_to_tok[id];
         if (!t) continue;
         size_t len = m->id_len[id];
-        for (const char *p = t; (p = memmem(p, len - (size_t)(p - t), META_SP, 3)) != NULL; p += 3) {
+        for (const char *p = t; (p = tok_find(p, len - (size_t)(p - t), META_SP, 3)) != NULL; p += 3) {
             if (p == t) continue;
             size_t st;
             int32_t x = tok_utf8_before(t, (size_t)(p - t), &st);
@@ -663,7 +663,7 @@ xllm_status tok_bpe_tokenize(const tok_bpe *m, const char *s, size_t len, tok_id
     if (len == 0) return XLLM_OK;
     if (!m->cut_ok) /* (never with ignore_merges, which looks at the whole word) */ return tokenize_piece(m, s, len, out, ws, err);
     size_t start = 0;
-    for (const char *p = s + 1; (p = memmem(p, len - (size_t)(p - s), META_SP, 3)) != NULL; p += 3) {
+    for (const char *p = s + 1; (p = tok_find(p, len - (size_t)(p - s), META_SP, 3)) != NULL; p += 3) {
         size_t k = (size_t)(p - s);
         if (k <= start || !can_cut(m, s, k)) continue;
         xllm_status st = tokenize_piece(m, s + start, k - start, out, ws, err);

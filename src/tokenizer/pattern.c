@@ -63,7 +63,7 @@ int tok_pattern_find(const tok_pattern *p, tok_rx_ws *rx, const char *s, size_t 
     if (!p->lit_len) return 0;
     size_t i = 0;
     while (i + p->lit_len <= len) {
-        const char *hit = memmem(s + i, len - i, p->lit, p->lit_len);
+        const char *hit = tok_find(s + i, len - i, p->lit, p->lit_len);
         if (!hit) break;
         size_t a = (size_t)(hit - s);
         if (tok_ranges_push(out, a, a + p->lit_len)) return TOK_ERR_OOM;

@@ -196,7 +196,7 @@ static int char_matches(const char *s, size_t len, char_pred pred, const tok_pre
 static int literal_matches(const char *s, size_t len, const char *lit, size_t lit_len, tok_ranges *m) {
     m->n = 0;
     for (size_t i = 0; i + lit_len <= len;) {
-        const char *hit = memmem(s + i, len - i, lit, lit_len);
+        const char *hit = tok_find(s + i, len - i, lit, lit_len);
         if (!hit) break;
         size_t a = (size_t)(hit - s);
         if (tok_ranges_push(m, a, a + lit_len)) return TOK_ERR_OOM;

@@ -19,6 +19,7 @@
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <cjson/cJSON.h>
 
 #include "tokenizer/tokenizer.h"
@@ -69,6 +70,17 @@ int tok_ids_append(tok_ids *a, const int32_t *ids, size_t n);
 /* ---------------------------------------------------------------- hashing */
 
 uint64_t tok_hash(const void *s, size_t n); /* fast 64-bit hash of bytes */
+/* memmem for short needles (memchr on the first byte, then compare). */
+static inline const char *tok_find(const char *hay, size_t n, const char *needle, size_t m) {
+    if (!m) return hay;
+    for (const char *end = hay + n; (size_t)(end - hay) >= m;) {
+        const char *p = (const char *)memchr(hay, needle[0], (size_t)(end - hay) - m + 1);
+        if (!p) return NULL;
+        if (memcmp(p + 1, needle + 1, m - 1) == 0) return p;
+        hay = p + 1;
+    }
+    return NULL;
+}
 
 /* string -> int32 (open addressing, one 16-byte slot per entry); keys are
  * borrowed and must outlive the map. */
