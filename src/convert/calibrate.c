@@ -9,6 +9,10 @@
 #include <string.h>
 
 #define CALIB_WINDOW 512
+/* Second-moment matrices for GPTQ cost cols^2 doubles each and cols^2/2
+ * multiply-adds per token: collected only within these bounds. */
+#define COV_MAX_COLS 4096
+#define COV_BUDGET_BYTES ((size_t)1 << 30)
 
 static void observe(void *ctx, int layer, observe_point p, int expert, const float *x, int T, int cols) {
     calib_stats *s = ctx;
@@ -19,6 +23,15 @@ static void observe(void *ctx, int layer, observe_point p, int expert, const flo
         if (cols != s->cols[p]) return;
         acc = s->sum_sq[k];
         count = &s->count[k];
+        double *cov = s->cov ? s->cov[k] : NULL;
+        if (cov)
+            for (int t = 0; t < T; t++) {
+                const float *r = x + (size_t)t * cols;
+                for (int i = 0; i < cols; i++) {
+                    double xi = r[i], *row = cov + (size_t)i * cols;
+                    for (int j = i; j < cols; j++) row[j] += xi * r[j];
+                }
+            }
     } else {
         int slot = expert >= 0 ? expert : s->n_experts; /* -2: shared expert */
         size_t k = (size_t)layer * (size_t)(s->n_experts + 1) + (size_t)slot;
@@ -49,6 +62,16 @@ static xllm_status alloc_stats(calib_stats *s, const model_config *c, xllm_error
     if (!s->sum_sq || !s->count) goto oom;
     for (size_t k = 0; k < n; k++)
         if (!(s->sum_sq[k] = xllm_calloc((size_t)s->cols[k % OBS_COUNT], sizeof(double)))) goto oom;
+    size_t cov_bytes = 0;
+    for (size_t k = 0; k < n; k++) cov_bytes += (size_t)s->cols[k % OBS_COUNT] * (size_t)s->cols[k % OBS_COUNT] * sizeof(double);
+    if (cov_bytes <= COV_BUDGET_BYTES) {
+        s->cov = xllm_calloc(n, sizeof(double *));
+        if (!s->cov) goto oom;
+        for (size_t k = 0; k < n; k++) {
+            size_t cc = (size_t)s->cols[k % OBS_COUNT];
+            if (cc <= COV_MAX_COLS && !(s->cov[k] = xllm_calloc(cc * cc, sizeof(double)))) goto oom;
+        }
+    }
     if (c->n_experts > 0) {
         size_t ne = (size_t)c->n_layers * (size_t)(c->n_experts + 1);
         s->exp_sum_sq = xllm_calloc(ne, sizeof(double *));
@@ -69,6 +92,9 @@ oom:
 void calib_free(calib_stats *s) {
     if (s->sum_sq)
         for (size_t k = 0; k < (size_t)s->n_layers * OBS_COUNT; k++) xllm_free(s->sum_sq[k]);
+    if (s->cov)
+        for (size_t k = 0; k < (size_t)s->n_layers * OBS_COUNT; k++) xllm_free(s->cov[k]);
+    xllm_free(s->cov);
     if (s->exp_sum_sq)
         for (size_t k = 0; k < (size_t)s->n_layers * (size_t)(s->n_experts + 1); k++) xllm_free(s->exp_sum_sq[k]);
     xllm_free(s->sum_sq);
@@ -76,6 +102,16 @@ void calib_free(calib_stats *s) {
     xllm_free(s->exp_sum_sq);
     xllm_free(s->exp_count);
     memset(s, 0, sizeof *s);
+}
+
+int calib_hessian(const calib_stats *s, int layer, observe_point p, double *out, int cols) {
+    size_t k = (size_t)layer * OBS_COUNT + p;
+    if (!s->cov || !s->cov[k] || cols != s->cols[p] || s->count[k] == 0) return 0;
+    const double *c = s->cov[k];
+    double inv = 1.0 / (double)s->count[k];
+    for (int i = 0; i < cols; i++)
+        for (int j = i; j < cols; j++) out[(size_t)i * cols + j] = out[(size_t)j * cols + i] = c[(size_t)i * cols + j] * inv;
+    return 1;
 }
 
 int calib_importance(const calib_stats *s, int layer, observe_point p, int expert, float *out, int cols) {

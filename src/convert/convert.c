@@ -21,6 +21,7 @@
 #include "base/error.h"
 #include "base/file.h"
 #include "convert/calibrate.h"
+#include "convert/gptq.h"
 #include "convert/policy.h"
 #include "format/safetensors.h"
 #include "format/xllm_file.h"
@@ -50,6 +51,7 @@ typedef struct out_t {
     const st_tensor *raw;      /* non-float tensors are copied as stored */
     tensor_class cls;
     float *importance;         /* per input column (owned) or NULL */
+    double *hessian;           /* E[x x^T] of the input, cols x cols (owned) or NULL: enables GPTQ */
 } out_t;
 
 typedef struct conv {
@@ -65,6 +67,7 @@ typedef struct conv {
     cJSON *types;              /* name -> type actually written, for the metadata */
     double awq_alpha_sum;
     int awq_groups;
+    int gptq_matrices;
 } conv;
 
 static int64_t numel(const out_t *t) {
@@ -76,8 +79,10 @@ static int64_t numel(const out_t *t) {
 static void out_free(out_t *t) {
     xllm_free(t->data);
     xllm_free(t->importance);
+    xllm_free(t->hessian);
     t->data = NULL;
     t->importance = NULL;
+    t->hessian = NULL;
 }
 
 static size_t index_of(const conv *c, const st_tensor *t) { return (size_t)(t - st_at(c->src, 0)); }
@@ -133,7 +138,14 @@ static xllm_status emit(conv *c, out_t *o, xllm_error *err) {
     size_t bytes = (size_t)rows * quant_row_bytes(t.dtype, t.group, cols);
     void *buf = xllm_malloc(bytes ? bytes : 1);
     if (!buf) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory writing %s", o->name);
-    if (xllm_dtype_is_quant(t.dtype)) {
+    int done = 0;
+    if (o->hessian && (t.dtype == XLLM_DT_Q4 || t.dtype == XLLM_DT_Q4M)) {
+        xllm_error gerr;
+        done = gptq_quantize(t.dtype, t.group, o->data, rows, cols, o->hessian, buf, &gerr) == XLLM_OK;
+        c->gptq_matrices += done;
+    }
+    if (done) {
+    } else if (xllm_dtype_is_quant(t.dtype)) {
         size_t rb = quant_row_bytes(t.dtype, t.group, cols);
         for (int64_t r = 0; r < rows; r++)
             quant_quantize_row(t.dtype, t.group, o->data + r * cols, cols, o->importance, (char *)buf + (size_t)r * rb);
@@ -215,6 +227,9 @@ static xllm_status awq_group(conv *c, out_t **mats, int n, const float *imp, flo
             for (int64_t j = 0; j < cols; j++) W->data[r * cols + j] *= best_s[j];
         if (W->importance)
             for (int64_t j = 0; j < cols; j++) W->importance[j] /= best_s[j] * best_s[j];
+        if (W->hessian) /* the new input is x / s */
+            for (int64_t a = 0; a < cols; a++)
+                for (int64_t b = 0; b < cols; b++) W->hessian[a * cols + b] /= (double)best_s[a] * best_s[b];
     }
     if (prev_vec)
         for (int64_t j = 0; j < cols; j++) prev_vec[j] /= best_s[j];
@@ -241,6 +256,14 @@ static xllm_status attach_importance(conv *c, out_t *o, int layer, observe_point
         xllm_free(o->importance);
         o->importance = NULL;
     }
+    if (expert == -1 && o->cls != TC_ROUTER) {
+        o->hessian = xllm_malloc_array((size_t)cols * (size_t)cols, sizeof(double));
+        if (!o->hessian) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+        if (!calib_hessian(&c->calib, layer, p, o->hessian, cols)) {
+            xllm_free(o->hessian);
+            o->hessian = NULL;
+        }
+    }
     return XLLM_OK;
 }
 
@@ -264,6 +287,8 @@ static xllm_status fuse_rows(out_t *parts, int n, const char *name, out_t *out, 
     }
     out->importance = parts[0].importance; /* same input for all parts */
     parts[0].importance = NULL;
+    out->hessian = parts[0].hessian;
+    parts[0].hessian = NULL;
     for (int i = 0; i < n; i++) out_free(&parts[i]);
     return XLLM_OK;
 }
@@ -512,9 +537,12 @@ xllm_status xllm_convert(const char *src, const char *dst, const xllm_convert_op
         cJSON *cal = cJSON_AddObjectToObject(meta, "calibration");
         cJSON_AddStringToObject(cal, "file", c.o->calib_file);
         cJSON_AddNumberToObject(cal, "tokens", c.calib.tokens);
-        cJSON_AddStringToObject(cal, "method", "activation-aware channel scaling (alpha grid 0..1) + weighted clip search");
+        cJSON_AddStringToObject(cal, "method",
+                                "activation-aware channel scaling (alpha grid 0..1), then GPTQ error feedback where "
+                                "the input covariance fits the budget, else activation-weighted clip search");
         cJSON_AddNumberToObject(cal, "scaled_groups", c.awq_groups);
         cJSON_AddNumberToObject(cal, "mean_alpha", c.awq_groups ? c.awq_alpha_sum / c.awq_groups : 0);
+        cJSON_AddNumberToObject(cal, "gptq_matrices", c.gptq_matrices);
     }
     cJSON *prov = cJSON_AddObjectToObject(meta, "provenance");
     char abs_src[4096];

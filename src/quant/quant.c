@@ -78,39 +78,67 @@ static double quant_group(xllm_dtype t, const float *x, int n, float clip, const
             errsum += (imp ? imp[i] : 1.0) * e * e;
         }
     } else if (t == XLLM_DT_Q4) {
-        /* symmetric: the value of largest magnitude maps to -8 (16 levels: -8..7) */
+        /* levels -8..7: the value of largest magnitude maps to -8; then the scale is
+         * refitted by weighted least squares to the rounded levels */
         float amax = 0, vmax = 0;
         for (int i = 0; i < n; i++)
             if (fabsf(x[i]) > amax) amax = fabsf(x[i]), vmax = x[i];
         float d = vmax * clip / -8.0f;
+        int q[4096];
+        for (int pass = 0; pass < 2; pass++) {
+            float id = d != 0 ? 1.0f / d : 0.0f;
+            double sxq = 0, sqq = 0;
+            for (int i = 0; i < n; i++) {
+                int v = (int)lrintf(x[i] * id);
+                v = v > 7 ? 7 : v < -8 ? -8 : v;
+                q[i] = v;
+                double w = imp ? imp[i] : 1.0;
+                sxq += w * x[i] * v;
+                sqq += w * v * v;
+            }
+            if (sqq > 0) d = (float)(sxq / sqq);
+        }
         wr16(blk, d);
-        float dq = rd16(blk), id = dq != 0 ? 1.0f / dq : 0.0f;
-        unsigned char *q = blk + 2;
-        memset(q, 0, (size_t)n / 2);
+        float dq = rd16(blk);
+        unsigned char *qb = blk + 2;
+        memset(qb, 0, (size_t)n / 2);
         for (int i = 0; i < n; i++) {
-            int v = (int)lrintf(x[i] * id) + 8;
-            v = v > 15 ? 15 : v < 0 ? 0 : v;
-            put_nibble(q, i, v);
-            double e = x[i] - (v - 8) * dq;
+            put_nibble(qb, i, q[i] + 8);
+            double e = x[i] - q[i] * dq;
             errsum += (imp ? imp[i] : 1.0) * e * e;
         }
     } else {
+        /* levels 0..15 over [min, max] (shrunk by clip), then d and m refitted by
+         * weighted least squares to the rounded levels */
         float mn = x[0], mx = x[0];
         for (int i = 1; i < n; i++) mn = fminf(mn, x[i]), mx = fmaxf(mx, x[i]);
         float mid = 0.5f * (mn + mx), half = 0.5f * (mx - mn) * clip;
-        mn = mid - half;
-        mx = mid + half;
-        float d = (mx - mn) / 15.0f;
+        float m = mid - half, d = 2.0f * half / 15.0f;
+        int q[4096];
+        for (int pass = 0; pass < 2; pass++) {
+            float id = d != 0 ? 1.0f / d : 0.0f;
+            double sw = 0, sq = 0, sqq = 0, sx = 0, sxq = 0;
+            for (int i = 0; i < n; i++) {
+                int v = (int)lrintf((x[i] - m) * id);
+                v = v > 15 ? 15 : v < 0 ? 0 : v;
+                q[i] = v;
+                double w = imp ? imp[i] : 1.0;
+                sw += w, sq += w * v, sqq += w * v * v, sx += w * x[i], sxq += w * x[i] * v;
+            }
+            double det = sw * sqq - sq * sq;
+            if (det > 1e-20 * sw * sqq) {
+                d = (float)((sw * sxq - sq * sx) / det);
+                m = (float)((sqq * sx - sq * sxq) / det);
+            }
+        }
         wr16(blk, d);
-        wr16(blk + 2, mn);
-        float dq = rd16(blk), mq = rd16(blk + 2), id = dq != 0 ? 1.0f / dq : 0.0f;
-        unsigned char *q = blk + 4;
-        memset(q, 0, (size_t)n / 2);
+        wr16(blk + 2, m);
+        float dq = rd16(blk), mq = rd16(blk + 2);
+        unsigned char *qb = blk + 4;
+        memset(qb, 0, (size_t)n / 2);
         for (int i = 0; i < n; i++) {
-            int v = (int)lrintf((x[i] - mq) * id);
-            v = v > 15 ? 15 : v < 0 ? 0 : v;
-            put_nibble(q, i, v);
-            double e = x[i] - (v * dq + mq);
+            put_nibble(qb, i, q[i]);
+            double e = x[i] - (q[i] * dq + mq);
             errsum += (imp ? imp[i] : 1.0) * e * e;
         }
     }
@@ -126,14 +154,58 @@ void quant_quantize_row(xllm_dtype t, int group, const float *x, int64_t cols, c
         const float *xg = x + g * group;
         const float *imp = importance ? importance + g * group : NULL;
         double best = quant_group(t, xg, group, 1.0f, imp, o);
-        if (!importance || t == XLLM_DT_Q8) continue;
-        for (int k = 1; k <= 10; k++) { /* clip factors 0.95 .. 0.5 */
-            float clip = 1.0f - 0.05f * (float)k;
-            double e = quant_group(t, xg, group, clip, imp, tmp);
+        for (int k = 1; k <= 20 && t != XLLM_DT_Q8; k++) { /* clip factors 0.98 .. 0.6 */
+            double e = quant_group(t, xg, group, 1.0f - 0.02f * (float)k, imp, tmp);
             if (e < best) {
                 best = e;
                 memcpy(o, tmp, bb);
             }
+        }
+    }
+}
+
+void quant_group_params(xllm_dtype t, int group, const float *x, const float *importance, float *d, float *m) {
+    unsigned char blk[4 + 4096], tmp[4 + 4096];
+    size_t bb = quant_block_bytes(t, group);
+    double best = quant_group(t, x, group, 1.0f, importance, blk);
+    for (int k = 1; k <= 20 && t != XLLM_DT_Q8; k++) {
+        double e = quant_group(t, x, group, 1.0f - 0.02f * (float)k, importance, tmp);
+        if (e < best) {
+            best = e;
+            memcpy(blk, tmp, bb);
+        }
+    }
+    *d = rd16(blk);
+    *m = t == XLLM_DT_Q4M ? rd16(blk + 2) : 0.0f;
+}
+
+int quant_level(xllm_dtype t, float x, float d, float m) {
+    float id = d != 0 ? 1.0f / d : 0.0f;
+    int v;
+    switch (t) {
+    case XLLM_DT_Q8: v = (int)lrintf(x * id); return v > 127 ? 127 : v < -127 ? -127 : v;
+    case XLLM_DT_Q4: v = (int)lrintf(x * id); return v > 7 ? 7 : v < -8 ? -8 : v;
+    default: v = (int)lrintf((x - m) * id); return v > 15 ? 15 : v < 0 ? 0 : v;
+    }
+}
+
+float quant_value(xllm_dtype t, int q, float d, float m) { return t == XLLM_DT_Q4M ? q * d + m : q * d; }
+
+void quant_pack_row(xllm_dtype t, int group, const int8_t *q, const float *d, const float *m, int64_t cols, void *out) {
+    size_t bb = quant_block_bytes(t, group);
+    unsigned char *b = out;
+    for (int64_t g = 0; g < cols / group; g++, b += bb) {
+        const int8_t *qg = q + g * group;
+        wr16(b, d[g]);
+        if (t == XLLM_DT_Q8) {
+            memcpy(b + 2, qg, (size_t)group);
+        } else if (t == XLLM_DT_Q4) {
+            memset(b + 2, 0, (size_t)group / 2);
+            for (int i = 0; i < group; i++) put_nibble(b + 2, i, qg[i] + 8);
+        } else {
+            wr16(b + 2, m[g]);
+            memset(b + 4, 0, (size_t)group / 2);
+            for (int i = 0; i < group; i++) put_nibble(b + 4, i, qg[i]);
         }
     }
 }

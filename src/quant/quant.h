@@ -29,11 +29,19 @@ size_t quant_row_bytes(xllm_dtype t, int group, int64_t cols);
 /* Is (t, group) a valid quantized format for rows of `cols`? */
 int quant_format_ok(xllm_dtype t, int group, int64_t cols);
 
-/* Quantize one row. importance (may be NULL): per column weight of the
- * squared error (e.g. mean activation^2 from calibration); when given, each
- * group's range is also clipped by the factor in [0.5, 1] that minimises the
- * importance-weighted error (outliers stop wasting the 16 levels). */
+/* Quantize one row. For 4-bit types each group's range is clipped by the
+ * factor in [0.6, 1] and its scale (and minimum) refitted by least squares
+ * so as to minimise the squared error weighted by importance: per column,
+ * e.g. mean activation^2 from calibration; NULL weighs all columns alike. */
 void quant_quantize_row(xllm_dtype t, int group, const float *x, int64_t cols, const float *importance, void *out);
+/* The pieces of quant_quantize_row, for quantizers that choose levels
+ * themselves (GPTQ): a group's stored scale d and minimum m (0 unless Q4M)
+ * after the same search; the level of one value; its dequantized value; and
+ * packing levels (Q4: -8..7, Q4M: 0..15, Q8: -127..127) with per-group d, m. */
+void quant_group_params(xllm_dtype t, int group, const float *x, const float *importance, float *d, float *m);
+int quant_level(xllm_dtype t, float x, float d, float m);
+float quant_value(xllm_dtype t, int q, float d, float m);
+void quant_pack_row(xllm_dtype t, int group, const int8_t *q, const float *d, const float *m, int64_t cols, void *out);
 void quant_dequantize_row(xllm_dtype t, int group, const void *row, int64_t cols, float *out);
 
 /* Activations quantized to int8 in blocks of QK: q[cols], d[cols/QK], s[cols/QK] = sum of q. */
