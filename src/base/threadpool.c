@@ -9,6 +9,7 @@
 #include "base/alloc.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <unistd.h>
 #if defined(__x86_64__) || defined(__i386__)
@@ -141,5 +142,10 @@ void threadpool_run(threadpool *tp, size_t n, size_t min_per_thread, threadpool_
     size_t b, e;
     range_of(n, active, 0, &b, &e);
     fn(ctx, b, e, 0);
-    while (atomic_load_explicit(&tp->pending, memory_order_acquire) > 0) CPU_RELAX();
+    /* spin briefly, then yield: when the machine is oversubscribed a worker may
+     * be waiting for this very core */
+    for (int spins = 0; atomic_load_explicit(&tp->pending, memory_order_acquire) > 0; spins++) {
+        if (spins < 2000) CPU_RELAX();
+        else sched_yield();
+    }
 }

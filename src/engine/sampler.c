@@ -17,6 +17,7 @@
  * splitmix64. All scratch is sized at init; nothing is allocated per token.
  */
 #include "engine/sampler.h"
+#include "base/fastmath.h"
 #include "base/alloc.h"
 #include "base/error.h"
 
@@ -187,34 +188,6 @@ static void apply_penalties(sampler *s, float *logits) {
 }
 
 /* ---------------------------------------------------- vectorizable loops */
-
-/* exp(x) for x <= 0, and exactly 0 for x < -87 (so -inf, and NaN, give 0):
- * x = n*ln2 + r with |r| <= ln2/2, a degree-7 Taylor polynomial for exp(r),
- * and 2^n built in the exponent bits. n is read from the bits of the
- * round-to-nearest sum x*log2e + 1.5*2^23, and out-of-range lanes are masked
- * with integer ops, so there is no branch, call or float-to-int conversion
- * and the loops using it vectorize. Relative error about 2e-7. */
-static inline float exp_nonpos(float x) {
-    const float log2e = 1.44269504088896341f;
-    const float ln2_hi = 0.693145751953125f, ln2_lo = 1.428606765330187e-06f;
-    const float magic = 12582912.0f; /* 1.5 * 2^23, bits 0x4B400000 */
-    float tt = x * log2e + magic;
-    float n = tt - magic;
-    float r = (x - n * ln2_hi) - n * ln2_lo;
-    float q = 1.0f / 5040.0f;
-    q = q * r + 1.0f / 720.0f;
-    q = q * r + 1.0f / 120.0f;
-    q = q * r + 1.0f / 24.0f;
-    q = q * r + 1.0f / 6.0f;
-    q = q * r + 0.5f;
-    q = q * r + 1.0f;
-    q = q * r + 1.0f;
-    union { float f; uint32_t u; } tb = {tt}, sc, y;
-    sc.u = (tb.u - 0x4B400000u + 127u) << 23; /* 2^n, n in [-126, 0] */
-    y.f = q * sc.f;
-    y.u &= (uint32_t)-(int32_t)(x >= -87.0f);
-    return y.f;
-}
 
 #define LANES 16
 #define TOPK_HEAP_MAX 256 /* top-k by a heap up to this k, by bisection above */
@@ -582,7 +555,7 @@ static int32_t sample_dist(sampler *s, const float *logits) {
             if (end - c == LANES && !any_ge(logits + c, kth)) continue; /* the common case */
             for (int32_t i = c; i < end; i++) {
                 if (logits[i] >= kth && logits[i] > -INFINITY) { /* ties with the k-th kept (HF, vLLM) */
-                    w[n] = exp_nonpos((logits[i] - m) / t);
+                    w[n] = xllm_exp_nonpos((logits[i] - m) / t);
                     idx[n++] = i;
                 }
             }
@@ -591,7 +564,7 @@ static int32_t sample_dist(sampler *s, const float *logits) {
     } else if (s->p.top_k > 0 && s->p.top_k < V) {
         /* large k: the k-th largest by bisection, then branch-free compaction */
         const float kth = kth_largest_bisect(logits, V, s->p.top_k, m, w, idx);
-        for (int32_t i = 0; i < V; i++) w[i] = exp_nonpos((logits[i] - m) / t);
+        for (int32_t i = 0; i < V; i++) w[i] = xllm_exp_nonpos((logits[i] - m) / t);
         n = 0;
         for (int32_t i = 0; i < V; i++) {
             float v = w[i];
@@ -601,7 +574,7 @@ static int32_t sample_dist(sampler *s, const float *logits) {
         }
         if (filtered) n = filter_p(s, w, n, 0, total_weight(w, n));
     } else {
-        for (int32_t i = 0; i < V; i++) w[i] = exp_nonpos((logits[i] - m) / t);
+        for (int32_t i = 0; i < V; i++) w[i] = xllm_exp_nonpos((logits[i] - m) / t);
         n = (size_t)V;
         if (!filtered) /* plain softmax sampling over the vocabulary, ids in order */
             return (int32_t)draw_index(w, n, total_weight(w, n), rng_uniform(s->rng));

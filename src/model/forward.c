@@ -11,6 +11,7 @@
  */
 #include "model/model.h"
 #include "base/error.h"
+#include "base/fastmath.h"
 
 #include <assert.h>
 #include <float.h>
@@ -60,7 +61,7 @@ static void attention_items(void *p, size_t i0, size_t i1, int thread) {
     const model_config *c = &j->m->cfg;
     int hd = c->head_dim, nh = c->n_heads, group = c->n_heads / c->n_kv_heads, bs = j->kv->block_size;
     float scale = 1.0f / sqrtf((float)hd);
-    float *acc = j->m->be.scratch[thread];
+    float *acc = j->m->be.scratch[thread], *sc = acc + hd; /* hd accumulators, ATTN_CHUNK scores */
     for (size_t it = i0; it < i1; it++) {
         int t = (int)(it / (size_t)nh), h = (int)(it % (size_t)nh), kvh = h / group;
         const float *q = j->m->s.q + ((size_t)t * nh + h) * hd;
@@ -69,22 +70,31 @@ static void attention_items(void *p, size_t i0, size_t i1, int thread) {
         int start = j->window > 0 && pos - j->window + 1 > 0 ? pos - j->window + 1 : 0;
         float mx = -INFINITY, sum = 0.0f;
         memset(acc, 0, sizeof(float) * (size_t)hd);
-        for (int p = start; p <= pos; p++) {
-            int32_t blk = table[p / bs];
-            const float *k = kv_cache_k(j->kv, j->layer, blk, p % bs) + (size_t)kvh * hd;
-            const float *v = kv_cache_v(j->kv, j->layer, blk, p % bs) + (size_t)kvh * hd;
-            float s = 0.0f;
-            for (int d = 0; d < hd; d++) s += q[d] * k[d];
-            s *= scale;
-            if (s > mx) {
-                float corr = expf(mx - s);
+        /* online softmax over chunks of keys: one exp per key, one rescale per chunk */
+        for (int p0 = start; p0 <= pos; p0 += ATTN_CHUNK) {
+            int n = pos + 1 - p0 < ATTN_CHUNK ? pos + 1 - p0 : ATTN_CHUNK;
+            float cmax = -INFINITY;
+            for (int i = 0; i < n; i++) {
+                int p = p0 + i;
+                const float *k = kv_cache_k(j->kv, j->layer, table[p / bs], p % bs) + (size_t)kvh * hd;
+                float s = 0.0f;
+                for (int d = 0; d < hd; d++) s += q[d] * k[d];
+                sc[i] = s * scale;
+                cmax = sc[i] > cmax ? sc[i] : cmax;
+            }
+            if (cmax > mx) {
+                float corr = expf(mx - cmax);
                 sum *= corr;
                 for (int d = 0; d < hd; d++) acc[d] *= corr;
-                mx = s;
+                mx = cmax;
             }
-            float w = expf(s - mx);
-            sum += w;
-            for (int d = 0; d < hd; d++) acc[d] += w * v[d];
+            for (int i = 0; i < n; i++) sc[i] = xllm_exp_nonpos(sc[i] - mx);
+            for (int i = 0; i < n; i++) {
+                int p = p0 + i;
+                const float *v = kv_cache_v(j->kv, j->layer, table[p / bs], p % bs) + (size_t)kvh * hd;
+                sum += sc[i];
+                for (int d = 0; d < hd; d++) acc[d] += sc[i] * v[d];
+            }
         }
         float *out = j->m->s.att + ((size_t)t * nh + h) * hd;
         float inv = 1.0f / sum;

@@ -17,6 +17,9 @@
 #include "model/kv_cache.h"
 #include "model/model_config.h"
 
+/* Keys scored at a time per (token, head) in attention (online softmax per chunk). */
+#define ATTN_CHUNK 128
+
 typedef struct layer_weights {
     float *attn_norm, *mlp_norm, *q_norm, *k_norm;
     matrix q, k, v, o;

@@ -302,7 +302,7 @@ model *model_load(const char *dir, int n_threads, int max_tokens, xllm_error *er
 
     size_t max_cols = (size_t)c->hidden;
     size_t widest[] = {(size_t)c->intermediate, (size_t)c->moe_intermediate, (size_t)c->shared_expert_intermediate,
-                       (size_t)c->n_heads * (size_t)c->head_dim, (size_t)c->head_dim};
+                       (size_t)c->n_heads * (size_t)c->head_dim, (size_t)c->head_dim + ATTN_CHUNK};
     for (size_t i = 0; i < sizeof widest / sizeof *widest; i++)
         if (widest[i] > max_cols) max_cols = widest[i];
     if (backend_init(&m->be, n_threads, max_cols, (size_t)max_tokens, err)) goto fail;
