@@ -168,12 +168,9 @@ static int32_t config_token(tokenizer *t, const cJSON *v) {
 
 /* Only two small members are wanted: find them with the scanner (Gemma's
  * config is a megabyte of added_tokens_decoder) and parse just those. */
-static xllm_status read_config(tokenizer *t, const char *cfg_path, xllm_error *err) {
-    if (!xllm_file_exists(cfg_path)) return XLLM_OK;
-    char *text;
-    size_t len;
-    xllm_status st = xllm_read_file(cfg_path, &text, &len, err);
-    if (st) return st;
+static xllm_status read_config_text(tokenizer *t, const char *text, size_t len, const char *cfg_path,
+                                    xllm_error *err) {
+    xllm_status st = XLLM_OK;
     const char *names[2] = {"bos_token", "eos_token"};
     int32_t *dst[2] = {&t->bos_id, &t->eos_id};
     for (int k = 0; k < 2 && !st; k++) {
@@ -188,6 +185,16 @@ static xllm_status read_config(tokenizer *t, const char *cfg_path, xllm_error *e
         else *dst[k] = config_token(t, v);
         cJSON_Delete(v);
     }
+    return st;
+}
+
+static xllm_status read_config(tokenizer *t, const char *cfg_path, xllm_error *err) {
+    if (!xllm_file_exists(cfg_path)) return XLLM_OK;
+    char *text;
+    size_t len;
+    xllm_status st = xllm_read_file(cfg_path, &text, &len, err);
+    if (st) return st;
+    st = read_config_text(t, text, len, cfg_path, err);
     xllm_free(text);
     return st;
 }
@@ -217,12 +224,9 @@ static xllm_status json_error(const char *path, const char *text, size_t len, si
     return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: invalid JSON near byte %zu (line %zu)", path, off, line);
 }
 
-/* Read tokenizer.json: the huge spans located, the rest through cJSON. */
-static xllm_status load_json(tokenizer *t, xllm_error *err) {
-    char *raw;
-    size_t len;
-    xllm_status st = xllm_read_file(t->path, &raw, &len, err);
-    if (st) return st;
+/* Parse tokenizer.json text: the huge spans located, the rest through cJSON. */
+static xllm_status parse_json_text(tokenizer *t, const char *raw, size_t len, xllm_error *err) {
+    xllm_status st;
     size_t vocab[2], merges[2];
     if (tok_js_find_model_parts(raw, len, vocab, merges)) {
         const char *end = NULL; /* let cJSON say where it breaks */
@@ -231,7 +235,6 @@ static xllm_status load_json(tokenizer *t, xllm_error *err) {
         if (doc) st = xllm_errorf(err, XLLM_ERR_FORMAT, "%s: not a JSON object", t->path);
         else st = json_error(t->path, raw, len, off, err);
         cJSON_Delete(doc);
-        xllm_free(raw);
         return st;
     }
     /* the skeleton: the document with the two spans replaced by {} and [] */
@@ -263,12 +266,43 @@ static xllm_status load_json(tokenizer *t, xllm_error *err) {
         cJSON_Delete(root);
     }
     tok_buf_free(&skel);
-    xllm_free(raw);
     return st;
 oom:
     tok_buf_free(&skel);
-    xllm_free(raw);
     return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", t->path);
+}
+
+static xllm_status load_json(tokenizer *t, xllm_error *err) {
+    char *raw;
+    size_t len;
+    xllm_status st = xllm_read_file(t->path, &raw, &len, err);
+    if (st) return st;
+    st = parse_json_text(t, raw, len, err);
+    xllm_free(raw);
+    return st;
+}
+
+tokenizer *tokenizer_load_text(const char *json, size_t json_len, const char *config_json, size_t config_len,
+                               const char *label, xllm_error *err) {
+    if (!json || !label) {
+        xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "tokenizer_load_text: NULL argument");
+        return NULL;
+    }
+    tokenizer *t = xllm_calloc(1, sizeof *t);
+    if (!t || !(t->path = xllm_strdup(label))) {
+        xllm_free(t);
+        xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", label);
+        return NULL;
+    }
+    pthread_mutex_init(&t->ws_lock, NULL);
+    t->bos_id = t->eos_id = -1;
+    xllm_status st = parse_json_text(t, json, json_len, err);
+    if (!st && config_json) st = read_config_text(t, config_json, config_len, label, err);
+    if (st) {
+        tokenizer_free(t);
+        return NULL;
+    }
+    return t;
 }
 
 tokenizer *tokenizer_load(const char *path, xllm_error *err) {

@@ -20,6 +20,11 @@ typedef struct tokenizer tokenizer;
 /* path: a directory (tokenizer.json [+ tokenizer_config.json]) or a
  * tokenizer.json file. NULL + err on failure. */
 tokenizer *tokenizer_load(const char *path, xllm_error *err);
+/* The same from tokenizer.json text (and optional tokenizer_config.json text,
+ * may be NULL), e.g. blobs inside an .xllm file or synthesized from GGUF;
+ * label names the source in messages. The texts need not outlive the call. */
+tokenizer *tokenizer_load_text(const char *json, size_t json_len, const char *config_json, size_t config_len,
+                               const char *label, xllm_error *err);
 void tokenizer_free(tokenizer *t);
 
 /* add_special: apply the post-processor (e.g. BOS). *ids freed with xllm_free. */

@@ -38,6 +38,10 @@ for m in models/stories260k tests/data/tiny/llama tests/data/tiny/mistral tests/
 done
 
 S="$SRC/models/stories260k"
+"$XLLM" convert "$S" -o "$T/s_f32.xllm" && "$XLLM" run -m "$T/s_f32.xllm" -p "Once upon a time" -n 40 --temp 0 --json > "$T/a.json" &&
+"$XLLM" run -m "$S" -p "Once upon a time" -n 40 --temp 0 --json > "$T/b.json" && cmp -s "$T/a.json" "$T/b.json" &&
+grep -q '"text":", there was' "$T/a.json"
+check $? "the tokenizer travels inside the .xllm file (text prompt, same ids and text)"
 for dt in q8 q4 q4m; do
     "$XLLM" convert "$S" -o "$T/s_$dt.xllm" --dtype $dt && "$XLLM" run -m "$T/s_$dt.xllm" --ids 1,403,407,261,378 -n 20 --temp 0 --json > "$T/$dt.json" &&
     python3 -c "import json,sys; d=json.load(open('$T/$dt.json')); assert len(d['ids'])==20, d"
