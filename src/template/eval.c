@@ -15,6 +15,7 @@
 #include "template/tpl.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -197,10 +198,9 @@ static int do_slice(tpl_ctx *c, const tv *obj, const tv parts[3], const int give
     for (int k = 0; k < 3; k++) {
         sv[k] = NULL;
         if (!given[k] || parts[k].kind == TV_NONE) continue;
-        if (parts[k].kind != TV_INT && parts[k].kind != TV_BOOL) {
-            *out = tv_undef_fmt(c, "slice indices must be integers or None");
-            return 0;
-        }
+        if (parts[k].kind == TV_UNDEF) return tpl_fail_undef(c, &parts[k]);
+        if (parts[k].kind != TV_INT && parts[k].kind != TV_BOOL)
+            return tpl_fail(c, XLLM_ERR_FORMAT, "slice indices must be integers or None or have an __index__ method");
         sv[k] = &parts[k];
     }
     if (sv[2] && (sv[2]->kind == TV_BOOL ? sv[2]->u.b : sv[2]->u.i) == 0)
@@ -239,16 +239,27 @@ static int do_slice(tpl_ctx *c, const tv *obj, const tv parts[3], const int give
     if (obj->kind == TV_LIST && (obj->u.l->kind == L_LIST || obj->u.l->kind == L_TUPLE || obj->u.l->kind == L_RANGE)) {
         const tv_list *l = obj->u.l;
         size_t cnt = slice_indices((int64_t)l->n, sv, &start, &stop, &step);
-        tv_list *r = tv_list_new(c, l->kind == L_TUPLE ? L_TUPLE : L_LIST, cnt);
+        tv_list *r = tv_list_new(c, l->kind, cnt);
         if (!r) return -1;
         int64_t j = start;
         for (size_t m = 0; m < cnt; m++, j += step) r->items[r->n++] = l->items[j];
+        if (l->kind == L_RANGE) { /* range(10)[2:5] is range(2, 5) */
+            r->r_start = l->r_start + start * l->r_step;
+            r->r_stop = l->r_start + stop * l->r_step;
+            r->r_step = l->r_step * step;
+        }
         *out = tv_list_val(r);
         return 0;
     }
-    char desc[64];
-    *out = tv_undef_fmt(c, "'%s' cannot be sliced", obj_desc(obj, desc, sizeof desc));
-    return 0;
+    /* slices use Python's own subscript (no sandbox fallback): anything else is a TypeError */
+    if (c->folding) {
+        char desc[64];
+        *out = tv_undef_fmt(c, "'%s' has no item of that key", obj_desc(obj, desc, sizeof desc));
+        return 0;
+    }
+    if (obj->kind == TV_DICT && obj->u.d->kind == D_DICT)
+        return tpl_fail(c, XLLM_ERR_FORMAT, "unhashable type: 'slice'");
+    return tpl_fail(c, XLLM_ERR_FORMAT, "'%s' object is not subscriptable", tv_type_name(obj));
 }
 
 /* ------------------------------------------------------------- evaluation */
@@ -369,6 +380,9 @@ int tpl_call(tpl_ctx *c, const tv *fn, const tpl_args *a, tv *out) {
 
 static int eval_filter(tpl_ctx *c, scope *s, const node *n, tv *out) {
     tv in;
+    if (c->folding && (!n->a || !strcmp(n->name, "map") || !strcmp(n->name, "select") || !strcmp(n->name, "reject") ||
+                       !strcmp(n->name, "selectattr") || !strcmp(n->name, "rejectattr")))
+        return tpl_fail(c, XLLM_ERR_FORMAT, "not constant"); /* filters that take the context */
     if (n->a) {
         if (eval(c, s, n->a, &in)) return -1;
     } else {
@@ -387,7 +401,10 @@ static int eval(tpl_ctx *c, scope *s, const node *n, tv *out) {
     tv a, b;
     switch (n->k) {
     case E_CONST: *out = n->val; break;
-    case E_NAME: rc = lookup(c, s, n->name, out); break;
+    case E_NAME:
+        if (c->folding) { rc = tpl_fail(c, XLLM_ERR_FORMAT, "not constant"); break; }
+        rc = lookup(c, s, n->name, out);
+        break;
     case E_LIST:
     case E_TUPLE: {
         tv_list *l = tv_list_new(c, n->k == E_LIST ? L_LIST : L_TUPLE, n->nk);
@@ -401,7 +418,7 @@ static int eval(tpl_ctx *c, scope *s, const node *n, tv *out) {
         if (!d) { rc = -1; break; }
         for (size_t i = 0; i < n->nk && !rc; i++) {
             rc = eval(c, s, n->kids[i], &a) || eval(c, s, n->kids2[i], &b);
-            if (!rc && (a.kind == TV_LIST || a.kind == TV_DICT || a.kind == TV_UNDEF))
+            if (!rc && (tv_unhashable(&a) || a.kind == TV_UNDEF))
                 rc = tpl_fail(c, XLLM_ERR_FORMAT, "unhashable type: '%s'", tv_type_name(&a));
             if (!rc) rc = tv_dict_set(c, d, a, b);
         }
@@ -433,6 +450,7 @@ static int eval(tpl_ctx *c, scope *s, const node *n, tv *out) {
     case E_SLICE: rc = tpl_fail(c, XLLM_ERR_FORMAT, "a slice outside a subscript"); break;
     case E_CALL: {
         tpl_args args;
+        if (c->folding) { rc = tpl_fail(c, XLLM_ERR_FORMAT, "not constant"); break; }
         rc = eval(c, s, n->a, &a) || eval_args(c, s, n, NULL, &args);
         c->line = n->line;
         if (!rc) rc = tpl_call(c, &a, &args, out);
@@ -469,6 +487,20 @@ static int eval(tpl_ctx *c, scope *s, const node *n, tv *out) {
     case E_BIN:
         rc = eval(c, s, n->a, &a) || eval(c, s, n->b, &b);
         c->line = n->line;
+        if (!rc && n->op == OP_POW && !c->folding && n->a->k == E_CONST && tv_is_number(&a) &&
+            signbit(tv_as_double(&a))) {
+            /* Jinja2 writes a folded negative constant unparenthesized into the
+             * Python it generates, so (-3) ** y runs as -(3 ** y) */
+            if (a.kind == TV_INT && a.u.i == INT64_MIN) { rc = tpl_fail(c, XLLM_ERR_UNSUPPORTED, "integer overflow"); break; }
+            tv pos = a.kind == TV_FLOAT ? tv_float(-a.u.f) : tv_int(-a.u.i), r;
+            rc = tpl_binop(c, OP_POW, &pos, &b, &r);
+            if (!rc) {
+                tv zero = tv_int(0);
+                rc = tpl_binop(c, OP_SUB, &zero, &r, out);
+                if (!rc && r.kind == TV_FLOAT) *out = tv_float(-r.u.f);
+            }
+            break;
+        }
         if (!rc) rc = tpl_binop(c, n->op, &a, &b, out);
         break;
     case E_CMP: {
@@ -687,6 +719,8 @@ static int exec(tpl_ctx *c, scope *s, const node *n, tpl_buf *out) {
     c->depth--;
     return rc < 0 ? -1 : rc;
 }
+
+int tpl_eval_const(tpl_ctx *c, const node *n, tv *out) { return eval(c, NULL, n, out); }
 
 int tpl_render_ast(tpl_ctx *c, const tpl_template *t, tpl_buf *out) {
     c->top = scope_new(c, NULL);

@@ -132,7 +132,11 @@ FILTER(f_center) {
 FILTER(f_indent) {
     static const char *const names[] = {"width", "first", "blank"};
     tv p[3], s;
-    if (tpl_bind(c, "indent", a, names, 3, p) || str_of(c, in, &s)) return -1;
+    if (tpl_bind(c, "indent", a, names, 3, p)) return -1;
+    if (in->kind == TV_UNDEF) return tpl_fail_undef(c, in); /* s += "\n" on Undefined raises */
+    if (in->kind != TV_STR)
+        return tpl_fail(c, XLLM_ERR_FORMAT, "unsupported operand type(s) for +=: '%s' and 'str'", tv_type_name(in));
+    s = *in;
     tv ind;
     if (!is_missing(&p[0]) && p[0].kind == TV_STR) ind = p[0];
     else {
@@ -169,7 +173,17 @@ FILTER(f_indent) {
 FILTER(f_truncate) {
     static const char *const names[] = {"length", "killwords", "end", "leeway"};
     tv p[4], s;
-    if (tpl_bind(c, "truncate", a, names, 4, p) || str_of(c, in, &s)) return -1;
+    if (tpl_bind(c, "truncate", a, names, 4, p)) return -1;
+    if (in->kind != TV_STR) { /* len(s) first: short sized values come back as they are */
+        size_t n;
+        int64_t length = 255, leeway = 5;
+        if (tv_len(c, in, &n)) return -1;
+        if (!is_missing(&p[0]) && tpl_arg_int(c, "truncate length", &p[0], &length)) return -1;
+        if (!is_missing(&p[3]) && p[3].kind != TV_NONE && tpl_arg_int(c, "truncate leeway", &p[3], &leeway)) return -1;
+        if ((int64_t)n <= length + leeway) { *out = *in; return 0; }
+        return tpl_fail(c, XLLM_ERR_FORMAT, "'%s' object has no attribute 'rsplit'", tv_type_name(in));
+    }
+    s = *in;
     int64_t length = 255, leeway = 5;
     if (!is_missing(&p[0]) && tpl_arg_int(c, "truncate length", &p[0], &length)) return -1;
     if (!is_missing(&p[3]) && p[3].kind != TV_NONE && tpl_arg_int(c, "truncate leeway", &p[3], &leeway)) return -1;
@@ -314,7 +328,6 @@ FILTER(f_last) {
     if (tpl_bind(c, "last", a, NULL, 0, NULL)) return -1;
     if (in->kind == TV_LIST && in->u.l->kind == L_GEN)
         return tpl_fail(c, XLLM_ERR_FORMAT, "'generator' object is not reversible");
-    if (in->kind == TV_UNDEF) return tpl_fail_undef(c, in);
     const tv *items;
     size_t n;
     if (items_of(c, in, &items, &n)) return -1;
@@ -340,8 +353,7 @@ FILTER(f_reverse) {
     }
     const tv *items;
     size_t n;
-    if (in->kind == TV_UNDEF) return tpl_fail_undef(c, in);
-    if (items_of(c, in, &items, &n)) return -1;
+    if (items_of(c, in, &items, &n)) return -1; /* reversed(Undefined) is empty */
     int gen = !(in->kind == TV_LIST && in->u.l->kind == L_GEN); /* reversed() gives an iterator */
     tv_list *l = tv_list_new(c, gen ? L_GEN : L_LIST, n);
     if (!l) return -1;
@@ -806,6 +818,7 @@ FILTER(f_int) {
     int64_t base = 10, v = 0;
     if (!is_missing(&p[1]) && tpl_arg_int(c, "int base", &p[1], &base)) return -1;
     switch (in->kind) {
+    case TV_UNDEF: return tpl_fail_undef(c, in); /* int(Undefined) raises, past the default */
     case TV_INT: *out = *in; return 0;
     case TV_BOOL: *out = tv_int(in->u.b); return 0;
     case TV_FLOAT:
@@ -836,6 +849,7 @@ FILTER(f_float) {
     tv def = is_missing(&p[0]) ? tv_float(0.0) : p[0];
     double d;
     switch (in->kind) {
+    case TV_UNDEF: return tpl_fail_undef(c, in);
     case TV_INT: *out = tv_float((double)in->u.i); return 0;
     case TV_BOOL: *out = tv_float(in->u.b); return 0;
     case TV_FLOAT: *out = *in; return 0;

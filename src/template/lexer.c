@@ -5,8 +5,8 @@
  * tokens, END; {# #} vanish. Whitespace control is Jinja2's lexer exactly, as
  * HuggingFace configures it: "{%-"/"-%}" (and {{- -}}, {#- -#}) strip all
  * whitespace on that side; trim_blocks drops the first newline after a block
- * or comment tag; lstrip_blocks drops spaces and tabs between the start of a
- * line and a block or comment tag; "+" after "{%" or before "%}" turns those
+ * or comment tag; lstrip_blocks drops whitespace between the start of a line
+ * and a block or comment tag; "+" after "{%" or before "%}" turns those
  * two off for that tag. {% raw %} bodies are DATA. Strings decode Python's
  * escapes. Inside (), [] and {} an end delimiter does not end the tag.
  */
@@ -87,10 +87,10 @@ static size_t strip_before(const char *text, size_t len, char sign, int is_var, 
     if (sign != '+' && !is_var) {
         size_t l_pos = len;
         while (l_pos > 0 && text[l_pos - 1] != '\n') l_pos--;
-        if (l_pos > 0 || line_starting) {
-            for (size_t k = l_pos; k < len; k++)
-                if (text[k] != ' ' && text[k] != '\t') return len;
-            return l_pos;
+        if (l_pos > 0 || line_starting) { /* whitespace_re.fullmatch(text, l_pos): Unicode \s */
+            size_t k = l_pos, w;
+            while (k < len && (w = ws_len(text, len, k)) > 0) k += w;
+            return k == len ? l_pos : len;
         }
     }
     return len;

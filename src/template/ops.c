@@ -96,9 +96,9 @@ int tpl_binop(tpl_ctx *c, int op, const tv *a, const tv *b, tv *out) {
         }
         return tpl_buf_to_value(c, &buf, out);
     }
+    if (op == OP_MOD && a->kind == TV_STR) return tpl_percent_format(c, a, b, out); /* str % Undefined is fine */
     if (a->kind == TV_UNDEF || a->kind == TV_MISSING) return tpl_fail_undef(c, a);
     if (b->kind == TV_UNDEF || b->kind == TV_MISSING) return tpl_fail_undef(c, b);
-    if (op == OP_MOD && a->kind == TV_STR) return tpl_percent_format(c, a, b, out);
     int nums = tv_is_number(a) && tv_is_number(b);
     int ints = is_intlike(a) && is_intlike(b);
     switch (op) {
@@ -202,7 +202,10 @@ int tpl_binop(tpl_ctx *c, int op, const tv *a, const tv *b, tv *out) {
             if (x == 0 && y < 0) return tpl_fail(c, XLLM_ERR_FORMAT, "0.0 cannot be raised to a negative power");
             if (x < 0 && y != floor(y))
                 return tpl_fail(c, XLLM_ERR_UNSUPPORTED, "a negative number to a fractional power is complex");
-            *out = tv_float(pow(x, y));
+            double r = pow(x, y);
+            if (isinf(r) && isfinite(x) && isfinite(y))
+                return tpl_fail(c, XLLM_ERR_FORMAT, "(34, 'Numerical result out of range')");
+            *out = tv_float(r);
             return 0;
         }
     default: return type_error(c, op, a, b);
@@ -224,8 +227,7 @@ int tpl_contains(tpl_ctx *c, const tv *container, const tv *x, int *res) {
         return 0;
     case TV_DICT:
         if (container->u.d->kind == D_DICT) {
-            if (x->kind == TV_LIST || x->kind == TV_DICT)
-                return tpl_fail(c, XLLM_ERR_FORMAT, "unhashable type: '%s'", tv_type_name(x));
+            if (tv_unhashable(x)) return tpl_fail(c, XLLM_ERR_FORMAT, "unhashable type: '%s'", tv_type_name(x));
             *res = tv_dict_get(container->u.d, x) != NULL;
             return 0;
         }
@@ -377,9 +379,12 @@ int tpl_percent_format(tpl_ctx *c, const tv *fmt, const tv *args, tv *out) {
         default: rc = tpl_fail(c, XLLM_ERR_UNSUPPORTED, "unsupported format character '%c'", conv); break;
         }
     }
-    if (!rc && !map && used < nargs && args->kind == TV_LIST && args->u.l->kind == L_TUPLE)
-        rc = tpl_fail(c, XLLM_ERR_FORMAT, "not all arguments converted during string formatting");
-    if (!rc && !map && used == 0 && !(args->kind == TV_LIST && args->u.l->kind == L_TUPLE))
+    /* leftover arguments are an error, except for mapping-like ones (anything
+     * subscriptable that is not a tuple or str: dicts, lists), as in CPython */
+    int is_tuple = args->kind == TV_LIST && args->u.l->kind == L_TUPLE;
+    int mapping_like = !is_tuple && (args->kind == TV_DICT || args->kind == TV_UNDEF ||
+                                     (args->kind == TV_LIST && args->u.l->kind != L_GEN));
+    if (!rc && !map && !mapping_like && used < nargs)
         rc = tpl_fail(c, XLLM_ERR_FORMAT, "not all arguments converted during string formatting");
     if (rc) {
         if (!c->failed) {

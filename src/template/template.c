@@ -1,6 +1,6 @@
 /*
  * template.c - compile (normalize newlines as Jinja2 does, drop one trailing
- * newline, lex, parse) and render (build the variables from JSON, run the
+ * newline, lex, parse, fold constants) and render (build the variables from JSON, run the
  * AST, hand the text to the caller).
  */
 #include "template/template.h"
@@ -43,7 +43,7 @@ tpl_template *tpl_compile(const char *src, size_t len, xllm_error *err) {
     s[n] = 0;
     token *toks;
     size_t ntoks;
-    if (tpl_lex(&t->arena, s, n, &toks, &ntoks, err) || tpl_parse(t, toks, ntoks, err)) {
+    if (tpl_lex(&t->arena, s, n, &toks, &ntoks, err) || tpl_parse(t, toks, ntoks, err) || tpl_fold(t, err)) {
         tpl_free(t);
         return NULL;
     }

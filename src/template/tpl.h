@@ -148,6 +148,8 @@ int tv_is_number(const tv *v); /* int, float, bool */
 double tv_as_double(const tv *v);
 const char *tv_type_name(const tv *v); /* Python's: 'str', 'int', 'dict', 'Undefined'... */
 int tv_eq(const tv *a, const tv *b);
+/* Python's hash() would fail (list, dict, dict views, or a tuple holding one). */
+int tv_unhashable(const tv *v);
 /* Python's < (and friends through it); -1 on TypeError (reported). */
 int tv_lt(tpl_ctx *c, const tv *a, const tv *b, int *res);
 /* len(); -1 (reported) when the value has none. */
@@ -318,6 +320,7 @@ struct tpl_ctx {
     const tv_dict *vars; /* the render's variables */
     scope *top;
     const tv *filter_input; /* S_FILTERBLOCK / set-block body text */
+    int folding;            /* constant folding at compile time (fold.c): no names, no calls */
 };
 
 /* Report an error "chat template line N: ..." (first one wins); returns -1. */
@@ -325,6 +328,11 @@ int tpl_fail(tpl_ctx *c, xllm_status code, const char *fmt, ...) XLLM_PRINTF(3, 
 /* An undefined value was used where it cannot be: fail with its hint. */
 int tpl_fail_undef(tpl_ctx *c, const tv *v);
 int tpl_oom(tpl_ctx *c);
+
+/* Jinja2's compile-time constant folding over the AST (fold.c). */
+int tpl_fold(tpl_template *t, xllm_error *err);
+/* Evaluate an expression with no variables (folding mode); -1 when it is not constant. */
+int tpl_eval_const(tpl_ctx *c, const node *n, tv *out);
 
 /* Render the template with variables; *out is arena-owned. */
 int tpl_render_ast(tpl_ctx *c, const tpl_template *t, tpl_buf *out);

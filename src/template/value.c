@@ -214,6 +214,17 @@ int tv_eq(const tv *a, const tv *b) {
     }
 }
 
+int tv_unhashable(const tv *v) {
+    if (v->kind == TV_DICT) return v->u.d->kind == D_DICT;
+    if (v->kind != TV_LIST) return 0;
+    if (v->u.l->kind == L_TUPLE) {
+        for (size_t i = 0; i < v->u.l->n; i++)
+            if (tv_unhashable(&v->u.l->items[i])) return 1;
+        return 0;
+    }
+    return v->u.l->kind != L_RANGE && v->u.l->kind != L_GEN;
+}
+
 int tv_lt(tpl_ctx *c, const tv *a, const tv *b, int *res) {
     if (tv_is_number(a) && tv_is_number(b)) {
         if (a->kind != TV_FLOAT && b->kind != TV_FLOAT) {

@@ -196,6 +196,17 @@ CASES = [
     ("A {%- if true %} B {%- endif %} C {%- if false %} D {% else -%} E {%- endif %}", {}),
     ("{{ {'a': {'b': 1}} }} {{ {'x': [1, {'y': 2}]}['x'][1] }}", {}),
     ("\t{% for m in messages %}\n\t\t{{- m.role }}\n\t{% endfor %}", {"messages": MSGS}),
+    ("\u3000{% if true %}x{% endif %}\n\xa0 {# c #}y\n\t{%+ if true %}z{% endif %}", {}),
+    # ---- Jinja2's constant folding shows: a constant {{ }} is evaluated with the sandbox's getitem
+    ("{{ (7)[1:] }}|{{ not (10)[::-1] }}|{{ ((true)[::-1]|list) }}|{{ (-3 if '3' else none) ** y }}", {"y": 2}),
+    ("{{ x ~ (7)[1:] }}", {"x": "a"}),
+    ("{{ 'plain' % x }} {{ '' % [1] }} {{ (1,) in {(1,): 2} }} {{ {(1, 2): 'tuple key'}[(1, 2)] }}", {}),
+    ("{{ x|last }}|{{ x|reverse|list }}|{{ x|sort }}|{{ x|sum }}|{{ x|center(3) }}|{{ x|min }}|{{ x|unique|list }}|{{ x|map('upper')|list }}", {}),
+    ("{{ x|int }}", {}),
+    ("{{ x|float(1.0) }}", {}),
+    ("{{ x|indent }}", {}),
+    ("{{ 1e3 ** 1e3 }}", {}),
+    ("{{ (5)[1:] ~ y }}", {"y": "q"}),
     # ---- undefined semantics
     ("[{{ x }}] [{{ x.y is defined if x is defined else 'guarded' }}] [{{ x|default('d') }}] [{{ x or 'or' }}] [{{ x ~ 'cat' }}] [{{ x == y }}] [{{ x != 1 }}]", {}),
     ("[{{ (x.y is defined) if x is defined else 'guarded' }}] [{{ x|default('d') }}] [{{ x or 'or' }}] [{{ x ~ 'cat' }}] [{{ x == y }}] [{{ x != 1 }}]", {}),
