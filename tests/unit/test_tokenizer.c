@@ -12,7 +12,7 @@
 #include "test.h"
 #include "base/alloc.h"
 #include "base/file.h"
-#include "tokenizer/tokenizer.h"
+#include "tokenizer/tok_internal.h"
 #include "xllm.h"
 
 #include <pthread.h>
@@ -688,6 +688,35 @@ static void test_byte_level(void) {
     }
     CHECK(roundtrip_ok);
     CHECK(bytes_ok);
+    /* random byte-level ids (ids 0..255 are single bytes, often partial
+     * UTF-8): the stream never splits a character and adds up to the decode */
+    for (int iter = 0; iter < 300; iter++) {
+        int32_t rid[48];
+        size_t nr = 1 + rnd(48);
+        for (size_t i = 0; i < nr; i++) rid[i] = rnd(4) ? (int32_t)rnd(256) : (int32_t)rnd(151669);
+        int skip = iter & 1;
+        char *full = NULL;
+        size_t full_len = 0;
+        CHECK(tokenizer_decode(t, rid, nr, skip, &full, &full_len, NULL) == XLLM_OK);
+        detok_stream *st = detok_stream_new(t, skip);
+        tok_buf acc = {0};
+        int whole = 1;
+        for (size_t i = 0; i <= nr; i++) {
+            const char *out;
+            size_t out_len;
+            xllm_status rc = i < nr ? detok_stream_push(st, rid[i], &out, &out_len, NULL)
+                                    : detok_stream_flush(st, &out, &out_len, NULL);
+            CHECK(rc == XLLM_OK);
+            if (!utf8_ok(out, out_len)) whole = 0;
+            tok_buf_append(&acc, out, out_len);
+        }
+        CHECK_MSG(whole, "iter %d: a stream chunk splits a character", iter);
+        CHECK_MSG(acc.len == full_len && memcmp(acc.p, full, full_len) == 0, "iter %d: stream \"%s\" != decode \"%s\"",
+                  iter, acc.p, full);
+        tok_buf_free(&acc);
+        detok_stream_free(st);
+        xllm_free(full);
+    }
     /* a long input (one call, word cache and big buffers) */
     size_t big = 300000;
     char *long_text = xllm_malloc(big);
