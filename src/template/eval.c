@@ -581,15 +581,20 @@ static int run_loop(tpl_ctx *c, scope *s, const node *n, const tv *seq, int dept
     L->node = n;
     L->outer = s;
     ld->loop = L;
+    /* Jinja2 clears its "no iteration" flag at the end of the body, so an
+     * iteration left by break or continue does not count: {% else %} runs
+     * unless some iteration ran to the end */
+    int completed = 0;
     for (size_t i = 0; i < cnt; i++) {
         L->index0 = i;
         if (it->vars) it->vars->n = 0; /* a fresh scope each iteration */
         if (assign(c, it, n->a, &items[i]) || scope_set(c, it, "loop", tv_dict_val(ld))) return -1;
         int rc = exec(c, it, n->d, out);
         if (rc < 0) return -1;
+        if (rc == 0) completed = 1;
         if (rc == 1) break;
     }
-    if (cnt == 0 && n->e) {
+    if (!completed && n->e) {
         scope *es = scope_new(c, s);
         if (!es) return -1;
         int rc = exec(c, es, n->e, out);
@@ -617,18 +622,22 @@ static int call_loop(tpl_ctx *c, const tpl_loop *L, const tpl_args *a, tv *out) 
     return tpl_buf_to_value(c, &b, out);
 }
 
+/* The text of a {% set x %} or {% filter %} body, run in its own scope (its
+ * assignments stay inside, as in Jinja2). */
 static int render_body(tpl_ctx *c, scope *s, const node *body, tv *out) {
+    scope *inner = scope_new(c, s);
+    if (!inner) return -1;
     tpl_buf b = tpl_buf_make(c);
-    int rc = exec(c, s, body, &b);
+    int rc = exec(c, inner, body, &b);
     if (rc < 0) {
         tpl_buf_release(&b);
         return -1;
     }
-    if (rc > 0) {
+    if (rc > 0) { /* break/continue: leaves the enclosing loop's body, the text is dropped */
         tpl_buf_release(&b);
-        return tpl_fail(c, XLLM_ERR_FORMAT, "break/continue outside a loop");
+        return rc;
     }
-    return tpl_buf_to_value(c, &b, out);
+    return tpl_buf_to_value(c, &b, out) ? -1 : 0;
 }
 
 static int apply_filter_chain(tpl_ctx *c, scope *s, const node *chain, const tv *in, tv *out) {
@@ -672,7 +681,8 @@ static int exec(tpl_ctx *c, scope *s, const node *n, tpl_buf *out) {
         break;
     case S_SETBLOCK:
         rc = render_body(c, s, n->b, &v);
-        if (!rc && n->c) {
+        if (rc) break;
+        if (n->c) {
             tv body = v;
             rc = apply_filter_chain(c, s, n->c, &body, &v);
         }
@@ -697,7 +707,8 @@ static int exec(tpl_ctx *c, scope *s, const node *n, tpl_buf *out) {
     case S_FILTERBLOCK: {
         tv body;
         rc = render_body(c, s, n->b, &body);
-        if (!rc) rc = apply_filter_chain(c, s, n->a, &body, &v);
+        if (rc) break;
+        rc = apply_filter_chain(c, s, n->a, &body, &v);
         if (!rc) rc = write_value(c, &v, out);
         break;
     }

@@ -14,4 +14,4 @@ if ! python3 -c "import jinja2" 2>/dev/null; then
 fi
 seed=${XLLM_FUZZ_SEED:-$(date +%Y%m%d)}
 echo "seed $seed"
-python3 "$SRC/tests/templates/fuzz_jinja.py" "$XLLM" "$seed" 150 100
+python3 "$SRC/tests/templates/fuzz_jinja.py" "$XLLM" "$seed" 150 100 100

@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
-"""fuzz_jinja.py XLLM [SEED] [N_EXPR] [N_WS] - random templates rendered by
+"""fuzz_jinja.py XLLM [SEED] [N_EXPR] [N_WS] [N_PROG] - random templates rendered by
 `xllm template` and by Python Jinja2 as HF configures it (hf_jinja.py); any
 difference (text, or one failing where the other does not) is reported.
 
-Two generators: random expressions (literals, variables, every operator,
-filters, tests, methods, subscripts, slices, conditionals) in one {{ }}, and
+Three generators: random expressions (literals, variables, every operator,
+filters, tests, methods, subscripts, slices, conditionals) in one {{ }};
 random nestings of if/for/raw/comments/set with every whitespace-control
-marker and Unicode whitespace around them. Needs jinja2; exit 0 when all agree.
+marker and Unicode whitespace around them; and random programs of for (with
+else, filters, break, continue), if, set, set blocks, with, namespace and
+macros, which exercise Jinja2's scoping. Needs jinja2; exit 0 when all agree.
 """
 import json
 import os
@@ -90,17 +92,61 @@ def block(depth):
     return "".join(out)
 
 
+STMT_EXPRS = ["a", "b", "c", "ns.v", "loop.index", "loop.first", "loop.length", "loop.previtem", "loop.revindex", "1",
+              "2", "\"s\"", "a ~ b", "(a or 0) + 1", "items|length", "m(a)", "ns.v ~ a", "i", "j", "varargs"]
+
+
+def stmt(depth, in_loop, in_macro):
+    r = random.random() if depth <= 3 else 0.9
+    e = lambda: random.choice(STMT_EXPRS)  # noqa: E731
+    if r < 0.15:
+        return "{%% for %s in %s %%}%s{%% else %%}E{%% endfor %%}" % (
+            random.choice(["i", "j", "a"]), random.choice(["items", "[1,2,3]", "range(3)", "items if false", "\"ab\"",
+                                                           "items[1:]"]), body(depth + 1, True, in_macro))
+    if r < 0.22:
+        return "{%% for i in items if i != %d %%}%s{%% endfor %%}" % (random.randint(1, 3), body(depth + 1, True, in_macro))
+    if r < 0.35:
+        return "{%% if %s %%}%s{%% else %%}%s{%% endif %%}" % (e(), body(depth + 1, in_loop, in_macro),
+                                                              body(depth + 1, in_loop, in_macro))
+    if r < 0.5:
+        return "{%% set %s = %s %%}" % (random.choice(["a", "b", "c"]), e())
+    if r < 0.58:
+        return "{%% set ns.v = %s %%}" % e()
+    if r < 0.62 and in_loop:
+        return random.choice(["{% break %}", "{% continue %}"])
+    if r < 0.66 and not in_macro and depth < 2:
+        return "{%% macro m(x, y=3) %%}[%s]{%% endmacro %%}" % body(depth + 1, False, True)
+    if r < 0.7:
+        return "{%% with a = %s %%}%s{%% endwith %%}" % (e(), body(depth + 1, in_loop, in_macro))
+    if r < 0.74:
+        return "{%% set b %%}%s{%% endset %%}" % body(depth + 1, in_loop, in_macro)
+    if r < 0.77:
+        return "{%% filter upper %%}%s{%% endfilter %%}" % body(depth + 1, in_loop, in_macro)
+    return "{{ %s }}," % e()
+
+
+def body(depth, in_loop, in_macro):
+    return "".join(stmt(depth, in_loop, in_macro) for _ in range(random.randint(1, 3)))
+
+
+def program():
+    return ("{% set ns = namespace(v=0) %}{% macro m(x) %}<{{ x }}>{% endmacro %}" + body(0, False, False) +
+            "|{{ a }}{{ b }}{{ ns.v }}")
+
+
 def main():
     xllm = sys.argv[1]
     random.seed(int(sys.argv[2]) if len(sys.argv) > 2 else 0)
     n_expr = int(sys.argv[3]) if len(sys.argv) > 3 else 500
     n_ws = int(sys.argv[4]) if len(sys.argv) > 4 else 500
+    n_prog = int(sys.argv[5]) if len(sys.argv) > 5 else n_ws
     tmp = tempfile.mkdtemp()
     mpath, tpath = os.path.join(tmp, "m.json"), os.path.join(tmp, "t.jinja")
     with open(mpath, "w") as f:
         f.write("[]")
     bad = 0
-    cases = [("{{ %s }}" % expr(0), VARS) for _ in range(n_expr)] + [(block(0) + ws(), {}) for _ in range(n_ws)]
+    cases = ([("{{ %s }}" % expr(0), VARS) for _ in range(n_expr)] + [(block(0) + ws(), {}) for _ in range(n_ws)] +
+             [(program(), {"items": [1, 2, 3]}) for _ in range(n_prog)])
     for tpl, vars_ in cases:
         try:
             want = hf_jinja.render(tpl, [], **vars_)

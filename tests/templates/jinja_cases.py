@@ -166,6 +166,9 @@ CASES = [
     ("{% for item in tree recursive %}[{{ loop.depth }}{{ loop.depth0 }}{{ item.name }}{% if item.children %}{{ loop(item.children) }}{% endif %}{{ loop.index }}]{% endfor %}",
      {"tree": [{"name": "a", "children": [{"name": "b", "children": [{"name": "c"}]}, {"name": "d"}]}, {"name": "e"}]}),
     ("{% for x in [1, 2] recursive %}{{ x }}{% endfor %}{% for x in y recursive %}{{ x }}{% endfor %}", {}),
+    ("{% for i in [1, 2] %}{% continue %}{% else %}else-after-continue{% endfor %} {% for i in [1, 2] %}{% if i == 1 %}{% break %}{% endif %}{% else %}else-after-break{% endfor %} {% for i in [1, 2] %}{% if i == 2 %}{% continue %}{% endif %}{% else %}no-else{% endfor %}", {}),
+    ("{% for i in [1, 2] %}{% set b %}x{% break %}{% endset %}[{{ b }}]{% endfor %}|{% for i in [1, 2] %}{% filter upper %}a{% continue %}{% endfilter %}{{ i }}{% endfor %}|{% for i in [1, 2] %}{% with a = 1 %}{{ a }}{% break %}{% endwith %}{% endfor %}", {}),
+    ("{% set a = 'outer' %}{% set b %}{% set a = 'inner' %}{{ a }}{% endset %}{{ a }} {{ b }} {% filter upper %}{% set a = 'f' %}{{ a }}{% endfilter %} {{ a }}", {}),
     # ---- set, namespace, with, blocks, macros
     ("{% set a = 1 %}{% set b, c = 2, 3 %}{% set d = a + b + c %}{{ a }}{{ b }}{{ c }}{{ d }} {% set t = 1, 2 %}{{ t }}", {}),
     ("{% set ns = namespace(count=0, names=[]) %}{% for m in messages %}{% set ns.count = ns.count + 1 %}{% set ns.names = ns.names + [m.role] %}{% endfor %}{{ ns.count }} {{ ns.names }} {{ ns.missing }}|{{ ns }}", {"messages": MSGS}),
