@@ -745,6 +745,42 @@ static void test_byte_level(void) {
     tokenizer_free(t);
 }
 
+/* Damaged tokenizer.json text (cut short, bytes changed) never crashes the
+ * loader's scanner: it fails with a message or loads something usable. */
+static void test_malformed(void) {
+    char *json;
+    size_t len;
+    CHECK(xllm_read_file(FIXTURES "/tokenizer.json", &json, &len, NULL) == XLLM_OK);
+    if (!json) return;
+    char *buf = xllm_malloc(len + 1);
+    int loaded = 0, failed_clean = 1;
+    for (int iter = 0; iter < 600; iter++) {
+        size_t n = len;
+        memcpy(buf, json, len);
+        if (iter % 2) n = rnd((uint32_t)len);
+        else {
+            static const char junk[] = "\"\\{}[],: 0x\xff\xc3";
+            for (int k = 0; k < 3; k++) buf[rnd((uint32_t)len)] = junk[rnd(sizeof junk - 1)];
+        }
+        buf[n] = 0;
+        xllm_error e = {XLLM_OK, ""};
+        tokenizer *t = tokenizer_load_text(buf, n, NULL, 0, "damaged.json", &e);
+        if (!t) {
+            if (e.code == XLLM_OK || !e.message[0]) failed_clean = 0;
+            continue;
+        }
+        loaded++;
+        int32_t *ids = NULL;
+        size_t cnt;
+        if (tokenizer_encode(t, "Once upon a time", 16, 1, &ids, &cnt, NULL) == XLLM_OK) xllm_free(ids);
+        tokenizer_free(t);
+    }
+    CHECK(failed_clean);
+    CHECK(loaded > 0 && loaded < 600);
+    xllm_free(buf);
+    xllm_free(json);
+}
+
 /* ------------------------------------------------------------ public API */
 
 static void test_public_api(void) {
@@ -804,6 +840,7 @@ int main(void) {
     test_errors();
     test_random();
     test_byte_level();
+    test_malformed();
     test_public_api();
     char p[128];
     unlink(xllm_path_join(p, sizeof p, g_dir, "tokenizer.json"));
