@@ -7,6 +7,7 @@
  * rest goes normalizer -> pre-tokenizer -> model (BPE) -> post-processor;
  * decoding runs the decoder chain. Each stage is a small tagged component
  * read from tokenizer.json; an unknown component is a load error naming it.
+ * A loaded tokenizer may encode and decode from several threads at once.
  */
 #ifndef XLLM_TOKENIZER_H
 #define XLLM_TOKENIZER_H
@@ -46,7 +47,7 @@ int32_t tokenizer_eos_id(const tokenizer *t);  /* -1 if none */
  * newly complete text. Never emits half a UTF-8 character, and the text of
  * all pushes concatenated equals tokenizer_decode of all ids (so leading-space
  * rules of Metaspace decoders are honoured). Text is held back while it ends
- * in an unfinished character (byte-fallback tokens still arriving); call
+ * in an unfinished character (byte-fallback or byte-level tokens still arriving); call
  * detok_stream_flush at the end of a sequence. One case cannot be streamed
  * exactly: HF decodes a run of <0xXX> tokens that is not valid UTF-8 as all
  * U+FFFD, so a stray byte token after an already emitted character changes
