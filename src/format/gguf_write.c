@@ -1,0 +1,955 @@
+/*
+ * gguf_write.c - GGUF v3 writer (xllm convert --to gguf).
+ *
+ * From HF-named tensors, an HF config and the tokenizer.json text: the
+ * `<arch>.*` keys llama.cpp reads, tokenizer.ggml.* (a BPE tokenizer with
+ * byte fallback becomes a `llama` SentencePiece vocabulary whose scores
+ * reproduce the merge ranks: score(piece) = -rank of the first merge that
+ * produces it; byte-level BPE becomes `gpt2` with its merges and the
+ * pre-tokenizer name of its regex), and the tensors under llama.cpp names in
+ * the types GGUF has, llama Q/K rows permuted into llama.cpp's interleaved
+ * RoPE layout (whole rows, so quantized rows move as they are). Written to a
+ * temporary file next to the destination and renamed into place.
+ */
+#include "format/gguf.h"
+#include "format/gguf_internal.h"
+#include "base/alloc.h"
+#include "base/error.h"
+#include "quant/quant.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define ALIGN GGUF_DEFAULT_ALIGNMENT
+#define GGUF_MAX_NAME 64 /* llama.cpp's limit, NUL included */
+
+/* ------------------------------------------------------------ byte buffer */
+
+typedef struct {
+    unsigned char *p;
+    size_t len, cap;
+    int oom;
+    uint64_t n_kv;
+} wbuf;
+
+static void wb_put(wbuf *w, const void *src, size_t n) {
+    if (w->oom) return;
+    if (w->len + n > w->cap) {
+        size_t cap = w->cap ? w->cap : 4096;
+        while (cap < w->len + n) cap *= 2;
+        unsigned char *p = xllm_realloc(w->p, cap);
+        if (!p) {
+            w->oom = 1;
+            return;
+        }
+        w->p = p;
+        w->cap = cap;
+    }
+    memcpy(w->p + w->len, src, n);
+    w->len += n;
+}
+static void wb_u32(wbuf *w, uint32_t v) { wb_put(w, &v, 4); }
+static void wb_u64(wbuf *w, uint64_t v) { wb_put(w, &v, 8); }
+static void wb_str(wbuf *w, const char *s, size_t n) {
+    wb_u64(w, n);
+    wb_put(w, s, n);
+}
+static void kv_key(wbuf *w, const char *key, uint32_t type) {
+    wb_str(w, key, strlen(key));
+    wb_u32(w, type);
+    w->n_kv++;
+}
+static void kv_u32(wbuf *w, const char *key, uint32_t v) { kv_key(w, key, GGUF_U32), wb_u32(w, v); }
+static void kv_f32(wbuf *w, const char *key, float v) { kv_key(w, key, GGUF_F32), wb_put(w, &v, 4); }
+static void kv_bool(wbuf *w, const char *key, int v) {
+    unsigned char b = v ? 1 : 0;
+    kv_key(w, key, GGUF_BOOL);
+    wb_put(w, &b, 1);
+}
+static void kv_string(wbuf *w, const char *key, const char *v) { kv_key(w, key, GGUF_STRING), wb_str(w, v, strlen(v)); }
+static void kv_arr(wbuf *w, const char *key, uint32_t type, uint64_t n) {
+    kv_key(w, key, GGUF_ARRAY);
+    wb_u32(w, type);
+    wb_u64(w, n);
+}
+
+/* ------------------------------------------------------------ config */
+
+typedef struct {
+    const cJSON *cfg;
+    xllm_error *err;
+    xllm_status st;
+} cfg_r;
+
+static const cJSON *cfield(const cJSON *o, const char *k) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    return v && !cJSON_IsNull(v) ? v : NULL;
+}
+
+/* def < 0: required */
+static int64_t cint(cfg_r *r, const char *k, int64_t def, int64_t lo, int64_t hi) {
+    const cJSON *v = cfield(r->cfg, k);
+    if (!v) {
+        if (def < 0 && !r->st) r->st = xllm_errorf(r->err, XLLM_ERR_FORMAT, "gguf_write: config has no \"%s\"", k);
+        return def < 0 ? 0 : def;
+    }
+    if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < (double)lo ||
+        v->valuedouble > (double)hi) {
+        if (!r->st)
+            r->st = xllm_errorf(r->err, XLLM_ERR_FORMAT, "gguf_write: config \"%s\" must be an integer in [%lld, %lld]",
+                                k, (long long)lo, (long long)hi);
+        return def < 0 ? 0 : def;
+    }
+    return (int64_t)v->valuedouble;
+}
+
+static double cnum(cfg_r *r, const cJSON *o, const char *k, double def) {
+    const cJSON *v = cfield(o, k);
+    if (!v) return def;
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble)) {
+        if (!r->st) r->st = xllm_errorf(r->err, XLLM_ERR_FORMAT, "gguf_write: config \"%s\" must be a number", k);
+        return def;
+    }
+    return v->valuedouble;
+}
+
+static int cbool(const cJSON *o, const char *k) { return cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, k)); }
+
+/* ------------------------------------------------------------ tensors */
+
+typedef struct {
+    char name[GGUF_MAX_NAME];
+    uint32_t type, n_dims;
+    uint64_t ne[4];
+    const unsigned char *data;
+    size_t nbytes;
+    int64_t rows;       /* for the Q/K row permutation */
+    size_t row_bytes;
+    int64_t perm_hd;    /* 0: written as is; else head size of the permutation */
+    uint64_t offset;
+} out_tensor;
+
+typedef struct {
+    out_tensor *t;
+    size_t n, cap;
+} out_list;
+
+static out_tensor *out_new(out_list *l) {
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 64;
+        out_tensor *t = xllm_realloc(l->t, cap * sizeof *t);
+        if (!t) return NULL;
+        l->t = t;
+        l->cap = cap;
+    }
+    out_tensor *t = &l->t[l->n++];
+    memset(t, 0, sizeof *t);
+    return t;
+}
+
+static int ggml_type_of(const st_tensor *t, uint32_t *type) {
+    switch (t->dtype) {
+    case XLLM_DT_F32: *type = GGML_F32; return 1;
+    case XLLM_DT_F16: *type = GGML_F16; return 1;
+    case XLLM_DT_BF16: *type = GGML_BF16; return 1;
+    case XLLM_DT_F64: *type = GGML_F64; return 1;
+    case XLLM_DT_I8: *type = GGML_I8; return 1;
+    case XLLM_DT_I16: *type = GGML_I16; return 1;
+    case XLLM_DT_I32: *type = GGML_I32; return 1;
+    case XLLM_DT_I64: *type = GGML_I64; return 1;
+    case XLLM_DT_Q8: *type = GGML_Q8_0; return t->group == QK;
+    case XLLM_DT_Q4: *type = GGML_Q4_0; return t->group == QK;
+    case XLLM_DT_Q4M: *type = GGML_Q4_1; return t->group == QK;
+    default: return 0;
+    }
+}
+
+typedef struct {
+    const char *arch;
+    int is_llama, interleaved;
+    int64_t heads, kv_heads;
+} tensor_ctx;
+
+/* One HF tensor (or a row slice of a fused one) into the output list. */
+static xllm_status add_tensor(out_list *l, const tensor_ctx *tc, const st_tensor *t, const char *hf_name,
+                              int64_t row0, int64_t nrows, xllm_error *err) {
+    uint32_t type;
+    if (!ggml_type_of(t, &type)) {
+        if (xllm_dtype_is_quant(t->dtype))
+            return xllm_errorf(err, XLLM_ERR_UNSUPPORTED,
+                               "gguf_write: tensor %s is %s with group %d; GGUF holds only group 32 (Q8_0, Q4_0, Q4_1)",
+                               t->name, xllm_dtype_name(t->dtype), t->group);
+        return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "gguf_write: tensor %s has type %s, which GGUF does not hold",
+                           t->name, xllm_dtype_name(t->dtype));
+    }
+    if (t->ndim < 1 || t->ndim > 4)
+        return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "gguf_write: tensor %s has %d dimensions (GGUF: 1 to 4)", t->name,
+                           t->ndim);
+    int64_t cols = t->shape[t->ndim - 1], rows = 1;
+    for (int d = 0; d < t->ndim; d++) {
+        if (t->shape[d] < 1) return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "gguf_write: tensor %s has an empty dimension", t->name);
+        if (d < t->ndim - 1) rows *= t->shape[d];
+    }
+    size_t row_bytes = quant_row_bytes(t->dtype, t->group, cols);
+    if (xllm_dtype_is_quant(t->dtype) && !quant_format_ok(t->dtype, t->group, cols))
+        return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "gguf_write: tensor %s: bad quantized shape", t->name);
+    if (t->ndim == 1) { /* a vector: rows of one element for the permutation */
+        rows = cols;
+        row_bytes = xllm_dtype_is_quant(t->dtype) ? row_bytes : xllm_dtype_size(t->dtype);
+    }
+    size_t want = t->ndim == 1 ? (xllm_dtype_is_quant(t->dtype) ? quant_row_bytes(t->dtype, t->group, cols)
+                                                                 : (size_t)cols * xllm_dtype_size(t->dtype))
+                               : (size_t)rows * row_bytes;
+    if (t->nbytes != want || !t->data)
+        return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "gguf_write: tensor %s: %zu bytes for a shape that needs %zu",
+                           t->name, t->nbytes, want);
+    if (nrows < 0) row0 = 0, nrows = rows;
+
+    out_tensor *o = out_new(l);
+    if (!o) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "gguf_write: out of memory");
+    char gname[256];
+    const char *name = gguf_name_from_hf(hf_name, gname, sizeof gname) ? gname : hf_name;
+    if (strlen(name) >= GGUF_MAX_NAME)
+        return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "gguf_write: tensor name %s is too long for GGUF (63 bytes)", name);
+    snprintf(o->name, sizeof o->name, "%s", name);
+    o->type = type;
+    o->n_dims = (uint32_t)t->ndim;
+    for (int d = 0; d < t->ndim; d++) o->ne[d] = (uint64_t)t->shape[t->ndim - 1 - d];
+    if (nrows != rows) { /* a row slice of a fused tensor */
+        if (t->ndim > 2) return xllm_errorf(err, XLLM_ERR_INTERNAL, "gguf_write: cannot slice %s", t->name);
+        o->ne[t->ndim - 1] = (uint64_t)nrows;
+    }
+    o->data = (const unsigned char *)t->data + (size_t)row0 * row_bytes;
+    o->nbytes = (size_t)nrows * row_bytes;
+    o->rows = nrows;
+    o->row_bytes = row_bytes;
+
+    /* llama Q/K (weight and bias): HF rotate-half rows -> llama.cpp interleaved pairs */
+    size_t nl = strlen(name);
+    int is_q = nl > 12 && (strstr(name, ".attn_q.weight") || strstr(name, ".attn_q.bias"));
+    int is_k = nl > 12 && (strstr(name, ".attn_k.weight") || strstr(name, ".attn_k.bias"));
+    if (tc->is_llama && !tc->interleaved && (is_q || is_k) && t->ndim <= 2) {
+        int64_t h = is_q ? tc->heads : tc->kv_heads;
+        if (nrows % h || (nrows / h) % 2)
+            return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT,
+                               "gguf_write: %s has %lld rows, not %lld heads of an even size", t->name,
+                               (long long)nrows, (long long)h);
+        o->perm_hd = nrows / h;
+    }
+    return XLLM_OK;
+}
+
+static int ends_with(const char *s, const char *suffix) {
+    size_t a = strlen(s), b = strlen(suffix);
+    return a >= b && strcmp(s + a - b, suffix) == 0;
+}
+
+/* Fused .xllm tensors (qkv_proj, gate_up_proj) go out as their parts. */
+static xllm_status add_hf_tensor(out_list *l, const tensor_ctx *tc, const st_tensor *t, int64_t head_dim, int64_t ff,
+                                 xllm_error *err) {
+    if (ends_with(t->name, "rotary_emb.inv_freq")) return XLLM_OK;
+    const char *fused[] = {"self_attn.qkv_proj.weight", "self_attn.qkv_proj.bias", "mlp.gate_up_proj.weight"};
+    for (int f = 0; f < 3; f++) {
+        if (!ends_with(t->name, fused[f])) continue;
+        size_t plen = strlen(t->name) - strlen(fused[f]);
+        char name[512];
+        int64_t rows = t->shape[0];
+        if (t->ndim > 2) return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "gguf_write: %s is not a matrix", t->name);
+        if (f < 2) {
+            int64_t q = tc->heads * head_dim, k = tc->kv_heads * head_dim;
+            if (rows != q + 2 * k)
+                return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "gguf_write: %s has %lld rows, q/k/v need %lld",
+                                   t->name, (long long)rows, (long long)(q + 2 * k));
+            const char *part[3] = {"q_proj", "k_proj", "v_proj"};
+            int64_t start[3] = {0, q, q + k}, n[3] = {q, k, k};
+            for (int p = 0; p < 3; p++) {
+                snprintf(name, sizeof name, "%.*sself_attn.%s.%s", (int)plen, t->name, part[p], f == 0 ? "weight" : "bias");
+                xllm_status st = add_tensor(l, tc, t, name, start[p], n[p], err);
+                if (st) return st;
+            }
+        } else {
+            if (rows != 2 * ff)
+                return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "gguf_write: %s has %lld rows, gate+up need %lld",
+                                   t->name, (long long)rows, (long long)(2 * ff));
+            for (int p = 0; p < 2; p++) {
+                snprintf(name, sizeof name, "%.*smlp.%s.weight", (int)plen, t->name, p ? "up_proj" : "gate_proj");
+                xllm_status st = add_tensor(l, tc, t, name, p * ff, ff, err);
+                if (st) return st;
+            }
+        }
+        return XLLM_OK;
+    }
+    return add_tensor(l, tc, t, t->name, 0, -1, err);
+}
+
+/* ------------------------------------------------------------ tokenizer */
+
+typedef struct {
+    char **tok;   /* id -> piece (owned) */
+    size_t n;
+    float *score;
+    int32_t *type;
+    char **merges; /* gpt2 only, "a b" (owned) */
+    size_t n_merges;
+    int spm;
+    const char *pre;
+    int64_t bos, eos, unk, pad;
+    int add_bos, add_eos, space_prefix;
+    char *chat_template;
+} tok_out;
+
+static void tok_out_free(tok_out *t) {
+    for (size_t i = 0; t->tok && i < t->n; i++) xllm_free(t->tok[i]);
+    for (size_t i = 0; t->merges && i < t->n_merges; i++) xllm_free(t->merges[i]);
+    xllm_free(t->tok);
+    xllm_free(t->merges);
+    xllm_free(t->score);
+    xllm_free(t->type);
+    xllm_free(t->chat_template);
+}
+
+static const cJSON *find_template(const cJSON *pp) {
+    if (!cJSON_IsObject(pp)) return NULL;
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(pp, "type");
+    if (cJSON_IsString(type) && strcmp(type->valuestring, "TemplateProcessing") == 0) return pp;
+    if (cJSON_IsString(type) && strcmp(type->valuestring, "Sequence") == 0) {
+        const cJSON *e;
+        cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(pp, "processors")) {
+            const cJSON *t = find_template(e);
+            if (t) return t;
+        }
+    }
+    return NULL;
+}
+
+/* id of a template SpecialToken item, or -1 */
+static int64_t template_special(const cJSON *tp, const cJSON *item) {
+    const cJSON *s = cJSON_GetObjectItemCaseSensitive(item, "SpecialToken");
+    const cJSON *id = s ? cJSON_GetObjectItemCaseSensitive(s, "id") : NULL;
+    if (!cJSON_IsString(id)) return -1;
+    const cJSON *e = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(tp, "special_tokens"), id->valuestring);
+    const cJSON *ids = e ? cJSON_GetObjectItemCaseSensitive(e, "ids") : NULL;
+    const cJSON *first = cJSON_IsArray(ids) ? cJSON_GetArrayItem(ids, 0) : NULL;
+    return cJSON_IsNumber(first) && first->valuedouble >= 0 ? (int64_t)first->valuedouble : -1;
+}
+
+static int has_prepend(const cJSON *nz) {
+    if (!cJSON_IsObject(nz)) return 0;
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(nz, "type");
+    if (!cJSON_IsString(type)) return 0;
+    if (strcmp(type->valuestring, "Prepend") == 0) return 1;
+    if (strcmp(type->valuestring, "Sequence") == 0) {
+        const cJSON *e;
+        cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(nz, "normalizers")) if (has_prepend(e)) return 1;
+    }
+    return 0;
+}
+
+static int metaspace_prefix(const cJSON *pt) {
+    if (!cJSON_IsObject(pt)) return 0;
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(pt, "type");
+    if (!cJSON_IsString(type)) return 0;
+    if (strcmp(type->valuestring, "Metaspace") == 0) {
+        const cJSON *ps = cJSON_GetObjectItemCaseSensitive(pt, "prepend_scheme");
+        if (cJSON_IsString(ps)) return strcmp(ps->valuestring, "never") != 0;
+        const cJSON *ap = cJSON_GetObjectItemCaseSensitive(pt, "add_prefix_space");
+        return !cJSON_IsFalse(ap);
+    }
+    if (strcmp(type->valuestring, "Sequence") == 0) {
+        const cJSON *e;
+        cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(pt, "pretokenizers")) if (metaspace_prefix(e)) return 1;
+    }
+    return 0;
+}
+
+/* tokenizer.ggml.pre for a byte-level pre-tokenizer, or NULL */
+static const char *detect_pre(const cJSON *pt) {
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(pt, "type");
+    if (!cJSON_IsString(type)) return NULL;
+    if (strcmp(type->valuestring, "ByteLevel") == 0) {
+        const cJSON *ur = cJSON_GetObjectItemCaseSensitive(pt, "use_regex");
+        return cJSON_IsFalse(ur) ? NULL : "gpt2";
+    }
+    if (strcmp(type->valuestring, "Sequence") != 0) return NULL;
+    const cJSON *list = cJSON_GetObjectItemCaseSensitive(pt, "pretokenizers");
+    if (cJSON_GetArraySize(list) != 2) return NULL;
+    const cJSON *split = cJSON_GetArrayItem(list, 0), *bl = cJSON_GetArrayItem(list, 1);
+    const cJSON *st = cJSON_GetObjectItemCaseSensitive(split, "type"), *bt = cJSON_GetObjectItemCaseSensitive(bl, "type");
+    if (!cJSON_IsString(st) || strcmp(st->valuestring, "Split") != 0 || !cJSON_IsString(bt) ||
+        strcmp(bt->valuestring, "ByteLevel") != 0 || !cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(bl, "use_regex")))
+        return NULL;
+    const cJSON *re = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(split, "pattern"), "Regex");
+    const cJSON *beh = cJSON_GetObjectItemCaseSensitive(split, "behavior");
+    if (!cJSON_IsString(re) || !cJSON_IsString(beh) || strcmp(beh->valuestring, "Isolated") != 0 ||
+        cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(split, "invert")))
+        return NULL;
+    if (strcmp(re->valuestring, gguf_regex_llama3) == 0) return "llama-bpe";
+    if (strcmp(re->valuestring, gguf_regex_qwen2) == 0) return "qwen2";
+    return NULL;
+}
+
+static int is_byte_piece(const char *s) {
+    static const char hex[] = "0123456789ABCDEF";
+    return strlen(s) == 6 && s[0] == '<' && s[1] == '0' && s[2] == 'x' && strchr(hex, s[3]) && strchr(hex, s[4]) &&
+           s[5] == '>';
+}
+
+/* Split one merges entry ("a b" or ["a", "b"]) into fresh strings. */
+static int merge_parts(const cJSON *m, char **a, char **b) {
+    *a = *b = NULL;
+    if (cJSON_IsString(m)) {
+        const char *s = m->valuestring, *sp = strchr(s, ' ');
+        if (!sp || strchr(sp + 1, ' ')) return -1;
+        *a = xllm_strndup(s, (size_t)(sp - s));
+        *b = xllm_strdup(sp + 1);
+    } else if (cJSON_IsArray(m) && cJSON_GetArraySize(m) == 2 && cJSON_IsString(cJSON_GetArrayItem(m, 0)) &&
+               cJSON_IsString(cJSON_GetArrayItem(m, 1))) {
+        *a = xllm_strdup(cJSON_GetArrayItem(m, 0)->valuestring);
+        *b = xllm_strdup(cJSON_GetArrayItem(m, 1)->valuestring);
+    } else {
+        return -1;
+    }
+    if (!*a || !*b) {
+        xllm_free(*a);
+        xllm_free(*b);
+        *a = *b = NULL;
+        return -2;
+    }
+    return 0;
+}
+
+/* a simple string -> id hash for the vocabulary */
+typedef struct {
+    int32_t *slots;
+    size_t mask;
+    char *const *tok;
+} smap;
+
+static uint64_t shash(const char *s) {
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    h ^= h >> 33; /* fmix64: FNV's low bits alone cluster in a power-of-two table */
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
+    h *= 0xc4ceb9fe1a85ec53ull;
+    return h ^ (h >> 33);
+}
+static int smap_init(smap *m, char *const *tok, size_t n) {
+    size_t cap = 16;
+    while (cap < 2 * n) cap *= 2;
+    m->slots = xllm_malloc_array(cap, sizeof *m->slots);
+    if (!m->slots) return -1;
+    memset(m->slots, 0xff, cap * sizeof *m->slots);
+    m->mask = cap - 1;
+    m->tok = tok;
+    for (size_t id = 0; id < n; id++) {
+        size_t i = (size_t)shash(tok[id]) & m->mask;
+        while (m->slots[i] >= 0 && strcmp(tok[m->slots[i]], tok[id]) != 0) i = (i + 1) & m->mask;
+        if (m->slots[i] < 0) m->slots[i] = (int32_t)id; /* the first id of a duplicated piece */
+    }
+    return 0;
+}
+static int32_t smap_get(const smap *m, const char *s) {
+    size_t i = (size_t)shash(s) & m->mask;
+    while (m->slots[i] >= 0) {
+        if (strcmp(m->tok[m->slots[i]], s) == 0) return m->slots[i];
+        i = (i + 1) & m->mask;
+    }
+    return -1;
+}
+
+static xllm_status tokenizer_to_gguf(const char *tok_json, const char *tok_cfg_json, const cJSON *config,
+                                     int64_t vocab_size, tok_out *o, xllm_error *err) {
+    memset(o, 0, sizeof *o);
+    o->bos = o->eos = o->unk = o->pad = -1;
+    xllm_status st = XLLM_OK;
+    cJSON *root = cJSON_Parse(tok_json), *cfg = tok_cfg_json ? cJSON_Parse(tok_cfg_json) : NULL;
+    smap sm = {0};
+    if (!cJSON_IsObject(root)) {
+        st = xllm_errorf(err, XLLM_ERR_FORMAT, "gguf_write: tokenizer.json is not a JSON object");
+        goto done;
+    }
+    const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
+    const cJSON *mtype = cJSON_GetObjectItemCaseSensitive(model, "type");
+    const cJSON *vocab = cJSON_GetObjectItemCaseSensitive(model, "vocab");
+    const cJSON *merges = cJSON_GetObjectItemCaseSensitive(model, "merges");
+    if (!cJSON_IsObject(model) || (mtype && (!cJSON_IsString(mtype) || strcmp(mtype->valuestring, "BPE") != 0)) ||
+        !cJSON_IsObject(vocab)) {
+        st = xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "gguf_write: only BPE tokenizers can be written to GGUF");
+        goto done;
+    }
+    o->spm = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(model, "byte_fallback"));
+    if (!o->spm) {
+        o->pre = detect_pre(cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer"));
+        if (!o->pre) {
+            st = xllm_errorf(err, XLLM_ERR_UNSUPPORTED,
+                             "gguf_write: the tokenizer's pre-tokenizer has no GGUF name (supported: byte fallback "
+                             "SentencePiece-style BPE, and byte-level BPE with the GPT-2, Llama 3 or Qwen2 regex)");
+            goto done;
+        }
+    }
+    /* ids */
+    int64_t max_id = -1;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, vocab) {
+        if (!cJSON_IsNumber(e) || e->valuedouble < 0 || e->valuedouble >= (1 << 24) || e->valuedouble != floor(e->valuedouble)) {
+            st = xllm_errorf(err, XLLM_ERR_FORMAT, "gguf_write: tokenizer vocab entry has a bad id");
+            goto done;
+        }
+        if ((int64_t)e->valuedouble > max_id) max_id = (int64_t)e->valuedouble;
+    }
+    const cJSON *added = cJSON_GetObjectItemCaseSensitive(root, "added_tokens");
+    cJSON_ArrayForEach(e, added) {
+        const cJSON *id = cJSON_GetObjectItemCaseSensitive(e, "id"), *ct = cJSON_GetObjectItemCaseSensitive(e, "content");
+        if (!cJSON_IsNumber(id) || id->valuedouble < 0 || id->valuedouble >= (1 << 24) || !cJSON_IsString(ct)) {
+            st = xllm_errorf(err, XLLM_ERR_FORMAT, "gguf_write: tokenizer added_tokens entry is malformed");
+            goto done;
+        }
+        if ((int64_t)id->valuedouble > max_id) max_id = (int64_t)id->valuedouble;
+    }
+    size_t n = (size_t)(max_id + 1);
+    if (vocab_size > (int64_t)n) n = (size_t)vocab_size; /* llama.cpp wants one token per embedding row */
+    if (n == 0) {
+        st = xllm_errorf(err, XLLM_ERR_FORMAT, "gguf_write: the tokenizer has no vocabulary");
+        goto done;
+    }
+    o->n = n;
+    o->tok = xllm_calloc(n, sizeof *o->tok);
+    o->score = xllm_calloc(n, sizeof *o->score);
+    o->type = xllm_malloc_array(n, sizeof *o->type);
+    if (!o->tok || !o->score || !o->type) goto oom;
+    for (size_t i = 0; i < n; i++) o->type[i] = 1;
+    cJSON_ArrayForEach(e, vocab) {
+        size_t id = (size_t)e->valuedouble;
+        if (o->tok[id]) {
+            st = xllm_errorf(err, XLLM_ERR_FORMAT, "gguf_write: tokenizer id %zu is given to two pieces", id);
+            goto done;
+        }
+        if (!(o->tok[id] = xllm_strdup(e->string))) goto oom;
+        if (o->spm && is_byte_piece(e->string)) o->type[id] = 6;
+    }
+    cJSON_ArrayForEach(e, added) {
+        size_t id = (size_t)cJSON_GetObjectItemCaseSensitive(e, "id")->valuedouble;
+        const char *content = cJSON_GetObjectItemCaseSensitive(e, "content")->valuestring;
+        if (o->tok[id] && strcmp(o->tok[id], content) != 0) {
+            st = xllm_errorf(err, XLLM_ERR_FORMAT, "gguf_write: added token %zu (%s) differs from the vocab piece %s",
+                             id, content, o->tok[id]);
+            goto done;
+        }
+        if (!o->tok[id] && !(o->tok[id] = xllm_strdup(content))) goto oom;
+        o->type[id] = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(e, "special")) ? 3 : 4;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (o->tok[i]) continue;
+        char pad[32];
+        snprintf(pad, sizeof pad, "[PAD%zu]", i);
+        if (!(o->tok[i] = xllm_strdup(pad))) goto oom;
+        o->type[i] = 5;
+    }
+    if (smap_init(&sm, o->tok, n)) goto oom;
+    const cJSON *unk = cJSON_GetObjectItemCaseSensitive(model, "unk_token");
+    if (cJSON_IsString(unk)) {
+        o->unk = smap_get(&sm, unk->valuestring);
+        if (o->unk >= 0) o->type[o->unk] = 2;
+    }
+
+    /* merges */
+    size_t nm = (size_t)cJSON_GetArraySize(merges);
+    if (!o->spm) {
+        o->merges = xllm_calloc(nm ? nm : 1, sizeof *o->merges);
+        if (!o->merges) goto oom;
+    } else {
+        for (size_t i = 0; i < n; i++) o->score[i] = NAN; /* "not produced by a merge" until seen */
+    }
+    size_t k = 0;
+    cJSON_ArrayForEach(e, merges) {
+        char *a, *b;
+        int r = merge_parts(e, &a, &b);
+        if (r == -2) goto oom;
+        if (r) {
+            st = xllm_errorf(err, XLLM_ERR_FORMAT, "gguf_write: tokenizer merge %zu is malformed", k);
+            goto done;
+        }
+        if (!o->spm) {
+            if (strchr(a, ' ') || strchr(b, ' ')) {
+                xllm_free(a);
+                xllm_free(b);
+                st = xllm_errorf(err, XLLM_ERR_UNSUPPORTED,
+                                 "gguf_write: tokenizer merge %zu has a piece with a space, which GGUF merges cannot hold", k);
+                goto done;
+            }
+            size_t la = strlen(a), lb = strlen(b);
+            char *s = xllm_malloc(la + lb + 2);
+            if (!s) {
+                xllm_free(a);
+                xllm_free(b);
+                goto oom;
+            }
+            memcpy(s, a, la);
+            s[la] = ' ';
+            memcpy(s + la + 1, b, lb + 1);
+            o->merges[o->n_merges++] = s;
+        } else {
+            size_t la = strlen(a), lb = strlen(b);
+            char *s = xllm_malloc(la + lb + 1);
+            if (!s) {
+                xllm_free(a);
+                xllm_free(b);
+                goto oom;
+            }
+            memcpy(s, a, la);
+            memcpy(s + la, b, lb + 1);
+            int32_t id = smap_get(&sm, s);
+            xllm_free(s);
+            if (id >= 0 && isnan(o->score[id])) o->score[id] = -(float)k;
+        }
+        xllm_free(a);
+        xllm_free(b);
+        k++;
+    }
+    if (o->spm) {
+        /* normal pieces no merge produces rank after every merge, in id order;
+         * byte, control, unknown and user-defined pieces score 0 (as SentencePiece) */
+        for (size_t i = 0; i < n; i++) {
+            if (o->type[i] != 1) o->score[i] = 0;
+            else if (isnan(o->score[i])) o->score[i] = -(float)(nm + i);
+        }
+        const cJSON *nz = cJSON_GetObjectItemCaseSensitive(root, "normalizer");
+        o->space_prefix = has_prepend(nz) || metaspace_prefix(cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer"));
+    }
+
+    /* BOS / EOS: the post-processor template says whether they are added */
+    const cJSON *tp = find_template(cJSON_GetObjectItemCaseSensitive(root, "post_processor"));
+    int64_t tbos = -1, teos = -1;
+    if (tp) {
+        const cJSON *single = cJSON_GetObjectItemCaseSensitive(tp, "single");
+        int cnt = cJSON_GetArraySize(single);
+        if (cnt > 0) tbos = template_special(tp, cJSON_GetArrayItem(single, 0));
+        if (cnt > 1) teos = template_special(tp, cJSON_GetArrayItem(single, cnt - 1));
+    }
+    o->add_bos = tbos >= 0;
+    o->add_eos = teos >= 0;
+    const cJSON *v = cfield(config, "bos_token_id");
+    if (cJSON_IsNumber(v)) o->bos = (int64_t)v->valuedouble;
+    v = cfield(config, "eos_token_id");
+    if (cJSON_IsArray(v)) v = cJSON_GetArrayItem(v, 0);
+    if (cJSON_IsNumber(v)) o->eos = (int64_t)v->valuedouble;
+    if (o->bos < 0) o->bos = tbos;
+    if (o->eos < 0) o->eos = teos;
+    if (tbos >= 0 && o->bos != tbos) o->bos = tbos; /* the token the template adds is the BOS */
+    const char *names[3] = {"bos_token", "eos_token", "pad_token"};
+    int64_t *dst[3] = {&o->bos, &o->eos, &o->pad};
+    for (int i = 0; i < 3 && cJSON_IsObject(cfg); i++) {
+        if (*dst[i] >= 0) continue;
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive(cfg, names[i]);
+        if (cJSON_IsObject(t)) t = cJSON_GetObjectItemCaseSensitive(t, "content");
+        if (cJSON_IsString(t)) *dst[i] = smap_get(&sm, t->valuestring);
+    }
+    for (int i = 0; i < 3; i++)
+        if (*dst[i] >= (int64_t)n) *dst[i] = -1;
+    if (cJSON_IsObject(cfg)) {
+        const cJSON *ct = cJSON_GetObjectItemCaseSensitive(cfg, "chat_template");
+        if (cJSON_IsString(ct) && !(o->chat_template = xllm_strdup(ct->valuestring))) goto oom;
+    }
+    goto done;
+oom:
+    st = xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "gguf_write: out of memory converting the tokenizer");
+done:
+    xllm_free(sm.slots);
+    cJSON_Delete(root);
+    cJSON_Delete(cfg);
+    return st;
+}
+
+static void tokenizer_kvs(wbuf *w, const tok_out *t) {
+    kv_string(w, "tokenizer.ggml.model", t->spm ? "llama" : "gpt2");
+    if (!t->spm) kv_string(w, "tokenizer.ggml.pre", t->pre);
+    kv_arr(w, "tokenizer.ggml.tokens", GGUF_STRING, t->n);
+    for (size_t i = 0; i < t->n; i++) wb_str(w, t->tok[i], strlen(t->tok[i]));
+    if (t->spm) {
+        kv_arr(w, "tokenizer.ggml.scores", GGUF_F32, t->n);
+        wb_put(w, t->score, t->n * sizeof *t->score);
+    }
+    kv_arr(w, "tokenizer.ggml.token_type", GGUF_I32, t->n);
+    wb_put(w, t->type, t->n * sizeof *t->type);
+    if (!t->spm) {
+        kv_arr(w, "tokenizer.ggml.merges", GGUF_STRING, t->n_merges);
+        for (size_t i = 0; i < t->n_merges; i++) wb_str(w, t->merges[i], strlen(t->merges[i]));
+    }
+    if (t->bos >= 0) kv_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)t->bos);
+    if (t->eos >= 0) kv_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)t->eos);
+    if (t->unk >= 0) kv_u32(w, "tokenizer.ggml.unknown_token_id", (uint32_t)t->unk);
+    if (t->pad >= 0) kv_u32(w, "tokenizer.ggml.padding_token_id", (uint32_t)t->pad);
+    kv_bool(w, "tokenizer.ggml.add_bos_token", t->add_bos);
+    kv_bool(w, "tokenizer.ggml.add_eos_token", t->add_eos);
+    if (t->spm) kv_bool(w, "tokenizer.ggml.add_space_prefix", t->space_prefix);
+    if (t->chat_template) kv_string(w, "tokenizer.chat_template", t->chat_template);
+}
+
+/* ------------------------------------------------------------ write */
+
+static xllm_status write_all(FILE *f, const char *tmp, const void *p, size_t n, uint64_t *pos, xllm_error *err) {
+    if (n && fwrite(p, 1, n, f) != n) return xllm_errorf(err, XLLM_ERR_IO, "%s: write failed: %s", tmp, strerror(errno));
+    *pos += n;
+    return XLLM_OK;
+}
+
+static xllm_status pad(FILE *f, const char *tmp, uint64_t *pos, xllm_error *err) {
+    static const unsigned char zeros[ALIGN];
+    return write_all(f, tmp, zeros, (size_t)((ALIGN - *pos % ALIGN) % ALIGN), pos, err);
+}
+
+xllm_status gguf_write(const char *dest, const st_tensor *tensors, size_t n, const cJSON *config,
+                       const char *tokenizer_json, const char *tokenizer_config_json, xllm_error *err) {
+    if (!dest || (!tensors && n) || !cJSON_IsObject(config))
+        return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "gguf_write: bad arguments");
+    const cJSON *mt = cJSON_GetObjectItemCaseSensitive(config, "model_type");
+    if (!cJSON_IsString(mt)) return xllm_errorf(err, XLLM_ERR_FORMAT, "gguf_write: config has no model_type");
+    const char *arch = mt->valuestring;
+    if (strcmp(arch, "llama") != 0 && strcmp(arch, "qwen2") != 0 && strcmp(arch, "qwen3") != 0)
+        return xllm_errorf(err, XLLM_ERR_UNSUPPORTED,
+                           "gguf_write: model_type \"%s\" cannot be written to GGUF (supported: llama, qwen2, qwen3)",
+                           arch);
+    cfg_r r = {config, err, XLLM_OK};
+    int64_t hidden = cint(&r, "hidden_size", -1, 1, 1 << 20);
+    int64_t layers = cint(&r, "num_hidden_layers", -1, 1, 1 << 16);
+    int64_t ff = cint(&r, "intermediate_size", -1, 1, 1 << 22);
+    int64_t heads = cint(&r, "num_attention_heads", -1, 1, 4096);
+    int64_t kv_heads = cint(&r, "num_key_value_heads", heads, 1, 4096);
+    int64_t ctx_len = cint(&r, "max_position_embeddings", 2048, 1, (int64_t)1 << 30);
+    int64_t vocab = cint(&r, "vocab_size", 0, 0, 1 << 24);
+    double eps = cnum(&r, config, "rms_norm_eps", 1e-6), theta = cnum(&r, config, "rope_theta", 10000.0);
+    if (r.st) return r.st;
+    int64_t head_dim = cint(&r, "head_dim", hidden % heads == 0 ? hidden / heads : -1, 1, 4096);
+    if (r.st) return r.st;
+    int interleaved = cbool(config, "xllm_rope_interleaved");
+    int is_llama = strcmp(arch, "llama") == 0;
+    if (interleaved && !is_llama)
+        return xllm_errorf(err, XLLM_ERR_UNSUPPORTED,
+                           "gguf_write: %s with interleaved RoPE rows has no GGUF form", arch);
+    if (strcmp(arch, "qwen2") == 0 && cbool(config, "use_sliding_window"))
+        return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "gguf_write: qwen2 sliding-window attention has no GGUF form");
+
+    /* rope scaling */
+    const char *rope_type = NULL;
+    double rfactor = 0, rlow = 1, rhigh = 4, rorig = 8192;
+    const cJSON *rs = cfield(config, "rope_scaling");
+    if (rs) {
+        const cJSON *t = cfield(rs, "rope_type");
+        if (!t) t = cfield(rs, "type");
+        if (!cJSON_IsString(t)) return xllm_errorf(err, XLLM_ERR_FORMAT, "gguf_write: rope_scaling has no rope_type");
+        rope_type = t->valuestring;
+        rfactor = cnum(&r, rs, "factor", 0);
+        if (strcmp(rope_type, "default") == 0) {
+            rope_type = NULL;
+        } else if (strcmp(rope_type, "llama3") == 0 && is_llama) {
+            rlow = cnum(&r, rs, "low_freq_factor", 1);
+            rhigh = cnum(&r, rs, "high_freq_factor", 4);
+            rorig = cnum(&r, rs, "original_max_position_embeddings", 8192);
+            if (!(rlow > 0 && rhigh > rlow && rorig > 0 && rfactor > 0))
+                return xllm_errorf(err, XLLM_ERR_FORMAT, "gguf_write: bad llama3 rope_scaling");
+        } else if (strcmp(rope_type, "linear") != 0) {
+            return xllm_errorf(err, XLLM_ERR_UNSUPPORTED,
+                               "gguf_write: rope_scaling type \"%s\" has no GGUF form here (supported: linear, llama3)",
+                               rope_type);
+        }
+        if (rope_type && !(rfactor > 0)) return xllm_errorf(err, XLLM_ERR_FORMAT, "gguf_write: rope_scaling.factor must be > 0");
+        if (r.st) return r.st;
+    }
+
+    /* tensors */
+    xllm_status st = XLLM_OK;
+    out_list ol = {0};
+    wbuf w = {0};
+    tok_out tk;
+    memset(&tk, 0, sizeof tk);
+    float *rope_freqs = NULL;
+    char *tmp = NULL;
+    FILE *f = NULL;
+    tensor_ctx tc = {arch, is_llama, interleaved, heads, kv_heads};
+    int has_rope_freqs = 0;
+    for (size_t i = 0; i < n && !st; i++) {
+        if (!tensors[i].name) {
+            st = xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "gguf_write: tensor %zu has no name", i);
+            break;
+        }
+        has_rope_freqs |= strcmp(tensors[i].name, "rope_freqs.weight") == 0;
+        st = add_hf_tensor(&ol, &tc, &tensors[i], head_dim, ff, err);
+    }
+    if (st) goto done;
+    if (rope_type && strcmp(rope_type, "llama3") == 0 && !has_rope_freqs) {
+        rope_freqs = xllm_malloc_array((size_t)head_dim / 2, sizeof *rope_freqs);
+        out_tensor *o = rope_freqs ? out_new(&ol) : NULL;
+        if (!o) goto oom;
+        gguf_llama3_rope_factors(theta, (int)head_dim, rfactor, rlow, rhigh, rorig, rope_freqs);
+        snprintf(o->name, sizeof o->name, "rope_freqs.weight");
+        o->type = GGML_F32;
+        o->n_dims = 1;
+        o->ne[0] = (uint64_t)head_dim / 2;
+        o->data = (const unsigned char *)rope_freqs;
+        o->nbytes = (size_t)head_dim / 2 * sizeof *rope_freqs;
+    }
+    for (size_t i = 0; i < ol.n; i++)
+        for (size_t j = 0; j < i; j++)
+            if (strcmp(ol.t[i].name, ol.t[j].name) == 0) {
+                st = xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "gguf_write: two tensors are both %s in GGUF",
+                                 ol.t[i].name);
+                goto done;
+            }
+    if (!vocab)
+        for (size_t i = 0; i < ol.n; i++)
+            if (strcmp(ol.t[i].name, "token_embd.weight") == 0 && ol.t[i].n_dims == 2) vocab = (int64_t)ol.t[i].ne[1];
+
+    /* tokenizer */
+    if (tokenizer_json && (st = tokenizer_to_gguf(tokenizer_json, tokenizer_config_json, config, vocab, &tk, err)))
+        goto done;
+
+    /* metadata */
+    char key[128];
+#define AK(suffix) (snprintf(key, sizeof key, "%s.%s", arch, suffix), key)
+    kv_string(&w, "general.architecture", arch);
+    {
+        const cJSON *nm = cfield(config, "_name_or_path");
+        const char *base = strrchr(dest, '/');
+        base = base ? base + 1 : dest;
+        char name[256];
+        if (cJSON_IsString(nm) && nm->valuestring[0]) snprintf(name, sizeof name, "%s", nm->valuestring);
+        else snprintf(name, sizeof name, "%s", base);
+        char *dot = strrchr(name, '.');
+        if (dot && dot != name && strcmp(dot, ".gguf") == 0) *dot = 0;
+        kv_string(&w, "general.name", name);
+    }
+    kv_u32(&w, "general.alignment", ALIGN);
+    {
+        /* file type: the type holding most matrix bytes */
+        size_t bytes[40] = {0};
+        int any_quant = 0;
+        for (size_t i = 0; i < ol.n; i++) {
+            if (ol.t[i].n_dims >= 2 && ol.t[i].type < 40) bytes[ol.t[i].type] += ol.t[i].nbytes;
+            any_quant |= ol.t[i].type == GGML_Q8_0 || ol.t[i].type == GGML_Q4_0 || ol.t[i].type == GGML_Q4_1;
+        }
+        uint32_t best = 0;
+        for (uint32_t t = 0; t < 40; t++)
+            if (bytes[t] > bytes[best]) best = t;
+        uint32_t ftype = best == GGML_F16 ? 1 : best == GGML_Q4_0 ? 2 : best == GGML_Q4_1 ? 3 : best == GGML_Q8_0 ? 7
+                       : best == GGML_BF16 ? 32 : 0;
+        kv_u32(&w, "general.file_type", ftype);
+        if (any_quant) kv_u32(&w, "general.quantization_version", 2);
+    }
+    kv_u32(&w, AK("context_length"), (uint32_t)ctx_len);
+    kv_u32(&w, AK("embedding_length"), (uint32_t)hidden);
+    kv_u32(&w, AK("block_count"), (uint32_t)layers);
+    kv_u32(&w, AK("feed_forward_length"), (uint32_t)ff);
+    kv_u32(&w, AK("attention.head_count"), (uint32_t)heads);
+    kv_u32(&w, AK("attention.head_count_kv"), (uint32_t)kv_heads);
+    kv_u32(&w, AK("rope.dimension_count"), (uint32_t)head_dim);
+    if (!is_llama || head_dim * heads != hidden) {
+        kv_u32(&w, AK("attention.key_length"), (uint32_t)head_dim);
+        kv_u32(&w, AK("attention.value_length"), (uint32_t)head_dim);
+    }
+    kv_f32(&w, AK("attention.layer_norm_rms_epsilon"), (float)eps);
+    kv_f32(&w, AK("rope.freq_base"), (float)theta);
+    if (vocab) kv_u32(&w, AK("vocab_size"), (uint32_t)vocab);
+    if (rope_type && strcmp(rope_type, "linear") == 0) {
+        kv_string(&w, AK("rope.scaling.type"), "linear");
+        kv_f32(&w, AK("rope.scaling.factor"), (float)rfactor);
+    } else if (rope_type) { /* llama3: rope_freqs.weight; the parameters for readers that want them back */
+        kv_f32(&w, AK("rope.scaling.low_freq_factor"), (float)rlow);
+        kv_f32(&w, AK("rope.scaling.high_freq_factor"), (float)rhigh);
+        kv_u32(&w, AK("rope.scaling.original_context_length"), (uint32_t)rorig);
+    }
+#undef AK
+    if (tokenizer_json) tokenizer_kvs(&w, &tk);
+
+    /* tensor infos */
+    uint64_t data_pos = 0;
+    for (size_t i = 0; i < ol.n; i++) {
+        out_tensor *o = &ol.t[i];
+        wb_str(&w, o->name, strlen(o->name));
+        wb_u32(&w, o->n_dims);
+        for (uint32_t d = 0; d < o->n_dims; d++) wb_u64(&w, o->ne[d]);
+        wb_u32(&w, o->type);
+        data_pos = (data_pos + ALIGN - 1) / ALIGN * ALIGN;
+        o->offset = data_pos;
+        wb_u64(&w, o->offset);
+        data_pos += o->nbytes;
+    }
+    if (w.oom) goto oom;
+
+    /* the file */
+    size_t dl = strlen(dest);
+    tmp = xllm_malloc(dl + 16);
+    if (!tmp) goto oom;
+    snprintf(tmp, dl + 16, "%s.tmpXXXXXX", dest);
+    int fd = mkstemp(tmp);
+    if (fd < 0) {
+        st = xllm_errorf(err, XLLM_ERR_IO, "%s: cannot create a temporary file next to it: %s", dest, strerror(errno));
+        tmp[0] = 0;
+        goto done;
+    }
+    f = fdopen(fd, "wb");
+    if (!f) {
+        close(fd);
+        st = xllm_errorf(err, XLLM_ERR_IO, "%s: %s", tmp, strerror(errno));
+        goto done;
+    }
+    uint64_t pos = 0;
+    unsigned char head[24];
+    memcpy(head, "GGUF", 4);
+    uint32_t version = 3;
+    uint64_t nt = ol.n;
+    memcpy(head + 4, &version, 4);
+    memcpy(head + 8, &nt, 8);
+    memcpy(head + 16, &w.n_kv, 8);
+    if ((st = write_all(f, tmp, head, sizeof head, &pos, err))) goto done;
+    if ((st = write_all(f, tmp, w.p, w.len, &pos, err))) goto done;
+    if ((st = pad(f, tmp, &pos, err))) goto done;
+    uint64_t data_start = pos;
+    for (size_t i = 0; i < ol.n; i++) {
+        const out_tensor *o = &ol.t[i];
+        if ((st = pad(f, tmp, &pos, err))) goto done;
+        if (pos - data_start != o->offset) {
+            st = xllm_errorf(err, XLLM_ERR_INTERNAL, "gguf_write: offset bookkeeping error at %s", o->name);
+            goto done;
+        }
+        if (!o->perm_hd) {
+            if ((st = write_all(f, tmp, o->data, o->nbytes, &pos, err))) goto done;
+        } else {
+            for (int64_t row = 0; row < o->rows; row++) {
+                int64_t src = gguf_qk_src_row(row, o->perm_hd);
+                if ((st = write_all(f, tmp, o->data + (size_t)src * o->row_bytes, o->row_bytes, &pos, err))) goto done;
+            }
+        }
+    }
+    if (fflush(f) != 0 || fsync(fileno(f)) != 0) {
+        st = xllm_errorf(err, XLLM_ERR_IO, "%s: write failed: %s", tmp, strerror(errno));
+        goto done;
+    }
+    if (fclose(f) != 0) {
+        f = NULL;
+        st = xllm_errorf(err, XLLM_ERR_IO, "%s: close failed: %s", tmp, strerror(errno));
+        goto done;
+    }
+    f = NULL;
+    if (rename(tmp, dest) != 0) {
+        st = xllm_errorf(err, XLLM_ERR_IO, "%s: cannot rename into place: %s", dest, strerror(errno));
+        goto done;
+    }
+    tmp[0] = 0;
+    goto done;
+oom:
+    st = xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "gguf_write: out of memory");
+done:
+    if (f) fclose(f);
+    if (tmp && tmp[0]) unlink(tmp);
+    xllm_free(tmp);
+    xllm_free(ol.t);
+    xllm_free(w.p);
+    xllm_free(rope_freqs);
+    tok_out_free(&tk);
+    return st;
+}
