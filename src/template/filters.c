@@ -59,25 +59,30 @@ FILTER(f_upper) { return text_method(c, in, a, "upper", "upper", out); }
 FILTER(f_lower) { return text_method(c, in, a, "lower", "lower", out); }
 FILTER(f_capitalize) { return text_method(c, in, a, "capitalize", "capitalize", out); }
 
-/* Jinja's title: words start after - whitespace ( { [ < */
+/* Jinja's title: split before runs of - whitespace ( { [ <, then each piece is
+ * piece[0].upper() + piece[1:].lower() (lower() sees only the piece). */
 FILTER(f_title) {
     tv s;
     if (tpl_bind(c, "title", a, NULL, 0, NULL) || str_of(c, in, &s)) return -1;
     tpl_buf b = tpl_buf_make(c);
     size_t i = 0;
-    int start = 1;
     while (i < s.len) {
-        size_t st = i;
-        uint32_t cp = py_utf8_next(s.u.s, s.len, &i);
+        size_t st = i, j = i;
+        uint32_t cp = py_utf8_next(s.u.s, s.len, &j);
         int sep = cp == '-' || cp == '(' || cp == '{' || cp == '[' || cp == '<' || py_isspace(cp);
+        /* a piece: a run of separators, or a run of other characters */
+        while (i < s.len) {
+            size_t k = i;
+            uint32_t q = py_utf8_next(s.u.s, s.len, &k);
+            int qs = q == '-' || q == '(' || q == '{' || q == '[' || q == '<' || py_isspace(q);
+            if (qs != sep) break;
+            i = k;
+        }
         if (sep) {
             tpl_buf_put(&b, s.u.s + st, i - st);
-            start = 1;
-        } else if (start) {
-            py_upper(&b, s.u.s + st, i - st);
-            start = 0;
         } else {
-            py_lower(&b, s.u.s + st, i - st);
+            py_upper(&b, s.u.s + st, j - st);
+            py_lower(&b, s.u.s + j, i - j);
         }
     }
     return tpl_buf_to_value(c, &b, out);

@@ -297,7 +297,7 @@ METHOD(m_title) {
     while (i < self->len) {
         size_t st = i;
         uint32_t cp = py_utf8_next(SELF_STR(self), &i);
-        if (prev_cased) py_lower(&b, self->u.s + st, i - st);
+        if (prev_cased) py_lower_range(&b, SELF_STR(self), st, i);
         else py_title_char(&b, self->u.s + st, i - st);
         prev_cased = is_cased(cp);
     }
@@ -311,7 +311,7 @@ METHOD(m_capitalize) {
     if (self->len) {
         py_utf8_next(SELF_STR(self), &i);
         py_title_char(&b, self->u.s, i);
-        py_lower(&b, self->u.s + i, self->len - i);
+        py_lower_range(&b, SELF_STR(self), i, self->len);
     }
     return new_str(c, &b, out);
 }
@@ -323,10 +323,19 @@ METHOD(m_swapcase) {
     while (i < self->len) {
         size_t st = i;
         uint32_t cp = py_utf8_next(SELF_STR(self), &i);
-        if (py_isupper(cp)) py_lower(&b, self->u.s + st, i - st);
+        if (cp == 0x3A3) { /* final sigma, judged on the whole string as lower() does */
+            py_lower_range(&b, SELF_STR(self), st, i);
+        } else if (py_isupper(cp)) py_lower(&b, self->u.s + st, i - st);
         else if (py_islower(cp)) py_upper(&b, self->u.s + st, i - st);
         else tpl_buf_put(&b, self->u.s + st, i - st);
     }
+    return new_str(c, &b, out);
+}
+
+METHOD(m_casefold) {
+    if (no_args(c, "casefold()", a)) return -1;
+    tpl_buf b = tpl_buf_make(c);
+    py_casefold(&b, SELF_STR(self));
     return new_str(c, &b, out);
 }
 
@@ -494,15 +503,19 @@ static int classify(tpl_ctx *c, const tv *self, const tpl_args *a, int kind, tv 
         case 1: r = py_isalpha(cp); break;
         case 2: r = py_isalnum(cp); break;
         case 3: r = py_isspace(cp); break;
-        case 4: if (py_islower(cp)) r = 0; else if (py_isupper(cp)) any_cased = 1; break;
-        case 5: if (py_isupper(cp)) r = 0; else if (py_islower(cp)) any_cased = 1; break;
+        case 4: if (py_islower(cp) || py_istitle(cp)) r = 0; else if (py_isupper(cp)) any_cased = 1; break;
+        case 5: if (py_isupper(cp) || py_istitle(cp)) r = 0; else if (py_islower(cp)) any_cased = 1; break;
+        case 6: r = py_isdecimal(cp); break;
+        case 7: r = py_isnumeric(cp); break;
         }
     }
-    if (kind >= 4) r = r && any_cased;
+    if (kind == 4 || kind == 5) r = r && any_cased;
     *out = tv_bool(r);
     return 0;
 }
 METHOD(m_isdigit) { return classify(c, self, a, 0, out); }
+METHOD(m_isdecimal) { return classify(c, self, a, 6, out); }
+METHOD(m_isnumeric) { return classify(c, self, a, 7, out); }
 METHOD(m_isalpha) { return classify(c, self, a, 1, out); }
 METHOD(m_isalnum) { return classify(c, self, a, 2, out); }
 METHOD(m_isspace) { return classify(c, self, a, 3, out); }
@@ -810,11 +823,11 @@ typedef struct mdef {
 static const mdef STR_METHODS[] = {
     {"startswith", m_startswith}, {"endswith", m_endswith}, {"split", m_split}, {"rsplit", m_rsplit},
     {"splitlines", m_splitlines}, {"strip", m_strip}, {"lstrip", m_lstrip}, {"rstrip", m_rstrip},
-    {"upper", m_upper}, {"lower", m_lower}, {"casefold", m_lower}, {"title", m_title},
+    {"upper", m_upper}, {"lower", m_lower}, {"casefold", m_casefold}, {"title", m_title},
     {"capitalize", m_capitalize}, {"swapcase", m_swapcase}, {"replace", m_replace}, {"find", m_find},
     {"rfind", m_rfind}, {"index", m_index}, {"rindex", m_rindex}, {"count", m_count}, {"join", m_join},
     {"partition", m_partition}, {"rpartition", m_rpartition}, {"removeprefix", m_removeprefix},
-    {"removesuffix", m_removesuffix}, {"isdigit", m_isdigit}, {"isdecimal", m_isdigit}, {"isnumeric", m_isdigit},
+    {"removesuffix", m_removesuffix}, {"isdigit", m_isdigit}, {"isdecimal", m_isdecimal}, {"isnumeric", m_isnumeric},
     {"isalpha", m_isalpha}, {"isalnum", m_isalnum}, {"isspace", m_isspace}, {"isupper", m_isupper},
     {"islower", m_islower}, {"center", m_center}, {"ljust", m_ljust}, {"rjust", m_rjust}, {"zfill", m_zfill},
     {"format", m_format},

@@ -128,20 +128,68 @@ int py_isprintable(uint32_t cp) {
 
 int py_isalpha(uint32_t cp) {
     if (cp < 0x80) return (cp | 0x20) >= 'a' && (cp | 0x20) <= 'z';
+    /* glibc counts other scripts' digits as alpha; Python (letters only) does not */
+    if (py_isnumeric(cp) && cp < 0x3400) return 0;
     locale_t l = utf8_locale();
     return l ? iswalpha_l((wint_t)cp, l) != 0 : 0;
 }
 
-int py_isdigit(uint32_t cp) {
+/* Unicode decimal digits (Nd): the first code point of each run of ten. */
+static const uint32_t ND_ZEROS[] = {
+    0x30, 0x660, 0x6F0, 0x7C0, 0x966, 0x9E6, 0xA66, 0xAE6, 0xB66, 0xBE6, 0xC66, 0xCE6, 0xD66, 0xDE6, 0xE50,
+    0xED0, 0xF20, 0x1040, 0x1090, 0x17E0, 0x1810, 0x1946, 0x19D0, 0x1A80, 0x1A90, 0x1B50, 0x1BB0, 0x1C40,
+    0x1C50, 0xA620, 0xA8D0, 0xA900, 0xA9D0, 0xA9F0, 0xAA50, 0xABF0, 0xFF10, 0x104A0, 0x10D30, 0x11066,
+    0x110F0, 0x11136, 0x111D0, 0x112F0, 0x11450, 0x114D0, 0x11650, 0x116C0, 0x11730, 0x118E0, 0x11950,
+    0x11C50, 0x11D50, 0x11DA0, 0x16A60, 0x16AC0, 0x16B50, 0x1D7CE, 0x1D7D8, 0x1D7E2, 0x1D7EC, 0x1D7F6,
+    0x1E140, 0x1E2F0, 0x1E950, 0x1FBF0};
+
+int py_isdecimal(uint32_t cp) {
     if (cp < 0x80) return cp >= '0' && cp <= '9';
-    locale_t l = utf8_locale();
-    return l ? iswdigit_l((wint_t)cp, l) != 0 : 0;
+    for (size_t k = 0; k < sizeof ND_ZEROS / sizeof *ND_ZEROS; k++)
+        if (cp >= ND_ZEROS[k] && cp < ND_ZEROS[k] + 10) return 1;
+    return 0;
 }
 
-int py_isalnum(uint32_t cp) { return py_isalpha(cp) || py_isdigit(cp); }
+int py_isdigit(uint32_t cp) {
+    if (py_isdecimal(cp)) return 1;
+    /* superscript, subscript and circled digits (Numeric_Type=Digit) */
+    return cp == 0xB2 || cp == 0xB3 || cp == 0xB9 || cp == 0x2070 || (cp >= 0x2074 && cp <= 0x2079) ||
+           (cp >= 0x2080 && cp <= 0x2089) || (cp >= 0x2460 && cp <= 0x2468) || (cp >= 0x2474 && cp <= 0x247C) ||
+           (cp >= 0x2488 && cp <= 0x2490) || cp == 0x24EA || (cp >= 0x24F5 && cp <= 0x24FD) || cp == 0x24FF ||
+           (cp >= 0x2776 && cp <= 0x277E) || (cp >= 0x2780 && cp <= 0x2788) || (cp >= 0x278A && cp <= 0x2792);
+}
+
+int py_isnumeric(uint32_t cp) {
+    if (py_isdigit(cp)) return 1;
+    /* fractions, Roman numerals, other numbers (No/Nl), CJK numerals */
+    static const uint32_t r[][2] = {{0xBC, 0xBE}, {0x2150, 0x2189}, {0x2469, 0x2473}, {0x247D, 0x2487},
+                                    {0x2491, 0x249B}, {0x24EB, 0x24F4}, {0x24FE, 0x24FE}, {0x277F, 0x277F},
+                                    {0x2789, 0x2789}, {0x2793, 0x2793}, {0x3007, 0x3007}, {0x3021, 0x3029},
+                                    {0x3038, 0x303A}, {0x3192, 0x3195}, {0x3220, 0x3229}, {0x3248, 0x324F},
+                                    {0x3251, 0x325F}, {0x3280, 0x3289}, {0x32B1, 0x32BF}};
+    for (size_t k = 0; k < sizeof r / sizeof *r; k++)
+        if (cp >= r[k][0] && cp <= r[k][1]) return 1;
+    static const uint32_t cjk[] = {0x4E00, 0x4E8C, 0x4E09, 0x56DB, 0x4E94, 0x516D, 0x4E03, 0x516B, 0x4E5D, 0x5341,
+                                   0x767E, 0x5343, 0x4E07, 0x5104, 0x5146, 0x96F6, 0x58F1, 0x5F10, 0x53C2, 0x62FE};
+    for (size_t k = 0; k < sizeof cjk / sizeof *cjk; k++)
+        if (cp == cjk[k]) return 1;
+    return 0;
+}
+
+int py_isalnum(uint32_t cp) { return py_isalpha(cp) || py_isnumeric(cp); }
+
+/* Titlecase letters (Lt) are neither upper nor lower case in Python. */
+static int is_titlecase_letter(uint32_t cp) {
+    return cp == 0x1C5 || cp == 0x1C8 || cp == 0x1CB || cp == 0x1F2 || (cp >= 0x1F88 && cp <= 0x1F8F) ||
+           (cp >= 0x1F98 && cp <= 0x1F9F) || (cp >= 0x1FA8 && cp <= 0x1FAF) || cp == 0x1FBC || cp == 0x1FCC ||
+           cp == 0x1FFC;
+}
+
+int py_istitle(uint32_t cp) { return is_titlecase_letter(cp); }
 
 int py_isupper(uint32_t cp) {
     if (cp < 0x80) return cp >= 'A' && cp <= 'Z';
+    if (is_titlecase_letter(cp)) return 0;
     locale_t l = utf8_locale();
     return l ? iswupper_l((wint_t)cp, l) != 0 : 0;
 }
@@ -149,6 +197,7 @@ int py_isupper(uint32_t cp) {
 int py_islower(uint32_t cp) {
     if (cp < 0x80) return cp >= 'a' && cp <= 'z';
     if (cp == 0xDF) return 1;
+    if (is_titlecase_letter(cp)) return 0;
     locale_t l = utf8_locale();
     return l ? iswlower_l((wint_t)cp, l) != 0 : 0;
 }
@@ -177,16 +226,57 @@ static int put_cp(tpl_buf *b, uint32_t cp) {
     return tpl_buf_put(b, u, py_utf8_put(u, cp));
 }
 
+/* Unicode SpecialCasing: characters whose upper, title or folded case is
+ * more than one character (the ones text actually contains). */
+typedef struct special_case {
+    uint32_t cp;
+    const char *upper, *title, *fold;
+} special_case;
+static const special_case SPECIAL[] = {
+    {0xDF, "SS", "Ss", "ss"},
+    {0x149, "\xca\xbcN", "\xca\xbcN", "\xca\xbcn"},
+    {0x1F0, "J\xcc\x8c", "J\xcc\x8c", "j\xcc\x8c"},
+    {0x390, "\xce\x99\xcc\x88\xcc\x81", "\xce\x99\xcc\x88\xcc\x81", "\xce\xb9\xcc\x88\xcc\x81"},
+    {0x3B0, "\xce\xa5\xcc\x88\xcc\x81", "\xce\xa5\xcc\x88\xcc\x81", "\xcf\x85\xcc\x88\xcc\x81"},
+    {0x587, "\xd4\xb5\xd5\x92", "\xd4\xb5\xd6\x82", "\xd5\xa5\xd6\x82"},
+    {0x1E9E, NULL, NULL, "ss"},
+    {0xFB00, "FF", "Ff", "ff"},
+    {0xFB01, "FI", "Fi", "fi"},
+    {0xFB02, "FL", "Fl", "fl"},
+    {0xFB03, "FFI", "Ffi", "ffi"},
+    {0xFB04, "FFL", "Ffl", "ffl"},
+    {0xFB05, "ST", "St", "st"},
+    {0xFB06, "ST", "St", "st"},
+};
+
+static const special_case *special(uint32_t cp) {
+    if (cp < 0xDF) return NULL;
+    for (size_t k = 0; k < sizeof SPECIAL / sizeof *SPECIAL; k++)
+        if (SPECIAL[k].cp == cp) return &SPECIAL[k];
+    return NULL;
+}
+
 int py_upper(tpl_buf *b, const char *s, size_t len) {
     size_t i = 0;
     while (i < len) {
         uint32_t cp = py_utf8_next(s, len, &i);
+        const special_case *sc = special(cp);
+        int rc = sc && sc->upper ? tpl_buf_put(b, sc->upper, strlen(sc->upper)) : put_cp(b, py_toupper(cp));
+        if (rc) return -1;
+    }
+    return 0;
+}
+
+int py_casefold(tpl_buf *b, const char *s, size_t len) {
+    size_t i = 0;
+    while (i < len) {
+        uint32_t cp = py_utf8_next(s, len, &i);
+        const special_case *sc = special(cp);
         int rc;
-        if (cp == 0xDF) rc = tpl_buf_put(b, "SS", 2);
-        else if (cp >= 0xFB00 && cp <= 0xFB06) {
-            static const char *lig[] = {"FF", "FI", "FL", "FFI", "FFL", "ST", "ST"};
-            rc = tpl_buf_put(b, lig[cp - 0xFB00], strlen(lig[cp - 0xFB00]));
-        } else rc = put_cp(b, py_toupper(cp));
+        if (sc && sc->fold) rc = tpl_buf_put(b, sc->fold, strlen(sc->fold));
+        else if (cp == 0x3C2) rc = put_cp(b, 0x3C3);
+        else if (cp == 0x130) rc = tpl_buf_put(b, "i\xcc\x87", 3);
+        else rc = put_cp(b, py_tolower(cp));
         if (rc) return -1;
     }
     return 0;
@@ -195,35 +285,61 @@ int py_upper(tpl_buf *b, const char *s, size_t len) {
 int py_title_char(tpl_buf *b, const char *s, size_t len) {
     size_t i = 0;
     uint32_t cp = py_utf8_next(s, len, &i);
-    if (cp == 0xDF || (cp >= 0xFB00 && cp <= 0xFB06)) { /* Ss, Fi...: title then lower the rest */
-        static const char *t[] = {"Ff", "Fi", "Fl", "Ffi", "Ffl", "St", "St"};
-        const char *x = cp == 0xDF ? "Ss" : t[cp - 0xFB00];
-        return tpl_buf_put(b, x, strlen(x));
-    }
+    const special_case *sc = special(cp);
+    if (sc && sc->title) return tpl_buf_put(b, sc->title, strlen(sc->title));
     char u[4];
     return tpl_buf_put(b, u, py_utf8_put(u, py_totitle(cp)));
 }
 
+static int cased(uint32_t cp);
+
+/* Is the capital sigma at s[pos] final (Unicode's Final_Sigma, as CPython
+ * judges it: a cased letter before it and none after, skipping case-ignorable
+ * marks)? */
+static int case_ignorable(uint32_t cp) {
+    return cp == '\'' || cp == '.' || cp == ':' || cp == 0xB7 || cp == 0x2019 || (cp >= 0x300 && cp <= 0x36F);
+}
+
+int py_final_sigma(const char *s, size_t len, size_t pos, size_t after) {
+    int before = 0;
+    size_t k = pos;
+    while (k > 0) {
+        size_t st = k - 1;
+        while (st > 0 && ((unsigned char)s[st] & 0xC0) == 0x80) st--;
+        size_t j = st;
+        uint32_t cp = py_utf8_next(s, len, &j);
+        k = st;
+        if (case_ignorable(cp)) continue;
+        before = cased(cp);
+        break;
+    }
+    if (!before) return 0;
+    size_t j = after;
+    while (j < len) {
+        uint32_t cp = py_utf8_next(s, len, &j);
+        if (case_ignorable(cp)) continue;
+        return !cased(cp);
+    }
+    return 1;
+}
+
 static int cased(uint32_t cp) { return py_isupper(cp) || py_islower(cp) || (cp >= 0x1C5 && cp <= 0x1F2); }
 
-int py_lower(tpl_buf *b, const char *s, size_t len) {
-    size_t i = 0;
-    uint32_t prev = 0;
-    while (i < len) {
+int py_lower_range(tpl_buf *b, const char *s, size_t len, size_t from, size_t to) {
+    size_t i = from;
+    while (i < to) {
+        size_t st = i;
         uint32_t cp = py_utf8_next(s, len, &i);
         int rc;
         if (cp == 0x130) rc = tpl_buf_put(b, "i\xcc\x87", 3);
-        else if (cp == 0x3A3) {
-            /* final sigma: after a cased letter and not before one */
-            size_t j = i;
-            uint32_t next = j < len ? py_utf8_next(s, len, &j) : 0;
-            rc = put_cp(b, prev && cased(prev) && !(next && cased(next)) ? 0x3C2 : 0x3C3);
-        } else rc = put_cp(b, py_tolower(cp));
+        else if (cp == 0x3A3) rc = put_cp(b, py_final_sigma(s, len, st, i) ? 0x3C2 : 0x3C3);
+        else rc = put_cp(b, py_tolower(cp));
         if (rc) return -1;
-        prev = cp;
     }
     return 0;
 }
+
+int py_lower(tpl_buf *b, const char *s, size_t len) { return py_lower_range(b, s, len, 0, len); }
 
 /* ------------------------------------------------------------------- repr */
 

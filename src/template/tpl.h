@@ -197,7 +197,10 @@ int py_isprintable(uint32_t cp);
 int py_isalpha(uint32_t cp);
 int py_isalnum(uint32_t cp);
 int py_isdigit(uint32_t cp);
+int py_isdecimal(uint32_t cp);
+int py_isnumeric(uint32_t cp);
 int py_isupper(uint32_t cp);
+int py_istitle(uint32_t cp); /* a titlecase letter (Lt): ǅ, ǈ, ... */
 int py_islower(uint32_t cp);
 uint32_t py_toupper(uint32_t cp);
 uint32_t py_tolower(uint32_t cp);
@@ -207,6 +210,10 @@ int py_title_char(tpl_buf *b, const char *s, size_t len);
 /* Append s upper/lower-cased (Python's full mapping for the common cases). */
 int py_upper(tpl_buf *b, const char *s, size_t len);
 int py_lower(tpl_buf *b, const char *s, size_t len);
+/* Lower-case s[from..to) with the whole of s as the context (final sigma). */
+int py_lower_range(tpl_buf *b, const char *s, size_t len, size_t from, size_t to);
+int py_final_sigma(const char *s, size_t len, size_t pos, size_t after);
+int py_casefold(tpl_buf *b, const char *s, size_t len);
 /* repr(str) with Python's choice of quotes. */
 int py_str_repr(tpl_buf *b, const char *s, size_t len);
 /* repr(float): shortest round-trip, Python's layout ("1.0", "1e+16", "inf"). */

@@ -100,6 +100,8 @@ CASES = [
     ("{{ '{:>6}|{:<6}|{:^6}|{:*^7}'.format('a', 'b', 'c', 'd') }} {{ '{:.3f} {:5d} {:+d} {:.1%}'.format(3.14159, 42, 7, 0.125) }} {{ '{!r}'.format('q') }}", {}),
     ("{{ '%s and %s' % ('a', 'b') }} {{ '%d%%' % 50 }} {{ '%05.1f|%-5s|%5s|%x|%X|%o|%c' % (3.14159, 'ab', 'cd', 255, 255, 8, 65) }} {{ '%(a)s-%(b)d' % {'a': 'x', 'b': 3} }} {{ '%r' % 'q' }}", {}),
     ("{{ 'ß straße'.upper() }} {{ 'ÀÉÎÕÜ'.lower() }} {{ 'ΣΑΣ ΟΔΟΣ'.lower() }} {{ 'İ'.lower()|length }} {{ 'ﬁ'.upper() }}", {}),
+    ("{{ 'straße ﬁne ŉ ΣΑΣ'.casefold() }} {{ 'ǅ ǆ ΣΑΣ ΟΔΟΣ σ'.swapcase() }} {{ 'ΣΑΣ ΟΔΟΣ'.title() }} {{ 'ΣΑΣ ΟΔΟΣ'|title }} {{ 'ŉ ǰ'.upper() }} {{ 'ŉx'.title() }}", {}),
+    ("{{ '١٢٣'.isdigit() }} {{ '١٢٣'.isdecimal() }} {{ '١٢٣'.isalpha() }} {{ '½'.isnumeric() }} {{ '½'.isdigit() }} {{ '²'.isdigit() }} {{ '²'.isdecimal() }} {{ '一'.isalpha() }} {{ 'ǈ'.islower() }} {{ 'ǈ'.isupper() }} {{ '½ and ١٢٣'|wordcount }}", {}),
     # ---- filters
     ("{{ '  x  '|trim }}|{{ 'xxaxx'|trim('x') }}|{{ 5|trim }}|{{ x|trim }}|", {}),
     ("{{ [1, 2, 3]|length }} {{ 'héllo'|length }} {{ {'a': 1}|length }} {{ x|length }} {{ []|count }} {{ range(4)|length }}", {}),
