@@ -171,13 +171,15 @@ typedef struct xllm_convert_options {
     int n_threads;            /* for calibration; 0 = all CPUs */
     xllm_progress_fn progress;
     void *progress_user;
+    int to_gguf;              /* 1 = write a GGUF v3 file instead of .xllm (unfused; types GGUF has) */
 } xllm_convert_options;
 
 xllm_convert_options xllm_convert_options_default(void);
 
-/* Convert a HuggingFace checkpoint directory into one .xllm file at dst
- * (written to a temporary file and renamed, so a failed or interrupted
- * convert leaves nothing at dst). Returns the status and fills err. */
+/* Convert a HuggingFace checkpoint directory or a GGUF file into one .xllm
+ * file (or, with to_gguf, a GGUF file) at dst, written to a temporary file
+ * and renamed, so a failed or interrupted convert leaves nothing at dst.
+ * Returns the status and fills err. */
 xllm_status xllm_convert(const char *src, const char *dst, const xllm_convert_options *opts, xllm_error *err);
 
 /* Describe a model file or directory as JSON: {"path", "format", "metadata"

@@ -57,9 +57,10 @@ int cmd_convert(int argc, char **argv) {
         else if (!src) src = f;
         else return fail("unexpected argument: ", f);
     }
-    if (!src || !out) return fail("usage: xllm convert SRC -o OUT.xllm [--dtype f32|f16|bf16|q8|q4|q4m] "
-                                  "[--group-size N] [--policy ...] [--calib FILE] [--no-fuse]", NULL);
-    if (strcmp(to, "xllm")) return fail("--to: only xllm is supported so far, got ", to);
+    if (!src || !out) return fail("usage: xllm convert SRC -o OUT [--dtype f32|f16|bf16|q8|q4|q4m] "
+                                  "[--group-size N] [--policy ...] [--calib FILE] [--no-fuse] [--to xllm|gguf]", NULL);
+    if (!strcmp(to, "gguf")) o.to_gguf = 1;
+    else if (strcmp(to, "xllm")) return fail("--to must be xllm or gguf, got ", to);
     int last = -1;
     if (isatty(2)) {
         o.progress = progress_bar;

@@ -437,8 +437,8 @@ static void usage(FILE *f) {
             "  xllm template -m PATH --messages FILE.json [--add-generation-prompt] [--tools FILE.json]\n"
             "                [--var NAME=JSON]... [--template NAME] [--chat-template FILE.jinja]\n"
             "  xllm eval -m MODEL --text FILE [--ref MODEL] [--json] [-t THREADS] [--ctx N]\n"
-            "  xllm convert SRC -o OUT.xllm [--dtype f32|f16|bf16|q8|q4|q4m] [--group-size 32|64|128]\n"
-            "           [--policy embed=q8,attn=q4,mlp=q4,lm_head=q8,norm=f32] [--calib FILE] [--no-fuse]\n"
+            "  xllm convert SRC(dir or .gguf) -o OUT [--dtype f32|f16|bf16|q8|q4|q4m] [--group-size 32|64|128]\n"
+            "           [--policy embed=q8,attn=q4,mlp=q4,lm_head=q8,norm=f32] [--calib FILE] [--no-fuse] [--to xllm|gguf]\n"
             "  xllm info MODEL [--json]\n",
             XLLM_VERSION);
 }

@@ -75,7 +75,8 @@ _ProgressCallback = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_char_p, cty
 class _ConvertOptions(ctypes.Structure):
     _fields_ = [("dtype", ctypes.c_char_p), ("group_size", ctypes.c_int), ("policy", ctypes.c_char_p),
                 ("calib_file", ctypes.c_char_p), ("calib_tokens", ctypes.c_int), ("no_fuse", ctypes.c_int),
-                ("n_threads", ctypes.c_int), ("progress", _ProgressCallback), ("progress_user", ctypes.c_void_p)]
+                ("n_threads", ctypes.c_int), ("progress", _ProgressCallback), ("progress_user", ctypes.c_void_p),
+                ("to_gguf", ctypes.c_int)]
 
 
 _TokenCallback = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int32,

@@ -8,6 +8,7 @@
 #include "base/file.h"
 #include "convert/policy.h"
 #include "format/safetensors.h"
+#include "format/gguf.h"
 #include "format/xllm_file.h"
 
 #include <stdio.h>
@@ -30,9 +31,20 @@ xllm_status xllm_model_info(const char *path, char **json, xllm_error *err) {
     } else if (xf_is_xllm(path)) {
         a = xf_open(path, &meta, err);
         format = "xllm";
+    } else if (gguf_is_gguf(path)) {
+        gguf_model g;
+        xllm_status st = gguf_open(path, &g, err);
+        if (st) return st;
+        a = g.tensors;
+        meta = cJSON_CreateObject();
+        cJSON_AddItemToObject(meta, "config", g.config);
+        cJSON_Delete(g.generation_config);
+        xllm_free(g.tokenizer_json);
+        xllm_free(g.tokenizer_config_json);
+        format = "gguf";
     } else {
         return xllm_errorf(err, xllm_file_exists(path) ? XLLM_ERR_FORMAT : XLLM_ERR_IO,
-                           "%s: not a model directory or an .xllm file", path);
+                           "%s: not a model directory, an .xllm file or a GGUF file", path);
     }
     if (!a) {
         cJSON_Delete(meta);

@@ -11,7 +11,6 @@
 #include "base/error.h"
 #include "base/file.h"
 #include "engine/engine.h"
-#include "format/xllm_file.h"
 #include "tokenizer/tokenizer.h"
 
 #include <stdio.h>
@@ -75,16 +74,13 @@ xllm_model *xllm_model_load(const char *path, const xllm_model_options *opts, xl
     if (is_dir && xllm_file_exists(tp)) {
         xm->tok = tokenizer_load(path, err);
         if (!xm->tok) goto fail;
-    } else if (!is_dir) {
-        /* model files carry their tokenizer files as blobs */
-        const st_tensor *tj = st_find(xm->m->weights_file, XF_BLOB_PREFIX "tokenizer.json");
-        const st_tensor *tc = st_find(xm->m->weights_file, XF_BLOB_PREFIX "tokenizer_config.json");
-        if (tj) {
-            char label[4200];
-            snprintf(label, sizeof label, "%s: tokenizer.json", path);
-            xm->tok = tokenizer_load_text(tj->data, tj->nbytes, tc ? tc->data : NULL, tc ? tc->nbytes : 0, label, err);
-            if (!xm->tok) goto fail;
-        }
+    } else if (!is_dir && xm->m->tok_json) {
+        /* model files (.xllm, GGUF) carry their tokenizer */
+        char label[4200];
+        snprintf(label, sizeof label, "%s: tokenizer", path);
+        xm->tok = tokenizer_load_text(xm->m->tok_json, xm->m->tok_json_len, xm->m->tok_config, xm->m->tok_config_len,
+                                      label, err);
+        if (!xm->tok) goto fail;
     }
     resolve_options(&xm->m->cfg, &o);
     if (o.max_batch_seqs > o.max_step_tokens) o.max_batch_seqs = o.max_step_tokens; /* one decode token each */

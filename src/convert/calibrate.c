@@ -148,7 +148,13 @@ xllm_status calib_collect(const char *src, const char *text_file, int max_tokens
     int engine_up = 0;
     xllm_status st = xllm_read_file(text_file, &text, &len, err);
     if (st) goto done;
-    tok = tokenizer_load(src, err);
+    m = model_load(src, n_threads, CALIB_WINDOW, err);
+    if (!m) {
+        st = err ? err->code : XLLM_ERR_FORMAT;
+        goto done;
+    }
+    tok = m->tok_json ? tokenizer_load_text(m->tok_json, m->tok_json_len, m->tok_config, m->tok_config_len, src, err)
+                      : tokenizer_load(src, err);
     if (!tok) {
         st = err ? err->code : XLLM_ERR_FORMAT;
         xllm_error_prefix(err, "calibration needs the model's tokenizer");
@@ -160,11 +166,6 @@ xllm_status calib_collect(const char *src, const char *text_file, int max_tokens
         goto done;
     }
     if (max_tokens > 0 && n_ids > (size_t)max_tokens) n_ids = (size_t)max_tokens;
-    m = model_load(src, n_threads, CALIB_WINDOW, err);
-    if (!m) {
-        st = err ? err->code : XLLM_ERR_FORMAT;
-        goto done;
-    }
     int window = m->cfg.max_positions < CALIB_WINDOW ? m->cfg.max_positions : CALIB_WINDOW;
     xllm_model_options o = {0};
     o.max_context = window;

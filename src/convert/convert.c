@@ -24,6 +24,7 @@
 #include "convert/gptq.h"
 #include "convert/policy.h"
 #include "format/safetensors.h"
+#include "format/gguf.h"
 #include "format/xllm_file.h"
 #include "model/model_config.h"
 #include "quant/quant.h"
@@ -61,7 +62,13 @@ typedef struct conv {
     model_config cfg;
     calib_stats calib;
     int have_calib;
-    xf_writer *w;
+    xf_writer *w;              /* .xllm output */
+    int to_gguf;               /* GGUF output: tensors collected here, written at the end */
+    st_tensor *gt;
+    size_t gn, gcap;
+    char *tok_json, *tok_cfg;  /* the source's tokenizer files (text), or NULL */
+    size_t tok_json_len, tok_cfg_len;
+    gguf_model gsrc;           /* when the source is a GGUF file */
     uint8_t *done;             /* per source tensor index: already written (or fused away) */
     size_t n_written, n_fetched, n_total;  /* progress counts source tensors read */
     cJSON *types;              /* name -> type actually written, for the metadata */
@@ -117,6 +124,38 @@ static xllm_status fetch_name(conv *c, const char *name, out_t *o, int *found, x
     return fetch(c, t, o, err);
 }
 
+/* Append a tensor to the output (.xllm: streamed to the file; GGUF: kept). */
+static xllm_status sink_add(conv *c, const char *name, xllm_dtype dtype, int group, int ndim, const int64_t *shape,
+                            const void *data, size_t nbytes, xllm_error *err) {
+    if (!c->to_gguf) return xf_writer_add(c->w, name, dtype, group, ndim, shape, data, nbytes, err);
+    if (c->gn == c->gcap) {
+        size_t cap = c->gcap ? c->gcap * 2 : 64;
+        st_tensor *t = xllm_realloc(c->gt, cap * sizeof *t);
+        if (!t) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+        c->gt = t;
+        c->gcap = cap;
+    }
+    st_tensor *t = &c->gt[c->gn];
+    memset(t, 0, sizeof *t);
+    t->name = xllm_strdup(name);
+    void *copy = xllm_malloc(nbytes ? nbytes : 1);
+    if (!t->name || !copy) {
+        xllm_free((void *)t->name);
+        xllm_free(copy);
+        return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+    }
+    memcpy(copy, data, nbytes);
+    t->dtype = dtype;
+    t->group = group;
+    t->ndim = ndim;
+    memcpy(t->shape, shape, sizeof(int64_t) * (size_t)ndim);
+    t->data = copy;
+    t->nbytes = nbytes;
+    t->file = "(converted)";
+    c->gn++;
+    return XLLM_OK;
+}
+
 static void progress(conv *c) {
     if (c->o->progress && c->n_fetched < c->n_total) /* 1.0 is reported once the file is in place */
         c->o->progress(c->o->progress_user, "converting", (double)c->n_fetched / (double)c->n_total);
@@ -127,7 +166,7 @@ static xllm_status emit(conv *c, out_t *o, xllm_error *err) {
     xllm_status st;
     char tname[32];
     if (o->raw) {
-        st = xf_writer_add(c->w, o->name, o->raw->dtype, 0, o->ndim, o->shape, o->raw->data, o->raw->nbytes, err);
+        st = sink_add(c, o->name, o->raw->dtype, 0, o->ndim, o->shape, o->raw->data, o->raw->nbytes, err);
         if (!st) cJSON_AddStringToObject(c->types, o->name, xllm_dtype_name(o->raw->dtype));
         c->n_written++;
         progress(c);
@@ -156,7 +195,7 @@ static xllm_status emit(conv *c, out_t *o, xllm_error *err) {
     } else {
         memcpy(buf, o->data, bytes);
     }
-    st = xf_writer_add(c->w, o->name, t.dtype, t.group, o->ndim, o->shape, buf, bytes, err);
+    st = sink_add(c, o->name, t.dtype, t.group, o->ndim, o->shape, buf, bytes, err);
     xllm_free(buf);
     if (!st) cJSON_AddStringToObject(c->types, o->name, qtype_name(t, tname, sizeof tname));
     c->n_written++;
@@ -330,7 +369,7 @@ static xllm_status convert_layer(conv *c, int l, xllm_error *err) {
         const char *bn[3] = {"%s.self_attn.q_proj.bias", "%s.self_attn.k_proj.bias", "%s.self_attn.v_proj.bias"};
         for (int i = 0; i < 3; i++)
             if ((st = (snprintf(n, sizeof n, bn[i], p), fetch_name(c, n, &qb[i], &f_b[i], err)))) return st;
-        if (!c->o->no_fuse) {
+        if (!(c->o->no_fuse || c->to_gguf)) {
             out_t parts[3] = {q, k, v}, fused; /* parts own the data now */
             memset(&q, 0, sizeof q);
             memset(&k, 0, sizeof k);
@@ -394,7 +433,7 @@ static xllm_status convert_layer(conv *c, int l, xllm_error *err) {
             xllm_free(imp);
         }
         if (!st) st = emit(c, &mlp_norm, err);
-        if (!st && !c->o->no_fuse) {
+        if (!st && !(c->o->no_fuse || c->to_gguf)) {
             out_t parts[2] = {gate, up}, fused;
             snprintf(n, sizeof n, "%s.mlp.gate_up_proj.weight", p);
             memset(&gate, 0, sizeof gate);
@@ -430,20 +469,21 @@ static void moe_source(const char *name, observe_point *p, int *expert) {
     }
 }
 
-static xllm_status add_blob(conv *c, const char *dir, const char *file, int required, xllm_error *err) {
-    char path[4096], name[NAME_LEN];
-    xllm_path_join(path, sizeof path, dir, file);
-    if (!xllm_file_exists(path))
-        return required ? xllm_errorf(err, XLLM_ERR_IO, "%s: missing", path) : XLLM_OK;
-    char *data;
-    size_t len;
-    xllm_status st = xllm_read_file(path, &data, &len, err);
-    if (st) return st;
+static xllm_status add_blob(conv *c, const char *file, const char *text, size_t len, xllm_error *err) {
+    char name[NAME_LEN];
+    if (!text) return XLLM_OK;
     snprintf(name, sizeof name, "%s%s", XF_BLOB_PREFIX, file);
     int64_t shape[1] = {(int64_t)len};
-    st = xf_writer_add(c->w, name, XLLM_DT_U8, 0, 1, shape, data, len, err);
-    xllm_free(data);
-    return st;
+    return sink_add(c, name, XLLM_DT_U8, 0, 1, shape, text, len, err);
+}
+
+/* A file's text if it exists (NULL otherwise). */
+static xllm_status read_optional(const char *dir, const char *file, char **text, size_t *len, xllm_error *err) {
+    char path[4096];
+    xllm_path_join(path, sizeof path, dir, file);
+    *text = NULL;
+    *len = 0;
+    return xllm_file_exists(path) ? xllm_read_file(path, text, len, err) : XLLM_OK;
 }
 
 static cJSON *load_json_or_null(const char *dir, const char *file, xllm_error *err, xllm_status *st) {
@@ -464,20 +504,39 @@ xllm_status xllm_convert(const char *src, const char *dst, const xllm_convert_op
     cJSON *config = NULL, *gen = NULL, *meta = NULL;
     xllm_status st = XLLM_OK;
     if (!src || !dst) return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "convert needs a source and a destination");
-    if (!xllm_is_dir(src))
-        return xllm_errorf(err, XLLM_ERR_IO, "%s: not a HuggingFace checkpoint directory", src);
+    c.to_gguf = c.o->to_gguf;
     if ((st = policy_make(c.o->dtype, c.o->group_size, c.o->policy, &c.pol, err))) return st;
-    config = load_json_or_null(src, "config.json", err, &st);
-    if (!st && cJSON_IsNull(config)) st = xllm_errorf(err, XLLM_ERR_IO, "%s/config.json: missing", src);
-    if (!st) gen = load_json_or_null(src, "generation_config.json", err, &st);
-    if (!st) st = model_config_parse(config, cJSON_IsNull(gen) ? NULL : gen, "config.json", "generation_config.json",
-                                     &c.cfg, err);
-    if (st) goto done;
-    c.src = st_open(src, err);
-    if (!c.src) {
-        st = err ? err->code : XLLM_ERR_FORMAT;
+    if (xllm_is_dir(src)) {
+        config = load_json_or_null(src, "config.json", err, &st);
+        if (!st && cJSON_IsNull(config)) st = xllm_errorf(err, XLLM_ERR_IO, "%s/config.json: missing", src);
+        if (!st) gen = load_json_or_null(src, "generation_config.json", err, &st);
+        if (!st) st = read_optional(src, "tokenizer.json", &c.tok_json, &c.tok_json_len, err);
+        if (!st) st = read_optional(src, "tokenizer_config.json", &c.tok_cfg, &c.tok_cfg_len, err);
+        if (st) goto done;
+        c.src = st_open(src, err);
+        if (!c.src) {
+            st = err ? err->code : XLLM_ERR_FORMAT;
+            goto done;
+        }
+    } else if (gguf_is_gguf(src)) {
+        if ((st = gguf_open(src, &c.gsrc, err))) goto done;
+        c.src = c.gsrc.tensors; /* closed by gguf_close */
+        config = c.gsrc.config;
+        gen = c.gsrc.generation_config ? c.gsrc.generation_config : cJSON_CreateNull();
+        c.gsrc.config = c.gsrc.generation_config = NULL;
+        c.tok_json = c.gsrc.tokenizer_json;
+        c.tok_cfg = c.gsrc.tokenizer_config_json;
+        c.gsrc.tokenizer_json = c.gsrc.tokenizer_config_json = NULL;
+        c.tok_json_len = c.tok_json ? strlen(c.tok_json) : 0;
+        c.tok_cfg_len = c.tok_cfg ? strlen(c.tok_cfg) : 0;
+    } else {
+        st = xllm_errorf(err, xllm_file_exists(src) ? XLLM_ERR_FORMAT : XLLM_ERR_IO,
+                         "%s: not a HuggingFace checkpoint directory or a GGUF file", src);
         goto done;
     }
+    if ((st = model_config_parse(config, cJSON_IsNull(gen) ? NULL : gen, "config.json", "generation_config.json",
+                                 &c.cfg, err)))
+        goto done;
     c.n_total = st_count(c.src);
     c.done = xllm_calloc(c.n_total ? c.n_total : 1, 1);
     c.types = cJSON_CreateObject();
@@ -491,10 +550,12 @@ xllm_status xllm_convert(const char *src, const char *dst, const xllm_convert_op
         if (st) goto done;
         c.have_calib = 1;
     }
-    c.w = xf_writer_open(dst, err);
-    if (!c.w) {
-        st = err ? err->code : XLLM_ERR_IO;
-        goto done;
+    if (!c.to_gguf) {
+        c.w = xf_writer_open(dst, err);
+        if (!c.w) {
+            st = err ? err->code : XLLM_ERR_IO;
+            goto done;
+        }
     }
     for (int l = 0; l < c.cfg.n_layers && !st; l++) st = convert_layer(&c, l, err);
     /* everything not written yet, in name order */
@@ -515,8 +576,13 @@ xllm_status xllm_convert(const char *src, const char *dst, const xllm_convert_op
         out_free(&o);
     }
     if (st) goto done;
-    if ((st = add_blob(&c, src, "tokenizer.json", 0, err)) || (st = add_blob(&c, src, "tokenizer_config.json", 0, err)) ||
-        (st = add_blob(&c, src, "special_tokens_map.json", 0, err)))
+    if (c.to_gguf) { /* the tokenizer goes into GGUF metadata; no xllm metadata */
+        st = gguf_write(dst, c.gt, c.gn, config, c.tok_json, c.tok_cfg, err);
+        if (!st && c.o->progress) c.o->progress(c.o->progress_user, "converting", 1.0);
+        goto done;
+    }
+    if ((st = add_blob(&c, "tokenizer.json", c.tok_json, c.tok_json_len, err)) ||
+        (st = add_blob(&c, "tokenizer_config.json", c.tok_cfg, c.tok_cfg_len, err)))
         goto done;
 
     /* metadata */
@@ -530,7 +596,7 @@ xllm_status xllm_convert(const char *src, const char *dst, const xllm_convert_op
     cJSON *pol = cJSON_AddObjectToObject(meta, "policy");
     char tname[32];
     for (int k = 0; k < TC_COUNT; k++) cJSON_AddStringToObject(pol, tensor_class_name((tensor_class)k), qtype_name(c.pol.cls[k], tname, sizeof tname));
-    cJSON_AddBoolToObject(meta, "fused", !c.o->no_fuse);
+    cJSON_AddBoolToObject(meta, "fused", !(c.o->no_fuse || c.to_gguf));
     cJSON_AddItemToObject(meta, "tensor_types", c.types);
     c.types = NULL;
     if (c.have_calib) {
@@ -547,7 +613,7 @@ xllm_status xllm_convert(const char *src, const char *dst, const xllm_convert_op
     cJSON *prov = cJSON_AddObjectToObject(meta, "provenance");
     char abs_src[4096];
     cJSON_AddStringToObject(prov, "source", realpath(src, abs_src) ? abs_src : src);
-    cJSON_AddStringToObject(prov, "source_format", "huggingface");
+    cJSON_AddStringToObject(prov, "source_format", c.gsrc.tensors ? "gguf" : "huggingface");
     cJSON_AddStringToObject(prov, "converted_by", "xllm " XLLM_VERSION);
     char when[32];
     time_t now = time(NULL);
@@ -559,7 +625,15 @@ xllm_status xllm_convert(const char *src, const char *dst, const xllm_convert_op
 done:
     if (c.w) xf_writer_abort(c.w);
     if (c.have_calib) calib_free(&c.calib);
-    st_close(c.src);
+    if (c.gsrc.tensors) gguf_close(&c.gsrc);
+    else st_close(c.src);
+    for (size_t i = 0; i < c.gn; i++) {
+        xllm_free((void *)c.gt[i].name);
+        xllm_free((void *)c.gt[i].data);
+    }
+    xllm_free(c.gt);
+    xllm_free(c.tok_json);
+    xllm_free(c.tok_cfg);
     xllm_free(c.done);
     cJSON_Delete(c.types);
     cJSON_Delete(config);

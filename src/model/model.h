@@ -56,6 +56,11 @@ typedef struct model {
     model_config cfg;
     char *dir;                     /* checkpoint directory or file (for messages) */
     cJSON *meta;                   /* .xllm metadata (NULL for HF directories) */
+    /* tokenizer.json / tokenizer_config.json carried by a model file (.xllm
+     * blobs or synthesized from GGUF); NULL for directories (read from disk) */
+    const char *tok_json, *tok_config;
+    size_t tok_json_len, tok_config_len;
+    char *owned_tok_json, *owned_tok_config; /* GGUF: synthesized texts */
     st_archive *weights_file;
     backend be;
     matrix embed, lm_head;

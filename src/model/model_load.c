@@ -11,6 +11,7 @@
 #include "base/alloc.h"
 #include "base/error.h"
 #include "base/file.h"
+#include "format/gguf.h"
 #include "format/xllm_file.h"
 #include "quant/quant.h"
 
@@ -260,9 +261,33 @@ model *model_load(const char *dir, int n_threads, int max_tokens, xllm_error *er
         if ((st = model_config_load(dir, &m->cfg, err))) goto fail;
         m->weights_file = st_open(dir, err);
         if (!m->weights_file) goto fail;
+    } else if (gguf_is_gguf(dir)) {
+        gguf_model g;
+        if ((st = gguf_open(dir, &g, err))) goto fail;
+        m->weights_file = g.tensors;
+        m->owned_tok_json = g.tokenizer_json;
+        m->owned_tok_config = g.tokenizer_config_json;
+        m->meta = cJSON_CreateObject();
+        cJSON_AddItemToObject(m->meta, "config", g.config);
+        if (g.generation_config) cJSON_AddItemToObject(m->meta, "generation_config", g.generation_config);
+        char cfg_label[4200];
+        snprintf(cfg_label, sizeof cfg_label, "%s: metadata", dir);
+        if ((st = model_config_parse(g.config, g.generation_config, cfg_label, cfg_label, &m->cfg, err))) goto fail;
+        if (m->owned_tok_json) {
+            m->tok_json = m->owned_tok_json;
+            m->tok_json_len = strlen(m->owned_tok_json);
+        }
+        if (m->owned_tok_config) {
+            m->tok_config = m->owned_tok_config;
+            m->tok_config_len = strlen(m->owned_tok_config);
+        }
     } else if (xf_is_xllm(dir)) {
         m->weights_file = xf_open(dir, &m->meta, err);
         if (!m->weights_file) goto fail;
+        const st_tensor *tj = st_find(m->weights_file, XF_BLOB_PREFIX "tokenizer.json");
+        const st_tensor *tc = st_find(m->weights_file, XF_BLOB_PREFIX "tokenizer_config.json");
+        if (tj) m->tok_json = tj->data, m->tok_json_len = tj->nbytes;
+        if (tc) m->tok_config = tc->data, m->tok_config_len = tc->nbytes;
         char cfg_label[4200], gen_label[4200];
         snprintf(cfg_label, sizeof cfg_label, "%s: config", dir);
         snprintf(gen_label, sizeof gen_label, "%s: generation_config", dir);
@@ -272,7 +297,7 @@ model *model_load(const char *dir, int n_threads, int max_tokens, xllm_error *er
             goto fail;
     } else {
         xllm_errorf(err, xllm_file_exists(dir) ? XLLM_ERR_FORMAT : XLLM_ERR_IO,
-                    "%s: not a HuggingFace checkpoint directory or an .xllm file", dir);
+                    "%s: not a HuggingFace checkpoint directory, an .xllm file or a GGUF file", dir);
         goto fail;
     }
     const model_config *c = &m->cfg;
@@ -320,6 +345,8 @@ void model_free(model *m) {
     xllm_free(m->owned);
     st_close(m->weights_file);
     cJSON_Delete(m->meta);
+    xllm_free(m->owned_tok_json);
+    xllm_free(m->owned_tok_config);
     xllm_free(m->dir);
     xllm_free(m);
 }

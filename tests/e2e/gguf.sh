@@ -26,15 +26,7 @@ PY
 G="$SRC/tests/data/gguf/stories260k.gguf"
 S="$SRC/models/stories260k"
 
-# Until model loading from GGUF and `convert --to gguf` are wired into the command, the
-# checks that need them are skipped (said so on the output); remove these guards then.
-if "$XLLM" run -m "$G" --ids 1 -n 1 2>&1 >/dev/null | grep -q "not a HuggingFace checkpoint directory or an .xllm file"; then
-    echo "skip gguf: this xllm does not load GGUF files yet"; exit 0
-fi
 CONVERT=1
-if "$XLLM" convert "$S" --to gguf -o "$T/probe.gguf" 2>&1 >/dev/null | grep -q "only xllm is supported"; then
-    echo "skip convert --to gguf checks: this xllm cannot write GGUF yet"; CONVERT=0
-fi
 
 "$XLLM" run -m "$G" -p "Once upon a time" -n 200 --temp 0 --json > "$T/run.json" &&
 python3 - "$T/run.json" "$S/expected.json" "$SRC/tests/data/gguf/stories260k.gguf.llamacpp_check.json" <<'PY'
@@ -96,6 +88,16 @@ expect_fail newer_version "version 9" "$XLLM" run -m "$T/v9.gguf" --ids 1 -n 1
 expect_fail k_quant "Q4_K" "$XLLM" run -m "$T/k.gguf" --ids 1 -n 1
 printf 'GGUF' > "$T/magic_only.gguf"
 expect_fail magic_only "magic_only.gguf" "$XLLM" run -m "$T/magic_only.gguf" --ids 1 -n 1
+
+# GGUF as a conversion source: f32 .xllm keeps the logits, q4 with calibration runs
+ids=1,403,407,261,378,432,383,286
+"$XLLM" logits -m "$G" --ids $ids --out "$T/g.f32" > /dev/null &&
+"$XLLM" convert "$G" -o "$T/from_gguf.xllm" && "$XLLM" logits -m "$T/from_gguf.xllm" --ids $ids --out "$T/x.f32" > /dev/null &&
+compare "$T/g.f32" "$T/x.f32" 0
+check $? "convert stories260k.gguf -> .xllm (f32): identical logits"
+"$XLLM" convert "$G" -o "$T/q4.xllm" --dtype q4 --calib "$SRC/tests/data/eval/stories_calib.txt" &&
+"$XLLM" run -m "$T/q4.xllm" -p "Once upon a time" -n 20 --temp 0 --json | python3 -c "import json,sys; assert len(json.load(sys.stdin)['ids']) == 20"
+check $? "convert stories260k.gguf -> q4 .xllm with calibration runs"
 
 [ $fails -eq 0 ] && echo "gguf: all passed" || echo "gguf: $fails failed"
 exit $((fails > 0))
