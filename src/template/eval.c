@@ -84,35 +84,37 @@ static const char *obj_desc(const tv *obj, char *buf, size_t cap) {
     return buf;
 }
 
-static int loop_attr(tpl_ctx *c, const tv_dict *d, const char *name, tv *out) {
+static int loop_attr(tpl_ctx *c, const tv_dict *d, const char *name, size_t len, tv *out) {
+#define IS(w) (len == sizeof(w) - 1 && !memcmp(name, w, len))
     const tpl_loop *L = d->loop;
     size_t i = L->index0, n = L->length;
-    if (!strcmp(name, "index")) *out = tv_int((int64_t)i + 1);
-    else if (!strcmp(name, "index0")) *out = tv_int((int64_t)i);
-    else if (!strcmp(name, "revindex")) *out = tv_int((int64_t)(n - i));
-    else if (!strcmp(name, "revindex0")) *out = tv_int((int64_t)(n - i - 1));
-    else if (!strcmp(name, "first")) *out = tv_bool(i == 0);
-    else if (!strcmp(name, "last")) *out = tv_bool(i + 1 == n);
-    else if (!strcmp(name, "length")) *out = tv_int((int64_t)n);
-    else if (!strcmp(name, "depth")) *out = tv_int(L->depth);
-    else if (!strcmp(name, "depth0")) *out = tv_int(L->depth - 1);
-    else if (!strcmp(name, "previtem"))
+    if (IS("index")) *out = tv_int((int64_t)i + 1);
+    else if (IS("index0")) *out = tv_int((int64_t)i);
+    else if (IS("revindex")) *out = tv_int((int64_t)(n - i));
+    else if (IS("revindex0")) *out = tv_int((int64_t)(n - i - 1));
+    else if (IS("first")) *out = tv_bool(i == 0);
+    else if (IS("last")) *out = tv_bool(i + 1 == n);
+    else if (IS("length")) *out = tv_int((int64_t)n);
+    else if (IS("depth")) *out = tv_int(L->depth);
+    else if (IS("depth0")) *out = tv_int(L->depth - 1);
+    else if (IS("previtem"))
         *out = i > 0 ? L->items[i - 1] : tv_undef_fmt(c, "there is no previous item");
-    else if (!strcmp(name, "nextitem"))
+    else if (IS("nextitem"))
         *out = i + 1 < n ? L->items[i + 1] : tv_undef_fmt(c, "there is no next item");
-    else if (!strcmp(name, "cycle") || !strcmp(name, "changed"))
-        return tpl_fail(c, XLLM_ERR_UNSUPPORTED, "loop.%s is not supported", name);
-    else *out = tv_undef_fmt(c, "'LoopContext object' has no attribute '%s'", name);
+    else if (IS("cycle") || IS("changed"))
+        return tpl_fail(c, XLLM_ERR_UNSUPPORTED, "loop.%.*s is not supported", (int)len, name);
+    else *out = tv_undef_fmt(c, "'LoopContext object' has no attribute '%.*s'", (int)len, name);
     return 0;
+#undef IS
 }
 
 int tpl_getattr(tpl_ctx *c, const tv *obj, const char *name, size_t len, tv *out) {
     char desc[64];
     if (obj->kind == TV_UNDEF || obj->kind == TV_MISSING) return tpl_fail_undef(c, obj);
-    if (obj->kind == TV_DICT && obj->u.d->kind == D_LOOP) return loop_attr(c, obj->u.d, name, out);
+    if (obj->kind == TV_DICT && obj->u.d->kind == D_LOOP) return loop_attr(c, obj->u.d, name, len, out);
     if (obj->kind == TV_DICT && obj->u.d->kind == D_NAMESPACE) {
         const tv *v = tv_dict_get_str(obj->u.d, name, len);
-        *out = v ? *v : tv_undef_fmt(c, "'Namespace object' has no attribute '%s'", name);
+        *out = v ? *v : tv_undef_fmt(c, "'Namespace object' has no attribute '%.*s'", (int)len, name);
         return 0;
     }
     /* Python attributes (methods) first */
@@ -122,7 +124,7 @@ int tpl_getattr(tpl_ctx *c, const tv *obj, const char *name, size_t len, tv *out
         const tv *v = tv_dict_get_str(obj->u.d, name, len);
         if (v) { *out = *v; return 0; }
     }
-    *out = tv_undef_fmt(c, "'%s' has no attribute '%s'", obj_desc(obj, desc, sizeof desc), name);
+    *out = tv_undef_fmt(c, "'%s' has no attribute '%.*s'", obj_desc(obj, desc, sizeof desc), (int)len, name);
     return 0;
 }
 
@@ -398,7 +400,7 @@ static int eval(tpl_ctx *c, scope *s, const node *n, tv *out) {
     if (++c->depth > TPL_MAX_DEPTH) return tpl_fail(c, XLLM_ERR_UNSUPPORTED, "expression nested too deeply");
     c->line = n->line;
     int rc = 0;
-    tv a, b;
+    tv a = tv_missing(), b = tv_missing();
     switch (n->k) {
     case E_CONST: *out = n->val; break;
     case E_NAME:
@@ -468,7 +470,7 @@ static int eval(tpl_ctx *c, scope *s, const node *n, tv *out) {
     }
     case E_NOT:
         rc = eval(c, s, n->a, &a);
-        *out = tv_bool(!tv_truthy(&a));
+        if (!rc) *out = tv_bool(!tv_truthy(&a));
         break;
     case E_NEG:
     case E_POS:

@@ -708,7 +708,7 @@ METHOD(m_format) {
         size_t sl = 0;
         if (k < fl && f[k] == ':') { spec = f + k + 1; sl = fl - k - 1; k = fl; }
         if (k != fl || memchr(spec, '{', sl)) { rc = tpl_fail(c, XLLM_ERR_UNSUPPORTED, "format field '{%.*s}' is not supported", (int)fl, f); break; }
-        if (v.kind == TV_UNDEF) { rc = tpl_fail_undef(c, &v); break; }
+        if (v.kind == TV_UNDEF && (sl || conv)) { rc = tpl_fail_undef(c, &v); break; } /* format(Undefined, '') is '' */
         if (conv == 'r' || conv == 's' || conv == 'a') {
             tpl_buf tb = tpl_buf_make(c);
             rc = conv == 's' ? tv_to_str(c, &v, &tb) : tv_repr(c, &v, &tb);

@@ -342,28 +342,64 @@ int tpl_percent_format(tpl_ctx *c, const tv *fmt, const tv *args, tv *out) {
             rc = pad_text(&b, sv.u.s, len, width, left);
             break;
         }
-        case 'd': case 'i': case 'u': case 'x': case 'X': case 'o': case 'c': {
-            int64_t v;
+        case 'c': {
+            uint32_t cp;
+            if (arg->kind == TV_STR && py_cp_count(arg->u.s, arg->len) == 1) {
+                rc = pad_text(&b, arg->u.s, arg->len, width, left);
+                break;
+            }
+            if (!is_intlike(arg)) { rc = tpl_fail(c, XLLM_ERR_FORMAT, "%%c requires int or char"); break; }
+            if (ival(arg) < 0 || ival(arg) > 0x10FFFF) { rc = tpl_fail(c, XLLM_ERR_FORMAT, "%%c arg not in range(0x110000)"); break; }
+            cp = (uint32_t)ival(arg);
+            if (cp >= 0xD800 && cp < 0xE000) { rc = tpl_fail(c, XLLM_ERR_UNSUPPORTED, "%%c of a surrogate"); break; }
+            char u[4];
+            rc = pad_text(&b, u, py_utf8_put(u, cp), width, left);
+            break;
+        }
+        case 'd': case 'i': case 'u': case 'x': case 'X': case 'o': {
+            int64_t v = 0;
+            const char *big = NULL; /* a float beyond 64 bits: its exact integer digits */
+            char bigbuf[400];
             if (is_intlike(arg)) v = ival(arg);
-            else if (arg->kind == TV_FLOAT && conv != 'c' && conv != 'x' && conv != 'X' && conv != 'o') v = (int64_t)arg->u.f;
-            else { rc = tpl_fail(c, XLLM_ERR_FORMAT, "%%%c format: a real number is required, not %s", conv, tv_type_name(arg)); break; }
-            if (conv == 'c') {
-                char u[4];
-                rc = tpl_buf_put(&b, u, py_utf8_put(u, (uint32_t)v));
+            else if (arg->kind == TV_FLOAT && (conv == 'd' || conv == 'i' || conv == 'u')) {
+                if (!isfinite(arg->u.f)) { rc = tpl_fail(c, XLLM_ERR_FORMAT, "cannot convert float %s to integer", isnan(arg->u.f) ? "NaN" : "infinity"); break; }
+                if (fabs(arg->u.f) >= 9.2e18) {
+                    snprintf(bigbuf, sizeof bigbuf, "%.0f", fabs(trunc(arg->u.f)));
+                    big = bigbuf;
+                    v = arg->u.f < 0 ? -1 : 1;
+                } else {
+                    v = (int64_t)arg->u.f;
+                }
+            } else {
+                rc = tpl_fail(c, XLLM_ERR_FORMAT, "%%%c format: %s is required, not %s", conv,
+                              conv == 'x' || conv == 'X' || conv == 'o' ? "an integer" : "a real number", tv_type_name(arg));
                 break;
             }
-            char cv = conv == 'i' || conv == 'u' ? 'd' : conv;
-            int k = snprintf(spec, sizeof spec, "%%%s", flags);
-            if (width >= 0) k += snprintf(spec + k, sizeof spec - (size_t)k, "%d", width > 300 ? 300 : width);
-            if (prec >= 0) k += snprintf(spec + k, sizeof spec - (size_t)k, ".%d", prec > 300 ? 300 : prec);
-            if (cv == 'd') snprintf(spec + k, sizeof spec - (size_t)k, "lld");
-            else snprintf(spec + k, sizeof spec - (size_t)k, "ll%c", cv);
-            if (cv != 'd' && v < 0) { /* Python prints -1f, C two's complement */
-                rc = tpl_fail(c, XLLM_ERR_UNSUPPORTED, "negative numbers with %%%c are not supported", conv);
-                break;
-            }
-            snprintf(num, sizeof num, spec, (long long)v);
-            rc = tpl_buf_put(&b, num, strlen(num));
+            /* Python's layout: sign, 0x/0X/0o prefix with '#', digits (precision = least digits), padding */
+            uint64_t mag = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+            char digits[400], sign[2] = {0, 0};
+            const char *prefix = "";
+            if (conv == 'x') snprintf(digits, sizeof digits, "%llx", (unsigned long long)mag);
+            else if (conv == 'X') snprintf(digits, sizeof digits, "%llX", (unsigned long long)mag);
+            else if (conv == 'o') snprintf(digits, sizeof digits, "%llo", (unsigned long long)mag);
+            else snprintf(digits, sizeof digits, "%llu", (unsigned long long)mag);
+            if (big) snprintf(digits, sizeof digits, "%s", big);
+            if (strchr(flags, '#')) prefix = conv == 'x' ? "0x" : conv == 'X' ? "0X" : conv == 'o' ? "0o" : "";
+            if (v < 0) sign[0] = '-';
+            else if (strchr(flags, '+')) sign[0] = '+';
+            else if (strchr(flags, ' ')) sign[0] = ' ';
+            size_t nd = strlen(digits), zeros = prec > 0 && (size_t)prec > nd ? (size_t)prec - nd : 0;
+            if (prec > 300) { rc = tpl_fail(c, XLLM_ERR_UNSUPPORTED, "precision too large"); break; }
+            size_t body = strlen(sign) + strlen(prefix) + zeros + nd;
+            size_t pad = width > 0 && (size_t)width > body ? (size_t)width - body : 0;
+            int zero_pad = strchr(flags, '0') && !left;
+            if (!left && !zero_pad) for (size_t k = 0; k < pad; k++) tpl_buf_putc(&b, ' ');
+            tpl_buf_put(&b, sign, strlen(sign));
+            tpl_buf_put(&b, prefix, strlen(prefix));
+            if (zero_pad) for (size_t k = 0; k < pad; k++) tpl_buf_putc(&b, '0');
+            for (size_t k = 0; k < zeros; k++) tpl_buf_putc(&b, '0');
+            rc = tpl_buf_put(&b, digits, nd);
+            if (left) for (size_t k = 0; k < pad && !rc; k++) rc = tpl_buf_putc(&b, ' ');
             break;
         }
         case 'f': case 'F': case 'e': case 'E': case 'g': case 'G': {

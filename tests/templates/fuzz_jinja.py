@@ -34,7 +34,11 @@ TESTS = ["defined", "none", "string", "number", "integer", "float", "mapping", "
 METH = [".upper()", ".lower()", ".strip()", ".split()", ".title()", ".startswith('a')", ".endswith('b')",
         ".replace('a','z')", ".find('l')", ".count('l')", ".isdigit()", ".capitalize()", ".get('k')",
         ".keys()|list", ".values()|list", ".items()|list", "[0]", "[-1]", "[1:]", "[::-1]", "['k']", ".k",
-        ".split('a', 1)", ".rsplit(none, 1)", ".lstrip('x ')", ".format(1, 2)", ".zfill(4)", ".partition(' ')"]
+        ".split('a', 1)", ".rsplit(none, 1)", ".lstrip('x ')", ".format(1, 2)", ".zfill(4)", ".partition(' ')",
+        ".casefold()", ".swapcase()", ".isnumeric()", ".center(9, '*')"]
+FORMATS = ["'%s'", "'%r'", "'%d'", "'%5d|'", "'%-5d|'", "'%05d'", "'%x'", "'%#X'", "'%#o'", "'%.2f'", "'%10.3e'",
+           "'%g'", "'%+d'", "'% d'", "'%c'", "'%%%s'", "'%(k)s'", "'%.2s'", "'{}'", "'{!r}'", "'{:>6}'", "'{:.2f}'",
+           "'{:5d}'", "'{:+d}'", "'{:.1%}'", "'{0[k]}'", "'{0.k}'"]
 VARS = {"d": {"k": [1, "b"], "z": None}, "l": [3, 1, 2], "s": "Hello", "n": None, "f": 1.5}
 
 
@@ -50,8 +54,11 @@ def expr(depth):
         return "(%s is %s%s)" % (expr(depth + 1), random.choice(["", "not "]), random.choice(TESTS))
     if r < 0.9:
         return "(%s)%s" % (expr(depth + 1), random.choice(METH))
-    if r < 0.95:
+    if r < 0.93:
         return "(%s if %s else %s)" % (expr(depth + 1), expr(depth + 1), expr(depth + 1))
+    if r < 0.96:
+        f = random.choice(FORMATS)
+        return "(%s.format(%s))" % (f, expr(depth + 1)) if "{" in f else "(%s %% %s)" % (f, expr(depth + 1))
     return "(not %s)" % expr(depth + 1)
 
 
