@@ -322,6 +322,15 @@ FILTER(f_list) {
 
 FILTER(f_first) {
     if (tpl_bind(c, "first", a, NULL, 0, NULL)) return -1;
+    if (in->kind == TV_LIST && in->u.l->kind == L_GEN) { /* next(gen): takes one item */
+        tv_list *g = in->u.l;
+        if (!g->n) { *out = tv_undef_fmt(c, "No first item, sequence was empty."); return 0; }
+        *out = g->items[0];
+        g->items++;
+        g->n--;
+        g->cap = g->n;
+        return 0;
+    }
     const tv *items;
     size_t n;
     if (items_of(c, in, &items, &n)) return -1;

@@ -221,10 +221,19 @@ int tpl_contains(tpl_ctx *c, const tv *container, const tv *x, int *res) {
             return tpl_fail(c, XLLM_ERR_FORMAT, "'in <string>' requires string as left operand, not %s", tv_type_name(x));
         *res = x->len == 0 || memmem(container->u.s, container->len, x->u.s, x->len) != NULL;
         return 0;
-    case TV_LIST:
-        for (size_t i = 0; i < container->u.l->n; i++)
-            if (tv_eq(&container->u.l->items[i], x)) { *res = 1; break; }
+    case TV_LIST: {
+        tv_list *l = container->u.l;
+        size_t i;
+        for (i = 0; i < l->n; i++)
+            if (tv_eq(&l->items[i], x)) { *res = 1; break; }
+        if (l->kind == L_GEN) { /* `in` runs a generator up to the match */
+            size_t used = *res ? i + 1 : l->n;
+            l->items += used;
+            l->n -= used;
+            l->cap = l->n;
+        }
         return 0;
+    }
     case TV_DICT:
         if (container->u.d->kind == D_DICT) {
             if (tv_unhashable(x)) return tpl_fail(c, XLLM_ERR_FORMAT, "unhashable type: '%s'", tv_type_name(x));

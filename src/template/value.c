@@ -279,7 +279,16 @@ int tv_len(tpl_ctx *c, const tv *v, size_t *n) {
 int tv_iter(tpl_ctx *c, const tv *v, const tv **items, size_t *n) {
     switch (v->kind) {
     case TV_UNDEF: case TV_MISSING: *items = NULL; *n = 0; return 0;
-    case TV_LIST: *items = v->u.l->items; *n = v->u.l->n; return 0;
+    case TV_LIST: {
+        tv_list *l = v->u.l;
+        *items = l->items;
+        *n = l->n;
+        if (l->kind == L_GEN) { /* a generator runs once: later iterations see nothing */
+            l->items += l->n;
+            l->n = l->cap = 0;
+        }
+        return 0;
+    }
     case TV_DICT:
         if (v->u.d->kind != D_DICT) break;
         *items = v->u.d->keys;

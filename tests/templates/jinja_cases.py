@@ -141,6 +141,9 @@ CASES = [
     ("{{ '%s-%s'|format(1, 'b') }} {{ '%(x)s'|format(x=5) }} {{ '%.2f'|format(3.14159) }}", {}),
     ("{{ 'x'|attr('upper') is callable }} {{ {'k': 1}|attr('k') }}|{{ {'k': 1}|attr('keys') is callable }}", {}),
     ("{{ 'up'|upper|lower|capitalize|replace('U', 'u') }} {{ x|default('a')|upper }} {{ ['b', 'a']|sort|first|upper }}", {}),
+    ("{% set g = l|select('odd') %}{{ g|list }}{{ g|list }}|{% set h = l|map('string') %}{% for x in h %}{{ x }}{% endfor %}{% for x in h %}again{% endfor %}|{% set k = l|reject('odd') %}{{ k|first }}{{ k|list }}|{% set u = l|unique %}{{ u|join }}{{ u|join }}", {"l": [1, 2, 3, 4]}),
+    ("{% set g = l|select %}{{ 2 in g }}{{ g|list }}{{ 9 in g }}{{ g|list }}", {"l": [1, 2, 3, 4]}),
+    ("{% set g = messages|selectattr('role', 'equalto', 'user') %}{% if g %}truthy{% endif %}{% for m in g %}{{ m.content }}{% endfor %}{{ g|list|length }}", {"messages": MSGS}),
     # ---- tojson (HF: ensure_ascii=False)
     ("{{ {'a': 'é', 'b': [1, 2.0, none, true, false], 'c': 'quote \" slash \\\\ </tag> \\n\\t\\x01'}|tojson }}", {}),
     ("{{ x|tojson }} {{ 'plain'|tojson }} {{ 1.0|tojson }} {{ 1e20|tojson }} {{ []|tojson }} {{ {}|tojson }} {{ (1, 'a')|tojson }}", {"x": [1, "日本", {"emoji": "👍"}]}),
