@@ -235,6 +235,15 @@ const char *xllm_chat_template_source(const xllm_chat_template *t, const char *n
  * "eos_token", ...), or NULL when unset; borrowed. */
 const char *xllm_chat_template_special_token(const xllm_chat_template *t, const char *name);
 
+/* ---------------------------------------------------------------- profile */
+
+/* Per-operator kernel profiling for the whole process (also switched on by
+ * XLLM_PROFILE=1 when a model loads). The report is JSON: {"total_ms", "ops":
+ * [{"op", "ms", "share", "calls", "gflop_s", "gb_s"}...]}; free with xllm_free. */
+void xllm_profile_enable(int on);
+void xllm_profile_reset(void);
+xllm_status xllm_profile_report(char **json, xllm_error *err);
+
 /* Bytes currently allocated through libxllm's allocator (not counting mmaps). */
 size_t xllm_allocated_bytes(void);
 

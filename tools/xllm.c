@@ -12,6 +12,7 @@
 #include "xllm.h"
 #include "chat_cli.h"
 #include "commands.h"
+#include "profile_report.h"
 #include "json_text.h"
 
 #include <cjson/cJSON.h>
@@ -176,7 +177,7 @@ static int cmd_run(int argc, char **argv) {
     char mbuf[PATH_MAX + 64];
     const char *model_path = NULL, *prompt = NULL, *ids_arg = NULL;
     int json = 0, chat = 0;
-    const char *chat_flag = NULL;
+    const char *chat_flag = NULL, *profile_path = NULL;
     chat_opts co;
     memset(&co, 0, sizeof co);
     long threads = 0, v;
@@ -222,6 +223,8 @@ static int cmd_run(int argc, char **argv) {
             sp.stop[sp.n_stop++] = s;
         } else if (!strcmp(f, "-t") || !strcmp(f, "--threads")) {
             if (!parse_long(arg_value(&a, f), 1, 1024, &threads)) return fail("%s needs a positive integer", f);
+        } else if (!strcmp(f, "--profile")) {
+            if (!(profile_path = arg_value(&a, f))) return 1;
         } else if (!strcmp(f, "--json")) json = 1;
         else if (!strcmp(f, "--chat")) chat = 1;
         else if (!strcmp(f, "--ignore-eos")) sp.ignore_eos = 1;
@@ -270,6 +273,10 @@ static int cmd_run(int argc, char **argv) {
     }
     req.params = sp;
     xllm_result *res = NULL;
+    if (profile_path) {
+        xllm_profile_enable(1);
+        xllm_profile_reset();
+    }
     xllm_status st = xllm_generate(m, &req, 1, json ? NULL : stream_cb, NULL, &res, &err);
     free(ids);
     if (st) {
@@ -289,7 +296,7 @@ static int cmd_run(int argc, char **argv) {
     }
     xllm_results_free(res, 1);
     xllm_model_free(m);
-    return 0;
+    return profile_path ? profile_write(profile_path) : 0;
 }
 
 /* --------------------------------------------------------------- logits */
@@ -430,7 +437,7 @@ static void usage(FILE *f) {
             "usage:\n"
             "  xllm run [-m PATH] [-p TEXT | --ids 1,2,3] [-n N] [--temp T] [--top-k K] [--top-p P]\n"
             "           [--min-p P] [--repetition-penalty R] [--presence-penalty X] [--frequency-penalty X]\n"
-            "           [--seed S] [--stop STR]... [--ignore-eos] [-t THREADS] [--json]\n"
+            "           [--seed S] [--stop STR]... [--ignore-eos] [-t THREADS] [--json] [--profile FILE.json]\n"
             "           [--chat [--messages FILE.json] [--var NAME=JSON]...]   (-p is the user message)\n"
             "  xllm logits -m PATH --ids 1,2,3 [--out FILE] [-t THREADS]\n"
             "  xllm tokenize -m PATH --jsonl FILE\n"

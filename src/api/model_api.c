@@ -15,6 +15,7 @@
 
 #include <stdio.h>
 
+#include <stdlib.h>
 #include <string.h>
 
 struct xllm_model {
@@ -61,6 +62,8 @@ xllm_model *xllm_model_load(const char *path, const xllm_model_options *opts, xl
         return NULL;
     }
     xllm_model_options o = opts ? *opts : xllm_model_options_default();
+    const char *prof = getenv("XLLM_PROFILE");
+    if (prof && *prof && strcmp(prof, "0")) xllm_profile_enable(1);
     xllm_model *xm = xllm_calloc(1, sizeof *xm);
     if (!xm) {
         xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");

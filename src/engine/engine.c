@@ -5,6 +5,7 @@
 #include "engine/engine.h"
 #include "base/alloc.h"
 #include "base/error.h"
+#include "base/profile.h"
 #include "engine/sampler.h"
 
 #include <string.h>
@@ -369,7 +370,9 @@ xllm_status engine_generate(engine *e, const xllm_request *reqs, size_t n, xllm_
         if ((st = model_forward(e->m, &e->kv, &b, e->logits, err))) goto out;
         for (int k = 0; k < n_out; k++) {
             seq_state *s = &run[out_seq[k]];
-            int32_t tok = sampler_sample(&s->smp, e->logits + (size_t)k * (size_t)e->m->cfg.vocab);
+            int32_t tok;
+            PROF(PROF_SAMPLE, 0, 4.0 * e->m->cfg.vocab,
+                 tok = sampler_sample(&s->smp, e->logits + (size_t)k * (size_t)e->m->cfg.vocab));
             if ((st = seq_accept(e, s, tok, cb, user, err))) goto out;
         }
     }

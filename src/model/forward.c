@@ -12,11 +12,23 @@
 #include "model/model.h"
 #include "base/error.h"
 #include "base/fastmath.h"
+#include "base/profile.h"
+#include "quant/quant.h"
 
 #include <assert.h>
 #include <float.h>
 #include <math.h>
 #include <string.h>
+
+/* ------------------------------------------------------------- profiling */
+
+static double mm_flops(const matrix *W, int T) { return 2.0 * (double)T * (double)W->rows * (double)W->cols; }
+/* weights streamed once, activations in and out */
+static double mm_bytes(const matrix *W, int T) {
+    return (double)W->rows * (double)quant_row_bytes(W->dtype, W->group, W->cols) +
+           4.0 * (double)T * (double)(W->cols + W->rows);
+}
+#define MATMUL(op, x, T, W, bias, y) PROF(op, mm_flops(W, T), mm_bytes(W, T), op_matmul(&m->be, x, T, W, bias, y))
 
 /* ------------------------------------------------------------------ RoPE */
 
@@ -109,10 +121,11 @@ static void attention_block(model *m, kv_cache *kv, const fwd_batch *b, int l) {
     int T = b->n_tokens, hd = c->head_dim, half = hd / 2;
     size_t qd = (size_t)c->n_heads * hd, kd = (size_t)c->n_kv_heads * hd;
 
-    op_rmsnorm(s->x, L->attn_norm, c->rms_eps, c->hidden, T, s->xn);
+    PROF(PROF_RMSNORM, 4.0 * T * c->hidden, 8.0 * T * c->hidden,
+         op_rmsnorm(s->x, L->attn_norm, c->rms_eps, c->hidden, T, s->xn));
     if (m->observe) m->observe(m->observe_ctx, l, OBS_ATTN_IN, -1, s->xn, T, c->hidden);
     if (L->qkv.data) { /* one matmul, then split rows q | k | v */
-        op_matmul(&m->be, s->xn, T, &L->qkv, L->qkv_bias, s->fused);
+        MATMUL(PROF_MATMUL_QKV, s->xn, T, &L->qkv, L->qkv_bias, s->fused);
         size_t w = qd + 2 * kd;
         for (int t = 0; t < T; t++) {
             const float *src = s->fused + (size_t)t * w;
@@ -121,10 +134,11 @@ static void attention_block(model *m, kv_cache *kv, const fwd_batch *b, int l) {
             memcpy(s->v + (size_t)t * kd, src + qd + kd, kd * sizeof(float));
         }
     } else {
-        op_matmul(&m->be, s->xn, T, &L->q, L->q_bias, s->q);
-        op_matmul(&m->be, s->xn, T, &L->k, L->k_bias, s->k);
-        op_matmul(&m->be, s->xn, T, &L->v, L->v_bias, s->v);
+        MATMUL(PROF_MATMUL_QKV, s->xn, T, &L->q, L->q_bias, s->q);
+        MATMUL(PROF_MATMUL_QKV, s->xn, T, &L->k, L->k_bias, s->k);
+        MATMUL(PROF_MATMUL_QKV, s->xn, T, &L->v, L->v_bias, s->v);
     }
+    uint64_t t_rope = prof_enabled ? prof_now_ns() : 0;
     for (int t = 0; t < T; t++) {
         float *q = s->q + (size_t)t * qd, *k = s->k + (size_t)t * kd;
         if (c->qk_norm) {
@@ -140,11 +154,20 @@ static void attention_block(model *m, kv_cache *kv, const fwd_batch *b, int l) {
         memcpy(kv_cache_k(kv, l, blk, pos % kv->block_size), k, kd * sizeof(float));
         memcpy(kv_cache_v(kv, l, blk, pos % kv->block_size), s->v + (size_t)t * kd, kd * sizeof(float));
     }
+    if (prof_enabled) prof_add(PROF_ROPE_KV, t_rope, 6.0 * T * (double)(qd + kd), 4.0 * T * (double)(qd + 3 * kd));
     attn_job j = {m, kv, b, l, c->layer_window[l]};
-    threadpool_run(m->be.tp, (size_t)T * (size_t)c->n_heads, 1, attention_items, &j);
+    double keys = 0; /* keys visited, for the profile's flop and byte counts */
+    if (prof_enabled)
+        for (int t = 0; t < T; t++) {
+            int w = c->layer_window[l], n = b->pos[t] + 1;
+            keys += w > 0 && n > w ? w : n;
+        }
+    PROF(PROF_ATTENTION, 4.0 * keys * (double)qd, 8.0 * keys * (double)kd,
+         threadpool_run(m->be.tp, (size_t)T * (size_t)c->n_heads, 1, attention_items, &j));
     if (m->observe) m->observe(m->observe_ctx, l, OBS_O_IN, -1, s->att, T, (int)qd);
-    op_matmul(&m->be, s->att, T, &L->o, L->o_bias, s->tmp);
-    for (size_t i = 0; i < (size_t)T * c->hidden; i++) s->x[i] += s->tmp[i];
+    MATMUL(PROF_MATMUL_O, s->att, T, &L->o, L->o_bias, s->tmp);
+    PROF(PROF_RESIDUAL, (double)T * c->hidden, 12.0 * T * c->hidden,
+         for (size_t i = 0; i < (size_t)T * c->hidden; i++) s->x[i] += s->tmp[i]);
 }
 
 /* ------------------------------------------------------------------- MLP */
@@ -152,11 +175,12 @@ static void attention_block(model *m, kv_cache *kv, const fwd_batch *b, int l) {
 /* out = down(silu(gate(x)) * up(x)) for T rows of x. */
 static void swiglu(model *m, int layer, int expert, const float *x, int T, const matrix *gate, const matrix *up,
                    const matrix *down, const float *gb, const float *ub, const float *db, float *out) {
-    op_matmul(&m->be, x, T, gate, gb, m->s.h1);
-    op_matmul(&m->be, x, T, up, ub, m->s.h2);
-    op_silu_mul(m->s.h1, m->s.h2, (size_t)T * (size_t)gate->rows);
+    MATMUL(PROF_MATMUL_GATE_UP, x, T, gate, gb, m->s.h1);
+    MATMUL(PROF_MATMUL_GATE_UP, x, T, up, ub, m->s.h2);
+    PROF(PROF_SILU_MUL, 6.0 * T * (double)gate->rows, 12.0 * T * (double)gate->rows,
+         op_silu_mul(m->s.h1, m->s.h2, (size_t)T * (size_t)gate->rows));
     if (m->observe) m->observe(m->observe_ctx, layer, OBS_DOWN_IN, expert, m->s.h1, T, (int)gate->rows);
-    op_matmul(&m->be, m->s.h1, T, down, db, out);
+    MATMUL(PROF_MATMUL_DOWN, m->s.h1, T, down, db, out);
 }
 
 /* Route each token to its top-k experts, run each expert once over the tokens
@@ -166,7 +190,7 @@ static void moe_block(model *m, int l, const layer_weights *L, int T) {
     const model_config *c = &m->cfg;
     model_scratch *s = &m->s;
     int E = c->n_experts, K = c->n_experts_used, H = c->hidden;
-    op_matmul(&m->be, s->xn, T, &L->router, NULL, s->router_logits);
+    MATMUL(PROF_MOE_ROUTER, s->xn, T, &L->router, NULL, s->router_logits);
     for (int t = 0; t < T; t++) {
         float *rl = s->router_logits + (size_t)t * E;
         float mx = -INFINITY, sum = 0;
@@ -223,23 +247,26 @@ static void mlp_block(model *m, int l, int T) {
     const model_config *c = &m->cfg;
     const layer_weights *L = &m->layers[l];
     model_scratch *s = &m->s;
-    op_rmsnorm(s->x, L->mlp_norm, c->rms_eps, c->hidden, T, s->xn);
+    PROF(PROF_RMSNORM, 4.0 * T * c->hidden, 8.0 * T * c->hidden,
+         op_rmsnorm(s->x, L->mlp_norm, c->rms_eps, c->hidden, T, s->xn));
     if (m->observe) m->observe(m->observe_ctx, l, OBS_MLP_IN, -1, s->xn, T, c->hidden);
     if (c->layer_is_moe[l]) {
         moe_block(m, l, L, T);
     } else if (L->gate_up.data) { /* one matmul for gate | up, then silu(gate) * up */
         size_t I = (size_t)c->intermediate;
-        op_matmul(&m->be, s->xn, T, &L->gate_up, NULL, s->fused);
-        for (int t = 0; t < T; t++) {
-            float *h = s->h1 + (size_t)t * I;
-            memcpy(h, s->fused + (size_t)t * 2 * I, I * sizeof(float));
-            op_silu_mul(h, s->fused + (size_t)t * 2 * I + I, I);
-        }
+        MATMUL(PROF_MATMUL_GATE_UP, s->xn, T, &L->gate_up, NULL, s->fused);
+        PROF(PROF_SILU_MUL, 6.0 * T * (double)I, 12.0 * T * (double)I,
+             for (int t = 0; t < T; t++) {
+                 float *h = s->h1 + (size_t)t * I;
+                 memcpy(h, s->fused + (size_t)t * 2 * I, I * sizeof(float));
+                 op_silu_mul(h, s->fused + (size_t)t * 2 * I + I, I);
+             });
         if (m->observe) m->observe(m->observe_ctx, l, OBS_DOWN_IN, -1, s->h1, T, (int)I);
-        op_matmul(&m->be, s->h1, T, &L->down, NULL, s->tmp);
+        MATMUL(PROF_MATMUL_DOWN, s->h1, T, &L->down, NULL, s->tmp);
     } else
         swiglu(m, l, -1, s->xn, T, &L->gate, &L->up, &L->down, L->gate_bias, L->up_bias, L->down_bias, s->tmp);
-    for (size_t i = 0; i < (size_t)T * c->hidden; i++) s->x[i] += s->tmp[i];
+    PROF(PROF_RESIDUAL, (double)T * c->hidden, 12.0 * T * c->hidden,
+         for (size_t i = 0; i < (size_t)T * c->hidden; i++) s->x[i] += s->tmp[i]);
 }
 
 /* ---------------------------------------------------------------- driver */
@@ -251,12 +278,12 @@ xllm_status model_forward(model *m, kv_cache *kv, const fwd_batch *b, float *log
     if (T <= 0 || T > s->max_tokens)
         return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "forward batch of %d tokens (allowed 1..%d)", T,
                            s->max_tokens);
-    for (int t = 0; t < T; t++) {
+    for (int t = 0; t < T; t++)
         if (b->tokens[t] < 0 || b->tokens[t] >= c->vocab)
             return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "token id %d is outside the vocabulary (0..%d)",
                                b->tokens[t], c->vocab - 1);
-        op_matrix_row(&m->embed, b->tokens[t], s->x + (size_t)t * c->hidden);
-    }
+    PROF(PROF_EMBED, 0, (double)T * (double)quant_row_bytes(m->embed.dtype, m->embed.group, m->embed.cols),
+         for (int t = 0; t < T; t++) op_matrix_row(&m->embed, b->tokens[t], s->x + (size_t)t * c->hidden));
     rope_tables(m, b);
     for (int l = 0; l < c->n_layers; l++) {
         attention_block(m, kv, b, l);
@@ -268,6 +295,6 @@ xllm_status model_forward(model *m, kv_cache *kv, const fwd_batch *b, float *log
         op_rmsnorm(s->x + (size_t)b->out_idx[i] * c->hidden, m->final_norm, c->rms_eps, c->hidden, 1,
                    s->xn + (size_t)i * c->hidden);
     }
-    if (b->n_out > 0) op_matmul(&m->be, s->xn, b->n_out, &m->lm_head, NULL, logits);
+    if (b->n_out > 0) MATMUL(PROF_LM_HEAD, s->xn, b->n_out, &m->lm_head, NULL, logits);
     return XLLM_OK;
 }

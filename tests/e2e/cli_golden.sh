@@ -80,4 +80,17 @@ mkdir -p "$T/meta"; cp "$TD/tokenizer_metaspace.json" "$T/meta/tokenizer.json"; 
 cmp_tok "$T/meta" "$TD/expected_metaspace.jsonl"
 check $? "tokenize == HF tokenizers (Metaspace form)"
 
+"$XLLM" run -m "$SRC/models/stories260k" -p "Once upon a time" -n 20 --temp 0 --profile "$T/prof.json" > /dev/null 2> "$T/prof.err" &&
+grep -q "kernel profile" "$T/prof.err" && python3 - "$T/prof.json" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+ops = {o["op"]: o for o in p["ops"]}
+for need in ("attention", "matmul.gate_up", "matmul.down", "lm_head", "sample", "rmsnorm"):
+    assert need in ops, need
+assert abs(sum(o["share"] for o in p["ops"]) - 1) < 1e-6
+assert ops["lm_head"]["calls"] == 20 and ops["sample"]["calls"] == 20   # one per generated token
+assert ops["attention"]["calls"] == 5 * 20 and all(o["ms"] >= 0 for o in p["ops"])
+PY
+check $? "run --profile writes the per-operator report"
+
 [ $fails -eq 0 ]
