@@ -224,7 +224,8 @@ void xllm_chat_template_free(xllm_chat_template *t);
 /* Render messages with the loaded template (arguments as for
  * xllm_chat_template_render; options override the special tokens). name
  * selects a named template; NULL chooses as HF does: "tool_use" when options
- * give non-null "tools" and that template exists, else "default". */
+ * give non-null "tools" and that template exists, else "default". A loaded
+ * template is read-only: several threads may apply it at once. */
 xllm_status xllm_chat_template_apply(const xllm_chat_template *t, const char *name, const char *messages_json,
                                      const char *options_json, char **out, size_t *out_len, xllm_error *err);
 
