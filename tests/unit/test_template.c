@@ -19,6 +19,7 @@
 #include "xllm.h"
 
 #include <cjson/cJSON.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -346,6 +347,51 @@ static void test_nul_bytes(void) {
     xllm_free(out);
 }
 
+/* ------------------------------------------------------- threads */
+
+typedef struct thread_job {
+    const xllm_chat_template *t;
+    const char *want;
+    int bad;
+} thread_job;
+
+static void *render_many(void *arg) {
+    thread_job *j = arg;
+    for (int i = 0; i < 50; i++) {
+        char *out = NULL;
+        size_t len;
+        xllm_error err;
+        const char *msgs = "[{\"role\": \"system\", \"content\": \"S\"}, {\"role\": \"user\", \"content\": \"héllo\"}]";
+        if (xllm_chat_template_apply(j->t, NULL, msgs, "{\"add_generation_prompt\": true}", &out, &len, &err) ||
+            strcmp(out, j->want))
+            j->bad++;
+        xllm_free(out);
+    }
+    return NULL;
+}
+
+/* One loaded template rendered from several threads at once. */
+static void test_threads(void) {
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s/tests/data/templates/qwen3", XLLM_SOURCE_DIR);
+    xllm_error err;
+    xllm_chat_template *t = xllm_chat_template_load(dir, &err);
+    CHECK(t != NULL);
+    if (!t) return;
+    const char *want = "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nhéllo<|im_end|>\n<|im_start|>assistant\n";
+    pthread_t th[4];
+    thread_job jobs[4];
+    for (int k = 0; k < 4; k++) {
+        jobs[k] = (thread_job){t, want, 0};
+        CHECK(pthread_create(&th[k], NULL, render_many, &jobs[k]) == 0);
+    }
+    for (int k = 0; k < 4; k++) {
+        pthread_join(th[k], NULL);
+        CHECK_MSG(jobs[k].bad == 0, "thread %d: %d bad renders", k, jobs[k].bad);
+    }
+    xllm_chat_template_free(t);
+}
+
 /* ------------------------------------------------------------- loader */
 
 static void test_loader(void) {
@@ -440,6 +486,7 @@ int main(void) {
     test_semantics();
     test_nul_bytes();
     test_loader();
+    test_threads();
     CHECK_MSG(xllm_allocated_bytes() == before, "%zu bytes still allocated", xllm_allocated_bytes() - before);
     return test_report("test_template");
 }
