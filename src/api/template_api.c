@@ -8,6 +8,8 @@
 #include "base/alloc.h"
 #include "base/error.h"
 #include "base/file.h"
+#include "format/gguf.h"
+#include "format/xllm_file.h"
 #include "template/template.h"
 
 #include <stdio.h>
@@ -138,6 +140,41 @@ static xllm_status read_config(xllm_chat_template *t, const char *path, const cJ
     return XLLM_OK;
 }
 
+static xllm_status model_file_template(xllm_chat_template *t, const char *path, xllm_error *err) {
+    char *text = NULL;
+    size_t len = 0;
+    if (gguf_is_gguf(path)) {
+        gguf_model g;
+        xllm_status st = gguf_open(path, &g, err);
+        if (st) return st;
+        text = g.tokenizer_config_json;
+        g.tokenizer_config_json = NULL;
+        gguf_close(&g);
+        len = text ? strlen(text) : 0;
+    } else {
+        cJSON *meta;
+        st_archive *a = xf_open(path, &meta, err);
+        if (!a) return err ? err->code : XLLM_ERR_FORMAT;
+        cJSON_Delete(meta);
+        const st_tensor *b = st_find(a, XF_BLOB_PREFIX "tokenizer_config.json");
+        if (b) {
+            text = xllm_strndup(b->data, b->nbytes);
+            len = b->nbytes;
+        }
+        st_close(a);
+    }
+    if (!text) return XLLM_OK; /* no config: "no chat template" below */
+    cJSON *cfg = cJSON_ParseWithLength(text, len);
+    xllm_free(text);
+    if (!cJSON_IsObject(cfg)) {
+        cJSON_Delete(cfg);
+        return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: tokenizer_config.json inside is not a JSON object", path);
+    }
+    xllm_status st = read_config(t, path, cfg, err);
+    cJSON_Delete(cfg);
+    return st;
+}
+
 xllm_chat_template *xllm_chat_template_load(const char *path, xllm_error *err) {
     xllm_error_clear(err);
     if (!path) {
@@ -158,7 +195,10 @@ xllm_chat_template *xllm_chat_template_load(const char *path, xllm_error *err) {
         xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
         return NULL;
     }
-    if (xllm_file_exists(cfg_path)) {
+    if (!is_dir && (xf_is_xllm(path) || gguf_is_gguf(path))) {
+        /* model files carry tokenizer_config.json (an .xllm blob, or synthesized from GGUF metadata) */
+        if (model_file_template(t, path, err)) goto fail;
+    } else if (xllm_file_exists(cfg_path)) {
         cJSON *cfg;
         if (xllm_json_load(cfg_path, &cfg, err)) goto fail;
         if (!cJSON_IsObject(cfg)) {

@@ -55,6 +55,17 @@ check $? "policy applied per tensor class (xllm info)"
 "$XLLM" info "$T/s_pol.xllm" --json | python3 -c "import json,sys; d=json.load(sys.stdin); assert d['format']=='xllm' and d['metadata']['policy']['attn']=='q4/g64'"
 check $? "xllm info --json"
 
+# the chat template travels inside .xllm and GGUF files
+cp -r "$SRC/tests/data/tiny/qwen3" "$T/q3chat" && chmod -R u+w "$T/q3chat" &&
+cp "$SRC/tests/data/templates/qwen3/tokenizer_config.json" "$T/q3chat/tokenizer_config.json" &&
+printf '[{"role":"system","content":"Be brief."},{"role":"user","content":"Hi"}]' > "$T/msgs.json" &&
+"$XLLM" template -m "$T/q3chat" --messages "$T/msgs.json" --add-generation-prompt > "$T/t_dir.txt" &&
+"$XLLM" convert "$T/q3chat" -o "$T/q3chat.xllm" && "$XLLM" convert "$T/q3chat" -o "$T/q3chat.gguf" --to gguf &&
+"$XLLM" template -m "$T/q3chat.xllm" --messages "$T/msgs.json" --add-generation-prompt > "$T/t_xllm.txt" &&
+"$XLLM" template -m "$T/q3chat.gguf" --messages "$T/msgs.json" --add-generation-prompt > "$T/t_gguf.txt" &&
+cmp -s "$T/t_dir.txt" "$T/t_xllm.txt" && cmp -s "$T/t_dir.txt" "$T/t_gguf.txt" && grep -q "<|im_start|>assistant" "$T/t_dir.txt"
+check $? "chat template identical from the directory, the .xllm file and the GGUF file"
+
 # bad files
 expect_fail() {  # NAME KEYWORD CMD...
     local name=$1 key=$2; shift 2
