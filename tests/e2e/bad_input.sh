@@ -5,18 +5,10 @@
 set -u
 XLLM=$1; SRC=$2
 T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
-fails=0; n=0
+. "$(dirname "$0")/lib/common.bash"
+fails=0
 
 # expect_fail NAME KEYWORD CMD...: status 1, KEYWORD in stderr, no sanitizer output
-expect_fail() {
-    local name=$1 key=$2; shift 2
-    n=$((n+1))
-    timeout 60 "$@" >"$T/out" 2>"$T/err"; local rc=$?
-    if [ $rc -ne 1 ]; then echo "FAIL $name: exit status $rc (want 1)"; cat "$T/err"; fails=$((fails+1)); return; fi
-    if ! grep -qi -- "$key" "$T/err"; then echo "FAIL $name: message lacks '$key':"; cat "$T/err"; fails=$((fails+1)); return; fi
-    if grep -q "Sanitizer\|runtime error" "$T/err"; then echo "FAIL $name: sanitizer report"; cat "$T/err"; fails=$((fails+1)); return; fi
-    echo "ok   $name: $(head -c 200 "$T/err" | head -1)"
-}
 
 fresh() { rm -rf "$T/m"; cp -r "$SRC/tests/data/tiny/llama" "$T/m"; chmod -R u+w "$T/m"; }
 
@@ -91,5 +83,5 @@ expect_fail bad_top_p "top_p" "$XLLM" run -m "$SRC/models/stories260k" --top-p 1
 expect_fail unknown_option "unknown option" "$XLLM" run --frobnicate
 expect_fail tokenize_bad_jsonl "text" bash -c "printf 'not json\n' > '$T/bad.jsonl'; '$XLLM' tokenize -m '$SRC/models/stories260k' --jsonl '$T/bad.jsonl'"
 
-echo "$((n-fails))/$n bad-input cases handled"
+echo "bad-input cases: $fails failed"
 [ $fails -eq 0 ]

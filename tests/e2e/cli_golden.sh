@@ -8,8 +8,8 @@
 set -u
 XLLM=$1; SRC=$2
 T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
+. "$(dirname "$0")/lib/common.bash"
 fails=0
-check() { if [ "$1" = 0 ]; then echo "ok   $2"; else echo "FAIL $2"; fails=$((fails+1)); fi; }
 
 "$XLLM" run -m "$SRC/models/stories260k" -p "Once upon a time" -n 200 --temp 0 --json > "$T/run.json"
 python3 - "$T/run.json" "$SRC/models/stories260k/expected.json" <<'PY'

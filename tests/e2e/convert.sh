@@ -10,19 +10,8 @@
 set -u
 XLLM=$1; SRC=$2
 T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
+. "$(dirname "$0")/lib/common.bash"
 fails=0
-check() { if [ "$1" = 0 ]; then echo "ok   $2"; else echo "FAIL $2"; fails=$((fails+1)); fi; }
-compare() {
-    python3 - "$1" "$2" "$3" <<'PY'
-import struct, sys
-a = open(sys.argv[1], "rb").read(); b = open(sys.argv[2], "rb").read()
-assert len(a) == len(b) and len(a) > 0, (len(a), len(b))
-x = struct.unpack("<%df" % (len(a) // 4), a); y = struct.unpack("<%df" % (len(b) // 4), b)
-d = max(abs(p - q) for p, q in zip(x, y))
-assert d <= float(sys.argv[3]), d
-PY
-}
-ids_of() { python3 -c "import json; print(','.join(map(str, json.load(open('$1/expected.json'))['${2:-input_ids}'])))"; }
 
 for m in models/stories260k tests/data/tiny/llama tests/data/tiny/mistral tests/data/tiny/mixtral tests/data/tiny/qwen2 \
          tests/data/tiny/qwen2_moe tests/data/tiny/qwen3 tests/data/tiny/qwen3_moe; do
@@ -67,15 +56,6 @@ cmp -s "$T/t_dir.txt" "$T/t_xllm.txt" && cmp -s "$T/t_dir.txt" "$T/t_gguf.txt" &
 check $? "chat template identical from the directory, the .xllm file and the GGUF file"
 
 # bad files
-expect_fail() {  # NAME KEYWORD CMD...
-    local name=$1 key=$2; shift 2
-    timeout 60 "$@" > "$T/out" 2> "$T/err"; local rc=$?
-    if [ $rc -eq 1 ] && grep -qi -- "$key" "$T/err" && ! grep -q "Sanitizer\|runtime error" "$T/err"; then
-        echo "ok   $name: $(head -1 "$T/err")"
-    else
-        echo "FAIL $name (exit $rc)"; cat "$T/err"; fails=$((fails+1))
-    fi
-}
 good="$T/s_q8.xllm"
 head -c 5000 "$good" > "$T/trunc.xllm"
 expect_fail truncated_xllm "truncated" "$XLLM" run -m "$T/trunc.xllm" --ids 1 -n 1

@@ -11,8 +11,8 @@
 set -u
 XLLM=$1; SRC=$2
 T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
+. "$(dirname "$0")/lib/common.bash"
 fails=0
-check() { if [ "$1" = 0 ]; then echo "ok   $2"; else echo "FAIL $2"; fails=$((fails+1)); fi; }
 
 python3 - "$SRC/tests/data/tiny" "$T" <<'PY'
 import json, os, shutil, struct, sys
@@ -98,25 +98,13 @@ json.dump(cfg, open(os.path.join(d, "config.json"), "w"))
 PY
 check $? "fixtures written"
 
-ids_of() { python3 -c "import json; print(','.join(map(str, json.load(open('$SRC/tests/data/tiny/$1/expected.json'))['input_ids'])))"; }
-compare() {  # compare A.f32 B.f32 TOL
-    python3 - "$1" "$2" "$3" <<'PY'
-import struct, sys
-a = open(sys.argv[1], "rb").read(); b = open(sys.argv[2], "rb").read()
-assert len(a) == len(b) and len(a) > 0
-x = struct.unpack("<%df" % (len(a) // 4), a); y = struct.unpack("<%df" % (len(b) // 4), b)
-d = max(abs(p - q) for p, q in zip(x, y))
-print("   max |diff| = %.3g (tolerance %s)" % (d, sys.argv[3]))
-assert d <= float(sys.argv[3])
-PY
-}
 
-ids=$(ids_of qwen2)
+ids=$(ids_of "$SRC/tests/data/tiny/qwen2")
 "$XLLM" logits -m "$SRC/tests/data/tiny/qwen2" --ids "$ids" --out "$T/a.f32" >/dev/null &&
 "$XLLM" logits -m "$T/qwen2_shards" --ids "$ids" --out "$T/b.f32" >/dev/null && compare "$T/a.f32" "$T/b.f32" 0
 check $? "3-shard checkpoint: identical logits"
 
-ids=$(ids_of llama)
+ids=$(ids_of "$SRC/tests/data/tiny/llama")
 for kind in f16 bf16; do
     "$XLLM" logits -m "$T/llama_$kind" --ids "$ids" --out "$T/$kind.f32" >/dev/null &&
     "$XLLM" logits -m "$T/llama_${kind}_twin" --ids "$ids" --out "$T/${kind}_twin.f32" >/dev/null &&

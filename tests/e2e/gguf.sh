@@ -11,18 +11,8 @@
 set -u
 XLLM=$1; SRC=$2
 T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
+. "$(dirname "$0")/lib/common.bash"
 fails=0
-check() { if [ "$1" = 0 ]; then echo "ok   $2"; else echo "FAIL $2"; fails=$((fails+1)); fi; }
-compare() {
-    python3 - "$1" "$2" "$3" <<'PY'
-import struct, sys
-a = open(sys.argv[1], "rb").read(); b = open(sys.argv[2], "rb").read()
-assert len(a) == len(b) and len(a) > 0, (len(a), len(b))
-x = struct.unpack("<%df" % (len(a) // 4), a); y = struct.unpack("<%df" % (len(b) // 4), b)
-d = max(abs(p - q) for p, q in zip(x, y))
-assert d <= float(sys.argv[3]), d
-PY
-}
 G="$SRC/tests/data/gguf/stories260k.gguf"
 S="$SRC/models/stories260k"
 
@@ -62,15 +52,6 @@ done
 fi
 
 # bad files
-expect_fail() {  # NAME KEYWORD CMD...
-    local name=$1 key=$2; shift 2
-    timeout 60 "$@" > "$T/out" 2> "$T/err"; local rc=$?
-    if [ $rc -eq 1 ] && grep -qi -- "$key" "$T/err" && ! grep -q "Sanitizer\|runtime error" "$T/err"; then
-        echo "ok   $name: $(head -1 "$T/err")"
-    else
-        echo "FAIL $name (exit $rc)"; cat "$T/err"; fails=$((fails+1))
-    fi
-}
 head -c 9000 "$G" > "$T/trunc.gguf"
 expect_fail truncated_metadata "truncated" "$XLLM" run -m "$T/trunc.gguf" --ids 1 -n 1
 head -c 500000 "$G" > "$T/trunc2.gguf"
