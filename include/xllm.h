@@ -182,6 +182,36 @@ xllm_convert_options xllm_convert_options_default(void);
  * Returns the status and fills err. */
 xllm_status xllm_convert(const char *src, const char *dst, const xllm_convert_options *opts, xllm_error *err);
 
+/* ------------------------------------------------------------------ synth */
+
+/* Random-weight models of real shapes, for benchmarks without downloads. */
+typedef struct xllm_synth_options {
+    const char *shape;      /* one of xllm_synth_shapes() */
+    const char *dtype;      /* .xllm matmul type, policy as xllm_convert: "f32", "f16", "bf16", "q8", "q4", "q4m"; NULL = f32 */
+    const char *out;        /* .xllm file, or NULL */
+    const char *gguf_out;   /* GGUF file, or NULL */
+    const char *gguf_type;  /* "F32", "F16", "Q8_0", "Q4_0"; NULL = dtype's twin (q8 -> Q8_0, q4 -> Q4_0) */
+    const char *hf_dir;     /* HF checkpoint directory (created), or NULL */
+    uint64_t seed;          /* default 1 */
+    int n_threads;          /* 0 = all CPUs */
+    xllm_progress_fn progress;
+    void *progress_user;
+} xllm_synth_options;
+
+xllm_synth_options xllm_synth_options_default(void);
+
+/* The shape names, comma-separated (static string). */
+const char *xllm_synth_shapes(void);
+
+/* Write a model of a real architecture's shape with random weights (sd
+ * 1/sqrt(fan_in), norms 1) and a synthesized SentencePiece-style tokenizer of
+ * the shape's vocabulary size, to any of: an .xllm file (dtype), a GGUF file
+ * (gguf_type; the same bytes as the .xllm when it is dtype's twin), an HF
+ * directory (f32 safetensors holding the .xllm's values exactly, quantized
+ * ones dequantized). Weights depend only on shape and seed; tensors are
+ * streamed, so memory stays near the largest tensor. At least one output. */
+xllm_status xllm_synth(const xllm_synth_options *opts, xllm_error *err);
+
 /* Describe a model file or directory as JSON: {"path", "format", "metadata"
  * (the .xllm metadata, or config.json), "tensors": [{"name","type","shape",
  * "bytes"}...], "total_bytes"}. *json is freed with xllm_free. */

@@ -16,4 +16,9 @@ int cmd_eval(int argc, char **argv);
 int cmd_convert(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 
+/* xllm synth: random-weight models of real shapes (tools/cmd_synth.c);
+ * xllm bench: prompt-processing and generation tokens/s (tools/cmd_bench.c). */
+int cmd_synth(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+
 #endif
