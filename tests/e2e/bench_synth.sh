@@ -12,21 +12,10 @@
 #  - bad arguments: exit status 1 and a message.
 # usage: bench_synth.sh XLLM_BINARY SOURCE_DIR BUILD_DIR
 set -u
-XLLM=$1
+XLLM=$1; SRC=$2
 T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
 fails=0
-check() { if [ "$1" = 0 ]; then echo "ok   $2"; else echo "FAIL $2"; fails=$((fails+1)); fi; }
-compare() { # a.f32 b.f32 tolerance
-    python3 - "$1" "$2" "$3" <<'PY'
-import struct, sys
-a = open(sys.argv[1], "rb").read(); b = open(sys.argv[2], "rb").read()
-assert len(a) == len(b) and len(a) > 0, (len(a), len(b))
-x = struct.unpack("<%df" % (len(a) // 4), a); y = struct.unpack("<%df" % (len(b) // 4), b)
-d = max(abs(p - q) for p, q in zip(x, y))
-assert d <= float(sys.argv[3]), d
-assert max(abs(p) for p in x) > 0.1  # not all zeros
-PY
-}
+source "$SRC/tests/e2e/lib/common.bash"
 IDS=1,5,300,17,42,99,511,3,260,261
 logits() { "$XLLM" logits -m "$1" --ids "$IDS" --out "$2" > /dev/null; }
 
@@ -95,31 +84,25 @@ check $? "bench --json: exactly five keys, positive figures"
 grep -q "pp8" "$T/bench.txt" && grep -q "tg4" "$T/bench.txt" && grep -q "tg bound" "$T/bench.txt"
 check $? "bench on a GGUF file: table, memory and bandwidth bound"
 
-bad() { # expected message, then the command
-    local want=$1; shift
-    "$@" > /dev/null 2> "$T/err"; local rc=$?
-    [ $rc = 1 ] && grep -q "xllm: error: .*$want" "$T/err"
-}
-r=0
-bad "unknown shape" "$XLLM" synth --shape nope -o "$T/x.xllm" || r=1
-bad "needs --shape" "$XLLM" synth -o "$T/x.xllm" || r=1
-bad "usage" "$XLLM" synth --shape tiny-test || r=1
-bad "unknown dtype" "$XLLM" synth --shape tiny-test --dtype q3 -o "$T/x.xllm" || r=1
-bad "unknown GGUF type" "$XLLM" synth --shape tiny-test --gguf "$T/x.gguf" --gguf-type Q5_K || r=1
-bad "without a GGUF output" "$XLLM" synth --shape tiny-test -o "$T/x.xllm" --gguf-type Q8_0 || r=1
-bad "non-negative integer" "$XLLM" synth --shape tiny-test -o "$T/x.xllm" --seed -3 || r=1
-bad "unknown option" "$XLLM" synth --shape tiny-test --frobnicate || r=1
-bad "needs a value" "$XLLM" synth --shape || r=1
-bad "" "$XLLM" synth --shape tiny-test -o "$T/no/such/dir/x.xllm" || r=1
-[ ! -e "$T/x.xllm" ] || r=1
-bad "usage" "$XLLM" bench || r=1
-bad "integer from 1" "$XLLM" bench -m "$d/q8.xllm" -p 0 || r=1
-bad "integer from 1" "$XLLM" bench -m "$d/q8.xllm" -r x || r=1
-bad "unknown option" "$XLLM" bench -m "$d/q8.xllm" --nope || r=1
-bad "needs a value" "$XLLM" bench -m "$d/q8.xllm" -n || r=1
-bad "context" "$XLLM" bench -m "$d/q8.xllm" -p 5000 || r=1
-bad "" "$XLLM" bench -m "$T/missing.xllm" || r=1
-check $r "bad arguments: exit status 1 and a message"
+expect_fail "synth: unknown shape" "unknown shape" "$XLLM" synth --shape nope -o "$T/x.xllm"
+expect_fail "synth: no shape" "needs --shape" "$XLLM" synth -o "$T/x.xllm"
+expect_fail "synth: no output" "usage" "$XLLM" synth --shape tiny-test
+expect_fail "synth: unknown dtype" "unknown dtype" "$XLLM" synth --shape tiny-test --dtype q3 -o "$T/x.xllm"
+expect_fail "synth: unknown GGUF type" "unknown GGUF type" "$XLLM" synth --shape tiny-test --gguf "$T/x.gguf" --gguf-type Q5_K
+expect_fail "synth: GGUF type without GGUF" "without a GGUF output" "$XLLM" synth --shape tiny-test -o "$T/x.xllm" --gguf-type Q8_0
+expect_fail "synth: negative seed" "non-negative integer" "$XLLM" synth --shape tiny-test -o "$T/x.xllm" --seed -3
+expect_fail "synth: unknown option" "unknown option" "$XLLM" synth --shape tiny-test --frobnicate
+expect_fail "synth: missing value" "needs a value" "$XLLM" synth --shape
+expect_fail "synth: unwritable output" "no such file" "$XLLM" synth --shape tiny-test -o "$T/no/such/dir/x.xllm"
+[ ! -e "$T/x.xllm" ] && [ ! -e "$T/x.gguf" ]
+check $? "synth: failed runs leave no output"
+expect_fail "bench: no model" "usage" "$XLLM" bench
+expect_fail "bench: -p 0" "integer from 1" "$XLLM" bench -m "$d/q8.xllm" -p 0
+expect_fail "bench: -r x" "integer from 1" "$XLLM" bench -m "$d/q8.xllm" -r x
+expect_fail "bench: unknown option" "unknown option" "$XLLM" bench -m "$d/q8.xllm" --nope
+expect_fail "bench: missing value" "needs a value" "$XLLM" bench -m "$d/q8.xllm" -n
+expect_fail "bench: prompt beyond the context" "context" "$XLLM" bench -m "$d/q8.xllm" -p 5000
+expect_fail "bench: missing model" "missing.xllm" "$XLLM" bench -m "$T/missing.xllm"
 
 echo "$fails failed"
 [ $fails = 0 ]
