@@ -25,27 +25,47 @@ typedef struct matrix {
     const void *data;
 } matrix;
 
+struct cpu_kernels;
+
 typedef struct backend {
     threadpool *tp;
     int n_threads;
     float **scratch;          /* per thread, scratch_floats each */
     size_t scratch_floats;
-    /* activations quantized to int8 for quantized weights: [max_tokens][max_cols] */
-    int8_t *act_q;
-    float *act_d;
-    int32_t *act_s;
-    size_t act_cap;           /* elements of act_q */
+    /* the kernel level in use (src/backend/cpu/kernels.h), chosen at init */
+    const struct cpu_kernels *kern;
+    void **kscratch;          /* per thread, kscratch_bytes each (64-byte aligned) */
+    size_t kscratch_bytes;
+    /* activations quantized for quantized weights, in the level's layout:
+     * [max_tokens] rows of act_row_cap bytes */
+    unsigned char *act;
+    size_t act_row_cap;
+    size_t max_cols, max_tokens;
 } backend;
 
 /* max_cols: the widest matrix row the kernels will see; max_tokens: the most
- * activation rows one matmul gets. */
+ * activation rows one matmul gets. The kernel level is the best this CPU has,
+ * or the one the XLLM_CPU environment variable names (scalar, avx2, avx512,
+ * neon); naming one the CPU lacks is an error (XLLM_ERR_UNSUPPORTED). */
 xllm_status backend_init(backend *be, int n_threads, size_t max_cols, size_t max_tokens, xllm_error *err);
+/* The same with an explicit kernel table (tests, benchmarks). */
+xllm_status backend_init_kernels(backend *be, int n_threads, size_t max_cols, size_t max_tokens,
+                                 const struct cpu_kernels *kern, xllm_error *err);
 void backend_free(backend *be);
+/* Name of the kernel level in use ("avx512", "neon+dotprod", ...). */
+const char *backend_level_name(const backend *be);
 
 /* y[t][r] = sum_c x[t][c] * W[r][c] + bias[r], for t < T. x: [T][W.cols], y: [T][W.rows].
  * bias may be NULL. Each y element is computed the same way whatever T is
  * (results do not depend on batch composition). */
 void op_matmul(backend *be, const float *x, int T, const matrix *W, const float *bias, float *y);
+
+/* Attention inner loops over n consecutive KV slots `stride` floats apart:
+ * out[i] = scale * (q . k_i), and acc[d] += sum_i w[i] * v_i[d] (i in order).
+ * Each (token, head) is computed the same way whatever else is in the batch. */
+void op_attn_scores(const backend *be, const float *q, const float *k, size_t stride, int n, int hd, float scale,
+                    float *out);
+void op_attn_accum(const backend *be, float *acc, const float *w, const float *v, size_t stride, int n, int hd);
 
 /* out[i] = x[i] / rms(x) * w[i] per row of n, for rows rows. */
 void op_rmsnorm(const float *x, const float *w, float eps, int n, int rows, float *out);

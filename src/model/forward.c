@@ -73,6 +73,7 @@ static void attention_items(void *p, size_t i0, size_t i1, int thread) {
     const model_config *c = &j->m->cfg;
     int hd = c->head_dim, nh = c->n_heads, group = c->n_heads / c->n_kv_heads, bs = j->kv->block_size;
     float scale = 1.0f / sqrtf((float)hd);
+    size_t slot_stride = (size_t)j->kv->n_kv_heads * (size_t)hd;
     float *acc = j->m->be.scratch[thread], *sc = acc + hd; /* hd accumulators, ATTN_CHUNK scores */
     for (size_t it = i0; it < i1; it++) {
         int t = (int)(it / (size_t)nh), h = (int)(it % (size_t)nh), kvh = h / group;
@@ -86,14 +87,14 @@ static void attention_items(void *p, size_t i0, size_t i1, int thread) {
         for (int p0 = start; p0 <= pos; p0 += ATTN_CHUNK) {
             int n = pos + 1 - p0 < ATTN_CHUNK ? pos + 1 - p0 : ATTN_CHUNK;
             float cmax = -INFINITY;
-            for (int i = 0; i < n; i++) {
+            /* the level's kernels, over runs of consecutive slots of one KV block */
+            for (int i = 0, run; i < n; i += run) {
                 int p = p0 + i;
-                const float *k = kv_cache_k(j->kv, j->layer, table[p / bs], p % bs) + (size_t)kvh * hd;
-                float s = 0.0f;
-                for (int d = 0; d < hd; d++) s += q[d] * k[d];
-                sc[i] = s * scale;
-                cmax = sc[i] > cmax ? sc[i] : cmax;
+                run = bs - p % bs < n - i ? bs - p % bs : n - i;
+                op_attn_scores(&j->m->be, q, kv_cache_k(j->kv, j->layer, table[p / bs], p % bs) + (size_t)kvh * hd,
+                               slot_stride, run, hd, scale, sc + i);
             }
+            for (int i = 0; i < n; i++) cmax = sc[i] > cmax ? sc[i] : cmax;
             if (cmax > mx) {
                 float corr = expf(mx - cmax);
                 sum *= corr;
@@ -101,11 +102,13 @@ static void attention_items(void *p, size_t i0, size_t i1, int thread) {
                 mx = cmax;
             }
             for (int i = 0; i < n; i++) sc[i] = xllm_exp_nonpos(sc[i] - mx);
-            for (int i = 0; i < n; i++) {
+            for (int i = 0; i < n; i++) sum += sc[i];
+            for (int i = 0, run; i < n; i += run) {
                 int p = p0 + i;
-                const float *v = kv_cache_v(j->kv, j->layer, table[p / bs], p % bs) + (size_t)kvh * hd;
-                sum += sc[i];
-                for (int d = 0; d < hd; d++) acc[d] += sc[i] * v[d];
+                run = bs - p % bs < n - i ? bs - p % bs : n - i;
+                op_attn_accum(&j->m->be, acc, sc + i,
+                              kv_cache_v(j->kv, j->layer, table[p / bs], p % bs) + (size_t)kvh * hd, slot_stride, run,
+                              hd);
             }
         }
         float *out = j->m->s.att + ((size_t)t * nh + h) * hd;

@@ -1,68 +1,77 @@
 /*
- * cpu_ops.c - portable f32 CPU kernels (the reference level; SIMD levels
- * dispatched at run time come with the CPU-kernels work).
+ * cpu_ops.c - the CPU backend's orchestration: kernel level selection,
+ * per-thread scratch, activation quantization, and splitting matmul rows
+ * across the thread pool. The arithmetic lives in the level files
+ * (kernels_<level>.c, through the table in kernels.h).
  *
- * matmul splits weight rows across the thread pool; each thread converts a
- * weight row to f32 once (when stored as F16/BF16) and dots it with every
- * token of the batch, so weights stream from memory once per step. Dot
- * products use a fixed 16-lane accumulation order so results are identical
- * whatever the batch size or thread split.
+ * matmul splits weight rows across threads in tiles of 4 rows; each thread
+ * runs its rows against every token of the batch, so weights stream from
+ * memory once per step. Each output element is computed by one thread in the
+ * level's fixed order whatever T and the split are (see kernels.h), so
+ * results do not depend on batch composition.
  */
 #include "backend/backend.h"
+#include "backend/cpu/kernels.h"
 #include "base/alloc.h"
 #include "base/error.h"
 #include "quant/quant.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
-#define LANES 16
+#define ROW_TILE 4
 
-xllm_status backend_init(backend *be, int n_threads, size_t max_cols, size_t max_tokens, xllm_error *err) {
+xllm_status backend_init_kernels(backend *be, int n_threads, size_t max_cols, size_t max_tokens,
+                                 const cpu_kernels *kern, xllm_error *err) {
     memset(be, 0, sizeof *be);
+    be->kern = kern;
+    be->max_cols = max_cols;
+    be->max_tokens = max_tokens;
     be->tp = threadpool_create(n_threads);
     if (!be->tp) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "cannot start the thread pool");
     be->n_threads = threadpool_size(be->tp);
-    be->scratch_floats = max_cols + LANES;
+    be->scratch_floats = max_cols + 16;
+    be->kscratch_bytes = (kern->scratch_bytes((int64_t)max_cols) + 63) & ~(size_t)63;
     be->scratch = xllm_calloc((size_t)be->n_threads, sizeof(float *));
-    if (!be->scratch) goto oom;
+    be->kscratch = xllm_calloc((size_t)be->n_threads, sizeof(void *));
+    if (!be->scratch || !be->kscratch) goto oom;
     for (int i = 0; i < be->n_threads; i++) {
         be->scratch[i] = xllm_malloc_aligned(be->scratch_floats * sizeof(float));
-        if (!be->scratch[i]) goto oom;
+        be->kscratch[i] = xllm_malloc_aligned(be->kscratch_bytes);
+        if (!be->scratch[i] || !be->kscratch[i]) goto oom;
     }
-    be->act_cap = max_tokens * ((max_cols + QK - 1) / QK * QK);
-    be->act_q = xllm_malloc_aligned(be->act_cap);
-    be->act_d = xllm_malloc_array(be->act_cap / QK, sizeof(float));
-    be->act_s = xllm_malloc_array(be->act_cap / QK, sizeof(int32_t));
-    if (!be->act_q || !be->act_d || !be->act_s) goto oom;
+    /* act_bytes grows with cols; round up to whole 128-column chunks */
+    size_t cols_cap = (max_cols + 127) / 128 * 128;
+    be->act_row_cap = kern->act_bytes((int64_t)cols_cap);
+    be->act = xllm_malloc_aligned(max_tokens * be->act_row_cap);
+    if (!be->act) goto oom;
     return XLLM_OK;
 oom:
     backend_free(be);
     return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "cannot allocate backend scratch");
 }
 
+xllm_status backend_init(backend *be, int n_threads, size_t max_cols, size_t max_tokens, xllm_error *err) {
+    cpu_level level;
+    xllm_status st = cpu_level_from_env(getenv("XLLM_CPU"), &level, err);
+    if (st) return st;
+    return backend_init_kernels(be, n_threads, max_cols, max_tokens, cpu_kernels_for(level), err);
+}
+
 void backend_free(backend *be) {
     if (be->scratch)
         for (int i = 0; i < be->n_threads; i++) xllm_free_aligned(be->scratch[i]);
+    if (be->kscratch)
+        for (int i = 0; i < be->n_threads; i++) xllm_free_aligned(be->kscratch[i]);
     xllm_free(be->scratch);
-    xllm_free_aligned(be->act_q);
-    xllm_free(be->act_d);
-    xllm_free(be->act_s);
+    xllm_free(be->kscratch);
+    xllm_free_aligned(be->act);
     threadpool_free(be->tp);
     memset(be, 0, sizeof *be);
 }
 
-static float dot_f32(const float *a, const float *b, int64_t n) {
-    float acc[LANES] = {0};
-    int64_t i = 0;
-    for (; i + LANES <= n; i += LANES)
-        for (int j = 0; j < LANES; j++) acc[j] += a[i + j] * b[i + j];
-    float tail = 0;
-    for (; i < n; i++) tail += a[i] * b[i];
-    for (int w = LANES / 2; w > 0; w /= 2)
-        for (int j = 0; j < w; j++) acc[j] += acc[j + w];
-    return acc[0] + tail;
-}
+const char *backend_level_name(const backend *be) { return be->kern ? be->kern->name : "none"; }
 
 void op_matrix_row(const matrix *W, int64_t row, float *out) {
     size_t rb = quant_row_bytes(W->dtype, W->group, W->cols);
@@ -78,57 +87,50 @@ typedef struct {
     const matrix *W;
     const float *bias;
     float *y;
+    size_t act_stride;
 } matmul_job;
 
-static void matmul_rows(void *p, size_t r0, size_t r1, int thread) {
+static void matmul_tiles(void *p, size_t u0, size_t u1, int thread) {
     matmul_job *j = p;
     const matrix *W = j->W;
-    int64_t cols = W->cols, rows = W->rows;
-    float *conv = j->be->scratch[thread];
-    for (size_t r = r0; r < r1; r++) {
-        const float *w;
-        if (W->dtype == XLLM_DT_F32 && ((uintptr_t)W->data & 3) == 0) {
-            w = (const float *)W->data + r * (size_t)cols;
-        } else {
-            op_matrix_row(W, (int64_t)r, conv);
-            w = conv;
-        }
-        float b = j->bias ? j->bias[r] : 0.0f;
-        for (int t = 0; t < j->T; t++) j->y[(size_t)t * (size_t)rows + r] = dot_f32(j->x + (size_t)t * (size_t)cols, w, cols) + b;
-    }
+    int64_t r0 = (int64_t)u0 * ROW_TILE, r1 = (int64_t)u1 * ROW_TILE;
+    if (r1 > W->rows) r1 = W->rows;
+    const cpu_kernels *k = j->be->kern;
+    if (xllm_dtype_is_quant(W->dtype))
+        k->matmul_q(W, j->be->act, j->act_stride, j->T, j->bias, j->y, (size_t)W->rows, r0, r1, j->be->kscratch[thread]);
+    else
+        k->matmul_f(W, j->x, j->T, j->bias, j->y, (size_t)W->rows, r0, r1, j->be->kscratch[thread]);
 }
 
-/* Quantized weights: integer dot products against the int8 activations. */
-static void matmul_rows_quant(void *p, size_t r0, size_t r1, int thread) {
+static void prepare_tokens(void *p, size_t t0, size_t t1, int thread) {
     matmul_job *j = p;
-    const matrix *W = j->W;
     (void)thread;
-    size_t rb = quant_row_bytes(W->dtype, W->group, W->cols), nb = (size_t)W->cols / QK;
-    for (size_t r = r0; r < r1; r++) {
-        const char *row = (const char *)W->data + r * rb;
-        float b = j->bias ? j->bias[r] : 0.0f;
-        for (int t = 0; t < j->T; t++)
-            j->y[(size_t)t * (size_t)W->rows + r] =
-                quant_dot(W->dtype, W->group, row, j->be->act_q + (size_t)t * (size_t)W->cols,
-                          j->be->act_d + (size_t)t * nb, j->be->act_s + (size_t)t * nb, W->cols) + b;
-    }
+    for (size_t t = t0; t < t1; t++)
+        j->be->kern->act_prepare(j->x + t * (size_t)j->W->cols, j->W->cols, j->be->act + t * j->act_stride);
 }
 
 void op_matmul(backend *be, const float *x, int T, const matrix *W, const float *bias, float *y) {
-    matmul_job j = {be, x, T, W, bias, y};
+    if (T <= 0) return;
+    matmul_job j = {be, x, T, W, bias, y, 0};
     if (xllm_dtype_is_quant(W->dtype)) {
-        size_t nb = (size_t)W->cols / QK;
-        for (int t = 0; t < T; t++)
-            quant_activations(x + (size_t)t * (size_t)W->cols, W->cols, be->act_q + (size_t)t * (size_t)W->cols,
-                              be->act_d + (size_t)t * nb, be->act_s + (size_t)t * nb);
-        size_t per_row = (size_t)W->cols * (size_t)(T > 0 ? T : 1);
-        threadpool_run(be->tp, (size_t)W->rows, per_row >= 16384 ? 1 : 16384 / per_row, matmul_rows_quant, &j);
-        return;
+        j.act_stride = be->kern->act_bytes(W->cols);
+        /* per token, so the split does not matter; threads only for big batches */
+        size_t per_tok = (size_t)W->cols;
+        threadpool_run(be->tp, (size_t)T, per_tok >= 65536 ? 1 : 65536 / per_tok, prepare_tokens, &j);
     }
-    /* at least ~16k multiply-adds per thread, or threading costs more than it gains */
-    size_t per_row = (size_t)W->cols * (size_t)(T > 0 ? T : 1);
-    size_t min_rows = per_row >= 16384 ? 1 : 16384 / per_row;
-    threadpool_run(be->tp, (size_t)W->rows, min_rows, matmul_rows, &j);
+    /* at least ~32k multiply-adds per thread, or threading costs more than it gains */
+    size_t per_unit = (size_t)W->cols * (size_t)T * ROW_TILE;
+    size_t units = ((size_t)W->rows + ROW_TILE - 1) / ROW_TILE;
+    threadpool_run(be->tp, units, per_unit >= 32768 ? 1 : 32768 / per_unit, matmul_tiles, &j);
+}
+
+void op_attn_scores(const backend *be, const float *q, const float *k, size_t stride, int n, int hd, float scale,
+                    float *out) {
+    be->kern->attn_scores(q, k, stride, n, hd, scale, out);
+}
+
+void op_attn_accum(const backend *be, float *acc, const float *w, const float *v, size_t stride, int n, int hd) {
+    be->kern->attn_accum(acc, w, v, stride, n, hd);
 }
 
 void op_rmsnorm(const float *x, const float *w, float eps, int n, int rows, float *out) {

@@ -1,0 +1,252 @@
+/*
+ * bench_kernels.c - throughput of each CPU kernel at every level this CPU
+ * runs, one thread, scalar as the reference ratio in the same run.
+ *
+ *   bench_kernels [--quick] [--level NAME] [--only SUBSTRING]
+ *
+ * GEMV (T = 1) figures are GB/s of weights streamed (the decode bound), on a
+ * matrix bigger than the caches; GEMM figures are GFLOP/s (2 * rows * cols * T)
+ * on a cache-resident matrix; activation quantization is GB/s of f32 input;
+ * attention is GFLOP/s of the q.k and weighted-V loops. Prints figures only.
+ */
+#include "backend/cpu/kernels.h"
+#include "base/alloc.h"
+#include "quant/quant.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static unsigned g_seed = 1;
+static float frand(void) {
+    g_seed = g_seed * 1664525u + 1013904223u;
+    return ((g_seed >> 8) & 0xffffff) / 16777216.0f * 2.0f - 1.0f;
+}
+
+static double g_min_time = 0.4;
+
+/* Seconds per call: best of repeated timings lasting g_min_time in all. */
+#define TIME_IT(result, stmt)                                                                                      \
+    do {                                                                                                           \
+        stmt;                                                                                                      \
+        double best_ = 1e30, start_ = now();                                                                       \
+        int reps_ = 0;                                                                                             \
+        while (now() - start_ < g_min_time || reps_ < 2) {                                                         \
+            double t0_ = now();                                                                                    \
+            stmt;                                                                                                  \
+            double dt_ = now() - t0_;                                                                              \
+            if (dt_ < best_) best_ = dt_;                                                                          \
+            reps_++;                                                                                               \
+        }                                                                                                          \
+        result = best_;                                                                                            \
+    } while (0)
+
+typedef struct {
+    const char *name;
+    double value[8]; /* per kernel table */
+    const char *unit;
+} row_t;
+
+static const cpu_kernels *g_k[8];
+static int g_nk;
+static const char *g_only; /* run only the benchmarks whose name contains this */
+
+static int wanted(const char *name) { return !g_only || strstr(name, g_only) != NULL; }
+
+static void print_row(const row_t *r) {
+    printf("%-34s", r->name);
+    for (int i = 0; i < g_nk; i++) printf(" %9.2f", r->value[i]);
+    printf("  %-7s", r->unit);
+    if (g_nk > 1 && r->value[0] > 0)
+        for (int i = 1; i < g_nk; i++) printf(" %6.1fx", r->value[i] / r->value[0]);
+    printf("\n");
+    fflush(stdout);
+}
+
+static void *quant_matrix(xllm_dtype t, int group, int64_t rows, int64_t cols) {
+    size_t rb = quant_row_bytes(t, group, cols);
+    unsigned char *w = xllm_malloc_aligned(rb * (size_t)rows);
+    float *tmp = malloc(sizeof(float) * (size_t)cols);
+    for (int64_t r = 0; r < rows; r++) {
+        /* quantize a few distinct rows, copy them around (quantizing is slow) */
+        if (r < 16) {
+            for (int64_t c = 0; c < cols; c++) tmp[c] = frand();
+            quant_quantize_row(t, group, tmp, cols, NULL, w + (size_t)r * rb);
+        } else {
+            memcpy(w + (size_t)r * rb, w + (size_t)(r % 16) * rb, rb);
+        }
+    }
+    free(tmp);
+    return w;
+}
+
+static void bench_quant(xllm_dtype t, int group, int64_t rows, int64_t cols, int T, int gemv) {
+    matrix W = {t, group, rows, cols, quant_matrix(t, group, rows, cols)};
+    float *x = malloc(sizeof(float) * (size_t)cols * (size_t)T), *y = malloc(sizeof(float) * (size_t)rows * (size_t)T);
+    for (int64_t i = 0; i < cols * T; i++) x[i] = frand();
+    row_t r = {0};
+    char name[80];
+    snprintf(name, sizeof name, "%s %s/g%d %lldx%lld T=%d", gemv ? "gemv" : "gemm", xllm_dtype_name(t), group,
+             (long long)rows, (long long)cols, T);
+    r.name = name;
+    r.unit = gemv ? "GB/s" : "GFLOP/s";
+    if (!wanted(name)) {
+        xllm_free_aligned((void *)W.data);
+        free(x);
+        free(y);
+        return;
+    }
+    double bytes = (double)quant_row_bytes(t, group, cols) * (double)rows, flops = 2.0 * rows * cols * T;
+    for (int k = 0; k < g_nk; k++) {
+        const cpu_kernels *K = g_k[k];
+        size_t as = K->act_bytes(cols);
+        void *act = xllm_malloc_aligned(as * (size_t)T), *scr = xllm_malloc_aligned(K->scratch_bytes(cols));
+        for (int i = 0; i < T; i++) K->act_prepare(x + (size_t)i * cols, cols, (char *)act + (size_t)i * as);
+        double s;
+        TIME_IT(s, K->matmul_q(&W, act, as, T, NULL, y, (size_t)rows, 0, rows, scr));
+        r.value[k] = gemv ? bytes / s / 1e9 : flops / s / 1e9;
+        xllm_free_aligned(act);
+        xllm_free_aligned(scr);
+    }
+    print_row(&r);
+    xllm_free_aligned((void *)W.data);
+    free(x);
+    free(y);
+}
+
+static void bench_float(xllm_dtype t, int64_t rows, int64_t cols, int T, int gemv) {
+    size_t es = xllm_dtype_size(t);
+    uint16_t *w = xllm_malloc_aligned(es * (size_t)rows * (size_t)cols);
+    for (int64_t i = 0; i < rows * cols; i++) {
+        float f = frand();
+        if (t == XLLM_DT_F32) ((float *)w)[i] = f;
+        else w[i] = t == XLLM_DT_F16 ? xllm_f32_to_f16(f) : xllm_f32_to_bf16(f);
+    }
+    matrix W = {t, 0, rows, cols, w};
+    float *x = malloc(sizeof(float) * (size_t)cols * (size_t)T), *y = malloc(sizeof(float) * (size_t)rows * (size_t)T);
+    for (int64_t i = 0; i < cols * T; i++) x[i] = frand();
+    row_t r = {0};
+    char name[80];
+    snprintf(name, sizeof name, "%s %s %lldx%lld T=%d", gemv ? "gemv" : "gemm", xllm_dtype_name(t), (long long)rows,
+             (long long)cols, T);
+    r.name = name;
+    r.unit = gemv ? "GB/s" : "GFLOP/s";
+    if (!wanted(name)) {
+        xllm_free_aligned(w);
+        free(x);
+        free(y);
+        return;
+    }
+    double bytes = (double)es * rows * cols, flops = 2.0 * rows * cols * T;
+    for (int k = 0; k < g_nk; k++) {
+        void *scr = xllm_malloc_aligned(g_k[k]->scratch_bytes(cols));
+        double s;
+        TIME_IT(s, g_k[k]->matmul_f(&W, x, T, NULL, y, (size_t)rows, 0, rows, scr));
+        r.value[k] = gemv ? bytes / s / 1e9 : flops / s / 1e9;
+        xllm_free_aligned(scr);
+    }
+    print_row(&r);
+    xllm_free_aligned(w);
+    free(x);
+    free(y);
+}
+
+static void bench_act(int64_t cols, int T) {
+    float *x = malloc(sizeof(float) * (size_t)cols * (size_t)T);
+    for (int64_t i = 0; i < cols * T; i++) x[i] = frand();
+    row_t r = {0};
+    char name[80];
+    snprintf(name, sizeof name, "act_prepare %lldx%d", (long long)cols, T);
+    r.name = name;
+    r.unit = "GB/s";
+    if (!wanted(name)) {
+        free(x);
+        return;
+    }
+    for (int k = 0; k < g_nk; k++) {
+        size_t as = g_k[k]->act_bytes(cols);
+        char *act = xllm_malloc_aligned(as * (size_t)T);
+        double s;
+        TIME_IT(s, for (int i = 0; i < T; i++) g_k[k]->act_prepare(x + (size_t)i * cols, cols, act + (size_t)i * as));
+        r.value[k] = 4.0 * cols * T / s / 1e9;
+        xllm_free_aligned(act);
+    }
+    print_row(&r);
+    free(x);
+}
+
+static void bench_attn(int hd, int n, int accum) {
+    size_t stride = (size_t)hd * 4; /* 4 KV heads interleaved, as in the cache */
+    float *kv = malloc(sizeof(float) * stride * (size_t)n), *q = malloc(sizeof(float) * (size_t)hd);
+    float *sc = malloc(sizeof(float) * (size_t)n), *acc = calloc((size_t)hd, sizeof(float));
+    for (size_t i = 0; i < stride * (size_t)n; i++) kv[i] = frand();
+    for (int i = 0; i < hd; i++) q[i] = frand();
+    for (int i = 0; i < n; i++) sc[i] = frand() * 0.01f;
+    row_t r = {0};
+    char name[80];
+    snprintf(name, sizeof name, "attn_%s hd=%d n=%d", accum ? "accum" : "scores", hd, n);
+    r.name = name;
+    r.unit = "GFLOP/s";
+    for (int k = 0; k < g_nk && wanted(name); k++) {
+        double s;
+        if (accum) TIME_IT(s, g_k[k]->attn_accum(acc, sc, kv, stride, n, hd));
+        else TIME_IT(s, g_k[k]->attn_scores(q, kv, stride, n, hd, 0.125f, sc));
+        r.value[k] = 2.0 * hd * n / s / 1e9;
+    }
+    if (wanted(name)) print_row(&r);
+    free(kv);
+    free(q);
+    free(sc);
+    free(acc);
+}
+
+int main(int argc, char **argv) {
+    int quick = 0;
+    const char *only = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--quick")) quick = 1;
+        else if (!strcmp(argv[i], "--level") && i + 1 < argc) only = argv[++i];
+        else if (!strcmp(argv[i], "--only") && i + 1 < argc) g_only = argv[++i];
+        else {
+            fprintf(stderr, "usage: %s [--quick] [--level NAME] [--only SUBSTRING]\n", argv[0]);
+            return 2;
+        }
+    }
+    if (quick) g_min_time = 0.1;
+    const cpu_kernels *all[8];
+    int n = cpu_kernels_all(all, 8);
+    for (int i = 0; i < n; i++)
+        if (i == 0 || !only || !strcmp(all[i]->name, only)) g_k[g_nk++] = all[i];
+    cpu_features f;
+    cpu_features_detect(&f);
+    printf("levels: best %s; columns:", cpu_level_name(cpu_level_best()));
+    for (int i = 0; i < g_nk; i++) printf(" %s", g_k[i]->name);
+    printf("; ratios vs %s; 1 thread\n", g_k[0]->name);
+    printf("%-34s", "kernel");
+    for (int i = 0; i < g_nk; i++) printf(" %9s", g_k[i]->name);
+    printf("\n");
+
+    int64_t big_r = quick ? 4096 : 8192, big_c = 4096; /* GEMV: bigger than the caches */
+    static const xllm_dtype qt[] = {XLLM_DT_Q4, XLLM_DT_Q8, XLLM_DT_Q4M};
+    for (int i = 0; i < 3; i++) bench_quant(qt[i], 32, big_r, big_c, 1, 1);
+    bench_quant(XLLM_DT_Q4, 128, big_r, big_c, 1, 1);
+    for (int i = 0; i < 3; i++) bench_quant(qt[i], 32, 512, 2048, 64, 0);
+    bench_quant(XLLM_DT_Q4, 128, 512, 2048, 64, 0);
+    bench_quant(XLLM_DT_Q4, 32, 512, 2048, 4, 0);
+    static const xllm_dtype ft[] = {XLLM_DT_F32, XLLM_DT_F16, XLLM_DT_BF16};
+    for (int i = 0; i < 3; i++) bench_float(ft[i], big_r / 2, big_c, 1, 1);
+    for (int i = 0; i < 3; i++) bench_float(ft[i], 256, 2048, 64, 0);
+    bench_act(4096, 64);
+    bench_attn(64, 512, 0);
+    bench_attn(64, 512, 1);
+    bench_attn(128, 512, 0);
+    bench_attn(128, 512, 1);
+    return 0;
+}

@@ -1,0 +1,561 @@
+/*
+ * kernels_avx512.c - AVX-512 (F, BW, VL, VNNI) kernels. Compiled with those
+ * target flags; called only when the CPU has them (cpu_features.c).
+ *
+ * Quantized matmul, integer part. vpdpbusd multiplies unsigned bytes by
+ * signed bytes and adds groups of four products into int32 lanes; the int32
+ * lane sums are exact:
+ *  - Q4 / Q4M: the nibbles (0..15) are the unsigned operand, the int8
+ *    activations the signed one. Q4's -8 offset is a per-token constant per
+ *    lane: lanes start from -8 * (sum of the lane's activations), prepared
+ *    with the activations, so sum (q - 8) a comes out directly.
+ *  - Q8: the activations offset by 128 (a ^ 0x80 = a + 128, unsigned) times
+ *    the signed weights, lanes starting from -128 * (sum of the lane's
+ *    weights), computed once per row and chunk.
+ * Layout: a chunk is 128 columns (4 activation blocks of 32). Its 128 bytes
+ * are two vectors, A0 = [b0 e0..15 | b1 e0..15 | b2 e0..15 | b3 e0..15] and
+ * A1 = the same with e16..31. That is the order 4-bit weights unpack in (low
+ * nibbles are elements 0..15 of a block, high nibbles 16..31), and two
+ * vpdpbusd into one accumulator leave 4 int32 lanes per block (lane 4b + l of
+ * block b sums elements 4l..4l+3 and 16+4l..16+4l+3). Float part, per lane:
+ * acc = fma(dw * da, float(isum), acc) (+ fma(mw, da * s, acc) on lane 4b for
+ * Q4M), blocks in column order, one 16-lane accumulator per output, reduced
+ * by _mm512_reduce_add_ps. The GEMV (T == 1) and GEMM paths run exactly this
+ * float arithmetic per output element: GEMV unpacks weights into registers,
+ * GEMM unpacks a tile of 4 rows once into scratch and runs a 4 rows x 3
+ * tokens register tile over it.
+ *
+ * Float weights: one 16-lane fma accumulator per output (F16 via vcvtph2ps,
+ * BF16 by a 16-bit shift, both exact), masked tails, same reduction.
+ */
+#if defined(__x86_64__)
+#include "backend/cpu/kernels.h"
+#include "quant/quant.h"
+
+#include <immintrin.h>
+#include <string.h>
+
+#define AI static inline __attribute__((always_inline))
+
+#define CH 128  /* columns per chunk */
+#define ACH 320 /* prepared activations per chunk: q[128] int8, da[16] f32, da*s[16] f32, -8*lanesum[16] i32 */
+#define PQ 256  /* packed weight bytes per row and chunk: w0, w1, init (Q8) or mw (Q4M), dw */
+#define MR 4    /* GEMM tile: rows */
+#define NT 3    /* GEMM tile: tokens */
+#define MRF 4   /* float GEMM tile */
+#define NTF 4
+
+static int64_t n_chunks(int64_t cols) { return (cols + CH - 1) / CH; }
+
+/* ------------------------------------------------------------ activations */
+
+/* One block of 32, exactly as quant_activations computes it. */
+AI void quant_block(const float *x, __m512i *v0, __m512i *v1, float *d, int32_t *s) {
+    __m512 x0 = _mm512_loadu_ps(x), x1 = _mm512_loadu_ps(x + 16);
+    float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(x0), _mm512_abs_ps(x1)));
+    float db = amax / 127.0f, id = db != 0 ? 1.0f / db : 0.0f;
+    __m512 vid = _mm512_set1_ps(id);
+    *v0 = _mm512_cvtps_epi32(_mm512_mul_ps(x0, vid)); /* round to nearest even, as lrintf */
+    *v1 = _mm512_cvtps_epi32(_mm512_mul_ps(x1, vid));
+    *d = db;
+    *s = _mm512_reduce_add_epi32(_mm512_add_epi32(*v0, *v1));
+}
+
+static void quant_act(const float *x, int64_t cols, int8_t *q, float *d, int32_t *s) {
+    for (int64_t b = 0; b < cols / QK; b++) {
+        __m512i v0, v1;
+        quant_block(x + b * QK, &v0, &v1, &d[b], &s[b]);
+        _mm_storeu_si128((__m128i *)(q + b * QK), _mm512_cvtepi32_epi8(v0));
+        _mm_storeu_si128((__m128i *)(q + b * QK + 16), _mm512_cvtepi32_epi8(v1));
+    }
+}
+
+static size_t act_bytes(int64_t cols) { return (size_t)n_chunks(cols) * ACH; }
+
+static void act_prepare(const float *x, int64_t cols, void *out) {
+    int64_t nb = cols / QK;
+    const __m512i ones = _mm512_set1_epi8(1);
+    for (int64_t c = 0; c < n_chunks(cols); c++) {
+        uint8_t *o = (uint8_t *)out + c * ACH;
+        float *dx = (float *)(o + CH), *dm = dx + 16;
+        for (int j = 0; j < 4; j++) {
+            int64_t b = c * 4 + j;
+            float db = 0, dsum = 0;
+            __m128i lo = _mm_setzero_si128(), hi = lo; /* a = 0 beyond the row */
+            if (b < nb) {
+                __m512i v0, v1;
+                int32_t sb;
+                quant_block(x + b * QK, &v0, &v1, &db, &sb);
+                lo = _mm512_cvtepi32_epi8(v0);
+                hi = _mm512_cvtepi32_epi8(v1);
+                dsum = db * (float)sb;
+            }
+            _mm_storeu_si128((__m128i *)(o + 16 * j), lo);
+            _mm_storeu_si128((__m128i *)(o + 64 + 16 * j), hi);
+            for (int l = 0; l < 4; l++) dx[4 * j + l] = db, dm[4 * j + l] = l == 0 ? dsum : 0.0f;
+        }
+        /* -8 * the lane sums of the activations (Q4's offset) */
+        __m512i ls = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ones, _mm512_loadu_si512(o));
+        ls = _mm512_dpbusd_epi32(ls, ones, _mm512_loadu_si512(o + 64));
+        _mm512_storeu_si512(o + CH + 128, _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(ls, 3)));
+    }
+}
+
+/* ---------------------------------------------------------------- weights */
+
+typedef struct {
+    __m512i w0, w1, init;
+    __m512 dw, mw;
+} wchunk;
+
+/* Where a full chunk's pieces lie, for groups 32, 64 and 128 (a chunk is then
+ * 128/g whole blocks, cb bytes, all fields at even offsets): word indices for
+ * vpermt2w / vpermw over the chunk's first 128 bytes. */
+typedef struct {
+    int fast;          /* group 32, 64 or 128 */
+    size_t cb;         /* bytes per chunk */
+    __m512i idx_nib;   /* 4-bit: the 4 sub-blocks' 16 nibble bytes, in order */
+    __m512i idx_dm;    /* words 0..15: d of lane l's sub-block (l / 4); 16..31: m */
+    __mmask32 tail_m;  /* words of the second 64 bytes that belong to the chunk */
+} qlayout;
+
+static qlayout make_layout(xllm_dtype t, int g) {
+    qlayout L;
+    memset(&L, 0, sizeof L);
+    if (g != 32 && g != 64 && g != 128) return L;
+    size_t bb = quant_block_bytes(t, g), hdr = t == XLLM_DT_Q4M ? 4 : 2;
+    L.fast = 1;
+    L.cb = (size_t)(CH / g) * bb;
+    uint16_t nib[32], dm[32];
+    for (int w = 0; w < 32; w++) {
+        int j = w / 8, k = w % 8;
+        size_t off = (size_t)(32 * j / g) * bb + hdr + (size_t)(32 * j % g) / 2 + 2 * (size_t)k;
+        nib[w] = (uint16_t)(off / 2);
+        int jd = (w % 16) / 4;
+        size_t doff = (size_t)(32 * jd / g) * bb;
+        dm[w] = (uint16_t)(doff / 2 + (w >= 16 && t == XLLM_DT_Q4M ? 1 : 0));
+    }
+    memcpy(&L.idx_nib, nib, 64);
+    memcpy(&L.idx_dm, dm, 64);
+    size_t rest = L.cb > 128 ? 64 : L.cb - 64; /* Q8 chunks are longer: their scales lie in the first 128 */
+    L.tail_m = (__mmask32)(((uint64_t)1 << (rest / 2)) - 1);
+    return L;
+}
+
+AI __m512 expand4(__m128i halves) { /* 4 f16 -> 16 f32 lanes, 4 each */
+    const __m512i idx = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
+    return _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(_mm_cvtph_ps(halves)));
+}
+
+AI uint16_t rd16(const uint8_t *p) {
+    uint16_t h;
+    memcpy(&h, p, 2);
+    return h;
+}
+
+/* -128 * lane sums of the signed weights: the int32 accumulators' start. */
+AI __m512i weight_init(__m512i w0, __m512i w1) {
+    const __m512i c128 = _mm512_set1_epi8((char)0x80);
+    __m512i ws = _mm512_dpbusd_epi32(_mm512_setzero_si512(), c128, w0);
+    ws = _mm512_dpbusd_epi32(ws, c128, w1);
+    return _mm512_sub_epi32(_mm512_setzero_si512(), ws);
+}
+
+AI void nibbles(__m512i v, __m512i *w0, __m512i *w1) {
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    *w0 = _mm512_and_si512(v, m4);
+    *w1 = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+}
+
+/* A full chunk c of a row through its layout (group 32, 64 or 128). */
+AI wchunk unpack_fast(const uint8_t *row, xllm_dtype t, int g, size_t bb, int64_t c, const qlayout *L) {
+    wchunk w;
+    const uint8_t *p = row + (size_t)c * L->cb;
+    __m512i lo = _mm512_loadu_si512(p), hi = _mm512_maskz_loadu_epi16(L->tail_m, p + 64);
+    __m512i s = t == XLLM_DT_Q8 ? _mm512_permutex2var_epi16(lo, L->idx_dm, hi) : _mm512_permutexvar_epi16(L->idx_dm, lo);
+    w.dw = _mm512_cvtph_ps(_mm512_castsi512_si256(s));
+    w.mw = t == XLLM_DT_Q4M ? _mm512_cvtph_ps(_mm512_extracti64x4_epi64(s, 1)) : _mm512_setzero_ps();
+    if (t == XLLM_DT_Q8) {
+        __m256i q[4];
+        for (int j = 0; j < 4; j++)
+            q[j] = _mm256_loadu_si256((const __m256i *)(p + (size_t)(32 * j / g) * bb + 2 + (size_t)(32 * j % g)));
+        __m512i z01 = _mm512_inserti64x4(_mm512_castsi256_si512(q[0]), q[1], 1);
+        __m512i z23 = _mm512_inserti64x4(_mm512_castsi256_si512(q[2]), q[3], 1);
+        w.w0 = _mm512_shuffle_i64x2(z01, z23, 0x88);
+        w.w1 = _mm512_shuffle_i64x2(z01, z23, 0xDD);
+        w.init = weight_init(w.w0, w.w1);
+    } else {
+        nibbles(_mm512_permutex2var_epi16(lo, L->idx_nib, hi), &w.w0, &w.w1);
+        w.init = _mm512_setzero_si512();
+    }
+    return w;
+}
+
+/* Chunk c of a quantized row with nsub (1..4) of its 4 sub-blocks present
+ * (the rest zero), any group that is a multiple of 32: the tail chunk, and
+ * groups without a fast layout. */
+AI wchunk unpack_any(const uint8_t *row, xllm_dtype t, int g, size_t bb, int64_t c, int nsub) {
+    wchunk w;
+    const uint8_t *bp[4];
+    int off[4];
+    uint16_t dh[4] = {0, 0, 0, 0}, mh[4] = {0, 0, 0, 0};
+    for (int j = 0; j < 4; j++) {
+        bp[j] = row;
+        off[j] = 0;
+        if (j < nsub) {
+            int64_t e = (c * 4 + j) * QK;
+            bp[j] = row + (size_t)(e / g) * bb;
+            off[j] = (int)(e % g);
+            dh[j] = rd16(bp[j]);
+            if (t == XLLM_DT_Q4M) mh[j] = rd16(bp[j] + 2);
+        }
+    }
+    if (t == XLLM_DT_Q8) {
+        __m256i s[4];
+        for (int j = 0; j < 4; j++)
+            s[j] = j < nsub ? _mm256_loadu_si256((const __m256i *)(bp[j] + 2 + off[j])) : _mm256_setzero_si256();
+        __m512i z01 = _mm512_inserti64x4(_mm512_castsi256_si512(s[0]), s[1], 1);
+        __m512i z23 = _mm512_inserti64x4(_mm512_castsi256_si512(s[2]), s[3], 1);
+        w.w0 = _mm512_shuffle_i64x2(z01, z23, 0x88);
+        w.w1 = _mm512_shuffle_i64x2(z01, z23, 0xDD);
+    } else {
+        int hdr = t == XLLM_DT_Q4M ? 4 : 2;
+        __m128i s[4];
+        for (int j = 0; j < 4; j++)
+            s[j] = j < nsub ? _mm_loadu_si128((const __m128i *)(bp[j] + hdr + off[j] / 2)) : _mm_setzero_si128();
+        __m512i v = _mm512_castsi128_si512(s[0]);
+        v = _mm512_inserti32x4(v, s[1], 1);
+        v = _mm512_inserti32x4(v, s[2], 2);
+        v = _mm512_inserti32x4(v, s[3], 3);
+        nibbles(v, &w.w0, &w.w1);
+    }
+    w.init = t == XLLM_DT_Q8 ? weight_init(w.w0, w.w1) : _mm512_setzero_si512();
+    w.dw = expand4(_mm_set_epi16(0, 0, 0, 0, (short)dh[3], (short)dh[2], (short)dh[1], (short)dh[0]));
+    w.mw = t == XLLM_DT_Q4M ? expand4(_mm_set_epi16(0, 0, 0, 0, (short)mh[3], (short)mh[2], (short)mh[1], (short)mh[0]))
+                            : _mm512_setzero_ps();
+    return w;
+}
+
+AI wchunk unpack(const uint8_t *row, xllm_dtype t, int g, size_t bb, int64_t c, int64_t nfull, int tail,
+                 const qlayout *L) {
+    if (c < nfull) return L->fast ? unpack_fast(row, t, g, bb, c, L) : unpack_any(row, t, g, bb, c, 4);
+    return unpack_any(row, t, g, bb, c, tail);
+}
+
+/* One token's chunk of prepared activations, as type t wants them. */
+typedef struct {
+    __m512i a0, a1, c8;
+    __m512 dx, dm;
+} achunk;
+
+AI achunk load_act(const uint8_t *a, xllm_dtype t) {
+    achunk r;
+    r.a0 = _mm512_loadu_si512(a);
+    r.a1 = _mm512_loadu_si512(a + 64);
+    if (t == XLLM_DT_Q8) { /* the unsigned operand: a + 128 */
+        const __m512i off = _mm512_set1_epi8((char)0x80);
+        r.a0 = _mm512_xor_si512(r.a0, off);
+        r.a1 = _mm512_xor_si512(r.a1, off);
+    }
+    r.dx = _mm512_loadu_ps(a + CH);
+    r.dm = t == XLLM_DT_Q4M ? _mm512_loadu_ps(a + CH + 64) : _mm512_setzero_ps();
+    r.c8 = t == XLLM_DT_Q4 ? _mm512_loadu_si512(a + CH + 128) : _mm512_setzero_si512();
+    return r;
+}
+
+/* The per-output arithmetic of one chunk, shared by GEMV and GEMM: exact
+ * int32 lanes, then the float part. */
+AI __m512 step(__m512 acc, xllm_dtype t, __m512i w0, __m512i w1, __m512i init, __m512 dw, __m512 mw, achunk a) {
+    __m512i is;
+    if (t == XLLM_DT_Q8) {
+        is = _mm512_dpbusd_epi32(init, a.a0, w0);
+        is = _mm512_dpbusd_epi32(is, a.a1, w1);
+    } else {
+        is = _mm512_dpbusd_epi32(t == XLLM_DT_Q4 ? a.c8 : _mm512_setzero_si512(), w0, a.a0);
+        is = _mm512_dpbusd_epi32(is, w1, a.a1);
+    }
+    acc = _mm512_fmadd_ps(_mm512_mul_ps(dw, a.dx), _mm512_cvtepi32_ps(is), acc);
+    if (t == XLLM_DT_Q4M) acc = _mm512_fmadd_ps(mw, a.dm, acc);
+    return acc;
+}
+
+/* ------------------------------------------------------- quantized matmul */
+
+/* Explicit accumulators (arrays of vectors get spilled): row i, token j. */
+#define TILE_IJ(F) F(0, 0) F(0, 1) F(0, 2) F(1, 0) F(1, 1) F(1, 2) F(2, 0) F(2, 1) F(2, 2) F(3, 0) F(3, 1) F(3, 2)
+#define ROWS_I(F) F(0) F(1) F(2) F(3)
+
+/* GEMV: rows r + i (i < mr; clamped to r1 - 1 so a partial tile reads
+ * valid rows) against one token. */
+AI void gemv_q(const uint8_t *W, size_t rb, xllm_dtype t, int g, size_t bb, int64_t cols, const uint8_t *act,
+               const qlayout *L, const float *bias, float *y, int64_t r, int64_t r1) {
+    int64_t nfull = cols / CH, nch = (cols + CH - 1) / CH;
+    int tail = (int)(cols % CH) / QK;
+    const uint8_t *row[4];
+    for (int i = 0; i < 4; i++) row[i] = W + (size_t)(r + i < r1 ? r + i : r1 - 1) * rb;
+#define GV_DECL(i) __m512 c##i = _mm512_setzero_ps();
+    ROWS_I(GV_DECL)
+    for (int64_t c = 0; c < nch; c++) {
+        achunk a = load_act(act + c * ACH, t);
+#define GV_STEP(i)                                                                                                 \
+    {                                                                                                              \
+        wchunk w = unpack(row[i], t, g, bb, c, nfull, tail, L);                                                     \
+        c##i = step(c##i, t, w.w0, w.w1, w.init, w.dw, w.mw, a);                                                    \
+    }
+        ROWS_I(GV_STEP)
+    }
+#define GV_STORE(i)                                                                                                \
+    if (r + i < r1) y[r + i] = _mm512_reduce_add_ps(c##i) + (bias ? bias[r + i] : 0.0f);
+    ROWS_I(GV_STORE)
+}
+
+/* Unpack rows r + i (i < 4, clamped to r1 - 1) into pack: chunk-major,
+ * row-minor, ps bytes each. */
+AI void pack_q(const uint8_t *W, size_t rb, xllm_dtype t, int g, size_t bb, int64_t cols, const qlayout *L, int64_t r,
+               int64_t r1, uint8_t *pack) {
+    int64_t nfull = cols / CH, nch = (cols + CH - 1) / CH;
+    int tail = (int)(cols % CH) / QK;
+    for (int64_t c = 0; c < nch; c++)
+        for (int i = 0; i < MR; i++) {
+            wchunk w = unpack(W + (size_t)(r + i < r1 ? r + i : r1 - 1) * rb, t, g, bb, c, nfull, tail, L);
+            uint8_t *p = pack + (size_t)(c * MR + i) * PQ;
+            _mm512_store_si512(p, w.w0);
+            _mm512_store_si512(p + 64, w.w1);
+            if (t == XLLM_DT_Q8) _mm512_store_si512(p + 128, w.init);
+            if (t == XLLM_DT_Q4M) _mm512_store_ps(p + 128, w.mw);
+            _mm512_store_ps(p + 192, w.dw);
+        }
+}
+
+/* Register tile: 4 packed rows x nt (1..3) tokens over all chunks; stores
+ * rows below r1 only. */
+AI void tile_q(const uint8_t *pack, int64_t nch, xllm_dtype t, int nt, const uint8_t *act, size_t astride,
+               const float *bias, float *y, size_t ldy, int64_t r, int64_t r1) {
+#define TQ_DECL(i, j) __m512 c##i##j = _mm512_setzero_ps();
+    TILE_IJ(TQ_DECL)
+    for (int64_t c = 0; c < nch; c++) {
+        const uint8_t *p = pack + (size_t)(c * MR) * PQ;
+        achunk a0 = load_act(act + c * ACH, t);
+        achunk a1 = nt > 1 ? load_act(act + astride + c * ACH, t) : a0;
+        achunk a2 = nt > 2 ? load_act(act + 2 * astride + c * ACH, t) : a0;
+#define TQ_ROW(i)                                                                                                  \
+    {                                                                                                              \
+        const uint8_t *q = p + (size_t)(i)*PQ;                                                                     \
+        __m512i w0 = _mm512_load_si512(q), w1 = _mm512_load_si512(q + 64);                                         \
+        __m512i init = t == XLLM_DT_Q8 ? _mm512_load_si512(q + 128) : _mm512_setzero_si512();                      \
+        __m512 mw = t == XLLM_DT_Q4M ? _mm512_load_ps(q + 128) : _mm512_setzero_ps();                              \
+        __m512 dw = _mm512_load_ps(q + 192);                                                                       \
+        c##i##0 = step(c##i##0, t, w0, w1, init, dw, mw, a0);                                                      \
+        if (nt > 1) c##i##1 = step(c##i##1, t, w0, w1, init, dw, mw, a1);                                          \
+        if (nt > 2) c##i##2 = step(c##i##2, t, w0, w1, init, dw, mw, a2);                                          \
+    }
+        ROWS_I(TQ_ROW)
+    }
+#define TQ_STORE(i, j)                                                                                             \
+    if (r + i < r1 && j < nt) y[(size_t)(j)*ldy + (size_t)(r + i)] = _mm512_reduce_add_ps(c##i##j) + (bias ? bias[r + i] : 0.0f);
+    TILE_IJ(TQ_STORE)
+}
+
+#define TQ_CASE(TY)                                                                                                \
+    case TY:                                                                                                       \
+        if (nt == 3) tile_q(pack, nch, TY, 3, act, astride, bias, y, ldy, r, r1);                                  \
+        else if (nt == 2) tile_q(pack, nch, TY, 2, act, astride, bias, y, ldy, r, r1);                             \
+        else tile_q(pack, nch, TY, 1, act, astride, bias, y, ldy, r, r1);                                          \
+        break;
+
+static void tile_q_any(const uint8_t *pack, int64_t nch, xllm_dtype t, int nt, const uint8_t *act, size_t astride,
+                       const float *bias, float *y, size_t ldy, int64_t r, int64_t r1) {
+    switch (t) {
+        TQ_CASE(XLLM_DT_Q8) TQ_CASE(XLLM_DT_Q4) TQ_CASE(XLLM_DT_Q4M)
+    default: break;
+    }
+}
+
+/* Tokens per L2-resident block of prepared activations. */
+static int token_block(size_t bytes_per_token) {
+    size_t tb = ((size_t)384 << 10) / (bytes_per_token ? bytes_per_token : 1);
+    if (tb < NT) tb = NT;
+    if (tb > 96) tb = 96;
+    return (int)(tb / NT * NT);
+}
+
+AI void matmul_q_t(const matrix *W, xllm_dtype t, int g, const void *act_, size_t astride, int T, const float *bias,
+                   float *y, size_t ldy, int64_t r0, int64_t r1, void *scratch) {
+    const uint8_t *Wd = W->data, *act = act_;
+    size_t bb = quant_block_bytes(t, g), rb = quant_row_bytes(t, g, W->cols);
+    int64_t cols = W->cols;
+    qlayout L = make_layout(t, g);
+    if (T == 1) {
+        for (int64_t r = r0; r < r1; r += MR) gemv_q(Wd, rb, t, g, bb, cols, act, &L, bias, y, r, r1);
+        return;
+    }
+    int64_t nch = n_chunks(cols);
+    uint8_t *pack = scratch;
+    int TB = token_block(astride);
+    for (int t0 = 0; t0 < T; t0 += TB) {
+        int t1 = t0 + TB < T ? t0 + TB : T;
+        for (int64_t r = r0; r < r1; r += MR) {
+            pack_q(Wd, rb, t, g, bb, cols, &L, r, r1, pack);
+            for (int tt = t0; tt < t1; tt += NT) {
+                int nt = t1 - tt < NT ? t1 - tt : NT;
+                tile_q_any(pack, nch, t, nt, act + (size_t)tt * astride, astride, bias, y + (size_t)tt * ldy, ldy, r,
+                           r1);
+            }
+        }
+    }
+}
+
+#define MM_CASE(TY, G)                                                                                             \
+    if (W->dtype == TY && W->group == G) {                                                                         \
+        matmul_q_t(W, TY, G, act, astride, T, bias, y, ldy, r0, r1, scratch);                                      \
+        return;                                                                                                    \
+    }
+
+static void matmul_q(const matrix *W, const void *act, size_t astride, int T, const float *bias, float *y, size_t ldy,
+                     int64_t r0, int64_t r1, void *scratch) {
+    if (r1 <= r0) return;
+    MM_CASE(XLLM_DT_Q8, 32) MM_CASE(XLLM_DT_Q8, 64) MM_CASE(XLLM_DT_Q8, 128)
+    MM_CASE(XLLM_DT_Q4, 32) MM_CASE(XLLM_DT_Q4, 64) MM_CASE(XLLM_DT_Q4, 128)
+    MM_CASE(XLLM_DT_Q4M, 32) MM_CASE(XLLM_DT_Q4M, 64) MM_CASE(XLLM_DT_Q4M, 128)
+    /* any other group (a multiple of 32): the same code, group not constant */
+    if (W->dtype == XLLM_DT_Q8) matmul_q_t(W, XLLM_DT_Q8, W->group, act, astride, T, bias, y, ldy, r0, r1, scratch);
+    else if (W->dtype == XLLM_DT_Q4) matmul_q_t(W, XLLM_DT_Q4, W->group, act, astride, T, bias, y, ldy, r0, r1, scratch);
+    else matmul_q_t(W, XLLM_DT_Q4M, W->group, act, astride, T, bias, y, ldy, r0, r1, scratch);
+}
+
+static size_t scratch_bytes(int64_t cols) { return (size_t)MR * (size_t)n_chunks(cols) * PQ + 64; }
+
+/* ----------------------------------------------------------- float matmul */
+
+/* 16 weights from element i of a row (m: which lanes), as f32, zeros elsewhere. */
+AI __m512 load_w(const void *row, xllm_dtype t, int64_t i, __mmask16 m) {
+    if (t == XLLM_DT_F32) return _mm512_maskz_loadu_ps(m, (const float *)row + i);
+    __m256i h = _mm256_maskz_loadu_epi16(m, (const uint16_t *)row + i);
+    if (t == XLLM_DT_F16) return _mm512_cvtph_ps(h);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+#define FTILE_IJ(F)                                                                                                \
+    F(0, 0) F(0, 1) F(0, 2) F(0, 3) F(1, 0) F(1, 1) F(1, 2) F(1, 3) F(2, 0) F(2, 1) F(2, 2) F(2, 3) F(3, 0) F(3, 1)  \
+        F(3, 2) F(3, 3)
+#define TOKS_J(F) F(0) F(1) F(2) F(3)
+
+/* Rows r + i (i < 4, clamped to r1 - 1) x nt (1..4) tokens; one 16-lane
+ * accumulator each, columns in order, the tail masked. nt == 1 is the GEMV. */
+AI void tile_f(const uint8_t *W, size_t rb, xllm_dtype t, int64_t cols, int nt, const float *x, size_t xs,
+               const float *bias, float *y, size_t ldy, int64_t r, int64_t r1) {
+    const uint8_t *row[4];
+    for (int i = 0; i < 4; i++) row[i] = W + (size_t)(r + i < r1 ? r + i : r1 - 1) * rb;
+#define TF_DECL(i, j) __m512 c##i##j = _mm512_setzero_ps();
+    FTILE_IJ(TF_DECL)
+    for (int64_t c = 0; c < cols; c += 16) {
+        __mmask16 m = cols - c >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (cols - c)) - 1);
+#define TF_X(j) __m512 x##j = j < nt ? _mm512_maskz_loadu_ps(m, x + (size_t)(j)*xs + c) : _mm512_setzero_ps();
+        TOKS_J(TF_X)
+#define TF_ROW(i)                                                                                                  \
+    {                                                                                                              \
+        __m512 w = load_w(row[i], t, c, m);                                                                        \
+        c##i##0 = _mm512_fmadd_ps(w, x0, c##i##0);                                                                 \
+        if (nt > 1) c##i##1 = _mm512_fmadd_ps(w, x1, c##i##1);                                                     \
+        if (nt > 2) c##i##2 = _mm512_fmadd_ps(w, x2, c##i##2);                                                     \
+        if (nt > 3) c##i##3 = _mm512_fmadd_ps(w, x3, c##i##3);                                                     \
+    }
+        ROWS_I(TF_ROW)
+    }
+#define TF_STORE(i, j)                                                                                             \
+    if (r + i < r1 && j < nt) y[(size_t)(j)*ldy + (size_t)(r + i)] = _mm512_reduce_add_ps(c##i##j) + (bias ? bias[r + i] : 0.0f);
+    FTILE_IJ(TF_STORE)
+}
+
+AI void tile_f_any(const uint8_t *W, size_t rb, xllm_dtype t, int64_t cols, int nt, const float *x, size_t xs,
+                   const float *bias, float *y, size_t ldy, int64_t r, int64_t r1) {
+    switch (nt) {
+    case 4: tile_f(W, rb, t, cols, 4, x, xs, bias, y, ldy, r, r1); break;
+    case 3: tile_f(W, rb, t, cols, 3, x, xs, bias, y, ldy, r, r1); break;
+    case 2: tile_f(W, rb, t, cols, 2, x, xs, bias, y, ldy, r, r1); break;
+    default: tile_f(W, rb, t, cols, 1, x, xs, bias, y, ldy, r, r1); break;
+    }
+}
+
+AI void matmul_f_t(const matrix *W, xllm_dtype t, const float *x, int T, const float *bias, float *y, size_t ldy,
+                   int64_t r0, int64_t r1) {
+    int64_t cols = W->cols;
+    size_t rb = (size_t)cols * xllm_dtype_size(t), xs = (size_t)cols;
+    int TB = (int)(((size_t)256 << 10) / (xs * sizeof(float) + 1));
+    TB = TB < NTF ? NTF : TB > 128 ? 128 : TB / NTF * NTF;
+    for (int t0 = 0; t0 < T; t0 += TB) {
+        int t1 = t0 + TB < T ? t0 + TB : T;
+        for (int64_t r = r0; r < r1; r += MRF)
+            for (int tt = t0; tt < t1; tt += NTF) {
+                int nt = t1 - tt < NTF ? t1 - tt : NTF;
+                tile_f_any(W->data, rb, t, cols, nt, x + (size_t)tt * xs, xs, bias, y + (size_t)tt * ldy, ldy, r, r1);
+            }
+    }
+}
+
+static void matmul_f(const matrix *W, const float *x, int T, const float *bias, float *y, size_t ldy, int64_t r0,
+                     int64_t r1, void *scratch) {
+    (void)scratch;
+    if (r1 <= r0) return;
+    switch (W->dtype) {
+    case XLLM_DT_F16: matmul_f_t(W, XLLM_DT_F16, x, T, bias, y, ldy, r0, r1); break;
+    case XLLM_DT_BF16: matmul_f_t(W, XLLM_DT_BF16, x, T, bias, y, ldy, r0, r1); break;
+    default: matmul_f_t(W, XLLM_DT_F32, x, T, bias, y, ldy, r0, r1); break;
+    }
+}
+
+/* -------------------------------------------------------------- attention */
+
+AI float dot_hd(const float *q, const float *k, int hd) {
+    __m512 acc = _mm512_setzero_ps();
+    int d = 0;
+    for (; d + 16 <= hd; d += 16) acc = _mm512_fmadd_ps(_mm512_loadu_ps(q + d), _mm512_loadu_ps(k + d), acc);
+    if (d < hd) {
+        __mmask16 m = (__mmask16)((1u << (hd - d)) - 1);
+        acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, q + d), _mm512_maskz_loadu_ps(m, k + d), acc);
+    }
+    return _mm512_reduce_add_ps(acc);
+}
+
+static void attn_scores(const float *q, const float *k, size_t stride, int n, int hd, float scale, float *out) {
+    for (int i = 0; i < n; i++) out[i] = dot_hd(q, k + (size_t)i * stride, hd) * scale;
+}
+
+static void attn_accum(float *acc, const float *w, const float *v, size_t stride, int n, int hd) {
+    int d = 0;
+    for (; d + 32 <= hd; d += 32) {
+        __m512 a0 = _mm512_loadu_ps(acc + d), a1 = _mm512_loadu_ps(acc + d + 16);
+        const float *vp = v + d;
+        for (int i = 0; i < n; i++, vp += stride) {
+            __m512 wi = _mm512_set1_ps(w[i]);
+            a0 = _mm512_fmadd_ps(wi, _mm512_loadu_ps(vp), a0);
+            a1 = _mm512_fmadd_ps(wi, _mm512_loadu_ps(vp + 16), a1);
+        }
+        _mm512_storeu_ps(acc + d, a0);
+        _mm512_storeu_ps(acc + d + 16, a1);
+    }
+    for (; d < hd; d += 16) {
+        __mmask16 m = hd - d >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (hd - d)) - 1);
+        __m512 a = _mm512_maskz_loadu_ps(m, acc + d);
+        const float *vp = v + d;
+        for (int i = 0; i < n; i++, vp += stride) a = _mm512_fmadd_ps(_mm512_set1_ps(w[i]), _mm512_maskz_loadu_ps(m, vp), a);
+        _mm512_mask_storeu_ps(acc + d, m, a);
+    }
+}
+
+const cpu_kernels cpu_kernels_avx512 = {
+    .level = CPU_AVX512,
+    .name = "avx512",
+    .act_bytes = act_bytes,
+    .act_prepare = act_prepare,
+    .quant_act = quant_act,
+    .scratch_bytes = scratch_bytes,
+    .matmul_q = matmul_q,
+    .matmul_f = matmul_f,
+    .attn_scores = attn_scores,
+    .attn_accum = attn_accum,
+};
+
+#else
+typedef int xllm_no_avx512_on_this_arch;
+#endif

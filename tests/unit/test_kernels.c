@@ -1,0 +1,397 @@
+/*
+ * test_kernels.c - every CPU kernel at every level this machine runs (and
+ * both NEON variants under qemu), against the scalar reference and against
+ * an exact (double) evaluation of the same quantized arithmetic:
+ *  - activation quantization bit-identical to quant_activations;
+ *  - quantized matmul (Q8/Q4/Q4M, groups 32/64/128) and float matmul
+ *    (F32/F16/BF16) on random shapes with odd sizes (T = 1, 2, 3, 5, 17; rows
+ *    not a multiple of the tiles; cols 32..4096, any cols for float weights),
+ *    within a float-summation error bound;
+ *  - bit identity within a level: a token's outputs are the same whether it is
+ *    computed alone (GEMV) or inside a batch (GEMM), and whatever the row split
+ *    between threads (also through op_matmul with 1..3 threads);
+ *  - attention scores and weighted V sums against double;
+ *  - XLLM_CPU parsing: unknown and unsupported levels are clear errors.
+ *
+ * Error bound. Every level computes exact int32 sums per 32-block and then
+ * accumulates float terms: at most one rounding for the scale product, one
+ * for the term (or the fma), and a sum of at most n terms, so the error
+ * against the exact value is below (n + 4) * 2^-24 * sum |terms| (the
+ * classic gamma_n bound for recursive summation, u = 2^-24, with n terms per
+ * output: blocks for quantized weights, columns for float weights). We check
+ * |y - exact| <= (n + 8) * 2^-24 * sum|w_i a_i| + 1e-30, sum|w_i a_i| being
+ * an upper bound of sum |terms| computed in double. The scalar reference meets
+ * the same bound, so levels agree with it to twice that.
+ */
+#include "test.h"
+#include "backend/backend.h"
+#include "backend/cpu/kernels.h"
+#include "base/alloc.h"
+#include "base/error.h"
+#include "quant/quant.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static unsigned g_seed = 12345;
+static unsigned rnd(void) {
+    g_seed = g_seed * 1664525u + 1013904223u;
+    return g_seed >> 8;
+}
+static float frand(void) { return (float)(rnd() & 0xffffff) / 16777216.0f * 2.0f - 1.0f; }
+static int irand(int lo, int hi) { return lo + (int)(rnd() % (unsigned)(hi - lo + 1)); }
+
+static const cpu_kernels *g_levels[8];
+static int g_nlevels;
+
+/* Activations with varied block magnitudes, an all-zero block and spikes. */
+static void fill_act(float *x, int64_t n) {
+    for (int64_t b = 0; b < (n + 31) / 32; b++) {
+        int kind = irand(0, 9);
+        float scale = kind == 0 ? 0.0f : kind == 1 ? 1e-3f : kind == 2 ? 50.0f : 1.0f;
+        for (int64_t i = b * 32; i < n && i < b * 32 + 32; i++) x[i] = frand() * scale;
+        int64_t spike = b * 32 + irand(0, 31);
+        if (kind == 3 && spike < n) x[spike] = -8.0f;
+    }
+}
+
+static uint16_t rand_f16(float lo, float hi) { return xllm_f32_to_f16(lo + (hi - lo) * (frand() * 0.5f + 0.5f)); }
+
+/* Random quantized row: random integer levels (all byte patterns, so Q8 may
+ * hold -128) and random f16 scales of both signs. */
+static void rand_qrow(xllm_dtype t, int group, int64_t cols, unsigned char *out) {
+    size_t bb = quant_block_bytes(t, group);
+    for (int64_t g = 0; g < cols / group; g++, out += bb) {
+        uint16_t d = rand_f16(-0.05f, 0.05f), m = rand_f16(-0.2f, 0.2f);
+        memcpy(out, &d, 2);
+        size_t hdr = 2;
+        if (t == XLLM_DT_Q4M) memcpy(out + 2, &m, 2), hdr = 4;
+        for (size_t i = hdr; i < bb; i++) out[i] = (unsigned char)rnd();
+    }
+}
+
+/* Exact value of one quantized row times one quantized activation row, and
+ * sum |w_i a_i|, in double from the dequantized values. */
+static void exact_qdot(xllm_dtype t, int group, const void *row, const int8_t *q, const float *d, int64_t cols,
+                       double *val, double *abs_sum) {
+    float *w = malloc(sizeof(float) * (size_t)cols);
+    quant_dequantize_row(t, group, row, cols, w);
+    size_t bb = quant_block_bytes(t, group);
+    double s = 0, a = 0;
+    for (int64_t i = 0; i < cols; i++) {
+        double ai = (double)q[i] * (double)d[i / QK], m = 0;
+        if (t == XLLM_DT_Q4M) { /* the level sums q*dw*a and m*a separately: |q dw| + |m| <= |w| + 2|m| */
+            uint16_t h;
+            memcpy(&h, (const unsigned char *)row + (size_t)(i / group) * bb + 2, 2);
+            m = fabs((double)xllm_f16_to_f32(h));
+        }
+        s += (double)w[i] * ai;
+        a += (fabs((double)w[i]) + 2 * m) * fabs(ai);
+    }
+    free(w);
+    *val = s;
+    *abs_sum = a;
+}
+
+static double bound(double n_terms, double abs_sum) { return (n_terms + 8) * 5.960464477539063e-08 * abs_sum + 1e-30; }
+
+/* ------------------------------------------------------------- activations */
+
+static void check_quant_act(const cpu_kernels *k) {
+    for (int it = 0; it < 40; it++) {
+        int64_t cols = 32 * irand(1, 128);
+        float *x = malloc(sizeof(float) * (size_t)cols);
+        fill_act(x, cols);
+        int8_t *q0 = malloc((size_t)cols), *q1 = malloc((size_t)cols);
+        float *d0 = malloc(sizeof(float) * (size_t)cols / 32), *d1 = malloc(sizeof(float) * (size_t)cols / 32);
+        int32_t *s0 = malloc(sizeof(int32_t) * (size_t)cols / 32), *s1 = malloc(sizeof(int32_t) * (size_t)cols / 32);
+        quant_activations(x, cols, q0, d0, s0);
+        k->quant_act(x, cols, q1, d1, s1);
+        int same = !memcmp(q0, q1, (size_t)cols) && !memcmp(d0, d1, sizeof(float) * (size_t)cols / 32) &&
+                   !memcmp(s0, s1, sizeof(int32_t) * (size_t)cols / 32);
+        CHECK_MSG(same, "%s: quant_act differs from quant_activations (cols %lld)", k->name, (long long)cols);
+        free(x), free(q0), free(q1), free(d0), free(d1), free(s0), free(s1);
+    }
+}
+
+/* --------------------------------------------------------- quantized matmul */
+
+static void run_q(const cpu_kernels *k, const matrix *W, const float *x, int T, const float *bias, float *y,
+                  int64_t r0, int64_t r1) {
+    size_t as = k->act_bytes(W->cols);
+    unsigned char *act = xllm_malloc_aligned(as * (size_t)T);
+    void *scr = xllm_malloc_aligned(k->scratch_bytes(W->cols));
+    for (int t = 0; t < T; t++) k->act_prepare(x + (size_t)t * (size_t)W->cols, W->cols, act + (size_t)t * as);
+    k->matmul_q(W, act, as, T, bias, y, (size_t)W->rows, r0, r1, scr);
+    xllm_free_aligned(act);
+    xllm_free_aligned(scr);
+}
+
+static void check_qmatmul(xllm_dtype t, int group, int64_t rows, int64_t cols, int T) {
+    size_t rb = quant_row_bytes(t, group, cols);
+    unsigned char *w = xllm_malloc_aligned(rb * (size_t)rows);
+    for (int64_t r = 0; r < rows; r++) rand_qrow(t, group, cols, w + (size_t)r * rb);
+    matrix W = {t, group, rows, cols, w};
+    float *x = malloc(sizeof(float) * (size_t)(cols * T)), *bias = malloc(sizeof(float) * (size_t)rows);
+    fill_act(x, cols * T);
+    for (int64_t r = 0; r < rows; r++) bias[r] = frand();
+    int use_bias = irand(0, 1);
+    size_t ny = (size_t)rows * (size_t)T;
+    float *ya = malloc(sizeof(float) * ny), *yb = malloc(sizeof(float) * ny), *ys = malloc(sizeof(float) * ny);
+    /* the exact values */
+    double *ex = malloc(sizeof(double) * ny), *ab = malloc(sizeof(double) * ny);
+    int8_t *q = malloc((size_t)cols);
+    float *d = malloc(sizeof(float) * (size_t)cols / QK);
+    int32_t *s = malloc(sizeof(int32_t) * (size_t)cols / QK);
+    for (int tt = 0; tt < T; tt++) {
+        quant_activations(x + (size_t)tt * (size_t)cols, cols, q, d, s);
+        for (int64_t r = 0; r < rows; r++) {
+            exact_qdot(t, group, w + (size_t)r * rb, q, d, cols, &ex[(size_t)tt * rows + r], &ab[(size_t)tt * rows + r]);
+            if (use_bias) ex[(size_t)tt * rows + r] += bias[r];
+        }
+    }
+    double nterms = (double)(cols / QK) * (t == XLLM_DT_Q4M ? 2 : 1);
+    for (int l = 0; l < g_nlevels; l++) {
+        const cpu_kernels *k = g_levels[l];
+        const float *bp = use_bias ? bias : NULL;
+        run_q(k, &W, x, T, bp, ya, 0, rows);
+        if (l == 0) memcpy(ys, ya, sizeof(float) * ny);
+        int bad = 0;
+        for (size_t i = 0; i < ny && bad < 3; i++) {
+            double tol = bound(nterms, ab[i] + (use_bias ? fabs(bias[i % (size_t)rows]) : 0));
+            if (!(fabs(ya[i] - ex[i]) <= tol)) {
+                bad++;
+                CHECK_MSG(0, "%s %s/g%d %lldx%lld T=%d: y[%zu] = %.9g, exact %.9g (tol %.3g)", k->name,
+                          xllm_dtype_name(t), group, (long long)rows, (long long)cols, T, i, ya[i], ex[i], tol);
+            }
+            if (!(fabs(ya[i] - ys[i]) <= 2 * tol)) {
+                bad++;
+                CHECK_MSG(0, "%s vs scalar %s/g%d: y[%zu] = %.9g vs %.9g", k->name, xllm_dtype_name(t), group, i, ya[i],
+                          ys[i]);
+            }
+        }
+        g_test_checks++;
+        /* GEMV vs GEMM: each token alone gives the same bits */
+        for (int tt = 0; tt < T; tt++) {
+            float *y1 = malloc(sizeof(float) * (size_t)rows);
+            run_q(k, &W, x + (size_t)tt * (size_t)cols, 1, bp, y1, 0, rows);
+            CHECK_MSG(!memcmp(y1, ya + (size_t)tt * rows, sizeof(float) * (size_t)rows),
+                      "%s %s/g%d %lldx%lld: token %d of %d differs alone vs in the batch", k->name, xllm_dtype_name(t),
+                      group, (long long)rows, (long long)cols, tt, T);
+            free(y1);
+        }
+        /* a different row split (as another thread count would give) */
+        int64_t cut = irand(0, (int)rows);
+        run_q(k, &W, x, T, bp, yb, 0, cut);
+        run_q(k, &W, x, T, bp, yb, cut, rows);
+        CHECK_MSG(!memcmp(ya, yb, sizeof(float) * ny), "%s %s/g%d: row split at %lld changes results", k->name,
+                  xllm_dtype_name(t), group, (long long)cut);
+    }
+    xllm_free_aligned(w);
+    free(x), free(bias), free(ya), free(yb), free(ys), free(ex), free(ab), free(q), free(d), free(s);
+}
+
+/* ------------------------------------------------------------- float matmul */
+
+static void check_fmatmul(xllm_dtype t, int64_t rows, int64_t cols, int T) {
+    size_t es = xllm_dtype_size(t);
+    /* offset by one element so rows are not 64-byte aligned */
+    unsigned char *buf = xllm_malloc_aligned(es * (size_t)(rows * cols + 1));
+    unsigned char *w = buf + es;
+    float *wf = malloc(sizeof(float) * (size_t)(rows * cols));
+    for (int64_t i = 0; i < rows * cols; i++) {
+        float f = frand();
+        if (t == XLLM_DT_F32) memcpy(w + 4 * i, &f, 4);
+        else {
+            uint16_t h = t == XLLM_DT_F16 ? xllm_f32_to_f16(f) : xllm_f32_to_bf16(f);
+            memcpy(w + 2 * i, &h, 2);
+        }
+    }
+    xllm_to_f32(t, w, wf, (size_t)(rows * cols));
+    matrix W = {t, 0, rows, cols, w};
+    float *x = malloc(sizeof(float) * (size_t)(cols * T));
+    fill_act(x, cols * T);
+    size_t ny = (size_t)rows * (size_t)T;
+    float *ya = malloc(sizeof(float) * ny), *yb = malloc(sizeof(float) * ny), *ys = malloc(sizeof(float) * ny);
+    for (int l = 0; l < g_nlevels; l++) {
+        const cpu_kernels *k = g_levels[l];
+        void *scr = xllm_malloc_aligned(k->scratch_bytes(cols));
+        k->matmul_f(&W, x, T, NULL, ya, (size_t)rows, 0, rows, scr);
+        if (l == 0) memcpy(ys, ya, sizeof(float) * ny);
+        int bad = 0;
+        for (int tt = 0; tt < T && bad < 3; tt++)
+            for (int64_t r = 0; r < rows && bad < 3; r++) {
+                double e = 0, a = 0;
+                for (int64_t c = 0; c < cols; c++) {
+                    double p = (double)wf[r * cols + c] * (double)x[(size_t)tt * cols + c];
+                    e += p;
+                    a += fabs(p);
+                }
+                double got = ya[(size_t)tt * rows + r], tol = bound((double)cols, a);
+                if (!(fabs(got - e) <= tol)) {
+                    bad++;
+                    CHECK_MSG(0, "%s %s %lldx%lld T=%d: y[%d][%lld] = %.9g, exact %.9g (tol %.3g)", k->name,
+                              xllm_dtype_name(t), (long long)rows, (long long)cols, T, tt, (long long)r, got, e, tol);
+                }
+            }
+        g_test_checks++;
+        for (int tt = 0; tt < T; tt++) {
+            float *y1 = malloc(sizeof(float) * (size_t)rows);
+            k->matmul_f(&W, x + (size_t)tt * cols, 1, NULL, y1, (size_t)rows, 0, rows, scr);
+            CHECK_MSG(!memcmp(y1, ya + (size_t)tt * rows, sizeof(float) * (size_t)rows),
+                      "%s %s %lldx%lld: token %d of %d differs alone vs in the batch", k->name, xllm_dtype_name(t),
+                      (long long)rows, (long long)cols, tt, T);
+            free(y1);
+        }
+        int64_t cut = irand(0, (int)rows);
+        k->matmul_f(&W, x, T, NULL, yb, (size_t)rows, 0, cut, scr);
+        k->matmul_f(&W, x, T, NULL, yb, (size_t)rows, cut, rows, scr);
+        CHECK_MSG(!memcmp(ya, yb, sizeof(float) * ny), "%s %s: row split changes results", k->name, xllm_dtype_name(t));
+        xllm_free_aligned(scr);
+    }
+    xllm_free_aligned(buf);
+    free(wf), free(x), free(ya), free(yb), free(ys);
+}
+
+/* ---------------------------------------------------------------- attention */
+
+static void check_attention(int hd, int n, int heads) {
+    size_t stride = (size_t)hd * (size_t)heads;
+    float *k = malloc(sizeof(float) * stride * (size_t)n), *q = malloc(sizeof(float) * (size_t)hd);
+    float *w = malloc(sizeof(float) * (size_t)n), *sc = malloc(sizeof(float) * (size_t)n);
+    float *acc = malloc(sizeof(float) * (size_t)hd), *acc0 = malloc(sizeof(float) * (size_t)hd);
+    for (size_t i = 0; i < stride * (size_t)n; i++) k[i] = frand();
+    for (int i = 0; i < hd; i++) q[i] = frand(), acc0[i] = frand();
+    for (int i = 0; i < n; i++) w[i] = frand() * 0.5f + 0.5f;
+    float scale = 1.0f / sqrtf((float)hd);
+    for (int l = 0; l < g_nlevels; l++) {
+        const cpu_kernels *K = g_levels[l];
+        K->attn_scores(q, k, stride, n, hd, scale, sc);
+        int bad = 0;
+        for (int i = 0; i < n && !bad; i++) {
+            double e = 0, a = 0;
+            for (int d = 0; d < hd; d++) e += (double)q[d] * k[i * stride + d], a += fabs((double)q[d] * k[i * stride + d]);
+            /* + one rounding for the scale */
+            double tol = bound(hd + 2, a) * scale;
+            if (!(fabs(sc[i] - e * scale) <= tol)) {
+                bad = 1;
+                CHECK_MSG(0, "%s attn_scores hd=%d n=%d: [%d] %.9g vs %.9g", K->name, hd, n, i, sc[i], e * scale);
+            }
+        }
+        memcpy(acc, acc0, sizeof(float) * (size_t)hd);
+        K->attn_accum(acc, w, k, stride, n, hd);
+        for (int d = 0; d < hd && !bad; d++) {
+            double e = acc0[d], a = fabs(acc0[d]);
+            for (int i = 0; i < n; i++) e += (double)w[i] * k[i * stride + d], a += fabs((double)w[i] * k[i * stride + d]);
+            if (!(fabs(acc[d] - e) <= bound(n + 1, a))) {
+                bad = 1;
+                CHECK_MSG(0, "%s attn_accum hd=%d n=%d: [%d] %.9g vs %.9g", K->name, hd, n, d, acc[d], e);
+            }
+        }
+        g_test_checks++;
+    }
+    free(k), free(q), free(w), free(sc), free(acc), free(acc0);
+}
+
+/* ---------------------------------------------------- backend orchestration */
+
+/* op_matmul with 1, 2 and 3 threads gives the same bits as the kernel run
+ * over all rows at once, for every level. */
+static void check_backend(void) {
+    int64_t rows = 45, cols = 96 * 3;
+    int T = 7;
+    size_t rb = quant_row_bytes(XLLM_DT_Q4, 32, cols);
+    unsigned char *w = xllm_malloc_aligned(rb * (size_t)rows);
+    for (int64_t r = 0; r < rows; r++) rand_qrow(XLLM_DT_Q4, 32, cols, w + (size_t)r * rb);
+    matrix Wq = {XLLM_DT_Q4, 32, rows, cols, w};
+    float *wf = malloc(sizeof(float) * (size_t)(rows * cols));
+    for (int64_t i = 0; i < rows * cols; i++) wf[i] = frand();
+    matrix Wf = {XLLM_DT_F32, 0, rows, cols, wf};
+    float *x = malloc(sizeof(float) * (size_t)(cols * T));
+    fill_act(x, cols * T);
+    float *y0 = malloc(sizeof(float) * (size_t)(rows * T)), *y1 = malloc(sizeof(float) * (size_t)(rows * T));
+    for (int l = 0; l < g_nlevels; l++) {
+        const cpu_kernels *k = g_levels[l];
+        for (int m = 0; m < 2; m++) {
+            const matrix *W = m ? &Wf : &Wq;
+            if (m) {
+                void *scr = xllm_malloc_aligned(k->scratch_bytes(cols));
+                k->matmul_f(W, x, T, NULL, y0, (size_t)rows, 0, rows, scr);
+                xllm_free_aligned(scr);
+            } else {
+                run_q(k, W, x, T, NULL, y0, 0, rows);
+            }
+            for (int nt = 1; nt <= 3; nt++) {
+                backend be;
+                xllm_error err;
+                CHECK(backend_init_kernels(&be, nt, (size_t)cols, (size_t)T, k, &err) == XLLM_OK);
+                CHECK(!strcmp(backend_level_name(&be), k->name));
+                op_matmul(&be, x, T, W, NULL, y1);
+                CHECK_MSG(!memcmp(y0, y1, sizeof(float) * (size_t)(rows * T)), "%s: op_matmul with %d threads differs",
+                          k->name, nt);
+                backend_free(&be);
+            }
+        }
+    }
+    xllm_free_aligned(w);
+    free(wf), free(x), free(y0), free(y1);
+}
+
+static void check_env(void) {
+    cpu_level l;
+    xllm_error err;
+    CHECK(cpu_level_from_env(NULL, &l, &err) == XLLM_OK && l == cpu_level_best());
+    CHECK(cpu_level_from_env("scalar", &l, &err) == XLLM_OK && l == CPU_SCALAR);
+    CHECK(cpu_level_from_env("bogus", &l, &err) == XLLM_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(err.message, "XLLM_CPU=bogus") != NULL);
+#if defined(__x86_64__)
+    CHECK(cpu_level_from_env("neon", &l, &err) == XLLM_ERR_UNSUPPORTED);
+    CHECK(strstr(err.message, "neon") != NULL && strstr(err.message, "available") != NULL);
+#else
+    CHECK(cpu_level_from_env("avx512", &l, &err) == XLLM_ERR_UNSUPPORTED);
+#endif
+    for (int i = 0; i < CPU_LEVEL_COUNT; i++)
+        if (cpu_level_supported((cpu_level)i)) CHECK(cpu_kernels_for((cpu_level)i) != NULL);
+}
+
+int main(int argc, char **argv) {
+    /* XLLM_TEST_QUICK (or --quick): fewer shapes, for emulated runs */
+    int quick = (argc > 1 && !strcmp(argv[1], "--quick")) || getenv("XLLM_TEST_QUICK");
+    g_nlevels = cpu_kernels_all(g_levels, 8);
+    cpu_features f;
+    cpu_features_detect(&f);
+    fprintf(stderr, "test_kernels: levels");
+    for (int i = 0; i < g_nlevels; i++) fprintf(stderr, " %s", g_levels[i]->name);
+    fprintf(stderr, " (best: %s)\n", cpu_level_name(cpu_level_best()));
+    check_env();
+    for (int i = 0; i < g_nlevels; i++) check_quant_act(g_levels[i]);
+
+    static const int Ts[] = {1, 2, 3, 5, 17};
+    static const xllm_dtype qt[] = {XLLM_DT_Q8, XLLM_DT_Q4, XLLM_DT_Q4M};
+    static const int groups[] = {32, 64, 128};
+    for (int ti = 0; ti < 3; ti++)
+        for (int gi = 0; gi < 3; gi++)
+            for (int k = 0; k < 5; k++) {
+                int T = Ts[k];
+                int64_t rows = irand(1, quick ? 13 : 23);
+                int64_t cols = (int64_t)groups[gi] * irand(1, 4096 / groups[gi] / (k == 4 ? 8 : 1));
+                check_qmatmul(qt[ti], groups[gi], rows, cols, T);
+            }
+    /* the model-like widths, tails of every size */
+    for (int i = 0; i < (quick ? 3 : 8); i++) check_qmatmul(XLLM_DT_Q4, 32, irand(1, 9), 32 * irand(1, 9), irand(1, 6));
+    check_qmatmul(XLLM_DT_Q4, 32, 9, 4096, 3);
+    check_qmatmul(XLLM_DT_Q8, 32, 5, 4096, 2);
+
+    static const xllm_dtype ft[] = {XLLM_DT_F32, XLLM_DT_F16, XLLM_DT_BF16};
+    for (int ti = 0; ti < 3; ti++)
+        for (int k = 0; k < 5; k++) {
+            int64_t cols = k == 0 ? irand(1, 40) : irand(1, 4096 / (k == 4 ? 8 : 1));
+            check_fmatmul(ft[ti], irand(1, quick ? 11 : 19), cols, Ts[k]);
+        }
+    check_fmatmul(XLLM_DT_F32, 6, 4096, 2);
+
+    static const int hds[] = {32, 64, 80, 96, 128, 256, 17};
+    for (size_t i = 0; i < sizeof hds / sizeof *hds; i++) check_attention(hds[i], irand(1, 200), irand(1, 4));
+    check_backend();
+    return test_report("test_kernels");
+}
