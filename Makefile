@@ -3,7 +3,7 @@
 JOBS ?= $(shell nproc)
 BUILD ?= build
 
-.PHONY: all deps build run test test-release test-asan test-clang test-python bench clean
+.PHONY: all deps build run test test-release test-asan test-clang test-arm test-python bench clean
 
 all: build
 
@@ -33,10 +33,14 @@ test-clang: deps
 	CC=clang cmake -S . -B build-clang -DCMAKE_BUILD_TYPE=Release >/dev/null
 	cmake --build build-clang -j$(JOBS)
 
-test: test-release test-asan test-clang
+# The NEON kernels: test_kernels cross-compiled for aarch64, run under qemu-user.
+test-arm: deps
+	./tests/arm/run.sh build-arm
+
+test: test-release test-asan test-clang test-arm
 
 bench: build
 	./$(BUILD)/bench_generate models/stories260k -p 128 -n 128
 
 clean:
-	rm -rf build build-asan build-clang
+	rm -rf build build-asan build-clang build-arm

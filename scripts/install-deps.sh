@@ -2,6 +2,8 @@
 # install-deps.sh - the Debian packages the build and the tests need.
 set -euo pipefail
 PKGS="build-essential cmake clang pkg-config libcjson-dev libpcre2-dev libutf8proc-dev libxxhash-dev python3 ca-certificates"
+# the aarch64 (NEON) kernel tests: a cross compiler and qemu-user (make test-arm)
+PKGS="$PKGS gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user-static"
 missing=""
 for p in $PKGS; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 # node + npm run the tokenizer conformance tests against HF tokenizers (an npm

@@ -9,7 +9,8 @@
  *    within a float-summation error bound;
  *  - bit identity within a level: a token's outputs are the same whether it is
  *    computed alone (GEMV) or inside a batch (GEMM), and whatever the row split
- *    between threads (also through op_matmul with 1..3 threads);
+ *    between threads (also through op_matmul with 1..3 threads); the NEON
+ *    variants (with and without dotprod) agree bit for bit;
  *  - attention scores and weighted V sums against double;
  *  - XLLM_CPU parsing: unknown and unsupported levels are clear errors.
  *
@@ -151,11 +152,19 @@ static void check_qmatmul(xllm_dtype t, int group, int64_t rows, int64_t cols, i
         }
     }
     double nterms = (double)(cols / QK) * (t == XLLM_DT_Q4M ? 2 : 1);
+    float *yl[8] = {0};
     for (int l = 0; l < g_nlevels; l++) {
         const cpu_kernels *k = g_levels[l];
         const float *bp = use_bias ? bias : NULL;
         run_q(k, &W, x, T, bp, ya, 0, rows);
         if (l == 0) memcpy(ys, ya, sizeof(float) * ny);
+        /* variants of one level (NEON with and without dotprod) agree bit for bit */
+        yl[l] = malloc(sizeof(float) * ny);
+        memcpy(yl[l], ya, sizeof(float) * ny);
+        for (int m = 0; m < l; m++)
+            if (g_levels[m]->level == k->level)
+                CHECK_MSG(!memcmp(yl[m], ya, sizeof(float) * ny), "%s and %s differ (%s/g%d)", g_levels[m]->name,
+                          k->name, xllm_dtype_name(t), group);
         int bad = 0;
         for (size_t i = 0; i < ny && bad < 3; i++) {
             double tol = bound(nterms, ab[i] + (use_bias ? fabs(bias[i % (size_t)rows]) : 0));
@@ -187,6 +196,7 @@ static void check_qmatmul(xllm_dtype t, int group, int64_t rows, int64_t cols, i
         CHECK_MSG(!memcmp(ya, yb, sizeof(float) * ny), "%s %s/g%d: row split at %lld changes results", k->name,
                   xllm_dtype_name(t), group, (long long)cut);
     }
+    for (int l = 0; l < g_nlevels; l++) free(yl[l]);
     xllm_free_aligned(w);
     free(x), free(bias), free(ya), free(yb), free(ys), free(ex), free(ab), free(q), free(d), free(s);
 }
@@ -352,6 +362,12 @@ static void check_env(void) {
 #endif
     for (int i = 0; i < CPU_LEVEL_COUNT; i++)
         if (cpu_level_supported((cpu_level)i)) CHECK(cpu_kernels_for((cpu_level)i) != NULL);
+#if defined(__aarch64__)
+    cpu_features f;
+    cpu_features_detect(&f);
+    CHECK(cpu_level_best() == CPU_NEON);
+    CHECK(!strcmp(cpu_kernels_for(CPU_NEON)->name, f.dotprod ? "neon+dotprod" : "neon"));
+#endif
 }
 
 int main(int argc, char **argv) {

@@ -1,0 +1,421 @@
+/*
+ * kernels_neon_impl.h - the NEON (aarch64) level, included twice: by
+ * kernels_neon.c for baseline armv8-a (NEON_DOT 0: int8 products with
+ * vmull_s8 + vpadalq_s16) and by kernels_neon_dot.c, compiled with
+ * +dotprod (NEON_DOT 1: vdotq_s32). Both variants compute the same exact
+ * int32 total per 32-block, so they give identical results; dispatch picks
+ * the dotprod one when HWCAP_ASIMDDP says the CPU has it.
+ *
+ * Quantized matmul: signed weights (Q8 -127..127; Q4/Q4M nibbles 0..15) times
+ * int8 activations; a chunk is 128 columns (4 blocks); the four block totals
+ * are gathered into one int32x4 by pairwise adds (Q4 adds -8 * block sum,
+ * prepared with the activations), then per block lane:
+ * acc = fma(dw * da, float(total), acc) (+ fma(mw, da * s, acc) for Q4M), one
+ * 4-lane accumulator per output, chunks in column order, vaddvq_f32 at the
+ * end; the same in the GEMV and the GEMM (4 rows x 4 tokens) paths.
+ * Float weights: one 4-lane fma accumulator per output (F16 by vcvt_f32_f16,
+ * BF16 by a 16-bit shift, both exact), zero-padded tails.
+ */
+#include "backend/cpu/kernels.h"
+#include "quant/quant.h"
+
+#include <arm_neon.h>
+#include <math.h>
+#include <string.h>
+
+#define AI static inline __attribute__((always_inline))
+
+#define CH 128  /* columns per chunk */
+#define ACH 192 /* prepared activations per chunk: q[128] int8, da[4], da*s[4] f32, -8*s[4] i32, pad */
+#define PS 160  /* packed weight bytes per row and chunk: w[128], dw[4], mw[4], pad */
+#define MR 4
+#define NT 4
+
+static int64_t n_chunks(int64_t cols) { return (cols + CH - 1) / CH; }
+
+/* ------------------------------------------------------------ activations */
+
+/* One block of 32 as quant_activations computes it. */
+AI void quant_block(const float *x, int8_t *q, float *d, int32_t *s) {
+    float32x4_t v[8];
+    for (int i = 0; i < 8; i++) v[i] = vld1q_f32(x + 4 * i);
+    float32x4_t m = vabsq_f32(v[0]);
+    for (int i = 1; i < 8; i++) m = vmaxq_f32(m, vabsq_f32(v[i]));
+    float amax = vmaxvq_f32(m);
+    float db = amax / 127.0f, id = db != 0 ? 1.0f / db : 0.0f;
+    int32x4_t sum = vdupq_n_s32(0);
+    int16x8_t h[4];
+    for (int i = 0; i < 4; i++) {
+        int32x4_t a = vcvtnq_s32_f32(vmulq_n_f32(v[2 * i], id)); /* nearest even, as lrintf */
+        int32x4_t b = vcvtnq_s32_f32(vmulq_n_f32(v[2 * i + 1], id));
+        sum = vaddq_s32(sum, vaddq_s32(a, b));
+        h[i] = vcombine_s16(vmovn_s32(a), vmovn_s32(b));
+    }
+    vst1q_s8(q, vcombine_s8(vmovn_s16(h[0]), vmovn_s16(h[1])));
+    vst1q_s8(q + 16, vcombine_s8(vmovn_s16(h[2]), vmovn_s16(h[3])));
+    *d = db;
+    *s = vaddvq_s32(sum);
+}
+
+static void quant_act(const float *x, int64_t cols, int8_t *q, float *d, int32_t *s) {
+    for (int64_t b = 0; b < cols / QK; b++) quant_block(x + b * QK, q + b * QK, &d[b], &s[b]);
+}
+
+static size_t act_bytes(int64_t cols) { return (size_t)n_chunks(cols) * ACH; }
+
+static void act_prepare(const float *x, int64_t cols, void *out) {
+    int64_t nb = cols / QK;
+    for (int64_t c = 0; c < n_chunks(cols); c++) {
+        uint8_t *o = (uint8_t *)out + c * ACH;
+        float *dx = (float *)(o + CH), *ds = dx + 4;
+        int32_t *c8 = (int32_t *)(ds + 4);
+        for (int j = 0; j < 4; j++) {
+            int64_t b = c * 4 + j;
+            float db = 0;
+            int32_t sb = 0;
+            if (b < nb) quant_block(x + b * QK, (int8_t *)o + 32 * j, &db, &sb);
+            else memset(o + 32 * j, 0, 32); /* a = 0 beyond the row */
+            dx[j] = db;
+            ds[j] = db * (float)sb;
+            c8[j] = -8 * sb;
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- weights */
+
+/* Exact int32 total of 32 products, as 4 partial lanes (grouping differs
+ * between the variants; the total does not). */
+AI int32x4_t dot32(int8x16_t w0, int8x16_t w1, const int8_t *a) {
+    int8x16_t a0 = vld1q_s8(a), a1 = vld1q_s8(a + 16);
+#if NEON_DOT
+    return vdotq_s32(vdotq_s32(vdupq_n_s32(0), w0, a0), w1, a1);
+#else
+    int32x4_t p = vpaddlq_s16(vmull_s8(vget_low_s8(w0), vget_low_s8(a0)));
+    p = vpadalq_s16(p, vmull_high_s8(w0, a0));
+    p = vpadalq_s16(p, vmull_s8(vget_low_s8(w1), vget_low_s8(a1)));
+    return vpadalq_s16(p, vmull_high_s8(w1, a1));
+#endif
+}
+
+typedef struct {
+    int8x16_t w[8]; /* 4 sub-blocks x 2 halves */
+    float32x4_t dw, mw;
+} wchunk;
+
+AI uint16_t rd16(const uint8_t *p) {
+    uint16_t h;
+    memcpy(&h, p, 2);
+    return h;
+}
+
+AI float32x4_t f16x4(const uint16_t *h) { return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(h))); }
+
+/* Chunk c of a row, nsub (1..4) of its 4 sub-blocks present (the rest zero). */
+AI wchunk unpack(const uint8_t *row, xllm_dtype t, int g, size_t bb, int64_t c, int nsub) {
+    wchunk w;
+    uint16_t dh[4] = {0, 0, 0, 0}, mh[4] = {0, 0, 0, 0};
+    for (int j = 0; j < 4; j++) {
+        if (j >= nsub) {
+            w.w[2 * j] = w.w[2 * j + 1] = vdupq_n_s8(0);
+            continue;
+        }
+        int64_t e = (c * 4 + j) * QK;
+        const uint8_t *bp = row + (size_t)(e / g) * bb;
+        int off = (int)(e % g);
+        dh[j] = rd16(bp);
+        if (t == XLLM_DT_Q8) {
+            w.w[2 * j] = vld1q_s8((const int8_t *)(bp + 2 + off));
+            w.w[2 * j + 1] = vld1q_s8((const int8_t *)(bp + 2 + off + 16));
+        } else {
+            int hdr = t == XLLM_DT_Q4M ? 4 : 2;
+            if (t == XLLM_DT_Q4M) mh[j] = rd16(bp + 2);
+            uint8x16_t v = vld1q_u8(bp + hdr + off / 2);
+            w.w[2 * j] = vreinterpretq_s8_u8(vandq_u8(v, vdupq_n_u8(0x0f)));
+            w.w[2 * j + 1] = vreinterpretq_s8_u8(vshrq_n_u8(v, 4));
+        }
+    }
+    w.dw = f16x4(dh);
+    w.mw = t == XLLM_DT_Q4M ? f16x4(mh) : vdupq_n_f32(0);
+    return w;
+}
+
+/* The per-output arithmetic of one chunk, shared by GEMV and GEMM. */
+AI float32x4_t step(float32x4_t acc, xllm_dtype t, const int8x16_t *w, float32x4_t dw, float32x4_t mw,
+                    const uint8_t *a) {
+    const int8_t *q = (const int8_t *)a;
+    int32x4_t p0 = dot32(w[0], w[1], q), p1 = dot32(w[2], w[3], q + 32);
+    int32x4_t p2 = dot32(w[4], w[5], q + 64), p3 = dot32(w[6], w[7], q + 96);
+    int32x4_t tot = vpaddq_s32(vpaddq_s32(p0, p1), vpaddq_s32(p2, p3)); /* block totals */
+    if (t == XLLM_DT_Q4) tot = vaddq_s32(tot, vld1q_s32((const int32_t *)(a + CH + 32)));
+    float32x4_t da = vld1q_f32((const float *)(a + CH));
+    acc = vfmaq_f32(acc, vmulq_f32(dw, da), vcvtq_f32_s32(tot));
+    if (t == XLLM_DT_Q4M) acc = vfmaq_f32(acc, mw, vld1q_f32((const float *)(a + CH + 16)));
+    return acc;
+}
+
+/* ------------------------------------------------------- quantized matmul */
+
+#define ROWS_I(F) F(0) F(1) F(2) F(3)
+#define TILE_IJ(F)                                                                                                 \
+    F(0, 0) F(0, 1) F(0, 2) F(0, 3) F(1, 0) F(1, 1) F(1, 2) F(1, 3) F(2, 0) F(2, 1) F(2, 2) F(2, 3) F(3, 0) F(3, 1)  \
+        F(3, 2) F(3, 3)
+
+/* GEMV: rows r + i (i < 4, clamped to r1 - 1) against one token. */
+AI void gemv_q(const uint8_t *W, size_t rb, xllm_dtype t, int g, size_t bb, int64_t cols, const uint8_t *act,
+               const float *bias, float *y, int64_t r, int64_t r1) {
+    int64_t nfull = cols / CH, nch = n_chunks(cols);
+    int tail = (int)(cols % CH) / QK;
+    const uint8_t *row[4];
+    for (int i = 0; i < 4; i++) row[i] = W + (size_t)(r + i < r1 ? r + i : r1 - 1) * rb;
+#define GV_DECL(i) float32x4_t c##i = vdupq_n_f32(0);
+    ROWS_I(GV_DECL)
+    for (int64_t c = 0; c < nch; c++) {
+        const uint8_t *a = act + c * ACH;
+#define GV_STEP(i)                                                                                                 \
+    {                                                                                                              \
+        wchunk w = c < nfull ? unpack(row[i], t, g, bb, c, 4) : unpack(row[i], t, g, bb, c, tail);                 \
+        c##i = step(c##i, t, w.w, w.dw, w.mw, a);                                                                  \
+    }
+        ROWS_I(GV_STEP)
+    }
+#define GV_STORE(i)                                                                                                \
+    if (r + i < r1) y[r + i] = vaddvq_f32(c##i) + (bias ? bias[r + i] : 0.0f);
+    ROWS_I(GV_STORE)
+}
+
+AI void pack_q(const uint8_t *W, size_t rb, xllm_dtype t, int g, size_t bb, int64_t cols, int64_t r, int64_t r1,
+               uint8_t *pack) {
+    int64_t nfull = cols / CH, nch = n_chunks(cols);
+    int tail = (int)(cols % CH) / QK;
+    for (int64_t c = 0; c < nch; c++)
+        for (int i = 0; i < MR; i++) {
+            const uint8_t *row = W + (size_t)(r + i < r1 ? r + i : r1 - 1) * rb;
+            wchunk w = c < nfull ? unpack(row, t, g, bb, c, 4) : unpack(row, t, g, bb, c, tail);
+            uint8_t *p = pack + (size_t)(c * MR + i) * PS;
+            for (int k = 0; k < 8; k++) vst1q_s8((int8_t *)p + 16 * k, w.w[k]);
+            vst1q_f32((float *)(p + 128), w.dw);
+            vst1q_f32((float *)(p + 144), w.mw);
+        }
+}
+
+/* Register tile: 4 packed rows x nt (1..4) tokens; stores rows below r1. */
+AI void tile_q(const uint8_t *pack, int64_t nch, xllm_dtype t, int nt, const uint8_t *act, size_t astride,
+               const float *bias, float *y, size_t ldy, int64_t r, int64_t r1) {
+#define TQ_DECL(i, j) float32x4_t c##i##j = vdupq_n_f32(0);
+    TILE_IJ(TQ_DECL)
+    for (int64_t c = 0; c < nch; c++) {
+        const uint8_t *p = pack + (size_t)(c * MR) * PS;
+        const uint8_t *a0 = act + c * ACH, *a1 = a0 + astride, *a2 = a1 + astride, *a3 = a2 + astride;
+#define TQ_ROW(i)                                                                                                  \
+    {                                                                                                              \
+        const uint8_t *q = p + (size_t)(i)*PS;                                                                     \
+        int8x16_t w[8];                                                                                            \
+        for (int k = 0; k < 8; k++) w[k] = vld1q_s8((const int8_t *)q + 16 * k);                                   \
+        float32x4_t dw = vld1q_f32((const float *)(q + 128)), mw = vld1q_f32((const float *)(q + 144));            \
+        c##i##0 = step(c##i##0, t, w, dw, mw, a0);                                                                 \
+        if (nt > 1) c##i##1 = step(c##i##1, t, w, dw, mw, a1);                                                     \
+        if (nt > 2) c##i##2 = step(c##i##2, t, w, dw, mw, a2);                                                     \
+        if (nt > 3) c##i##3 = step(c##i##3, t, w, dw, mw, a3);                                                     \
+    }
+        ROWS_I(TQ_ROW)
+    }
+#define TQ_STORE(i, j)                                                                                             \
+    if (r + i < r1 && j < nt) y[(size_t)(j)*ldy + (size_t)(r + i)] = vaddvq_f32(c##i##j) + (bias ? bias[r + i] : 0.0f);
+    TILE_IJ(TQ_STORE)
+}
+
+#define TQ_CASE(TY)                                                                                                \
+    case TY:                                                                                                       \
+        if (nt == 4) tile_q(pack, nch, TY, 4, act, astride, bias, y, ldy, r, r1);                                  \
+        else if (nt == 3) tile_q(pack, nch, TY, 3, act, astride, bias, y, ldy, r, r1);                             \
+        else if (nt == 2) tile_q(pack, nch, TY, 2, act, astride, bias, y, ldy, r, r1);                             \
+        else tile_q(pack, nch, TY, 1, act, astride, bias, y, ldy, r, r1);                                          \
+        break;
+
+static void tile_q_any(const uint8_t *pack, int64_t nch, xllm_dtype t, int nt, const uint8_t *act, size_t astride,
+                       const float *bias, float *y, size_t ldy, int64_t r, int64_t r1) {
+    switch (t) {
+        TQ_CASE(XLLM_DT_Q8) TQ_CASE(XLLM_DT_Q4) TQ_CASE(XLLM_DT_Q4M)
+    default: break;
+    }
+}
+
+AI void matmul_q_t(const matrix *W, xllm_dtype t, int g, const void *act_, size_t astride, int T, const float *bias,
+                   float *y, size_t ldy, int64_t r0, int64_t r1, void *scratch) {
+    const uint8_t *Wd = W->data, *act = act_;
+    size_t bb = quant_block_bytes(t, g), rb = quant_row_bytes(t, g, W->cols);
+    int64_t cols = W->cols;
+    if (T == 1) {
+        for (int64_t r = r0; r < r1; r += MR) gemv_q(Wd, rb, t, g, bb, cols, act, bias, y, r, r1);
+        return;
+    }
+    int64_t nch = n_chunks(cols);
+    uint8_t *pack = scratch;
+    size_t tbs = ((size_t)256 << 10) / astride;
+    int TB = tbs < NT ? NT : tbs > 96 ? 96 : (int)(tbs / NT * NT);
+    for (int t0 = 0; t0 < T; t0 += TB) {
+        int t1 = t0 + TB < T ? t0 + TB : T;
+        for (int64_t r = r0; r < r1; r += MR) {
+            pack_q(Wd, rb, t, g, bb, cols, r, r1, pack);
+            for (int tt = t0; tt < t1; tt += NT) {
+                int nt = t1 - tt < NT ? t1 - tt : NT;
+                tile_q_any(pack, nch, t, nt, act + (size_t)tt * astride, astride, bias, y + (size_t)tt * ldy, ldy, r,
+                           r1);
+            }
+        }
+    }
+}
+
+#define MM_CASE(TY, G)                                                                                             \
+    if (W->dtype == TY && W->group == G) {                                                                         \
+        matmul_q_t(W, TY, G, act, astride, T, bias, y, ldy, r0, r1, scratch);                                      \
+        return;                                                                                                    \
+    }
+
+static void matmul_q(const matrix *W, const void *act, size_t astride, int T, const float *bias, float *y, size_t ldy,
+                     int64_t r0, int64_t r1, void *scratch) {
+    if (r1 <= r0) return;
+    MM_CASE(XLLM_DT_Q8, 32) MM_CASE(XLLM_DT_Q8, 64) MM_CASE(XLLM_DT_Q8, 128)
+    MM_CASE(XLLM_DT_Q4, 32) MM_CASE(XLLM_DT_Q4, 64) MM_CASE(XLLM_DT_Q4, 128)
+    MM_CASE(XLLM_DT_Q4M, 32) MM_CASE(XLLM_DT_Q4M, 64) MM_CASE(XLLM_DT_Q4M, 128)
+    if (W->dtype == XLLM_DT_Q8) matmul_q_t(W, XLLM_DT_Q8, W->group, act, astride, T, bias, y, ldy, r0, r1, scratch);
+    else if (W->dtype == XLLM_DT_Q4) matmul_q_t(W, XLLM_DT_Q4, W->group, act, astride, T, bias, y, ldy, r0, r1, scratch);
+    else matmul_q_t(W, XLLM_DT_Q4M, W->group, act, astride, T, bias, y, ldy, r0, r1, scratch);
+}
+
+static size_t scratch_bytes(int64_t cols) { return (size_t)MR * (size_t)n_chunks(cols) * PS + 64; }
+
+/* ----------------------------------------------------------- float matmul */
+
+/* 4 weights from element i of a row (n of them present, the rest zero), as f32. */
+AI float32x4_t load_w(const void *row, xllm_dtype t, int64_t i, int n) {
+    if (t == XLLM_DT_F32) {
+        if (n == 4) return vld1q_f32((const float *)row + i);
+        float buf[4] = {0, 0, 0, 0};
+        memcpy(buf, (const float *)row + i, (size_t)n * 4);
+        return vld1q_f32(buf);
+    }
+    uint16x4_t h;
+    if (n == 4) {
+        h = vld1_u16((const uint16_t *)row + i);
+    } else {
+        uint16_t buf[4] = {0, 0, 0, 0};
+        memcpy(buf, (const uint16_t *)row + i, (size_t)n * 2);
+        h = vld1_u16(buf);
+    }
+    if (t == XLLM_DT_F16) return vcvt_f32_f16(vreinterpret_f16_u16(h));
+    return vreinterpretq_f32_u32(vshll_n_u16(h, 16));
+}
+
+AI float32x4_t load_x(const float *x, int n) {
+    if (n == 4) return vld1q_f32(x);
+    float buf[4] = {0, 0, 0, 0};
+    memcpy(buf, x, (size_t)n * 4);
+    return vld1q_f32(buf);
+}
+
+/* Rows r + i (i < 4, clamped to r1 - 1) x nt (1..4) tokens. nt == 1 is the GEMV. */
+AI void tile_f(const uint8_t *W, size_t rb, xllm_dtype t, int64_t cols, int nt, const float *x, size_t xs,
+               const float *bias, float *y, size_t ldy, int64_t r, int64_t r1) {
+    const uint8_t *row[4];
+    for (int i = 0; i < 4; i++) row[i] = W + (size_t)(r + i < r1 ? r + i : r1 - 1) * rb;
+#define TF_DECL(i, j) float32x4_t c##i##j = vdupq_n_f32(0);
+    TILE_IJ(TF_DECL)
+#define TF_ROW(i, n)                                                                                               \
+    {                                                                                                              \
+        float32x4_t w = load_w(row[i], t, c, n);                                                                   \
+        c##i##0 = vfmaq_f32(c##i##0, w, x0);                                                                       \
+        if (nt > 1) c##i##1 = vfmaq_f32(c##i##1, w, x1);                                                           \
+        if (nt > 2) c##i##2 = vfmaq_f32(c##i##2, w, x2);                                                           \
+        if (nt > 3) c##i##3 = vfmaq_f32(c##i##3, w, x3);                                                           \
+    }
+#define TF_BODY(n)                                                                                                 \
+    {                                                                                                              \
+        float32x4_t x0 = load_x(x + c, n);                                                                         \
+        float32x4_t x1 = nt > 1 ? load_x(x + xs + c, n) : x0;                                                      \
+        float32x4_t x2 = nt > 2 ? load_x(x + 2 * xs + c, n) : x0;                                                  \
+        float32x4_t x3 = nt > 3 ? load_x(x + 3 * xs + c, n) : x0;                                                  \
+        TF_ROW(0, n) TF_ROW(1, n) TF_ROW(2, n) TF_ROW(3, n)                                                        \
+    }
+    int64_t c = 0;
+    for (; c + 4 <= cols; c += 4) TF_BODY(4)
+    if (c < cols) {
+        int n = (int)(cols - c);
+        TF_BODY(n)
+    }
+#define TF_STORE(i, j)                                                                                             \
+    if (r + i < r1 && j < nt) y[(size_t)(j)*ldy + (size_t)(r + i)] = vaddvq_f32(c##i##j) + (bias ? bias[r + i] : 0.0f);
+    TILE_IJ(TF_STORE)
+}
+
+AI void tile_f_any(const uint8_t *W, size_t rb, xllm_dtype t, int64_t cols, int nt, const float *x, size_t xs,
+                   const float *bias, float *y, size_t ldy, int64_t r, int64_t r1) {
+    switch (nt) {
+    case 4: tile_f(W, rb, t, cols, 4, x, xs, bias, y, ldy, r, r1); break;
+    case 3: tile_f(W, rb, t, cols, 3, x, xs, bias, y, ldy, r, r1); break;
+    case 2: tile_f(W, rb, t, cols, 2, x, xs, bias, y, ldy, r, r1); break;
+    default: tile_f(W, rb, t, cols, 1, x, xs, bias, y, ldy, r, r1); break;
+    }
+}
+
+AI void matmul_f_t(const matrix *W, xllm_dtype t, const float *x, int T, const float *bias, float *y, size_t ldy,
+                   int64_t r0, int64_t r1) {
+    int64_t cols = W->cols;
+    size_t rb = (size_t)cols * xllm_dtype_size(t), xs = (size_t)cols;
+    int TB = (int)(((size_t)192 << 10) / (xs * sizeof(float) + 1));
+    TB = TB < NT ? NT : TB > 128 ? 128 : TB / NT * NT;
+    for (int t0 = 0; t0 < T; t0 += TB) {
+        int t1 = t0 + TB < T ? t0 + TB : T;
+        for (int64_t r = r0; r < r1; r += MR)
+            for (int tt = t0; tt < t1; tt += NT) {
+                int nt = t1 - tt < NT ? t1 - tt : NT;
+                tile_f_any(W->data, rb, t, cols, nt, x + (size_t)tt * xs, xs, bias, y + (size_t)tt * ldy, ldy, r, r1);
+            }
+    }
+}
+
+static void matmul_f(const matrix *W, const float *x, int T, const float *bias, float *y, size_t ldy, int64_t r0,
+                     int64_t r1, void *scratch) {
+    (void)scratch;
+    if (r1 <= r0) return;
+    switch (W->dtype) {
+    case XLLM_DT_F16: matmul_f_t(W, XLLM_DT_F16, x, T, bias, y, ldy, r0, r1); break;
+    case XLLM_DT_BF16: matmul_f_t(W, XLLM_DT_BF16, x, T, bias, y, ldy, r0, r1); break;
+    default: matmul_f_t(W, XLLM_DT_F32, x, T, bias, y, ldy, r0, r1); break;
+    }
+}
+
+/* -------------------------------------------------------------- attention */
+
+AI float dot_hd(const float *q, const float *k, int hd) {
+    float32x4_t acc = vdupq_n_f32(0);
+    int d = 0;
+    for (; d + 4 <= hd; d += 4) acc = vfmaq_f32(acc, vld1q_f32(q + d), vld1q_f32(k + d));
+    if (d < hd) acc = vfmaq_f32(acc, load_x(q + d, hd - d), load_x(k + d, hd - d));
+    return vaddvq_f32(acc);
+}
+
+static void attn_scores(const float *q, const float *k, size_t stride, int n, int hd, float scale, float *out) {
+    for (int i = 0; i < n; i++) out[i] = dot_hd(q, k + (size_t)i * stride, hd) * scale;
+}
+
+static void attn_accum(float *acc, const float *w, const float *v, size_t stride, int n, int hd) {
+    int d = 0;
+    for (; d + 8 <= hd; d += 8) {
+        float32x4_t a0 = vld1q_f32(acc + d), a1 = vld1q_f32(acc + d + 4);
+        const float *vp = v + d;
+        for (int i = 0; i < n; i++, vp += stride) {
+            a0 = vfmaq_n_f32(a0, vld1q_f32(vp), w[i]);
+            a1 = vfmaq_n_f32(a1, vld1q_f32(vp + 4), w[i]);
+        }
+        vst1q_f32(acc + d, a0);
+        vst1q_f32(acc + d + 4, a1);
+    }
+    for (; d < hd; d++) {
+        float a = acc[d];
+        const float *vp = v + d;
+        for (int i = 0; i < n; i++, vp += stride) a = fmaf(w[i], *vp, a);
+        acc[d] = a;
+    }
+}

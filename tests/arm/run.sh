@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# run.sh - the NEON kernels on aarch64: cross-compile test_kernels with
+# Debian's gcc-aarch64-linux-gnu (only what it needs: the CPU backend, quant,
+# dtype/alloc/error/threadpool; no cJSON or PCRE2) and run it under
+# qemu-user-static, once as qemu's default CPU (has dotprod: both NEON
+# variants are tested, and must agree bit for bit) and once as a Cortex-A53
+# (no dotprod: dispatch must fall back to the plain NEON variant).
+# usage: tests/arm/run.sh [BUILD_DIR]   (default build-arm)
+set -euo pipefail
+SRC=$(cd "$(dirname "$0")/../.." && pwd)
+OUT=${1:-$SRC/build-arm}
+CC=${AARCH64_CC:-aarch64-linux-gnu-gcc}
+QEMU=${QEMU_AARCH64:-qemu-aarch64-static}
+SYSROOT=${AARCH64_SYSROOT:-/usr/aarch64-linux-gnu}
+for tool in "$CC" "$QEMU"; do
+    command -v "$tool" >/dev/null || { echo "run.sh: $tool not found (scripts/install-deps.sh installs it)"; exit 1; }
+done
+mkdir -p "$OUT"
+FLAGS=(-O2 -std=c11 -D_GNU_SOURCE -fno-strict-aliasing -Wall -Wextra -Werror -I"$SRC/include" -I"$SRC/src"
+       -I"$SRC/tests" -DXLLM_SOURCE_DIR="\"$SRC\"")
+C="$SRC/src/backend/cpu"
+"$CC" "${FLAGS[@]}" -march=armv8.2-a+dotprod -c "$C/kernels_neon_dot.c" -o "$OUT/kernels_neon_dot.o"
+"$CC" "${FLAGS[@]}" -o "$OUT/test_kernels" "$SRC/tests/unit/test_kernels.c" "$C/cpu_ops.c" "$C/cpu_features.c" \
+    "$C/kernels_scalar.c" "$C/kernels_avx2.c" "$C/kernels_avx512.c" "$C/kernels_neon.c" "$OUT/kernels_neon_dot.o" \
+    "$SRC/src/quant/quant.c" "$SRC/src/base/dtype.c" "$SRC/src/base/alloc.c" "$SRC/src/base/error.c" \
+    "$SRC/src/base/threadpool.c" -lm -lpthread
+echo "== aarch64 (qemu default CPU: NEON + dotprod)"
+"$QEMU" -L "$SYSROOT" "$OUT/test_kernels"
+echo "== aarch64 as Cortex-A53 (NEON, no dotprod)"
+"$QEMU" -cpu cortex-a53 -L "$SYSROOT" "$OUT/test_kernels"
