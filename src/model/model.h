@@ -17,8 +17,12 @@
 #include "model/kv_cache.h"
 #include "model/model_config.h"
 
-/* Keys scored at a time per (token, head) in attention (online softmax per chunk). */
+/* Keys scored at a time per (token, head) in attention (partials folded per chunk). */
 #define ATTN_CHUNK 128
+/* split-KV partials kept for at most this many keys per item (longer: per-item strategy) */
+#define ATTN_SPLIT_MAX_KEYS 32768
+
+typedef enum attn_strategy { ATTN_PER_ITEM = 0, ATTN_SPLIT_KV } attn_strategy;
 
 typedef struct layer_weights {
     float *attn_norm, *mlp_norm, *q_norm, *k_norm;
@@ -41,6 +45,8 @@ typedef struct model_scratch {
     float *x, *xn, *q, *k, *v, *att, *tmp, *h1, *h2;
     float *moe_acc, *xg, *yg, *router_logits;
     float *fused;        /* output of a fused qkv or gate_up matmul */
+    float *attn_part;    /* split-KV partials: attn_part_items x (head_dim + 2) */
+    size_t attn_part_items;
     float *rope_cos, *rope_sin;
     int32_t *route_ids, *expert_tokens, *expert_count;
     float *route_w, *expert_w;
@@ -68,6 +74,7 @@ typedef struct model {
     layer_weights *layers;
     double *inv_freq;              /* head_dim / 2 RoPE frequencies (scaling applied) */
     model_scratch s;
+    int attn_force;                /* XLLM_ATTN: 0 = the planner decides, 1 = per item, 2 = split-KV */
     model_observer observe;        /* NULL except during calibration */
     void *observe_ctx;
     void **owned;                  /* f32 copies of 1-D tensors, freed with the model */
@@ -95,5 +102,8 @@ typedef struct fwd_batch {
 } fwd_batch;
 
 xllm_status model_forward(model *m, kv_cache *kv, const fwd_batch *b, float *logits, xllm_error *err);
+/* The attention strategy model_forward uses for this batch and layer (the
+ * planner's per-step choice; results are identical either way). */
+attn_strategy attention_strategy(const model *m, const fwd_batch *b, int layer, int *max_chunks);
 
 #endif

@@ -16,6 +16,7 @@
 #include "quant/quant.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -327,10 +328,22 @@ model *model_load(const char *dir, int n_threads, int max_tokens, xllm_error *er
 
     size_t max_cols = (size_t)c->hidden;
     size_t widest[] = {(size_t)c->intermediate, (size_t)c->moe_intermediate, (size_t)c->shared_expert_intermediate,
-                       (size_t)c->n_heads * (size_t)c->head_dim, (size_t)c->head_dim + ATTN_CHUNK};
+                       (size_t)c->n_heads * (size_t)c->head_dim, 2 * ((size_t)c->head_dim + 2) + ATTN_CHUNK};
     for (size_t i = 0; i < sizeof widest / sizeof *widest; i++)
         if (widest[i] > max_cols) max_cols = widest[i];
     if (backend_init(&m->be, n_threads, max_cols, (size_t)max_tokens, err)) goto fail;
+    {   /* split-KV attention partials: fewer items than 2 per thread, up to ATTN_SPLIT_MAX_KEYS keys each */
+        int keys = c->max_positions < ATTN_SPLIT_MAX_KEYS ? c->max_positions : ATTN_SPLIT_MAX_KEYS;
+        size_t items = (size_t)(2 * m->be.n_threads) > (size_t)c->n_heads ? (size_t)(2 * m->be.n_threads) : (size_t)c->n_heads;
+        m->s.attn_part_items = items * (size_t)((keys + ATTN_CHUNK - 1) / ATTN_CHUNK);
+        const char *force = getenv("XLLM_ATTN"); /* tests and comparisons: per-item | split */
+        m->attn_force = force && !strcmp(force, "split") ? 2 : force && !strcmp(force, "per-item") ? 1 : 0;
+        m->s.attn_part = own(m, xllm_malloc_array(m->s.attn_part_items * (size_t)(c->head_dim + 2), sizeof(float)));
+        if (!m->s.attn_part) {
+            xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory for attention partials");
+            goto fail;
+        }
+    }
     return m;
 fail:
     if (err && err->code == XLLM_OK) xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory loading %s", dir);
