@@ -87,6 +87,10 @@ void xllm_model_free(xllm_model *model);
  * when the checkpoint has no tokenizer.json. */
 const xllm_tokenizer *xllm_model_tokenizer(const xllm_model *model);
 int32_t xllm_model_vocab_size(const xllm_model *model);
+/* The load-time plan as JSON: kernel level, threads, and per weight shape and
+ * batch bucket the measured thread choice (XLLM_PLAN=0 skips planning).
+ * *json freed with xllm_free. */
+xllm_status xllm_model_plan(const xllm_model *model, char **json, xllm_error *err);
 int32_t xllm_model_context_size(const xllm_model *model);
 
 /* Logits of a single sequence of ids (no BOS added). out must hold

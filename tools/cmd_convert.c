@@ -75,15 +75,76 @@ int cmd_convert(int argc, char **argv) {
     return 0;
 }
 
+/* xllm info --plan: load the model (which runs the planner) and print its choices. */
+static int print_plan(const char *path, int json) {
+    xllm_error err;
+    xllm_model_options o = xllm_model_options_default();
+    o.max_batch_seqs = 1;
+    o.max_context = 256;
+    xllm_model *m = xllm_model_load(path, &o, &err);
+    if (!m) return fail(err.message, NULL);
+    char *text;
+    if (xllm_model_plan(m, &text, &err)) {
+        xllm_model_free(m);
+        return fail(err.message, NULL);
+    }
+    xllm_model_free(m);
+    cJSON *root = cJSON_Parse(text);
+    if (json || !root) {
+        printf("%s\n", text);
+        xllm_free(text);
+        cJSON_Delete(root);
+        return 0;
+    }
+    xllm_free(text);
+    const cJSON *level = cJSON_GetObjectItem(root, "kernel_level"), *planned = cJSON_GetObjectItem(root, "planned");
+    if (cJSON_IsFalse(planned)) {
+        printf("not planned (XLLM_PLAN=0)\n");
+        cJSON_Delete(root);
+        return 0;
+    }
+    printf("kernel level %s, %d threads, planned in %.1f ms\n", cJSON_IsString(level) ? level->valuestring : "?",
+           cJSON_GetObjectItem(root, "threads")->valueint, cJSON_GetObjectItem(root, "planning_ms")->valuedouble);
+    printf("%-14s %-5s %5s   threads chosen for T = 1 / 2-8 / 9-64 / >64   (measured us per thread count)\n", "shape",
+           "type", "count");
+    const cJSON *s;
+    cJSON_ArrayForEach(s, cJSON_GetObjectItem(root, "matmul")) {
+        printf("%-14s %-5s %5d  ", cJSON_GetObjectItem(s, "shape")->valuestring, cJSON_GetObjectItem(s, "type")->valuestring,
+               cJSON_GetObjectItem(s, "matrices")->valueint);
+        const cJSON *b;
+        cJSON_ArrayForEach(b, cJSON_GetObjectItem(s, "buckets")) {
+            const cJSON *th = cJSON_GetObjectItem(b, "threads"), *us = cJSON_GetObjectItem(b, "us");
+            if (!th) {
+                printf("  default");
+                continue;
+            }
+            printf("  %d (", th->valueint);
+            const cJSON *u;
+            int first = 1;
+            cJSON_ArrayForEach(u, us) {
+                printf(first ? "%s:%.0f" : " %s:%.0f", u->string, u->valuedouble);
+                first = 0;
+            }
+            printf(")");
+        }
+        printf("\n");
+    }
+    printf("attention: %s\n", cJSON_GetObjectItem(root, "attention")->valuestring);
+    cJSON_Delete(root);
+    return 0;
+}
+
 int cmd_info(int argc, char **argv) {
     const char *path = NULL;
-    int json = 0;
+    int json = 0, plan = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--json")) json = 1;
+        else if (!strcmp(argv[i], "--plan")) plan = 1;
         else if (argv[i][0] == '-') return fail("unknown option for info: ", argv[i]);
         else path = argv[i];
     }
-    if (!path) return fail("usage: xllm info MODEL [--json]", NULL);
+    if (!path) return fail("usage: xllm info MODEL [--json] [--plan]", NULL);
+    if (plan) return print_plan(path, json);
     xllm_error err;
     char *text;
     if (xllm_model_info(path, &text, &err)) return fail(err.message, NULL);

@@ -11,6 +11,7 @@
 #include "base/error.h"
 #include "base/file.h"
 #include "engine/engine.h"
+#include "engine/planner.h"
 #include "tokenizer/tokenizer.h"
 
 #include <stdio.h>
@@ -22,11 +23,13 @@ struct xllm_model {
     model *m;
     tokenizer *tok;
     engine eng;
+    char *plan_json;      /* the planner's report (NULL when XLLM_PLAN=0) */
 };
 
 #define DEFAULT_MAX_CONTEXT_CAP 8192
 #define DEFAULT_KV_BYTES_CAP ((int64_t)1 << 30)
 #define MAX_STEP_TOKENS 512
+#define PLAN_BUDGET_MS 400
 
 xllm_model_options xllm_model_options_default(void) {
     xllm_model_options o;
@@ -88,6 +91,15 @@ xllm_model *xllm_model_load(const char *path, const xllm_model_options *opts, xl
     resolve_options(&xm->m->cfg, &o);
     if (o.max_batch_seqs > o.max_step_tokens) o.max_batch_seqs = o.max_step_tokens; /* one decode token each */
     if (engine_init(&xm->eng, xm->m, xm->tok, &o, err)) goto fail;
+    const char *plan = getenv("XLLM_PLAN");
+    if (!plan || strcmp(plan, "0")) {
+        cJSON *report;
+        if (planner_run(xm->m, PLAN_BUDGET_MS, &report, err)) goto fail;
+        char *text = cJSON_PrintUnformatted(report);
+        cJSON_Delete(report);
+        xm->plan_json = text ? xllm_strdup(text) : NULL;
+        free(text);
+    }
     return xm;
 fail:
     if (xm->tok) tokenizer_free(xm->tok);
@@ -98,6 +110,7 @@ fail:
 
 void xllm_model_free(xllm_model *xm) {
     if (!xm) return;
+    xllm_free(xm->plan_json);
     engine_free(&xm->eng);
     if (xm->tok) tokenizer_free(xm->tok);
     model_free(xm->m);
@@ -123,4 +136,10 @@ xllm_status xllm_generate(xllm_model *xm, const xllm_request *requests, size_t n
     xllm_error_clear(err);
     if (!results) return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "results is NULL");
     return engine_generate(&xm->eng, requests, n, cb, user, results, err);
+}
+
+xllm_status xllm_model_plan(const xllm_model *xm, char **json, xllm_error *err) {
+    xllm_error_clear(err);
+    *json = xllm_strdup(xm->plan_json ? xm->plan_json : "{\"planned\":false}");
+    return *json ? XLLM_OK : xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
 }

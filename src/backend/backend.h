@@ -18,11 +18,18 @@
 
 /* Row-major [rows][cols] matrix in its stored dtype: F32, F16, BF16, or a
  * block-quantized type (Q8, Q4, Q4M) with `group` weights per scale. */
+/* Batch-size buckets the planner tunes separately: T = 1, 2-8, 9-64, > 64. */
+#define MM_BUCKETS 4
+static inline int mm_bucket(int T) { return T <= 1 ? 0 : T <= 8 ? 1 : T <= 64 ? 2 : 3; }
+
 typedef struct matrix {
     xllm_dtype dtype;
     int group;
     int64_t rows, cols;
     const void *data;
+    /* threads the planner measured best per batch bucket (0: the default
+     * work-size rule). The thread split never changes results. */
+    uint8_t plan_threads[MM_BUCKETS];
 } matrix;
 
 struct cpu_kernels;

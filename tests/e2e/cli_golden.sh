@@ -93,4 +93,20 @@ assert ops["attention"]["calls"] == 5 * 20 and all(o["ms"] >= 0 for o in p["ops"
 PY
 check $? "run --profile writes the per-operator report"
 
+"$XLLM" info --plan "$SRC/models/stories260k" > "$T/plan.txt" && grep -q "kernel level" "$T/plan.txt" &&
+grep -q "^512x64 " "$T/plan.txt" && "$XLLM" info --plan --json "$SRC/models/stories260k" | python3 -c "
+import json, sys
+p = json.load(sys.stdin)
+assert p['threads'] >= 1 and p['matmul'], p
+for s in p['matmul']:
+    assert len(s['buckets']) == 4
+    for b in s['buckets']:
+        assert 'threads' not in b or 1 <= b['threads'] <= p['threads']"
+check $? "info --plan prints the planner's choices"
+ids=1,403,407,261,378,432,383
+"$XLLM" logits -m "$SRC/models/stories260k" --ids $ids --out "$T/planned.f32" > /dev/null &&
+XLLM_PLAN=0 "$XLLM" logits -m "$SRC/models/stories260k" --ids $ids --out "$T/unplanned.f32" > /dev/null &&
+compare "$T/planned.f32" "$T/unplanned.f32" 0
+check $? "the plan does not change results"
+
 [ $fails -eq 0 ]

@@ -118,10 +118,15 @@ void op_matmul(backend *be, const float *x, int T, const matrix *W, const float 
         size_t per_tok = (size_t)W->cols;
         threadpool_run(be->tp, (size_t)T, per_tok >= 65536 ? 1 : 65536 / per_tok, prepare_tokens, &j);
     }
-    /* at least ~32k multiply-adds per thread, or threading costs more than it gains */
-    size_t per_unit = (size_t)W->cols * (size_t)T * ROW_TILE;
-    size_t units = ((size_t)W->rows + ROW_TILE - 1) / ROW_TILE;
-    threadpool_run(be->tp, units, per_unit >= 32768 ? 1 : 32768 / per_unit, matmul_tiles, &j);
+    size_t units = ((size_t)W->rows + ROW_TILE - 1) / ROW_TILE, min_units;
+    int planned = W->plan_threads[mm_bucket(T)];
+    if (planned > 0) { /* the planner's measured choice for this shape and batch size */
+        min_units = (units + (size_t)planned - 1) / (size_t)planned;
+    } else { /* at least ~32k multiply-adds per thread, or threading costs more than it gains */
+        size_t per_unit = (size_t)W->cols * (size_t)T * ROW_TILE;
+        min_units = per_unit >= 32768 ? 1 : 32768 / per_unit;
+    }
+    threadpool_run(be->tp, units, min_units, matmul_tiles, &j);
 }
 
 void op_attn_scores(const backend *be, const float *q, const float *k, size_t stride, int n, int hd, float scale,

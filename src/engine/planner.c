@@ -1,0 +1,146 @@
+/* planner.c - per-shape, per-batch-bucket thread counts by measurement (see planner.h). */
+#include "engine/planner.h"
+#include "base/alloc.h"
+#include "base/error.h"
+#include "base/profile.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define SLICE_ROWS 1024   /* rows measured per shape: enough to load every thread */
+#define MAX_MATS 4096
+
+static const int k_bucket_T[MM_BUCKETS] = {1, 4, 32, 128};
+
+typedef struct {
+    matrix *m[MAX_MATS];
+    int n;
+} mat_list;
+
+static void add(mat_list *l, matrix *w) {
+    if (w->data && l->n < MAX_MATS) l->m[l->n++] = w;
+}
+
+static int same_shape(const matrix *a, const matrix *b) {
+    return a->dtype == b->dtype && a->group == b->group && a->rows == b->rows && a->cols == b->cols;
+}
+
+static double time_matmul(model *m, const matrix *w, const float *x, int T, float *y, int reps) {
+    double best = 1e30;
+    for (int r = 0; r < reps; r++) {
+        uint64_t t0 = prof_now_ns();
+        op_matmul(&m->be, x, T, w, NULL, y);
+        double dt = (double)(prof_now_ns() - t0) / 1e3;
+        if (dt < best) best = dt;
+    }
+    return best;
+}
+
+xllm_status planner_run(model *m, int budget_ms, cJSON **report, xllm_error *err) {
+    *report = NULL;
+    const model_config *c = &m->cfg;
+    mat_list *l = xllm_calloc(1, sizeof *l);
+    if (!l) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+    for (int i = 0; i < c->n_layers; i++) {
+        layer_weights *L = &m->layers[i];
+        matrix *ws[] = {&L->q, &L->k, &L->v, &L->o, &L->qkv, &L->gate, &L->up, &L->down, &L->gate_up, &L->router,
+                        &L->sh_gate, &L->sh_up, &L->sh_down};
+        for (size_t k = 0; k < sizeof ws / sizeof *ws; k++) add(l, ws[k]);
+        if (c->layer_is_moe[i])
+            for (int e = 0; e < c->n_experts; e++) {
+                add(l, &L->exp_gate[e]);
+                add(l, &L->exp_up[e]);
+                add(l, &L->exp_down[e]);
+            }
+    }
+    add(l, &m->lm_head);
+
+    int maxT = k_bucket_T[MM_BUCKETS - 1] < m->s.max_tokens ? k_bucket_T[MM_BUCKETS - 1] : m->s.max_tokens;
+    int64_t max_cols = 0;
+    for (int i = 0; i < l->n; i++) max_cols = l->m[i]->cols > max_cols ? l->m[i]->cols : max_cols;
+    float *x = xllm_malloc_array((size_t)maxT * (size_t)max_cols, sizeof(float));
+    float *y = xllm_malloc_array((size_t)maxT * SLICE_ROWS, sizeof(float));
+    uint8_t *done = xllm_calloc((size_t)l->n + 1, 1);
+    if (!x || !y || !done) {
+        xllm_free(x);
+        xllm_free(y);
+        xllm_free(done);
+        xllm_free(l);
+        return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory for planning");
+    }
+    unsigned seed = 12345;
+    for (size_t i = 0; i < (size_t)maxT * (size_t)max_cols; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        x[i] = (float)((int)(seed >> 9) % 2001 - 1000) * 1e-3f;
+    }
+
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "kernel_level", backend_level_name(&m->be));
+    cJSON_AddNumberToObject(root, "threads", m->be.n_threads);
+    cJSON *shapes = cJSON_AddArrayToObject(root, "matmul");
+    uint64_t start = prof_now_ns();
+    int over_budget = 0;
+    for (int i = 0; i < l->n; i++) {
+        if (done[i]) continue;
+        matrix *w = l->m[i];
+        int count = 0;
+        for (int k = i; k < l->n; k++)
+            if (!done[k] && same_shape(w, l->m[k])) count++;
+        matrix slice = *w;
+        if (slice.rows > SLICE_ROWS) slice.rows = SLICE_ROWS;
+        cJSON *o = cJSON_CreateObject();
+        char shape[64], tname[16];
+        snprintf(shape, sizeof shape, "%lldx%lld", (long long)w->rows, (long long)w->cols);
+        snprintf(tname, sizeof tname, "%s", xllm_dtype_name(w->dtype));
+        cJSON_AddStringToObject(o, "shape", shape);
+        cJSON_AddStringToObject(o, "type", tname);
+        if (xllm_dtype_is_quant(w->dtype)) cJSON_AddNumberToObject(o, "group", w->group);
+        cJSON_AddNumberToObject(o, "matrices", count);
+        cJSON *buckets = cJSON_AddArrayToObject(o, "buckets");
+        uint8_t best_threads[MM_BUCKETS] = {0};
+        for (int b = 0; b < MM_BUCKETS; b++) {
+            int T = k_bucket_T[b] < maxT ? k_bucket_T[b] : maxT;
+            cJSON *bo = cJSON_CreateObject();
+            cJSON_AddNumberToObject(bo, "T", T);
+            if (over_budget || (prof_now_ns() - start) / 1000000 > (uint64_t)budget_ms) {
+                over_budget = 1;
+                cJSON_AddStringToObject(bo, "choice", "default rule (planning budget spent)");
+                cJSON_AddItemToArray(buckets, bo);
+                continue;
+            }
+            cJSON *us = cJSON_AddObjectToObject(bo, "us");
+            double best = 1e30;
+            for (int th = 1; th <= m->be.n_threads && th <= 255; th++) {
+                memset(slice.plan_threads, th, sizeof slice.plan_threads);
+                op_matmul(&m->be, x, T, &slice, NULL, y); /* warm */
+                double t = time_matmul(m, &slice, x, T, y, 3);
+                char key[8];
+                snprintf(key, sizeof key, "%d", th);
+                cJSON_AddNumberToObject(us, key, t);
+                if (t < best * 0.97) { /* prefer fewer threads unless clearly faster */
+                    best = t;
+                    best_threads[b] = (uint8_t)th;
+                }
+            }
+            cJSON_AddNumberToObject(bo, "threads", best_threads[b]);
+            cJSON_AddItemToArray(buckets, bo);
+        }
+        for (int k = i; k < l->n; k++)
+            if (!done[k] && same_shape(w, l->m[k])) {
+                memcpy(l->m[k]->plan_threads, best_threads, sizeof best_threads);
+                done[k] = 1;
+            }
+        cJSON_AddItemToArray(shapes, o);
+    }
+    cJSON_AddNumberToObject(root, "planning_ms", (double)(prof_now_ns() - start) / 1e6);
+    cJSON_AddStringToObject(root, "attention",
+                            "per step: one task per (token, head) item; split-KV (one task per 128-key chunk, then "
+                            "an ordered fold) when items < 2 x threads and an item has > 128 keys. Same results "
+                            "either way.");
+    xllm_free(x);
+    xllm_free(y);
+    xllm_free(done);
+    xllm_free(l);
+    *report = root;
+    return XLLM_OK;
+}
