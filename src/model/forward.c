@@ -243,18 +243,20 @@ static void attention_block(model *m, kv_cache *kv, const fwd_batch *b, int l) {
     if (prof_enabled) prof_add(PROF_ROPE_KV, t_rope, 6.0 * T * (double)(qd + kd), 4.0 * T * (double)(qd + 3 * kd));
     attn_job j = {m, kv, b, l, c->layer_window[l], 0};
     attn_strategy strategy = attention_strategy(m, b, l, &j.max_chunks);
-    double keys = 0; /* keys visited, for the profile's flop and byte counts */
-    if (prof_enabled)
-        for (int t = 0; t < T; t++) {
-            int w = c->layer_window[l], n = b->pos[t] + 1;
-            keys += w > 0 && n > w ? w : n;
-        }
+    double keys = 0; /* keys visited: the work, and the profile's flop and byte counts */
+    for (int t = 0; t < T; t++) {
+        int w = c->layer_window[l], n = b->pos[t] + 1;
+        keys += w > 0 && n > w ? w : n;
+    }
+    /* at least ~64k flops per thread, or waking a thread costs more than it saves */
+    double item_flops = 4.0 * (keys / T) * hd;
+    size_t min_items = item_flops >= 65536 ? 1 : (size_t)(65536 / (item_flops + 1));
     PROF(PROF_ATTENTION, 4.0 * keys * (double)qd, 8.0 * keys * (double)kd,
          if (strategy == ATTN_SPLIT_KV) {
              threadpool_run(m->be.tp, (size_t)T * c->n_heads * (size_t)j.max_chunks, 1, attention_chunks, &j);
-             threadpool_run(m->be.tp, (size_t)T * (size_t)c->n_heads, 1, attention_fold_items, &j);
+             threadpool_run(m->be.tp, (size_t)T * (size_t)c->n_heads, min_items, attention_fold_items, &j);
          } else {
-             threadpool_run(m->be.tp, (size_t)T * (size_t)c->n_heads, 1, attention_items, &j);
+             threadpool_run(m->be.tp, (size_t)T * (size_t)c->n_heads, min_items, attention_items, &j);
          });
     if (m->observe) m->observe(m->observe_ctx, l, OBS_O_IN, -1, s->att, T, (int)qd);
     MATMUL(PROF_MATMUL_O, s->att, T, &L->o, L->o_bias, s->tmp);
