@@ -2,7 +2,7 @@
  * bench_kernels.c - throughput of each CPU kernel at every level this CPU
  * runs, one thread, scalar as the reference ratio in the same run.
  *
- *   bench_kernels [--quick] [--level NAME] [--only SUBSTRING]
+ *   bench_kernels [--quick] [--level NAME] [--only SUBSTRING] [--no-scalar] [--prefetch-sweep]
  *
  * GEMV (T = 1) figures are GB/s of weights streamed (the decode bound), on a
  * matrix bigger than the caches; GEMM figures are GFLOP/s (2 * rows * cols * T)
@@ -121,6 +121,45 @@ static void bench_quant(xllm_dtype t, int group, int64_t rows, int64_t cols, int
     free(y);
 }
 
+/* GEMV on a model's shapes, cycling through enough copies of the matrix
+ * (>= 256 MB) that every call streams its weights from memory, as decode does. */
+static void bench_gemv_stream(xllm_dtype t, int group, int64_t rows, int64_t cols) {
+    size_t rb = quant_row_bytes(t, group, cols), mb = rb * (size_t)rows;
+    int copies = (int)(((size_t)256 << 20) / mb) + 1;
+    matrix *W = malloc(sizeof(matrix) * (size_t)copies);
+    W[0] = (matrix){.dtype = t, .group = group, .rows = rows, .cols = cols, .data = quant_matrix(t, group, rows, cols)};
+    for (int i = 1; i < copies; i++) {
+        void *d = xllm_malloc_aligned(mb);
+        memcpy(d, W[0].data, mb);
+        W[i] = (matrix){.dtype = t, .group = group, .rows = rows, .cols = cols, .data = d};
+    }
+    float *x = malloc(sizeof(float) * (size_t)cols), *y = malloc(sizeof(float) * (size_t)rows);
+    for (int64_t i = 0; i < cols; i++) x[i] = frand();
+    row_t r = {0};
+    char name[80];
+    snprintf(name, sizeof name, "gemv stream %s/g%d %lldx%lld", xllm_dtype_name(t), group, (long long)rows,
+             (long long)cols);
+    r.name = name;
+    r.unit = "GB/s";
+    for (int k = 0; k < g_nk && wanted(name); k++) {
+        const cpu_kernels *K = g_k[k];
+        size_t as = K->act_bytes(cols);
+        void *act = xllm_malloc_aligned(as), *scr = xllm_malloc_aligned(K->scratch_bytes(cols));
+        K->act_prepare(x, cols, act);
+        double s;
+        int n = copies < 64 ? copies : 64;
+        TIME_IT(s, for (int i = 0; i < n; i++) K->matmul_q(&W[i], act, as, 1, NULL, y, (size_t)rows, 0, rows, scr));
+        r.value[k] = (double)mb * n / s / 1e9;
+        xllm_free_aligned(act);
+        xllm_free_aligned(scr);
+    }
+    if (wanted(name)) print_row(&r);
+    for (int i = 0; i < copies; i++) xllm_free_aligned((void *)W[i].data);
+    free(W);
+    free(x);
+    free(y);
+}
+
 static void bench_float(xllm_dtype t, int64_t rows, int64_t cols, int T, int gemv) {
     size_t es = xllm_dtype_size(t);
     uint16_t *w = xllm_malloc_aligned(es * (size_t)rows * (size_t)cols);
@@ -208,22 +247,40 @@ static void bench_attn(int hd, int n, int accum) {
 }
 
 int main(int argc, char **argv) {
-    int quick = 0;
+    int quick = 0, no_scalar = 0, sweep = 0;
     const char *only = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick")) quick = 1;
         else if (!strcmp(argv[i], "--level") && i + 1 < argc) only = argv[++i];
         else if (!strcmp(argv[i], "--only") && i + 1 < argc) g_only = argv[++i];
+        else if (!strcmp(argv[i], "--no-scalar")) no_scalar = 1; /* for profiling one level */
+        else if (!strcmp(argv[i], "--prefetch-sweep")) sweep = 1;
         else {
-            fprintf(stderr, "usage: %s [--quick] [--level NAME] [--only SUBSTRING]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--quick] [--level NAME] [--only SUBSTRING] [--no-scalar] [--prefetch-sweep]\n", argv[0]);
             return 2;
         }
     }
     if (quick) g_min_time = 0.1;
+    if (sweep) { /* GEMV software prefetch distance (kernels.h), settings interleaved, best level */
+        g_nk = 0;
+        const cpu_kernels *all2[8];
+        int n2 = cpu_kernels_all(all2, 8);
+        g_k[g_nk++] = all2[n2 - 1];
+        static const size_t d[] = {0, 256, 512, 1024, 2048, 4096};
+        for (int rep = 0; rep < 3; rep++)
+            for (size_t i = 0; i < sizeof d / sizeof *d; i++) {
+                kernels_prefetch_bytes = d[i];
+                printf("prefetch %zu: ", d[i]);
+                bench_gemv_stream(XLLM_DT_Q8, 32, 2304, 768);
+                printf("prefetch %zu: ", d[i]);
+                bench_gemv_stream(XLLM_DT_Q4, 32, 2048, 4096);
+            }
+        return 0;
+    }
     const cpu_kernels *all[8];
     int n = cpu_kernels_all(all, 8);
     for (int i = 0; i < n; i++)
-        if (i == 0 || !only || !strcmp(all[i]->name, only)) g_k[g_nk++] = all[i];
+        if ((i == 0 && !no_scalar) || (i > 0 && (!only || !strcmp(all[i]->name, only)))) g_k[g_nk++] = all[i];
     cpu_features f;
     cpu_features_detect(&f);
     printf("levels: best %s; columns:", cpu_level_name(cpu_level_best()));
@@ -237,6 +294,12 @@ int main(int argc, char **argv) {
     static const xllm_dtype qt[] = {XLLM_DT_Q4, XLLM_DT_Q8, XLLM_DT_Q4M};
     for (int i = 0; i < 3; i++) bench_quant(qt[i], 32, big_r, big_c, 1, 1);
     bench_quant(XLLM_DT_Q4, 128, big_r, big_c, 1, 1);
+    bench_gemv_stream(XLLM_DT_Q4, 32, 2304, 768); /* small-120m qkv */
+    bench_gemv_stream(XLLM_DT_Q8, 32, 2304, 768);
+    bench_gemv_stream(XLLM_DT_Q4, 32, 768, 2304); /* down */
+    bench_gemv_stream(XLLM_DT_Q8, 32, 32000, 768); /* lm_head */
+    bench_gemv_stream(XLLM_DT_Q8, 32, 2048, 4096);
+    bench_gemv_stream(XLLM_DT_Q4, 32, 2048, 4096);
     for (int i = 0; i < 3; i++) bench_quant(qt[i], 32, 512, 2048, 64, 0);
     bench_quant(XLLM_DT_Q4, 128, 512, 2048, 64, 0);
     bench_quant(XLLM_DT_Q4, 32, 512, 2048, 4, 0);

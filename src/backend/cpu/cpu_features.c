@@ -25,6 +25,8 @@
 #endif
 #endif
 
+size_t kernels_prefetch_bytes = 1024;
+
 void cpu_features_detect(cpu_features *f) {
     memset(f, 0, sizeof *f);
 #if defined(__x86_64__)

@@ -62,6 +62,21 @@ typedef struct cpu_kernels {
     void (*attn_accum)(float *acc, const float *w, const float *v, size_t stride, int n, int hd);
 } cpu_kernels;
 
+/* GEMV software prefetch. Model rows are short (a few KB) and read 4 at a
+ * time, so hardware prefetchers barely ramp up before a row tile ends. Each
+ * row of a tile is a stream that continues 4 rows further on (the same row of
+ * the next tile): while the bytes at offset `off` of row `row` (of rb bytes)
+ * are used, fetch `len` bytes KERNELS_PREFETCH_BYTES further along that
+ * stream; `end` bounds the rows this call may touch (never past the matrix). */
+extern size_t kernels_prefetch_bytes; /* default 1024; 0: off (bench_kernels --prefetch-sweep) */
+static inline void kernels_prefetch_stream(const void *row, size_t rb, size_t off, size_t len, const void *end) {
+    if (!kernels_prefetch_bytes) return;
+    size_t ahead = off + kernels_prefetch_bytes;
+    const char *p = (const char *)row + (ahead < rb ? ahead : ahead - rb + 4 * rb);
+    for (size_t o = 0; o < len; o += 64)
+        if (p + o < (const char *)end) __builtin_prefetch(p + o);
+}
+
 void cpu_features_detect(cpu_features *f);
 const char *cpu_level_name(cpu_level l);
 /* Compiled into this binary and supported by this CPU (and its OS). */

@@ -213,6 +213,8 @@ AI void gemv_q(const uint8_t *W, size_t rb, xllm_dtype t, int g, size_t bb, int6
 #define GV_DECL(i) __m256 c##i = _mm256_setzero_ps();
     ROWS_I(GV_DECL)
     for (int64_t c = 0; c < nch; c++) {
+        size_t cb = rb / (size_t)nch, coff = (size_t)c * cb; /* approximately this chunk's bytes */
+        for (int i = 0; i < 4; i++) kernels_prefetch_stream(row[i], rb, coff, cb, W + (size_t)r1 * rb);
         achunk a = load_act(act + c * ACH, t);
 #define GV_STEP(i)                                                                                                 \
     {                                                                                                              \

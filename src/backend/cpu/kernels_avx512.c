@@ -116,7 +116,6 @@ typedef struct {
     size_t cb;         /* bytes per chunk */
     __m512i idx_nib;   /* 4-bit: the 4 sub-blocks' 16 nibble bytes, in order */
     __m512i idx_dm;    /* words 0..15: d of lane l's sub-block (l / 4); 16..31: m */
-    __mmask32 tail_m;  /* words of the second 64 bytes that belong to the chunk */
 } qlayout;
 
 static qlayout make_layout(xllm_dtype t, int g) {
@@ -137,8 +136,6 @@ static qlayout make_layout(xllm_dtype t, int g) {
     }
     memcpy(&L.idx_nib, nib, 64);
     memcpy(&L.idx_dm, dm, 64);
-    size_t rest = L.cb > 128 ? 64 : L.cb - 64; /* Q8 chunks are longer: their scales lie in the first 128 */
-    L.tail_m = (__mmask32)(((uint64_t)1 << (rest / 2)) - 1);
     return L;
 }
 
@@ -167,11 +164,28 @@ AI void nibbles(__m512i v, __m512i *w0, __m512i *w1) {
     *w1 = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
 }
 
+/* n (2..64) bytes at p, zero-extended to a vector, with one plain load (a
+ * masked load is much slower on memory not yet in cache on some CPUs). n
+ * is a constant once inlined. */
+AI __m512i load_rest(const uint8_t *p, size_t n) {
+    uint16_t h;
+    uint32_t u;
+    uint64_t v;
+    switch (n) {
+    case 2: memcpy(&h, p, 2); return _mm512_zextsi128_si512(_mm_cvtsi32_si128(h));
+    case 4: memcpy(&u, p, 4); return _mm512_zextsi128_si512(_mm_cvtsi32_si128((int)u));
+    case 8: memcpy(&v, p, 8); return _mm512_zextsi128_si512(_mm_cvtsi64_si128((long long)v));
+    case 16: return _mm512_zextsi128_si512(_mm_loadu_si128((const __m128i *)p));
+    case 64: return _mm512_loadu_si512(p);
+    default: return _mm512_maskz_loadu_epi8(((__mmask64)1 << n) - 1, p);
+    }
+}
+
 /* A full chunk c of a row through its layout (group 32, 64 or 128). */
 AI wchunk unpack_fast(const uint8_t *row, xllm_dtype t, int g, size_t bb, int64_t c, const qlayout *L) {
     wchunk w;
     const uint8_t *p = row + (size_t)c * L->cb;
-    __m512i lo = _mm512_loadu_si512(p), hi = _mm512_maskz_loadu_epi16(L->tail_m, p + 64);
+    __m512i lo = _mm512_loadu_si512(p), hi = load_rest(p + 64, L->cb > 128 ? 64 : L->cb - 64);
     __m512i s = t == XLLM_DT_Q8 ? _mm512_permutex2var_epi16(lo, L->idx_dm, hi) : _mm512_permutexvar_epi16(L->idx_dm, lo);
     w.dw = _mm512_cvtph_ps(_mm512_castsi512_si256(s));
     w.mw = t == XLLM_DT_Q4M ? _mm512_cvtph_ps(_mm512_extracti64x4_epi64(s, 1)) : _mm512_setzero_ps();
@@ -296,6 +310,8 @@ AI void gemv_q(const uint8_t *W, size_t rb, xllm_dtype t, int g, size_t bb, int6
 #define GV_DECL(i) __m512 c##i = _mm512_setzero_ps();
     ROWS_I(GV_DECL)
     for (int64_t c = 0; c < nch; c++) {
+        size_t cb = rb / (size_t)nch, coff = (size_t)c * cb; /* approximately this chunk's bytes */
+        for (int i = 0; i < 4; i++) kernels_prefetch_stream(row[i], rb, coff, cb, W + (size_t)r1 * rb);
         achunk a = load_act(act + c * ACH, t);
 #define GV_STEP(i)                                                                                                 \
     {                                                                                                              \
