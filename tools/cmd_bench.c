@@ -22,6 +22,7 @@
  * stdout; the other lines then go to stderr.
  */
 #include "commands.h"
+#include "profile_report.h"
 #include "xllm.h"
 
 #include <cjson/cJSON.h>
@@ -195,15 +196,21 @@ static double run_tg(xllm_model *m, const int32_t *prompt, int n, xllm_error *er
     return n / (c.last - c.first);
 }
 
-#define BENCH_USAGE "usage: xllm bench -m MODEL [-p 512] [-n 128] [-t THREADS] [-r 3] [--json]"
+#define BENCH_USAGE "usage: xllm bench -m MODEL [-p 512] [-n 128] [-t THREADS] [-r 3] [--json] [--profile FILE.json]"
 
 int cmd_bench(int argc, char **argv) {
-    const char *path = NULL;
+    const char *path = NULL, *profile_path = NULL;
     int P = 512, N = 128, threads = 0, R = 3, json = 0;
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(f, "--json")) { json = 1; continue; }
+        if (!strcmp(f, "--profile")) {
+            if (!v) return fail(f, " needs a value");
+            profile_path = v;
+            i++;
+            continue;
+        }
         if (!strcmp(f, "-h") || !strcmp(f, "--help")) {
             printf("%s\n", BENCH_USAGE);
             return 0;
@@ -268,6 +275,10 @@ int cmd_bench(int argc, char **argv) {
         rc = fail(err.message, NULL);
         goto out;
     }
+    if (profile_path) { /* the measured runs only, not the warm-up */
+        xllm_profile_enable(1);
+        xllm_profile_reset();
+    }
     for (int r = 0; r < R; r++) {
         double a = now_s();
         if (xllm_model_logits(m, ids, (size_t)P, 0, logits, &err)) {
@@ -309,5 +320,6 @@ out:
     free(pp);
     free(tg);
     xllm_model_free(m);
+    if (!rc && profile_path) rc = profile_write(profile_path);
     return rc;
 }

@@ -449,7 +449,7 @@ static void usage(FILE *f) {
             "  xllm info MODEL [--json] [--plan]\n"
             "  xllm synth --shape tinyllama-1.1b|llama3.2-1b|qwen3-0.6b|small-120m|tiny-test[-qwen3] [--dtype f32|f16|q8|q4]\n"
             "           [-o FILE.xllm] [--gguf FILE.gguf [--gguf-type F32|F16|Q8_0|Q4_0]] [--hf DIR] [--seed N] [-t THREADS]\n"
-            "  xllm bench -m MODEL [-p 512] [-n 128] [-t THREADS] [-r 3] [--json]\n",
+            "  xllm bench -m MODEL [-p 512] [-n 128] [-t THREADS] [-r 3] [--json] [--profile FILE.json]\n",
             XLLM_VERSION);
 }
 
