@@ -160,6 +160,25 @@ static void bench_gemv_stream(xllm_dtype t, int group, int64_t rows, int64_t col
     free(y);
 }
 
+static volatile uint64_t g_sink;
+static void sum_words(const uint64_t *buf, size_t n) {
+    uint64_t a = 0, b = 0, c = 0, d = 0;
+    for (size_t i = 0; i < n; i += 4) a += buf[i], b += buf[i + 1], c += buf[i + 2], d += buf[i + 3];
+    g_sink += a + b + c + d;
+}
+
+/* The reference for streaming GEMV: plain reads of 256 MB (summing 64-bit
+ * words, 4 accumulators), in the same run. */
+static double read_gbs(void) {
+    size_t n = ((size_t)256 << 20) / 8;
+    uint64_t *buf = xllm_malloc_aligned(n * 8);
+    for (size_t i = 0; i < n; i++) buf[i] = i;
+    double s;
+    TIME_IT(s, sum_words(buf, n));
+    xllm_free_aligned(buf);
+    return (double)n * 8 / s / 1e9;
+}
+
 static void bench_float(xllm_dtype t, int64_t rows, int64_t cols, int T, int gemv) {
     size_t es = xllm_dtype_size(t);
     uint16_t *w = xllm_malloc_aligned(es * (size_t)rows * (size_t)cols);
@@ -266,15 +285,18 @@ int main(int argc, char **argv) {
         const cpu_kernels *all2[8];
         int n2 = cpu_kernels_all(all2, 8);
         g_k[g_nk++] = all2[n2 - 1];
-        static const size_t d[] = {0, 256, 512, 1024, 2048, 4096};
-        for (int rep = 0; rep < 3; rep++)
+        static const size_t d[] = {0, 256, 512, 1024, 2048};
+        for (int rep = 0; rep < 2; rep++)
             for (size_t i = 0; i < sizeof d / sizeof *d; i++) {
                 kernels_prefetch_bytes = d[i];
-                printf("prefetch %zu: ", d[i]);
+                printf("prefetch %4zu: ", d[i]);
                 bench_gemv_stream(XLLM_DT_Q8, 32, 2304, 768);
-                printf("prefetch %zu: ", d[i]);
+                printf("prefetch %4zu: ", d[i]);
+                bench_gemv_stream(XLLM_DT_Q4, 32, 2304, 768);
+                printf("prefetch %4zu: ", d[i]);
                 bench_gemv_stream(XLLM_DT_Q4, 32, 2048, 4096);
             }
+        printf("%-34s %9.2f  GB/s\n", "read 256 MB", read_gbs());
         return 0;
     }
     const cpu_kernels *all[8];
@@ -294,6 +316,7 @@ int main(int argc, char **argv) {
     static const xllm_dtype qt[] = {XLLM_DT_Q4, XLLM_DT_Q8, XLLM_DT_Q4M};
     for (int i = 0; i < 3; i++) bench_quant(qt[i], 32, big_r, big_c, 1, 1);
     bench_quant(XLLM_DT_Q4, 128, big_r, big_c, 1, 1);
+    if (wanted("gemv stream")) printf("%-34s %9.2f  GB/s (memory read bandwidth, the bound for streaming GEMV)\n", "read 256 MB", read_gbs());
     bench_gemv_stream(XLLM_DT_Q4, 32, 2304, 768); /* small-120m qkv */
     bench_gemv_stream(XLLM_DT_Q8, 32, 2304, 768);
     bench_gemv_stream(XLLM_DT_Q4, 32, 768, 2304); /* down */

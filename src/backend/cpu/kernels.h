@@ -62,19 +62,17 @@ typedef struct cpu_kernels {
     void (*attn_accum)(float *acc, const float *w, const float *v, size_t stride, int n, int hd);
 } cpu_kernels;
 
-/* GEMV software prefetch. Model rows are short (a few KB) and read 4 at a
- * time, so hardware prefetchers barely ramp up before a row tile ends. Each
- * row of a tile is a stream that continues 4 rows further on (the same row of
- * the next tile): while the bytes at offset `off` of row `row` (of rb bytes)
- * are used, fetch `len` bytes KERNELS_PREFETCH_BYTES further along that
- * stream; `end` bounds the rows this call may touch (never past the matrix). */
-extern size_t kernels_prefetch_bytes; /* default 1024; 0: off (bench_kernels --prefetch-sweep) */
-static inline void kernels_prefetch_stream(const void *row, size_t rb, size_t off, size_t len, const void *end) {
+/* GEMV software prefetch. A GEMV reads its rows one after another, in
+ * memory order; model rows are short (a few KB), and the hardware
+ * prefetchers alone leave the core waiting at the start of every row. While
+ * the len bytes at p are used, fetch the bytes kernels_prefetch_bytes further
+ * on (across row ends: rows are contiguous), never at or past end. */
+extern size_t kernels_prefetch_bytes; /* default 512; 0: off (bench_kernels --prefetch-sweep) */
+static inline void kernels_prefetch_ahead(const void *p, size_t len, const void *end) {
     if (!kernels_prefetch_bytes) return;
-    size_t ahead = off + kernels_prefetch_bytes;
-    const char *p = (const char *)row + (ahead < rb ? ahead : ahead - rb + 4 * rb);
+    const char *q = (const char *)p + kernels_prefetch_bytes;
     for (size_t o = 0; o < len; o += 64)
-        if (p + o < (const char *)end) __builtin_prefetch(p + o);
+        if (q + o < (const char *)end) __builtin_prefetch(q + o);
 }
 
 void cpu_features_detect(cpu_features *f);

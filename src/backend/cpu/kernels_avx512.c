@@ -299,30 +299,21 @@ AI __m512 step(__m512 acc, xllm_dtype t, __m512i w0, __m512i w1, __m512i init, _
 #define TILE_IJ(F) F(0, 0) F(0, 1) F(0, 2) F(1, 0) F(1, 1) F(1, 2) F(2, 0) F(2, 1) F(2, 2) F(3, 0) F(3, 1) F(3, 2)
 #define ROWS_I(F) F(0) F(1) F(2) F(3)
 
-/* GEMV: rows r + i (i < mr; clamped to r1 - 1 so a partial tile reads
- * valid rows) against one token. */
+/* GEMV: one row against one token; rows are read one after another, in
+ * memory order (4 interleaved row streams starve the hardware prefetchers). */
 AI void gemv_q(const uint8_t *W, size_t rb, xllm_dtype t, int g, size_t bb, int64_t cols, const uint8_t *act,
-               const qlayout *L, const float *bias, float *y, int64_t r, int64_t r1) {
+               const qlayout *L, const float *bias, float *y, int64_t r, const uint8_t *end) {
     int64_t nfull = cols / CH, nch = (cols + CH - 1) / CH;
     int tail = (int)(cols % CH) / QK;
-    const uint8_t *row[4];
-    for (int i = 0; i < 4; i++) row[i] = W + (size_t)(r + i < r1 ? r + i : r1 - 1) * rb;
-#define GV_DECL(i) __m512 c##i = _mm512_setzero_ps();
-    ROWS_I(GV_DECL)
+    const uint8_t *row = W + (size_t)r * rb;
+    size_t cb = rb / (size_t)nch; /* about a chunk's bytes */
+    __m512 acc = _mm512_setzero_ps();
     for (int64_t c = 0; c < nch; c++) {
-        size_t cb = rb / (size_t)nch, coff = (size_t)c * cb; /* approximately this chunk's bytes */
-        for (int i = 0; i < 4; i++) kernels_prefetch_stream(row[i], rb, coff, cb, W + (size_t)r1 * rb);
-        achunk a = load_act(act + c * ACH, t);
-#define GV_STEP(i)                                                                                                 \
-    {                                                                                                              \
-        wchunk w = unpack(row[i], t, g, bb, c, nfull, tail, L);                                                     \
-        c##i = step(c##i, t, w.w0, w.w1, w.init, w.dw, w.mw, a);                                                    \
+        kernels_prefetch_ahead(row + (size_t)c * cb, cb, end);
+        wchunk w = unpack(row, t, g, bb, c, nfull, tail, L);
+        acc = step(acc, t, w.w0, w.w1, w.init, w.dw, w.mw, load_act(act + c * ACH, t));
     }
-        ROWS_I(GV_STEP)
-    }
-#define GV_STORE(i)                                                                                                \
-    if (r + i < r1) y[r + i] = _mm512_reduce_add_ps(c##i) + (bias ? bias[r + i] : 0.0f);
-    ROWS_I(GV_STORE)
+    y[r] = _mm512_reduce_add_ps(acc) + (bias ? bias[r] : 0.0f);
 }
 
 /* Unpack rows r + i (i < 4, clamped to r1 - 1) into pack: chunk-major,
@@ -402,7 +393,7 @@ AI void matmul_q_t(const matrix *W, xllm_dtype t, int g, const void *act_, size_
     int64_t cols = W->cols;
     qlayout L = make_layout(t, g);
     if (T == 1) {
-        for (int64_t r = r0; r < r1; r += MR) gemv_q(Wd, rb, t, g, bb, cols, act, &L, bias, y, r, r1);
+        for (int64_t r = r0; r < r1; r++) gemv_q(Wd, rb, t, g, bb, cols, act, &L, bias, y, r, Wd + (size_t)r1 * rb);
         return;
     }
     int64_t nch = n_chunks(cols);
@@ -493,10 +484,29 @@ AI void tile_f_any(const uint8_t *W, size_t rb, xllm_dtype t, int64_t cols, int 
     }
 }
 
+/* GEMV: one row against one token, rows in memory order; the same
+ * arithmetic per output as tile_f. */
+AI void gemv_f(const uint8_t *W, size_t rb, xllm_dtype t, int64_t cols, const float *x, const float *bias, float *y,
+               int64_t r, const uint8_t *end) {
+    const uint8_t *row = W + (size_t)r * rb;
+    size_t es = rb / (size_t)cols;
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t c = 0; c < cols; c += 16) {
+        __mmask16 m = cols - c >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (cols - c)) - 1);
+        kernels_prefetch_ahead(row + (size_t)c * es, 16 * es, end);
+        acc = _mm512_fmadd_ps(load_w(row, t, c, m), _mm512_maskz_loadu_ps(m, x + c), acc);
+    }
+    y[r] = _mm512_reduce_add_ps(acc) + (bias ? bias[r] : 0.0f);
+}
+
 AI void matmul_f_t(const matrix *W, xllm_dtype t, const float *x, int T, const float *bias, float *y, size_t ldy,
                    int64_t r0, int64_t r1) {
     int64_t cols = W->cols;
     size_t rb = (size_t)cols * xllm_dtype_size(t), xs = (size_t)cols;
+    if (T == 1) {
+        for (int64_t r = r0; r < r1; r++) gemv_f(W->data, rb, t, cols, x, bias, y, r, (const uint8_t *)W->data + (size_t)r1 * rb);
+        return;
+    }
     int TB = (int)(((size_t)256 << 10) / (xs * sizeof(float) + 1));
     TB = TB < NTF ? NTF : TB > 128 ? 128 : TB / NTF * NTF;
     for (int t0 = 0; t0 < T; t0 += TB) {

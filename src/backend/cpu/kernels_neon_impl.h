@@ -161,29 +161,21 @@ AI float32x4_t step(float32x4_t acc, xllm_dtype t, const int8x16_t *w, float32x4
     F(0, 0) F(0, 1) F(0, 2) F(0, 3) F(1, 0) F(1, 1) F(1, 2) F(1, 3) F(2, 0) F(2, 1) F(2, 2) F(2, 3) F(3, 0) F(3, 1)  \
         F(3, 2) F(3, 3)
 
-/* GEMV: rows r + i (i < 4, clamped to r1 - 1) against one token. */
+/* GEMV: one row against one token; rows are read one after another, in
+ * memory order. */
 AI void gemv_q(const uint8_t *W, size_t rb, xllm_dtype t, int g, size_t bb, int64_t cols, const uint8_t *act,
-               const float *bias, float *y, int64_t r, int64_t r1) {
+               const float *bias, float *y, int64_t r, const uint8_t *end) {
     int64_t nfull = cols / CH, nch = n_chunks(cols);
     int tail = (int)(cols % CH) / QK;
-    const uint8_t *row[4];
-    for (int i = 0; i < 4; i++) row[i] = W + (size_t)(r + i < r1 ? r + i : r1 - 1) * rb;
-#define GV_DECL(i) float32x4_t c##i = vdupq_n_f32(0);
-    ROWS_I(GV_DECL)
+    const uint8_t *row = W + (size_t)r * rb;
+    size_t cb = rb / (size_t)nch; /* about a chunk's bytes */
+    float32x4_t acc = vdupq_n_f32(0);
     for (int64_t c = 0; c < nch; c++) {
-        size_t cb = rb / (size_t)nch, coff = (size_t)c * cb; /* approximately this chunk's bytes */
-        for (int i = 0; i < 4; i++) kernels_prefetch_stream(row[i], rb, coff, cb, W + (size_t)r1 * rb);
-        const uint8_t *a = act + c * ACH;
-#define GV_STEP(i)                                                                                                 \
-    {                                                                                                              \
-        wchunk w = c < nfull ? unpack(row[i], t, g, bb, c, 4) : unpack(row[i], t, g, bb, c, tail);                 \
-        c##i = step(c##i, t, w.w, w.dw, w.mw, a);                                                                  \
+        kernels_prefetch_ahead(row + (size_t)c * cb, cb, end);
+        wchunk w = c < nfull ? unpack(row, t, g, bb, c, 4) : unpack(row, t, g, bb, c, tail);
+        acc = step(acc, t, w.w, w.dw, w.mw, act + c * ACH);
     }
-        ROWS_I(GV_STEP)
-    }
-#define GV_STORE(i)                                                                                                \
-    if (r + i < r1) y[r + i] = vaddvq_f32(c##i) + (bias ? bias[r + i] : 0.0f);
-    ROWS_I(GV_STORE)
+    y[r] = vaddvq_f32(acc) + (bias ? bias[r] : 0.0f);
 }
 
 AI void pack_q(const uint8_t *W, size_t rb, xllm_dtype t, int g, size_t bb, int64_t cols, int64_t r, int64_t r1,
@@ -249,7 +241,7 @@ AI void matmul_q_t(const matrix *W, xllm_dtype t, int g, const void *act_, size_
     size_t bb = quant_block_bytes(t, g), rb = quant_row_bytes(t, g, W->cols);
     int64_t cols = W->cols;
     if (T == 1) {
-        for (int64_t r = r0; r < r1; r += MR) gemv_q(Wd, rb, t, g, bb, cols, act, bias, y, r, r1);
+        for (int64_t r = r0; r < r1; r++) gemv_q(Wd, rb, t, g, bb, cols, act, bias, y, r, Wd + (size_t)r1 * rb);
         return;
     }
     int64_t nch = n_chunks(cols);
@@ -361,10 +353,30 @@ AI void tile_f_any(const uint8_t *W, size_t rb, xllm_dtype t, int64_t cols, int 
     }
 }
 
+/* GEMV: one row against one token, rows in memory order; the same
+ * arithmetic per output as tile_f. */
+AI void gemv_f(const uint8_t *W, size_t rb, xllm_dtype t, int64_t cols, const float *x, const float *bias, float *y,
+               int64_t r, const uint8_t *end) {
+    const uint8_t *row = W + (size_t)r * rb;
+    size_t es = rb / (size_t)cols;
+    float32x4_t acc = vdupq_n_f32(0);
+    int64_t c = 0;
+    for (; c + 4 <= cols; c += 4) {
+        if ((c & 15) == 0) kernels_prefetch_ahead(row + (size_t)c * es, 16 * es, end);
+        acc = vfmaq_f32(acc, load_w(row, t, c, 4), load_x(x + c, 4));
+    }
+    if (c < cols) acc = vfmaq_f32(acc, load_w(row, t, c, (int)(cols - c)), load_x(x + c, (int)(cols - c)));
+    y[r] = vaddvq_f32(acc) + (bias ? bias[r] : 0.0f);
+}
+
 AI void matmul_f_t(const matrix *W, xllm_dtype t, const float *x, int T, const float *bias, float *y, size_t ldy,
                    int64_t r0, int64_t r1) {
     int64_t cols = W->cols;
     size_t rb = (size_t)cols * xllm_dtype_size(t), xs = (size_t)cols;
+    if (T == 1) {
+        for (int64_t r = r0; r < r1; r++) gemv_f(W->data, rb, t, cols, x, bias, y, r, (const uint8_t *)W->data + (size_t)r1 * rb);
+        return;
+    }
     int TB = (int)(((size_t)192 << 10) / (xs * sizeof(float) + 1));
     TB = TB < NT ? NT : TB > 128 ? 128 : TB / NT * NT;
     for (int t0 = 0; t0 < T; t0 += TB) {
