@@ -11,7 +11,8 @@
  *    computed alone (GEMV) or inside a batch (GEMM), and whatever the row split
  *    between threads (also through op_matmul with 1..3 threads); the NEON
  *    variants (with and without dotprod) agree bit for bit;
- *  - attention scores and weighted V sums against double;
+ *  - attention scores and weighted V sums against double, and independent of
+ *    how the keys are cut into runs;
  *  - XLLM_CPU parsing: unknown and unsupported levels are clear errors.
  *
  * Error bound. Every level computes exact int32 sums per 32-block and then
@@ -287,6 +288,26 @@ static void check_attention(int hd, int n, int heads) {
                 bad = 1;
                 CHECK_MSG(0, "%s attn_scores hd=%d n=%d: [%d] %.9g vs %.9g", K->name, hd, n, i, sc[i], e * scale);
             }
+        }
+        /* a key's score does not depend on where its run starts (chunks of
+         * keys are cut differently when the attention is split differently) */
+        if (n > 1) {
+            int cut = irand(1, n - 1);
+            float *sc2 = malloc(sizeof(float) * (size_t)n);
+            K->attn_scores(q, k, stride, cut, hd, scale, sc2);
+            K->attn_scores(q, k + (size_t)cut * stride, stride, n - cut, hd, scale, sc2 + cut);
+            CHECK_MSG(!memcmp(sc, sc2, sizeof(float) * (size_t)n), "%s attn_scores: split at %d of %d changes scores",
+                      K->name, cut, n);
+            memcpy(acc, acc0, sizeof(float) * (size_t)hd);
+            K->attn_accum(acc, w, k, stride, cut, hd);
+            K->attn_accum(acc, w + cut, k + (size_t)cut * stride, stride, n - cut, hd);
+            float *acc2 = malloc(sizeof(float) * (size_t)hd);
+            memcpy(acc2, acc0, sizeof(float) * (size_t)hd);
+            K->attn_accum(acc2, w, k, stride, n, hd);
+            CHECK_MSG(!memcmp(acc, acc2, sizeof(float) * (size_t)hd), "%s attn_accum: split at %d of %d changes sums",
+                      K->name, cut, n);
+            free(acc2);
+            free(sc2);
         }
         memcpy(acc, acc0, sizeof(float) * (size_t)hd);
         K->attn_accum(acc, w, k, stride, n, hd);

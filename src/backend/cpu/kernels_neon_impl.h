@@ -402,16 +402,41 @@ static void matmul_f(const matrix *W, const float *x, int T, const float *bias, 
 
 /* -------------------------------------------------------------- attention */
 
-AI float dot_hd(const float *q, const float *k, int hd) {
-    float32x4_t acc = vdupq_n_f32(0);
+/* Scores of 4 keys (k0..k3 may repeat for a partial group), lanes summed
+ * pairwise the same way for every key. */
+AI float32x4_t dot4(const float *q, const float *k0, const float *k1, const float *k2, const float *k3, int hd) {
+    float32x4_t a0 = vdupq_n_f32(0), a1 = a0, a2 = a0, a3 = a0;
     int d = 0;
-    for (; d + 4 <= hd; d += 4) acc = vfmaq_f32(acc, vld1q_f32(q + d), vld1q_f32(k + d));
-    if (d < hd) acc = vfmaq_f32(acc, load_x(q + d, hd - d), load_x(k + d, hd - d));
-    return vaddvq_f32(acc);
+    for (; d + 4 <= hd; d += 4) {
+        float32x4_t qv = vld1q_f32(q + d);
+        a0 = vfmaq_f32(a0, qv, vld1q_f32(k0 + d));
+        a1 = vfmaq_f32(a1, qv, vld1q_f32(k1 + d));
+        a2 = vfmaq_f32(a2, qv, vld1q_f32(k2 + d));
+        a3 = vfmaq_f32(a3, qv, vld1q_f32(k3 + d));
+    }
+    if (d < hd) {
+        float32x4_t qv = load_x(q + d, hd - d);
+        a0 = vfmaq_f32(a0, qv, load_x(k0 + d, hd - d));
+        a1 = vfmaq_f32(a1, qv, load_x(k1 + d, hd - d));
+        a2 = vfmaq_f32(a2, qv, load_x(k2 + d, hd - d));
+        a3 = vfmaq_f32(a3, qv, load_x(k3 + d, hd - d));
+    }
+    return vpaddq_f32(vpaddq_f32(a0, a1), vpaddq_f32(a2, a3));
 }
 
 static void attn_scores(const float *q, const float *k, size_t stride, int n, int hd, float scale, float *out) {
-    for (int i = 0; i < n; i++) out[i] = dot_hd(q, k + (size_t)i * stride, hd) * scale;
+    int i = 0;
+    for (; i + 4 <= n; i += 4) {
+        const float *kp = k + (size_t)i * stride;
+        vst1q_f32(out + i, vmulq_n_f32(dot4(q, kp, kp + stride, kp + 2 * stride, kp + 3 * stride, hd), scale));
+    }
+    if (i < n) { /* the last keys, repeated to fill the group */
+        const float *kp[4];
+        for (int j = 0; j < 4; j++) kp[j] = k + (size_t)(i + j < n ? i + j : n - 1) * stride;
+        float r[4];
+        vst1q_f32(r, vmulq_n_f32(dot4(q, kp[0], kp[1], kp[2], kp[3], hd), scale));
+        for (int j = 0; i + j < n; j++) out[i + j] = r[j];
+    }
 }
 
 static void attn_accum(float *acc, const float *w, const float *v, size_t stride, int n, int hd) {
