@@ -25,7 +25,7 @@
 #endif
 #endif
 
-size_t kernels_prefetch_bytes = 512;
+size_t kernels_prefetch_bytes = 0;
 
 void cpu_features_detect(cpu_features *f) {
     memset(f, 0, sizeof *f);

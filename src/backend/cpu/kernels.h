@@ -62,12 +62,13 @@ typedef struct cpu_kernels {
     void (*attn_accum)(float *acc, const float *w, const float *v, size_t stride, int n, int hd);
 } cpu_kernels;
 
-/* GEMV software prefetch. A GEMV reads its rows one after another, in
- * memory order; model rows are short (a few KB), and the hardware
- * prefetchers alone leave the core waiting at the start of every row. While
- * the len bytes at p are used, fetch the bytes kernels_prefetch_bytes further
- * on (across row ends: rows are contiguous), never at or past end. */
-extern size_t kernels_prefetch_bytes; /* default 512; 0: off (bench_kernels --prefetch-sweep) */
+/* GEMV software prefetch, off by default. A GEMV reads its rows one after
+ * another, in memory order, and then the hardware prefetchers do best alone
+ * (measured: bench_kernels --prefetch-sweep; reading 4 short rows
+ * interleaved, as an earlier version did, starved them instead). When on:
+ * while the len bytes at p are used, fetch the bytes kernels_prefetch_bytes
+ * further on (across row ends: rows are contiguous), never at or past end. */
+extern size_t kernels_prefetch_bytes; /* 0: off (the default) */
 static inline void kernels_prefetch_ahead(const void *p, size_t len, const void *end) {
     if (!kernels_prefetch_bytes) return;
     const char *q = (const char *)p + kernels_prefetch_bytes;
