@@ -436,8 +436,10 @@ static size_t scratch_bytes(int64_t cols) { return (size_t)MR * (size_t)n_chunks
 
 /* 16 weights from element i of a row (m: which lanes), as f32, zeros elsewhere. */
 AI __m512 load_w(const void *row, xllm_dtype t, int64_t i, __mmask16 m) {
-    if (t == XLLM_DT_F32) return _mm512_maskz_loadu_ps(m, (const float *)row + i);
-    __m256i h = _mm256_maskz_loadu_epi16(m, (const uint16_t *)row + i);
+    if (t == XLLM_DT_F32)
+        return m == 0xffff ? _mm512_loadu_ps((const float *)row + i) : _mm512_maskz_loadu_ps(m, (const float *)row + i);
+    __m256i h = m == 0xffff ? _mm256_loadu_si256((const __m256i *)((const uint16_t *)row + i))
+                            : _mm256_maskz_loadu_epi16(m, (const uint16_t *)row + i);
     if (t == XLLM_DT_F16) return _mm512_cvtph_ps(h);
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
@@ -455,10 +457,8 @@ AI void tile_f(const uint8_t *W, size_t rb, xllm_dtype t, int64_t cols, int nt, 
     for (int i = 0; i < 4; i++) row[i] = W + (size_t)(r + i < r1 ? r + i : r1 - 1) * rb;
 #define TF_DECL(i, j) __m512 c##i##j = _mm512_setzero_ps();
     FTILE_IJ(TF_DECL)
-    for (int64_t c = 0; c < cols; c += 16) {
-        __mmask16 m = cols - c >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (cols - c)) - 1);
+    /* full 16-column steps with plain loads, then the tail masked (zeros) */
 #define TF_X(j) __m512 x##j = j < nt ? _mm512_maskz_loadu_ps(m, x + (size_t)(j)*xs + c) : _mm512_setzero_ps();
-        TOKS_J(TF_X)
 #define TF_ROW(i)                                                                                                  \
     {                                                                                                              \
         __m512 w = load_w(row[i], t, c, m);                                                                        \
@@ -467,6 +467,15 @@ AI void tile_f(const uint8_t *W, size_t rb, xllm_dtype t, int64_t cols, int nt, 
         if (nt > 2) c##i##2 = _mm512_fmadd_ps(w, x2, c##i##2);                                                     \
         if (nt > 3) c##i##3 = _mm512_fmadd_ps(w, x3, c##i##3);                                                     \
     }
+    int64_t c = 0;
+    for (; c + 16 <= cols; c += 16) {
+        const __mmask16 m = 0xffff;
+        TOKS_J(TF_X)
+        ROWS_I(TF_ROW)
+    }
+    if (c < cols) {
+        const __mmask16 m = (__mmask16)((1u << (cols - c)) - 1);
+        TOKS_J(TF_X)
         ROWS_I(TF_ROW)
     }
 #define TF_STORE(i, j)                                                                                             \
@@ -491,9 +500,13 @@ AI void gemv_f(const uint8_t *W, size_t rb, xllm_dtype t, int64_t cols, const fl
     const uint8_t *row = W + (size_t)r * rb;
     size_t es = rb / (size_t)cols;
     __m512 acc = _mm512_setzero_ps();
-    for (int64_t c = 0; c < cols; c += 16) {
-        __mmask16 m = cols - c >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (cols - c)) - 1);
+    int64_t c = 0;
+    for (; c + 16 <= cols; c += 16) {
         kernels_prefetch_ahead(row + (size_t)c * es, 16 * es, end);
+        acc = _mm512_fmadd_ps(load_w(row, t, c, 0xffff), _mm512_loadu_ps(x + c), acc);
+    }
+    if (c < cols) {
+        __mmask16 m = (__mmask16)((1u << (cols - c)) - 1);
         acc = _mm512_fmadd_ps(load_w(row, t, c, m), _mm512_maskz_loadu_ps(m, x + c), acc);
     }
     y[r] = _mm512_reduce_add_ps(acc) + (bias ? bias[r] : 0.0f);
