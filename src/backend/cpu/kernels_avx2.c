@@ -17,8 +17,8 @@
  * Q4M), one 8-lane accumulator per output, blocks in column order, a fixed
  * horizontal sum; identical in the GEMV and GEMM (4 rows x 2 tokens) paths.
  *
- * Float weights: one 8-lane fma accumulator per output, exact F16 (vcvtph2ps)
- * and BF16 (shift) conversion, zero-padded tails.
+ * Float weights: two 8-lane fma accumulators per output (16 lanes), exact F16
+ * (vcvtph2ps) and BF16 (shift) conversion, zero-padded tails.
  */
 #if defined(__x86_64__)
 #include "backend/cpu/kernels.h"
@@ -34,8 +34,8 @@
 #define PS 160  /* packed weight bytes per row and chunk */
 #define MR 4
 #define NT 2
-#define MRF 4
-#define NTF 3
+#define MRF 3
+#define NTF 2
 
 static int64_t n_chunks(int64_t cols) { return (cols + CH - 1) / CH; }
 
@@ -351,50 +351,55 @@ AI __m256 load_w(const void *row, xllm_dtype t, int64_t i, int n) {
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
 }
 
-#define FTILE_IJ(F) F(0, 0) F(0, 1) F(0, 2) F(1, 0) F(1, 1) F(1, 2) F(2, 0) F(2, 1) F(2, 2) F(3, 0) F(3, 1) F(3, 2)
+/* Float weights: two 8-lane accumulators per output (columns 16k..16k+7 and
+ * 16k+8..16k+15, like the scalar level's 16 lanes), so a GEMV row has two
+ * independent fma chains; a tail of n < 16 columns goes min(n, 8) to the
+ * first and the rest to the second, zero-padded; the result is
+ * hsum8(a + b) + bias, the same in the GEMV and in the 3 rows x 2 tokens tile. */
+#define FTILE_IJ(F) F(0, 0) F(0, 1) F(1, 0) F(1, 1) F(2, 0) F(2, 1)
 
-/* Rows r + i (i < 4, clamped to r1 - 1) x nt (1..3) tokens, one 8-lane
- * accumulator each, columns in order, the tail zero-padded. nt == 1 is the GEMV. */
+/* Rows r + i (i < 3, clamped to r1 - 1) x nt (1..2) tokens. */
 AI void tile_f(const uint8_t *W, size_t rb, xllm_dtype t, int64_t cols, int nt, const float *x, size_t xs,
                const float *bias, float *y, size_t ldy, int64_t r, int64_t r1) {
-    const uint8_t *row[4];
-    for (int i = 0; i < 4; i++) row[i] = W + (size_t)(r + i < r1 ? r + i : r1 - 1) * rb;
-#define TF_DECL(i, j) __m256 c##i##j = _mm256_setzero_ps();
+    const uint8_t *row0 = W + (size_t)r * rb, *row1 = W + (size_t)(r + 1 < r1 ? r + 1 : r) * rb;
+    const uint8_t *row2 = W + (size_t)(r + 2 < r1 ? r + 2 : r) * rb;
+#define TF_DECL(i, j) __m256 a##i##j = _mm256_setzero_ps(), b##i##j = _mm256_setzero_ps();
     FTILE_IJ(TF_DECL)
-#define TF_ROW(i, n)                                                                                               \
+#define TF_HALF(acc, off, n)                                                                                       \
     {                                                                                                              \
-        __m256 w = load_w(row[i], t, c, n);                                                                        \
-        c##i##0 = _mm256_fmadd_ps(w, x0, c##i##0);                                                                 \
-        if (nt > 1) c##i##1 = _mm256_fmadd_ps(w, x1, c##i##1);                                                     \
-        if (nt > 2) c##i##2 = _mm256_fmadd_ps(w, x2, c##i##2);                                                     \
+        __m256i m_ = tail_mask(n);                                                                                 \
+        __m256 x0 = (n) == 8 ? _mm256_loadu_ps(x + c + (off)) : _mm256_maskload_ps(x + c + (off), m_);            \
+        __m256 x1 = nt > 1 ? ((n) == 8 ? _mm256_loadu_ps(x + xs + c + (off)) : _mm256_maskload_ps(x + xs + c + (off), m_)) : x0; \
+        __m256 w = load_w(row0, t, c + (off), n);                                                                  \
+        acc##00 = _mm256_fmadd_ps(w, x0, acc##00);                                                                 \
+        if (nt > 1) acc##01 = _mm256_fmadd_ps(w, x1, acc##01);                                                     \
+        w = load_w(row1, t, c + (off), n);                                                                         \
+        acc##10 = _mm256_fmadd_ps(w, x0, acc##10);                                                                 \
+        if (nt > 1) acc##11 = _mm256_fmadd_ps(w, x1, acc##11);                                                     \
+        w = load_w(row2, t, c + (off), n);                                                                         \
+        acc##20 = _mm256_fmadd_ps(w, x0, acc##20);                                                                 \
+        if (nt > 1) acc##21 = _mm256_fmadd_ps(w, x1, acc##21);                                                     \
     }
     int64_t c = 0;
-    for (; c + 8 <= cols; c += 8) {
-        __m256 x0 = _mm256_loadu_ps(x + c);
-        __m256 x1 = nt > 1 ? _mm256_loadu_ps(x + xs + c) : x0;
-        __m256 x2 = nt > 2 ? _mm256_loadu_ps(x + 2 * xs + c) : x0;
-        TF_ROW(0, 8) TF_ROW(1, 8) TF_ROW(2, 8) TF_ROW(3, 8)
+    for (; c + 16 <= cols; c += 16) {
+        TF_HALF(a, 0, 8)
+        TF_HALF(b, 8, 8)
     }
     if (c < cols) {
-        int n = (int)(cols - c);
-        __m256i m = tail_mask(n);
-        __m256 x0 = _mm256_maskload_ps(x + c, m);
-        __m256 x1 = nt > 1 ? _mm256_maskload_ps(x + xs + c, m) : x0;
-        __m256 x2 = nt > 2 ? _mm256_maskload_ps(x + 2 * xs + c, m) : x0;
-        TF_ROW(0, n) TF_ROW(1, n) TF_ROW(2, n) TF_ROW(3, n)
+        int n = (int)(cols - c), n0 = n < 8 ? n : 8;
+        TF_HALF(a, 0, n0)
+        if (n > 8) TF_HALF(b, 8, n - 8)
     }
 #define TF_STORE(i, j)                                                                                             \
-    if (r + i < r1 && j < nt) y[(size_t)(j)*ldy + (size_t)(r + i)] = hsum8(c##i##j) + (bias ? bias[r + i] : 0.0f);
+    if (r + i < r1 && j < nt)                                                                                      \
+        y[(size_t)(j)*ldy + (size_t)(r + i)] = hsum8(_mm256_add_ps(a##i##j, b##i##j)) + (bias ? bias[r + i] : 0.0f);
     FTILE_IJ(TF_STORE)
 }
 
 AI void tile_f_any(const uint8_t *W, size_t rb, xllm_dtype t, int64_t cols, int nt, const float *x, size_t xs,
                    const float *bias, float *y, size_t ldy, int64_t r, int64_t r1) {
-    switch (nt) {
-    case 3: tile_f(W, rb, t, cols, 3, x, xs, bias, y, ldy, r, r1); break;
-    case 2: tile_f(W, rb, t, cols, 2, x, xs, bias, y, ldy, r, r1); break;
-    default: tile_f(W, rb, t, cols, 1, x, xs, bias, y, ldy, r, r1); break;
-    }
+    if (nt == 2) tile_f(W, rb, t, cols, 2, x, xs, bias, y, ldy, r, r1);
+    else tile_f(W, rb, t, cols, 1, x, xs, bias, y, ldy, r, r1);
 }
 
 /* GEMV: one row against one token, rows in memory order; the same
@@ -403,17 +408,19 @@ AI void gemv_f(const uint8_t *W, size_t rb, xllm_dtype t, int64_t cols, const fl
                int64_t r, const uint8_t *end) {
     const uint8_t *row = W + (size_t)r * rb;
     size_t es = rb / (size_t)cols;
-    __m256 acc = _mm256_setzero_ps();
+    __m256 a = _mm256_setzero_ps(), b = _mm256_setzero_ps();
     int64_t c = 0;
-    for (; c + 8 <= cols; c += 8) {
-        kernels_prefetch_ahead(row + (size_t)c * es, 8 * es, end);
-        acc = _mm256_fmadd_ps(load_w(row, t, c, 8), _mm256_loadu_ps(x + c), acc);
+    for (; c + 16 <= cols; c += 16) {
+        kernels_prefetch_ahead(row + (size_t)c * es, 16 * es, end);
+        a = _mm256_fmadd_ps(load_w(row, t, c, 8), _mm256_loadu_ps(x + c), a);
+        b = _mm256_fmadd_ps(load_w(row, t, c + 8, 8), _mm256_loadu_ps(x + c + 8), b);
     }
     if (c < cols) {
-        int n = (int)(cols - c);
-        acc = _mm256_fmadd_ps(load_w(row, t, c, n), _mm256_maskload_ps(x + c, tail_mask(n)), acc);
+        int n = (int)(cols - c), n0 = n < 8 ? n : 8;
+        a = _mm256_fmadd_ps(load_w(row, t, c, n0), _mm256_maskload_ps(x + c, tail_mask(n0)), a);
+        if (n > 8) b = _mm256_fmadd_ps(load_w(row, t, c + 8, n - 8), _mm256_maskload_ps(x + c + 8, tail_mask(n - 8)), b);
     }
-    y[r] = hsum8(acc) + (bias ? bias[r] : 0.0f);
+    y[r] = hsum8(_mm256_add_ps(a, b)) + (bias ? bias[r] : 0.0f);
 }
 
 AI void matmul_f_t(const matrix *W, xllm_dtype t, const float *x, int T, const float *bias, float *y, size_t ldy,

@@ -13,7 +13,7 @@
  * acc = fma(dw * da, float(total), acc) (+ fma(mw, da * s, acc) for Q4M), one
  * 4-lane accumulator per output, chunks in column order, vaddvq_f32 at the
  * end; the same in the GEMV and the GEMM (4 rows x 4 tokens) paths.
- * Float weights: one 4-lane fma accumulator per output (F16 by vcvt_f32_f16,
+ * Float weights: four 4-lane fma accumulators per output (F16 by vcvt_f32_f16,
  * BF16 by a 16-bit shift, both exact), zero-padded tails.
  */
 #include "backend/cpu/kernels.h"
@@ -309,48 +309,58 @@ AI float32x4_t load_x(const float *x, int n) {
     return vld1q_f32(buf);
 }
 
-/* Rows r + i (i < 4, clamped to r1 - 1) x nt (1..4) tokens. nt == 1 is the GEMV. */
-AI void tile_f(const uint8_t *W, size_t rb, xllm_dtype t, int64_t cols, int nt, const float *x, size_t xs,
-               const float *bias, float *y, size_t ldy, int64_t r, int64_t r1) {
-    const uint8_t *row[4];
-    for (int i = 0; i < 4; i++) row[i] = W + (size_t)(r + i < r1 ? r + i : r1 - 1) * rb;
-#define TF_DECL(i, j) float32x4_t c##i##j = vdupq_n_f32(0);
-    TILE_IJ(TF_DECL)
-#define TF_ROW(i, n)                                                                                               \
-    {                                                                                                              \
-        float32x4_t w = load_w(row[i], t, c, n);                                                                   \
-        c##i##0 = vfmaq_f32(c##i##0, w, x0);                                                                       \
-        if (nt > 1) c##i##1 = vfmaq_f32(c##i##1, w, x1);                                                           \
-        if (nt > 2) c##i##2 = vfmaq_f32(c##i##2, w, x2);                                                           \
-        if (nt > 3) c##i##3 = vfmaq_f32(c##i##3, w, x3);                                                           \
-    }
-#define TF_BODY(n)                                                                                                 \
-    {                                                                                                              \
-        float32x4_t x0 = load_x(x + c, n);                                                                         \
-        float32x4_t x1 = nt > 1 ? load_x(x + xs + c, n) : x0;                                                      \
-        float32x4_t x2 = nt > 2 ? load_x(x + 2 * xs + c, n) : x0;                                                  \
-        float32x4_t x3 = nt > 3 ? load_x(x + 3 * xs + c, n) : x0;                                                  \
-        TF_ROW(0, n) TF_ROW(1, n) TF_ROW(2, n) TF_ROW(3, n)                                                        \
-    }
-    int64_t c = 0;
-    for (; c + 4 <= cols; c += 4) TF_BODY(4)
-    if (c < cols) {
-        int n = (int)(cols - c);
-        TF_BODY(n)
-    }
-#define TF_STORE(i, j)                                                                                             \
-    if (r + i < r1 && j < nt) y[(size_t)(j)*ldy + (size_t)(r + i)] = vaddvq_f32(c##i##j) + (bias ? bias[r + i] : 0.0f);
-    TILE_IJ(TF_STORE)
+/* Float weights: four 4-lane accumulators per output, one per quarter of
+ * each 16 columns (the scalar level's 16 lanes), so a GEMV row has four
+ * independent fma chains; a tail of n < 16 columns is split the same way
+ * (zero-padded quarters); the result is the pairwise sum
+ * vaddvq((q0 + q1) + (q2 + q3)) + bias, the same in the GEMV and in the
+ * 3 rows x 2 tokens tile. */
+#define MRF 3
+#define NTF 2
+#define FTILE_IJ(F) F(0, 0) F(0, 1) F(1, 0) F(1, 1) F(2, 0) F(2, 1)
+
+AI float sum4q(float32x4_t q0, float32x4_t q1, float32x4_t q2, float32x4_t q3) {
+    return vaddvq_f32(vaddq_f32(vaddq_f32(q0, q1), vaddq_f32(q2, q3)));
 }
 
-AI void tile_f_any(const uint8_t *W, size_t rb, xllm_dtype t, int64_t cols, int nt, const float *x, size_t xs,
-                   const float *bias, float *y, size_t ldy, int64_t r, int64_t r1) {
-    switch (nt) {
-    case 4: tile_f(W, rb, t, cols, 4, x, xs, bias, y, ldy, r, r1); break;
-    case 3: tile_f(W, rb, t, cols, 3, x, xs, bias, y, ldy, r, r1); break;
-    case 2: tile_f(W, rb, t, cols, 2, x, xs, bias, y, ldy, r, r1); break;
-    default: tile_f(W, rb, t, cols, 1, x, xs, bias, y, ldy, r, r1); break;
+AI void tile_f(const uint8_t *W, size_t rb, xllm_dtype t, int64_t cols, int nt, const float *x, size_t xs,
+               const float *bias, float *y, size_t ldy, int64_t r, int64_t r1) {
+    const uint8_t *row0 = W + (size_t)r * rb, *row1 = W + (size_t)(r + 1 < r1 ? r + 1 : r) * rb;
+    const uint8_t *row2 = W + (size_t)(r + 2 < r1 ? r + 2 : r) * rb;
+#define TF_DECL(i, j)                                                                                              \
+    float32x4_t p##i##j = vdupq_n_f32(0), q##i##j = p##i##j, u##i##j = p##i##j, v##i##j = p##i##j;
+    FTILE_IJ(TF_DECL)
+#define TF_Q(acc, off, n)                                                                                          \
+    {                                                                                                              \
+        float32x4_t x0 = load_x(x + c + (off), n), x1 = nt > 1 ? load_x(x + xs + c + (off), n) : x0;              \
+        float32x4_t w = load_w(row0, t, c + (off), n);                                                             \
+        acc##00 = vfmaq_f32(acc##00, w, x0);                                                                       \
+        if (nt > 1) acc##01 = vfmaq_f32(acc##01, w, x1);                                                           \
+        w = load_w(row1, t, c + (off), n);                                                                         \
+        acc##10 = vfmaq_f32(acc##10, w, x0);                                                                       \
+        if (nt > 1) acc##11 = vfmaq_f32(acc##11, w, x1);                                                           \
+        w = load_w(row2, t, c + (off), n);                                                                         \
+        acc##20 = vfmaq_f32(acc##20, w, x0);                                                                       \
+        if (nt > 1) acc##21 = vfmaq_f32(acc##21, w, x1);                                                           \
     }
+    int64_t c = 0;
+    for (; c + 16 <= cols; c += 16) {
+        TF_Q(p, 0, 4)
+        TF_Q(q, 4, 4)
+        TF_Q(u, 8, 4)
+        TF_Q(v, 12, 4)
+    }
+    if (c < cols) {
+        int n = (int)(cols - c);
+        TF_Q(p, 0, n < 4 ? n : 4)
+        if (n > 4) TF_Q(q, 4, n - 4 < 4 ? n - 4 : 4)
+        if (n > 8) TF_Q(u, 8, n - 8 < 4 ? n - 8 : 4)
+        if (n > 12) TF_Q(v, 12, n - 12)
+    }
+#define TF_STORE(i, j)                                                                                             \
+    if (r + i < r1 && j < nt)                                                                                      \
+        y[(size_t)(j)*ldy + (size_t)(r + i)] = sum4q(p##i##j, q##i##j, u##i##j, v##i##j) + (bias ? bias[r + i] : 0.0f);
+    FTILE_IJ(TF_STORE)
 }
 
 /* GEMV: one row against one token, rows in memory order; the same
@@ -359,14 +369,23 @@ AI void gemv_f(const uint8_t *W, size_t rb, xllm_dtype t, int64_t cols, const fl
                int64_t r, const uint8_t *end) {
     const uint8_t *row = W + (size_t)r * rb;
     size_t es = rb / (size_t)cols;
-    float32x4_t acc = vdupq_n_f32(0);
+    float32x4_t p = vdupq_n_f32(0), q = p, u = p, v = p;
     int64_t c = 0;
-    for (; c + 4 <= cols; c += 4) {
-        if ((c & 15) == 0) kernels_prefetch_ahead(row + (size_t)c * es, 16 * es, end);
-        acc = vfmaq_f32(acc, load_w(row, t, c, 4), load_x(x + c, 4));
+    for (; c + 16 <= cols; c += 16) {
+        kernels_prefetch_ahead(row + (size_t)c * es, 16 * es, end);
+        p = vfmaq_f32(p, load_w(row, t, c, 4), load_x(x + c, 4));
+        q = vfmaq_f32(q, load_w(row, t, c + 4, 4), load_x(x + c + 4, 4));
+        u = vfmaq_f32(u, load_w(row, t, c + 8, 4), load_x(x + c + 8, 4));
+        v = vfmaq_f32(v, load_w(row, t, c + 12, 4), load_x(x + c + 12, 4));
     }
-    if (c < cols) acc = vfmaq_f32(acc, load_w(row, t, c, (int)(cols - c)), load_x(x + c, (int)(cols - c)));
-    y[r] = vaddvq_f32(acc) + (bias ? bias[r] : 0.0f);
+    if (c < cols) {
+        int n = (int)(cols - c);
+        p = vfmaq_f32(p, load_w(row, t, c, n < 4 ? n : 4), load_x(x + c, n < 4 ? n : 4));
+        if (n > 4) q = vfmaq_f32(q, load_w(row, t, c + 4, n - 4 < 4 ? n - 4 : 4), load_x(x + c + 4, n - 4 < 4 ? n - 4 : 4));
+        if (n > 8) u = vfmaq_f32(u, load_w(row, t, c + 8, n - 8 < 4 ? n - 8 : 4), load_x(x + c + 8, n - 8 < 4 ? n - 8 : 4));
+        if (n > 12) v = vfmaq_f32(v, load_w(row, t, c + 12, n - 12), load_x(x + c + 12, n - 12));
+    }
+    y[r] = sum4q(p, q, u, v) + (bias ? bias[r] : 0.0f);
 }
 
 AI void matmul_f_t(const matrix *W, xllm_dtype t, const float *x, int T, const float *bias, float *y, size_t ldy,
@@ -378,13 +397,13 @@ AI void matmul_f_t(const matrix *W, xllm_dtype t, const float *x, int T, const f
         return;
     }
     int TB = (int)(((size_t)192 << 10) / (xs * sizeof(float) + 1));
-    TB = TB < NT ? NT : TB > 128 ? 128 : TB / NT * NT;
+    TB = TB < NTF ? NTF : TB > 128 ? 128 : TB / NTF * NTF;
     for (int t0 = 0; t0 < T; t0 += TB) {
         int t1 = t0 + TB < T ? t0 + TB : T;
-        for (int64_t r = r0; r < r1; r += MR)
-            for (int tt = t0; tt < t1; tt += NT) {
-                int nt = t1 - tt < NT ? t1 - tt : NT;
-                tile_f_any(W->data, rb, t, cols, nt, x + (size_t)tt * xs, xs, bias, y + (size_t)tt * ldy, ldy, r, r1);
+        for (int64_t r = r0; r < r1; r += MRF)
+            for (int tt = t0; tt < t1; tt += NTF) {
+                if (t1 - tt >= 2) tile_f(W->data, rb, t, cols, 2, x + (size_t)tt * xs, xs, bias, y + (size_t)tt * ldy, ldy, r, r1);
+                else tile_f(W->data, rb, t, cols, 1, x + (size_t)tt * xs, xs, bias, y + (size_t)tt * ldy, ldy, r, r1);
             }
     }
 }
