@@ -57,8 +57,8 @@ PY
         for dt in $DTYPES; do
             echo "[$shape round $round/$ROUNDS] xllm $dt" >&2
             "$XLLM" bench -m "$MODELS/$shape-$dt.xllm" -p "$P" -n "$N" -t "$THREADS" -r "$R" --json > "$OUT.j" 2> "$ERR"
-            rss=$(sed -n 's/^peak RSS *\([0-9.]*\) MB.*/\1/p' "$ERR")
-            printf '%s xllm-%s %s\n' "$shape" "$dt" "$(sed "s/}\$/,\"peak_rss_mb\":$rss}/" "$OUT.j")" >> "$OUT"
+            rss=$(sed -n 's/^peak RSS *\([0-9.]*\) MiB.*/\1/p' "$ERR")
+            printf '%s xllm-%s %s\n' "$shape" "$dt" "$(sed "s/}\$/,\"peak_rss_mib\":$rss}/" "$OUT.j")" >> "$OUT"
         done
     done
 done
@@ -73,19 +73,19 @@ for line in open(path):
     runs.setdefault(shape, {}).setdefault(eng, []).append(json.loads(js))
 ms = lambda x: (statistics.mean(x), statistics.stdev(x) if len(x) > 1 else 0.0)
 print("%s threads, pp%s / tg%s, %s rounds x %s runs: mean ± sd of the rounds' means; best = fastest round" % (T, P, N, rounds, reps))
-print("| model | engine | tg%s tok/s | best | pp%s tok/s | peak RSS MB | decode xLLM/torch: means, bests, median per round | memory xLLM/torch |" % (N, P))
+print("| model | engine | tg%s tok/s | best | pp%s tok/s | peak RSS MiB | decode xLLM/torch: means, bests, median per round | memory xLLM/torch |" % (N, P))
 print("|---|---|---|---|---|---|---|---|")
 for shape, engs in runs.items():
     base = engs.get("torch-f32")
     for eng, rs in engs.items():
         tgs = [r["tg_tok_s"] for r in rs]
-        tg, pp, rss = ms(tgs), ms([r["pp_tok_s"] for r in rs]), ms([r["peak_rss_mb"] for r in rs])
+        tg, pp, rss = ms(tgs), ms([r["pp_tok_s"] for r in rs]), ms([r["peak_rss_mib"] for r in rs])
         ratio = mem = "—"
         if base and eng != "torch-f32":
             bt = [r["tg_tok_s"] for r in base]
             per = [a / b for a, b in zip(tgs, bt)]
             ratio = "%.2fx, %.2fx, %.2fx" % (tg[0] / statistics.mean(bt), max(tgs) / max(bt), statistics.median(per))
-            mem = "%.2fx" % (rss[0] / statistics.mean(r["peak_rss_mb"] for r in base))
+            mem = "%.2fx" % (rss[0] / statistics.mean(r["peak_rss_mib"] for r in base))
         print("| %s | %s | %.2f ± %.2f | %.2f | %.1f ± %.1f | %.0f | %s | %s |" % (shape, eng, tg[0], tg[1], max(tgs), pp[0], pp[1], rss[0], ratio, mem))
 blas = {r.get("blas") for engs in runs.values() for r in engs.get("torch-f32", [])}
 print("torch BLAS: %s" % ", ".join(sorted(b or "?" for b in blas)))

@@ -12,7 +12,7 @@ copies the weights into torch tensors in f32 (as from_pretrained does), and meas
 
 one warm-up, then R runs; mean and sample standard deviation of the per-run rates; peak
 RSS of the process (weights, activations, KV cache, the torch runtime). Prints one JSON
-object: {"pp_tok_s", "pp_sd", "tg_tok_s", "tg_sd", "threads", "peak_rss_mb", "torch"}.
+object: {"pp_tok_s", "pp_sd", "tg_tok_s", "tg_sd", "threads", "peak_rss_mib", "torch"}.
 
     python3 bench/torch_bench.py -m DIR [-p 512] [-n 128] [-t 2] [-r 3]
     python3 bench/torch_bench.py -m DIR --logits-ids 1,5,9 --logits-out all.f32   # check
@@ -215,7 +215,7 @@ def main():
     print(json.dumps({
         "pp_tok_s": round(statistics.mean(pps), 3), "pp_sd": round(sd(pps), 3),
         "tg_tok_s": round(statistics.mean(tgs), 3), "tg_sd": round(sd(tgs), 3),
-        "threads": a.t, "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "threads": a.t, "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "torch": torch.__version__, "blas": blas_in_use()}))
 
 

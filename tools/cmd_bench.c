@@ -305,7 +305,7 @@ int cmd_bench(int argc, char **argv) {
     fprintf(o, "| test   |      tokens/s |\n|--------|---------------|\n");
     fprintf(o, "| pp%-4d | %8.2f ± %.2f |\n", P, pp_mean, pp_sd);
     fprintf(o, "| tg%-4d | %8.2f ± %.2f |\n", N, tg_mean, tg_sd);
-    fprintf(o, "peak RSS   %.1f MB\n", peak_mb);
+    fprintf(o, "peak RSS   %.1f MiB\n", peak_mb);
     if (bw > 0 && read_bytes > 0) {
         double bound = bw * 1e9 / read_bytes;
         fprintf(o, "bandwidth  %.1f GB/s read with %d threads (measured now) -> tg bound %.2f tokens/s; tg achieves %.2f of it\n",
