@@ -99,7 +99,7 @@ async function main() {
     const out = {
         pp_tok_s: +ppm.toFixed(3), pp_sd: +pps_.toFixed(3), tg_tok_s: +tgm.toFixed(3), tg_sd: +tgs_.toFixed(3),
         threads: context.currentThreads ?? a.t,
-        peak_rss_mb: +(process.resourceUsage().maxRSS / 1024).toFixed(1),
+        peak_rss_mib: +(process.resourceUsage().maxRSS / 1024).toFixed(1),
         llama_cpp: llama.llamaCppRelease?.release ?? "?", build: llama.buildType, gpu: llama.gpu,
     };
     console.log(JSON.stringify(out));
