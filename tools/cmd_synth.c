@@ -63,7 +63,10 @@ int cmd_synth(int argc, char **argv) {
             else o.n_threads = (int)x;
         }
     }
-    if (!o.shape) return fail("synth needs --shape (", "tinyllama-1.1b, llama3.2-1b, qwen3-0.6b, small-120m, tiny-test, tiny-test-qwen3)");
+    if (!o.shape) {
+        fprintf(stderr, "xllm: error: synth needs --shape (%s)\n", xllm_synth_shapes());
+        return 1;
+    }
     if (!o.out && !o.gguf_out && !o.hf_dir) return fail(SYNTH_USAGE, NULL);
     int last = -1;
     if (isatty(2)) {

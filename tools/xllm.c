@@ -447,7 +447,7 @@ static void usage(FILE *f) {
             "  xllm convert SRC(dir or .gguf) -o OUT [--dtype f32|f16|bf16|q8|q4|q4m] [--group-size 32|64|128]\n"
             "           [--policy embed=q8,attn=q4,mlp=q4,lm_head=q8,norm=f32] [--calib FILE] [--no-fuse] [--to xllm|gguf]\n"
             "  xllm info MODEL [--json] [--plan]\n"
-            "  xllm synth --shape tinyllama-1.1b|llama3.2-1b|qwen3-0.6b|small-120m|tiny-test[-qwen3] [--dtype f32|f16|q8|q4]\n"
+            "  xllm synth --shape tinyllama-1.1b|llama3.2-1b|qwen3-0.6b|small-120m|tiny-test[-qwen3|-llama3] [--dtype f32|f16|q8|q4]\n"
             "           [-o FILE.xllm] [--gguf FILE.gguf [--gguf-type F32|F16|Q8_0|Q4_0]] [--hf DIR] [--seed N] [-t THREADS]\n"
             "  xllm bench -m MODEL [-p 512] [-n 128] [-t THREADS] [-r 3] [--json] [--profile FILE.json]\n",
             XLLM_VERSION);

@@ -66,11 +66,12 @@ static const shape_def k_shapes[] = {
     /* for tests: seconds to make, every code path of the big ones */
     {"tiny-test", "llama", 64, 128, 2, 4, 2, 0, 512, 256, 0, 0, 0, 10000.0, 1e-5},
     {"tiny-test-qwen3", "qwen3", 64, 128, 2, 4, 2, 32, 512, 256, 1, 1, 0, 1000000.0, 1e-6},
+    {"tiny-test-llama3", "llama", 64, 128, 2, 4, 2, 0, 512, 256, 1, 0, 1, 500000.0, 1e-5},
 };
 #define N_SHAPES (sizeof k_shapes / sizeof *k_shapes)
 
 const char *xllm_synth_shapes(void) {
-    return "tinyllama-1.1b, llama3.2-1b, qwen3-0.6b, small-120m, tiny-test, tiny-test-qwen3";
+    return "tinyllama-1.1b, llama3.2-1b, qwen3-0.6b, small-120m, tiny-test, tiny-test-qwen3, tiny-test-llama3";
 }
 
 xllm_synth_options xllm_synth_options_default(void) {

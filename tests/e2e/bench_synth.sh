@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # bench_synth.sh - `xllm synth` and `xllm bench`:
 #  - synth writes models (tiny-test shapes: llama with GQA and an untied lm_head; qwen3 with
-#    q/k norm, decoupled head_dim, tied) that load, tokenize text and generate;
+#    q/k norm, decoupled head_dim, tied; llama with llama3 RoPE scaling, tied) that load,
+#    tokenize text and generate;
 #  - the .xllm, GGUF and HF outputs of one synth give the same logits: f32 HF and .xllm
 #    identical, GGUF identical for qwen3 and within 1e-4 for llama (llama.cpp's Q/K row
 #    permutation sums q.k in another order); q8 .xllm and Q8_0 GGUF likewise;
@@ -19,8 +20,8 @@ source "$SRC/tests/e2e/lib/common.bash"
 IDS=1,5,300,17,42,99,511,3,260,261
 logits() { "$XLLM" logits -m "$1" --ids "$IDS" --out "$2" > /dev/null; }
 
-for shape in tiny-test tiny-test-qwen3; do
-    tol=0; [ "$shape" = tiny-test ] && tol=1e-4
+for shape in tiny-test tiny-test-qwen3 tiny-test-llama3; do
+    tol=1e-4; [ "$shape" = tiny-test-qwen3 ] && tol=0
     d="$T/$shape"; mkdir -p "$d"
     "$XLLM" synth --shape $shape -o "$d/f32.xllm" --gguf "$d/f32.gguf" --hf "$d/hf" &&
     logits "$d/f32.xllm" "$d/x.f32" && logits "$d/hf" "$d/h.f32" && logits "$d/f32.gguf" "$d/g.f32" &&
