@@ -166,7 +166,7 @@ static xllm_status emit(conv *c, out_t *o, xllm_error *err) {
     xllm_status st;
     char tname[32];
     if (o->raw) {
-        st = sink_add(c, o->name, o->raw->dtype, 0, o->ndim, o->shape, o->raw->data, o->raw->nbytes, err);
+        st = sink_add(c, o->name, o->raw->dtype, o->raw->group, o->ndim, o->shape, o->raw->data, o->raw->nbytes, err);
         if (!st) cJSON_AddStringToObject(c->types, o->name, xllm_dtype_name(o->raw->dtype));
         c->n_written++;
         progress(c);
