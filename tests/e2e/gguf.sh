@@ -80,5 +80,11 @@ check $? "convert stories260k.gguf -> .xllm (f32): identical logits"
 "$XLLM" run -m "$T/q4.xllm" -p "Once upon a time" -n 20 --temp 0 --json | python3 -c "import json,sys; assert len(json.load(sys.stdin)['ids']) == 20"
 check $? "convert stories260k.gguf -> q4 .xllm with calibration runs"
 
+# a quantized GGUF (Q8_0) converts to .xllm keeping its blocks (group 32)
+"$XLLM" synth --shape tiny-test --dtype q8 -o "$T/tt.xllm" --gguf "$T/tt.gguf" --gguf-type Q8_0 > /dev/null 2>&1 &&
+"$XLLM" convert "$T/tt.gguf" -o "$T/tt2.xllm" && "$XLLM" logits -m "$T/tt2.xllm" --ids 1,2,3 --out "$T/q1.f32" > /dev/null &&
+"$XLLM" logits -m "$T/tt.gguf" --ids 1,2,3 --out "$T/q2.f32" > /dev/null && compare "$T/q1.f32" "$T/q2.f32" 0
+check $? "convert a Q8_0 GGUF -> .xllm: identical logits"
+
 [ $fails -eq 0 ] && echo "gguf: all passed" || echo "gguf: $fails failed"
 exit $((fails > 0))
