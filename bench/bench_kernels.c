@@ -254,8 +254,8 @@ static void bench_attn(int hd, int n, int accum) {
     r.unit = "GFLOP/s";
     for (int k = 0; k < g_nk && wanted(name); k++) {
         double s;
-        if (accum) TIME_IT(s, g_k[k]->attn_accum(acc, sc, kv, stride, n, hd));
-        else TIME_IT(s, g_k[k]->attn_scores(q, kv, stride, n, hd, 0.125f, sc));
+        if (accum) TIME_IT(s, g_k[k]->attn->accum(acc, sc, kv, stride, n, hd));
+        else TIME_IT(s, g_k[k]->attn->scores(q, kv, stride, n, hd, 0.125f, sc));
         r.value[k] = 2.0 * hd * n / s / 1e9;
     }
     if (wanted(name)) print_row(&r);

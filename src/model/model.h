@@ -105,5 +105,8 @@ xllm_status model_forward(model *m, kv_cache *kv, const fwd_batch *b, float *log
 /* The attention strategy model_forward uses for this batch and layer (the
  * planner's per-step choice; results are identical either way). */
 attn_strategy attention_strategy(const model *m, const fwd_batch *b, int layer, int *max_chunks);
+/* Attention of the batch's tokens at layer l (attention.c): s.q against the
+ * cache, where this step's K/V are already written, into s.att. */
+void attention_run(model *m, const kv_cache *kv, const fwd_batch *b, int l);
 
 #endif

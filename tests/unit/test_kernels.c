@@ -277,7 +277,7 @@ static void check_attention(int hd, int n, int heads) {
     float scale = 1.0f / sqrtf((float)hd);
     for (int l = 0; l < g_nlevels; l++) {
         const cpu_kernels *K = g_levels[l];
-        K->attn_scores(q, k, stride, n, hd, scale, sc);
+        K->attn->scores(q, k, stride, n, hd, scale, sc);
         int bad = 0;
         for (int i = 0; i < n && !bad; i++) {
             double e = 0, a = 0;
@@ -294,23 +294,23 @@ static void check_attention(int hd, int n, int heads) {
         if (n > 1) {
             int cut = irand(1, n - 1);
             float *sc2 = malloc(sizeof(float) * (size_t)n);
-            K->attn_scores(q, k, stride, cut, hd, scale, sc2);
-            K->attn_scores(q, k + (size_t)cut * stride, stride, n - cut, hd, scale, sc2 + cut);
+            K->attn->scores(q, k, stride, cut, hd, scale, sc2);
+            K->attn->scores(q, k + (size_t)cut * stride, stride, n - cut, hd, scale, sc2 + cut);
             CHECK_MSG(!memcmp(sc, sc2, sizeof(float) * (size_t)n), "%s attn_scores: split at %d of %d changes scores",
                       K->name, cut, n);
             memcpy(acc, acc0, sizeof(float) * (size_t)hd);
-            K->attn_accum(acc, w, k, stride, cut, hd);
-            K->attn_accum(acc, w + cut, k + (size_t)cut * stride, stride, n - cut, hd);
+            K->attn->accum(acc, w, k, stride, cut, hd);
+            K->attn->accum(acc, w + cut, k + (size_t)cut * stride, stride, n - cut, hd);
             float *acc2 = malloc(sizeof(float) * (size_t)hd);
             memcpy(acc2, acc0, sizeof(float) * (size_t)hd);
-            K->attn_accum(acc2, w, k, stride, n, hd);
+            K->attn->accum(acc2, w, k, stride, n, hd);
             CHECK_MSG(!memcmp(acc, acc2, sizeof(float) * (size_t)hd), "%s attn_accum: split at %d of %d changes sums",
                       K->name, cut, n);
             free(acc2);
             free(sc2);
         }
         memcpy(acc, acc0, sizeof(float) * (size_t)hd);
-        K->attn_accum(acc, w, k, stride, n, hd);
+        K->attn->accum(acc, w, k, stride, n, hd);
         for (int d = 0; d < hd && !bad; d++) {
             double e = acc0[d], a = fabs(acc0[d]);
             for (int i = 0; i < n; i++) e += (double)w[i] * k[i * stride + d], a += fabs((double)w[i] * k[i * stride + d]);

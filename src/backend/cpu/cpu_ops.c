@@ -132,11 +132,11 @@ void op_matmul(backend *be, const float *x, int T, const matrix *W, const float 
 
 void op_attn_scores(const backend *be, const float *q, const float *k, size_t stride, int n, int hd, float scale,
                     float *out) {
-    be->kern->attn_scores(q, k, stride, n, hd, scale, out);
+    be->kern->attn->scores(q, k, stride, n, hd, scale, out);
 }
 
 void op_attn_accum(const backend *be, float *acc, const float *w, const float *v, size_t stride, int n, int hd) {
-    be->kern->attn_accum(acc, w, v, stride, n, hd);
+    be->kern->attn->accum(acc, w, v, stride, n, hd);
 }
 
 void op_rmsnorm(const float *x, const float *w, float eps, int n, int rows, float *out) {

@@ -25,6 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "backend/backend.h"
+#include "backend/cpu/attn_kernels.h"
 
 typedef enum cpu_level { CPU_SCALAR = 0, CPU_AVX2, CPU_AVX512, CPU_NEON, CPU_LEVEL_COUNT } cpu_level;
 
@@ -56,10 +57,8 @@ typedef struct cpu_kernels {
     void (*matmul_f)(const matrix *W, const float *x, int T, const float *bias, float *y, size_t ldy, int64_t r0,
                      int64_t r1, void *scratch);
 
-    /* Attention inner loops over n keys/values stride floats apart:
-     * out[i] = scale * (q . k_i); acc[d] += sum_i w[i] * v_i[d] (i in order). */
-    void (*attn_scores)(const float *q, const float *k, size_t stride, int n, int hd, float scale, float *out);
-    void (*attn_accum)(float *acc, const float *w, const float *v, size_t stride, int n, int hd);
+    /* The level's attention inner loops (attn_kernels.h). */
+    const struct cpu_attn_kernels *attn;
 } cpu_kernels;
 
 /* GEMV software prefetch, off by default. A GEMV reads its rows one after

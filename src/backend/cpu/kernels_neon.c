@@ -16,8 +16,7 @@ const cpu_kernels cpu_kernels_neon = {
     .scratch_bytes = scratch_bytes,
     .matmul_q = matmul_q,
     .matmul_f = matmul_f,
-    .attn_scores = attn_scores,
-    .attn_accum = attn_accum,
+    .attn = &cpu_attn_neon,
 };
 #else
 typedef int xllm_no_neon_on_this_arch;

@@ -73,19 +73,6 @@ static void matmul_f(const matrix *W, const float *x, int T, const float *bias, 
     }
 }
 
-static void attn_scores(const float *q, const float *k, size_t stride, int n, int hd, float scale, float *out) {
-    for (int i = 0; i < n; i++, k += stride) {
-        float s = 0.0f;
-        for (int d = 0; d < hd; d++) s += q[d] * k[d];
-        out[i] = s * scale;
-    }
-}
-
-static void attn_accum(float *acc, const float *w, const float *v, size_t stride, int n, int hd) {
-    for (int i = 0; i < n; i++, v += stride)
-        for (int d = 0; d < hd; d++) acc[d] += w[i] * v[d];
-}
-
 const cpu_kernels cpu_kernels_scalar = {
     .level = CPU_SCALAR,
     .name = "scalar",
@@ -95,6 +82,5 @@ const cpu_kernels cpu_kernels_scalar = {
     .scratch_bytes = scratch_bytes,
     .matmul_q = matmul_q,
     .matmul_f = matmul_f,
-    .attn_scores = attn_scores,
-    .attn_accum = attn_accum,
+    .attn = &cpu_attn_scalar,
 };
