@@ -30,6 +30,9 @@ typedef struct matrix {
     /* threads the planner measured best per batch bucket (0: the default
      * work-size rule). The thread split never changes results. */
     uint8_t plan_threads[MM_BUCKETS];
+    /* 1: data is in the kernel level's own streaming order (backend_pack_matrix),
+     * tiles of 4 rows; only the matmul kernels read it. 0: as stored. */
+    uint8_t packed;
 } matrix;
 
 struct cpu_kernels;
@@ -61,6 +64,14 @@ xllm_status backend_init_kernels(backend *be, int n_threads, size_t max_cols, si
 void backend_free(backend *be);
 /* Name of the kernel level in use ("avx512", "neon+dotprod", ...). */
 const char *backend_level_name(const backend *be);
+
+/* Repack a quantized matrix once, at load, into the order the level's matmul
+ * kernels stream it (rows interleaved in tiles, nibbles pre-arranged, scales
+ * gathered): W->data then points at *storage (the caller frees it with
+ * xllm_free_aligned) and W->packed is set. Results stay bit-identical to the
+ * stored layout. No-op (XLLM_OK, *storage NULL) where the level has no packed
+ * layout for W's type, or when XLLM_REPACK=0. */
+xllm_status backend_pack_matrix(backend *be, matrix *W, void **storage, xllm_error *err);
 
 /* y[t][r] = sum_c x[t][c] * W[r][c] + bias[r], for t < T. x: [T][W.cols], y: [T][W.rows].
  * bias may be NULL. Each y element is computed the same way whatever T is
