@@ -88,7 +88,7 @@ static void *quant_matrix(xllm_dtype t, int group, int64_t rows, int64_t cols) {
 }
 
 static void bench_quant(xllm_dtype t, int group, int64_t rows, int64_t cols, int T, int gemv) {
-    matrix W = {t, group, rows, cols, quant_matrix(t, group, rows, cols), {0}};
+    matrix W = {t, group, rows, cols, quant_matrix(t, group, rows, cols), {0}, 0};
     float *x = malloc(sizeof(float) * (size_t)cols * (size_t)T), *y = malloc(sizeof(float) * (size_t)rows * (size_t)T);
     for (int64_t i = 0; i < cols * T; i++) x[i] = frand();
     row_t r = {0};
@@ -187,7 +187,7 @@ static void bench_float(xllm_dtype t, int64_t rows, int64_t cols, int T, int gem
         if (t == XLLM_DT_F32) ((float *)w)[i] = f;
         else w[i] = t == XLLM_DT_F16 ? xllm_f32_to_f16(f) : xllm_f32_to_bf16(f);
     }
-    matrix W = {t, 0, rows, cols, w, {0}};
+    matrix W = {t, 0, rows, cols, w, {0}, 0};
     float *x = malloc(sizeof(float) * (size_t)cols * (size_t)T), *y = malloc(sizeof(float) * (size_t)rows * (size_t)T);
     for (int64_t i = 0; i < cols * T; i++) x[i] = frand();
     row_t r = {0};
