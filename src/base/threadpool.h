@@ -5,7 +5,12 @@
  * [0, n) statically into one contiguous range per thread (the caller's thread
  * takes range 0), so the same inputs always give the same split and the same
  * floating-point results. Jobs are short (one matmul, one attention), so
- * workers spin briefly before sleeping to keep wake-up latency low.
+ * workers spin briefly before sleeping to keep wake-up latency low: PAUSE for
+ * a couple of microseconds, then PAUSE with sched_yield() in between (so an
+ * oversubscribed machine runs the thread being waited for) until a budget runs
+ * out, then a futex (condition variable off Linux). The budget is
+ * XLLM_THREADPOOL_SPIN_US microseconds (read at creation; default 200).
+ * A region that needs k threads involves only workers 1..k-1.
  */
 #ifndef XLLM_BASE_THREADPOOL_H
 #define XLLM_BASE_THREADPOOL_H
