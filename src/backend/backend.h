@@ -51,6 +51,14 @@ typedef struct backend {
     unsigned char *act;
     size_t act_row_cap;
     size_t max_cols, max_tokens;
+    /* what be->act holds now: T rows of x (cols wide) prepared by the last
+     * preparation (op_matmul, op_act_prepare, op_rmsnorm_act); act_x NULL: nothing */
+    const float *act_x;
+    int64_t act_cols;
+    int act_T;
+    /* 1: the forward pass may use the fused operators below (the default);
+     * XLLM_FUSE=0 at init turns them off, for comparisons. Same bits either way. */
+    int fuse;
 } backend;
 
 /* max_cols: the widest matrix row the kernels will see; max_tokens: the most
@@ -77,6 +85,52 @@ xllm_status backend_pack_matrix(backend *be, matrix *W, void **storage, xllm_err
  * bias may be NULL. Each y element is computed the same way whatever T is
  * (results do not depend on batch composition). */
 void op_matmul(backend *be, const float *x, int T, const matrix *W, const float *bias, float *y);
+
+/* op_matmul flags. OP_ACT_READY: the activations of x for a quantized W are
+ * already in be->act (op_rmsnorm_act / op_act_prepare on this x and W.cols),
+ * so they are not quantized again. OP_ADD: y += (the result), per element,
+ * after the bias is added (y = x W^T + bias, then y_out += y: the rounding of
+ * a separate residual pass); tmp ([T][W.rows]) holds the result on the way. */
+#define OP_ACT_READY 1u
+#define OP_ADD 2u
+void op_matmul_ex(backend *be, const float *x, int T, const matrix *W, const float *bias, float *y, float *tmp,
+                  unsigned flags);
+
+/* out = rmsnorm(x) (op_rmsnorm's arithmetic, per row of n) for T rows, and,
+ * when prepare is set, each row's activations for a quantized matrix of n
+ * columns into be->act in the same pass (threaded over rows). */
+void op_rmsnorm_act(backend *be, const float *x, const float *w, float eps, int n, int T, float *out, int prepare);
+/* Quantize T rows of x (cols wide) into be->act (what op_matmul does first for a quantized matrix). */
+void op_act_prepare(backend *be, const float *x, int T, int64_t cols);
+
+/* h[t][r] = silu(G[g0 + r] . x_t + gb[g0 + r]) * (U[u0 + r] . x_t + ub[u0 + r])
+ * for r < I, t < T (op_silu_mul's arithmetic on op_matmul's elements), in one
+ * parallel region over ranges of r: each task computes its gate rows into h
+ * and its up rows into tmp ([T][I]) and combines them at once. G and U may be
+ * the same matrix (fused gate_up: g0 = 0, u0 = I); g0 and u0 multiples of 4;
+ * biases indexed by their matrix's row, may be NULL. Flags: OP_ACT_READY.
+ * Threads: the planner's choice for G. */
+void op_matmul_silu_mul(backend *be, const float *x, int T, const matrix *G, int64_t g0, const float *gb,
+                        const matrix *U, int64_t u0, const float *ub, int64_t I, float *h, float *tmp,
+                        unsigned flags);
+
+/* Fused regions. The caller runs its own tasks over n units on the backend's
+ * threads; each task computes some matrix rows for all T tokens on its thread
+ * (op_matmul_rows) and uses them at once (activation, RoPE, residual...).
+ * op_units_per_thread: the fewest units to give a thread when each unit is
+ * rows_per_unit rows of W at T tokens: the planner's thread choice for W and
+ * T's bucket (matrix.plan_threads), else op_matmul's work-size rule. */
+typedef void (*op_task_fn)(void *ctx, size_t u0, size_t u1, int thread);
+size_t op_units_per_thread(const backend *be, const matrix *W, int T, size_t n_units, size_t rows_per_unit);
+void op_run(backend *be, size_t n_units, size_t min_per_thread, op_task_fn fn, void *ctx);
+/* Rows [r0, r1) of W for T tokens on the calling task's thread:
+ * y[t * ldy + (r - r0)] = W[r] . x_t + bias[r] (bias indexed by W's row, may
+ * be NULL). A quantized W reads the activations in be->act, which must hold x
+ * (op_act_prepare / op_rmsnorm_act). r0 must be a multiple of 4 (packed
+ * tiles); r1 too unless it is W.rows. Each element is computed exactly as
+ * op_matmul computes it. */
+void op_matmul_rows(backend *be, const float *x, int T, const matrix *W, const float *bias, int64_t r0, int64_t r1,
+                    float *y, size_t ldy, int thread);
 
 /* Attention inner loops over n consecutive KV slots `stride` floats apart:
  * out[i] = scale * (q . k_i), and acc[d] += sum_i w[i] * v_i[d] (i in order).

@@ -12,16 +12,38 @@
 
 int prof_enabled;
 
-static const char *k_names[PROF_COUNT] = {
-    "embed", "rmsnorm", "matmul.qkv", "rope+kv_write", "attention", "matmul.o", "matmul.gate_up",
-    "silu_mul", "matmul.down", "moe.router", "residual", "lm_head", "sample",
+/* Each counter's report name; a fused operator is reported under the
+ * operator it grew from ("op", so existing readers of the report still find
+ * it), with what was folded into it ("fused"). */
+static const struct {
+    const char *name, *op, *fused;
+} k_names[] = {
+    {"embed", "embed", NULL},
+    {"rmsnorm", "rmsnorm", NULL},
+    {"rmsnorm+act_quant", "rmsnorm", "act_quant"},
+    {"matmul.qkv", "matmul.qkv", NULL},
+    {"rope+kv_write", "rope+kv_write", NULL},
+    {"matmul.qkv+rope+kv_write", "matmul.qkv", "rope+kv_write"},
+    {"attention", "attention", NULL},
+    {"matmul.o", "matmul.o", NULL},
+    {"matmul.o+residual", "matmul.o", "residual"},
+    {"matmul.gate_up", "matmul.gate_up", NULL},
+    {"silu_mul", "silu_mul", NULL},
+    {"matmul.gate_up+silu_mul", "matmul.gate_up", "silu_mul"},
+    {"matmul.down", "matmul.down", NULL},
+    {"matmul.down+residual", "matmul.down", "residual"},
+    {"moe.router", "moe.router", NULL},
+    {"residual", "residual", NULL},
+    {"lm_head", "lm_head", NULL},
+    {"sample", "sample", NULL},
 };
+_Static_assert(sizeof k_names / sizeof *k_names == PROF_COUNT, "one name per prof_op");
 
 static struct {
     _Atomic uint64_t ns, calls, flops, bytes;
 } g_ops[PROF_COUNT];
 
-const char *prof_op_name(prof_op op) { return (unsigned)op < PROF_COUNT ? k_names[op] : "?"; }
+const char *prof_op_name(prof_op op) { return (unsigned)op < PROF_COUNT ? k_names[op].name : "?"; }
 
 uint64_t prof_now_ns(void) {
     struct timespec ts;
@@ -59,7 +81,8 @@ xllm_status xllm_profile_report(char **json, xllm_error *err) {
         if (calls == 0) continue;
         double flops = (double)atomic_load(&g_ops[i].flops), bytes = (double)atomic_load(&g_ops[i].bytes);
         cJSON *o = cJSON_CreateObject();
-        cJSON_AddStringToObject(o, "op", k_names[i]);
+        cJSON_AddStringToObject(o, "op", k_names[i].op);
+        if (k_names[i].fused) cJSON_AddStringToObject(o, "fused", k_names[i].fused);
         cJSON_AddNumberToObject(o, "ms", ns / 1e6);
         cJSON_AddNumberToObject(o, "share", total > 0 ? ns / total : 0);
         cJSON_AddNumberToObject(o, "calls", calls);

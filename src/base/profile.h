@@ -15,13 +15,18 @@
 typedef enum prof_op {
     PROF_EMBED = 0,
     PROF_RMSNORM,
+    PROF_RMSNORM_ACT,        /* fused: RMSNorm + the activations' quantization for the next matmuls */
     PROF_MATMUL_QKV,
     PROF_ROPE_KV,
+    PROF_QKV_ROPE_KV,        /* fused: q/k/v matmul + q/k norm + RoPE + K/V cache write */
     PROF_ATTENTION,
     PROF_MATMUL_O,
+    PROF_MATMUL_O_RESIDUAL,  /* fused: o-proj added into the residual stream */
     PROF_MATMUL_GATE_UP,
     PROF_SILU_MUL,
+    PROF_GATE_UP_SILU,       /* fused: gate/up matmul + silu(gate) * up */
     PROF_MATMUL_DOWN,
+    PROF_MATMUL_DOWN_RESIDUAL, /* fused: down-proj added into the residual stream */
     PROF_MOE_ROUTER,
     PROF_RESIDUAL,
     PROF_LM_HEAD,

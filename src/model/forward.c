@@ -8,6 +8,14 @@
  * over positions [window start, its position] of its own sequence with an
  * online softmax (no score matrix; attention.c). Dense MLP and mixture-of-experts layers
  * differ only in the feed-forward block.
+ *
+ * Fused operators (the default; XLLM_FUSE=0 at load runs the unfused
+ * sequence, for comparisons): RMSNorm writes the quantized activations too,
+ * and q/k/v (gate/up) reuse them; q/k/v matmul + q/k norm + RoPE + K/V cache
+ * write in one region over heads; gate/up matmul + silu * up in one region
+ * over intermediate rows; o-proj and down-proj add into the residual stream.
+ * Every output element keeps the unfused arithmetic, so the bits are the same
+ * (tests/unit/test_fused.c).
  */
 #include "model/model.h"
 #include "base/error.h"
@@ -58,49 +66,148 @@ static void rope_apply(float *v, int n_heads, int hd, const float *cs, const flo
     }
 }
 
+static int any_quant(const matrix *a, const matrix *b, const matrix *c) {
+    return (a && a->data && xllm_dtype_is_quant(a->dtype)) || (b && b->data && xllm_dtype_is_quant(b->dtype)) ||
+           (c && c->data && xllm_dtype_is_quant(c->dtype));
+}
+
+/* RMSNorm of s->x into s->xn. Fused (be.fuse): threaded over tokens, and when
+ * prep is set each row's quantized activations are written in the same pass,
+ * so the next matmuls over xn (OP_ACT_READY) do not quantize it again. */
+static void norm_block(model *m, const float *w, int T, int prep) {
+    const model_config *c = &m->cfg;
+    model_scratch *s = &m->s;
+    if (!m->be.fuse)
+        PROF(PROF_RMSNORM, 4.0 * T * c->hidden, 8.0 * T * c->hidden,
+             op_rmsnorm(s->x, w, c->rms_eps, c->hidden, T, s->xn));
+    else
+        PROF(prep ? PROF_RMSNORM_ACT : PROF_RMSNORM, (prep ? 7.0 : 4.0) * T * c->hidden,
+             (prep ? 9.0 : 8.0) * T * c->hidden, op_rmsnorm_act(&m->be, s->x, w, c->rms_eps, c->hidden, T, s->xn, prep));
+}
+
+/* Fused q/k/v: one parallel region over head blocks of head_dim rows (q
+ * heads, then k heads, then v heads); each task computes its block for all
+ * tokens, then (q, k) the per-head q/k RMSNorm and RoPE, and (k, v) writes the
+ * head into each token's cache slot. Per element, the arithmetic of the
+ * unfused path. */
+typedef struct {
+    model *m;
+    kv_cache *kv;
+    const fwd_batch *b;
+    int l;
+    const matrix *W[3];   /* q, k, v (the same fused qkv matrix three times, or three) */
+    int64_t row0[3];      /* where the part starts in its matrix */
+    const float *bias[3]; /* indexed by the matrix's row */
+} qkv_job;
+
+static void qkv_heads(void *p, size_t u0, size_t u1, int thread) {
+    qkv_job *j = p;
+    model *m = j->m;
+    const model_config *c = &m->cfg;
+    const layer_weights *L = &m->layers[j->l];
+    model_scratch *s = &m->s;
+    kv_cache *kv = j->kv;
+    const fwd_batch *b = j->b;
+    int T = b->n_tokens, hd = c->head_dim, half = hd / 2, nh = c->n_heads, nkv = c->n_kv_heads;
+    size_t qd = (size_t)nh * hd, kd = (size_t)nkv * hd;
+    for (size_t u = u0; u < u1; u++) {
+        int part = u < (size_t)nh ? 0 : u < (size_t)(nh + nkv) ? 1 : 2;
+        int h = (int)u - (part == 0 ? 0 : part == 1 ? nh : nh + nkv);
+        float *out = (part == 0 ? s->q : part == 1 ? s->k : s->v) + (size_t)h * hd;
+        size_t ld = part == 0 ? qd : kd;
+        int64_t r0 = j->row0[part] + (int64_t)h * hd;
+        op_matmul_rows(&m->be, s->xn, T, j->W[part], j->bias[part], r0, r0 + hd, out, ld, thread);
+        for (int t = 0; t < T; t++) {
+            float *v = out + (size_t)t * ld;
+            if (part < 2) {
+                if (c->qk_norm) op_rmsnorm(v, part == 0 ? L->q_norm : L->k_norm, c->rms_eps, hd, 1, v);
+                rope_apply(v, 1, hd, s->rope_cos + (size_t)t * half, s->rope_sin + (size_t)t * half,
+                           c->rope_interleaved);
+            }
+            if (part > 0) {
+                int pos = b->pos[t];
+                int32_t blk = b->block_tables[b->seq[t]][pos / kv->block_size];
+                float *dst = part == 1 ? kv_cache_k(kv, j->l, blk, pos % kv->block_size)
+                                       : kv_cache_v(kv, j->l, blk, pos % kv->block_size);
+                memcpy(dst + (size_t)h * hd, v, (size_t)hd * sizeof(float));
+            }
+        }
+    }
+}
+
 static void attention_block(model *m, kv_cache *kv, const fwd_batch *b, int l) {
     const model_config *c = &m->cfg;
     const layer_weights *L = &m->layers[l];
     model_scratch *s = &m->s;
     int T = b->n_tokens, hd = c->head_dim, half = hd / 2;
     size_t qd = (size_t)c->n_heads * hd, kd = (size_t)c->n_kv_heads * hd;
+    int fuse = m->be.fuse;
+    int prep = fuse && (L->qkv.data ? any_quant(&L->qkv, NULL, NULL) : any_quant(&L->q, &L->k, &L->v));
+    unsigned ready = prep ? OP_ACT_READY : 0;
 
-    PROF(PROF_RMSNORM, 4.0 * T * c->hidden, 8.0 * T * c->hidden,
-         op_rmsnorm(s->x, L->attn_norm, c->rms_eps, c->hidden, T, s->xn));
+    norm_block(m, L->attn_norm, T, prep);
     if (m->observe) m->observe(m->observe_ctx, l, OBS_ATTN_IN, -1, s->xn, T, c->hidden);
-    if (L->qkv.data) { /* one matmul, then split rows q | k | v */
-        MATMUL(PROF_MATMUL_QKV, s->xn, T, &L->qkv, L->qkv_bias, s->fused);
-        size_t w = qd + 2 * kd;
-        for (int t = 0; t < T; t++) {
-            const float *src = s->fused + (size_t)t * w;
-            memcpy(s->q + (size_t)t * qd, src, qd * sizeof(float));
-            memcpy(s->k + (size_t)t * kd, src + qd, kd * sizeof(float));
-            memcpy(s->v + (size_t)t * kd, src + qd + kd, kd * sizeof(float));
+    if (fuse && hd % 4 == 0) { /* head blocks start on 4-row tiles */
+        qkv_job j = {m, kv, b, l, {0}, {0}, {0}};
+        if (L->qkv.data) {
+            j.W[0] = j.W[1] = j.W[2] = &L->qkv;
+            j.row0[1] = (int64_t)qd;
+            j.row0[2] = (int64_t)(qd + kd);
+            j.bias[0] = j.bias[1] = j.bias[2] = L->qkv_bias;
+        } else {
+            j.W[0] = &L->q, j.W[1] = &L->k, j.W[2] = &L->v;
+            j.bias[0] = L->q_bias, j.bias[1] = L->k_bias, j.bias[2] = L->v_bias;
         }
+        size_t units = (size_t)(c->n_heads + 2 * c->n_kv_heads);
+        double fl = mm_flops(j.W[0], T) * (L->qkv.data ? 1 : 1 + (double)kd / qd * 2) + 6.0 * T * (double)(qd + kd);
+        double by = (L->qkv.data ? mm_bytes(&L->qkv, T) : mm_bytes(&L->q, T) + mm_bytes(&L->k, T) + mm_bytes(&L->v, T)) +
+                    8.0 * T * (double)kd;
+        PROF(PROF_QKV_ROPE_KV, fl, by,
+             op_run(&m->be, units, op_units_per_thread(&m->be, j.W[0], T, units, (size_t)hd), qkv_heads, &j));
     } else {
-        MATMUL(PROF_MATMUL_QKV, s->xn, T, &L->q, L->q_bias, s->q);
-        MATMUL(PROF_MATMUL_QKV, s->xn, T, &L->k, L->k_bias, s->k);
-        MATMUL(PROF_MATMUL_QKV, s->xn, T, &L->v, L->v_bias, s->v);
-    }
-    uint64_t t_rope = prof_enabled ? prof_now_ns() : 0;
-    for (int t = 0; t < T; t++) {
-        float *q = s->q + (size_t)t * qd, *k = s->k + (size_t)t * kd;
-        if (c->qk_norm) {
-            op_rmsnorm(q, L->q_norm, c->rms_eps, hd, c->n_heads, q);
-            op_rmsnorm(k, L->k_norm, c->rms_eps, hd, c->n_kv_heads, k);
+        if (L->qkv.data) { /* one matmul, then split rows q | k | v */
+            PROF(PROF_MATMUL_QKV, mm_flops(&L->qkv, T), mm_bytes(&L->qkv, T),
+                 op_matmul_ex(&m->be, s->xn, T, &L->qkv, L->qkv_bias, s->fused, NULL, ready));
+            size_t w = qd + 2 * kd;
+            for (int t = 0; t < T; t++) {
+                const float *src = s->fused + (size_t)t * w;
+                memcpy(s->q + (size_t)t * qd, src, qd * sizeof(float));
+                memcpy(s->k + (size_t)t * kd, src + qd, kd * sizeof(float));
+                memcpy(s->v + (size_t)t * kd, src + qd + kd, kd * sizeof(float));
+            }
+        } else {
+            PROF(PROF_MATMUL_QKV, mm_flops(&L->q, T), mm_bytes(&L->q, T),
+                 op_matmul_ex(&m->be, s->xn, T, &L->q, L->q_bias, s->q, NULL, ready));
+            PROF(PROF_MATMUL_QKV, mm_flops(&L->k, T), mm_bytes(&L->k, T),
+                 op_matmul_ex(&m->be, s->xn, T, &L->k, L->k_bias, s->k, NULL, ready));
+            PROF(PROF_MATMUL_QKV, mm_flops(&L->v, T), mm_bytes(&L->v, T),
+                 op_matmul_ex(&m->be, s->xn, T, &L->v, L->v_bias, s->v, NULL, ready));
         }
-        const float *cs = s->rope_cos + (size_t)t * half, *sn = s->rope_sin + (size_t)t * half;
-        rope_apply(q, c->n_heads, hd, cs, sn, c->rope_interleaved);
-        rope_apply(k, c->n_kv_heads, hd, cs, sn, c->rope_interleaved);
-        /* write this token's K/V into its slot */
-        int pos = b->pos[t];
-        int32_t blk = b->block_tables[b->seq[t]][pos / kv->block_size];
-        memcpy(kv_cache_k(kv, l, blk, pos % kv->block_size), k, kd * sizeof(float));
-        memcpy(kv_cache_v(kv, l, blk, pos % kv->block_size), s->v + (size_t)t * kd, kd * sizeof(float));
+        uint64_t t_rope = prof_enabled ? prof_now_ns() : 0;
+        for (int t = 0; t < T; t++) {
+            float *q = s->q + (size_t)t * qd, *k = s->k + (size_t)t * kd;
+            if (c->qk_norm) {
+                op_rmsnorm(q, L->q_norm, c->rms_eps, hd, c->n_heads, q);
+                op_rmsnorm(k, L->k_norm, c->rms_eps, hd, c->n_kv_heads, k);
+            }
+            const float *cs = s->rope_cos + (size_t)t * half, *sn = s->rope_sin + (size_t)t * half;
+            rope_apply(q, c->n_heads, hd, cs, sn, c->rope_interleaved);
+            rope_apply(k, c->n_kv_heads, hd, cs, sn, c->rope_interleaved);
+            /* write this token's K/V into its slot */
+            int pos = b->pos[t];
+            int32_t blk = b->block_tables[b->seq[t]][pos / kv->block_size];
+            memcpy(kv_cache_k(kv, l, blk, pos % kv->block_size), k, kd * sizeof(float));
+            memcpy(kv_cache_v(kv, l, blk, pos % kv->block_size), s->v + (size_t)t * kd, kd * sizeof(float));
+        }
+        if (prof_enabled) prof_add(PROF_ROPE_KV, t_rope, 6.0 * T * (double)(qd + kd), 4.0 * T * (double)(qd + 3 * kd));
     }
-    if (prof_enabled) prof_add(PROF_ROPE_KV, t_rope, 6.0 * T * (double)(qd + kd), 4.0 * T * (double)(qd + 3 * kd));
     attention_run(m, kv, b, l);
     if (m->observe) m->observe(m->observe_ctx, l, OBS_O_IN, -1, s->att, T, (int)qd);
+    if (fuse) { /* x += o(att), per element as the separate pass below */
+        PROF(PROF_MATMUL_O_RESIDUAL, mm_flops(&L->o, T) + (double)T * c->hidden, mm_bytes(&L->o, T) + 4.0 * T * c->hidden,
+             op_matmul_ex(&m->be, s->att, T, &L->o, L->o_bias, s->x, s->tmp, OP_ADD));
+        return;
+    }
     MATMUL(PROF_MATMUL_O, s->att, T, &L->o, L->o_bias, s->tmp);
     PROF(PROF_RESIDUAL, (double)T * c->hidden, 12.0 * T * c->hidden,
          for (size_t i = 0; i < (size_t)T * c->hidden; i++) s->x[i] += s->tmp[i]);
@@ -183,13 +290,31 @@ static void mlp_block(model *m, int l, int T) {
     const model_config *c = &m->cfg;
     const layer_weights *L = &m->layers[l];
     model_scratch *s = &m->s;
-    PROF(PROF_RMSNORM, 4.0 * T * c->hidden, 8.0 * T * c->hidden,
-         op_rmsnorm(s->x, L->mlp_norm, c->rms_eps, c->hidden, T, s->xn));
+    size_t I = (size_t)c->intermediate;
+    int moe = c->layer_is_moe[l];
+    /* fused: the gate/up region needs the up rows on a 4-row tile boundary */
+    int fuse = m->be.fuse && !moe && (!L->gate_up.data || I % 4 == 0);
+    int prep = fuse && (L->gate_up.data ? any_quant(&L->gate_up, NULL, NULL) : any_quant(&L->gate, &L->up, NULL));
+    norm_block(m, L->mlp_norm, T, prep);
     if (m->observe) m->observe(m->observe_ctx, l, OBS_MLP_IN, -1, s->xn, T, c->hidden);
-    if (c->layer_is_moe[l]) {
+    if (fuse) { /* h1 = silu(gate(xn)) * up(xn) in one region, then x += down(h1) */
+        unsigned ready = prep ? OP_ACT_READY : 0;
+        const matrix *G = L->gate_up.data ? &L->gate_up : &L->gate, *U = L->gate_up.data ? &L->gate_up : &L->up;
+        double fl = 2.0 * T * (double)I * c->hidden * 2 + 6.0 * T * (double)I;
+        double by = (L->gate_up.data ? mm_bytes(G, T) : mm_bytes(G, T) + mm_bytes(U, T)) + 4.0 * T * (double)I;
+        PROF(PROF_GATE_UP_SILU, fl, by,
+             op_matmul_silu_mul(&m->be, s->xn, T, G, 0, L->gate_up.data ? NULL : L->gate_bias, U,
+                                L->gate_up.data ? (int64_t)I : 0, L->gate_up.data ? NULL : L->up_bias, (int64_t)I,
+                                s->h1, s->h2, ready));
+        if (m->observe) m->observe(m->observe_ctx, l, OBS_DOWN_IN, -1, s->h1, T, (int)I);
+        PROF(PROF_MATMUL_DOWN_RESIDUAL, mm_flops(&L->down, T) + (double)T * c->hidden,
+             mm_bytes(&L->down, T) + 4.0 * T * c->hidden,
+             op_matmul_ex(&m->be, s->h1, T, &L->down, L->gate_up.data ? NULL : L->down_bias, s->x, s->tmp, OP_ADD));
+        return;
+    }
+    if (moe) {
         moe_block(m, l, L, T);
     } else if (L->gate_up.data) { /* one matmul for gate | up, then silu(gate) * up */
-        size_t I = (size_t)c->intermediate;
         MATMUL(PROF_MATMUL_GATE_UP, s->xn, T, &L->gate_up, NULL, s->fused);
         PROF(PROF_SILU_MUL, 6.0 * T * (double)I, 12.0 * T * (double)I,
              for (int t = 0; t < T; t++) {

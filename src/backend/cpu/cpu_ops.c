@@ -9,6 +9,11 @@
  * memory once per step. Each output element is computed by one thread in the
  * level's fixed order whatever T and the split are (see kernels.h), so
  * results do not depend on batch composition.
+ *
+ * The fused operators (op_rmsnorm_act, op_matmul_ex's OP_ACT_READY / OP_ADD,
+ * op_matmul_silu_mul, and op_run + op_matmul_rows for the caller's own
+ * regions) call the same kernels on row ranges and keep each element's
+ * arithmetic, so they give the unfused bits.
  */
 #include "backend/backend.h"
 #include "backend/cpu/kernels.h"
@@ -17,6 +22,7 @@
 #include "base/fastmath.h"
 #include "quant/quant.h"
 
+#include <assert.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +38,8 @@ xllm_status backend_init_kernels(backend *be, int n_threads, size_t max_cols, si
     be->tp = threadpool_create(n_threads);
     if (!be->tp) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "cannot start the thread pool");
     be->n_threads = threadpool_size(be->tp);
+    const char *fuse = getenv("XLLM_FUSE");
+    be->fuse = !(fuse && !strcmp(fuse, "0"));
     be->scratch_floats = max_cols + 16;
     be->kscratch_bytes = (kern->scratch_bytes((int64_t)max_cols) + 63) & ~(size_t)63;
     be->scratch = xllm_calloc((size_t)be->n_threads, sizeof(float *));
@@ -81,53 +89,204 @@ void op_matrix_row(const matrix *W, int64_t row, float *out) {
     else xllm_to_f32(W->dtype, p, out, (size_t)W->cols);
 }
 
+/* Rows [r0, r1) of W for T tokens on this thread, y indexed by W's row:
+ * y[t * ldy + r]. Quantized W reads be->act (act_stride bytes per token). */
+static void rows_abs(backend *be, const float *x, size_t act_stride, int T, const matrix *W, const float *bias,
+                     float *y, size_t ldy, int64_t r0, int64_t r1, int thread) {
+    const cpu_kernels *k = be->kern;
+    if (xllm_dtype_is_quant(W->dtype))
+        k->matmul_q(W, be->act, act_stride, T, bias, y, ldy, r0, r1, be->kscratch[thread]);
+    else
+        k->matmul_f(W, x, T, bias, y, ldy, r0, r1, be->kscratch[thread]);
+}
+
+/* Rows a fused task handles at a time (a multiple of ROW_TILE): its outputs
+ * are used while they are still in cache. */
+#define FUSE_ROWS 64
+
 typedef struct {
     backend *be;
     const float *x;
     int T;
     const matrix *W;
     const float *bias;
-    float *y;
+    float *y, *tmp;
+    int add;
     size_t act_stride;
 } matmul_job;
 
 static void matmul_tiles(void *p, size_t u0, size_t u1, int thread) {
     matmul_job *j = p;
     const matrix *W = j->W;
+    size_t n = (size_t)W->rows;
     int64_t r0 = (int64_t)u0 * ROW_TILE, r1 = (int64_t)u1 * ROW_TILE;
     if (r1 > W->rows) r1 = W->rows;
-    const cpu_kernels *k = j->be->kern;
-    if (xllm_dtype_is_quant(W->dtype))
-        k->matmul_q(W, j->be->act, j->act_stride, j->T, j->bias, j->y, (size_t)W->rows, r0, r1, j->be->kscratch[thread]);
-    else
-        k->matmul_f(W, j->x, j->T, j->bias, j->y, (size_t)W->rows, r0, r1, j->be->kscratch[thread]);
+    if (!j->add) {
+        rows_abs(j->be, j->x, j->act_stride, j->T, W, j->bias, j->y, n, r0, r1, thread);
+        return;
+    }
+    /* y += x W^T + bias: the rows into tmp, then added while in cache */
+    for (int64_t c0 = r0; c0 < r1; c0 += FUSE_ROWS) {
+        int64_t c1 = c0 + FUSE_ROWS < r1 ? c0 + FUSE_ROWS : r1;
+        rows_abs(j->be, j->x, j->act_stride, j->T, W, j->bias, j->tmp, n, c0, c1, thread);
+        for (int t = 0; t < j->T; t++) {
+            float *yr = j->y + (size_t)t * n;
+            const float *tr = j->tmp + (size_t)t * n;
+            for (int64_t r = c0; r < c1; r++) yr[r] += tr[r];
+        }
+    }
 }
 
+typedef struct {
+    backend *be;
+    const float *x;
+    int64_t cols;
+    size_t act_stride;
+} prepare_job;
+
 static void prepare_tokens(void *p, size_t t0, size_t t1, int thread) {
-    matmul_job *j = p;
+    prepare_job *j = p;
     (void)thread;
     for (size_t t = t0; t < t1; t++)
-        j->be->kern->act_prepare(j->x + t * (size_t)j->W->cols, j->W->cols, j->be->act + t * j->act_stride);
+        j->be->kern->act_prepare(j->x + t * (size_t)j->cols, j->cols, j->be->act + t * j->act_stride);
+}
+
+/* per token, so the split does not matter; threads only for big batches */
+static size_t tokens_per_thread(int64_t cols) {
+    size_t per_tok = cols > 0 ? (size_t)cols : 1;
+    return per_tok >= 65536 ? 1 : 65536 / per_tok;
+}
+
+void op_act_prepare(backend *be, const float *x, int T, int64_t cols) {
+    if (T <= 0) return;
+    prepare_job j = {be, x, cols, be->kern->act_bytes(cols)};
+    threadpool_run(be->tp, (size_t)T, tokens_per_thread(cols), prepare_tokens, &j);
+    be->act_x = x;
+    be->act_cols = cols;
+    be->act_T = T;
+}
+
+static int act_holds(const backend *be, const float *x, int T, int64_t cols) {
+    return be->act_x == x && be->act_cols == cols && be->act_T >= T;
+}
+
+size_t op_units_per_thread(const backend *be, const matrix *W, int T, size_t n_units, size_t rows_per_unit) {
+    (void)be;
+    int planned = W->plan_threads[mm_bucket(T)];
+    if (planned > 0) /* the planner's measured choice for this shape and batch size */
+        return n_units ? (n_units + (size_t)planned - 1) / (size_t)planned : 1;
+    /* at least ~32k multiply-adds per thread, or threading costs more than it gains */
+    size_t per_unit = (size_t)W->cols * (size_t)(T > 0 ? T : 1) * (rows_per_unit ? rows_per_unit : 1);
+    return per_unit >= 32768 ? 1 : 32768 / per_unit;
+}
+
+void op_run(backend *be, size_t n_units, size_t min_per_thread, op_task_fn fn, void *ctx) {
+    threadpool_run(be->tp, n_units, min_per_thread, fn, ctx);
+}
+
+void op_matmul_rows(backend *be, const float *x, int T, const matrix *W, const float *bias, int64_t r0, int64_t r1,
+                    float *y, size_t ldy, int thread) {
+    if (T <= 0 || r1 <= r0) return;
+    size_t stride = 0;
+    if (xllm_dtype_is_quant(W->dtype)) {
+        stride = be->kern->act_bytes(W->cols);
+        assert(act_holds(be, x, T, W->cols));
+    }
+    /* the kernels index y by W's row; y here starts at row r0 */
+    rows_abs(be, x, stride, T, W, bias, y - r0, ldy, r0, r1, thread);
+}
+
+void op_matmul_ex(backend *be, const float *x, int T, const matrix *W, const float *bias, float *y, float *tmp,
+                  unsigned flags) {
+    if (T <= 0) return;
+    matmul_job j = {be, x, T, W, bias, y, tmp, (flags & OP_ADD) != 0, 0};
+    if (xllm_dtype_is_quant(W->dtype)) {
+        j.act_stride = be->kern->act_bytes(W->cols);
+        int ready = (flags & OP_ACT_READY) && act_holds(be, x, T, W->cols);
+        assert(ready || !(flags & OP_ACT_READY));
+        if (!ready) op_act_prepare(be, x, T, W->cols);
+    }
+    size_t units = ((size_t)W->rows + ROW_TILE - 1) / ROW_TILE;
+    threadpool_run(be->tp, units, op_units_per_thread(be, W, T, units, ROW_TILE), matmul_tiles, &j);
 }
 
 void op_matmul(backend *be, const float *x, int T, const matrix *W, const float *bias, float *y) {
+    op_matmul_ex(be, x, T, W, bias, y, NULL, 0);
+}
+
+typedef struct {
+    backend *be;
+    const float *x, *w;
+    float eps;
+    int n, prepare;
+    float *out;
+    size_t act_stride;
+} rmsnorm_job;
+
+static void rmsnorm_tokens(void *p, size_t t0, size_t t1, int thread) {
+    rmsnorm_job *j = p;
+    (void)thread;
+    for (size_t t = t0; t < t1; t++) {
+        float *o = j->out + t * (size_t)j->n;
+        op_rmsnorm(j->x + t * (size_t)j->n, j->w, j->eps, j->n, 1, o);
+        if (j->prepare) j->be->kern->act_prepare(o, j->n, j->be->act + t * j->act_stride);
+    }
+}
+
+void op_rmsnorm_act(backend *be, const float *x, const float *w, float eps, int n, int T, float *out, int prepare) {
     if (T <= 0) return;
-    matmul_job j = {be, x, T, W, bias, y, 0};
-    if (xllm_dtype_is_quant(W->dtype)) {
-        j.act_stride = be->kern->act_bytes(W->cols);
-        /* per token, so the split does not matter; threads only for big batches */
-        size_t per_tok = (size_t)W->cols;
-        threadpool_run(be->tp, (size_t)T, per_tok >= 65536 ? 1 : 65536 / per_tok, prepare_tokens, &j);
+    rmsnorm_job j = {be, x, w, eps, n, prepare != 0, out, prepare ? be->kern->act_bytes(n) : 0};
+    threadpool_run(be->tp, (size_t)T, tokens_per_thread(n), rmsnorm_tokens, &j);
+    if (prepare) {
+        be->act_x = out;
+        be->act_cols = n;
+        be->act_T = T;
     }
-    size_t units = ((size_t)W->rows + ROW_TILE - 1) / ROW_TILE, min_units;
-    int planned = W->plan_threads[mm_bucket(T)];
-    if (planned > 0) { /* the planner's measured choice for this shape and batch size */
-        min_units = (units + (size_t)planned - 1) / (size_t)planned;
-    } else { /* at least ~32k multiply-adds per thread, or threading costs more than it gains */
-        size_t per_unit = (size_t)W->cols * (size_t)T * ROW_TILE;
-        min_units = per_unit >= 32768 ? 1 : 32768 / per_unit;
+}
+
+typedef struct {
+    backend *be;
+    const float *x;
+    int T;
+    const matrix *G, *U;
+    int64_t g0, u0, I;
+    const float *gb, *ub;
+    float *h, *tmp;
+    size_t sg, su;
+} silu_job;
+
+static void silu_tiles(void *p, size_t u0, size_t u1, int thread) {
+    silu_job *j = p;
+    size_t I = (size_t)j->I;
+    int64_t r0 = (int64_t)u0 * ROW_TILE, r1 = (int64_t)u1 * ROW_TILE;
+    if (r1 > j->I) r1 = j->I;
+    for (int64_t c0 = r0; c0 < r1; c0 += FUSE_ROWS) {
+        int64_t c1 = c0 + FUSE_ROWS < r1 ? c0 + FUSE_ROWS : r1;
+        /* gate rows straight into h, up rows into tmp (both [T][I]; the
+         * kernels index by the matrix's row, hence the offsets) */
+        rows_abs(j->be, j->x, j->sg, j->T, j->G, j->gb, j->h - j->g0, I, j->g0 + c0, j->g0 + c1, thread);
+        rows_abs(j->be, j->x, j->su, j->T, j->U, j->ub, j->tmp - j->u0, I, j->u0 + c0, j->u0 + c1, thread);
+        for (int t = 0; t < j->T; t++)
+            op_silu_mul(j->h + (size_t)t * I + (size_t)c0, j->tmp + (size_t)t * I + (size_t)c0, (size_t)(c1 - c0));
     }
-    threadpool_run(be->tp, units, min_units, matmul_tiles, &j);
+}
+
+void op_matmul_silu_mul(backend *be, const float *x, int T, const matrix *G, int64_t g0, const float *gb,
+                        const matrix *U, int64_t u0, const float *ub, int64_t I, float *h, float *tmp,
+                        unsigned flags) {
+    if (T <= 0 || I <= 0) return;
+    assert(g0 % ROW_TILE == 0 && u0 % ROW_TILE == 0 && G->cols == U->cols);
+    silu_job j = {be, x, T, G, U, g0, u0, I, gb, ub, h, tmp, 0, 0};
+    int qg = xllm_dtype_is_quant(G->dtype), qu = xllm_dtype_is_quant(U->dtype);
+    if (qg || qu) {
+        int ready = (flags & OP_ACT_READY) && act_holds(be, x, T, G->cols);
+        assert(ready || !(flags & OP_ACT_READY));
+        if (!ready) op_act_prepare(be, x, T, G->cols);
+        if (qg) j.sg = be->kern->act_bytes(G->cols);
+        if (qu) j.su = be->kern->act_bytes(U->cols);
+    }
+    size_t units = ((size_t)I + ROW_TILE - 1) / ROW_TILE;
+    threadpool_run(be->tp, units, op_units_per_thread(be, G, T, units, 2 * ROW_TILE), silu_tiles, &j);
 }
 
 void op_attn_scores(const backend *be, const float *q, const float *k, size_t stride, int n, int hd, float scale,
