@@ -265,6 +265,34 @@ static void bench_attn(int hd, int n, int accum) {
     free(acc);
 }
 
+/* The multi-query loops (K/V sharing): nq queries against the same n keys;
+ * GFLOP/s over all queries, to compare with the single-query rows above. */
+static void bench_attn_multi(int hd, int n, int nq, int accum) {
+    size_t stride = (size_t)hd * 4;
+    float *kv = malloc(sizeof(float) * stride * (size_t)n), *q = malloc(sizeof(float) * (size_t)hd * (size_t)nq);
+    float *sc = malloc(sizeof(float) * (size_t)n * (size_t)nq), *acc = calloc((size_t)hd * (size_t)nq, sizeof(float));
+    for (size_t i = 0; i < stride * (size_t)n; i++) kv[i] = frand();
+    for (int i = 0; i < hd * nq; i++) q[i] = frand();
+    for (int i = 0; i < n * nq; i++) sc[i] = frand() * 0.01f;
+    row_t r = {0};
+    char name[80];
+    snprintf(name, sizeof name, "attn_%s_multi hd=%d n=%d nq=%d", accum ? "accum" : "scores", hd, n, nq);
+    r.name = name;
+    r.unit = "GFLOP/s";
+    for (int k = 0; k < g_nk && wanted(name); k++) {
+        const cpu_attn_kernels *A = g_k[k]->attn;
+        double s;
+        if (accum) TIME_IT(s, A->accum_multi(acc, (size_t)hd, nq, sc, (size_t)n, kv, stride, n, hd));
+        else TIME_IT(s, A->scores_multi(q, (size_t)hd, nq, kv, stride, n, hd, 0.125f, sc, (size_t)n));
+        r.value[k] = 2.0 * hd * n * nq / s / 1e9;
+    }
+    if (wanted(name)) print_row(&r);
+    free(kv);
+    free(q);
+    free(sc);
+    free(acc);
+}
+
 int main(int argc, char **argv) {
     int quick = 0, no_scalar = 0, sweep = 0;
     const char *only = NULL;
@@ -334,5 +362,11 @@ int main(int argc, char **argv) {
     bench_attn(64, 512, 1);
     bench_attn(128, 512, 0);
     bench_attn(128, 512, 1);
+    for (int accum = 0; accum < 2; accum++) {
+        bench_attn_multi(64, 128, 4, accum);
+        bench_attn_multi(64, 128, 8, accum);
+        bench_attn_multi(64, 128, 16, accum);
+        bench_attn_multi(128, 128, 8, accum);
+    }
     return 0;
 }

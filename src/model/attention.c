@@ -3,14 +3,17 @@
  *
  * Each (token, head) item attends over positions [window start, its position]
  * of its own sequence, reading K/V through the sequence's block table, with an
- * online softmax (no score matrix). The two strategies below share their
+ * online softmax (no score matrix). The three strategies below share their
  * arithmetic, so the planner's per-step choice never changes results.
  */
 #include "model/model.h"
+#include "backend/cpu/kernels.h"
+#include "base/alloc.h"
 #include "base/fastmath.h"
 #include "base/profile.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 /*
@@ -21,8 +24,18 @@
  *   - per item: one task per (token, head) computes and folds its chunks;
  *   - split-KV: one task per (token, head, chunk), then one fold per item;
  *     used when there are few (token, head) items for the threads (decode
- *     of one or two long sequences), so every thread still has work.
+ *     of one or two long sequences), so every thread still has work;
+ *   - shared-KV: one task per group of queries that read the same keys (the
+ *     query heads of one KV head, for a tile of consecutive tokens of one
+ *     sequence): each K/V vector loaded feeds the whole group through the
+ *     level's multi-query loops (register tiles of queries x keys), which
+ *     compute every score and every weighted sum exactly as the single-query
+ *     loops do; the softmax and the fold are the same functions. Used when
+ *     groups hold several queries (prefill; GQA).
  */
+
+/* shared-KV: about this many queries per group (tokens x heads of a KV head) */
+#define ATTN_GROUP_QUERIES 8
 typedef struct {
     model *m;
     const kv_cache *kv;
@@ -30,11 +43,69 @@ typedef struct {
     int layer;
     int window;
     int max_chunks;       /* split-KV: chunks per item in `part` */
+    const int32_t *tiles; /* shared-KV: tile i is tokens [tiles[i], tiles[i + 1]) */
+    int n_tiles;
 } attn_job;
 
 static int attn_first_key(const attn_job *j, int t) {
     int pos = j->b->pos[t];
     return j->window > 0 && pos - j->window + 1 > 0 ? pos - j->window + 1 : 0;
+}
+
+/* One chunk's softmax weights, in place: part[0] = max score, part[1] = sum
+ * of the weights sc[i] = exp(sc[i] - max). One out-of-line copy serves every
+ * strategy, so every query's weights come from the same instructions. */
+static __attribute__((noinline)) void attn_softmax(float *sc, int n, float *part) {
+    float mx = -INFINITY, sum = 0.0f;
+    for (int i = 0; i < n; i++) mx = sc[i] > mx ? sc[i] : mx;
+    for (int i = 0; i < n; i++) sc[i] = xllm_exp_nonpos(sc[i] - mx);
+    for (int i = 0; i < n; i++) sum += sc[i];
+    part[0] = mx;
+    part[1] = sum;
+}
+
+/* attn_softmax of four queries (rows s[k] of n[k] scores, n[0] the
+ * fewest; partials part[k]): per query the same operations in the same order,
+ * the queries interleaved over their first n[0] scores so that their
+ * sequential max and sum chains overlap. */
+static __attribute__((noinline)) void attn_softmax4(float *const *s, const int *n, float *const *part) {
+    float m[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY}, l[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    float *s0 = s[0], *s1 = s[1], *s2 = s[2], *s3 = s[3];
+    int c = n[0];
+    float m0 = m[0], m1 = m[1], m2 = m[2], m3 = m[3];
+    for (int i = 0; i < c; i++) {
+        m0 = s0[i] > m0 ? s0[i] : m0;
+        m1 = s1[i] > m1 ? s1[i] : m1;
+        m2 = s2[i] > m2 ? s2[i] : m2;
+        m3 = s3[i] > m3 ? s3[i] : m3;
+    }
+    m[0] = m0, m[1] = m1, m[2] = m2, m[3] = m3;
+    for (int k = 1; k < 4; k++) {
+        const float *sk = s[k];
+        float mk = m[k];
+        for (int i = c, nk = n[k]; i < nk; i++) mk = sk[i] > mk ? sk[i] : mk;
+        m[k] = mk;
+    }
+    for (int k = 0; k < 4; k++) {
+        float *sk = s[k], mk = m[k];
+        int nk = n[k];
+        for (int i = 0; i < nk; i++) sk[i] = xllm_exp_nonpos(sk[i] - mk);
+    }
+    float l0 = l[0], l1 = l[1], l2 = l[2], l3 = l[3];
+    for (int i = 0; i < c; i++) {
+        l0 += s0[i];
+        l1 += s1[i];
+        l2 += s2[i];
+        l3 += s3[i];
+    }
+    l[0] = l0, l[1] = l1, l[2] = l2, l[3] = l3;
+    for (int k = 1; k < 4; k++) {
+        const float *sk = s[k];
+        float lk = l[k];
+        for (int i = c, nk = n[k]; i < nk; i++) lk += sk[i];
+        l[k] = lk;
+    }
+    for (int k = 0; k < 4; k++) part[k][0] = m[k], part[k][1] = l[k];
 }
 
 /* Keys [p0, p0 + n) of token t, head h: part = {m, l, acc[hd]}; sc: ATTN_CHUNK scratch. */
@@ -52,10 +123,7 @@ static void attn_chunk(const attn_job *j, int t, int h, int p0, int n, float *sc
         op_attn_scores(&j->m->be, q, kv_cache_k(j->kv, j->layer, table[p / bs], p % bs) + (size_t)kvh * hd, slot_stride,
                        run, hd, 1.0f / sqrtf((float)hd), sc + i);
     }
-    float mx = -INFINITY, sum = 0.0f;
-    for (int i = 0; i < n; i++) mx = sc[i] > mx ? sc[i] : mx;
-    for (int i = 0; i < n; i++) sc[i] = xllm_exp_nonpos(sc[i] - mx);
-    for (int i = 0; i < n; i++) sum += sc[i];
+    attn_softmax(sc, n, part);
     memset(acc, 0, sizeof(float) * (size_t)hd);
     for (int i = 0, run; i < n; i += run) {
         int p = p0 + i;
@@ -63,12 +131,11 @@ static void attn_chunk(const attn_job *j, int t, int h, int p0, int n, float *sc
         op_attn_accum(&j->m->be, acc, sc + i, kv_cache_v(j->kv, j->layer, table[p / bs], p % bs) + (size_t)kvh * hd,
                       slot_stride, run, hd);
     }
-    part[0] = mx;
-    part[1] = sum;
 }
 
-/* total = {m, l, acc} folded with the next chunk's partial */
-static void attn_fold(float *total, const float *part, int hd) {
+/* total = {m, l, acc} folded with the next chunk's partial (out of line: one
+ * copy of the instructions for every strategy) */
+static __attribute__((noinline)) void attn_fold(float *total, const float *part, int hd) {
     float M = part[0] > total[0] ? part[0] : total[0];
     float c1 = total[0] == -INFINITY ? 0.0f : expf(total[0] - M), c2 = expf(part[0] - M);
     total[1] = total[1] * c1 + part[1] * c2;
@@ -135,8 +202,143 @@ static void attention_fold_items(void *p, size_t i0, size_t i1, int thread) {
     }
 }
 
+/* shared-KV tiles: runs of at most `tile_tokens` consecutive batch tokens of
+ * one sequence, at increasing positions, whose keys start at the same
+ * position (the same chunk boundaries: always, unless a sliding window
+ * moves the start). Fills starts[0..n] when starts != NULL; returns n. */
+static int attn_tiles(const model *m, const fwd_batch *b, int layer, int tile_tokens, int32_t *starts) {
+    attn_job j = {(model *)m, NULL, b, layer, m->cfg.layer_window[layer], 0, NULL, 0};
+    int n = 0;
+    for (int t = 0, t0 = 0; t < b->n_tokens; t++) {
+        if (t == 0 || t - t0 == tile_tokens || b->seq[t] != b->seq[t - 1] || b->pos[t] <= b->pos[t - 1] ||
+            attn_first_key(&j, t) != attn_first_key(&j, t - 1)) {
+            if (starts) starts[n] = t;
+            n++;
+            t0 = t;
+        }
+    }
+    if (starts) starts[n] = b->n_tokens;
+    return n;
+}
+
+static int attn_tile_tokens(const model *m) {
+    int g = m->cfg.n_heads / m->cfg.n_kv_heads;
+    return g >= ATTN_GROUP_QUERIES ? 1 : (ATTN_GROUP_QUERIES + g - 1) / g;
+}
+
+/* shared-KV: tasks are groups (tile, KV head), taken alternately from both
+ * ends of the batch (the later tokens of a causal prefill see more keys), so
+ * the threads' contiguous ranges get similar work. Per group and chunk: the
+ * scores of every active query against the chunk's keys (queries whose
+ * position is before the chunk are not active; the others score up to the
+ * last active position, each using only its own keys), each query's softmax,
+ * then its weighted values over its own keys in order: keys past the shortest
+ * query's end go to the queries that still see them (tokens are in position
+ * order, so those are a suffix of the group). */
+static void attention_groups(void *p, size_t i0, size_t i1, int thread) {
+    attn_job *j = p;
+    const model_config *c = &j->m->cfg;
+    const cpu_attn_kernels *A = j->m->be.kern->attn;
+    int hd = c->head_dim, nh = c->n_heads, nkv = c->n_kv_heads, g = nh / nkv, bs = j->kv->block_size;
+    size_t slot_stride = (size_t)nkv * (size_t)hd, pst = (size_t)hd + 2, n_groups = (size_t)j->n_tiles * (size_t)nkv;
+    float scale = 1.0f / sqrtf((float)hd);
+    float *Q = j->m->s.attn_tile + (size_t)thread * j->m->s.attn_tile_floats;
+    for (size_t it = i0; it < i1; it++) {
+        size_t gi = it % 2 ? n_groups - 1 - it / 2 : it / 2;
+        int tile = (int)(gi / (size_t)nkv), kvh = (int)(gi % (size_t)nkv);
+        int t0 = j->tiles[tile], t1 = j->tiles[tile + 1], R = (t1 - t0) * g, last = j->b->pos[t1 - 1];
+        float *S = Q + (size_t)R * hd, *part = S + (size_t)R * ATTN_CHUNK, *total = part + (size_t)R * pst;
+        const int32_t *table = j->b->block_tables[j->b->seq[t0]];
+        for (int t = t0; t < t1; t++)
+            memcpy(Q + (size_t)(t - t0) * g * hd, j->m->s.q + ((size_t)t * nh + (size_t)kvh * g) * hd,
+                   sizeof(float) * (size_t)g * hd);
+        for (int r = 0; r < R; r++) {
+            total[r * pst] = -INFINITY;
+            total[r * pst + 1] = 0.0f;
+            memset(total + r * pst + 2, 0, sizeof(float) * (size_t)hd);
+        }
+        int ta = t0;
+        for (int p0 = attn_first_key(j, t0); p0 <= last; p0 += ATTN_CHUNK) {
+            while (j->b->pos[ta] < p0) ta++; /* tokens before ta end before this chunk */
+            int ra = (ta - t0) * g, nmax = last + 1 - p0 < ATTN_CHUNK ? last + 1 - p0 : ATTN_CHUNK;
+            for (int i = 0, run; i < nmax; i += run) {
+                int pk = p0 + i;
+                run = bs - pk % bs < nmax - i ? bs - pk % bs : nmax - i;
+                A->scores_multi(Q + (size_t)ra * hd, (size_t)hd, R - ra,
+                                kv_cache_k(j->kv, j->layer, table[pk / bs], pk % bs) + (size_t)kvh * hd, slot_stride, run,
+                                hd, scale, S + (size_t)ra * ATTN_CHUNK + i, ATTN_CHUNK);
+            }
+            for (int r = ra, q4; r < R; r += q4) {
+                q4 = R - r >= 4 ? 4 : 1;
+                int n[4];
+                float *rows[4], *parts[4];
+                for (int k = 0; k < q4; k++) {
+                    int pos = j->b->pos[t0 + (r + k) / g];
+                    n[k] = pos + 1 - p0 < ATTN_CHUNK ? pos + 1 - p0 : ATTN_CHUNK; /* nondecreasing in r */
+                    rows[k] = S + (size_t)(r + k) * ATTN_CHUNK;
+                    parts[k] = part + (r + k) * pst;
+                    memset(parts[k] + 2, 0, sizeof(float) * (size_t)hd);
+                }
+                if (q4 == 4) attn_softmax4(rows, n, parts);
+                else attn_softmax(rows[0], n[0], parts[0]);
+            }
+            /* keys [lo, hi): the queries of tokens tt.. (those that see key hi - 1) */
+            for (int tt = ta, lo = 0; tt < t1; tt++) {
+                int pos = j->b->pos[tt], hi = pos + 1 - p0 < ATTN_CHUNK ? pos + 1 - p0 : ATTN_CHUNK, r0 = (tt - t0) * g;
+                for (int i = lo, run; i < hi; i += run) {
+                    int pk = p0 + i;
+                    run = bs - pk % bs < hi - i ? bs - pk % bs : hi - i;
+                    A->accum_multi(part + r0 * pst + 2, pst, R - r0, S + (size_t)r0 * ATTN_CHUNK + i, ATTN_CHUNK,
+                                   kv_cache_v(j->kv, j->layer, table[pk / bs], pk % bs) + (size_t)kvh * hd, slot_stride,
+                                   run, hd);
+                }
+                lo = hi > lo ? hi : lo;
+            }
+            for (int r = ra; r < R; r++) attn_fold(total + r * pst, part + r * pst, hd);
+        }
+        for (int r = 0; r < R; r++) attn_write(j, t0 + r / g, kvh * g + r % g, total + r * pst);
+    }
+}
+
+/* shared-KV scratch, made on first use (per model: every thread's group
+ * buffers and the tile list); XLLM_ATTN=shared is read then too. 0 if it
+ * cannot be had (then the other strategies run). */
+static int attn_shared_ready(model *m) {
+    if (m->s.attn_tile_state == 0) {
+        const char *force = getenv("XLLM_ATTN");
+        if (force && !strcmp(force, "shared")) m->attn_force = 3;
+        const model_config *c = &m->cfg;
+        int R = attn_tile_tokens(m) * (c->n_heads / c->n_kv_heads);
+        size_t per = (size_t)R * ((size_t)c->head_dim + ATTN_CHUNK + 2 * ((size_t)c->head_dim + 2)) + 16;
+        float *tile = xllm_malloc_array(per * (size_t)m->be.n_threads, sizeof(float));
+        int32_t *tiles = xllm_malloc_array((size_t)m->s.max_tokens + 1, sizeof(int32_t));
+        void **owned = NULL;
+        size_t cap = m->cap_owned;
+        if (tile && tiles && m->n_owned + 2 > cap) {
+            while (m->n_owned + 2 > cap) cap = cap ? 2 * cap : 64;
+            owned = xllm_realloc(m->owned, cap * sizeof(void *));
+            if (owned) m->owned = owned, m->cap_owned = cap;
+        }
+        if (tile && tiles && m->n_owned + 2 <= m->cap_owned) { /* freed with the model */
+            m->owned[m->n_owned++] = tile;
+            m->owned[m->n_owned++] = tiles;
+            m->s.attn_tile = tile;
+            m->s.attn_tiles = tiles;
+            m->s.attn_tile_floats = per;
+            m->s.attn_tile_state = 1;
+        } else {
+            xllm_free(tile);
+            xllm_free(tiles);
+            m->s.attn_tile_state = -1;
+        }
+    }
+    return m->s.attn_tile_state > 0;
+}
+
 /* The planner's per-step choice: split the keys across threads when the
- * (token, head) items alone cannot keep the threads busy. */
+ * (token, head) items alone cannot keep the threads busy; else share K/V
+ * loads when groups (tile, KV head) hold two queries or more on average and
+ * still give every thread work; else one task per item. */
 attn_strategy attention_strategy(const model *m, const fwd_batch *b, int layer, int *max_chunks) {
     size_t items = (size_t)b->n_tokens * (size_t)m->cfg.n_heads;
     int most = 0, window = m->cfg.layer_window[layer];
@@ -146,10 +348,16 @@ attn_strategy attention_strategy(const model *m, const fwd_batch *b, int layer, 
         most = keys > most ? keys : most;
     }
     *max_chunks = (most + ATTN_CHUNK - 1) / ATTN_CHUNK;
-    int fits = items * (size_t)*max_chunks <= m->s.attn_part_items;
+    int fits = items * (size_t)*max_chunks <= m->s.attn_part_items, shared_ok = m->s.attn_tile_state > 0;
+    if (m->attn_force == 3) return shared_ok ? ATTN_SHARED_KV : ATTN_PER_ITEM;
     if (m->attn_force) return m->attn_force == 2 && fits ? ATTN_SPLIT_KV : ATTN_PER_ITEM;
     if (m->be.n_threads > 1 && items < (size_t)(2 * m->be.n_threads) && *max_chunks >= 2 && fits)
         return ATTN_SPLIT_KV;
+    if (shared_ok) {
+        size_t groups = (size_t)attn_tiles(m, b, layer, attn_tile_tokens(m), NULL) * (size_t)m->cfg.n_kv_heads;
+        if (items >= 2 * groups && (m->be.n_threads == 1 || groups >= (size_t)(2 * m->be.n_threads)))
+            return ATTN_SHARED_KV;
+    }
     return ATTN_PER_ITEM;
 }
 
@@ -159,7 +367,8 @@ void attention_run(model *m, const kv_cache *kv, const fwd_batch *b, int l) {
     const model_config *c = &m->cfg;
     int T = b->n_tokens, hd = c->head_dim;
     size_t qd = (size_t)c->n_heads * hd, kd = (size_t)c->n_kv_heads * hd;
-    attn_job j = {m, kv, b, l, c->layer_window[l], 0};
+    attn_shared_ready(m);
+    attn_job j = {m, kv, b, l, c->layer_window[l], 0, m->s.attn_tiles, 0};
     attn_strategy strategy = attention_strategy(m, b, l, &j.max_chunks);
     double keys = 0; /* keys visited: the work, and the profile's flop and byte counts */
     for (int t = 0; t < T; t++) {
@@ -169,10 +378,16 @@ void attention_run(model *m, const kv_cache *kv, const fwd_batch *b, int l) {
     /* at least ~64k flops per thread, or waking a thread costs more than it saves */
     double item_flops = 4.0 * (keys / T) * hd;
     size_t min_items = item_flops >= 65536 ? 1 : (size_t)(65536 / (item_flops + 1));
+    if (strategy == ATTN_SHARED_KV) j.n_tiles = attn_tiles(m, b, l, attn_tile_tokens(m), m->s.attn_tiles);
+    size_t groups = (size_t)j.n_tiles * (size_t)c->n_kv_heads;
+    double group_flops = item_flops * ((double)T * c->n_heads / (double)(groups ? groups : 1));
+    size_t min_groups = group_flops >= 65536 ? 1 : (size_t)(65536 / (group_flops + 1));
     PROF(PROF_ATTENTION, 4.0 * keys * (double)qd, 8.0 * keys * (double)kd,
          if (strategy == ATTN_SPLIT_KV) {
              threadpool_run(m->be.tp, (size_t)T * c->n_heads * (size_t)j.max_chunks, 1, attention_chunks, &j);
              threadpool_run(m->be.tp, (size_t)T * (size_t)c->n_heads, min_items, attention_fold_items, &j);
+         } else if (strategy == ATTN_SHARED_KV) {
+             threadpool_run(m->be.tp, groups, min_groups, attention_groups, &j);
          } else {
              threadpool_run(m->be.tp, (size_t)T * (size_t)c->n_heads, min_items, attention_items, &j);
          });

@@ -22,7 +22,7 @@
 /* split-KV partials kept for at most this many keys per item (longer: per-item strategy) */
 #define ATTN_SPLIT_MAX_KEYS 32768
 
-typedef enum attn_strategy { ATTN_PER_ITEM = 0, ATTN_SPLIT_KV } attn_strategy;
+typedef enum attn_strategy { ATTN_PER_ITEM = 0, ATTN_SPLIT_KV, ATTN_SHARED_KV } attn_strategy;
 
 typedef struct layer_weights {
     float *attn_norm, *mlp_norm, *q_norm, *k_norm;
@@ -47,6 +47,13 @@ typedef struct model_scratch {
     float *fused;        /* output of a fused qkv or gate_up matmul */
     float *attn_part;    /* split-KV partials: attn_part_items x (head_dim + 2) */
     size_t attn_part_items;
+    /* shared-KV attention (attention.c, made on first use): per thread
+     * attn_tile_floats of group buffers; the step's token tiles (max_tokens + 1);
+     * state 0 = not made yet, 1 = made, -1 = could not be allocated */
+    float *attn_tile;
+    size_t attn_tile_floats;
+    int32_t *attn_tiles;
+    int attn_tile_state;
     float *rope_cos, *rope_sin;
     int32_t *route_ids, *expert_tokens, *expert_count;
     float *route_w, *expert_w;
@@ -74,7 +81,8 @@ typedef struct model {
     layer_weights *layers;
     double *inv_freq;              /* head_dim / 2 RoPE frequencies (scaling applied) */
     model_scratch s;
-    int attn_force;                /* XLLM_ATTN: 0 = the planner decides, 1 = per item, 2 = split-KV */
+    int attn_force;                /* XLLM_ATTN: 0 = the planner decides, 1 = per item, 2 = split-KV,
+                                      3 = shared-KV ("shared": read by attention.c on first use) */
     model_observer observe;        /* NULL except during calibration */
     void *observe_ctx;
     void **owned;                  /* f32 copies of 1-D tensors, freed with the model */

@@ -12,7 +12,8 @@
  *    between threads (also through op_matmul with 1..3 threads); the NEON
  *    variants (with and without dotprod) agree bit for bit;
  *  - attention scores and weighted V sums against double, and independent of
- *    how the keys are cut into runs;
+ *    how the keys are cut into runs; the multi-query (K/V sharing) loops
+ *    bit-identical to the single-query ones for every query;
  *  - XLLM_CPU parsing: unknown and unsupported levels are clear errors.
  *
  * Error bound. Every level computes exact int32 sums per 32-block and then
@@ -324,6 +325,46 @@ static void check_attention(int hd, int n, int heads) {
     free(k), free(q), free(w), free(sc), free(acc), free(acc0);
 }
 
+/* The multi-query loops (K/V sharing) against the single-query ones, bit for
+ * bit, per level: nq queries (rows ldq apart) over n keys/values, outputs and
+ * accumulators in rows with padding; odd hd, n and nq reach every tail. */
+static void check_attention_multi(int hd, int n, int nq, int heads) {
+    size_t stride = (size_t)hd * (size_t)heads, ldq = (size_t)hd + (size_t)irand(0, 3);
+    size_t ldo = (size_t)n + (size_t)irand(0, 5), lda = (size_t)hd + (size_t)irand(0, 3);
+    float *k = malloc(sizeof(float) * stride * (size_t)n), *q = malloc(sizeof(float) * ldq * (size_t)nq);
+    float *w = malloc(sizeof(float) * ldo * (size_t)nq), *acc0 = malloc(sizeof(float) * lda * (size_t)nq);
+    float *sc = malloc(sizeof(float) * ldo * (size_t)nq), *sc1 = malloc(sizeof(float) * (size_t)n);
+    float *acc = malloc(sizeof(float) * lda * (size_t)nq), *acc1 = malloc(sizeof(float) * (size_t)hd);
+    for (size_t i = 0; i < stride * (size_t)n; i++) k[i] = frand();
+    for (size_t i = 0; i < ldq * (size_t)nq; i++) q[i] = frand();
+    for (size_t i = 0; i < ldo * (size_t)nq; i++) w[i] = frand() * 0.5f + 0.5f;
+    for (size_t i = 0; i < lda * (size_t)nq; i++) acc0[i] = frand();
+    float scale = 1.0f / sqrtf((float)hd);
+    for (int l = 0; l < g_nlevels; l++) {
+        const cpu_attn_kernels *A = g_levels[l]->attn;
+        const char *name = g_levels[l]->name;
+        for (size_t i = 0; i < ldo * (size_t)nq; i++) sc[i] = -7.0f; /* padding must stay untouched */
+        A->scores_multi(q, ldq, nq, k, stride, n, hd, scale, sc, ldo);
+        memcpy(acc, acc0, sizeof(float) * lda * (size_t)nq);
+        A->accum_multi(acc, lda, nq, w, ldo, k, stride, n, hd);
+        for (int r = 0; r < nq; r++) {
+            A->scores(q + (size_t)r * ldq, k, stride, n, hd, scale, sc1);
+            CHECK_MSG(!memcmp(sc1, sc + (size_t)r * ldo, sizeof(float) * (size_t)n),
+                      "%s attn scores_multi hd=%d n=%d nq=%d: query %d differs from scores", name, hd, n, nq, r);
+            for (size_t i = (size_t)n; i < ldo; i++)
+                CHECK_MSG(sc[(size_t)r * ldo + i] == -7.0f, "%s attn scores_multi: wrote past n", name);
+            memcpy(acc1, acc0 + (size_t)r * lda, sizeof(float) * (size_t)hd);
+            A->accum(acc1, w + (size_t)r * ldo, k, stride, n, hd);
+            CHECK_MSG(!memcmp(acc1, acc + (size_t)r * lda, sizeof(float) * (size_t)hd),
+                      "%s attn accum_multi hd=%d n=%d nq=%d: query %d differs from accum", name, hd, n, nq, r);
+            for (size_t d = (size_t)hd; d < lda; d++)
+                CHECK_MSG(acc[(size_t)r * lda + d] == acc0[(size_t)r * lda + d], "%s attn accum_multi: wrote past hd", name);
+        }
+        g_test_checks++;
+    }
+    free(k), free(q), free(w), free(acc0), free(sc), free(sc1), free(acc), free(acc1);
+}
+
 /* ---------------------------------------------------- backend orchestration */
 
 /* op_matmul with 1, 2 and 3 threads gives the same bits as the kernel run
@@ -429,6 +470,8 @@ int main(int argc, char **argv) {
 
     static const int hds[] = {32, 64, 80, 96, 128, 256, 17};
     for (size_t i = 0; i < sizeof hds / sizeof *hds; i++) check_attention(hds[i], irand(1, 200), irand(1, 4));
+    for (size_t i = 0; i < sizeof hds / sizeof *hds; i++) check_attention_multi(hds[i], irand(1, 140), irand(1, 11), irand(1, 4));
+    for (int i = 0; i < (quick ? 12 : 40); i++) check_attention_multi(irand(1, 140), irand(1, 140), irand(1, 13), irand(1, 3));
     check_backend();
     return test_report("test_kernels");
 }

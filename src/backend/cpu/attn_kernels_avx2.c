@@ -1,6 +1,8 @@
 /*
  * attn_kernels_avx2.c - attention inner loops with AVX2+FMA: 4 keys' dot products at once,
- * one transposing reduction.
+ * one transposing reduction. The multi-query loops (K/V sharing) tile 2 queries x 4 keys
+ * (8 accumulators: 16 registers hold no more) for scores and 4 queries x 16 dims for values,
+ * with the per-key arithmetic of the single-query loops.
  */
 #if defined(__x86_64__)
 #include "backend/cpu/attn_kernels.h"
@@ -79,7 +81,124 @@ static void attn_accum(float *acc, const float *w, const float *v, size_t stride
     }
 }
 
-const cpu_attn_kernels cpu_attn_avx2 = {.scores = attn_scores, .accum = attn_accum};
+/* Scores of Q (1 or 2, a constant after inlining) queries, rows of q ldq
+ * apart, against 4 keys: each query's accumulators are exactly dot4's (same
+ * fma sequence over d, same masked tail) and go through the same reduce4. */
+AI void dotQ4(const int Q, const float *q, size_t ldq, const float *k0, const float *k1, const float *k2,
+              const float *k3, int hd, __m128 *res) {
+    __m256 a[2][4];
+    for (int r = 0; r < Q; r++) a[r][0] = a[r][1] = a[r][2] = a[r][3] = _mm256_setzero_ps();
+    int d = 0;
+    for (; d + 8 <= hd; d += 8) {
+        __m256 v0 = _mm256_loadu_ps(k0 + d), v1 = _mm256_loadu_ps(k1 + d);
+        __m256 v2 = _mm256_loadu_ps(k2 + d), v3 = _mm256_loadu_ps(k3 + d);
+        for (int r = 0; r < Q; r++) {
+            __m256 qv = _mm256_loadu_ps(q + (size_t)r * ldq + d);
+            a[r][0] = _mm256_fmadd_ps(qv, v0, a[r][0]);
+            a[r][1] = _mm256_fmadd_ps(qv, v1, a[r][1]);
+            a[r][2] = _mm256_fmadd_ps(qv, v2, a[r][2]);
+            a[r][3] = _mm256_fmadd_ps(qv, v3, a[r][3]);
+        }
+    }
+    if (d < hd) {
+        __m256i m = tail_mask(hd - d);
+        __m256 v0 = _mm256_maskload_ps(k0 + d, m), v1 = _mm256_maskload_ps(k1 + d, m);
+        __m256 v2 = _mm256_maskload_ps(k2 + d, m), v3 = _mm256_maskload_ps(k3 + d, m);
+        for (int r = 0; r < Q; r++) {
+            __m256 qv = _mm256_maskload_ps(q + (size_t)r * ldq + d, m);
+            a[r][0] = _mm256_fmadd_ps(qv, v0, a[r][0]);
+            a[r][1] = _mm256_fmadd_ps(qv, v1, a[r][1]);
+            a[r][2] = _mm256_fmadd_ps(qv, v2, a[r][2]);
+            a[r][3] = _mm256_fmadd_ps(qv, v3, a[r][3]);
+        }
+    }
+    for (int r = 0; r < Q; r++) res[r] = reduce4(a[r][0], a[r][1], a[r][2], a[r][3]);
+}
+
+/* Queries [0, Q) against keys kp[0..3] (repeated past the end; only the
+ * first `keep` scores are stored). */
+AI void scores_tile(const int Q, const float *q, size_t ldq, const float *const *kp, int hd, __m128 sc, float *out,
+                    size_t ldo, int keep) {
+    __m128 res[2];
+    dotQ4(Q, q, ldq, kp[0], kp[1], kp[2], kp[3], hd, res);
+    for (int r = 0; r < Q; r++) {
+        __m128 s = _mm_mul_ps(res[r], sc);
+        if (keep == 4) {
+            _mm_storeu_ps(out + (size_t)r * ldo, s);
+        } else {
+            float t[4];
+            _mm_storeu_ps(t, s);
+            for (int j = 0; j < keep; j++) out[(size_t)r * ldo + (size_t)j] = t[j];
+        }
+    }
+}
+
+static void attn_scores_multi(const float *q, size_t ldq, int nq, const float *k, size_t stride, int n, int hd,
+                              float scale, float *out, size_t ldo) {
+    const __m128 sc = _mm_set1_ps(scale);
+    for (int i = 0; i < n; i += 4) {
+        const float *kp[4];
+        for (int j = 0; j < 4; j++) kp[j] = k + (size_t)(i + j < n ? i + j : n - 1) * stride;
+        int keep = n - i < 4 ? n - i : 4, r = 0;
+        for (; r + 2 <= nq; r += 2) scores_tile(2, q + (size_t)r * ldq, ldq, kp, hd, sc, out + (size_t)r * ldo + i, ldo, keep);
+        if (r < nq) scores_tile(1, q + (size_t)r * ldq, ldq, kp, hd, sc, out + (size_t)r * ldo + i, ldo, keep);
+    }
+}
+
+/* Q (1..4) queries' accumulators over the same values: per element the same
+ * fma sequence (keys in order) as attn_accum, 16 dims then 8 (masked). */
+AI void accum_tile(const int Q, float *acc, size_t lda, const float *w, size_t ldw, const float *v, size_t stride, int n,
+                   int hd) {
+    int d = 0;
+    for (; d + 16 <= hd; d += 16) {
+        __m256 a[4][2];
+        for (int r = 0; r < Q; r++) {
+            a[r][0] = _mm256_loadu_ps(acc + (size_t)r * lda + d);
+            a[r][1] = _mm256_loadu_ps(acc + (size_t)r * lda + d + 8);
+        }
+        const float *vp = v + d;
+        for (int i = 0; i < n; i++, vp += stride) {
+            __m256 v0 = _mm256_loadu_ps(vp), v1 = _mm256_loadu_ps(vp + 8);
+            for (int r = 0; r < Q; r++) {
+                __m256 wi = _mm256_set1_ps(w[(size_t)r * ldw + (size_t)i]);
+                a[r][0] = _mm256_fmadd_ps(wi, v0, a[r][0]);
+                a[r][1] = _mm256_fmadd_ps(wi, v1, a[r][1]);
+            }
+        }
+        for (int r = 0; r < Q; r++) {
+            _mm256_storeu_ps(acc + (size_t)r * lda + d, a[r][0]);
+            _mm256_storeu_ps(acc + (size_t)r * lda + d + 8, a[r][1]);
+        }
+    }
+    for (; d < hd; d += 8) {
+        __m256i m = tail_mask(hd - d < 8 ? hd - d : 8);
+        __m256 a[4];
+        for (int r = 0; r < Q; r++) a[r] = _mm256_maskload_ps(acc + (size_t)r * lda + d, m);
+        const float *vp = v + d;
+        for (int i = 0; i < n; i++, vp += stride) {
+            __m256 vv = _mm256_maskload_ps(vp, m);
+            for (int r = 0; r < Q; r++) a[r] = _mm256_fmadd_ps(_mm256_set1_ps(w[(size_t)r * ldw + (size_t)i]), vv, a[r]);
+        }
+        for (int r = 0; r < Q; r++) _mm256_maskstore_ps(acc + (size_t)r * lda + d, m, a[r]);
+    }
+}
+
+static void attn_accum_multi(float *acc, size_t lda, int nq, const float *w, size_t ldw, const float *v, size_t stride,
+                             int n, int hd) {
+    int r = 0;
+    for (; r + 4 <= nq; r += 4) accum_tile(4, acc + (size_t)r * lda, lda, w + (size_t)r * ldw, ldw, v, stride, n, hd);
+    float *a = acc + (size_t)r * lda;
+    const float *wr = w + (size_t)r * ldw;
+    switch (nq - r) {
+    case 3: accum_tile(3, a, lda, wr, ldw, v, stride, n, hd); break;
+    case 2: accum_tile(2, a, lda, wr, ldw, v, stride, n, hd); break;
+    case 1: accum_tile(1, a, lda, wr, ldw, v, stride, n, hd); break;
+    default: break;
+    }
+}
+
+const cpu_attn_kernels cpu_attn_avx2 = {
+    .scores = attn_scores, .accum = attn_accum, .scores_multi = attn_scores_multi, .accum_multi = attn_accum_multi};
 #else
 typedef int xllm_no_cpu_attn_avx2_on_this_arch;
 #endif

@@ -1,6 +1,8 @@
 /*
  * attn_kernels_neon.c - attention inner loops with NEON: 4 keys' dot products at once, lanes
- * summed pairwise the same way for every key.
+ * summed pairwise the same way for every key. The multi-query loops (K/V sharing) tile 4
+ * queries x 4 keys for scores and 4 queries x 16 dims for values, with the per-key
+ * arithmetic of the single-query loops.
  */
 #if defined(__aarch64__)
 #include "backend/cpu/attn_kernels.h"
@@ -74,7 +76,139 @@ static void attn_accum(float *acc, const float *w, const float *v, size_t stride
         acc[d] = a;
     }
 }
-const cpu_attn_kernels cpu_attn_neon = {.scores = attn_scores, .accum = attn_accum};
+
+/* Scores of Q (1..4, a constant after inlining) queries, rows of q ldq apart,
+ * against 4 keys: each query's accumulators are exactly dot4's (same fma
+ * sequence over d, same zero-filled tail) and are summed the same way. */
+AI void dotQ4(const int Q, const float *q, size_t ldq, const float *k0, const float *k1, const float *k2,
+              const float *k3, int hd, float32x4_t *res) {
+    float32x4_t a[4][4];
+    for (int r = 0; r < Q; r++) a[r][0] = a[r][1] = a[r][2] = a[r][3] = vdupq_n_f32(0);
+    int d = 0;
+    for (; d + 4 <= hd; d += 4) {
+        float32x4_t v0 = vld1q_f32(k0 + d), v1 = vld1q_f32(k1 + d), v2 = vld1q_f32(k2 + d), v3 = vld1q_f32(k3 + d);
+        for (int r = 0; r < Q; r++) {
+            float32x4_t qv = vld1q_f32(q + (size_t)r * ldq + d);
+            a[r][0] = vfmaq_f32(a[r][0], qv, v0);
+            a[r][1] = vfmaq_f32(a[r][1], qv, v1);
+            a[r][2] = vfmaq_f32(a[r][2], qv, v2);
+            a[r][3] = vfmaq_f32(a[r][3], qv, v3);
+        }
+    }
+    if (d < hd) {
+        float32x4_t v0 = load_x(k0 + d, hd - d), v1 = load_x(k1 + d, hd - d);
+        float32x4_t v2 = load_x(k2 + d, hd - d), v3 = load_x(k3 + d, hd - d);
+        for (int r = 0; r < Q; r++) {
+            float32x4_t qv = load_x(q + (size_t)r * ldq + d, hd - d);
+            a[r][0] = vfmaq_f32(a[r][0], qv, v0);
+            a[r][1] = vfmaq_f32(a[r][1], qv, v1);
+            a[r][2] = vfmaq_f32(a[r][2], qv, v2);
+            a[r][3] = vfmaq_f32(a[r][3], qv, v3);
+        }
+    }
+    for (int r = 0; r < Q; r++) res[r] = vpaddq_f32(vpaddq_f32(a[r][0], a[r][1]), vpaddq_f32(a[r][2], a[r][3]));
+}
+
+/* Queries [0, Q) against keys kp[0..3] (repeated past the end; only the
+ * first `keep` scores are stored). */
+AI void scores_tile(const int Q, const float *q, size_t ldq, const float *const *kp, int hd, float scale, float *out,
+                    size_t ldo, int keep) {
+    float32x4_t res[4];
+    dotQ4(Q, q, ldq, kp[0], kp[1], kp[2], kp[3], hd, res);
+    for (int r = 0; r < Q; r++) {
+        float32x4_t s = vmulq_n_f32(res[r], scale);
+        if (keep == 4) {
+            vst1q_f32(out + (size_t)r * ldo, s);
+        } else {
+            float t[4];
+            vst1q_f32(t, s);
+            for (int j = 0; j < keep; j++) out[(size_t)r * ldo + (size_t)j] = t[j];
+        }
+    }
+}
+
+static void attn_scores_multi(const float *q, size_t ldq, int nq, const float *k, size_t stride, int n, int hd,
+                              float scale, float *out, size_t ldo) {
+    for (int i = 0; i < n; i += 4) {
+        const float *kp[4];
+        for (int j = 0; j < 4; j++) kp[j] = k + (size_t)(i + j < n ? i + j : n - 1) * stride;
+        int keep = n - i < 4 ? n - i : 4, r = 0;
+        for (; r + 4 <= nq; r += 4)
+            scores_tile(4, q + (size_t)r * ldq, ldq, kp, hd, scale, out + (size_t)r * ldo + i, ldo, keep);
+        const float *qr = q + (size_t)r * ldq;
+        float *o = out + (size_t)r * ldo + i;
+        switch (nq - r) {
+        case 3: scores_tile(3, qr, ldq, kp, hd, scale, o, ldo, keep); break;
+        case 2: scores_tile(2, qr, ldq, kp, hd, scale, o, ldo, keep); break;
+        case 1: scores_tile(1, qr, ldq, kp, hd, scale, o, ldo, keep); break;
+        default: break;
+        }
+    }
+}
+
+/* Q (1..4) queries' accumulators over the same values: per element the same
+ * fused multiply-add sequence (keys in order) as attn_accum, 16 dims, then 8,
+ * then one at a time. */
+AI void accum_tile(const int Q, float *acc, size_t lda, const float *w, size_t ldw, const float *v, size_t stride, int n,
+                   int hd) {
+    int d = 0;
+    for (; d + 16 <= hd; d += 16) {
+        float32x4_t a[4][4];
+        for (int r = 0; r < Q; r++)
+            for (int c = 0; c < 4; c++) a[r][c] = vld1q_f32(acc + (size_t)r * lda + d + 4 * c);
+        const float *vp = v + d;
+        for (int i = 0; i < n; i++, vp += stride) {
+            float32x4_t v0 = vld1q_f32(vp), v1 = vld1q_f32(vp + 4), v2 = vld1q_f32(vp + 8), v3 = vld1q_f32(vp + 12);
+            for (int r = 0; r < Q; r++) {
+                float wi = w[(size_t)r * ldw + (size_t)i];
+                a[r][0] = vfmaq_n_f32(a[r][0], v0, wi);
+                a[r][1] = vfmaq_n_f32(a[r][1], v1, wi);
+                a[r][2] = vfmaq_n_f32(a[r][2], v2, wi);
+                a[r][3] = vfmaq_n_f32(a[r][3], v3, wi);
+            }
+        }
+        for (int r = 0; r < Q; r++)
+            for (int c = 0; c < 4; c++) vst1q_f32(acc + (size_t)r * lda + d + 4 * c, a[r][c]);
+    }
+    for (; d + 8 <= hd; d += 8) {
+        float32x4_t a[4][2];
+        for (int r = 0; r < Q; r++) a[r][0] = vld1q_f32(acc + (size_t)r * lda + d), a[r][1] = vld1q_f32(acc + (size_t)r * lda + d + 4);
+        const float *vp = v + d;
+        for (int i = 0; i < n; i++, vp += stride) {
+            float32x4_t v0 = vld1q_f32(vp), v1 = vld1q_f32(vp + 4);
+            for (int r = 0; r < Q; r++) {
+                float wi = w[(size_t)r * ldw + (size_t)i];
+                a[r][0] = vfmaq_n_f32(a[r][0], v0, wi);
+                a[r][1] = vfmaq_n_f32(a[r][1], v1, wi);
+            }
+        }
+        for (int r = 0; r < Q; r++) vst1q_f32(acc + (size_t)r * lda + d, a[r][0]), vst1q_f32(acc + (size_t)r * lda + d + 4, a[r][1]);
+    }
+    for (; d < hd; d++)
+        for (int r = 0; r < Q; r++) {
+            float a = acc[(size_t)r * lda + d];
+            const float *vp = v + d, *wr = w + (size_t)r * ldw;
+            for (int i = 0; i < n; i++, vp += stride) a = fmaf(wr[i], *vp, a);
+            acc[(size_t)r * lda + d] = a;
+        }
+}
+
+static void attn_accum_multi(float *acc, size_t lda, int nq, const float *w, size_t ldw, const float *v, size_t stride,
+                             int n, int hd) {
+    int r = 0;
+    for (; r + 4 <= nq; r += 4) accum_tile(4, acc + (size_t)r * lda, lda, w + (size_t)r * ldw, ldw, v, stride, n, hd);
+    float *a = acc + (size_t)r * lda;
+    const float *wr = w + (size_t)r * ldw;
+    switch (nq - r) {
+    case 3: accum_tile(3, a, lda, wr, ldw, v, stride, n, hd); break;
+    case 2: accum_tile(2, a, lda, wr, ldw, v, stride, n, hd); break;
+    case 1: accum_tile(1, a, lda, wr, ldw, v, stride, n, hd); break;
+    default: break;
+    }
+}
+
+const cpu_attn_kernels cpu_attn_neon = {
+    .scores = attn_scores, .accum = attn_accum, .scores_multi = attn_scores_multi, .accum_multi = attn_accum_multi};
 #else
 typedef int xllm_no_cpu_attn_neon_on_this_arch;
 #endif

@@ -1,0 +1,172 @@
+/*
+ * test_attention.c - the attention strategies (per (token, head) item,
+ * split-KV, shared-KV) give bit-identical results, at every CPU kernel level
+ * this machine runs (XLLM_CPU), for the tiny checkpoints of the 7
+ * architectures (GQA, one KV head, sliding window 16 in mistral) and
+ * stories260k:
+ *  - all 300 positions' logits, forced per item in one 300-token prefill
+ *    step (the reference), against shared-KV in one step, shared-KV in
+ *    37-token chunks with 7-slot KV blocks and 3 threads (tiles cut at chunk,
+ *    block and window boundaries), shared-KV one token per step (decode
+ *    shaped), split-KV one token per step, and the planner's own choice;
+ *  - greedy generation of a batch of prompts of different lengths, prefill
+ *    chunked and mixed with decode, forced shared-KV against per item;
+ *  - the planner picks shared-KV for a prefill and honours XLLM_ATTN.
+ */
+#include "test.h"
+#include "xllm.h"
+#include "backend/cpu/kernels.h"
+#include "model/model.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define N_IDS 300
+
+typedef struct run_cfg {
+    const char *attn; /* XLLM_ATTN value, NULL: the planner decides */
+    int step, block, threads;
+} run_cfg;
+
+static float *logits_with(const char *dir, const run_cfg *rc, const int32_t *ids, int V) {
+    if (rc->attn)
+        setenv("XLLM_ATTN", rc->attn, 1);
+    else
+        unsetenv("XLLM_ATTN");
+    xllm_error err;
+    xllm_model_options o = xllm_model_options_default();
+    o.max_step_tokens = rc->step;
+    o.max_batch_seqs = 1;
+    o.n_threads = rc->threads;
+    o.kv_block_size = rc->block;
+    xllm_model *m = xllm_model_load(dir, &o, &err);
+    CHECK_MSG(m != NULL, "%s: %s", dir, err.message);
+    if (!m) return NULL;
+    float *out = malloc(sizeof(float) * N_IDS * (size_t)V);
+    xllm_status st = xllm_model_logits(m, ids, N_IDS, 1, out, &err);
+    CHECK_MSG(st == XLLM_OK, "%s: %s", dir, err.message);
+    xllm_model_free(m);
+    unsetenv("XLLM_ATTN");
+    if (st != XLLM_OK) free(out), out = NULL;
+    return out;
+}
+
+static void check_logits(const char *rel, const char *level) {
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/%s", XLLM_SOURCE_DIR, rel);
+    const int V = 512; /* every checkpoint here has the stories260k vocabulary */
+    int32_t ids[N_IDS];
+    for (int i = 0; i < N_IDS; i++) ids[i] = i ? 3 + (i * 37 + i / 7) % 500 : 1;
+    static const run_cfg ref = {"per-item", 512, 16, 2};
+    static const run_cfg cfgs[] = {
+        {"shared", 512, 16, 2}, {"shared", 37, 7, 3}, {"shared", 1, 16, 1}, {"split", 1, 16, 2}, {NULL, 512, 16, 2},
+    };
+    float *want = logits_with(dir, &ref, ids, V);
+    if (!want) return;
+    for (size_t c = 0; c < sizeof cfgs / sizeof *cfgs; c++) {
+        float *got = logits_with(dir, &cfgs[c], ids, V);
+        if (!got) continue;
+        size_t first = 0;
+        while (first < (size_t)N_IDS * V && !memcmp(&got[first], &want[first], sizeof(float))) first++;
+        CHECK_MSG(first == (size_t)N_IDS * V,
+                  "%s at %s: XLLM_ATTN=%s step %d block %d threads %d differs from per item at position %zu "
+                  "(%.9g vs %.9g)",
+                  rel, level, cfgs[c].attn ? cfgs[c].attn : "(planner)", cfgs[c].step, cfgs[c].block, cfgs[c].threads,
+                  first / V, first < (size_t)N_IDS * V ? got[first] : 0.0, first < (size_t)N_IDS * V ? want[first] : 0.0);
+        free(got);
+    }
+    free(want);
+}
+
+/* A batch of prompts (lengths 1..130) generated together, 40 tokens a step:
+ * chunked prefill mixed with decode, the same tokens under both strategies. */
+static void check_generate(const char *rel) {
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/%s", XLLM_SOURCE_DIR, rel);
+    enum { N = 5 };
+    static int32_t prompts[N][160];
+    static const int lens[N] = {1, 130, 17, 64, 5};
+    xllm_request reqs[N];
+    memset(reqs, 0, sizeof reqs);
+    for (int i = 0; i < N; i++) {
+        for (int k = 0; k < lens[i]; k++) prompts[i][k] = k ? 3 + (k * 31 + i * 7) % 500 : 1;
+        reqs[i].prompt_ids = prompts[i];
+        reqs[i].n_prompt_ids = (size_t)lens[i];
+        reqs[i].params = xllm_sampling_params_default();
+        reqs[i].params.do_sample = 0;
+        reqs[i].params.max_new_tokens = 20;
+        reqs[i].params.ignore_eos = 1;
+    }
+    xllm_result *res[2];
+    const char *modes[2] = {"per-item", "shared"};
+    for (int k = 0; k < 2; k++) {
+        setenv("XLLM_ATTN", modes[k], 1);
+        xllm_error err;
+        xllm_model_options o = xllm_model_options_default();
+        o.max_step_tokens = 40;
+        o.max_batch_seqs = 4;
+        o.n_threads = 2;
+        xllm_model *m = xllm_model_load(dir, &o, &err);
+        CHECK_MSG(m != NULL, "%s", err.message);
+        if (!m) return;
+        CHECK(xllm_generate(m, reqs, N, NULL, NULL, &res[k], &err) == XLLM_OK);
+        xllm_model_free(m);
+    }
+    unsetenv("XLLM_ATTN");
+    for (int i = 0; i < N; i++) {
+        int same = res[0][i].n_ids == res[1][i].n_ids && res[0][i].n_ids == 20;
+        for (size_t k = 0; same && k < res[0][i].n_ids; k++) same = res[0][i].ids[k] == res[1][i].ids[k];
+        CHECK_MSG(same, "%s: request %d: shared-KV generation differs from per item", rel, i);
+    }
+    xllm_results_free(res[0], N);
+    xllm_results_free(res[1], N);
+}
+
+/* The planner's rule through the internal API: a 300-token prefill uses
+ * shared-KV (once its buffers exist: after the first forward step), and
+ * XLLM_ATTN=per-item keeps the per-item strategy. */
+static void check_strategy_choice(void) {
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/models/stories260k", XLLM_SOURCE_DIR);
+    for (int k = 0; k < 2; k++) {
+        if (k) setenv("XLLM_ATTN", "per-item", 1);
+        xllm_error err;
+        model *m = model_load(dir, 1, N_IDS, &err);
+        CHECK_MSG(m != NULL, "%s", err.message);
+        if (!m) return;
+        kv_cache kv;
+        CHECK(kv_cache_init(&kv, m->cfg.n_layers, m->cfg.n_kv_heads, m->cfg.head_dim, 16, 32, &err) == XLLM_OK);
+        int32_t ids[N_IDS], pos[N_IDS], seq[N_IDS], table[32];
+        for (int i = 0; i < 32; i++) table[i] = i;
+        for (int i = 0; i < N_IDS; i++) ids[i] = 3 + i % 400, pos[i] = i, seq[i] = 0;
+        const int32_t *tables[1] = {table};
+        fwd_batch b = {N_IDS, ids, pos, seq, tables, 0, NULL};
+        CHECK(model_forward(m, &kv, &b, NULL, &err) == XLLM_OK);
+        int chunks;
+        attn_strategy s = attention_strategy(m, &b, 0, &chunks);
+        CHECK_MSG(s == (k ? ATTN_PER_ITEM : ATTN_SHARED_KV), "prefill strategy %d (XLLM_ATTN %s)", (int)s,
+                  k ? "per-item" : "unset");
+        kv_cache_free(&kv);
+        model_free(m);
+    }
+    unsetenv("XLLM_ATTN");
+}
+
+int main(void) {
+    setenv("XLLM_PLAN", "0", 1); /* no load-time measurement: thread counts never change results */
+    const cpu_kernels *levels[8];
+    int n_levels = cpu_kernels_all(levels, 8);
+    const char *models[] = {"tests/data/tiny/llama", "tests/data/tiny/mistral", "tests/data/tiny/mixtral",
+                            "tests/data/tiny/qwen2", "tests/data/tiny/qwen2_moe", "tests/data/tiny/qwen3",
+                            "tests/data/tiny/qwen3_moe", "models/stories260k"};
+    for (int l = 0; l < n_levels; l++) {
+        const char *level = cpu_level_name(levels[l]->level);
+        setenv("XLLM_CPU", level, 1);
+        for (size_t i = 0; i < sizeof models / sizeof *models; i++) check_logits(models[i], level);
+    }
+    unsetenv("XLLM_CPU");
+    check_generate("models/stories260k");
+    check_generate("tests/data/tiny/mistral");
+    check_strategy_choice();
+    return test_report("test_attention");
+}
