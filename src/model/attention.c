@@ -9,7 +9,6 @@
 #include "model/model.h"
 #include "backend/cpu/kernels.h"
 #include "base/alloc.h"
-#include "base/fastmath.h"
 #include "base/profile.h"
 
 #include <math.h>
@@ -30,7 +29,8 @@
  *     sequence): each K/V vector loaded feeds the whole group through the
  *     level's multi-query loops (register tiles of queries x keys), which
  *     compute every score and every weighted sum exactly as the single-query
- *     loops do; the softmax and the fold are the same functions. Used when
+ *     loops do; the softmax (the level's, which takes several queries at
+ *     once) and the fold are the same for every strategy. Used when
  *     groups hold several queries (prefill; GQA).
  */
 
@@ -52,62 +52,6 @@ static int attn_first_key(const attn_job *j, int t) {
     return j->window > 0 && pos - j->window + 1 > 0 ? pos - j->window + 1 : 0;
 }
 
-/* One chunk's softmax weights, in place: part[0] = max score, part[1] = sum
- * of the weights sc[i] = exp(sc[i] - max). One out-of-line copy serves every
- * strategy, so every query's weights come from the same instructions. */
-static __attribute__((noinline)) void attn_softmax(float *sc, int n, float *part) {
-    float mx = -INFINITY, sum = 0.0f;
-    for (int i = 0; i < n; i++) mx = sc[i] > mx ? sc[i] : mx;
-    for (int i = 0; i < n; i++) sc[i] = xllm_exp_nonpos(sc[i] - mx);
-    for (int i = 0; i < n; i++) sum += sc[i];
-    part[0] = mx;
-    part[1] = sum;
-}
-
-/* attn_softmax of four queries (rows s[k] of n[k] scores, n[0] the
- * fewest; partials part[k]): per query the same operations in the same order,
- * the queries interleaved over their first n[0] scores so that their
- * sequential max and sum chains overlap. */
-static __attribute__((noinline)) void attn_softmax4(float *const *s, const int *n, float *const *part) {
-    float m[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY}, l[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    float *s0 = s[0], *s1 = s[1], *s2 = s[2], *s3 = s[3];
-    int c = n[0];
-    float m0 = m[0], m1 = m[1], m2 = m[2], m3 = m[3];
-    for (int i = 0; i < c; i++) {
-        m0 = s0[i] > m0 ? s0[i] : m0;
-        m1 = s1[i] > m1 ? s1[i] : m1;
-        m2 = s2[i] > m2 ? s2[i] : m2;
-        m3 = s3[i] > m3 ? s3[i] : m3;
-    }
-    m[0] = m0, m[1] = m1, m[2] = m2, m[3] = m3;
-    for (int k = 1; k < 4; k++) {
-        const float *sk = s[k];
-        float mk = m[k];
-        for (int i = c, nk = n[k]; i < nk; i++) mk = sk[i] > mk ? sk[i] : mk;
-        m[k] = mk;
-    }
-    for (int k = 0; k < 4; k++) {
-        float *sk = s[k], mk = m[k];
-        int nk = n[k];
-        for (int i = 0; i < nk; i++) sk[i] = xllm_exp_nonpos(sk[i] - mk);
-    }
-    float l0 = l[0], l1 = l[1], l2 = l[2], l3 = l[3];
-    for (int i = 0; i < c; i++) {
-        l0 += s0[i];
-        l1 += s1[i];
-        l2 += s2[i];
-        l3 += s3[i];
-    }
-    l[0] = l0, l[1] = l1, l[2] = l2, l[3] = l3;
-    for (int k = 1; k < 4; k++) {
-        const float *sk = s[k];
-        float lk = l[k];
-        for (int i = c, nk = n[k]; i < nk; i++) lk += sk[i];
-        l[k] = lk;
-    }
-    for (int k = 0; k < 4; k++) part[k][0] = m[k], part[k][1] = l[k];
-}
-
 /* Keys [p0, p0 + n) of token t, head h: part = {m, l, acc[hd]}; sc: ATTN_CHUNK scratch. */
 static void attn_chunk(const attn_job *j, int t, int h, int p0, int n, float *sc, float *part) {
     const model_config *c = &j->m->cfg;
@@ -123,7 +67,7 @@ static void attn_chunk(const attn_job *j, int t, int h, int p0, int n, float *sc
         op_attn_scores(&j->m->be, q, kv_cache_k(j->kv, j->layer, table[p / bs], p % bs) + (size_t)kvh * hd, slot_stride,
                        run, hd, 1.0f / sqrtf((float)hd), sc + i);
     }
-    attn_softmax(sc, n, part);
+    j->m->be.kern->attn->softmax(sc, 0, 1, &n, part, 0);
     memset(acc, 0, sizeof(float) * (size_t)hd);
     for (int i = 0, run; i < n; i += run) {
         int p = p0 + i;
@@ -248,6 +192,7 @@ static void attention_groups(void *p, size_t i0, size_t i1, int thread) {
         int tile = (int)(gi / (size_t)nkv), kvh = (int)(gi % (size_t)nkv);
         int t0 = j->tiles[tile], t1 = j->tiles[tile + 1], R = (t1 - t0) * g, last = j->b->pos[t1 - 1];
         float *S = Q + (size_t)R * hd, *part = S + (size_t)R * ATTN_CHUNK, *total = part + (size_t)R * pst;
+        int *nk = (int *)(total + (size_t)R * pst); /* each query's keys in the chunk */
         const int32_t *table = j->b->block_tables[j->b->seq[t0]];
         for (int t = t0; t < t1; t++)
             memcpy(Q + (size_t)(t - t0) * g * hd, j->m->s.q + ((size_t)t * nh + (size_t)kvh * g) * hd,
@@ -268,20 +213,12 @@ static void attention_groups(void *p, size_t i0, size_t i1, int thread) {
                                 kv_cache_k(j->kv, j->layer, table[pk / bs], pk % bs) + (size_t)kvh * hd, slot_stride, run,
                                 hd, scale, S + (size_t)ra * ATTN_CHUNK + i, ATTN_CHUNK);
             }
-            for (int r = ra, q4; r < R; r += q4) {
-                q4 = R - r >= 4 ? 4 : 1;
-                int n[4];
-                float *rows[4], *parts[4];
-                for (int k = 0; k < q4; k++) {
-                    int pos = j->b->pos[t0 + (r + k) / g];
-                    n[k] = pos + 1 - p0 < ATTN_CHUNK ? pos + 1 - p0 : ATTN_CHUNK; /* nondecreasing in r */
-                    rows[k] = S + (size_t)(r + k) * ATTN_CHUNK;
-                    parts[k] = part + (r + k) * pst;
-                    memset(parts[k] + 2, 0, sizeof(float) * (size_t)hd);
-                }
-                if (q4 == 4) attn_softmax4(rows, n, parts);
-                else attn_softmax(rows[0], n[0], parts[0]);
+            for (int r = ra; r < R; r++) {
+                int pos = j->b->pos[t0 + r / g];
+                nk[r] = pos + 1 - p0 < ATTN_CHUNK ? pos + 1 - p0 : ATTN_CHUNK; /* nondecreasing in r */
+                memset(part + r * pst + 2, 0, sizeof(float) * (size_t)hd);
             }
+            A->softmax(S + (size_t)ra * ATTN_CHUNK, ATTN_CHUNK, R - ra, nk + ra, part + ra * pst, pst);
             /* keys [lo, hi): the queries of tokens tt.. (those that see key hi - 1) */
             for (int tt = ta, lo = 0; tt < t1; tt++) {
                 int pos = j->b->pos[tt], hi = pos + 1 - p0 < ATTN_CHUNK ? pos + 1 - p0 : ATTN_CHUNK, r0 = (tt - t0) * g;
@@ -309,7 +246,7 @@ static int attn_shared_ready(model *m) {
         if (force && !strcmp(force, "shared")) m->attn_force = 3;
         const model_config *c = &m->cfg;
         int R = attn_tile_tokens(m) * (c->n_heads / c->n_kv_heads);
-        size_t per = (size_t)R * ((size_t)c->head_dim + ATTN_CHUNK + 2 * ((size_t)c->head_dim + 2)) + 16;
+        size_t per = (size_t)R * ((size_t)c->head_dim + ATTN_CHUNK + 2 * ((size_t)c->head_dim + 2) + 1) + 16;
         float *tile = xllm_malloc_array(per * (size_t)m->be.n_threads, sizeof(float));
         int32_t *tiles = xllm_malloc_array((size_t)m->s.max_tokens + 1, sizeof(int32_t));
         void **owned = NULL;

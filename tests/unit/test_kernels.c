@@ -13,7 +13,8 @@
  *    variants (with and without dotprod) agree bit for bit;
  *  - attention scores and weighted V sums against double, and independent of
  *    how the keys are cut into runs; the multi-query (K/V sharing) loops
- *    bit-identical to the single-query ones for every query;
+ *    bit-identical to the single-query ones for every query; each level's
+ *    softmax bit-identical to the reference (attn_softmax_ref);
  *  - XLLM_CPU parsing: unknown and unsupported levels are clear errors.
  *
  * Error bound. Every level computes exact int32 sums per 32-block and then
@@ -365,6 +366,39 @@ static void check_attention_multi(int hd, int n, int nq, int heads) {
     free(k), free(q), free(w), free(acc0), free(sc), free(sc1), free(acc), free(acc1);
 }
 
+/* The level's softmax (several queries at once, nondecreasing key counts)
+ * against attn_softmax_ref compiled here with the baseline flags (what the
+ * attention used before the levels had their own), bit for bit: weights, max
+ * and sum; scores spread wide enough that some weights underflow to 0. */
+static void check_attention_softmax(int nq, int maxn) {
+    size_t lds = (size_t)maxn + (size_t)irand(0, 3), pst = (size_t)irand(2, 5);
+    int *n = malloc(sizeof(int) * (size_t)nq);
+    float *s0 = malloc(sizeof(float) * lds * (size_t)nq), *s = malloc(sizeof(float) * lds * (size_t)nq);
+    float *ref = malloc(sizeof(float) * lds * (size_t)nq), *part = malloc(sizeof(float) * pst * (size_t)nq);
+    float pref[2];
+    for (int r = 0; r < nq; r++) n[r] = r ? irand(n[r - 1], maxn) : irand(1, maxn);
+    int kind = irand(0, 2);
+    for (size_t i = 0; i < lds * (size_t)nq; i++)
+        s0[i] = kind == 0 ? frand() * 8.0f : kind == 1 ? frand() * 120.0f : (float)irand(-3, 3); /* ties */
+    for (int l = 0; l < g_nlevels; l++) {
+        const cpu_attn_kernels *A = g_levels[l]->attn;
+        memcpy(s, s0, sizeof(float) * lds * (size_t)nq);
+        A->softmax(s, lds, nq, n, part, pst);
+        for (int r = 0; r < nq; r++) {
+            float *rr = ref + (size_t)r * lds;
+            memcpy(rr, s0 + (size_t)r * lds, sizeof(float) * lds);
+            attn_softmax_ref(rr, n[r], pref);
+            CHECK_MSG(!memcmp(rr, s + (size_t)r * lds, sizeof(float) * (size_t)n[r]) &&
+                          !memcmp(pref, part + (size_t)r * pst, sizeof pref),
+                      "%s attn softmax nq=%d query %d (n=%d): differs from the reference", g_levels[l]->name, nq, r, n[r]);
+            CHECK_MSG(!memcmp(s0 + (size_t)r * lds + n[r], s + (size_t)r * lds + n[r], sizeof(float) * (lds - (size_t)n[r])),
+                      "%s attn softmax: wrote past n", g_levels[l]->name);
+        }
+        g_test_checks++;
+    }
+    free(n), free(s0), free(s), free(ref), free(part);
+}
+
 /* ---------------------------------------------------- backend orchestration */
 
 /* op_matmul with 1, 2 and 3 threads gives the same bits as the kernel run
@@ -472,6 +506,7 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < sizeof hds / sizeof *hds; i++) check_attention(hds[i], irand(1, 200), irand(1, 4));
     for (size_t i = 0; i < sizeof hds / sizeof *hds; i++) check_attention_multi(hds[i], irand(1, 140), irand(1, 11), irand(1, 4));
     for (int i = 0; i < (quick ? 12 : 40); i++) check_attention_multi(irand(1, 140), irand(1, 140), irand(1, 13), irand(1, 3));
+    for (int i = 0; i < (quick ? 12 : 40); i++) check_attention_softmax(irand(1, 11), irand(1, 130));
     check_backend();
     return test_report("test_kernels");
 }

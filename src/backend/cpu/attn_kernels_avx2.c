@@ -197,8 +197,49 @@ static void attn_accum_multi(float *acc, size_t lda, int nq, const float *w, siz
     }
 }
 
-const cpu_attn_kernels cpu_attn_avx2 = {
-    .scores = attn_scores, .accum = attn_accum, .scores_multi = attn_scores_multi, .accum_multi = attn_accum_multi};
+/* xllm_exp_nonpos(x) on 8 lanes: its operations one intrinsic each, in its
+ * order (never fused: this file has -mfma, and a compiler could contract the
+ * C version), so every lane gives the reference's bits. */
+AI __m256 exp_nonpos8(__m256 x) {
+    const __m256 magic = _mm256_set1_ps(12582912.0f);
+    __m256 tt = _mm256_add_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)), magic);
+    __m256 n = _mm256_sub_ps(tt, magic);
+    __m256 r = _mm256_sub_ps(_mm256_sub_ps(x, _mm256_mul_ps(n, _mm256_set1_ps(0.693145751953125f))),
+                             _mm256_mul_ps(n, _mm256_set1_ps(1.428606765330187e-06f)));
+    __m256 q = _mm256_set1_ps(1.0f / 5040.0f);
+    q = _mm256_add_ps(_mm256_mul_ps(q, r), _mm256_set1_ps(1.0f / 720.0f));
+    q = _mm256_add_ps(_mm256_mul_ps(q, r), _mm256_set1_ps(1.0f / 120.0f));
+    q = _mm256_add_ps(_mm256_mul_ps(q, r), _mm256_set1_ps(1.0f / 24.0f));
+    q = _mm256_add_ps(_mm256_mul_ps(q, r), _mm256_set1_ps(1.0f / 6.0f));
+    q = _mm256_add_ps(_mm256_mul_ps(q, r), _mm256_set1_ps(0.5f));
+    q = _mm256_add_ps(_mm256_mul_ps(q, r), _mm256_set1_ps(1.0f));
+    q = _mm256_add_ps(_mm256_mul_ps(q, r), _mm256_set1_ps(1.0f));
+    __m256i e = _mm256_slli_epi32(
+        _mm256_add_epi32(_mm256_sub_epi32(_mm256_castps_si256(tt), _mm256_set1_epi32(0x4B400000)), _mm256_set1_epi32(127)),
+        23);
+    __m256 y = _mm256_mul_ps(q, _mm256_castsi256_ps(e));
+    return _mm256_and_ps(y, _mm256_cmp_ps(x, _mm256_set1_ps(-87.0f), _CMP_GE_OQ));
+}
+
+static void exp_row(float *s, int n, float mx) {
+    const __m256 m = _mm256_set1_ps(mx);
+    int i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(s + i, exp_nonpos8(_mm256_sub_ps(_mm256_loadu_ps(s + i), m)));
+    if (i < n) {
+        __m256i k = tail_mask(n - i);
+        _mm256_maskstore_ps(s + i, k, exp_nonpos8(_mm256_sub_ps(_mm256_maskload_ps(s + i, k), m)));
+    }
+}
+
+static void attn_softmax(float *s, size_t lds, int nq, const int *n, float *part, size_t pst) {
+    attn_softmax_rows(s, lds, nq, n, part, pst, exp_row);
+}
+
+const cpu_attn_kernels cpu_attn_avx2 = {.scores = attn_scores,
+                                        .accum = attn_accum,
+                                        .scores_multi = attn_scores_multi,
+                                        .accum_multi = attn_accum_multi,
+                                        .softmax = attn_softmax};
 #else
 typedef int xllm_no_cpu_attn_avx2_on_this_arch;
 #endif

@@ -208,8 +208,49 @@ static void attn_accum_multi(float *acc, size_t lda, int nq, const float *w, siz
     }
 }
 
-const cpu_attn_kernels cpu_attn_avx512 = {
-    .scores = attn_scores, .accum = attn_accum, .scores_multi = attn_scores_multi, .accum_multi = attn_accum_multi};
+/* xllm_exp_nonpos(x) on 16 lanes: its operations one intrinsic each, in its
+ * order (never fused: this file has -mfma, and a compiler could contract the
+ * C version), so every lane gives the reference's bits. */
+AI __m512 exp_nonpos16(__m512 x) {
+    const __m512 magic = _mm512_set1_ps(12582912.0f);
+    __m512 tt = _mm512_add_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)), magic);
+    __m512 n = _mm512_sub_ps(tt, magic);
+    __m512 r = _mm512_sub_ps(_mm512_sub_ps(x, _mm512_mul_ps(n, _mm512_set1_ps(0.693145751953125f))),
+                             _mm512_mul_ps(n, _mm512_set1_ps(1.428606765330187e-06f)));
+    __m512 q = _mm512_set1_ps(1.0f / 5040.0f);
+    q = _mm512_add_ps(_mm512_mul_ps(q, r), _mm512_set1_ps(1.0f / 720.0f));
+    q = _mm512_add_ps(_mm512_mul_ps(q, r), _mm512_set1_ps(1.0f / 120.0f));
+    q = _mm512_add_ps(_mm512_mul_ps(q, r), _mm512_set1_ps(1.0f / 24.0f));
+    q = _mm512_add_ps(_mm512_mul_ps(q, r), _mm512_set1_ps(1.0f / 6.0f));
+    q = _mm512_add_ps(_mm512_mul_ps(q, r), _mm512_set1_ps(0.5f));
+    q = _mm512_add_ps(_mm512_mul_ps(q, r), _mm512_set1_ps(1.0f));
+    q = _mm512_add_ps(_mm512_mul_ps(q, r), _mm512_set1_ps(1.0f));
+    __m512i e = _mm512_slli_epi32(
+        _mm512_add_epi32(_mm512_sub_epi32(_mm512_castps_si512(tt), _mm512_set1_epi32(0x4B400000)), _mm512_set1_epi32(127)),
+        23);
+    __m512 y = _mm512_mul_ps(q, _mm512_castsi512_ps(e));
+    return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.0f), _CMP_GE_OQ), y);
+}
+
+static void exp_row(float *s, int n, float mx) {
+    const __m512 m = _mm512_set1_ps(mx);
+    int i = 0;
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(s + i, exp_nonpos16(_mm512_sub_ps(_mm512_loadu_ps(s + i), m)));
+    if (i < n) {
+        __mmask16 k = (__mmask16)((1u << (n - i)) - 1);
+        _mm512_mask_storeu_ps(s + i, k, exp_nonpos16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, s + i), m)));
+    }
+}
+
+static void attn_softmax(float *s, size_t lds, int nq, const int *n, float *part, size_t pst) {
+    attn_softmax_rows(s, lds, nq, n, part, pst, exp_row);
+}
+
+const cpu_attn_kernels cpu_attn_avx512 = {.scores = attn_scores,
+                                          .accum = attn_accum,
+                                          .scores_multi = attn_scores_multi,
+                                          .accum_multi = attn_accum_multi,
+                                          .softmax = attn_softmax};
 #else
 typedef int xllm_no_cpu_attn_avx512_on_this_arch;
 #endif

@@ -207,8 +207,22 @@ static void attn_accum_multi(float *acc, size_t lda, int nq, const float *w, siz
     }
 }
 
-const cpu_attn_kernels cpu_attn_neon = {
-    .scores = attn_scores, .accum = attn_accum, .scores_multi = attn_scores_multi, .accum_multi = attn_accum_multi};
+/* The reference exp in C: this file has the baseline armv8-a flags, as
+ * attention.c, so it compiles to the same operations (the compiler's own
+ * NEON vectorization of it included). */
+static void exp_row(float *s, int n, float mx) {
+    for (int i = 0; i < n; i++) s[i] = xllm_exp_nonpos(s[i] - mx);
+}
+
+static void attn_softmax(float *s, size_t lds, int nq, const int *n, float *part, size_t pst) {
+    attn_softmax_rows(s, lds, nq, n, part, pst, exp_row);
+}
+
+const cpu_attn_kernels cpu_attn_neon = {.scores = attn_scores,
+                                        .accum = attn_accum,
+                                        .scores_multi = attn_scores_multi,
+                                        .accum_multi = attn_accum_multi,
+                                        .softmax = attn_softmax};
 #else
 typedef int xllm_no_cpu_attn_neon_on_this_arch;
 #endif

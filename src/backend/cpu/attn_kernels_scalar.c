@@ -40,5 +40,17 @@ static void attn_accum_multi(float *acc, size_t lda, int nq, const float *w, siz
         }
 }
 
-const cpu_attn_kernels cpu_attn_scalar = {
-    .scores = attn_scores, .accum = attn_accum, .scores_multi = attn_scores_multi, .accum_multi = attn_accum_multi};
+/* The reference exp (this file has the baseline flags, as attention.c). */
+static void exp_row(float *s, int n, float mx) {
+    for (int i = 0; i < n; i++) s[i] = xllm_exp_nonpos(s[i] - mx);
+}
+
+static void attn_softmax(float *s, size_t lds, int nq, const int *n, float *part, size_t pst) {
+    attn_softmax_rows(s, lds, nq, n, part, pst, exp_row);
+}
+
+const cpu_attn_kernels cpu_attn_scalar = {.scores = attn_scores,
+                                          .accum = attn_accum,
+                                          .scores_multi = attn_scores_multi,
+                                          .accum_multi = attn_accum_multi,
+                                          .softmax = attn_softmax};
