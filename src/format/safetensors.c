@@ -50,6 +50,19 @@ struct st_archive {
 
 /* ------------------------------------------------------------------ helpers */
 
+void st_release_pages(const st_archive *a, const void *p, size_t n) {
+    if (!a || !p || !n) return;
+    const unsigned char *b = p, *e = b + n;
+    for (size_t i = 0; i < a->n_files; i++) {
+        const unsigned char *m = a->files[i].map;
+        if (!m || b < m || e > m + a->files[i].size) continue;
+        long ps = sysconf(_SC_PAGESIZE);
+        uintptr_t pb = ((uintptr_t)b + (uintptr_t)ps - 1) & ~((uintptr_t)ps - 1), pe = (uintptr_t)e & ~((uintptr_t)ps - 1);
+        if (ps > 0 && pe > pb) madvise((void *)pb, pe - pb, MADV_DONTNEED);
+        return;
+    }
+}
+
 static int has_suffix(const char *s, const char *suffix) {
     size_t ls = strlen(s), lx = strlen(suffix);
     return ls >= lx && strcmp(s + ls - lx, suffix) == 0;

@@ -30,6 +30,11 @@ typedef struct st_tensor {
 
 typedef struct st_archive st_archive;
 
+/* Drop the pages wholly inside [p, p + n) from memory when that range lies in
+ * one of a's file mappings (a tensor copied elsewhere, e.g. repacked): they
+ * are read again from the file if touched. Anything else: no-op. */
+void st_release_pages(const st_archive *a, const void *p, size_t n);
+
 /* Open a directory (model.safetensors, or model.safetensors.index.json and its
  * shards) or a single .safetensors file. On failure returns NULL with an error
  * naming the file and the problem. */

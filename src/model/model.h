@@ -87,6 +87,8 @@ typedef struct model {
     void *observe_ctx;
     void **owned;                  /* f32 copies of 1-D tensors, freed with the model */
     size_t n_owned, cap_owned;
+    void **packed;                 /* matrices repacked for the kernel level (backend_pack_matrix) */
+    size_t n_packed, cap_packed;
 } model;
 
 /* Load config + weights from a HF checkpoint directory. max_tokens: the most

@@ -244,6 +244,48 @@ static xllm_status alloc_scratch(model *m, int T, xllm_error *err) {
     return XLLM_OK;
 }
 
+/* One matrix into the kernel level's streaming order (backend_pack_matrix);
+ * the model keeps the copy. */
+static xllm_status pack_one(model *m, matrix *w, xllm_error *err) {
+    void *storage;
+    if (!w->data) return XLLM_OK;
+    if (m->n_packed == m->cap_packed) {
+        size_t cap = m->cap_packed ? m->cap_packed * 2 : 64;
+        void **n = xllm_realloc(m->packed, cap * sizeof(void *));
+        if (!n) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+        m->packed = n;
+        m->cap_packed = cap;
+    }
+    const void *src = w->data;
+    size_t src_bytes = (size_t)w->rows * quant_row_bytes(w->dtype, w->group, w->cols);
+    xllm_status st = backend_pack_matrix(&m->be, w, &storage, err);
+    if (!st && storage) {
+        m->packed[m->n_packed++] = storage;
+        /* the stored copy is no longer read (unless it is also the embedding table) */
+        if (src != m->embed.data) st_release_pages(m->weights_file, src, src_bytes);
+    }
+    return st;
+}
+
+/* Every matrix a matmul reads (not the embedding table: rows are looked up). */
+static xllm_status pack_weights(model *m, xllm_error *err) {
+    const model_config *c = &m->cfg;
+    xllm_status st = pack_one(m, &m->lm_head, err);
+    for (int l = 0; l < c->n_layers && !st; l++) {
+        layer_weights *L = &m->layers[l];
+        matrix *ws[] = {&L->q, &L->k, &L->v, &L->o, &L->qkv, &L->gate, &L->up, &L->down, &L->gate_up,
+                        &L->sh_gate, &L->sh_up, &L->sh_down};
+        for (size_t k = 0; k < sizeof ws / sizeof *ws && !st; k++) st = pack_one(m, ws[k], err);
+        if (c->layer_is_moe[l])
+            for (int e = 0; e < c->n_experts && !st; e++) {
+                st = pack_one(m, &L->exp_gate[e], err);
+                if (!st) st = pack_one(m, &L->exp_up[e], err);
+                if (!st) st = pack_one(m, &L->exp_down[e], err);
+            }
+    }
+    return st;
+}
+
 model *model_load(const char *dir, int n_threads, int max_tokens, xllm_error *err) {
     xllm_error_clear(err);
     model *m = xllm_calloc(1, sizeof *m);
@@ -344,6 +386,7 @@ model *model_load(const char *dir, int n_threads, int max_tokens, xllm_error *er
             goto fail;
         }
     }
+    if (pack_weights(m, err)) goto fail;
     return m;
 fail:
     if (err && err->code == XLLM_OK) xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory loading %s", dir);
@@ -355,6 +398,8 @@ void model_free(model *m) {
     if (!m) return;
     if (m->be.tp) backend_free(&m->be);
     for (size_t i = 0; i < m->n_owned; i++) xllm_free(m->owned[i]);
+    for (size_t i = 0; i < m->n_packed; i++) xllm_free_aligned(m->packed[i]);
+    xllm_free(m->packed);
     xllm_free(m->owned);
     st_close(m->weights_file);
     cJSON_Delete(m->meta);

@@ -6,6 +6,8 @@
 #  - batch equivalence of quantized models (stories260k as q8, q4 and q4m/g64):
 #    8 prompts generated in one batched call give exactly the tokens each
 #    gives alone, per level (Python API; skipped in the sanitizer build);
+#  - repacked weights (the level's own layout, made at load) give exactly the
+#    logits of the stored layout (XLLM_REPACK=0), per level and type;
 #  - an unknown or unavailable XLLM_CPU is a clean load error naming it.
 # usage: cpu_levels.sh XLLM_BINARY SOURCE_DIR BUILD_DIR
 set -u
@@ -48,6 +50,18 @@ LIB="$BUILD/libxllm.so"
 "$XLLM" convert "$S" -o "$T/q8.xllm" --dtype q8 >/dev/null &&
 "$XLLM" convert "$S" -o "$T/q4.xllm" --dtype q4 --group-size 32 >/dev/null &&
 "$XLLM" convert "$S" -o "$T/q4m.xllm" --dtype q4m --group-size 64 >/dev/null || { echo "FAIL convert"; exit 1; }
+IDS=1,400,23,77,5,129,311,42,8,260,99,17
+for l in $levels; do
+    for m in q8 q4 q4m; do
+        XLLM_CPU=$l "$XLLM" logits -m "$T/$m.xllm" --ids $IDS --out "$T/packed.f32" >/dev/null 2>&1 &&
+        XLLM_CPU=$l XLLM_REPACK=0 "$XLLM" logits -m "$T/$m.xllm" --ids $IDS --out "$T/stored.f32" >/dev/null 2>&1
+        if [ $? -eq 0 ] && cmp -s "$T/packed.f32" "$T/stored.f32" && [ -s "$T/stored.f32" ]; then
+            echo "ok   repacked == stored logits $m at $l"
+        else
+            echo "FAIL repacked vs stored logits $m at $l"; fail=1
+        fi
+    done
+done
 for l in $levels; do
     for m in q8 q4 q4m; do
         if XLLM_CPU=$l PYTHONPATH="$SRC/python" XLLM_LIBRARY="$LIB" python3 - "$T/$m.xllm" <<'PY'

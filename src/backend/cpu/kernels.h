@@ -57,6 +57,13 @@ typedef struct cpu_kernels {
     void (*matmul_f)(const matrix *W, const float *x, int T, const float *bias, float *y, size_t ldy, int64_t r0,
                      int64_t r1, void *scratch);
 
+    /* The level's own weight layout (NULL where it has none): bytes of W
+     * packed (0: this W stays as stored), and tiles [tile0, tile1) of 4 rows
+     * of W, stored layout, written into the packed matrix at out. matmul_q
+     * reads W->packed matrices in that layout, r0 a multiple of 4. */
+    size_t (*packed_bytes)(const matrix *W);
+    void (*repack)(const matrix *W, int64_t tile0, int64_t tile1, void *out);
+
     /* The level's attention inner loops (attn_kernels.h). */
     const struct cpu_attn_kernels *attn;
 } cpu_kernels;

@@ -293,6 +293,20 @@ AI __m512 step(__m512 acc, xllm_dtype t, __m512i w0, __m512i w1, __m512i init, _
     return acc;
 }
 
+/* The 16-lane sums of 4 accumulators at once (transpose and add). Every
+ * quantized output is reduced by this tree, whichever path computed it, so
+ * the GEMV, the GEMM and the packed layout agree bit for bit. */
+AI __m128 reduce4(__m512 a0, __m512 a1, __m512 a2, __m512 a3) {
+    __m512 x = _mm512_add_ps(_mm512_unpacklo_ps(a0, a1), _mm512_unpackhi_ps(a0, a1));
+    __m512 y = _mm512_add_ps(_mm512_unpacklo_ps(a2, a3), _mm512_unpackhi_ps(a2, a3));
+    __m512 z = _mm512_add_ps(_mm512_shuffle_ps(x, y, 0x44), _mm512_shuffle_ps(x, y, 0xEE));
+    __m256 h = _mm256_add_ps(_mm512_castps512_ps256(z), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(z), 1)));
+    return _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+}
+
+/* reduce4's sum of one accumulator (the same tree) */
+AI float reduce1(__m512 a) { return _mm_cvtss_f32(reduce4(a, a, a, a)); }
+
 /* ------------------------------------------------------- quantized matmul */
 
 /* Explicit accumulators (arrays of vectors get spilled): row i, token j. */
@@ -313,7 +327,7 @@ AI void gemv_q(const uint8_t *W, size_t rb, xllm_dtype t, int g, size_t bb, int6
         wchunk w = unpack(row, t, g, bb, c, nfull, tail, L);
         acc = step(acc, t, w.w0, w.w1, w.init, w.dw, w.mw, load_act(act + c * ACH, t));
     }
-    y[r] = _mm512_reduce_add_ps(acc) + (bias ? bias[r] : 0.0f);
+    y[r] = reduce1(acc) + (bias ? bias[r] : 0.0f);
 }
 
 /* Unpack rows r + i (i < 4, clamped to r1 - 1) into pack: chunk-major,
@@ -358,9 +372,15 @@ AI void tile_q(const uint8_t *pack, int64_t nch, xllm_dtype t, int nt, const uin
     }
         ROWS_I(TQ_ROW)
     }
-#define TQ_STORE(i, j)                                                                                             \
-    if (r + i < r1 && j < nt) y[(size_t)(j)*ldy + (size_t)(r + i)] = _mm512_reduce_add_ps(c##i##j) + (bias ? bias[r + i] : 0.0f);
-    TILE_IJ(TQ_STORE)
+    __m128 o[NT];
+    o[0] = reduce4(c00, c10, c20, c30);
+    o[1] = nt > 1 ? reduce4(c01, c11, c21, c31) : o[0];
+    o[2] = nt > 2 ? reduce4(c02, c12, c22, c32) : o[0];
+    for (int j = 0; j < nt; j++) {
+        float v[4];
+        _mm_storeu_ps(v, o[j]);
+        for (int i = 0; i < 4 && r + i < r1; i++) y[(size_t)j * ldy + (size_t)(r + i)] = v[i] + (bias ? bias[r + i] : 0.0f);
+    }
 }
 
 #define TQ_CASE(TY)                                                                                                \
@@ -412,6 +432,182 @@ AI void matmul_q_t(const matrix *W, xllm_dtype t, int g, const void *act_, size_
     }
 }
 
+/* --------------------------------------------------------- packed layout */
+
+/*
+ * Weights repacked at load (backend_pack_matrix) into the order the kernels
+ * stream them. Rows go in tiles of 4 (rows past the end are zeros); a tile is
+ * a sequence of chunk pairs (the last one alone when the chunk count is odd),
+ * each pair
+ *   [2][4 rows][QB]  the chunks' weights as unpack() leaves them: Q4/Q4M the
+ *                    64 nibble bytes whose low nibbles are w0 and high ones w1
+ *                    (QB 64), Q8 w0 then w1 (QB 128);
+ *   [2][SB]          scales: 16 f16 d[row][sub-block], then for Q4M 16 f16 m
+ *                    (SB 32 or 64);
+ * so a pair is whole cache lines (576, 1088 or 640 bytes) and a tile one
+ * sequential stream (padded to 64 bytes). These are the stored blocks' bytes
+ * without the group structure (any group packs the same way): the GEMV runs
+ * 4 rows at once from one stream, and the GEMM's tile unpack is plain loads.
+ * Each output is computed by the same operations as from the stored layout
+ * (same lanes, same step(), same reduce4 tree): identical results.
+ */
+#define PQB(t) ((t) == XLLM_DT_Q8 ? 128 : 64)
+#define PSB(t) ((t) == XLLM_DT_Q4M ? 64 : 32)
+
+static size_t pair_bytes(xllm_dtype t) { return (size_t)(8 * PQB(t) + 2 * PSB(t)); }
+
+static size_t packed_tile_bytes(xllm_dtype t, int64_t cols) {
+    int64_t nch = n_chunks(cols);
+    size_t b = (size_t)(nch / 2) * pair_bytes(t) + (size_t)(nch % 2) * (size_t)(4 * PQB(t) + PSB(t));
+    return (b + 63) & ~(size_t)63;
+}
+
+/* Chunk c of a tile: its 4 rows' weights, and its scales. */
+AI const uint8_t *chunk_w(const uint8_t *tile, xllm_dtype t, int64_t c) {
+    return tile + (size_t)(c / 2) * pair_bytes(t) + (size_t)(c % 2) * 4 * PQB(t);
+}
+AI const uint8_t *chunk_s(const uint8_t *tile, xllm_dtype t, int64_t c, int64_t nch) {
+    int in_pair = c / 2 * 2 + 1 < nch ? 2 : 1;
+    return tile + (size_t)(c / 2) * pair_bytes(t) + (size_t)in_pair * 4 * PQB(t) + (size_t)(c % 2) * PSB(t);
+}
+
+static size_t packed_bytes(const matrix *W) {
+    if (!xllm_dtype_is_quant(W->dtype) || W->group % QK) return 0;
+    return (size_t)((W->rows + 3) / 4) * packed_tile_bytes(W->dtype, W->cols);
+}
+
+/* Pack tiles [tile0, tile1) of W (stored layout) into out (the packed
+ * matrix's start). */
+static void repack(const matrix *W, int64_t tile0, int64_t tile1, void *out) {
+    xllm_dtype t = W->dtype;
+    int g = W->group;
+    size_t bb = quant_block_bytes(t, g), rb = quant_row_bytes(t, g, W->cols), tb = packed_tile_bytes(t, W->cols);
+    int64_t cols = W->cols, nch = n_chunks(cols), nfull = cols / CH;
+    int tail = (int)(cols % CH) / QK;
+    qlayout L = make_layout(t, g);
+    for (int64_t tile = tile0; tile < tile1; tile++) {
+        uint8_t *base = (uint8_t *)out + (size_t)tile * tb;
+        memset(base, 0, tb);
+        for (int64_t c = 0; c < nch; c++)
+            for (int i = 0; i < 4; i++) {
+                int64_t r = tile * 4 + i;
+                if (r >= W->rows) continue;
+                wchunk w = unpack((const uint8_t *)W->data + (size_t)r * rb, t, g, bb, c, nfull, tail, &L);
+                uint8_t *q = (uint8_t *)chunk_w(base, t, c) + (size_t)i * PQB(t);
+                if (t == XLLM_DT_Q8) {
+                    _mm512_storeu_si512(q, w.w0);
+                    _mm512_storeu_si512(q + 64, w.w1);
+                } else {
+                    _mm512_storeu_si512(q, _mm512_or_si512(w.w0, _mm512_slli_epi16(w.w1, 4)));
+                }
+                /* lane 4b holds sub-block b's scale; f32 -> f16 is exact (it came from f16) */
+                uint16_t d[16], m[16];
+                _mm256_storeu_si256((__m256i *)d, _mm512_cvtps_ph(w.dw, _MM_FROUND_TO_NEAREST_INT));
+                _mm256_storeu_si256((__m256i *)m, _mm512_cvtps_ph(w.mw, _MM_FROUND_TO_NEAREST_INT));
+                uint16_t *sd = (uint16_t *)chunk_s(base, t, c, nch);
+                for (int b = 0; b < 4; b++) {
+                    sd[4 * i + b] = d[4 * b];
+                    if (t == XLLM_DT_Q4M) sd[16 + 4 * i + b] = m[4 * b];
+                }
+            }
+    }
+}
+
+/* Row i's 16 lanes (sub-block b's value on lanes 4b..4b+3) from the 16
+ * scales [row][sub-block] of a chunk. */
+AI __m512 row_lanes(__m512 s, int i) {
+    const __m512i base = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
+    return _mm512_permutexvar_ps(_mm512_add_epi32(base, _mm512_set1_epi32(4 * i)), s);
+}
+
+/* Chunk c of row i of a packed tile, as unpack() gives it. */
+AI wchunk packed_chunk(const uint8_t *wc, __m512 sd, __m512 sm, xllm_dtype t, int i) {
+    wchunk w;
+    const uint8_t *q = wc + (size_t)i * PQB(t);
+    if (t == XLLM_DT_Q8) {
+        w.w0 = _mm512_loadu_si512(q);
+        w.w1 = _mm512_loadu_si512(q + 64);
+        w.init = weight_init(w.w0, w.w1);
+    } else {
+        nibbles(_mm512_loadu_si512(q), &w.w0, &w.w1);
+        w.init = _mm512_setzero_si512();
+    }
+    w.dw = row_lanes(sd, i);
+    w.mw = t == XLLM_DT_Q4M ? row_lanes(sm, i) : _mm512_setzero_ps();
+    return w;
+}
+
+AI void chunk_scales(const uint8_t *p, xllm_dtype t, __m512 *sd, __m512 *sm) {
+    *sd = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
+    *sm = t == XLLM_DT_Q4M ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p + 32))) : _mm512_setzero_ps();
+}
+
+/* GEMV over one packed tile: rows r..r+3 (stores those below r1). */
+AI void gemv_packed(const uint8_t *P, size_t tb, xllm_dtype t, int64_t nch, const uint8_t *act, const float *bias,
+                    float *y, int64_t r, int64_t r1, const uint8_t *end) {
+    const uint8_t *tile = P + (size_t)(r / 4) * tb;
+    __m512 c0 = _mm512_setzero_ps(), c1 = c0, c2 = c0, c3 = c0;
+    for (int64_t c = 0; c < nch; c++) {
+        achunk a = load_act(act + c * ACH, t);
+        const uint8_t *wc = chunk_w(tile, t, c);
+        kernels_prefetch_ahead(wc, (size_t)(4 * PQB(t) + PSB(t)), end);
+        __m512 sd, sm;
+        chunk_scales(chunk_s(tile, t, c, nch), t, &sd, &sm);
+#define GP_ROW(i)                                                                                                  \
+    {                                                                                                              \
+        wchunk w = packed_chunk(wc, sd, sm, t, i);                                                                 \
+        c##i = step(c##i, t, w.w0, w.w1, w.init, w.dw, w.mw, a);                                                   \
+    }
+        ROWS_I(GP_ROW)
+    }
+    float v[4];
+    _mm_storeu_ps(v, reduce4(c0, c1, c2, c3));
+    for (int i = 0; i < 4 && r + i < r1; i++) y[r + i] = v[i] + (bias ? bias[r + i] : 0.0f);
+}
+
+/* The GEMM's tile unpack (pack_q's format) from a packed tile. */
+AI void pack_q_packed(const uint8_t *P, size_t tb, xllm_dtype t, int64_t nch, int64_t r, uint8_t *pack) {
+    const uint8_t *tile = P + (size_t)(r / 4) * tb;
+    for (int64_t c = 0; c < nch; c++) {
+        const uint8_t *wc = chunk_w(tile, t, c);
+        __m512 sd, sm;
+        chunk_scales(chunk_s(tile, t, c, nch), t, &sd, &sm);
+        for (int i = 0; i < MR; i++) {
+            wchunk w = packed_chunk(wc, sd, sm, t, i);
+            uint8_t *p = pack + (size_t)(c * MR + i) * PQ;
+            _mm512_store_si512(p, w.w0);
+            _mm512_store_si512(p + 64, w.w1);
+            if (t == XLLM_DT_Q8) _mm512_store_si512(p + 128, w.init);
+            if (t == XLLM_DT_Q4M) _mm512_store_ps(p + 128, w.mw);
+            _mm512_store_ps(p + 192, w.dw);
+        }
+    }
+}
+
+AI void matmul_packed_t(const matrix *W, xllm_dtype t, const uint8_t *act, size_t astride, int T, const float *bias,
+                        float *y, size_t ldy, int64_t r0, int64_t r1, void *scratch) {
+    const uint8_t *P = W->data;
+    int64_t nch = n_chunks(W->cols);
+    size_t tb = packed_tile_bytes(t, W->cols);
+    if (T == 1) {
+        const uint8_t *end = P + (size_t)((r1 + 3) / 4) * tb;
+        for (int64_t r = r0; r < r1; r += 4) gemv_packed(P, tb, t, nch, act, bias, y, r, r1, end);
+        return;
+    }
+    uint8_t *pack = scratch;
+    int TB = token_block(astride);
+    for (int t0 = 0; t0 < T; t0 += TB) {
+        int t1 = t0 + TB < T ? t0 + TB : T;
+        for (int64_t r = r0; r < r1; r += MR) {
+            pack_q_packed(P, tb, t, nch, r, pack);
+            for (int tt = t0; tt < t1; tt += NT) {
+                int nt = t1 - tt < NT ? t1 - tt : NT;
+                tile_q_any(pack, nch, t, nt, act + (size_t)tt * astride, astride, bias, y + (size_t)tt * ldy, ldy, r, r1);
+            }
+        }
+    }
+}
+
 #define MM_CASE(TY, G)                                                                                             \
     if (W->dtype == TY && W->group == G) {                                                                         \
         matmul_q_t(W, TY, G, act, astride, T, bias, y, ldy, r0, r1, scratch);                                      \
@@ -421,6 +617,12 @@ AI void matmul_q_t(const matrix *W, xllm_dtype t, int g, const void *act_, size_
 static void matmul_q(const matrix *W, const void *act, size_t astride, int T, const float *bias, float *y, size_t ldy,
                      int64_t r0, int64_t r1, void *scratch) {
     if (r1 <= r0) return;
+    if (W->packed) { /* r0 is a multiple of 4: cpu_ops splits rows in tiles of 4 */
+        if (W->dtype == XLLM_DT_Q8) matmul_packed_t(W, XLLM_DT_Q8, act, astride, T, bias, y, ldy, r0, r1, scratch);
+        else if (W->dtype == XLLM_DT_Q4) matmul_packed_t(W, XLLM_DT_Q4, act, astride, T, bias, y, ldy, r0, r1, scratch);
+        else matmul_packed_t(W, XLLM_DT_Q4M, act, astride, T, bias, y, ldy, r0, r1, scratch);
+        return;
+    }
     MM_CASE(XLLM_DT_Q8, 32) MM_CASE(XLLM_DT_Q8, 64) MM_CASE(XLLM_DT_Q8, 128)
     MM_CASE(XLLM_DT_Q4, 32) MM_CASE(XLLM_DT_Q4, 64) MM_CASE(XLLM_DT_Q4, 128)
     MM_CASE(XLLM_DT_Q4M, 32) MM_CASE(XLLM_DT_Q4M, 64) MM_CASE(XLLM_DT_Q4M, 128)
@@ -552,6 +754,8 @@ const cpu_kernels cpu_kernels_avx512 = {
     .scratch_bytes = scratch_bytes,
     .matmul_q = matmul_q,
     .matmul_f = matmul_f,
+    .packed_bytes = packed_bytes,
+    .repack = repack,
     .attn = &cpu_attn_avx512,
 };
 

@@ -1,0 +1,52 @@
+/*
+ * repack.c - weights rearranged once, at load, into the order the kernel
+ * level streams them (backend_pack_matrix, see backend.h).
+ *
+ * The level says how many bytes W takes in its layout and writes tiles of 4
+ * rows; tiles are split across the thread pool (a 1B model repacks in well
+ * under a second). XLLM_REPACK=0 keeps every matrix as stored (for
+ * comparisons: the results are the same either way).
+ */
+#include "backend/backend.h"
+#include "backend/cpu/kernels.h"
+#include "base/alloc.h"
+#include "base/error.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    const cpu_kernels *k;
+    const matrix *W;
+    void *out;
+} repack_job;
+
+static void repack_tiles(void *p, size_t t0, size_t t1, int thread) {
+    (void)thread;
+    repack_job *j = p;
+    j->k->repack(j->W, (int64_t)t0, (int64_t)t1, j->out);
+}
+
+static int backend_repack_enabled(void) {
+    const char *e = getenv("XLLM_REPACK");
+    return !(e && !strcmp(e, "0"));
+}
+
+xllm_status backend_pack_matrix(backend *be, matrix *W, void **storage, xllm_error *err) {
+    *storage = NULL;
+    const cpu_kernels *k = be->kern;
+    if (!W->data || W->packed || !k->packed_bytes || !k->repack || !backend_repack_enabled()) return XLLM_OK;
+    size_t bytes = k->packed_bytes(W);
+    if (!bytes) return XLLM_OK;
+    void *out = xllm_malloc_aligned(bytes);
+    if (!out)
+        return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory repacking a %lldx%lld matrix (%zu bytes)",
+                           (long long)W->rows, (long long)W->cols, bytes);
+    repack_job j = {k, W, out};
+    size_t tiles = (size_t)((W->rows + 3) / 4);
+    threadpool_run(be->tp, tiles, 16, repack_tiles, &j);
+    W->data = out;
+    W->packed = 1;
+    *storage = out;
+    return XLLM_OK;
+}
