@@ -11,7 +11,9 @@
  *    shaped), split-KV one token per step, and the planner's own choice;
  *  - greedy generation of a batch of prompts of different lengths, prefill
  *    chunked and mixed with decode, forced shared-KV against per item;
- *  - the planner picks shared-KV for a prefill and honours XLLM_ATTN.
+ *  - the planner picks shared-KV for a prefill and honours XLLM_ATTN;
+ *  - sliding windows of every size against the 128-key chunks (windows
+ *    forced through the internal API), two sequences in one batch.
  */
 #include "test.h"
 #include "xllm.h"
@@ -152,6 +154,53 @@ static void check_strategy_choice(void) {
     unsetenv("XLLM_ATTN");
 }
 
+/* Sliding windows of every size against the chunking (stories260k with its
+ * layers' window forced through the internal API: 0, 5, 50, 128, 130, 200):
+ * all positions' logits of a 300-token prefill (two sequences in one batch,
+ * the second one 3 tokens into a cached prefix) per item and shared-KV, bit
+ * for bit. */
+static void check_windows(void) {
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/models/stories260k", XLLM_SOURCE_DIR);
+    static const int windows[] = {0, 5, 50, 128, 130, 200};
+    enum { T = N_IDS, V = 512 };
+    float *out[2];
+    for (size_t w = 0; w < sizeof windows / sizeof *windows; w++) {
+        for (int k = 0; k < 2; k++) {
+            xllm_error err;
+            model *m = model_load(dir, 2, T, &err);
+            CHECK_MSG(m != NULL, "%s", err.message);
+            if (!m) return;
+            m->attn_force = k ? 3 : 1;
+            for (int l = 0; l < m->cfg.n_layers; l++) m->cfg.layer_window[l] = windows[w];
+            kv_cache kv;
+            CHECK(kv_cache_init(&kv, m->cfg.n_layers, m->cfg.n_kv_heads, m->cfg.head_dim, 16, 64, &err) == XLLM_OK);
+            /* sequence 0: positions 0..249; sequence 1: 0..2 first, then 3..52 in the big batch */
+            int32_t ids[T], pos[T], seq[T], out_idx[T], t0[32], t1[32];
+            for (int i = 0; i < 32; i++) t0[i] = i, t1[i] = 32 + i;
+            const int32_t *tables[2] = {t0, t1};
+            for (int i = 0; i < 3; i++) ids[i] = 5 + i, pos[i] = i, seq[i] = 1, out_idx[i] = i;
+            fwd_batch pre = {3, ids, pos, seq, tables, 0, NULL};
+            CHECK(model_forward(m, &kv, &pre, NULL, &err) == XLLM_OK);
+            for (int i = 0; i < T; i++) {
+                int s1 = i >= 250;
+                ids[i] = 3 + (i * 53) % 500, pos[i] = s1 ? i - 250 + 3 : i, seq[i] = s1, out_idx[i] = i;
+            }
+            fwd_batch b = {T, ids, pos, seq, tables, T, out_idx};
+            out[k] = malloc(sizeof(float) * T * V);
+            CHECK(model_forward(m, &kv, &b, out[k], &err) == XLLM_OK);
+            int chunks;
+            CHECK(attention_strategy(m, &b, 0, &chunks) == (k ? ATTN_SHARED_KV : ATTN_PER_ITEM));
+            kv_cache_free(&kv);
+            model_free(m);
+        }
+        CHECK_MSG(!memcmp(out[0], out[1], sizeof(float) * T * V), "window %d: shared-KV differs from per item",
+                  windows[w]);
+        free(out[0]);
+        free(out[1]);
+    }
+}
+
 int main(void) {
     setenv("XLLM_PLAN", "0", 1); /* no load-time measurement: thread counts never change results */
     const cpu_kernels *levels[8];
@@ -168,5 +217,6 @@ int main(void) {
     check_generate("models/stories260k");
     check_generate("tests/data/tiny/mistral");
     check_strategy_choice();
+    check_windows();
     return test_report("test_attention");
 }
