@@ -2,7 +2,10 @@
  * bench_kernels.c - throughput of each CPU kernel at every level this CPU
  * runs, one thread, scalar as the reference ratio in the same run.
  *
- *   bench_kernels [--quick] [--level NAME] [--only SUBSTRING] [--no-scalar] [--prefetch-sweep]
+ *   bench_kernels [--quick] [--level NAME] [--only SUBSTRING] [--no-scalar] [--prefetch-sweep] [--packed]
+ *
+ * --packed: quantized matrices in each level's packed layout (backend_pack_matrix),
+ * as models load them; without it, as stored.
  *
  * GEMV (T = 1) figures are GB/s of weights streamed (the decode bound), on a
  * matrix bigger than the caches; GEMM figures are GFLOP/s (2 * rows * cols * T)
@@ -87,14 +90,30 @@ static void *quant_matrix(xllm_dtype t, int group, int64_t rows, int64_t cols) {
     return w;
 }
 
+static int g_packed;
+
+/* W as level K reads it: repacked into *owned with --packed (where K has a
+ * packed layout), else W itself. */
+static matrix level_matrix(const cpu_kernels *K, const matrix *W, void **owned) {
+    matrix Wk = *W;
+    *owned = NULL;
+    if (g_packed && K->packed_bytes && K->packed_bytes(W)) {
+        *owned = xllm_malloc_aligned(K->packed_bytes(W));
+        K->repack(W, 0, (W->rows + 3) / 4, *owned);
+        Wk.data = *owned;
+        Wk.packed = 1;
+    }
+    return Wk;
+}
+
 static void bench_quant(xllm_dtype t, int group, int64_t rows, int64_t cols, int T, int gemv) {
-    matrix W = {t, group, rows, cols, quant_matrix(t, group, rows, cols), {0}, 0};
+    matrix W = {t, group, rows, cols, quant_matrix(t, group, rows, cols), {0}, {0}, 0};
     float *x = malloc(sizeof(float) * (size_t)cols * (size_t)T), *y = malloc(sizeof(float) * (size_t)rows * (size_t)T);
     for (int64_t i = 0; i < cols * T; i++) x[i] = frand();
     row_t r = {0};
     char name[80];
-    snprintf(name, sizeof name, "%s %s/g%d %lldx%lld T=%d", gemv ? "gemv" : "gemm", xllm_dtype_name(t), group,
-             (long long)rows, (long long)cols, T);
+    snprintf(name, sizeof name, "%s %s/g%d %lldx%lld T=%d%s", gemv ? "gemv" : "gemm", xllm_dtype_name(t), group,
+             (long long)rows, (long long)cols, T, g_packed ? " packed" : "");
     r.name = name;
     r.unit = gemv ? "GB/s" : "GFLOP/s";
     if (!wanted(name)) {
@@ -109,9 +128,12 @@ static void bench_quant(xllm_dtype t, int group, int64_t rows, int64_t cols, int
         size_t as = K->act_bytes(cols);
         void *act = xllm_malloc_aligned(as * (size_t)T), *scr = xllm_malloc_aligned(K->scratch_bytes(cols));
         for (int i = 0; i < T; i++) K->act_prepare(x + (size_t)i * cols, cols, (char *)act + (size_t)i * as);
+        void *pk;
+        matrix Wk = level_matrix(K, &W, &pk);
         double s;
-        TIME_IT(s, K->matmul_q(&W, act, as, T, NULL, y, (size_t)rows, 0, rows, scr));
+        TIME_IT(s, K->matmul_q(&Wk, act, as, T, NULL, y, (size_t)rows, 0, rows, scr));
         r.value[k] = gemv ? bytes / s / 1e9 : flops / s / 1e9;
+        xllm_free_aligned(pk);
         xllm_free_aligned(act);
         xllm_free_aligned(scr);
     }
@@ -137,8 +159,8 @@ static void bench_gemv_stream(xllm_dtype t, int group, int64_t rows, int64_t col
     for (int64_t i = 0; i < cols; i++) x[i] = frand();
     row_t r = {0};
     char name[80];
-    snprintf(name, sizeof name, "gemv stream %s/g%d %lldx%lld", xllm_dtype_name(t), group, (long long)rows,
-             (long long)cols);
+    snprintf(name, sizeof name, "gemv stream %s/g%d %lldx%lld%s", xllm_dtype_name(t), group, (long long)rows,
+             (long long)cols, g_packed ? " packed" : "");
     r.name = name;
     r.unit = "GB/s";
     for (int k = 0; k < g_nk && wanted(name); k++) {
@@ -148,8 +170,14 @@ static void bench_gemv_stream(xllm_dtype t, int group, int64_t rows, int64_t col
         K->act_prepare(x, cols, act);
         double s;
         int n = copies < 64 ? copies : 64;
-        TIME_IT(s, for (int i = 0; i < n; i++) K->matmul_q(&W[i], act, as, 1, NULL, y, (size_t)rows, 0, rows, scr));
+        matrix *Wk = malloc(sizeof(matrix) * (size_t)n);
+        void **pk = malloc(sizeof(void *) * (size_t)n);
+        for (int i = 0; i < n; i++) Wk[i] = level_matrix(K, &W[i], &pk[i]);
+        TIME_IT(s, for (int i = 0; i < n; i++) K->matmul_q(&Wk[i], act, as, 1, NULL, y, (size_t)rows, 0, rows, scr));
         r.value[k] = (double)mb * n / s / 1e9;
+        for (int i = 0; i < n; i++) xllm_free_aligned(pk[i]);
+        free(Wk);
+        free(pk);
         xllm_free_aligned(act);
         xllm_free_aligned(scr);
     }
@@ -187,7 +215,7 @@ static void bench_float(xllm_dtype t, int64_t rows, int64_t cols, int T, int gem
         if (t == XLLM_DT_F32) ((float *)w)[i] = f;
         else w[i] = t == XLLM_DT_F16 ? xllm_f32_to_f16(f) : xllm_f32_to_bf16(f);
     }
-    matrix W = {t, 0, rows, cols, w, {0}, 0};
+    matrix W = {t, 0, rows, cols, w, {0}, {0}, 0};
     float *x = malloc(sizeof(float) * (size_t)cols * (size_t)T), *y = malloc(sizeof(float) * (size_t)rows * (size_t)T);
     for (int64_t i = 0; i < cols * T; i++) x[i] = frand();
     row_t r = {0};
@@ -302,8 +330,9 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--only") && i + 1 < argc) g_only = argv[++i];
         else if (!strcmp(argv[i], "--no-scalar")) no_scalar = 1; /* for profiling one level */
         else if (!strcmp(argv[i], "--prefetch-sweep")) sweep = 1;
+        else if (!strcmp(argv[i], "--packed")) g_packed = 1;
         else {
-            fprintf(stderr, "usage: %s [--quick] [--level NAME] [--only SUBSTRING] [--no-scalar] [--prefetch-sweep]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--quick] [--level NAME] [--only SUBSTRING] [--no-scalar] [--prefetch-sweep] [--packed]\n", argv[0]);
             return 2;
         }
     }

@@ -30,6 +30,10 @@ typedef struct matrix {
     /* threads the planner measured best per batch bucket (0: the default
      * work-size rule). The thread split never changes results. */
     uint8_t plan_threads[MM_BUCKETS];
+    /* the kernel variant (1-based index into the level's variant names,
+     * kernels.h) the planner measured best per batch bucket; 0: the level's
+     * default. Variants differ in loop order and tiling only: same results. */
+    uint8_t plan_kernel[MM_BUCKETS];
     /* 1: data is in the kernel level's own streaming order (backend_pack_matrix),
      * tiles of 4 rows; only the matmul kernels read it. 0: as stored. */
     uint8_t packed;

@@ -135,7 +135,7 @@ static void check_qmatmul(xllm_dtype t, int group, int64_t rows, int64_t cols, i
     size_t rb = quant_row_bytes(t, group, cols);
     unsigned char *w = xllm_malloc_aligned(rb * (size_t)rows);
     for (int64_t r = 0; r < rows; r++) rand_qrow(t, group, cols, w + (size_t)r * rb);
-    matrix W = {t, group, rows, cols, w, {0}, 0};
+    matrix W = {t, group, rows, cols, w, {0}, {0}, 0};
     float *x = malloc(sizeof(float) * (size_t)(cols * T)), *bias = malloc(sizeof(float) * (size_t)rows);
     fill_act(x, cols * T);
     for (int64_t r = 0; r < rows; r++) bias[r] = frand();
@@ -221,7 +221,7 @@ static void check_fmatmul(xllm_dtype t, int64_t rows, int64_t cols, int T) {
         }
     }
     xllm_to_f32(t, w, wf, (size_t)(rows * cols));
-    matrix W = {t, 0, rows, cols, w, {0}, 0};
+    matrix W = {t, 0, rows, cols, w, {0}, {0}, 0};
     float *x = malloc(sizeof(float) * (size_t)(cols * T));
     fill_act(x, cols * T);
     size_t ny = (size_t)rows * (size_t)T;
@@ -409,10 +409,10 @@ static void check_backend(void) {
     size_t rb = quant_row_bytes(XLLM_DT_Q4, 32, cols);
     unsigned char *w = xllm_malloc_aligned(rb * (size_t)rows);
     for (int64_t r = 0; r < rows; r++) rand_qrow(XLLM_DT_Q4, 32, cols, w + (size_t)r * rb);
-    matrix Wq = {XLLM_DT_Q4, 32, rows, cols, w, {0}, 0};
+    matrix Wq = {XLLM_DT_Q4, 32, rows, cols, w, {0}, {0}, 0};
     float *wf = malloc(sizeof(float) * (size_t)(rows * cols));
     for (int64_t i = 0; i < rows * cols; i++) wf[i] = frand();
-    matrix Wf = {XLLM_DT_F32, 0, rows, cols, wf, {0}, 0};
+    matrix Wf = {XLLM_DT_F32, 0, rows, cols, wf, {0}, {0}, 0};
     float *x = malloc(sizeof(float) * (size_t)(cols * T));
     fill_act(x, cols * T);
     float *y0 = malloc(sizeof(float) * (size_t)(rows * T)), *y1 = malloc(sizeof(float) * (size_t)(rows * T));

@@ -63,6 +63,11 @@ typedef struct cpu_kernels {
      * reads W->packed matrices in that layout, r0 a multiple of 4. */
     size_t (*packed_bytes)(const matrix *W);
     void (*repack)(const matrix *W, int64_t tile0, int64_t tile1, void *out);
+    /* Variants of matmul_q on packed matrices the planner may choose between
+     * (matrix.plan_kernel = 1 + index; 0 = the level's own rule), by name.
+     * They differ in loop order and tiling only: identical results. */
+    int n_variants;
+    const char *const *variant_names;
 
     /* The level's attention inner loops (attn_kernels.h). */
     const struct cpu_attn_kernels *attn;

@@ -348,6 +348,22 @@ AI void pack_q(const uint8_t *W, size_t rb, xllm_dtype t, int g, size_t bb, int6
         }
 }
 
+/* The end of a register tile: each token's 4 row sums by reduce4, plus bias,
+ * stored for rows below r1. */
+#define TILE_STORE()                                                                                               \
+    {                                                                                                              \
+        __m128 o_[NT];                                                                                             \
+        o_[0] = reduce4(c00, c10, c20, c30);                                                                       \
+        o_[1] = nt > 1 ? reduce4(c01, c11, c21, c31) : o_[0];                                                      \
+        o_[2] = nt > 2 ? reduce4(c02, c12, c22, c32) : o_[0];                                                      \
+        for (int j_ = 0; j_ < nt; j_++) {                                                                          \
+            float v_[4];                                                                                           \
+            _mm_storeu_ps(v_, o_[j_]);                                                                             \
+            for (int i_ = 0; i_ < 4 && r + i_ < r1; i_++)                                                          \
+                y[(size_t)j_ * ldy + (size_t)(r + i_)] = v_[i_] + (bias ? bias[r + i_] : 0.0f);                    \
+        }                                                                                                          \
+    }
+
 /* Register tile: 4 packed rows x nt (1..3) tokens over all chunks; stores
  * rows below r1 only. */
 AI void tile_q(const uint8_t *pack, int64_t nch, xllm_dtype t, int nt, const uint8_t *act, size_t astride,
@@ -372,15 +388,7 @@ AI void tile_q(const uint8_t *pack, int64_t nch, xllm_dtype t, int nt, const uin
     }
         ROWS_I(TQ_ROW)
     }
-    __m128 o[NT];
-    o[0] = reduce4(c00, c10, c20, c30);
-    o[1] = nt > 1 ? reduce4(c01, c11, c21, c31) : o[0];
-    o[2] = nt > 2 ? reduce4(c02, c12, c22, c32) : o[0];
-    for (int j = 0; j < nt; j++) {
-        float v[4];
-        _mm_storeu_ps(v, o[j]);
-        for (int i = 0; i < 4 && r + i < r1; i++) y[(size_t)j * ldy + (size_t)(r + i)] = v[i] + (bias ? bias[r + i] : 0.0f);
-    }
+    TILE_STORE()
 }
 
 #define TQ_CASE(TY)                                                                                                \
@@ -584,6 +592,38 @@ AI void pack_q_packed(const uint8_t *P, size_t tb, xllm_dtype t, int64_t nch, in
     }
 }
 
+/* Register tile straight from a packed tile (no unpack into scratch): 4 rows
+ * x nt (1..3) tokens, weights unpacked in registers for every token tile.
+ * The same per-output operations as tile_q. */
+AI void tile_q_direct(const uint8_t *tile, int64_t nch, xllm_dtype t, int nt, const uint8_t *act, size_t astride,
+                      const float *bias, float *y, size_t ldy, int64_t r, int64_t r1) {
+    TILE_IJ(TQ_DECL)
+    for (int64_t c = 0; c < nch; c++) {
+        const uint8_t *wc = chunk_w(tile, t, c);
+        __m512 sd, sm;
+        chunk_scales(chunk_s(tile, t, c, nch), t, &sd, &sm);
+        achunk a0 = load_act(act + c * ACH, t);
+        achunk a1 = nt > 1 ? load_act(act + astride + c * ACH, t) : a0;
+        achunk a2 = nt > 2 ? load_act(act + 2 * astride + c * ACH, t) : a0;
+#define TD_ROW(i)                                                                                                  \
+    {                                                                                                              \
+        wchunk w = packed_chunk(wc, sd, sm, t, i);                                                                 \
+        c##i##0 = step(c##i##0, t, w.w0, w.w1, w.init, w.dw, w.mw, a0);                                            \
+        if (nt > 1) c##i##1 = step(c##i##1, t, w.w0, w.w1, w.init, w.dw, w.mw, a1);                                \
+        if (nt > 2) c##i##2 = step(c##i##2, t, w.w0, w.w1, w.init, w.dw, w.mw, a2);                                \
+    }
+        ROWS_I(TD_ROW)
+    }
+    TILE_STORE()
+}
+
+/* Variants (kernels.h): how the token dimension is walked. "direct": token
+ * tiles straight from the packed rows; "pack/N": each 4-row tile unpacked
+ * once into scratch for a block of N tokens (the activations of a block stay
+ * in L2). Default: direct for up to 3 tokens (one token tile), else pack with
+ * the block that fits 384 KiB of activations. */
+static const char *const packed_variants[] = {"direct", "pack/24", "pack/48", "pack/96"};
+
 AI void matmul_packed_t(const matrix *W, xllm_dtype t, const uint8_t *act, size_t astride, int T, const float *bias,
                         float *y, size_t ldy, int64_t r0, int64_t r1, void *scratch) {
     const uint8_t *P = W->data;
@@ -594,8 +634,21 @@ AI void matmul_packed_t(const matrix *W, xllm_dtype t, const uint8_t *act, size_
         for (int64_t r = r0; r < r1; r += 4) gemv_packed(P, tb, t, nch, act, bias, y, r, r1, end);
         return;
     }
+    int v = W->plan_kernel[mm_bucket(T)];
+    if (v == 1 || (v == 0 && T <= NT)) {
+        for (int64_t r = r0; r < r1; r += MR)
+            for (int tt = 0; tt < T; tt += NT) {
+                int nt = T - tt < NT ? T - tt : NT;
+                const uint8_t *tile = P + (size_t)(r / 4) * tb, *a = act + (size_t)tt * astride;
+                float *yt = y + (size_t)tt * ldy;
+                if (nt == 3) tile_q_direct(tile, nch, t, 3, a, astride, bias, yt, ldy, r, r1);
+                else if (nt == 2) tile_q_direct(tile, nch, t, 2, a, astride, bias, yt, ldy, r, r1);
+                else tile_q_direct(tile, nch, t, 1, a, astride, bias, yt, ldy, r, r1);
+            }
+        return;
+    }
     uint8_t *pack = scratch;
-    int TB = token_block(astride);
+    int TB = v == 2 ? 24 : v == 3 ? 48 : v == 4 ? 96 : token_block(astride);
     for (int t0 = 0; t0 < T; t0 += TB) {
         int t1 = t0 + TB < T ? t0 + TB : T;
         for (int64_t r = r0; r < r1; r += MR) {
@@ -756,6 +809,8 @@ const cpu_kernels cpu_kernels_avx512 = {
     .matmul_f = matmul_f,
     .packed_bytes = packed_bytes,
     .repack = repack,
+    .n_variants = 4,
+    .variant_names = packed_variants,
     .attn = &cpu_attn_avx512,
 };
 

@@ -1,0 +1,154 @@
+/*
+ * test_repack.c - weights repacked at load (backend_pack_matrix) compute
+ * exactly what the stored layout computes, at every level that has a packed
+ * layout, for every planner variant:
+ *  - Q8 / Q4 / Q4M, groups 32, 64, 128 (fast layouts) and 96 (generic);
+ *    rows not a multiple of the 4-row tile, columns not a multiple of the
+ *    128-column chunk or of the 256-column chunk pair;
+ *  - T = 1 (GEMV) and batches 2..40 (GEMM), each variant (direct, pack/N);
+ *  - any split of the rows in 4-row tiles (threads);
+ *  - repacking in several tile ranges (threads) writes the same bytes as one.
+ * All comparisons are bit for bit (memcmp).
+ */
+#include "test.h"
+#include "backend/backend.h"
+#include "backend/cpu/kernels.h"
+#include "base/alloc.h"
+#include "quant/quant.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static unsigned g_seed = 777;
+static float frand(void) {
+    g_seed = g_seed * 1664525u + 1013904223u;
+    return ((g_seed >> 8) & 0xffffff) / 16777216.0f * 2.0f - 1.0f;
+}
+
+static void check_shape(const cpu_kernels *K, xllm_dtype t, int g, int64_t rows, int64_t cols) {
+    size_t rb = quant_row_bytes(t, g, cols);
+    char *w = xllm_malloc_aligned(rb * (size_t)rows);
+    float *tmp = malloc(sizeof(float) * (size_t)cols);
+    for (int64_t r = 0; r < rows; r++) {
+        for (int64_t c = 0; c < cols; c++) tmp[c] = frand() * (r % 3 == 0 ? 0.01f : 1.0f);
+        quant_quantize_row(t, g, tmp, cols, NULL, w + (size_t)r * rb);
+    }
+    matrix S = {.dtype = t, .group = g, .rows = rows, .cols = cols, .data = w};
+    size_t pb = K->packed_bytes(&S);
+    CHECK_MSG(pb > 0, "%s: no packed size for %s g%d", K->name, xllm_dtype_name(t), g);
+    if (!pb) {
+        xllm_free_aligned(w);
+        free(tmp);
+        return;
+    }
+    int64_t tiles = (rows + 3) / 4;
+    void *p1 = xllm_malloc_aligned(pb), *p2 = xllm_malloc_aligned(pb);
+    memset(p2, 0xA5, pb);
+    K->repack(&S, 0, tiles, p1);
+    for (int64_t t0 = 0; t0 < tiles; t0 += 2) K->repack(&S, t0, t0 + 2 < tiles ? t0 + 2 : tiles, p2);
+    CHECK_MSG(!memcmp(p1, p2, pb), "%s %s g%d %lldx%lld: repack in pieces differs", K->name, xllm_dtype_name(t), g,
+              (long long)rows, (long long)cols);
+    matrix P = S;
+    P.data = p1;
+    P.packed = 1;
+
+    const int Ts[] = {1, 2, 3, 4, 5, 8, 13, 40};
+    int maxT = 40;
+    size_t as = K->act_bytes(cols);
+    unsigned char *act = xllm_malloc_aligned(as * (size_t)maxT);
+    void *scr = xllm_malloc_aligned(K->scratch_bytes(cols));
+    float *x = malloc(sizeof(float) * (size_t)cols * (size_t)maxT);
+    float *bias = malloc(sizeof(float) * (size_t)rows);
+    float *ys = malloc(sizeof(float) * (size_t)rows * (size_t)maxT), *yp = malloc(sizeof(float) * (size_t)rows * (size_t)maxT);
+    for (int64_t i = 0; i < cols * maxT; i++) x[i] = frand();
+    for (int64_t r = 0; r < rows; r++) bias[r] = frand();
+    for (int i = 0; i < maxT; i++) K->act_prepare(x + (size_t)i * (size_t)cols, cols, act + (size_t)i * as);
+    for (size_t ti = 0; ti < sizeof Ts / sizeof *Ts; ti++) {
+        int T = Ts[ti];
+        K->matmul_q(&S, act, as, T, rows % 2 ? bias : NULL, ys, (size_t)rows, 0, rows, scr);
+        for (int v = 0; v <= K->n_variants; v++) {
+            memset(P.plan_kernel, v, sizeof P.plan_kernel);
+            memset(yp, 0xFF, sizeof(float) * (size_t)rows * (size_t)T);
+            /* rows in uneven pieces of whole tiles, as threads get them */
+            for (int64_t r0 = 0, step = 4; r0 < rows; r0 += step, step += 4) {
+                int64_t r1 = r0 + step < rows ? r0 + step : rows;
+                K->matmul_q(&P, act, as, T, rows % 2 ? bias : NULL, yp, (size_t)rows, r0, r1, scr);
+            }
+            CHECK_MSG(!memcmp(ys, yp, sizeof(float) * (size_t)rows * (size_t)T),
+                      "%s %s g%d %lldx%lld T=%d variant %s: packed != stored", K->name, xllm_dtype_name(t), g,
+                      (long long)rows, (long long)cols, T, v ? K->variant_names[v - 1] : "default");
+        }
+    }
+    xllm_free_aligned(act);
+    xllm_free_aligned(scr);
+    xllm_free_aligned(p1);
+    xllm_free_aligned(p2);
+    xllm_free_aligned(w);
+    free(x);
+    free(bias);
+    free(ys);
+    free(yp);
+    free(tmp);
+}
+
+/* backend_pack_matrix: the threaded repack through a backend, and XLLM_REPACK=0. */
+static void check_backend(const cpu_kernels *K) {
+    backend be;
+    CHECK(backend_init_kernels(&be, 2, 512, 8, K, NULL) == XLLM_OK);
+    int64_t rows = 37, cols = 480;
+    size_t rb = quant_row_bytes(XLLM_DT_Q4, 32, cols);
+    char *w = xllm_malloc_aligned(rb * (size_t)rows);
+    for (size_t i = 0; i < rb * (size_t)rows; i++) w[i] = (char)(frand() * 127);
+    for (int64_t r = 0; r < rows; r++) { /* finite f16 scales */
+        for (int64_t b = 0; b < cols / 32; b++) {
+            uint16_t h = 0x2C00; /* 1/16 */
+            memcpy(w + (size_t)r * rb + (size_t)b * 18, &h, 2);
+        }
+    }
+    matrix W = {.dtype = XLLM_DT_Q4, .group = 32, .rows = rows, .cols = cols, .data = w};
+    void *storage = NULL;
+    setenv("XLLM_REPACK", "0", 1);
+    CHECK(backend_pack_matrix(&be, &W, &storage, NULL) == XLLM_OK);
+    CHECK(!storage && !W.packed && W.data == w);
+    unsetenv("XLLM_REPACK");
+    CHECK(backend_pack_matrix(&be, &W, &storage, NULL) == XLLM_OK);
+    CHECK(storage && W.packed && W.data == storage);
+    void *again = NULL;
+    CHECK(backend_pack_matrix(&be, &W, &again, NULL) == XLLM_OK && !again); /* already packed */
+    matrix S = {.dtype = XLLM_DT_Q4, .group = 32, .rows = rows, .cols = cols, .data = w};
+    float x[8 * 480], ys[8 * 37], yp[8 * 37];
+    for (int i = 0; i < 8 * 480; i++) x[i] = frand();
+    op_matmul(&be, x, 8, &S, NULL, ys);
+    op_matmul(&be, x, 8, &W, NULL, yp);
+    CHECK_MSG(!memcmp(ys, yp, sizeof ys), "%s: op_matmul packed != stored", K->name);
+    op_matmul(&be, x, 1, &S, NULL, ys);
+    op_matmul(&be, x, 1, &W, NULL, yp);
+    CHECK_MSG(!memcmp(ys, yp, sizeof(float) * 37), "%s: op_matmul GEMV packed != stored", K->name);
+    xllm_free_aligned(storage);
+    xllm_free_aligned(w);
+    backend_free(&be);
+}
+
+int main(void) {
+    const cpu_kernels *all[8];
+    int n = cpu_kernels_all(all, 8), tested = 0;
+    const int64_t rows[] = {1, 3, 4, 5, 13, 37};
+    const int64_t cols[] = {32, 96, 128, 160, 256, 384, 416, 800};
+    const int groups[] = {32, 64, 128, 96};
+    const xllm_dtype types[] = {XLLM_DT_Q8, XLLM_DT_Q4, XLLM_DT_Q4M};
+    for (int k = 0; k < n; k++) {
+        const cpu_kernels *K = all[k];
+        if (!K->packed_bytes || !K->repack) continue;
+        tested++;
+        for (size_t ti = 0; ti < 3; ti++)
+            for (size_t gi = 0; gi < 4; gi++)
+                for (size_t ci = 0; ci < sizeof cols / sizeof *cols; ci++) {
+                    if (cols[ci] % groups[gi]) continue;
+                    for (size_t ri = 0; ri < sizeof rows / sizeof *rows; ri++)
+                        check_shape(K, types[ti], groups[gi], rows[ri], cols[ci]);
+                }
+        check_backend(K);
+    }
+    printf("test_repack: %d level(s) with a packed layout\n", tested);
+    return test_report("test_repack");
+}
