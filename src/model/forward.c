@@ -110,18 +110,25 @@ static void qkv_heads(void *p, size_t u0, size_t u1, int thread) {
     const fwd_batch *b = j->b;
     int T = b->n_tokens, hd = c->head_dim, half = hd / 2, nh = c->n_heads, nkv = c->n_kv_heads;
     size_t qd = (size_t)nh * hd, kd = (size_t)nkv * hd;
-    for (size_t u = u0; u < u1; u++) {
+    /* consecutive heads of one part in one kernel call, up to ~64 KiB of outputs */
+    size_t per_call = (size_t)(16384 / T / hd);
+    if (per_call < 1) per_call = 1;
+    for (size_t u = u0; u < u1;) {
         int part = u < (size_t)nh ? 0 : u < (size_t)(nh + nkv) ? 1 : 2;
-        int h = (int)u - (part == 0 ? 0 : part == 1 ? nh : nh + nkv);
-        float *out = (part == 0 ? s->q : part == 1 ? s->k : s->v) + (size_t)h * hd;
+        size_t first = part == 0 ? 0 : part == 1 ? (size_t)nh : (size_t)(nh + nkv);
+        size_t end = part == 0 ? (size_t)nh : part == 1 ? (size_t)(nh + nkv) : (size_t)(nh + 2 * nkv);
+        if (end > u1) end = u1;
+        if (end > u + per_call) end = u + per_call;
+        int h0 = (int)(u - first), h1 = (int)(end - first);
+        float *out = (part == 0 ? s->q : part == 1 ? s->k : s->v) + (size_t)h0 * hd;
         size_t ld = part == 0 ? qd : kd;
-        int64_t r0 = j->row0[part] + (int64_t)h * hd;
-        op_matmul_rows(&m->be, s->xn, T, j->W[part], j->bias[part], r0, r0 + hd, out, ld, thread);
+        int64_t r0 = j->row0[part] + (int64_t)h0 * hd;
+        op_matmul_rows(&m->be, s->xn, T, j->W[part], j->bias[part], r0, r0 + (int64_t)(h1 - h0) * hd, out, ld, thread);
         for (int t = 0; t < T; t++) {
             float *v = out + (size_t)t * ld;
             if (part < 2) {
-                if (c->qk_norm) op_rmsnorm(v, part == 0 ? L->q_norm : L->k_norm, c->rms_eps, hd, 1, v);
-                rope_apply(v, 1, hd, s->rope_cos + (size_t)t * half, s->rope_sin + (size_t)t * half,
+                if (c->qk_norm) op_rmsnorm(v, part == 0 ? L->q_norm : L->k_norm, c->rms_eps, hd, h1 - h0, v);
+                rope_apply(v, h1 - h0, hd, s->rope_cos + (size_t)t * half, s->rope_sin + (size_t)t * half,
                            c->rope_interleaved);
             }
             if (part > 0) {
@@ -129,9 +136,10 @@ static void qkv_heads(void *p, size_t u0, size_t u1, int thread) {
                 int32_t blk = b->block_tables[b->seq[t]][pos / kv->block_size];
                 float *dst = part == 1 ? kv_cache_k(kv, j->l, blk, pos % kv->block_size)
                                        : kv_cache_v(kv, j->l, blk, pos % kv->block_size);
-                memcpy(dst + (size_t)h * hd, v, (size_t)hd * sizeof(float));
+                memcpy(dst + (size_t)h0 * hd, v, (size_t)(h1 - h0) * (size_t)hd * sizeof(float));
             }
         }
+        u = end;
     }
 }
 

@@ -2,7 +2,7 @@
  * test_fused.c - the fused forward-pass operators give the unfused bits.
  *
  * Backend level, for every kernel level this machine runs and 1..3 threads,
- * on Q8 / Q4 / Q4M / F32 / F16 matrices with biases, T = 1, 3, 17:
+ * on Q8 / Q4 / Q4M / F32 / F16 matrices with biases, T = 1, 3, 17, 300:
  *  - op_matmul_ex(OP_ADD): y += x W^T + bias equals op_matmul then a
  *    separate residual loop;
  *  - op_rmsnorm_act with the activations prepared, then OP_ACT_READY matmuls
@@ -105,7 +105,7 @@ static void check_ops(const cpu_kernels *k, int threads, xllm_dtype t, int T) {
     backend be;
     xllm_error err;
     int64_t H = 96, I = 52; /* I: up rows of a fused gate|up start at 52, a multiple of 4 */
-    if (backend_init_kernels(&be, threads, 256, 32, k, &err)) {
+    if (backend_init_kernels(&be, threads, 256, 300, k, &err)) {
         CHECK_MSG(0, "backend_init: %s", err.message);
         return;
     }
@@ -174,7 +174,7 @@ static void check_backend_ops(void) {
     const cpu_kernels *levels[8];
     int n = cpu_kernels_all(levels, 8);
     xllm_dtype types[] = {XLLM_DT_Q8, XLLM_DT_Q4, XLLM_DT_Q4M, XLLM_DT_F32, XLLM_DT_F16};
-    int Ts[] = {1, 3, 17};
+    int Ts[] = {1, 3, 17, 300}; /* 300: fused tasks work in several row chunks */
     for (int l = 0; l < n; l++)
         for (int th = 1; th <= 3; th++)
             for (size_t ti = 0; ti < sizeof types / sizeof *types; ti++)
@@ -184,7 +184,7 @@ static void check_backend_ops(void) {
 /* ---------------------------------------------------------------- models */
 
 static char g_dir[64];
-enum { N_IDS = 40 };
+enum { N_IDS = 300 }; /* at once: several kernel calls per fused task */
 static int32_t g_ids[N_IDS];
 
 /* How many profile entries name a fused operator, and whether op+fused is among them. */
@@ -213,7 +213,7 @@ static xllm_model *load(const char *path, int fuse, const char *cpu, int step) {
     else unsetenv("XLLM_CPU");
     xllm_model_options o = xllm_model_options_default();
     o.n_threads = 2;
-    o.max_context = 64;
+    o.max_context = 320;
     o.max_step_tokens = step;
     xllm_error err;
     xllm_model *m = xllm_model_load(path, &o, &err);

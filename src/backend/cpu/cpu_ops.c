@@ -100,9 +100,14 @@ static void rows_abs(backend *be, const float *x, size_t act_stride, int T, cons
         k->matmul_f(W, x, T, bias, y, ldy, r0, r1, be->kscratch[thread]);
 }
 
-/* Rows a fused task handles at a time (a multiple of ROW_TILE): its outputs
- * are used while they are still in cache. */
-#define FUSE_ROWS 64
+/* Rows a fused task handles at a time (a multiple of ROW_TILE), so that its
+ * T x rows outputs (about 64 KiB) are used while still in cache; at small T
+ * the whole range at once (one weight stream for the prefetchers). */
+static int64_t fuse_rows(int T) {
+    int64_t r = 16384 / (T > 0 ? T : 1);
+    if (r < 64) r = 64;
+    return r - r % ROW_TILE;
+}
 
 typedef struct {
     backend *be;
@@ -126,8 +131,9 @@ static void matmul_tiles(void *p, size_t u0, size_t u1, int thread) {
         return;
     }
     /* y += x W^T + bias: the rows into tmp, then added while in cache */
-    for (int64_t c0 = r0; c0 < r1; c0 += FUSE_ROWS) {
-        int64_t c1 = c0 + FUSE_ROWS < r1 ? c0 + FUSE_ROWS : r1;
+    int64_t step = fuse_rows(j->T);
+    for (int64_t c0 = r0; c0 < r1; c0 += step) {
+        int64_t c1 = c0 + step < r1 ? c0 + step : r1;
         rows_abs(j->be, j->x, j->act_stride, j->T, W, j->bias, j->tmp, n, c0, c1, thread);
         for (int t = 0; t < j->T; t++) {
             float *yr = j->y + (size_t)t * n;
@@ -260,8 +266,9 @@ static void silu_tiles(void *p, size_t u0, size_t u1, int thread) {
     size_t I = (size_t)j->I;
     int64_t r0 = (int64_t)u0 * ROW_TILE, r1 = (int64_t)u1 * ROW_TILE;
     if (r1 > j->I) r1 = j->I;
-    for (int64_t c0 = r0; c0 < r1; c0 += FUSE_ROWS) {
-        int64_t c1 = c0 + FUSE_ROWS < r1 ? c0 + FUSE_ROWS : r1;
+    int64_t step = fuse_rows(j->T);
+    for (int64_t c0 = r0; c0 < r1; c0 += step) {
+        int64_t c1 = c0 + step < r1 ? c0 + step : r1;
         /* gate rows straight into h, up rows into tmp (both [T][I]; the
          * kernels index by the matrix's row, hence the offsets) */
         rows_abs(j->be, j->x, j->sg, j->T, j->G, j->gb, j->h - j->g0, I, j->g0 + c0, j->g0 + c1, thread);
