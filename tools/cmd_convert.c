@@ -105,8 +105,8 @@ static int print_plan(const char *path, int json) {
     }
     printf("kernel level %s, %d threads, planned in %.1f ms\n", cJSON_IsString(level) ? level->valuestring : "?",
            cJSON_GetObjectItem(root, "threads")->valueint, cJSON_GetObjectItem(root, "planning_ms")->valuedouble);
-    printf("%-14s %-5s %5s   threads chosen for T = 1 / 2-8 / 9-64 / >64   (measured us per thread count)\n", "shape",
-           "type", "count");
+    printf("%-14s %-5s %5s   threads [kernel variant] chosen for T = 1 / 2-8 / 9-64 / >64   (measured us per thread "
+           "count; per variant)\n", "shape", "type", "count");
     const cJSON *s;
     cJSON_ArrayForEach(s, cJSON_GetObjectItem(root, "matmul")) {
         printf("%-14s %-5s %5d  ", cJSON_GetObjectItem(s, "shape")->valuestring, cJSON_GetObjectItem(s, "type")->valuestring,
@@ -126,6 +126,16 @@ static int print_plan(const char *path, int json) {
                 first = 0;
             }
             printf(")");
+            const cJSON *kv = cJSON_GetObjectItem(b, "kernel");
+            if (cJSON_IsString(kv)) {
+                printf(" [%s (", kv->valuestring);
+                first = 1;
+                cJSON_ArrayForEach(u, cJSON_GetObjectItem(b, "variant_us")) {
+                    printf(first ? "%s:%.0f" : " %s:%.0f", u->string, u->valuedouble);
+                    first = 0;
+                }
+                printf(")]");
+            }
         }
         printf("\n");
     }

@@ -1,5 +1,6 @@
-/* planner.c - per-shape, per-batch-bucket thread counts by measurement (see planner.h). */
+/* planner.c - per-shape, per-batch-bucket thread counts and kernel variants by measurement (see planner.h). */
 #include "engine/planner.h"
+#include "backend/cpu/kernels.h"
 #include "base/alloc.h"
 #include "base/error.h"
 #include "base/profile.h"
@@ -97,7 +98,7 @@ xllm_status planner_run(model *m, int budget_ms, cJSON **report, xllm_error *err
         if (xllm_dtype_is_quant(w->dtype)) cJSON_AddNumberToObject(o, "group", w->group);
         cJSON_AddNumberToObject(o, "matrices", count);
         cJSON *buckets = cJSON_AddArrayToObject(o, "buckets");
-        uint8_t best_threads[MM_BUCKETS] = {0};
+        uint8_t best_threads[MM_BUCKETS] = {0}, best_kernel[MM_BUCKETS] = {0};
         for (int b = 0; b < MM_BUCKETS; b++) {
             int T = k_bucket_T[b] < maxT ? k_bucket_T[b] : maxT;
             cJSON *bo = cJSON_CreateObject();
@@ -123,11 +124,30 @@ xllm_status planner_run(model *m, int budget_ms, cJSON **report, xllm_error *err
                 }
             }
             cJSON_AddNumberToObject(bo, "threads", best_threads[b]);
+            /* then the level's kernel variants at that thread count (packed matrices, batches) */
+            const cpu_kernels *k = m->be.kern;
+            if (w->packed && k->n_variants > 0 && T > 1) {
+                cJSON *vus = cJSON_AddObjectToObject(bo, "variant_us");
+                memset(slice.plan_threads, best_threads[b], sizeof slice.plan_threads);
+                double vbest = 1e30;
+                for (int v = 0; v <= k->n_variants; v++) {
+                    memset(slice.plan_kernel, v, sizeof slice.plan_kernel);
+                    op_matmul(&m->be, x, T, &slice, NULL, y); /* warm */
+                    double t = time_matmul(m, &slice, x, T, y, 3);
+                    cJSON_AddNumberToObject(vus, v ? k->variant_names[v - 1] : "default", t);
+                    if (t < vbest * 0.97) { /* the default rule unless clearly slower */
+                        vbest = t;
+                        best_kernel[b] = (uint8_t)v;
+                    }
+                }
+                cJSON_AddStringToObject(bo, "kernel", best_kernel[b] ? k->variant_names[best_kernel[b] - 1] : "default");
+            }
             cJSON_AddItemToArray(buckets, bo);
         }
         for (int k = i; k < l->n; k++)
             if (!done[k] && same_shape(w, l->m[k])) {
                 memcpy(l->m[k]->plan_threads, best_threads, sizeof best_threads);
+                memcpy(l->m[k]->plan_kernel, best_kernel, sizeof best_kernel);
                 done[k] = 1;
             }
         cJSON_AddItemToArray(shapes, o);

@@ -620,7 +620,8 @@ AI void tile_q_direct(const uint8_t *tile, int64_t nch, xllm_dtype t, int nt, co
 /* Variants (kernels.h): how the token dimension is walked. "direct": token
  * tiles straight from the packed rows; "pack/N": each 4-row tile unpacked
  * once into scratch for a block of N tokens (the activations of a block stay
- * in L2). Default: direct for up to 3 tokens (one token tile), else pack with
+ * in L2). Default (measured by the planner on small-120m shapes): direct for
+ * up to 8 tokens, else pack with
  * the block that fits 384 KiB of activations. */
 static const char *const packed_variants[] = {"direct", "pack/24", "pack/48", "pack/96"};
 
@@ -635,7 +636,7 @@ AI void matmul_packed_t(const matrix *W, xllm_dtype t, const uint8_t *act, size_
         return;
     }
     int v = W->plan_kernel[mm_bucket(T)];
-    if (v == 1 || (v == 0 && T <= NT)) {
+    if (v == 1 || (v == 0 && T <= 8)) {
         for (int64_t r = r0; r < r1; r += MR)
             for (int tt = 0; tt < T; tt += NT) {
                 int nt = T - tt < NT ? T - tt : NT;
