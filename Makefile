@@ -40,7 +40,7 @@ test-arm: deps
 test: test-release test-asan test-clang test-arm
 
 bench: build
-	./$(BUILD)/bench_generate models/stories260k -p 128 -n 128
+	./$(BUILD)/xllm bench -m models/stories260k -p 128 -n 128
 
 clean:
 	rm -rf build build-asan build-clang build-arm
