@@ -321,6 +321,29 @@ static void bench_attn_multi(int hd, int n, int nq, int accum) {
     free(acc);
 }
 
+/* The level's softmax of nq queries' n scores (in place; repeated calls see
+ * weights in (0, 1], as good as scores for timing): G weights per second. */
+static void bench_attn_softmax(int n, int nq) {
+    float *s = malloc(sizeof(float) * (size_t)n * (size_t)nq), *part = malloc(sizeof(float) * 2 * (size_t)nq);
+    int *ns = malloc(sizeof(int) * (size_t)nq);
+    for (int i = 0; i < n * nq; i++) s[i] = frand() * 4.0f;
+    for (int r = 0; r < nq; r++) ns[r] = n;
+    row_t r = {0};
+    char name[80];
+    snprintf(name, sizeof name, "attn_softmax n=%d nq=%d", n, nq);
+    r.name = name;
+    r.unit = "Gw/s";
+    for (int k = 0; k < g_nk && wanted(name); k++) {
+        double sec;
+        TIME_IT(sec, g_k[k]->attn->softmax(s, (size_t)n, nq, ns, part, 2));
+        r.value[k] = (double)n * nq / sec / 1e9;
+    }
+    if (wanted(name)) print_row(&r);
+    free(s);
+    free(part);
+    free(ns);
+}
+
 int main(int argc, char **argv) {
     int quick = 0, no_scalar = 0, sweep = 0;
     const char *only = NULL;
@@ -397,5 +420,7 @@ int main(int argc, char **argv) {
         bench_attn_multi(64, 128, 16, accum);
         bench_attn_multi(128, 128, 8, accum);
     }
+    bench_attn_softmax(128, 1);
+    bench_attn_softmax(128, 8);
     return 0;
 }

@@ -52,55 +52,33 @@ static inline void attn_softmax_ref(float *sc, int n, float *part) {
 }
 
 /* The frame of every level's softmax: attn_softmax_ref's max and sum chains,
- * four queries interleaved over their common keys (each query's operations
- * and order unchanged; the chains overlap), and the level's
- * exp_row(s, n, max): s[i] = xllm_exp_nonpos(s[i] - max) bit for bit. */
+ * G (8 or 4) queries interleaved over their common keys (each query's
+ * operations and order unchanged; the dependent chains overlap), and the
+ * level's exp_row(s, n, max): s[i] = xllm_exp_nonpos(s[i] - max) bit for bit. */
 typedef void (*attn_exp_row_fn)(float *s, int n, float mx);
+static inline __attribute__((always_inline)) void attn_softmax_group(const int G, float *s, size_t lds, const int *n,
+                                                                     float *part, size_t pst, attn_exp_row_fn exp_row) {
+    float *sr[8], m[8], l[8];
+    int c = n[0]; /* the fewest keys of the group */
+    for (int k = 0; k < G; k++) sr[k] = s + (size_t)k * lds, m[k] = -INFINITY, l[k] = 0.0f;
+    for (int i = 0; i < c; i++)
+        for (int k = 0; k < G; k++) m[k] = sr[k][i] > m[k] ? sr[k][i] : m[k];
+    for (int k = 1; k < G; k++)
+        for (int i = c, e = n[k]; i < e; i++) m[k] = sr[k][i] > m[k] ? sr[k][i] : m[k];
+    for (int k = 0; k < G; k++) exp_row(sr[k], n[k], m[k]);
+    for (int i = 0; i < c; i++)
+        for (int k = 0; k < G; k++) l[k] += sr[k][i];
+    for (int k = 1; k < G; k++)
+        for (int i = c, e = n[k]; i < e; i++) l[k] += sr[k][i];
+    for (int k = 0; k < G; k++) part[(size_t)k * pst] = m[k], part[(size_t)k * pst + 1] = l[k];
+}
+
 static inline __attribute__((always_inline)) void attn_softmax_rows(float *s, size_t lds, int nq, const int *n,
                                                                     float *part, size_t pst, attn_exp_row_fn exp_row) {
     int r = 0;
-    for (; r + 4 <= nq; r += 4) {
-        float *s0 = s + (size_t)r * lds, *s1 = s0 + lds, *s2 = s1 + lds, *s3 = s2 + lds;
-        int c = n[r]; /* the fewest keys of the four */
-        float m0 = -INFINITY, m1 = -INFINITY, m2 = -INFINITY, m3 = -INFINITY;
-        for (int i = 0; i < c; i++) {
-            m0 = s0[i] > m0 ? s0[i] : m0;
-            m1 = s1[i] > m1 ? s1[i] : m1;
-            m2 = s2[i] > m2 ? s2[i] : m2;
-            m3 = s3[i] > m3 ? s3[i] : m3;
-        }
-        for (int i = c, e = n[r + 1]; i < e; i++) m1 = s1[i] > m1 ? s1[i] : m1;
-        for (int i = c, e = n[r + 2]; i < e; i++) m2 = s2[i] > m2 ? s2[i] : m2;
-        for (int i = c, e = n[r + 3]; i < e; i++) m3 = s3[i] > m3 ? s3[i] : m3;
-        exp_row(s0, n[r], m0);
-        exp_row(s1, n[r + 1], m1);
-        exp_row(s2, n[r + 2], m2);
-        exp_row(s3, n[r + 3], m3);
-        float l0 = 0.0f, l1 = 0.0f, l2 = 0.0f, l3 = 0.0f;
-        for (int i = 0; i < c; i++) {
-            l0 += s0[i];
-            l1 += s1[i];
-            l2 += s2[i];
-            l3 += s3[i];
-        }
-        for (int i = c, e = n[r + 1]; i < e; i++) l1 += s1[i];
-        for (int i = c, e = n[r + 2]; i < e; i++) l2 += s2[i];
-        for (int i = c, e = n[r + 3]; i < e; i++) l3 += s3[i];
-        float *p = part + (size_t)r * pst;
-        p[0] = m0, p[1] = l0;
-        p[pst] = m1, p[pst + 1] = l1;
-        p[2 * pst] = m2, p[2 * pst + 1] = l2;
-        p[3 * pst] = m3, p[3 * pst + 1] = l3;
-    }
-    for (; r < nq; r++) {
-        float *sr = s + (size_t)r * lds, mx = -INFINITY, sum = 0.0f;
-        int nr = n[r];
-        for (int i = 0; i < nr; i++) mx = sr[i] > mx ? sr[i] : mx;
-        exp_row(sr, nr, mx);
-        for (int i = 0; i < nr; i++) sum += sr[i];
-        part[(size_t)r * pst] = mx;
-        part[(size_t)r * pst + 1] = sum;
-    }
+    for (; r + 8 <= nq; r += 8) attn_softmax_group(8, s + (size_t)r * lds, lds, n + r, part + (size_t)r * pst, pst, exp_row);
+    for (; r + 4 <= nq; r += 4) attn_softmax_group(4, s + (size_t)r * lds, lds, n + r, part + (size_t)r * pst, pst, exp_row);
+    for (; r < nq; r++) attn_softmax_group(1, s + (size_t)r * lds, lds, n + r, part + (size_t)r * pst, pst, exp_row);
 }
 
 extern const cpu_attn_kernels cpu_attn_scalar;
