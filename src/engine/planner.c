@@ -154,9 +154,11 @@ xllm_status planner_run(model *m, int budget_ms, cJSON **report, xllm_error *err
     }
     cJSON_AddNumberToObject(root, "planning_ms", (double)(prof_now_ns() - start) / 1e6);
     cJSON_AddStringToObject(root, "attention",
-                            "per step: one task per (token, head) item; split-KV (one task per 128-key chunk, then "
-                            "an ordered fold) when items < 2 x threads and an item has > 128 keys. Same results "
-                            "either way.");
+                            "per step: split-KV (one task per 128-key chunk, then an ordered fold) when (token, "
+                            "head) items < 2 x threads and an item has > 128 keys; else shared-KV (the query heads "
+                            "of one KV head over a tile of tokens share each K/V load) when groups hold >= 2 "
+                            "queries on average and give every thread work; else one task per (token, head). Same "
+                            "results whichever runs.");
     xllm_free(x);
     xllm_free(y);
     xllm_free(done);

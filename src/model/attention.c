@@ -238,12 +238,10 @@ static void attention_groups(void *p, size_t i0, size_t i1, int thread) {
 }
 
 /* shared-KV scratch, made on first use (per model: every thread's group
- * buffers and the tile list); XLLM_ATTN=shared is read then too. 0 if it
- * cannot be had (then the other strategies run). */
+ * buffers and the tile list). 0 if it cannot be had (then the other
+ * strategies run). */
 static int attn_shared_ready(model *m) {
     if (m->s.attn_tile_state == 0) {
-        const char *force = getenv("XLLM_ATTN");
-        if (force && !strcmp(force, "shared")) m->attn_force = 3;
         const model_config *c = &m->cfg;
         int R = attn_tile_tokens(m) * (c->n_heads / c->n_kv_heads);
         size_t per = (size_t)R * ((size_t)c->head_dim + ATTN_CHUNK + 2 * ((size_t)c->head_dim + 2) + 1) + 16;

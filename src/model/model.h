@@ -82,7 +82,7 @@ typedef struct model {
     double *inv_freq;              /* head_dim / 2 RoPE frequencies (scaling applied) */
     model_scratch s;
     int attn_force;                /* XLLM_ATTN: 0 = the planner decides, 1 = per item, 2 = split-KV,
-                                      3 = shared-KV ("shared": read by attention.c on first use) */
+                                      3 = shared-KV ("shared") */
     model_observer observe;        /* NULL except during calibration */
     void *observe_ctx;
     void **owned;                  /* f32 copies of 1-D tensors, freed with the model */

@@ -378,8 +378,12 @@ model *model_load(const char *dir, int n_threads, int max_tokens, xllm_error *er
         int keys = c->max_positions < ATTN_SPLIT_MAX_KEYS ? c->max_positions : ATTN_SPLIT_MAX_KEYS;
         size_t items = (size_t)(2 * m->be.n_threads) > (size_t)c->n_heads ? (size_t)(2 * m->be.n_threads) : (size_t)c->n_heads;
         m->s.attn_part_items = items * (size_t)((keys + ATTN_CHUNK - 1) / ATTN_CHUNK);
-        const char *force = getenv("XLLM_ATTN"); /* tests and comparisons: per-item | split */
-        m->attn_force = force && !strcmp(force, "split") ? 2 : force && !strcmp(force, "per-item") ? 1 : 0;
+        const char *force = getenv("XLLM_ATTN"); /* tests and comparisons: per-item | split | shared */
+        m->attn_force = !force                       ? 0
+                        : !strcmp(force, "per-item") ? 1
+                        : !strcmp(force, "split")    ? 2
+                        : !strcmp(force, "shared")   ? 3
+                                                     : 0;
         m->s.attn_part = own(m, xllm_malloc_array(m->s.attn_part_items * (size_t)(c->head_dim + 2), sizeof(float)));
         if (!m->s.attn_part) {
             xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory for attention partials");
