@@ -7,19 +7,9 @@
 #if defined(__x86_64__)
 #include "backend/cpu/attn_kernels.h"
 
+#include "backend/cpu/simd_avx512.h"
+
 #include <immintrin.h>
-
-#define AI static inline __attribute__((always_inline))
-
-/* The 16-lane sums of 4 accumulators at once (transpose and add); every key
- * goes through this, so its score does not depend on its neighbours. */
-AI __m128 reduce4(__m512 a0, __m512 a1, __m512 a2, __m512 a3) {
-    __m512 x = _mm512_add_ps(_mm512_unpacklo_ps(a0, a1), _mm512_unpackhi_ps(a0, a1));
-    __m512 y = _mm512_add_ps(_mm512_unpacklo_ps(a2, a3), _mm512_unpackhi_ps(a2, a3));
-    __m512 z = _mm512_add_ps(_mm512_shuffle_ps(x, y, 0x44), _mm512_shuffle_ps(x, y, 0xEE));
-    __m256 h = _mm256_add_ps(_mm512_castps512_ps256(z), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(z), 1)));
-    return _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-}
 
 /* Scores of 4 keys (k0..k3 may repeat for a partial group). */
 AI __m128 dot4(const float *q, const float *k0, const float *k1, const float *k2, const float *k3, int hd) {

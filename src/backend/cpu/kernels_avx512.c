@@ -30,12 +30,12 @@
  */
 #if defined(__x86_64__)
 #include "backend/cpu/kernels.h"
+#include "backend/cpu/simd_avx512.h"
 #include "quant/quant.h"
 
 #include <immintrin.h>
 #include <string.h>
 
-#define AI static inline __attribute__((always_inline))
 
 #define CH 128  /* columns per chunk */
 #define ACH 320 /* prepared activations per chunk: q[128] int8, da[16] f32, da*s[16] f32, -8*lanesum[16] i32 */
@@ -292,20 +292,6 @@ AI __m512 step(__m512 acc, xllm_dtype t, __m512i w0, __m512i w1, __m512i init, _
     if (t == XLLM_DT_Q4M) acc = _mm512_fmadd_ps(mw, a.dm, acc);
     return acc;
 }
-
-/* The 16-lane sums of 4 accumulators at once (transpose and add). Every
- * quantized output is reduced by this tree, whichever path computed it, so
- * the GEMV, the GEMM and the packed layout agree bit for bit. */
-AI __m128 reduce4(__m512 a0, __m512 a1, __m512 a2, __m512 a3) {
-    __m512 x = _mm512_add_ps(_mm512_unpacklo_ps(a0, a1), _mm512_unpackhi_ps(a0, a1));
-    __m512 y = _mm512_add_ps(_mm512_unpacklo_ps(a2, a3), _mm512_unpackhi_ps(a2, a3));
-    __m512 z = _mm512_add_ps(_mm512_shuffle_ps(x, y, 0x44), _mm512_shuffle_ps(x, y, 0xEE));
-    __m256 h = _mm256_add_ps(_mm512_castps512_ps256(z), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(z), 1)));
-    return _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-}
-
-/* reduce4's sum of one accumulator (the same tree) */
-AI float reduce1(__m512 a) { return _mm_cvtss_f32(reduce4(a, a, a, a)); }
 
 /* ------------------------------------------------------- quantized matmul */
 
