@@ -7,15 +7,19 @@
  * exact in every case:
  *  - Q4 / Q4M: nibbles (0..15, unsigned) times int8 activations: a pair is
  *    at most 2 * 15 * 127 and the two halves of a block added in int16 stay
- *    below 2^15. Q4's -8 is a per-token lane constant: lanes start from
- *    -8 * (sum of the lane's activations), prepared with the activations;
+ *    below 2^15. Q4's -8 is a per-token block constant (-8 * the block's
+ *    activation sum), prepared with the activations;
  *  - Q8: |w| (unsigned) times a with w's sign (vpsignb): |pair| <= 2 * 128 * 127.
  * Layout: a chunk is 64 columns (2 blocks); A0 = [b0 e0..15 | b1 e0..15],
- * A1 = [b0 e16..31 | b1 e16..31], 4 int32 lanes per block (lane 4b + l sums
- * elements 4l..4l+3 and 16+4l..16+4l+3 of block b). Float part per lane:
- * acc = fma(dw * da, float(isum), acc) (+ fma(mw, da * s, acc) on lane 4b for
- * Q4M), one 8-lane accumulator per output, blocks in column order, a fixed
- * horizontal sum; identical in the GEMV and GEMM (4 rows x 2 tokens) paths.
+ * A1 = [b0 e16..31 | b1 e16..31]. Each row's int32 lanes are summed (exactly)
+ * into block sums, 4 rows at once: [b0: r0 r1 r2 r3 | b1: r0 r1 r2 r3]
+ * (reduce_rows), and the float part runs on those lanes: acc = fma(dw * da,
+ * float(bsum), acc), Q4M acc + fma(dw * da, float(bsum), mw * da * s),
+ * chunks in column order; output = lane (b0) + lane (b1) + bias. The stored
+ * GEMV runs the same per-lane operations on one row's [b0 x4 | b1 x4] lanes,
+ * the GEMM (4 rows x 4 tokens from scratch), the packed GEMV (4 rows from
+ * one stream) and the packed "direct" GEMM on 4 rows' lanes: every path
+ * gives the same bits.
  *
  * Float weights: two 8-lane fma accumulators per output (16 lanes), exact F16
  * (vcvtph2ps) and BF16 (shift) conversion, zero-padded tails.
@@ -30,10 +34,9 @@
 #define AI static inline __attribute__((always_inline))
 
 #define CH 64   /* columns per chunk */
-#define ACH 160 /* prepared activations per chunk: q[64] int8, da[8] f32, da*s[8] f32, -8*lanesum[8] i32 */
-#define PS 160  /* packed weight bytes per row and chunk */
+#define ACH 160 /* prepared activations per chunk: q[64] int8, da[8] f32, da*s[8] f32, -8*s[8] i32 ([b0 x4 | b1 x4]) */
 #define MR 4
-#define NT 2
+#define DIRECT_MAX_T 32 /* packed, default rule: "direct" up to this many tokens, then pack/N */
 #define MRF 3
 #define NTF 2
 
@@ -85,28 +88,23 @@ static size_t act_bytes(int64_t cols) { return (size_t)n_chunks(cols) * ACH; }
 
 static void act_prepare(const float *x, int64_t cols, void *out) {
     int64_t nb = cols / QK;
-    const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
     for (int64_t c = 0; c < n_chunks(cols); c++) {
         uint8_t *o = (uint8_t *)out + c * ACH;
         float *dx = (float *)(o + CH), *dm = dx + 8;
+        int32_t *c8 = (int32_t *)(dm + 8);
         for (int j = 0; j < 2; j++) {
             int64_t b = c * 2 + j;
             float db = 0, dsum = 0;
+            int32_t sb = 0;
             __m256i v = _mm256_setzero_si256(); /* a = 0 beyond the row */
             if (b < nb) {
-                int32_t sb;
                 v = quant_block(x + b * QK, &db, &sb);
                 dsum = db * (float)sb;
             }
             _mm_storeu_si128((__m128i *)(o + 16 * j), _mm256_castsi256_si128(v));
             _mm_storeu_si128((__m128i *)(o + 32 + 16 * j), _mm256_extracti128_si256(v, 1));
-            for (int l = 0; l < 4; l++) dx[4 * j + l] = db, dm[4 * j + l] = l == 0 ? dsum : 0.0f;
+            for (int l = 0; l < 4; l++) dx[4 * j + l] = db, dm[4 * j + l] = dsum, c8[4 * j + l] = -8 * sb;
         }
-        /* -8 * the lane sums of the activations (Q4's offset) */
-        __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(ones8, _mm256_loadu_si256((const __m256i *)o)),
-                                     _mm256_maddubs_epi16(ones8, _mm256_loadu_si256((const __m256i *)(o + 32))));
-        __m256i ls = _mm256_madd_epi16(p, ones16);
-        _mm256_storeu_si256((__m256i *)(o + CH + 64), _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(ls, 3)));
     }
 }
 
@@ -114,7 +112,7 @@ static void act_prepare(const float *x, int64_t cols, void *out) {
 
 typedef struct {
     __m256i w0, w1, x0, x1; /* Q8: w and |w|; Q4, Q4M: the nibbles */
-    __m256 dw, mw;
+    __m256 dw, mw;          /* lanes 0..3: block 0's scale, 4..7: block 1's */
 } wchunk;
 
 AI uint16_t rd16(const uint8_t *p) {
@@ -127,8 +125,8 @@ AI __m256 expand2(uint16_t a, uint16_t b) {
     return _mm256_cvtph_ps(_mm_set_epi16((short)b, (short)b, (short)b, (short)b, (short)a, (short)a, (short)a, (short)a));
 }
 
-/* Chunk c of a row, nsub (1..2) of its 2 sub-blocks present (the rest zero);
- * g: the group, a multiple of 32 (constant when inlined). */
+/* Chunk c of a stored row, nsub (1..2) of its 2 sub-blocks present (the rest
+ * zero); g: the group, a multiple of 32 (constant when inlined). */
 AI wchunk unpack(const uint8_t *row, xllm_dtype t, int g, size_t bb, int64_t c, int nsub) {
     wchunk w;
     const uint8_t *bp[2] = {row, row};
@@ -178,33 +176,41 @@ AI achunk load_act(const uint8_t *a, xllm_dtype t) {
     return r;
 }
 
-/* The per-output arithmetic of one chunk, shared by GEMV and GEMM. */
-AI __m256 step(__m256 acc, xllm_dtype t, __m256i w0, __m256i w1, __m256i x0, __m256i x1, __m256 dw, __m256 mw,
-               achunk a) {
+/* Exact int32 lanes of one row and chunk (lane 4b + l: elements 4l..4l+3 and
+ * 16+4l..16+4l+3 of block b); any exact integer route gives the same sums. */
+AI __m256i isum(xllm_dtype t, __m256i w0, __m256i w1, __m256i x0, __m256i x1, __m256i a0, __m256i a1) {
     const __m256i ones16 = _mm256_set1_epi16(1);
-    __m256i is;
     if (t == XLLM_DT_Q8) {
-        __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(x0, _mm256_sign_epi8(a.a0, w0)), ones16);
-        __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(x1, _mm256_sign_epi8(a.a1, w1)), ones16);
-        is = _mm256_add_epi32(p0, p1);
-    } else {
-        __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(w0, a.a0), _mm256_maddubs_epi16(w1, a.a1));
-        is = _mm256_madd_epi16(p, ones16);
-        if (t == XLLM_DT_Q4) is = _mm256_add_epi32(is, a.c8);
+        __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(x0, _mm256_sign_epi8(a0, w0)), ones16);
+        __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(x1, _mm256_sign_epi8(a1, w1)), ones16);
+        return _mm256_add_epi32(p0, p1);
     }
-    acc = _mm256_fmadd_ps(_mm256_mul_ps(dw, a.dx), _mm256_cvtepi32_ps(is), acc);
-    if (t == XLLM_DT_Q4M) acc = _mm256_fmadd_ps(mw, a.dm, acc);
-    return acc;
+    __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(w0, a0), _mm256_maddubs_epi16(w1, a1));
+    return _mm256_madd_epi16(p, ones16);
+}
+
+/* The block sums of 4 rows: [b0: r0 r1 r2 r3 | b1: r0 r1 r2 r3] (exact). */
+AI __m256i reduce_rows(__m256i i0, __m256i i1, __m256i i2, __m256i i3) {
+    return _mm256_hadd_epi32(_mm256_hadd_epi32(i0, i1), _mm256_hadd_epi32(i2, i3));
+}
+
+/* The float part of one chunk, per lane (each lane one row and block parity):
+ * s the block sums (Q4's -8 offset added here), sd / sm the weights' scales
+ * in the same lanes. The GEMV of the stored layout runs it on one row's
+ * [b0 x4 | b1 x4] lanes, everything else on 4 rows' lanes: same operations
+ * per output, so every path gives the same bits. */
+AI __m256 fstep(__m256 acc, xllm_dtype t, __m256i s, __m256 sd, __m256 sm, const achunk *a) {
+    if (t == XLLM_DT_Q4) s = _mm256_add_epi32(s, a->c8);
+    __m256 p = _mm256_mul_ps(sd, a->dx);
+    if (t == XLLM_DT_Q4M) return _mm256_add_ps(acc, _mm256_fmadd_ps(p, _mm256_cvtepi32_ps(s), _mm256_mul_ps(sm, a->dm)));
+    return _mm256_fmadd_ps(p, _mm256_cvtepi32_ps(s), acc);
 }
 
 /* ------------------------------------------------------- quantized matmul */
 
-/* Explicit accumulators (arrays of vectors may be kept in memory). */
-#define ROWS_I(F) F(0) F(1) F(2) F(3)
-#define TILE_IJ(F) F(0, 0) F(0, 1) F(1, 0) F(1, 1) F(2, 0) F(2, 1) F(3, 0) F(3, 1)
-
-/* GEMV: one row against one token; rows are read one after another, in
- * memory order (4 interleaved row streams starve the hardware prefetchers). */
+/* GEMV from the stored layout: one row against one token; rows are read one
+ * after another, in memory order (4 interleaved row streams starve the
+ * hardware prefetchers). Output = lane 0 + lane 4 (block parities). */
 AI void gemv_q(const uint8_t *W, size_t rb, xllm_dtype t, int g, size_t bb, int64_t cols, const uint8_t *act,
                const float *bias, float *y, int64_t r, const uint8_t *end) {
     int64_t nfull = cols / CH, nch = n_chunks(cols);
@@ -215,77 +221,247 @@ AI void gemv_q(const uint8_t *W, size_t rb, xllm_dtype t, int g, size_t bb, int6
     for (int64_t c = 0; c < nch; c++) {
         kernels_prefetch_ahead(row + (size_t)c * cb, cb, end);
         wchunk w = c < nfull ? unpack(row, t, g, bb, c, 2) : unpack(row, t, g, bb, c, tail);
-        acc = step(acc, t, w.w0, w.w1, w.x0, w.x1, w.dw, w.mw, load_act(act + c * ACH, t));
+        achunk a = load_act(act + c * ACH, t);
+        __m256i is = isum(t, w.w0, w.w1, w.x0, w.x1, a.a0, a.a1);
+        is = _mm256_hadd_epi32(is, is);
+        is = _mm256_hadd_epi32(is, is);
+        acc = fstep(acc, t, is, w.dw, w.mw, &a);
     }
-    y[r] = hsum8(acc) + (bias ? bias[r] : 0.0f);
+    __m128 o = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+    y[r] = _mm_cvtss_f32(o) + (bias ? bias[r] : 0.0f);
 }
 
-/* Unpack rows r + i (i < 4, clamped) into pack: chunk-major, row-minor. */
+/*
+ * GEMM scratch: a tile of 4 rows unpacked, chunk-major, QS bytes a chunk:
+ * [4 rows][w0 w1 x0 x1] (32 bytes each; x: Q8's |w|), then the f32 scales
+ * sd[8] and (Q4M) sm[8] in reduce_rows' lane order.
+ */
+#define QS 576
+
+/* Stored rows r + i (i < 4, clamped to r1 - 1) into scratch. */
 AI void pack_q(const uint8_t *W, size_t rb, xllm_dtype t, int g, size_t bb, int64_t cols, int64_t r, int64_t r1,
                uint8_t *pack) {
     int64_t nfull = cols / CH, nch = n_chunks(cols);
     int tail = (int)(cols % CH) / QK;
-    for (int64_t c = 0; c < nch; c++)
+    for (int64_t c = 0; c < nch; c++) {
+        uint8_t *p = pack + (size_t)c * QS;
+        float *sd = (float *)(p + 512), *sm = sd + 8;
         for (int i = 0; i < MR; i++) {
             const uint8_t *row = W + (size_t)(r + i < r1 ? r + i : r1 - 1) * rb;
             wchunk w = c < nfull ? unpack(row, t, g, bb, c, 2) : unpack(row, t, g, bb, c, tail);
-            uint8_t *p = pack + (size_t)(c * MR + i) * PS;
-            _mm256_store_si256((__m256i *)p, w.w0);
-            _mm256_store_si256((__m256i *)(p + 32), w.w1);
-            /* |w| (Q8) or mw (Q4M) */
-            _mm256_store_si256((__m256i *)(p + 64), t == XLLM_DT_Q4M ? _mm256_castps_si256(w.mw) : w.x0);
-            _mm256_store_si256((__m256i *)(p + 96), w.x1);
-            _mm256_store_ps((float *)(p + 128), w.dw);
+            uint8_t *q = p + (size_t)i * 128;
+            _mm256_store_si256((__m256i *)q, w.w0);
+            _mm256_store_si256((__m256i *)(q + 32), w.w1);
+            if (t == XLLM_DT_Q8) {
+                _mm256_store_si256((__m256i *)(q + 64), w.x0);
+                _mm256_store_si256((__m256i *)(q + 96), w.x1);
+            }
+            float d[8], m[8];
+            _mm256_storeu_ps(d, w.dw);
+            _mm256_storeu_ps(m, w.mw);
+            sd[i] = d[0], sd[4 + i] = d[4];
+            sm[i] = m[0], sm[4 + i] = m[4];
         }
+    }
 }
 
-/* Register tile: 4 packed rows x nt (1..2) tokens; stores rows below r1. */
-AI void tile_q(const uint8_t *pack, int64_t nch, xllm_dtype t, int nt, const uint8_t *act, size_t astride,
-               const float *bias, float *y, size_t ldy, int64_t r, int64_t r1) {
-#define TQ_DECL(i, j) __m256 c##i##j = _mm256_setzero_ps();
-    TILE_IJ(TQ_DECL)
-    for (int64_t c = 0; c < nch; c++) {
-        const uint8_t *p = pack + (size_t)(c * MR) * PS;
-        achunk a0 = load_act(act + c * ACH, t);
-        achunk a1 = nt > 1 ? load_act(act + astride + c * ACH, t) : a0;
-#define TQ_ROW(i)                                                                                                  \
-    {                                                                                                              \
-        const uint8_t *q = p + (size_t)(i)*PS;                                                                     \
-        __m256i w0 = _mm256_load_si256((const __m256i *)q), w1 = _mm256_load_si256((const __m256i *)(q + 32));    \
-        __m256i x0 = t == XLLM_DT_Q8 ? _mm256_load_si256((const __m256i *)(q + 64)) : _mm256_setzero_si256();      \
-        __m256i x1 = t == XLLM_DT_Q8 ? _mm256_load_si256((const __m256i *)(q + 96)) : _mm256_setzero_si256();      \
-        __m256 mw = t == XLLM_DT_Q4M ? _mm256_load_ps((const float *)(q + 64)) : _mm256_setzero_ps();              \
-        __m256 dw = _mm256_load_ps((const float *)(q + 128));                                                      \
-        c##i##0 = step(c##i##0, t, w0, w1, x0, x1, dw, mw, a0);                                                    \
-        if (nt > 1) c##i##1 = step(c##i##1, t, w0, w1, x0, x1, dw, mw, a1);                                        \
+/*
+ * Packed layout (weights repacked at load, backend_pack_matrix). Rows in
+ * tiles of 4 (rows past the end zeros); a tile is a sequence of chunk quads
+ * (256 columns; the last one shorter when the chunk count is not a multiple
+ * of 4), each quad
+ *   [k][4 rows][QB]  the chunks' weights: Q4/Q4M the 32 bytes whose low
+ *                    nibbles are w0 and high ones w1 (QB 32), Q8 w0 then w1
+ *                    (QB 64);
+ *   [k][SB]          scales: 8 f16 d in reduce_rows' order [b0: r0..r3 |
+ *                    b1: r0..r3], then for Q4M 8 f16 m (SB 16 or 32);
+ * so a full quad is whole cache lines (576, 1088 or 640 bytes, as the stored
+ * blocks' bytes without the group structure) and a tile one sequential
+ * stream (padded to 64 bytes). Any group packs the same way.
+ */
+#define QB(t) ((t) == XLLM_DT_Q8 ? 64 : 32)
+#define SB(t) ((t) == XLLM_DT_Q4M ? 32 : 16)
+
+static size_t quad_bytes(xllm_dtype t, int k) { return (size_t)k * (size_t)(4 * QB(t) + SB(t)); }
+
+static size_t packed_tile_bytes(xllm_dtype t, int64_t cols) {
+    int64_t nch = n_chunks(cols);
+    size_t b = (size_t)(nch / 4) * quad_bytes(t, 4) + quad_bytes(t, (int)(nch % 4));
+    return (b + 63) & ~(size_t)63;
+}
+
+static size_t packed_bytes(const matrix *W) {
+    if (!xllm_dtype_is_quant(W->dtype) || W->group % QK) return 0;
+    return (size_t)((W->rows + 3) / 4) * packed_tile_bytes(W->dtype, W->cols);
+}
+
+/* Tiles [tile0, tile1) of W (stored layout) into out (the packed matrix's start). */
+static void repack(const matrix *W, int64_t tile0, int64_t tile1, void *out) {
+    xllm_dtype t = W->dtype;
+    int g = W->group;
+    size_t bb = quant_block_bytes(t, g), rb = quant_row_bytes(t, g, W->cols), tb = packed_tile_bytes(t, W->cols);
+    int64_t cols = W->cols, nch = n_chunks(cols), nfull = cols / CH;
+    int tail = (int)(cols % CH) / QK;
+    for (int64_t tile = tile0; tile < tile1; tile++) {
+        uint8_t *base = (uint8_t *)out + (size_t)tile * tb;
+        memset(base, 0, tb);
+        for (int64_t c = 0; c < nch; c++) {
+            int64_t q4 = c / 4;
+            int k = (int)(c % 4), nq = nch - 4 * q4 < 4 ? (int)(nch - 4 * q4) : 4;
+            uint8_t *quad = base + (size_t)q4 * quad_bytes(t, 4);
+            uint8_t *wc = quad + (size_t)k * 4 * QB(t);
+            uint16_t *sd = (uint16_t *)(quad + (size_t)nq * 4 * QB(t) + (size_t)k * SB(t));
+            for (int i = 0; i < 4; i++) {
+                int64_t r = tile * 4 + i;
+                if (r >= W->rows) continue;
+                const uint8_t *row = (const uint8_t *)W->data + (size_t)r * rb;
+                wchunk w = c < nfull ? unpack(row, t, g, bb, c, 2) : unpack(row, t, g, bb, c, tail);
+                uint8_t *q = wc + (size_t)i * QB(t);
+                if (t == XLLM_DT_Q8) {
+                    _mm256_storeu_si256((__m256i *)q, w.w0);
+                    _mm256_storeu_si256((__m256i *)(q + 32), w.w1);
+                } else {
+                    _mm256_storeu_si256((__m256i *)q, _mm256_or_si256(w.w0, _mm256_slli_epi16(w.w1, 4)));
+                }
+                /* f32 -> f16 is exact (the scales came from f16) */
+                uint16_t d[8], m[8];
+                _mm_storeu_si128((__m128i *)d, _mm256_cvtps_ph(w.dw, _MM_FROUND_TO_NEAREST_INT));
+                _mm_storeu_si128((__m128i *)m, _mm256_cvtps_ph(w.mw, _MM_FROUND_TO_NEAREST_INT));
+                sd[i] = d[0], sd[4 + i] = d[4];
+                if (t == XLLM_DT_Q4M) sd[8 + i] = m[0], sd[12 + i] = m[4];
+            }
+        }
     }
-        ROWS_I(TQ_ROW)
+}
+
+/* Explicit accumulators, one per token (arrays of vectors may be kept in memory). */
+#define TOKS_J(F) F(0) F(1) F(2) F(3)
+#define NT 4 /* GEMM tile: tokens (4 rows each) */
+
+/* Row i's weights of a chunk: from scratch (src = the chunk's QS bytes) or
+ * from a packed chunk (src = its 4 rows' weights). */
+AI wchunk row_w(const uint8_t *src, xllm_dtype t, int i, int packed) {
+    wchunk w;
+    if (!packed) {
+        const uint8_t *q = src + (size_t)i * 128;
+        w.w0 = _mm256_load_si256((const __m256i *)q);
+        w.w1 = _mm256_load_si256((const __m256i *)(q + 32));
+        w.x0 = t == XLLM_DT_Q8 ? _mm256_load_si256((const __m256i *)(q + 64)) : _mm256_setzero_si256();
+        w.x1 = t == XLLM_DT_Q8 ? _mm256_load_si256((const __m256i *)(q + 96)) : _mm256_setzero_si256();
+    } else if (t == XLLM_DT_Q8) {
+        const uint8_t *q = src + (size_t)i * 64;
+        w.w0 = _mm256_loadu_si256((const __m256i *)q);
+        w.w1 = _mm256_loadu_si256((const __m256i *)(q + 32));
+        w.x0 = _mm256_abs_epi8(w.w0);
+        w.x1 = _mm256_abs_epi8(w.w1);
+    } else {
+        const __m256i m4 = _mm256_set1_epi8(0x0f);
+        __m256i v = _mm256_loadu_si256((const __m256i *)(src + (size_t)i * 32));
+        w.w0 = _mm256_and_si256(v, m4);
+        w.w1 = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+        w.x0 = w.x1 = _mm256_setzero_si256();
     }
-#define TQ_STORE(i, j)                                                                                             \
-    if (r + i < r1 && j < nt) y[(size_t)(j)*ldy + (size_t)(r + i)] = hsum8(c##i##j) + (bias ? bias[r + i] : 0.0f);
-    TILE_IJ(TQ_STORE)
+    w.dw = w.mw = _mm256_setzero_ps();
+    return w;
+}
+
+/* Register tile: 4 rows x nt (1..NT) tokens over chunks [0, nch) of one tile,
+ * from scratch (packed 0) or straight from a packed tile (packed 1, weights
+ * unpacked in registers; nt == 1 is the packed GEMV). Stores rows below r1. */
+AI void tile_q(const uint8_t *src, int64_t nch, xllm_dtype t, int packed, int nt, const uint8_t *act,
+               size_t astride, const float *bias, float *y, size_t ldy, int64_t r, int64_t r1, const uint8_t *end) {
+#define TQ_DECL(j) __m256 acc##j = _mm256_setzero_ps();
+    TOKS_J(TQ_DECL)
+    (void)end;
+    for (int64_t c0 = 0; c0 < nch; c0 += 4) {
+        int nq = nch - c0 < 4 ? (int)(nch - c0) : 4;
+        const uint8_t *quad = packed ? src + (size_t)(c0 / 4) * quad_bytes(t, 4) : NULL;
+        if (packed) kernels_prefetch_ahead(quad, quad_bytes(t, nq), end);
+        for (int k = 0; k < nq; k++) {
+            int64_t c = c0 + k;
+            const uint8_t *wsrc;
+            __m256 sd, sm;
+            if (packed) {
+                wsrc = quad + (size_t)k * 4 * QB(t);
+                const uint8_t *sp = quad + (size_t)nq * 4 * QB(t) + (size_t)k * SB(t);
+                sd = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)sp));
+                sm = t == XLLM_DT_Q4M ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(sp + 16))) : _mm256_setzero_ps();
+            } else {
+                wsrc = src + (size_t)c * QS;
+                sd = _mm256_load_ps((const float *)(wsrc + 512));
+                sm = t == XLLM_DT_Q4M ? _mm256_load_ps((const float *)(wsrc + 544)) : _mm256_setzero_ps();
+            }
+            wchunk w0 = row_w(wsrc, t, 0, packed), w1 = row_w(wsrc, t, 1, packed);
+            wchunk w2 = row_w(wsrc, t, 2, packed), w3 = row_w(wsrc, t, 3, packed);
+#define TQ_TOK(j)                                                                                                  \
+    if (j < nt) {                                                                                                  \
+        achunk a = load_act(act + (size_t)(j)*astride + c * ACH, t);                                               \
+        __m256i s = reduce_rows(isum(t, w0.w0, w0.w1, w0.x0, w0.x1, a.a0, a.a1),                                   \
+                                isum(t, w1.w0, w1.w1, w1.x0, w1.x1, a.a0, a.a1),                                   \
+                                isum(t, w2.w0, w2.w1, w2.x0, w2.x1, a.a0, a.a1),                                   \
+                                isum(t, w3.w0, w3.w1, w3.x0, w3.x1, a.a0, a.a1));                                  \
+        acc##j = fstep(acc##j, t, s, sd, sm, &a);                                                                      \
+    }
+            TOKS_J(TQ_TOK)
+        }
+    }
+#define TQ_STORE(j)                                                                                                \
+    if (j < nt) {                                                                                                  \
+        float v_[4];                                                                                               \
+        _mm_storeu_ps(v_, _mm_add_ps(_mm256_castps256_ps128(acc##j), _mm256_extractf128_ps(acc##j, 1)));             \
+        for (int i_ = 0; i_ < 4 && r + i_ < r1; i_++)                                                              \
+            y[(size_t)(j)*ldy + (size_t)(r + i_)] = v_[i_] + (bias ? bias[r + i_] : 0.0f);                        \
+    }
+    TOKS_J(TQ_STORE)
 }
 
 #define TQ_CASE(TY)                                                                                                \
     case TY:                                                                                                       \
-        if (nt == 2) tile_q(pack, nch, TY, 2, act, astride, bias, y, ldy, r, r1);                                  \
-        else tile_q(pack, nch, TY, 1, act, astride, bias, y, ldy, r, r1);                                          \
+        if (nt == 4) tile_q(src, nch, TY, packed, 4, act, astride, bias, y, ldy, r, r1, NULL);                     \
+        else if (nt == 3) tile_q(src, nch, TY, packed, 3, act, astride, bias, y, ldy, r, r1, NULL);                \
+        else if (nt == 2) tile_q(src, nch, TY, packed, 2, act, astride, bias, y, ldy, r, r1, NULL);                \
+        else tile_q(src, nch, TY, packed, 1, act, astride, bias, y, ldy, r, r1, NULL);                             \
         break;
 
-static void tile_q_any(const uint8_t *pack, int64_t nch, xllm_dtype t, int nt, const uint8_t *act, size_t astride,
-                       const float *bias, float *y, size_t ldy, int64_t r, int64_t r1) {
+static void tile_scr(const uint8_t *src, int64_t nch, xllm_dtype t, int nt, const uint8_t *act, size_t astride,
+                     const float *bias, float *y, size_t ldy, int64_t r, int64_t r1) {
+    const int packed = 0;
     switch (t) {
         TQ_CASE(XLLM_DT_Q8) TQ_CASE(XLLM_DT_Q4) TQ_CASE(XLLM_DT_Q4M)
     default: break;
     }
 }
 
+static void tile_direct(const uint8_t *src, int64_t nch, xllm_dtype t, int nt, const uint8_t *act, size_t astride,
+                        const float *bias, float *y, size_t ldy, int64_t r, int64_t r1) {
+    const int packed = 1;
+    switch (t) {
+        TQ_CASE(XLLM_DT_Q8) TQ_CASE(XLLM_DT_Q4) TQ_CASE(XLLM_DT_Q4M)
+    default: break;
+    }
+}
+
+/* Tokens per L2-resident block of prepared activations. */
 static int token_block(size_t bytes_per_token) {
     size_t tb = ((size_t)256 << 10) / (bytes_per_token ? bytes_per_token : 1);
     if (tb < NT) tb = NT;
     if (tb > 96) tb = 96;
     return (int)(tb / NT * NT);
 }
+
+/* The GEMM over scratch tiles filled by fill(W, r, pack) for row tiles of r0..r1. */
+#define GEMM_BLOCKS(TB, FILL)                                                                                      \
+    for (int t0 = 0; t0 < T; t0 += (TB)) {                                                                         \
+        int t1 = t0 + (TB) < T ? t0 + (TB) : T;                                                                    \
+        for (int64_t r = r0; r < r1; r += MR) {                                                                    \
+            FILL;                                                                                                  \
+            for (int tt = t0; tt < t1; tt += NT) {                                                                 \
+                int nt = t1 - tt < NT ? t1 - tt : NT;                                                              \
+                tile_scr(pack, nch, t, nt, act + (size_t)tt * astride, astride, bias, y + (size_t)tt * ldy, ldy, r, \
+                         r1);                                                                                      \
+            }                                                                                                      \
+        }                                                                                                          \
+    }
 
 AI void matmul_q_t(const matrix *W, xllm_dtype t, int g, const void *act_, size_t astride, int T, const float *bias,
                    float *y, size_t ldy, int64_t r0, int64_t r1, void *scratch) {
@@ -299,17 +475,65 @@ AI void matmul_q_t(const matrix *W, xllm_dtype t, int g, const void *act_, size_
     int64_t nch = n_chunks(cols);
     uint8_t *pack = scratch;
     int TB = token_block(astride);
-    for (int t0 = 0; t0 < T; t0 += TB) {
-        int t1 = t0 + TB < T ? t0 + TB : T;
-        for (int64_t r = r0; r < r1; r += MR) {
-            pack_q(Wd, rb, t, g, bb, cols, r, r1, pack);
-            for (int tt = t0; tt < t1; tt += NT) {
-                int nt = t1 - tt < NT ? t1 - tt : NT;
-                tile_q_any(pack, nch, t, nt, act + (size_t)tt * astride, astride, bias, y + (size_t)tt * ldy, ldy, r,
-                           r1);
+    GEMM_BLOCKS(TB, pack_q(Wd, rb, t, g, bb, cols, r, r1, pack))
+}
+
+/* A packed tile into scratch (pack_q's format). */
+AI void pack_q_packed(const uint8_t *tile, xllm_dtype t, int64_t nch, uint8_t *pack) {
+    for (int64_t c0 = 0; c0 < nch; c0 += 4) {
+        int nq = nch - c0 < 4 ? (int)(nch - c0) : 4;
+        const uint8_t *quad = tile + (size_t)(c0 / 4) * quad_bytes(t, 4);
+        for (int k = 0; k < nq; k++) {
+            const uint8_t *wc = quad + (size_t)k * 4 * QB(t), *sp = quad + (size_t)nq * 4 * QB(t) + (size_t)k * SB(t);
+            uint8_t *p = pack + (size_t)(c0 + k) * QS;
+            for (int i = 0; i < MR; i++) {
+                wchunk w = row_w(wc, t, i, 1);
+                uint8_t *q = p + (size_t)i * 128;
+                _mm256_store_si256((__m256i *)q, w.w0);
+                _mm256_store_si256((__m256i *)(q + 32), w.w1);
+                if (t == XLLM_DT_Q8) {
+                    _mm256_store_si256((__m256i *)(q + 64), w.x0);
+                    _mm256_store_si256((__m256i *)(q + 96), w.x1);
+                }
             }
+            _mm256_store_ps((float *)(p + 512), _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)sp)));
+            if (t == XLLM_DT_Q4M) _mm256_store_ps((float *)(p + 544), _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(sp + 16))));
         }
     }
+}
+
+/* Variants (kernels.h): how the token dimension is walked. "direct": token
+ * tiles straight from the packed rows; "pack/N": each 4-row tile unpacked
+ * once into scratch for a block of N tokens (the block's activations stay in
+ * L2). Default: direct up to DIRECT_MAX_T tokens (measured on small-120m
+ * shapes: direct about as fast as or faster than pack/N up to T = 32), then
+ * pack with the block that fits 256 KiB of activations. */
+static const char *const packed_variants[] = {"direct", "pack/24", "pack/48", "pack/96"};
+
+AI void matmul_packed_t(const matrix *W, xllm_dtype t, const uint8_t *act, size_t astride, int T, const float *bias,
+                        float *y, size_t ldy, int64_t r0, int64_t r1, void *scratch) {
+    const uint8_t *P = W->data;
+    int64_t nch = n_chunks(W->cols);
+    size_t tb = packed_tile_bytes(t, W->cols);
+    if (T == 1) {
+        const uint8_t *end = P + (size_t)((r1 + 3) / 4) * tb;
+        for (int64_t r = r0; r < r1; r += 4)
+            tile_q(P + (size_t)(r / 4) * tb, nch, t, 1, 1, act, astride, bias, y, ldy, r, r1, end);
+        return;
+    }
+    int v = W->plan_kernel[mm_bucket(T)];
+    if (v == 1 || (v == 0 && T <= DIRECT_MAX_T)) {
+        for (int64_t r = r0; r < r1; r += MR)
+            for (int tt = 0; tt < T; tt += NT) {
+                int nt = T - tt < NT ? T - tt : NT;
+                tile_direct(P + (size_t)(r / 4) * tb, nch, t, nt, act + (size_t)tt * astride, astride, bias,
+                            y + (size_t)tt * ldy, ldy, r, r1);
+            }
+        return;
+    }
+    uint8_t *pack = scratch;
+    int TB = v == 2 ? 24 : v == 3 ? 48 : v == 4 ? 96 : token_block(astride);
+    GEMM_BLOCKS(TB, pack_q_packed(P + (size_t)(r / 4) * tb, t, nch, pack))
 }
 
 #define MM_CASE(TY, G)                                                                                             \
@@ -321,6 +545,12 @@ AI void matmul_q_t(const matrix *W, xllm_dtype t, int g, const void *act_, size_
 static void matmul_q(const matrix *W, const void *act, size_t astride, int T, const float *bias, float *y, size_t ldy,
                      int64_t r0, int64_t r1, void *scratch) {
     if (r1 <= r0) return;
+    if (W->packed) { /* r0 is a multiple of 4: cpu_ops splits rows in tiles of 4 */
+        if (W->dtype == XLLM_DT_Q8) matmul_packed_t(W, XLLM_DT_Q8, act, astride, T, bias, y, ldy, r0, r1, scratch);
+        else if (W->dtype == XLLM_DT_Q4) matmul_packed_t(W, XLLM_DT_Q4, act, astride, T, bias, y, ldy, r0, r1, scratch);
+        else matmul_packed_t(W, XLLM_DT_Q4M, act, astride, T, bias, y, ldy, r0, r1, scratch);
+        return;
+    }
     MM_CASE(XLLM_DT_Q8, 32) MM_CASE(XLLM_DT_Q8, 64) MM_CASE(XLLM_DT_Q8, 128)
     MM_CASE(XLLM_DT_Q4, 32) MM_CASE(XLLM_DT_Q4, 64) MM_CASE(XLLM_DT_Q4, 128)
     MM_CASE(XLLM_DT_Q4M, 32) MM_CASE(XLLM_DT_Q4M, 64) MM_CASE(XLLM_DT_Q4M, 128)
@@ -329,7 +559,7 @@ static void matmul_q(const matrix *W, const void *act, size_t astride, int T, co
     else matmul_q_t(W, XLLM_DT_Q4M, W->group, act, astride, T, bias, y, ldy, r0, r1, scratch);
 }
 
-static size_t scratch_bytes(int64_t cols) { return (size_t)MR * (size_t)n_chunks(cols) * PS + 64; }
+static size_t scratch_bytes(int64_t cols) { return (size_t)n_chunks(cols) * QS + 64; }
 
 /* ----------------------------------------------------------- float matmul */
 
@@ -463,6 +693,10 @@ const cpu_kernels cpu_kernels_avx2 = {
     .scratch_bytes = scratch_bytes,
     .matmul_q = matmul_q,
     .matmul_f = matmul_f,
+    .packed_bytes = packed_bytes,
+    .repack = repack,
+    .n_variants = 4,
+    .variant_names = packed_variants,
     .attn = &cpu_attn_avx2,
 };
 
