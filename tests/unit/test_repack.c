@@ -20,6 +20,7 @@
 #include <string.h>
 
 static unsigned g_seed = 777;
+static int g_packed_shapes;
 static float frand(void) {
     g_seed = g_seed * 1664525u + 1013904223u;
     return ((g_seed >> 8) & 0xffffff) / 16777216.0f * 2.0f - 1.0f;
@@ -35,12 +36,12 @@ static void check_shape(const cpu_kernels *K, xllm_dtype t, int g, int64_t rows,
     }
     matrix S = {.dtype = t, .group = g, .rows = rows, .cols = cols, .data = w};
     size_t pb = K->packed_bytes(&S);
-    CHECK_MSG(pb > 0, "%s: no packed size for %s g%d", K->name, xllm_dtype_name(t), g);
-    if (!pb) {
+    if (!pb) { /* the level keeps this type as stored */
         xllm_free_aligned(w);
         free(tmp);
         return;
     }
+    g_packed_shapes++;
     int64_t tiles = (rows + 3) / 4;
     void *p1 = xllm_malloc_aligned(pb), *p2 = xllm_malloc_aligned(pb);
     memset(p2, 0xA5, pb);
@@ -149,6 +150,6 @@ int main(void) {
                 }
         check_backend(K);
     }
-    printf("test_repack: %d level(s) with a packed layout\n", tested);
+    printf("test_repack: %d level(s) with a packed layout, %d packed matrices compared\n", tested, g_packed_shapes);
     return test_report("test_repack");
 }
