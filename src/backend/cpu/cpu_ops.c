@@ -100,6 +100,28 @@ static void rows_abs(backend *be, const float *x, size_t act_stride, int T, cons
         k->matmul_f(W, x, T, bias, y, ldy, r0, r1, be->kscratch[thread]);
 }
 
+/* Rows [r0, r1) of W into y, where y (and its rows ldy apart per token) starts
+ * at row r0: the kernels index y by the matrix's row, so they get a view of W
+ * that starts at r0 (its bytes: r0 stored rows, or r0 / 4 packed tiles;
+ * r0 is a multiple of 4 for packed matrices). Per-row arithmetic does not
+ * depend on where a row sits in the view, so the results are those of W. */
+static void rows_rel(backend *be, const float *x, size_t act_stride, int T, const matrix *W, const float *bias,
+                     float *y, size_t ldy, int64_t r0, int64_t r1, int thread) {
+    matrix v = *W;
+    size_t off;
+    if (W->packed) {
+        matrix head = *W;
+        head.rows = r0;
+        off = r0 ? be->kern->packed_bytes(&head) : 0;
+    } else {
+        off = (size_t)r0 * (xllm_dtype_is_quant(W->dtype) ? quant_row_bytes(W->dtype, W->group, W->cols)
+                                                          : (size_t)W->cols * xllm_dtype_size(W->dtype));
+    }
+    v.data = (const char *)W->data + off;
+    v.rows = W->rows - r0;
+    rows_abs(be, x, act_stride, T, &v, bias ? bias + r0 : NULL, y, ldy, 0, r1 - r0, thread);
+}
+
 /* Rows a fused task handles at a time (a multiple of ROW_TILE), so that its
  * T x rows outputs (about 64 KiB) are used while still in cache; at small T
  * the whole range at once (one weight stream for the prefetchers). */
@@ -198,8 +220,7 @@ void op_matmul_rows(backend *be, const float *x, int T, const matrix *W, const f
         stride = be->kern->act_bytes(W->cols);
         assert(act_holds(be, x, T, W->cols));
     }
-    /* the kernels index y by W's row; y here starts at row r0 */
-    rows_abs(be, x, stride, T, W, bias, y - r0, ldy, r0, r1, thread);
+    rows_rel(be, x, stride, T, W, bias, y, ldy, r0, r1, thread);
 }
 
 void op_matmul_ex(backend *be, const float *x, int T, const matrix *W, const float *bias, float *y, float *tmp,
@@ -269,10 +290,9 @@ static void silu_tiles(void *p, size_t u0, size_t u1, int thread) {
     int64_t step = fuse_rows(j->T);
     for (int64_t c0 = r0; c0 < r1; c0 += step) {
         int64_t c1 = c0 + step < r1 ? c0 + step : r1;
-        /* gate rows straight into h, up rows into tmp (both [T][I]; the
-         * kernels index by the matrix's row, hence the offsets) */
-        rows_abs(j->be, j->x, j->sg, j->T, j->G, j->gb, j->h - j->g0, I, j->g0 + c0, j->g0 + c1, thread);
-        rows_abs(j->be, j->x, j->su, j->T, j->U, j->ub, j->tmp - j->u0, I, j->u0 + c0, j->u0 + c1, thread);
+        /* gate rows straight into h, up rows into tmp (both [T][I]) */
+        rows_rel(j->be, j->x, j->sg, j->T, j->G, j->gb, j->h + c0, I, j->g0 + c0, j->g0 + c1, thread);
+        rows_rel(j->be, j->x, j->su, j->T, j->U, j->ub, j->tmp + c0, I, j->u0 + c0, j->u0 + c1, thread);
         for (int t = 0; t < j->T; t++)
             op_silu_mul(j->h + (size_t)t * I + (size_t)c0, j->tmp + (size_t)t * I + (size_t)c0, (size_t)(c1 - c0));
     }
