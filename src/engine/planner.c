@@ -26,7 +26,9 @@ static int same_shape(const matrix *a, const matrix *b) {
     return a->dtype == b->dtype && a->group == b->group && a->rows == b->rows && a->cols == b->cols;
 }
 
+/* Best of reps timings (µs) after one warm-up call. */
 static double time_matmul(model *m, const matrix *w, const float *x, int T, float *y, int reps) {
+    op_matmul(&m->be, x, T, w, NULL, y);
     double best = 1e30;
     for (int r = 0; r < reps; r++) {
         uint64_t t0 = prof_now_ns();
@@ -113,7 +115,6 @@ xllm_status planner_run(model *m, int budget_ms, cJSON **report, xllm_error *err
             double best = 1e30;
             for (int th = 1; th <= m->be.n_threads && th <= 255; th++) {
                 memset(slice.plan_threads, th, sizeof slice.plan_threads);
-                op_matmul(&m->be, x, T, &slice, NULL, y); /* warm */
                 double t = time_matmul(m, &slice, x, T, y, 3);
                 char key[8];
                 snprintf(key, sizeof key, "%d", th);
@@ -132,8 +133,7 @@ xllm_status planner_run(model *m, int budget_ms, cJSON **report, xllm_error *err
                 double vbest = 1e30;
                 for (int v = 0; v <= k->n_variants; v++) {
                     memset(slice.plan_kernel, v, sizeof slice.plan_kernel);
-                    op_matmul(&m->be, x, T, &slice, NULL, y); /* warm */
-                    double t = time_matmul(m, &slice, x, T, y, 3);
+                        double t = time_matmul(m, &slice, x, T, y, 3);
                     cJSON_AddNumberToObject(vus, v ? k->variant_names[v - 1] : "default", t);
                     if (t < vbest * 0.97) { /* the default rule unless clearly slower */
                         vbest = t;

@@ -238,6 +238,17 @@ AI void gemv_q(const uint8_t *W, size_t rb, xllm_dtype t, int g, size_t bb, int6
  */
 #define QS 576
 
+/* One row's chunk weights in the scratch format (128 bytes): w0, w1, and for
+ * Q8 x0, x1. */
+AI void store_w(uint8_t *q, xllm_dtype t, wchunk w) {
+    _mm256_store_si256((__m256i *)q, w.w0);
+    _mm256_store_si256((__m256i *)(q + 32), w.w1);
+    if (t == XLLM_DT_Q8) {
+        _mm256_store_si256((__m256i *)(q + 64), w.x0);
+        _mm256_store_si256((__m256i *)(q + 96), w.x1);
+    }
+}
+
 /* Stored rows r + i (i < 4, clamped to r1 - 1) into scratch. */
 AI void pack_q(const uint8_t *W, size_t rb, xllm_dtype t, int g, size_t bb, int64_t cols, int64_t r, int64_t r1,
                uint8_t *pack) {
@@ -249,13 +260,7 @@ AI void pack_q(const uint8_t *W, size_t rb, xllm_dtype t, int g, size_t bb, int6
         for (int i = 0; i < MR; i++) {
             const uint8_t *row = W + (size_t)(r + i < r1 ? r + i : r1 - 1) * rb;
             wchunk w = c < nfull ? unpack(row, t, g, bb, c, 2) : unpack(row, t, g, bb, c, tail);
-            uint8_t *q = p + (size_t)i * 128;
-            _mm256_store_si256((__m256i *)q, w.w0);
-            _mm256_store_si256((__m256i *)(q + 32), w.w1);
-            if (t == XLLM_DT_Q8) {
-                _mm256_store_si256((__m256i *)(q + 64), w.x0);
-                _mm256_store_si256((__m256i *)(q + 96), w.x1);
-            }
+            store_w(p + (size_t)i * 128, t, w);
             float d[8], m[8];
             _mm256_storeu_ps(d, w.dw);
             _mm256_storeu_ps(m, w.mw);
@@ -488,13 +493,7 @@ AI void pack_q_packed(const uint8_t *tile, xllm_dtype t, int64_t nch, uint8_t *p
             uint8_t *p = pack + (size_t)(c0 + k) * QS;
             for (int i = 0; i < MR; i++) {
                 wchunk w = row_w(wc, t, i, 1);
-                uint8_t *q = p + (size_t)i * 128;
-                _mm256_store_si256((__m256i *)q, w.w0);
-                _mm256_store_si256((__m256i *)(q + 32), w.w1);
-                if (t == XLLM_DT_Q8) {
-                    _mm256_store_si256((__m256i *)(q + 64), w.x0);
-                    _mm256_store_si256((__m256i *)(q + 96), w.x1);
-                }
+                store_w(p + (size_t)i * 128, t, w);
             }
             _mm256_store_ps((float *)(p + 512), _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)sp)));
             if (t == XLLM_DT_Q4M) _mm256_store_ps((float *)(p + 544), _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(sp + 16))));

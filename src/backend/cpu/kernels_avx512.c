@@ -316,6 +316,16 @@ AI void gemv_q(const uint8_t *W, size_t rb, xllm_dtype t, int g, size_t bb, int6
     y[r] = reduce1(acc) + (bias ? bias[r] : 0.0f);
 }
 
+/* One row's chunk in the GEMM's scratch format (PQ bytes): w0, w1, init (Q8)
+ * or mw (Q4M), dw. */
+AI void store_unpacked(uint8_t *p, xllm_dtype t, wchunk w) {
+    _mm512_store_si512(p, w.w0);
+    _mm512_store_si512(p + 64, w.w1);
+    if (t == XLLM_DT_Q8) _mm512_store_si512(p + 128, w.init);
+    if (t == XLLM_DT_Q4M) _mm512_store_ps(p + 128, w.mw);
+    _mm512_store_ps(p + 192, w.dw);
+}
+
 /* Unpack rows r + i (i < 4, clamped to r1 - 1) into pack: chunk-major,
  * row-minor, ps bytes each. */
 AI void pack_q(const uint8_t *W, size_t rb, xllm_dtype t, int g, size_t bb, int64_t cols, const qlayout *L, int64_t r,
@@ -325,12 +335,7 @@ AI void pack_q(const uint8_t *W, size_t rb, xllm_dtype t, int g, size_t bb, int6
     for (int64_t c = 0; c < nch; c++)
         for (int i = 0; i < MR; i++) {
             wchunk w = unpack(W + (size_t)(r + i < r1 ? r + i : r1 - 1) * rb, t, g, bb, c, nfull, tail, L);
-            uint8_t *p = pack + (size_t)(c * MR + i) * PQ;
-            _mm512_store_si512(p, w.w0);
-            _mm512_store_si512(p + 64, w.w1);
-            if (t == XLLM_DT_Q8) _mm512_store_si512(p + 128, w.init);
-            if (t == XLLM_DT_Q4M) _mm512_store_ps(p + 128, w.mw);
-            _mm512_store_ps(p + 192, w.dw);
+            store_unpacked(pack + (size_t)(c * MR + i) * PQ, t, w);
         }
 }
 
@@ -400,6 +405,25 @@ static int token_block(size_t bytes_per_token) {
     return (int)(tb / NT * NT);
 }
 
+/* The GEMM: for blocks of TB tokens (their activations stay in L2), each
+ * 4-row tile is unpacked into scratch once by FILL (which sees r), then runs
+ * the register tiles over the block's tokens. */
+#define GEMM_BLOCKS(TB, FILL)                                                                                      \
+    {                                                                                                              \
+        int tb_ = (TB);                                                                                            \
+        for (int t0 = 0; t0 < T; t0 += tb_) {                                                                      \
+            int t1 = t0 + tb_ < T ? t0 + tb_ : T;                                                                  \
+            for (int64_t r = r0; r < r1; r += MR) {                                                                \
+                FILL;                                                                                              \
+                for (int tt = t0; tt < t1; tt += NT) {                                                             \
+                    int nt = t1 - tt < NT ? t1 - tt : NT;                                                          \
+                    tile_q_any(pack, nch, t, nt, act + (size_t)tt * astride, astride, bias, y + (size_t)tt * ldy,  \
+                               ldy, r, r1);                                                                        \
+                }                                                                                                  \
+            }                                                                                                      \
+        }                                                                                                          \
+    }
+
 AI void matmul_q_t(const matrix *W, xllm_dtype t, int g, const void *act_, size_t astride, int T, const float *bias,
                    float *y, size_t ldy, int64_t r0, int64_t r1, void *scratch) {
     const uint8_t *Wd = W->data, *act = act_;
@@ -412,57 +436,45 @@ AI void matmul_q_t(const matrix *W, xllm_dtype t, int g, const void *act_, size_
     }
     int64_t nch = n_chunks(cols);
     uint8_t *pack = scratch;
-    int TB = token_block(astride);
-    for (int t0 = 0; t0 < T; t0 += TB) {
-        int t1 = t0 + TB < T ? t0 + TB : T;
-        for (int64_t r = r0; r < r1; r += MR) {
-            pack_q(Wd, rb, t, g, bb, cols, &L, r, r1, pack);
-            for (int tt = t0; tt < t1; tt += NT) {
-                int nt = t1 - tt < NT ? t1 - tt : NT;
-                tile_q_any(pack, nch, t, nt, act + (size_t)tt * astride, astride, bias, y + (size_t)tt * ldy, ldy, r,
-                           r1);
-            }
-        }
-    }
+    GEMM_BLOCKS(token_block(astride), pack_q(Wd, rb, t, g, bb, cols, &L, r, r1, pack))
 }
 
 /* --------------------------------------------------------- packed layout */
 
 /*
- * Weights repacked at load (backend_pack_matrix) into the order the kernels
- * stream them. Rows go in tiles of 4 (rows past the end are zeros); a tile is
+ * Q4 and Q4M weights repacked at load (backend_pack_matrix) into the order
+ * the kernels stream them. Rows go in tiles of 4 (rows past the end are zeros); a tile is
  * a sequence of chunk pairs (the last one alone when the chunk count is odd),
  * each pair
- *   [2][4 rows][QB]  the chunks' weights as unpack() leaves them: Q4/Q4M the
- *                    64 nibble bytes whose low nibbles are w0 and high ones w1
- *                    (QB 64), Q8 w0 then w1 (QB 128);
+ *   [2][4 rows][64]  the chunks' weights as unpack() leaves them: the 64
+ *                    nibble bytes whose low nibbles are w0 and high ones w1;
  *   [2][SB]          scales: 16 f16 d[row][sub-block], then for Q4M 16 f16 m
  *                    (SB 32 or 64);
- * so a pair is whole cache lines (576, 1088 or 640 bytes) and a tile one
+ * so a pair is whole cache lines (576 or 640 bytes) and a tile one
  * sequential stream (padded to 64 bytes). These are the stored blocks' bytes
  * without the group structure (any group packs the same way): the GEMV runs
  * 4 rows at once from one stream, and the GEMM's tile unpack is plain loads.
  * Each output is computed by the same operations as from the stored layout
  * (same lanes, same step(), same reduce4 tree): identical results.
  */
-#define PQB(t) ((t) == XLLM_DT_Q8 ? 128 : 64)
+#define PQB 64 /* weight bytes per row and chunk */
 #define PSB(t) ((t) == XLLM_DT_Q4M ? 64 : 32)
 
-static size_t pair_bytes(xllm_dtype t) { return (size_t)(8 * PQB(t) + 2 * PSB(t)); }
+static size_t pair_bytes(xllm_dtype t) { return (size_t)(8 * PQB + 2 * PSB(t)); }
 
 static size_t packed_tile_bytes(xllm_dtype t, int64_t cols) {
     int64_t nch = n_chunks(cols);
-    size_t b = (size_t)(nch / 2) * pair_bytes(t) + (size_t)(nch % 2) * (size_t)(4 * PQB(t) + PSB(t));
+    size_t b = (size_t)(nch / 2) * pair_bytes(t) + (size_t)(nch % 2) * (size_t)(4 * PQB + PSB(t));
     return (b + 63) & ~(size_t)63;
 }
 
 /* Chunk c of a tile: its 4 rows' weights, and its scales. */
 AI const uint8_t *chunk_w(const uint8_t *tile, xllm_dtype t, int64_t c) {
-    return tile + (size_t)(c / 2) * pair_bytes(t) + (size_t)(c % 2) * 4 * PQB(t);
+    return tile + (size_t)(c / 2) * pair_bytes(t) + (size_t)(c % 2) * 4 * PQB;
 }
 AI const uint8_t *chunk_s(const uint8_t *tile, xllm_dtype t, int64_t c, int64_t nch) {
     int in_pair = c / 2 * 2 + 1 < nch ? 2 : 1;
-    return tile + (size_t)(c / 2) * pair_bytes(t) + (size_t)in_pair * 4 * PQB(t) + (size_t)(c % 2) * PSB(t);
+    return tile + (size_t)(c / 2) * pair_bytes(t) + (size_t)in_pair * 4 * PQB + (size_t)(c % 2) * PSB(t);
 }
 
 /* Q8 stays as stored: its packed GEMV streamed slower than the stored one
@@ -491,13 +503,8 @@ static void repack(const matrix *W, int64_t tile0, int64_t tile1, void *out) {
                 int64_t r = tile * 4 + i;
                 if (r >= W->rows) continue;
                 wchunk w = unpack((const uint8_t *)W->data + (size_t)r * rb, t, g, bb, c, nfull, tail, &L);
-                uint8_t *q = (uint8_t *)chunk_w(base, t, c) + (size_t)i * PQB(t);
-                if (t == XLLM_DT_Q8) {
-                    _mm512_storeu_si512(q, w.w0);
-                    _mm512_storeu_si512(q + 64, w.w1);
-                } else {
-                    _mm512_storeu_si512(q, _mm512_or_si512(w.w0, _mm512_slli_epi16(w.w1, 4)));
-                }
+                uint8_t *q = (uint8_t *)chunk_w(base, t, c) + (size_t)i * PQB;
+                _mm512_storeu_si512(q, _mm512_or_si512(w.w0, _mm512_slli_epi16(w.w1, 4)));
                 /* lane 4b holds sub-block b's scale; f32 -> f16 is exact (it came from f16) */
                 uint16_t d[16], m[16];
                 _mm256_storeu_si256((__m256i *)d, _mm512_cvtps_ph(w.dw, _MM_FROUND_TO_NEAREST_INT));
@@ -521,15 +528,8 @@ AI __m512 row_lanes(__m512 s, int i) {
 /* Chunk c of row i of a packed tile, as unpack() gives it. */
 AI wchunk packed_chunk(const uint8_t *wc, __m512 sd, __m512 sm, xllm_dtype t, int i) {
     wchunk w;
-    const uint8_t *q = wc + (size_t)i * PQB(t);
-    if (t == XLLM_DT_Q8) {
-        w.w0 = _mm512_loadu_si512(q);
-        w.w1 = _mm512_loadu_si512(q + 64);
-        w.init = weight_init(w.w0, w.w1);
-    } else {
-        nibbles(_mm512_loadu_si512(q), &w.w0, &w.w1);
-        w.init = _mm512_setzero_si512();
-    }
+    nibbles(_mm512_loadu_si512(wc + (size_t)i * PQB), &w.w0, &w.w1);
+    w.init = _mm512_setzero_si512();
     w.dw = row_lanes(sd, i);
     w.mw = t == XLLM_DT_Q4M ? row_lanes(sm, i) : _mm512_setzero_ps();
     return w;
@@ -552,8 +552,8 @@ AI void gemv_packed(const uint8_t *P, size_t tb, xllm_dtype t, int64_t nch, cons
          * strides (weights, weights, scales) keep the hardware prefetchers
          * from locking on (measured on a 2048x4096 Q4 stream, one thread:
          * 21.9 GB/s without, 24.1 with; longer distances were slower) */
-        for (size_t o = 0; o < (size_t)(4 * PQB(t) + PSB(t)); o += 64) {
-            const uint8_t *q = wc + 4 * PQB(t) + o;
+        for (size_t o = 0; o < (size_t)(4 * PQB + PSB(t)); o += 64) {
+            const uint8_t *q = wc + 4 * PQB + o;
             if (q < end) _mm_prefetch((const char *)q, _MM_HINT_T0);
         }
         __m512 sd, sm;
@@ -578,13 +578,7 @@ AI void pack_q_packed(const uint8_t *P, size_t tb, xllm_dtype t, int64_t nch, in
         __m512 sd, sm;
         chunk_scales(chunk_s(tile, t, c, nch), t, &sd, &sm);
         for (int i = 0; i < MR; i++) {
-            wchunk w = packed_chunk(wc, sd, sm, t, i);
-            uint8_t *p = pack + (size_t)(c * MR + i) * PQ;
-            _mm512_store_si512(p, w.w0);
-            _mm512_store_si512(p + 64, w.w1);
-            if (t == XLLM_DT_Q8) _mm512_store_si512(p + 128, w.init);
-            if (t == XLLM_DT_Q4M) _mm512_store_ps(p + 128, w.mw);
-            _mm512_store_ps(p + 192, w.dw);
+            store_unpacked(pack + (size_t)(c * MR + i) * PQ, t, packed_chunk(wc, sd, sm, t, i));
         }
     }
 }
@@ -618,8 +612,7 @@ AI void tile_q_direct(const uint8_t *tile, int64_t nch, xllm_dtype t, int nt, co
  * tiles straight from the packed rows; "pack/N": each 4-row tile unpacked
  * once into scratch for a block of N tokens (the activations of a block stay
  * in L2). Default (measured by the planner on small-120m shapes): direct for
- * up to 8 tokens, else pack with
- * the block that fits 384 KiB of activations. */
+ * up to 8 tokens, else pack with the block that fits 384 KiB of activations. */
 static const char *const packed_variants[] = {"direct", "pack/24", "pack/48", "pack/96"};
 
 AI void matmul_packed_t(const matrix *W, xllm_dtype t, const uint8_t *act, size_t astride, int T, const float *bias,
@@ -646,17 +639,7 @@ AI void matmul_packed_t(const matrix *W, xllm_dtype t, const uint8_t *act, size_
         return;
     }
     uint8_t *pack = scratch;
-    int TB = v == 2 ? 24 : v == 3 ? 48 : v == 4 ? 96 : token_block(astride);
-    for (int t0 = 0; t0 < T; t0 += TB) {
-        int t1 = t0 + TB < T ? t0 + TB : T;
-        for (int64_t r = r0; r < r1; r += MR) {
-            pack_q_packed(P, tb, t, nch, r, pack);
-            for (int tt = t0; tt < t1; tt += NT) {
-                int nt = t1 - tt < NT ? t1 - tt : NT;
-                tile_q_any(pack, nch, t, nt, act + (size_t)tt * astride, astride, bias, y + (size_t)tt * ldy, ldy, r, r1);
-            }
-        }
-    }
+    GEMM_BLOCKS(v == 2 ? 24 : v == 3 ? 48 : v == 4 ? 96 : token_block(astride), pack_q_packed(P, tb, t, nch, r, pack))
 }
 
 #define MM_CASE(TY, G)                                                                                             \
@@ -669,8 +652,7 @@ static void matmul_q(const matrix *W, const void *act, size_t astride, int T, co
                      int64_t r0, int64_t r1, void *scratch) {
     if (r1 <= r0) return;
     if (W->packed) { /* r0 is a multiple of 4: cpu_ops splits rows in tiles of 4 */
-        if (W->dtype == XLLM_DT_Q8) matmul_packed_t(W, XLLM_DT_Q8, act, astride, T, bias, y, ldy, r0, r1, scratch);
-        else if (W->dtype == XLLM_DT_Q4) matmul_packed_t(W, XLLM_DT_Q4, act, astride, T, bias, y, ldy, r0, r1, scratch);
+        if (W->dtype == XLLM_DT_Q4) matmul_packed_t(W, XLLM_DT_Q4, act, astride, T, bias, y, ldy, r0, r1, scratch);
         else matmul_packed_t(W, XLLM_DT_Q4M, act, astride, T, bias, y, ldy, r0, r1, scratch);
         return;
     }
