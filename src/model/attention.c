@@ -64,7 +64,7 @@ static void attn_chunk(const attn_job *j, int t, int h, int p0, int n, float *sc
     for (int i = 0, run; i < n; i += run) {
         int p = p0 + i;
         run = bs - p % bs < n - i ? bs - p % bs : n - i;
-        op_attn_scores(&j->m->be, q, kv_cache_k(j->kv, j->layer, table[p / bs], p % bs) + (size_t)kvh * hd, slot_stride,
+        op_attn_scores(&j->m->be, q, kv_cache_k_at(j->kv, j->layer, table, p) + (size_t)kvh * hd, slot_stride,
                        run, hd, 1.0f / sqrtf((float)hd), sc + i);
     }
     j->m->be.kern->attn->softmax(sc, 0, 1, &n, part, 0);
@@ -72,7 +72,7 @@ static void attn_chunk(const attn_job *j, int t, int h, int p0, int n, float *sc
     for (int i = 0, run; i < n; i += run) {
         int p = p0 + i;
         run = bs - p % bs < n - i ? bs - p % bs : n - i;
-        op_attn_accum(&j->m->be, acc, sc + i, kv_cache_v(j->kv, j->layer, table[p / bs], p % bs) + (size_t)kvh * hd,
+        op_attn_accum(&j->m->be, acc, sc + i, kv_cache_v_at(j->kv, j->layer, table, p) + (size_t)kvh * hd,
                       slot_stride, run, hd);
     }
 }
@@ -210,7 +210,7 @@ static void attention_groups(void *p, size_t i0, size_t i1, int thread) {
                 int pk = p0 + i;
                 run = bs - pk % bs < nmax - i ? bs - pk % bs : nmax - i;
                 A->scores_multi(Q + (size_t)ra * hd, (size_t)hd, R - ra,
-                                kv_cache_k(j->kv, j->layer, table[pk / bs], pk % bs) + (size_t)kvh * hd, slot_stride, run,
+                                kv_cache_k_at(j->kv, j->layer, table, pk) + (size_t)kvh * hd, slot_stride, run,
                                 hd, scale, S + (size_t)ra * ATTN_CHUNK + i, ATTN_CHUNK);
             }
             for (int r = ra; r < R; r++) {
@@ -226,7 +226,7 @@ static void attention_groups(void *p, size_t i0, size_t i1, int thread) {
                     int pk = p0 + i;
                     run = bs - pk % bs < hi - i ? bs - pk % bs : hi - i;
                     A->accum_multi(part + r0 * pst + 2, pst, R - r0, S + (size_t)r0 * ATTN_CHUNK + i, ATTN_CHUNK,
-                                   kv_cache_v(j->kv, j->layer, table[pk / bs], pk % bs) + (size_t)kvh * hd, slot_stride,
+                                   kv_cache_v_at(j->kv, j->layer, table, pk) + (size_t)kvh * hd, slot_stride,
                                    run, hd);
                 }
                 lo = hi > lo ? hi : lo;

@@ -132,10 +132,8 @@ static void qkv_heads(void *p, size_t u0, size_t u1, int thread) {
                            c->rope_interleaved);
             }
             if (part > 0) {
-                int pos = b->pos[t];
-                int32_t blk = b->block_tables[b->seq[t]][pos / kv->block_size];
-                float *dst = part == 1 ? kv_cache_k(kv, j->l, blk, pos % kv->block_size)
-                                       : kv_cache_v(kv, j->l, blk, pos % kv->block_size);
+                const int32_t *table = b->block_tables[b->seq[t]];
+                float *dst = part == 1 ? kv_cache_k_at(kv, j->l, table, b->pos[t]) : kv_cache_v_at(kv, j->l, table, b->pos[t]);
                 memcpy(dst + (size_t)h0 * hd, v, (size_t)(h1 - h0) * (size_t)hd * sizeof(float));
             }
         }
@@ -202,10 +200,9 @@ static void attention_block(model *m, kv_cache *kv, const fwd_batch *b, int l) {
             rope_apply(q, c->n_heads, hd, cs, sn, c->rope_interleaved);
             rope_apply(k, c->n_kv_heads, hd, cs, sn, c->rope_interleaved);
             /* write this token's K/V into its slot */
-            int pos = b->pos[t];
-            int32_t blk = b->block_tables[b->seq[t]][pos / kv->block_size];
-            memcpy(kv_cache_k(kv, l, blk, pos % kv->block_size), k, kd * sizeof(float));
-            memcpy(kv_cache_v(kv, l, blk, pos % kv->block_size), s->v + (size_t)t * kd, kd * sizeof(float));
+            const int32_t *table = b->block_tables[b->seq[t]];
+            memcpy(kv_cache_k_at(kv, l, table, b->pos[t]), k, kd * sizeof(float));
+            memcpy(kv_cache_v_at(kv, l, table, b->pos[t]), s->v + (size_t)t * kd, kd * sizeof(float));
         }
         if (prof_enabled) prof_add(PROF_ROPE_KV, t_rope, 6.0 * T * (double)(qd + kd), 4.0 * T * (double)(qd + 3 * kd));
     }

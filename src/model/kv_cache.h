@@ -44,6 +44,13 @@ static inline float *kv_cache_v(const kv_cache *kv, int layer, int32_t block, in
     return kv->v + (size_t)layer * kv->layer_stride +
            ((size_t)block * (size_t)kv->block_size + (size_t)slot) * (size_t)kv->n_kv_heads * (size_t)kv->head_dim;
 }
+/* The K / V slot of position pos of a sequence with block table `table`. */
+static inline float *kv_cache_k_at(const kv_cache *kv, int layer, const int32_t *table, int pos) {
+    return kv_cache_k(kv, layer, table[pos / kv->block_size], pos % kv->block_size);
+}
+static inline float *kv_cache_v_at(const kv_cache *kv, int layer, const int32_t *table, int pos) {
+    return kv_cache_v(kv, layer, table[pos / kv->block_size], pos % kv->block_size);
+}
 
 /* A sequence's block table, grown on demand. */
 typedef struct kv_seq {
