@@ -5,19 +5,9 @@
  */
 #if defined(__aarch64__)
 #define NEON_DOT 0
+#define NEON_TABLE cpu_kernels_neon
+#define NEON_NAME "neon"
 #include "backend/cpu/kernels_neon_impl.h"
-
-const cpu_kernels cpu_kernels_neon = {
-    .level = CPU_NEON,
-    .name = "neon",
-    .act_bytes = act_bytes,
-    .act_prepare = act_prepare,
-    .quant_act = quant_act,
-    .scratch_bytes = scratch_bytes,
-    .matmul_q = matmul_q,
-    .matmul_f = matmul_f,
-    .attn = &cpu_attn_neon,
-};
 #else
 typedef int xllm_no_neon_on_this_arch;
 #endif

@@ -419,3 +419,16 @@ static void matmul_f(const matrix *W, const float *x, int T, const float *bias, 
     }
 }
 
+/* The level's table: kernels_neon.c and kernels_neon_dot.c define NEON_TABLE
+ * and NEON_NAME before including this file. */
+const cpu_kernels NEON_TABLE = {
+    .level = CPU_NEON,
+    .name = NEON_NAME,
+    .act_bytes = act_bytes,
+    .act_prepare = act_prepare,
+    .quant_act = quant_act,
+    .scratch_bytes = scratch_bytes,
+    .matmul_q = matmul_q,
+    .matmul_f = matmul_f,
+    .attn = &cpu_attn_neon,
+};
