@@ -125,17 +125,30 @@ typedef struct xllm_sampling_params {
 
 xllm_sampling_params xllm_sampling_params_default(void);
 
+/* Scheduling class of a request (the elastic preemption policy, see
+ * xllm_engine_options.preempt_mode): online work preempts offline work. */
+typedef enum xllm_priority {
+    XLLM_PRIORITY_ONLINE = 0,    /* interactive (default) */
+    XLLM_PRIORITY_OFFLINE = 1    /* batch */
+} xllm_priority;
+
+#define XLLM_MAX_SAMPLES 64
+
 typedef struct xllm_request {
     const char *prompt;          /* UTF-8 text, tokenized with special tokens; or NULL */
     const int32_t *prompt_ids;   /* used when prompt is NULL (no BOS added) */
     size_t n_prompt_ids;
     xllm_sampling_params params;
+    int n;                       /* samples from one prompt (0 or 1 = one; at most XLLM_MAX_SAMPLES). The
+                                    prompt is prefilled once; sample j uses seed + j when params.has_seed.
+                                    xllm_generate takes n <= 1 only (use xllm_engine for more) */
+    xllm_priority priority;
 } xllm_request;
 
 typedef enum xllm_finish_reason {
     XLLM_FINISH_LENGTH = 0,      /* max_new_tokens reached (or the context filled) */
     XLLM_FINISH_STOP = 1,        /* eos id, stop id or stop string */
-    XLLM_FINISH_CANCELLED = 2    /* the callback asked to stop */
+    XLLM_FINISH_CANCELLED = 2    /* the callback asked to stop, or the request was aborted */
 } xllm_finish_reason;
 
 typedef struct xllm_result {
@@ -151,13 +164,162 @@ typedef struct xllm_result {
 typedef int (*xllm_token_callback)(void *user, size_t request_index, int32_t token,
                                    const char *text, size_t text_len);
 
-/* Generate for n requests at once (one batched forward per step). On success
+/* Generate for n requests at once: a thin wrapper over the model's own
+ * serving engine (see xllm_engine below): submit all, wait for all. On success
  * *results holds n results; free with xllm_results_free(*results, n).
- * On failure returns the status, fills err, and *results is NULL. */
+ * On failure returns the status, fills err, and *results is NULL; a bad
+ * request fails the call before any work. The callback runs on the calling
+ * thread. Thread-safe: calls from several threads on one model share its
+ * engine (their requests batch together); a callback may call anything but
+ * xllm_model_free of the model it runs on (refused: XLLM_ERR_INVALID_ARGUMENT). */
 xllm_status xllm_generate(xllm_model *model, const xllm_request *requests, size_t n,
                           xllm_token_callback cb, void *user,
                           xllm_result **results, xllm_error *err);
 void xllm_results_free(xllm_result *results, size_t n);
+
+/* ------------------------------------------------------------ serving engine */
+
+/* A long-lived engine over one loaded model: requests are submitted from any
+ * thread while it runs; one scheduler thread forms each step's flattened batch
+ * (continuous batching, chunked prefill), samples, and streams output into
+ * per-request queues. It owns a paged KV pool whose blocks are allocated as
+ * sequences grow, shared between requests with the same prefix (prefix
+ * cache), and reclaimed by preemption when the pool runs out.
+ *
+ * Exactness: a request's tokens never depend on what else runs, on
+ * preemption, on a prefix-cache or response-cache hit (greedy and seeded
+ * sampling alike): every kernel computes each output the same way whatever
+ * the batch, and each request's sampler state follows it through preemption.
+ *
+ * Threading contract: every xllm_engine_* function is thread-safe and may be
+ * called from any thread, except xllm_engine_free, which must not overlap any
+ * other call on the same engine (it aborts what still runs and joins the
+ * scheduler). Several engines may run on one model (their forward passes are
+ * serialized on the model). The model must outlive its engines.
+ */
+typedef struct xllm_engine xllm_engine;
+typedef uint64_t xllm_request_id;
+
+typedef enum xllm_preempt_mode {
+    XLLM_PREEMPT_RECOMPUTE = 0,  /* victim's blocks freed; re-queued with prompt + generated tokens */
+    XLLM_PREEMPT_SWAP = 1,       /* victim's blocks copied to a page-locked host pool, back when there is room */
+    XLLM_PREEMPT_ELASTIC = 2     /* offline before online, newest first; swap while the host pool has room,
+                                    else recompute (default) */
+} xllm_preempt_mode;
+
+typedef enum xllm_cache_policy {
+    XLLM_CACHE_LRU = 0,          /* finished requests' full blocks stay cached, evicted least-recently-used */
+    XLLM_CACHE_NONE = 1          /* no prefix caching */
+} xllm_cache_policy;
+
+#define XLLM_MAX_KNOWLEDGE 16
+
+typedef struct xllm_engine_options {
+    int max_batch_size;          /* sequences per step; 0 = the model's max_batch_seqs */
+    int timeout_ms;              /* dynamic batching window: when idle and a request arrives, wait up to this
+                                    for more (up to max_batch_size) before the first step; 0 = none */
+    xllm_preempt_mode preempt_mode;
+    int64_t workspace_size;      /* bytes for scratch + KV pool + host swap pool; 0 = the model's kv_tokens
+                                    pool and a swap pool of the same size in swap/elastic modes */
+    int64_t swap_size;           /* bytes of the host swap pool inside workspace_size; -1 = none;
+                                    0 = a quarter of the workspace in swap/elastic modes, none in recompute */
+    xllm_cache_policy cache_policy;
+    int response_cache;          /* 1 = exact-match response cache on (default off) */
+    int64_t response_cache_max_bytes;   /* 0 = 64 MiB */
+    int response_cache_max_entries;     /* 0 = 4096 */
+    int n_knowledge;             /* named texts prefilled at start and pinned (knowledge prefixes) */
+    const char *knowledge_name[XLLM_MAX_KNOWLEDGE];
+    const char *knowledge_path[XLLM_MAX_KNOWLEDGE];    /* a UTF-8 text file */
+    const char *knowledge_kv_path[XLLM_MAX_KNOWLEDGE]; /* NULL, or a KV file: loaded when it is valid for this
+                                                          model and text, else computed and written there */
+    int verbose;                 /* 1 = print the memory split at start to stderr */
+} xllm_engine_options;
+
+xllm_engine_options xllm_engine_options_default(void);
+
+/* Read a YAML config (docs/CONFIG.md): engine options, model options, and
+ * the model path (`model:`), resolved relative to the config file. Strings in
+ * *eopts and *model_path point into storage owned by the caller through
+ * *storage (free with xllm_free after the options are no longer used).
+ * An unknown key, a wrong type or an out-of-range value is
+ * XLLM_ERR_INVALID_ARGUMENT naming the key and its line. Thread-safe. */
+xllm_status xllm_config_load(const char *path, xllm_engine_options *eopts, xllm_model_options *mopts,
+                             const char **model_path, void **storage, xllm_error *err);
+
+/* Start an engine on a loaded model (its scheduler thread sleeps until work
+ * arrives). Refuses (NULL, err filled) a workspace too small for one
+ * full-context sequence, naming the sizes. Free with xllm_engine_free. */
+xllm_engine *xllm_engine_create(xllm_model *model, const xllm_engine_options *opts, xllm_error *err);
+/* Abort everything still running, join the scheduler, free all. NULL is ok. */
+void xllm_engine_free(xllm_engine *e);
+/* The engine a model creates for itself (xllm_generate's); borrowed. */
+xllm_engine *xllm_model_engine(xllm_model *model);
+
+/* Queue a request; *id identifies it until xllm_engine_release. The prompt
+ * is tokenized and validated here (a bad request fails now, with nothing
+ * queued); prompt strings and arrays are copied. notify, when not NULL, is
+ * called (on the scheduler thread, without engine locks held) each time the
+ * request has new output or finishes; it must return quickly and may call
+ * only xllm_engine_abort. */
+typedef void (*xllm_notify_fn)(void *user, xllm_request_id id);
+xllm_status xllm_engine_submit(xllm_engine *e, const xllm_request *req, xllm_notify_fn notify, void *notify_user,
+                               xllm_request_id *id, xllm_error *err);
+
+/* One piece of a request's output stream: the tokens one sample produced
+ * since the last chunk of that sample, and their newly complete text (text
+ * that could still become a stop string is held back until resolved). */
+typedef struct xllm_chunk {
+    int sample;                  /* 0 .. n-1 */
+    const int32_t *ids;          /* valid until the next poll or release of this request */
+    size_t n_ids;
+    const char *text;
+    size_t text_len;
+    int finished;                /* this sample is done (no more chunks for it) */
+    xllm_finish_reason finish_reason;
+} xllm_chunk;
+
+typedef enum xllm_poll_result {
+    XLLM_POLL_TIMEOUT = 0,       /* nothing new within timeout_ms */
+    XLLM_POLL_CHUNK = 1,         /* *chunk filled */
+    XLLM_POLL_DONE = 2,          /* every sample finished and was delivered; results are ready */
+    XLLM_POLL_ERROR = -1         /* unknown id, or the request failed (err says why) */
+} xllm_poll_result;
+
+/* Wait up to timeout_ms (-1 = without limit, 0 = do not wait) for the next
+ * chunk of a request. One thread at a time should poll a given request. */
+xllm_poll_result xllm_engine_poll(xllm_engine *e, xllm_request_id id, xllm_chunk *chunk, int timeout_ms,
+                                  xllm_error *err);
+/* Stop a request: its sequences finish with XLLM_FINISH_CANCELLED and their
+ * KV blocks are freed within one step. Unknown or finished ids are ignored. */
+void xllm_engine_abort(xllm_engine *e, xllm_request_id id);
+/* After XLLM_POLL_DONE (or at any time, waiting until done): the request's n
+ * results (free with xllm_results_free(*results, *n)); the request is released. */
+xllm_status xllm_engine_result(xllm_engine *e, xllm_request_id id, xllm_result **results, size_t *n,
+                               xllm_error *err);
+/* Forget a request (aborting it if it still runs). */
+void xllm_engine_release(xllm_engine *e, xllm_request_id id);
+
+/* Counters and pool state as JSON: requests_submitted, requests_finished,
+ * requests_aborted, requests_running, requests_waiting, prefill_tokens
+ * (tokens actually computed in prefill), decode_tokens, steps, preemptions
+ * {recompute, swap}, prefix_cache {lookups, hit_blocks, hit_tokens,
+ * evictions}, response_cache {hits, misses, entries, bytes}, kv
+ * {block_size, blocks_total, blocks_free, blocks_cached, blocks_used,
+ * blocks_pinned, swap_blocks_total, swap_blocks_used}, memory {scratch_bytes,
+ * kv_bytes, swap_bytes}, knowledge [{name, tokens, blocks}]. Free with xllm_free. */
+char *xllm_engine_stats(xllm_engine *e);
+
+/* Knowledge prefixes: prefill `text` (tokenized with special tokens, as a
+ * prompt is) once, pin its KV so LRU never evicts it; a request whose prompt
+ * ids start with its ids reuses the KV. Blocks until the prefill is done. */
+xllm_status xllm_engine_add_knowledge(xllm_engine *e, const char *name, const char *text, xllm_error *err);
+/* Write a knowledge prefix's ids and KV to a file (atomic rename). */
+xllm_status xllm_engine_save_knowledge(xllm_engine *e, const char *name, const char *path, xllm_error *err);
+/* Load a knowledge prefix from a file written by save, validated against
+ * this model (shapes and a fingerprint of the weights) and, when text is not
+ * NULL, against text's token ids; a mismatch is XLLM_ERR_INVALID_ARGUMENT. */
+xllm_status xllm_engine_load_knowledge(xllm_engine *e, const char *name, const char *path, const char *text,
+                                       xllm_error *err);
 
 /* ---------------------------------------------------------------- convert */
 
