@@ -219,10 +219,11 @@ typedef struct xllm_engine_options {
     int timeout_ms;              /* dynamic batching window: when idle and a request arrives, wait up to this
                                     for more (up to max_batch_size) before the first step; 0 = none */
     xllm_preempt_mode preempt_mode;
-    int64_t workspace_size;      /* bytes for scratch + KV pool + host swap pool; 0 = the model's kv_tokens
-                                    pool and a swap pool of the same size in swap/elastic modes */
-    int64_t swap_size;           /* bytes of the host swap pool inside workspace_size; -1 = none;
-                                    0 = a quarter of the workspace in swap/elastic modes, none in recompute */
+    int64_t workspace_size;      /* bytes for scratch + KV pool + host swap pool; 0 = a KV pool of the
+                                    model's kv_tokens (plus the swap pool) */
+    int64_t swap_size;           /* bytes of the host swap pool (inside workspace_size when that is set);
+                                    -1 = none; 0 = a quarter of the KV budget in swap/elastic modes, none in
+                                    recompute */
     xllm_cache_policy cache_policy;
     int response_cache;          /* 1 = exact-match response cache on (default off) */
     int64_t response_cache_max_bytes;   /* 0 = 64 MiB */
@@ -274,6 +275,7 @@ typedef struct xllm_chunk {
     size_t n_ids;
     const char *text;
     size_t text_len;
+    const uint32_t *text_ends;   /* per id: bytes of text complete after it (text_ends[n_ids-1] == text_len) */
     int finished;                /* this sample is done (no more chunks for it) */
     xllm_finish_reason finish_reason;
 } xllm_chunk;

@@ -1,30 +1,46 @@
 /*
  * model_api.c - the public model functions of xllm.h: option defaults, load
- * (config + weights + tokenizer + engine), logits and generate.
+ * (config + weights + tokenizer + its own serving engine), logits, generate,
+ * and engine creation.
  *
- * A public xllm_model bundles the model, its tokenizer and one engine (KV pool
- * and step buffers). Calls on one xllm_model must not overlap; separate
- * models are independent.
+ * A public xllm_model bundles the model, its tokenizer and a default engine
+ * (src/engine). Every engine on the model serializes its forward passes on
+ * the model's forward lock, so engines, xllm_generate calls and
+ * xllm_model_logits may run from any threads at once. xllm_generate is a thin
+ * wrapper: submit every request, then wait on their streams, calling the
+ * token callback on the calling thread. Freeing the model waits for calls in
+ * flight; from inside a callback of that model, the free is deferred until
+ * the outermost call returns.
  */
 #include "xllm.h"
 #include "base/alloc.h"
 #include "base/error.h"
 #include "base/file.h"
 #include "engine/engine.h"
+#include "engine/sampler.h"
 #include "engine/planner.h"
 #include "tokenizer/tokenizer.h"
 
+#include <pthread.h>
 #include <stdio.h>
-
 #include <stdlib.h>
 #include <string.h>
 
 struct xllm_model {
     model *m;
     tokenizer *tok;
-    engine eng;
-    char *plan_json;      /* the planner's report (NULL when XLLM_PLAN=0) */
+    engine *eng;              /* the model's own engine (xllm_generate) */
+    xllm_model_options opts;  /* resolved */
+    char *plan_json;          /* the planner's report (NULL when XLLM_PLAN=0) */
+    pthread_mutex_t forward_lock;
+    pthread_mutex_t calls_lock;
+    pthread_cond_t calls_cond;
+    int active_calls;         /* xllm_generate / xllm_model_logits in flight */
+    int free_pending;         /* xllm_model_free called from inside a callback */
 };
+
+/* The model whose token callback this thread is running (xllm_generate). */
+static _Thread_local xllm_model *tl_in_callback;
 
 #define DEFAULT_MAX_CONTEXT_CAP 8192
 #define DEFAULT_KV_BYTES_CAP ((int64_t)1 << 30)
@@ -90,17 +106,28 @@ xllm_model *xllm_model_load(const char *path, const xllm_model_options *opts, xl
     }
     resolve_options(&xm->m->cfg, &o);
     if (o.max_batch_seqs > o.max_step_tokens) o.max_batch_seqs = o.max_step_tokens; /* one decode token each */
-    if (engine_init(&xm->eng, xm->m, xm->tok, &o, err)) goto fail;
+    xm->opts = o;
+    pthread_mutex_init(&xm->forward_lock, NULL);
+    pthread_mutex_init(&xm->calls_lock, NULL);
+    pthread_cond_init(&xm->calls_cond, NULL);
+    xllm_engine_options eo = xllm_engine_options_default();
+    if (!(xm->eng = engine_create(xm->m, xm->tok, &xm->forward_lock, &o, &eo, err))) goto fail_locks;
     const char *plan = getenv("XLLM_PLAN");
     if (!plan || strcmp(plan, "0")) {
         cJSON *report;
-        if (planner_run(xm->m, PLAN_BUDGET_MS, &report, err)) goto fail;
+        if (planner_run(xm->m, PLAN_BUDGET_MS, &report, err)) goto fail_locks;
         char *text = cJSON_PrintUnformatted(report);
         cJSON_Delete(report);
         xm->plan_json = text ? xllm_strdup(text) : NULL;
         free(text);
     }
     return xm;
+fail_locks:
+    engine_destroy(xm->eng);
+    xm->eng = NULL;
+    pthread_mutex_destroy(&xm->forward_lock);
+    pthread_mutex_destroy(&xm->calls_lock);
+    pthread_cond_destroy(&xm->calls_cond);
 fail:
     if (xm->tok) tokenizer_free(xm->tok);
     model_free(xm->m);
@@ -108,35 +135,243 @@ fail:
     return NULL;
 }
 
-void xllm_model_free(xllm_model *xm) {
-    if (!xm) return;
+static void model_free_now(xllm_model *xm) {
     xllm_free(xm->plan_json);
-    engine_free(&xm->eng);
+    engine_destroy(xm->eng);
     if (xm->tok) tokenizer_free(xm->tok);
     model_free(xm->m);
+    pthread_mutex_destroy(&xm->forward_lock);
+    pthread_mutex_destroy(&xm->calls_lock);
+    pthread_cond_destroy(&xm->calls_cond);
     xllm_free(xm);
+}
+
+void xllm_model_free(xllm_model *xm) {
+    if (!xm) return;
+    pthread_mutex_lock(&xm->calls_lock);
+    if (tl_in_callback == xm) { /* inside our own callback: the outermost call frees it */
+        xm->free_pending = 1;
+        pthread_mutex_unlock(&xm->calls_lock);
+        return;
+    }
+    while (xm->active_calls > 0) pthread_cond_wait(&xm->calls_cond, &xm->calls_lock);
+    pthread_mutex_unlock(&xm->calls_lock);
+    model_free_now(xm);
+}
+
+/* A call on the model starts / ends (xllm_model_free waits for them). */
+static void call_begin(xllm_model *xm) {
+    pthread_mutex_lock(&xm->calls_lock);
+    xm->active_calls++;
+    pthread_mutex_unlock(&xm->calls_lock);
+}
+
+static void call_end(xllm_model *xm) {
+    pthread_mutex_lock(&xm->calls_lock);
+    int last = --xm->active_calls == 0;
+    int pending = xm->free_pending;
+    if (last) pthread_cond_broadcast(&xm->calls_cond);
+    pthread_mutex_unlock(&xm->calls_lock);
+    if (last && pending) model_free_now(xm);
 }
 
 const xllm_tokenizer *xllm_model_tokenizer(const xllm_model *xm) { return (const xllm_tokenizer *)xm->tok; }
 int32_t xllm_model_vocab_size(const xllm_model *xm) { return xm->m->cfg.vocab; }
-int32_t xllm_model_context_size(const xllm_model *xm) { return xm->eng.max_context; }
+int32_t xllm_model_context_size(const xllm_model *xm) { return xm->opts.max_context; }
 
 xllm_status xllm_model_logits(xllm_model *xm, const int32_t *ids, size_t n_ids, int all_positions, float *out,
                               xllm_error *err) {
     xllm_error_clear(err);
-    for (size_t i = 0; i < n_ids; i++)
-        if (ids[i] < 0 || ids[i] >= xm->m->cfg.vocab)
-            return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "token id %d at index %zu is outside the vocabulary (0..%d)",
-                               ids[i], i, xm->m->cfg.vocab - 1);
-    return engine_logits(&xm->eng, ids, n_ids, all_positions, out, err);
+    if (!xm) return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "model is NULL");
+    if (n_ids > (size_t)xm->opts.max_context)
+        return xllm_errorf(err, XLLM_ERR_CONTEXT_OVERFLOW, "logits: %zu ids exceed the context of %d", n_ids,
+                           xm->opts.max_context);
+    call_begin(xm);
+    pthread_mutex_lock(&xm->forward_lock);
+    xllm_status st = model_logits_once(xm->m, ids, n_ids, all_positions, out, err);
+    pthread_mutex_unlock(&xm->forward_lock);
+    call_end(xm);
+    return st;
+}
+
+/* ------------------------------------------------------------- generate */
+
+typedef struct gen_wait {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int signalled;
+} gen_wait;
+
+static void gen_notify(void *user, xllm_request_id id) {
+    (void)id;
+    gen_wait *w = user;
+    pthread_mutex_lock(&w->lock);
+    w->signalled = 1;
+    pthread_cond_signal(&w->cond);
+    pthread_mutex_unlock(&w->lock);
+}
+
+typedef struct gen_item {
+    xllm_request_id id;
+    int done, stopped;
+    size_t delivered_ids, delivered_text;
+    xllm_finish_reason last_reason;
+    int last_finished;
+} gen_item;
+
+static xllm_status generate(xllm_model *xm, const xllm_request *requests, size_t n, xllm_token_callback cb,
+                            void *user, xllm_result **results, xllm_error *err) {
+    engine *e = xm->eng;
+    engine_request **prep = xllm_calloc(n, sizeof *prep);
+    gen_item *items = xllm_calloc(n, sizeof *items);
+    xllm_result *res = xllm_calloc(n, sizeof *res);
+    if (!prep || !items || !res) {
+        xllm_free(prep);
+        xllm_free(items);
+        xllm_free(res);
+        return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+    }
+    xllm_status st = XLLM_OK;
+    /* validate every request before any runs */
+    for (size_t i = 0; i < n && !st; i++) {
+        if (requests[i].n > 1) {
+            st = xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT,
+                             "xllm_generate takes one sample per request (n = %d): use xllm_engine_submit",
+                             requests[i].n);
+        } else {
+            st = engine_prepare(e, &requests[i], &prep[i], err);
+        }
+        if (st && n > 1) xllm_error_prefix(err, "request %zu", i);
+    }
+    if (st) {
+        for (size_t i = 0; i < n; i++) engine_discard(prep[i]);
+        xllm_free(prep);
+        xllm_free(items);
+        xllm_free(res);
+        return st;
+    }
+    gen_wait w;
+    pthread_mutex_init(&w.lock, NULL);
+    pthread_cond_init(&w.cond, NULL);
+    w.signalled = 0;
+    for (size_t i = 0; i < n; i++) engine_enqueue(e, prep[i], gen_notify, &w, &items[i].id);
+    xllm_free(prep);
+    size_t n_done = 0;
+    while (n_done < n && !st) {
+        int progress = 0;
+        for (size_t i = 0; i < n && !st; i++) {
+            gen_item *it = &items[i];
+            if (it->done) continue;
+            xllm_chunk c;
+            xllm_poll_result pr;
+            while ((pr = xllm_engine_poll(e, it->id, &c, 0, err)) == XLLM_POLL_CHUNK) {
+                progress = 1;
+                size_t prev = 0;
+                for (size_t k = 0; k < c.n_ids; k++) {
+                    size_t end = c.text_ends[k];
+                    if (!it->stopped) {
+                        it->delivered_ids++;
+                        it->delivered_text += end - prev;
+                        if (cb) {
+                            xllm_model *saved = tl_in_callback;
+                            tl_in_callback = xm;
+                            int stop = cb(user, i, c.ids[k], c.text + prev, end - prev);
+                            tl_in_callback = saved;
+                            int last = c.finished && k + 1 == c.n_ids;
+                            if (stop && !last) {
+                                it->stopped = 1;
+                                xllm_engine_abort(e, it->id);
+                            }
+                        }
+                    }
+                    prev = end;
+                }
+            }
+            if (pr == XLLM_POLL_ERROR) {
+                st = err ? err->code : XLLM_ERR_INTERNAL;
+                if (!st) st = XLLM_ERR_INTERNAL;
+                if (n > 1) xllm_error_prefix(err, "request %zu", i);
+                break;
+            }
+            if (pr == XLLM_POLL_DONE) {
+                xllm_result *r = NULL;
+                size_t nr = 0;
+                st = xllm_engine_result(e, it->id, &r, &nr, err);
+                it->id = 0;
+                if (st) break;
+                res[i] = r[0];
+                xllm_free(r);
+                if (it->stopped) { /* what the callback saw, and no more */
+                    if (res[i].n_ids > it->delivered_ids) res[i].n_ids = it->delivered_ids;
+                    if (res[i].text_len > it->delivered_text) {
+                        res[i].text_len = it->delivered_text;
+                        res[i].text[res[i].text_len] = 0;
+                    }
+                    res[i].finish_reason = XLLM_FINISH_CANCELLED;
+                }
+                it->done = 1;
+                n_done++;
+                progress = 1;
+            }
+        }
+        if (!progress && !st) {
+            pthread_mutex_lock(&w.lock);
+            while (!w.signalled) pthread_cond_wait(&w.cond, &w.lock);
+            w.signalled = 0;
+            pthread_mutex_unlock(&w.lock);
+        }
+    }
+    if (st) {
+        for (size_t i = 0; i < n; i++)
+            if (items[i].id) xllm_engine_release(e, items[i].id);
+        xllm_results_free(res, n);
+        res = NULL;
+    } else {
+        *results = res;
+    }
+    /* the scheduler may be inside gen_notify for our last publication: w
+     * must outlive that call */
+    engine_wait_quiet(e);
+    xllm_free(items);
+    pthread_mutex_destroy(&w.lock);
+    pthread_cond_destroy(&w.cond);
+    return st;
 }
 
 xllm_status xllm_generate(xllm_model *xm, const xllm_request *requests, size_t n, xllm_token_callback cb, void *user,
                           xllm_result **results, xllm_error *err) {
     xllm_error_clear(err);
     if (!results) return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "results is NULL");
-    return engine_generate(&xm->eng, requests, n, cb, user, results, err);
+    *results = NULL;
+    if (!xm) return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "model is NULL");
+    if (n == 0) return XLLM_OK;
+    if (!requests) return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "requests is NULL");
+    call_begin(xm);
+    xllm_status st = generate(xm, requests, n, cb, user, results, err);
+    call_end(xm);
+    return st;
 }
+
+/* --------------------------------------------------------------- engines */
+
+xllm_engine *xllm_engine_create(xllm_model *xm, const xllm_engine_options *opts, xllm_error *err) {
+    xllm_error_clear(err);
+    if (!xm) {
+        xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "model is NULL");
+        return NULL;
+    }
+    engine *e = engine_create(xm->m, xm->tok, &xm->forward_lock, &xm->opts, opts, err);
+    if (!e) return NULL;
+    if (knowledge_from_options(e, err)) {
+        engine_destroy(e);
+        return NULL;
+    }
+    return e;
+}
+
+void xllm_engine_free(xllm_engine *e) { engine_destroy(e); }
+
+xllm_engine *xllm_model_engine(xllm_model *xm) { return xm ? xm->eng : NULL; }
 
 xllm_status xllm_model_plan(const xllm_model *xm, char **json, xllm_error *err) {
     xllm_error_clear(err);

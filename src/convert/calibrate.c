@@ -143,9 +143,6 @@ xllm_status calib_collect(const char *src, const char *text_file, int max_tokens
     size_t n_ids = 0;
     tokenizer *tok = NULL;
     model *m = NULL;
-    engine e;
-    memset(&e, 0, sizeof e);
-    int engine_up = 0;
     xllm_status st = xllm_read_file(text_file, &text, &len, err);
     if (st) goto done;
     m = model_load(src, n_threads, CALIB_WINDOW, err);
@@ -167,13 +164,6 @@ xllm_status calib_collect(const char *src, const char *text_file, int max_tokens
     }
     if (max_tokens > 0 && n_ids > (size_t)max_tokens) n_ids = (size_t)max_tokens;
     int window = m->cfg.max_positions < CALIB_WINDOW ? m->cfg.max_positions : CALIB_WINDOW;
-    xllm_model_options o = {0};
-    o.max_context = window;
-    o.kv_block_size = 16;
-    o.max_batch_seqs = 1;
-    o.kv_tokens = window;
-    if ((st = engine_init(&e, m, NULL, &o, err))) goto done;
-    engine_up = 1;
     if ((st = alloc_stats(out, &m->cfg, err))) goto done;
     m->observe = observe;
     m->observe_ctx = out;
@@ -191,7 +181,7 @@ xllm_status calib_collect(const char *src, const char *text_file, int max_tokens
         size_t k = 0;
         if (bos >= 0) win[k++] = bos;
         while (k < (size_t)window && pos < n_ids) win[k++] = ids[pos++];
-        st = engine_logits(&e, win, k, 0, logits, err);
+        st = model_logits_once(m, win, k, 0, logits, err);
         out->tokens += (int)k;
         if (progress) progress(progress_user, "calibrating", (double)pos / (double)n_ids);
     }
@@ -200,7 +190,6 @@ xllm_status calib_collect(const char *src, const char *text_file, int max_tokens
     m->observe = NULL;
 done:
     if (st) calib_free(out);
-    if (engine_up) engine_free(&e);
     model_free(m);
     if (tok) tokenizer_free(tok);
     xllm_free(ids);

@@ -1,395 +1,952 @@
 /*
- * engine.c - the generation loop over the flattened-batch forward pass
- * (see engine.h for the scheduling policy).
+ * engine.c - the serving engine's thread and its public functions
+ * (xllm_engine_* in xllm.h; the design is in engine.h and scheduler.c).
+ *
+ * The scheduler thread loops: take new requests and jobs under the lock;
+ * sleep when there is nothing to do (checking the KV pool's invariants first);
+ * after an idle spell, hold the first step up to timeout_ms so that a burst
+ * of requests starts together (dynamic batching); run one step without the
+ * lock; publish its output under the lock and wake the pollers; call the
+ * requests' notify functions with no lock held.
  */
 #include "engine/engine.h"
 #include "base/alloc.h"
 #include "base/error.h"
-#include "base/profile.h"
-#include "engine/sampler.h"
 
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
-/* ---------------------------------------------------------------- setup */
+#define MAP_BUCKETS 4096
+#define MAX_STOP_LEN 1024
+#define DEFAULT_RC_BYTES ((int64_t)64 << 20)
+#define DEFAULT_RC_ENTRIES 4096
 
-xllm_status engine_init(engine *e, model *m, const tokenizer *tok, const xllm_model_options *o, xllm_error *err) {
-    memset(e, 0, sizeof *e);
+xllm_engine_options xllm_engine_options_default(void) {
+    xllm_engine_options o;
+    memset(&o, 0, sizeof o);
+    o.preempt_mode = XLLM_PREEMPT_ELASTIC;
+    o.cache_policy = XLLM_CACHE_LRU;
+    return o;
+}
+
+/* ------------------------------------------------------------- requests */
+
+static void outbox_free(outbox *b) {
+    xllm_free(b->ids);
+    xllm_free(b->text);
+    xllm_free(b->ends);
+}
+
+static void request_free(engine_request *r) {
+    if (!r) return;
+    if (r->seqs)
+        for (int j = 0; j < r->n; j++) seq_free(&r->seqs[j]);
+    if (r->out)
+        for (int j = 0; j < r->n; j++) outbox_free(&r->out[j]);
+    if (r->last)
+        for (int j = 0; j < r->n; j++) outbox_free(&r->last[j]);
+    if (r->results) xllm_results_free(r->results, (size_t)r->n);
+    xllm_free(r->seqs);
+    xllm_free(r->out);
+    xllm_free(r->last);
+    xllm_free(r->prompt);
+    xllm_free(r->stop_store);
+    xllm_free(r->fail_msg);
+    xllm_free(r->rc_key);
+    xllm_free(r);
+}
+
+static engine_request *map_find(engine *e, xllm_request_id id) {
+    for (engine_request *r = e->map[id & e->map_mask]; r; r = r->map_next)
+        if (r->id == id) return r;
+    return NULL;
+}
+
+static void map_remove(engine *e, engine_request *r) {
+    engine_request **link = &e->map[r->id & e->map_mask];
+    while (*link && *link != r) link = &(*link)->map_next;
+    if (*link) *link = r->map_next;
+}
+
+static xllm_status outbox_append(outbox *b, const int32_t *ids, size_t n, const char *text, size_t text_len,
+                                 const uint32_t *ends, uint32_t end_base) {
+    if (b->n_ids + n > b->cap_ids) {
+        size_t cap = b->cap_ids ? b->cap_ids : 16;
+        while (cap < b->n_ids + n) cap *= 2;
+        int32_t *ni = xllm_realloc(b->ids, cap * sizeof(int32_t));
+        if (!ni) return XLLM_ERR_OUT_OF_MEMORY;
+        b->ids = ni;
+        uint32_t *ne = xllm_realloc(b->ends, cap * sizeof(uint32_t));
+        if (!ne) return XLLM_ERR_OUT_OF_MEMORY;
+        b->ends = ne;
+        b->cap_ids = cap;
+    }
+    if (b->text_len + text_len + 1 > b->cap_text) {
+        size_t cap = b->cap_text ? b->cap_text : 64;
+        while (cap < b->text_len + text_len + 1) cap *= 2;
+        char *nt = xllm_realloc(b->text, cap);
+        if (!nt) return XLLM_ERR_OUT_OF_MEMORY;
+        b->text = nt;
+        b->cap_text = cap;
+    }
+    for (size_t i = 0; i < n; i++) b->ends[b->n_ids + i] = (uint32_t)b->text_len + (ends[i] - end_base);
+    memcpy(b->ids + b->n_ids, ids, n * sizeof(int32_t));
+    memcpy(b->text + b->text_len, text, text_len);
+    b->n_ids += n;
+    b->text_len += text_len;
+    b->text[b->text_len] = 0;
+    return XLLM_OK;
+}
+
+/* Validate and tokenize a request into a fresh engine_request (not queued). */
+static xllm_status request_prepare(engine *e, const xllm_request *q, engine_request **out, xllm_error *err) {
+    *out = NULL;
+    if (!q) return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "the request is NULL");
+    const xllm_sampling_params *p = &q->params;
+    int n = q->n <= 0 ? 1 : q->n;
+    if (n > XLLM_MAX_SAMPLES)
+        return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "n = %d samples; at most %d", q->n, XLLM_MAX_SAMPLES);
+    if (q->priority != XLLM_PRIORITY_ONLINE && q->priority != XLLM_PRIORITY_OFFLINE)
+        return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "priority %d is neither online (0) nor offline (1)",
+                           (int)q->priority);
+    if (p->n_stop < 0 || p->n_stop > XLLM_MAX_STOP_STRINGS)
+        return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "%d stop strings; at most %d", p->n_stop,
+                           XLLM_MAX_STOP_STRINGS);
+    if (p->n_stop_ids < 0 || p->n_stop_ids > XLLM_MAX_STOP_IDS)
+        return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "%d stop ids; at most %d", p->n_stop_ids, XLLM_MAX_STOP_IDS);
+    size_t stop_bytes = 0;
+    for (int i = 0; i < p->n_stop; i++) {
+        if (!p->stop[i]) return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "stop string %d is NULL", i);
+        size_t l = strlen(p->stop[i]);
+        if (l > MAX_STOP_LEN)
+            return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "stop string %d is %zu bytes long; at most %d", i, l,
+                               MAX_STOP_LEN);
+        stop_bytes += l + 1;
+    }
+    {
+        sampler probe;
+        xllm_status st = sampler_init(&probe, p, e->m->cfg.vocab, err);
+        if (st) return st;
+        sampler_free(&probe);
+    }
+    engine_request *r = xllm_calloc(1, sizeof *r);
+    if (!r) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+    r->n = n;
+    r->priority = q->priority;
+    r->params = *p;
+    r->stop_store = xllm_malloc(stop_bytes + 1);
+    xllm_status st = XLLM_OK;
+    if (!r->stop_store) st = xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+    for (size_t i = 0, off = 0; !st && i < (size_t)p->n_stop; i++) {
+        size_t l = strlen(p->stop[i]);
+        memcpy(r->stop_store + off, p->stop[i], l + 1);
+        r->params.stop[i] = r->stop_store + off;
+        off += l + 1;
+    }
+    /* the prompt */
+    size_t np = 0;
+    if (!st) {
+        if (q->prompt) {
+            if (!e->tok)
+                st = xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "a text prompt, but the model has no tokenizer");
+            else
+                st = tokenizer_encode(e->tok, q->prompt, strlen(q->prompt), 1, &r->prompt, &np, err);
+        } else if (q->n_prompt_ids && !q->prompt_ids) {
+            st = xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "prompt_ids is NULL");
+        } else if (q->n_prompt_ids >= (size_t)e->max_context) {
+            np = q->n_prompt_ids;
+        } else {
+            np = q->n_prompt_ids;
+            r->prompt = xllm_malloc_array(np ? np : 1, sizeof(int32_t));
+            if (!r->prompt) st = xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+            else if (np) memcpy(r->prompt, q->prompt_ids, np * sizeof(int32_t));
+        }
+    }
+    if (!st && np == 0) st = xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "the prompt is empty (no tokens)");
+    if (!st && np >= (size_t)e->max_context)
+        st = xllm_errorf(err, XLLM_ERR_CONTEXT_OVERFLOW,
+                         "the prompt has %zu tokens but the context holds %d (at least one must be left to generate)",
+                         np, e->max_context);
+    for (size_t k = 0; !st && k < np; k++)
+        if (r->prompt[k] < 0 || r->prompt[k] >= e->m->cfg.vocab)
+            st = xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "prompt token id %d is outside the vocabulary (0..%d)",
+                             r->prompt[k], e->m->cfg.vocab - 1);
+    if (!st) {
+        int need = (int)np + (p->max_new_tokens > 0 ? p->max_new_tokens : 0);
+        if (need > e->max_context || need < 0) need = e->max_context;
+        int32_t blocks = kv_blocks_for_tokens(&e->kv, need);
+        int32_t usable = e->kv.n_blocks - atomic_load(&e->pinned_blocks);
+        if (blocks > usable)
+            st = xllm_errorf(err, XLLM_ERR_CONTEXT_OVERFLOW,
+                             "the request needs %d KV blocks (%d tokens) but the pool has %d usable; raise "
+                             "memory.workspace_size (or the model's kv_tokens)", blocks, need, usable);
+    }
+    r->n_prompt = (int)np;
+    if (!st) {
+        r->seqs = xllm_calloc((size_t)n, sizeof *r->seqs);
+        r->out = xllm_calloc((size_t)n, sizeof *r->out);
+        r->last = xllm_calloc((size_t)n, sizeof *r->last);
+        if (!r->seqs || !r->out || !r->last) st = xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+    }
+    for (int j = 0; !st && j < n; j++) {
+        st = seq_init(&r->seqs[j], r->prompt, r->n_prompt, &r->params, &e->eos, e->m->cfg.vocab, e->max_context,
+                      e->tok, (uint64_t)j, e->block_size, err);
+        r->seqs[j].req = r;
+        r->seqs[j].sample = j;
+    }
+    if (!st && e->o.response_cache && rc_cacheable(&r->params)) {
+        r->rc_key = rc_key(r->prompt, (size_t)r->n_prompt, &r->params, n, &r->rc_key_len);
+        if (!r->rc_key) st = xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+    }
+    if (st) {
+        request_free(r);
+        return st;
+    }
+    atomic_init(&r->abort_req, 0);
+    *out = r;
+    return XLLM_OK;
+}
+
+/* A response-cache hit: the request is done at once, its outboxes hold the
+ * stored output. Under the lock. */
+static xllm_status request_from_cache(engine_request *r, const rc_entry *hit) {
+    r->results = xllm_calloc((size_t)r->n, sizeof *r->results);
+    if (!r->results) return XLLM_ERR_OUT_OF_MEMORY;
+    for (int j = 0; j < r->n; j++) {
+        const rc_sample *s = &hit->samples[j];
+        if (outbox_append(&r->out[j], s->ids, s->n_ids, s->text, s->text_len, s->text_end, 0))
+            return XLLM_ERR_OUT_OF_MEMORY;
+        r->out[j].finished = 1;
+        r->out[j].reason = s->reason;
+        xllm_result *res = &r->results[j];
+        res->n_prompt_ids = (size_t)r->n_prompt;
+        res->prompt_ids = xllm_malloc_array((size_t)r->n_prompt + 1, sizeof(int32_t));
+        res->ids = xllm_malloc_array(s->n_ids + 1, sizeof(int32_t));
+        res->text = xllm_strndup(s->text, s->text_len);
+        if (!res->prompt_ids || !res->ids || !res->text) return XLLM_ERR_OUT_OF_MEMORY;
+        memcpy(res->prompt_ids, r->prompt, (size_t)r->n_prompt * sizeof(int32_t));
+        memcpy(res->ids, s->ids, s->n_ids * sizeof(int32_t));
+        res->n_ids = s->n_ids;
+        res->text_len = s->text_len;
+        res->finish_reason = s->reason;
+    }
+    for (int j = 0; j < r->n; j++) seq_free(&r->seqs[j]);
+    xllm_free(r->seqs);
+    r->seqs = NULL;
+    r->done = 1;
+    return XLLM_OK;
+}
+
+/* Queue a prepared request (or answer it from the response cache). */
+static void request_enqueue(engine *e, engine_request *r, xllm_notify_fn notify, void *user, xllm_request_id *id) {
+    r->notify = notify;
+    r->notify_user = user;
+    pthread_mutex_lock(&e->lock);
+    r->id = ++e->next_id;
+    r->order = ++e->next_order;
+    *id = r->id;
+    e->pub.submitted++;
+    e->st.submitted++;
+    int cached = 0;
+    if (r->rc_key) {
+        const rc_entry *hit = rc_lookup(&e->rc, r->rc_key, r->rc_key_len);
+        if (hit && hit->n == r->n && request_from_cache(r, hit) == XLLM_OK) cached = 1;
+        else if (hit) { /* could not copy it: run the request instead */
+            if (r->results) xllm_results_free(r->results, (size_t)r->n);
+            r->results = NULL;
+        }
+        e->rc_hits = e->rc.hits;
+        e->rc_misses = e->rc.misses;
+    }
+    r->map_next = e->map[r->id & e->map_mask];
+    e->map[r->id & e->map_mask] = r;
+    if (cached) {
+        e->pub.finished++;
+        e->st.finished++;
+        pthread_cond_broadcast(&e->out);
+        pthread_mutex_unlock(&e->lock);
+        if (notify) notify(user, r->id);
+        return;
+    }
+    r->sched_owned = 1;
+    if (e->in_tail) e->in_tail->next_incoming = r; else e->in_head = r;
+    e->in_tail = r;
+    e->n_incoming++;
+    pthread_cond_signal(&e->wake);
+    pthread_mutex_unlock(&e->lock);
+}
+
+xllm_status engine_prepare(engine *e, const xllm_request *q, engine_request **r, xllm_error *err) {
+    return request_prepare(e, q, r, err);
+}
+
+void engine_enqueue(engine *e, engine_request *r, xllm_notify_fn notify, void *user, xllm_request_id *id) {
+    request_enqueue(e, r, notify, user, id);
+}
+
+void engine_discard(engine_request *r) { request_free(r); }
+
+xllm_status xllm_engine_submit(xllm_engine *e, const xllm_request *req, xllm_notify_fn notify, void *notify_user,
+                               xllm_request_id *id, xllm_error *err) {
+    xllm_error_clear(err);
+    if (!e || !id) return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "engine or id is NULL");
+    *id = 0;
+    engine_request *r;
+    xllm_status st = request_prepare(e, req, &r, err);
+    if (st) return st;
+    pthread_mutex_lock(&e->lock);
+    int stopping = e->stopping;
+    pthread_mutex_unlock(&e->lock);
+    if (stopping) {
+        request_free(r);
+        return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "the engine is shutting down");
+    }
+    request_enqueue(e, r, notify, notify_user, id);
+    return XLLM_OK;
+}
+
+/* ------------------------------------------------------------ publishing */
+
+typedef struct pending_notify {
+    xllm_notify_fn fn;
+    void *user;
+    xllm_request_id id;
+} pending_notify;
+
+/* Move the step's output into the outboxes; finish done requests. Under the lock. */
+static int publish(engine *e, pending_notify **notes, int *cap_notes) {
+    int n_notes = 0;
+    for (int t = 0; t < e->n_touched; t++) {
+        engine_request *r = e->touched[t];
+        r->dirty = 0;
+        for (int j = 0; j < r->n; j++) {
+            sequence *s = &r->seqs[j];
+            int n_gen = seq_n_generated(s);
+            if (s->published < n_gen) {
+                uint32_t start = s->published ? s->tok_text_end[s->published - 1] : 0;
+                uint32_t end = s->tok_text_end[n_gen - 1];
+                if (outbox_append(&r->out[j], s->ids + s->n_prompt + s->published, (size_t)(n_gen - s->published),
+                                  (s->text ? s->text : "") + start, end - start, s->tok_text_end + s->published,
+                                  start) == XLLM_OK)
+                    s->published = n_gen;
+            }
+            if (s->state == SEQ_DONE && s->published == n_gen && !r->out[j].finished) {
+                r->out[j].finished = 1;
+                r->out[j].reason = s->reason;
+            }
+        }
+        if (r->n_done == r->n && !r->done) {
+            xllm_error err;
+            xllm_result *res = xllm_calloc((size_t)r->n, sizeof *res);
+            xllm_status st = res ? XLLM_OK : XLLM_ERR_OUT_OF_MEMORY;
+            int cancelled = 0;
+            for (int j = 0; j < r->n && !st; j++) {
+                st = seq_result(&r->seqs[j], &res[j], &err);
+                cancelled |= r->seqs[j].reason == XLLM_FINISH_CANCELLED;
+            }
+            if (!st && r->rc_key && !cancelled && !r->fail) {
+                rc_sample samples[XLLM_MAX_SAMPLES];
+                for (int j = 0; j < r->n; j++) {
+                    sequence *s = &r->seqs[j];
+                    samples[j] = (rc_sample){s->ids + s->n_prompt, (size_t)seq_n_generated(s), s->text,
+                                             s->text ? s->text_len : 0, s->tok_text_end, s->reason};
+                }
+                rc_insert(&e->rc, r->rc_key, r->rc_key_len, samples, r->n);
+            }
+            if (st) {
+                if (res) xllm_results_free(res, (size_t)r->n);
+                res = NULL;
+                if (!r->fail) {
+                    r->fail = XLLM_ERR_OUT_OF_MEMORY;
+                    r->fail_msg = xllm_strdup("out of memory building the results");
+                }
+            }
+            r->results = res;
+            for (int j = 0; j < r->n; j++) seq_free(&r->seqs[j]);
+            r->done = 1;
+            r->sched_owned = 0;
+            e->st.finished++;
+        }
+        if (r->notify) {
+            if (n_notes == *cap_notes) {
+                int nc = *cap_notes ? *cap_notes * 2 : 64;
+                pending_notify *nn = xllm_realloc(*notes, (size_t)nc * sizeof *nn);
+                if (nn) {
+                    *notes = nn;
+                    *cap_notes = nc;
+                }
+            }
+            if (n_notes < *cap_notes) (*notes)[n_notes++] = (pending_notify){r->notify, r->notify_user, r->id};
+        }
+        if (r->done && r->released) {
+            map_remove(e, r);
+            request_free(r);
+        }
+    }
+    e->n_touched = 0;
+    /* statistics */
+    engine_stats *p = &e->pub;
+    *p = e->st;
+    p->pc_lookups = e->bm.lookups;
+    p->pc_hit_blocks = e->bm.hit_blocks;
+    p->pc_hit_tokens = e->bm.hit_tokens;
+    p->pc_evictions = e->bm.evictions;
+    p->blocks_free = e->kv.n_free;
+    p->blocks_cached = e->bm.n_cached;
+    p->blocks_used = bm_used(&e->bm);
+    p->blocks_pinned = bm_pinned(&e->bm);
+    p->swap_used = e->bm.swap_total - e->bm.swap_n_free;
+    p->running = e->n_running;
+    p->waiting = e->n_waiting;
+    p->swapped = e->n_swapped;
+    pthread_cond_broadcast(&e->out);
+    return n_notes;
+}
+
+/* ---------------------------------------------------------------- thread */
+
+static void check_pool(engine *e, const char *when) {
+    char msg[512];
+    if (sched_check(e, msg, sizeof msg)) {
+        fprintf(stderr, "xllm: fatal: KV pool invariant violated (%s): %s\n", when, msg);
+        abort();
+    }
+}
+
+static void fail_everything(engine *e, xllm_status st, const char *msg) {
+    pthread_mutex_lock(&e->lock);
+    sequence **lists[3] = {e->running, e->waiting, e->swapped};
+    int counts[3] = {e->n_running, e->n_waiting, e->n_swapped};
+    for (int l = 0; l < 3; l++)
+        for (int i = 0; i < counts[l]; i++) {
+            engine_request *r = lists[l][i]->req;
+            if (!r->fail) {
+                r->fail = st;
+                r->fail_msg = xllm_strdup(msg);
+                e->st.failed++;
+            }
+        }
+    pthread_mutex_unlock(&e->lock);
+    sched_cancel_all(e);
+}
+
+static void *engine_thread(void *arg) {
+    engine *e = arg;
+    pending_notify *notes = NULL;
+    int cap_notes = 0;
+    pthread_mutex_lock(&e->lock);
+    for (;;) {
+        int was_idle = !sched_has_work(e);
+        if (was_idle && !e->in_head && !e->jobs) {
+            check_pool(e, "idle");
+            if (e->stopping) break;
+            pthread_cond_wait(&e->wake, &e->lock);
+            continue;
+        }
+        if (was_idle && e->o.timeout_ms > 0 && e->in_head && !e->stopping) {
+            /* dynamic batching: let a burst gather before the first step */
+            struct timespec dl;
+            clock_gettime(CLOCK_REALTIME, &dl);
+            dl.tv_sec += e->o.timeout_ms / 1000;
+            dl.tv_nsec += (long)(e->o.timeout_ms % 1000) * 1000000L;
+            if (dl.tv_nsec >= 1000000000L) {
+                dl.tv_sec++;
+                dl.tv_nsec -= 1000000000L;
+            }
+            while (e->n_incoming < e->max_seqs && !e->stopping)
+                if (pthread_cond_timedwait(&e->wake, &e->lock, &dl) == ETIMEDOUT) break;
+        }
+        engine_request *in = e->in_head;
+        e->in_head = e->in_tail = NULL;
+        e->n_incoming = 0;
+        engine_job *jobs = e->jobs;
+        e->jobs = NULL;
+        int stopping = e->stopping;
+        pthread_mutex_unlock(&e->lock);
+
+        for (engine_request *r = in; r;) {
+            engine_request *next = r->next_incoming;
+            r->next_incoming = NULL;
+            sched_enqueue(e, r);
+            r = next;
+        }
+        /* jobs run in arrival order (the list is newest first) */
+        engine_job *rev = NULL;
+        while (jobs) {
+            engine_job *n = jobs->next;
+            jobs->next = rev;
+            rev = jobs;
+            jobs = n;
+        }
+        for (engine_job *j = rev; j;) {
+            engine_job *n = j->next;
+            knowledge_run_job(e, j);
+            pthread_mutex_lock(&e->lock);
+            j->done = 1;
+            pthread_cond_broadcast(&e->out);
+            pthread_mutex_unlock(&e->lock);
+            j = n;
+        }
+        if (stopping) sched_cancel_all(e);
+        xllm_error err;
+        xllm_error_clear(&err);
+        xllm_status st = sched_step(e, &err);
+        if (st) fail_everything(e, st, err.message);
+        if (e->debug) check_pool(e, "after a step");
+
+        pthread_mutex_lock(&e->lock);
+        int n_notes = publish(e, &notes, &cap_notes);
+        if (n_notes) {
+            e->notifying = 1;
+            pthread_mutex_unlock(&e->lock);
+            for (int i = 0; i < n_notes; i++) notes[i].fn(notes[i].user, notes[i].id);
+            pthread_mutex_lock(&e->lock);
+            e->notifying = 0;
+            pthread_cond_broadcast(&e->out);
+        }
+    }
+    pthread_mutex_unlock(&e->lock);
+    xllm_free(notes);
+    return NULL;
+}
+
+/* ---------------------------------------------------------------- create */
+
+static int64_t block_bytes(const model_config *c, int B) {
+    return (int64_t)2 * c->n_layers * (int64_t)B * c->n_kv_heads * c->head_dim * (int64_t)sizeof(float);
+}
+
+static void fmt_bytes(char *buf, size_t n, int64_t b) {
+    if (b >= ((int64_t)1 << 30)) snprintf(buf, n, "%.2f GiB", (double)b / (double)((int64_t)1 << 30));
+    else if (b >= ((int64_t)1 << 20)) snprintf(buf, n, "%.1f MiB", (double)b / (double)((int64_t)1 << 20));
+    else snprintf(buf, n, "%.1f KiB", (double)b / 1024.0);
+}
+
+engine *engine_create(model *m, const tokenizer *tok, pthread_mutex_t *model_lock, const xllm_model_options *mo,
+                      const xllm_engine_options *eo_in, xllm_error *err) {
+    xllm_engine_options eo = eo_in ? *eo_in : xllm_engine_options_default();
+    const model_config *c = &m->cfg;
+    if (eo.preempt_mode < XLLM_PREEMPT_RECOMPUTE || eo.preempt_mode > XLLM_PREEMPT_ELASTIC) {
+        xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "preempt_mode %d is not recompute, swap or elastic", eo.preempt_mode);
+        return NULL;
+    }
+    if (eo.cache_policy != XLLM_CACHE_LRU && eo.cache_policy != XLLM_CACHE_NONE) {
+        xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "cache_policy %d is not lru or none", eo.cache_policy);
+        return NULL;
+    }
+    if (eo.timeout_ms < 0 || eo.timeout_ms > 60000 || eo.max_batch_size < 0 || eo.workspace_size < 0 ||
+        eo.swap_size < -1 || eo.response_cache_max_bytes < 0 || eo.response_cache_max_entries < 0 ||
+        eo.n_knowledge < 0 || eo.n_knowledge > XLLM_MAX_KNOWLEDGE) {
+        xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT,
+                    "engine options out of range (timeout_ms 0..60000, sizes and counts non-negative, at most %d "
+                    "knowledge prefixes)", XLLM_MAX_KNOWLEDGE);
+        return NULL;
+    }
+    engine *e = xllm_calloc(1, sizeof *e);
+    if (!e) {
+        xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+        return NULL;
+    }
     e->m = m;
     e->tok = tok;
-    e->max_context = o->max_context;
-    e->max_seqs = o->max_batch_seqs;
+    e->model_lock = model_lock;
+    e->o = eo;
+    e->max_context = mo->max_context;
+    e->max_seqs = eo.max_batch_size > 0 ? eo.max_batch_size : mo->max_batch_seqs;
     e->max_step_tokens = m->s.max_tokens;
-    const model_config *c = &m->cfg;
-    int32_t n_blocks = (int32_t)((o->kv_tokens + o->kv_block_size - 1) / o->kv_block_size);
-    xllm_status st = kv_cache_init(&e->kv, c->n_layers, c->n_kv_heads, c->head_dim, o->kv_block_size, n_blocks, err);
-    if (st) return st;
-    size_t T = (size_t)e->max_step_tokens;
+    if (e->max_seqs > e->max_step_tokens) e->max_seqs = e->max_step_tokens;
+    e->block_size = mo->kv_block_size;
+    e->eos.n = c->n_eos;
+    e->eos.ids = c->eos_ids;
+    const char *dbg = getenv("XLLM_DEBUG");
+    e->debug = dbg && *dbg && strcmp(dbg, "0");
+    atomic_init(&e->pinned_blocks, 0);
+
+    /* the memory split */
+    int64_t bb = block_bytes(c, e->block_size);
+    size_t V = (size_t)c->vocab;
+    e->scratch_bytes = m->s.bytes + ((size_t)e->max_seqs + 1) * V * sizeof(float) +
+                       (size_t)e->max_step_tokens * 4 * sizeof(int32_t);
+    int32_t min_blocks = kv_blocks_for_tokens(&(kv_cache){.block_size = e->block_size}, e->max_context);
+    int64_t kv_bytes, swap_bytes;
+    if (eo.workspace_size > 0) {
+        int64_t rest = eo.workspace_size - (int64_t)e->scratch_bytes;
+        swap_bytes = eo.swap_size > 0 ? eo.swap_size
+                     : eo.swap_size < 0 || eo.preempt_mode == XLLM_PREEMPT_RECOMPUTE ? 0 : rest / 4;
+        kv_bytes = rest - swap_bytes;
+        if (kv_bytes < (int64_t)min_blocks * bb) {
+            char ws[32], sc[32], need[32], sw[32];
+            fmt_bytes(ws, sizeof ws, eo.workspace_size);
+            fmt_bytes(sc, sizeof sc, (int64_t)e->scratch_bytes);
+            fmt_bytes(need, sizeof need, (int64_t)e->scratch_bytes + swap_bytes + (int64_t)min_blocks * bb);
+            fmt_bytes(sw, sizeof sw, swap_bytes);
+            xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT,
+                        "memory.workspace_size %s is too small: scratch %s + swap pool %s + one full-context "
+                        "sequence (%d tokens, %d KV blocks of %lld bytes) needs at least %s",
+                        ws, sc, sw, e->max_context, min_blocks, (long long)bb, need);
+            xllm_free(e);
+            return NULL;
+        }
+    } else {
+        kv_bytes = (int64_t)kv_blocks_for_tokens(&(kv_cache){.block_size = e->block_size}, (int32_t)mo->kv_tokens) * bb;
+        if (kv_bytes < (int64_t)min_blocks * bb) kv_bytes = (int64_t)min_blocks * bb;
+        swap_bytes = eo.swap_size > 0 ? eo.swap_size
+                     : eo.swap_size < 0 || eo.preempt_mode == XLLM_PREEMPT_RECOMPUTE ? 0 : kv_bytes / 4;
+    }
+    int64_t n_blocks64 = kv_bytes / bb;
+    if (n_blocks64 > INT32_MAX / 2) n_blocks64 = INT32_MAX / 2;
+    int32_t n_blocks = (int32_t)n_blocks64;
+    int32_t swap_blocks = (int32_t)(swap_bytes / bb > INT32_MAX / 2 ? INT32_MAX / 2 : swap_bytes / bb);
+
+    xllm_status st = kv_cache_init(&e->kv, c->n_layers, c->n_kv_heads, c->head_dim, e->block_size, n_blocks, err);
+    if (st) {
+        xllm_free(e);
+        return NULL;
+    }
+    int bm_up = 0, rc_up = 0;
+    if ((st = bm_init(&e->bm, &e->kv, eo.cache_policy == XLLM_CACHE_LRU, swap_blocks, err))) goto fail;
+    bm_up = 1;
+    if ((st = rc_init(&e->rc, (size_t)(eo.response_cache_max_bytes ? eo.response_cache_max_bytes : DEFAULT_RC_BYTES),
+                      eo.response_cache_max_entries ? eo.response_cache_max_entries : DEFAULT_RC_ENTRIES, err)))
+        goto fail;
+    rc_up = 1;
+    size_t T = (size_t)e->max_step_tokens, S = (size_t)e->max_seqs;
     e->tokens = xllm_malloc_array(T, sizeof(int32_t));
     e->pos = xllm_malloc_array(T, sizeof(int32_t));
     e->seq = xllm_malloc_array(T, sizeof(int32_t));
     e->out_idx = xllm_malloc_array(T, sizeof(int32_t));
-    e->tables = xllm_calloc((size_t)e->max_seqs, sizeof(int32_t *));
-    e->logits = xllm_malloc_array((size_t)e->max_seqs * (size_t)c->vocab, sizeof(float));
-    if (!e->tokens || !e->pos || !e->seq || !e->out_idx || !e->tables || !e->logits) {
-        engine_free(e);
-        return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "cannot allocate engine buffers");
+    e->tables = xllm_calloc(T, sizeof(int32_t *));
+    e->step_seqs = xllm_calloc(T, sizeof(sequence *));
+    e->out_seqs = xllm_calloc(T, sizeof(sequence *));
+    e->logits = xllm_malloc_array(S * V, sizeof(float));
+    e->fork_logits = xllm_malloc_array(V, sizeof(float));
+    e->map_mask = MAP_BUCKETS - 1;
+    e->map = xllm_calloc(MAP_BUCKETS, sizeof *e->map);
+    if (!e->tokens || !e->pos || !e->seq || !e->out_idx || !e->tables || !e->step_seqs || !e->out_seqs ||
+        !e->logits || !e->fork_logits || !e->map) {
+        st = xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "cannot allocate engine buffers");
+        goto fail;
     }
-    return XLLM_OK;
-}
-
-void engine_free(engine *e) {
+    e->fingerprint = engine_model_fingerprint(m);
+    pthread_mutex_init(&e->lock, NULL);
+    pthread_cond_init(&e->wake, NULL);
+    pthread_cond_init(&e->out, NULL);
+    if (pthread_create(&e->thread, NULL, engine_thread, e)) {
+        pthread_mutex_destroy(&e->lock);
+        pthread_cond_destroy(&e->wake);
+        pthread_cond_destroy(&e->out);
+        st = xllm_errorf(err, XLLM_ERR_INTERNAL, "cannot start the engine thread");
+        goto fail;
+    }
+    e->thread_started = 1;
+    publish(e, NULL, &(int){0});
+    if (eo.verbose) {
+        char sc[32], kv[32], sw[32];
+        fmt_bytes(sc, sizeof sc, (int64_t)e->scratch_bytes);
+        fmt_bytes(kv, sizeof kv, (int64_t)n_blocks * bb);
+        fmt_bytes(sw, sizeof sw, (int64_t)swap_blocks * bb);
+        fprintf(stderr,
+                "xllm engine: scratch %s | KV pool %s = %d blocks x %d tokens (%lld tokens) | swap pool %s = %d "
+                "blocks%s | batch %d sequences, %d tokens per step | preempt %s, prefix cache %s, response cache %s\n",
+                sc, kv, n_blocks, e->block_size, (long long)n_blocks * e->block_size, sw, swap_blocks,
+                swap_blocks ? (e->bm.swap_locked ? " (page-locked)" : " (not page-locked: RLIMIT_MEMLOCK)") : "",
+                e->max_seqs, e->max_step_tokens,
+                eo.preempt_mode == XLLM_PREEMPT_RECOMPUTE ? "recompute"
+                : eo.preempt_mode == XLLM_PREEMPT_SWAP    ? "swap"
+                                                          : "elastic",
+                eo.cache_policy == XLLM_CACHE_LRU ? "lru" : "off", eo.response_cache ? "on" : "off");
+    }
+    return e;
+fail:
+    if (rc_up) rc_free(&e->rc);
+    if (bm_up) bm_free(&e->bm);
     kv_cache_free(&e->kv);
     xllm_free(e->tokens);
     xllm_free(e->pos);
     xllm_free(e->seq);
     xllm_free(e->out_idx);
     xllm_free((void *)e->tables);
+    xllm_free(e->step_seqs);
+    xllm_free(e->out_seqs);
     xllm_free(e->logits);
-    memset(e, 0, sizeof *e);
+    xllm_free(e->fork_logits);
+    xllm_free(e->map);
+    xllm_free(e);
+    return NULL;
 }
 
-/* ------------------------------------------------------------- sequences */
-
-typedef struct seq_state {
-    size_t req;                 /* index of the request */
-    int32_t *ids;               /* prompt then generated ids */
-    int n_prompt, n_ids, cap;
-    int n_cached;               /* ids whose K/V are in the cache */
-    int max_new;
-    kv_seq kv;
-    sampler smp;
-    detok_stream *ds;
-    char *text;                 /* generated text so far */
-    size_t text_len, text_cap, emitted;
-    int stop_len_max;           /* longest stop string */
-    int finished;
-    xllm_finish_reason reason;
-    const xllm_sampling_params *p;
-} seq_state;
-
-static void seq_free(seq_state *s, kv_cache *kv) {
-    kv_seq_release(&s->kv, kv);
-    sampler_free(&s->smp);
-    if (s->ds) detok_stream_free(s->ds);
-    s->ds = NULL;
-    xllm_free(s->ids);
-    xllm_free(s->text);
-    s->ids = NULL;
-    s->text = NULL;
-}
-
-static int is_stop_id(const engine *e, const xllm_sampling_params *p, int32_t id) {
-    if (!p->ignore_eos)
-        for (int i = 0; i < e->m->cfg.n_eos; i++)
-            if (e->m->cfg.eos_ids[i] == id) return 1;
-    for (int i = 0; i < p->n_stop_ids; i++)
-        if (p->stop_ids[i] == id) return 1;
-    return 0;
-}
-
-static xllm_status text_append(seq_state *s, const char *piece, size_t n, xllm_error *err) {
-    if (s->text_len + n + 1 > s->text_cap) {
-        size_t cap = s->text_cap ? s->text_cap : 256;
-        while (cap < s->text_len + n + 1) cap *= 2;
-        char *t = xllm_realloc(s->text, cap);
-        if (!t) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory growing output text");
-        s->text = t;
-        s->text_cap = cap;
+void engine_destroy(engine *e) {
+    if (!e) return;
+    if (e->thread_started) {
+        pthread_mutex_lock(&e->lock);
+        e->stopping = 1;
+        pthread_cond_signal(&e->wake);
+        pthread_mutex_unlock(&e->lock);
+        pthread_join(e->thread, NULL);
     }
-    memcpy(s->text + s->text_len, piece, n);
-    s->text_len += n;
-    s->text[s->text_len] = 0;
-    return XLLM_OK;
-}
-
-/* Find the earliest stop string in the text, looking only where a new match
- * can start (near the end). Returns its offset or -1. */
-static long find_stop(const seq_state *s, size_t new_bytes) {
-    long best = -1;
-    for (int i = 0; i < s->p->n_stop; i++) {
-        const char *stop = s->p->stop[i];
-        size_t sl = strlen(stop);
-        if (!sl || sl > s->text_len) continue;
-        size_t from = s->text_len >= new_bytes + sl ? s->text_len - new_bytes - sl + 1 : 0;
-        for (size_t off = from; off + sl <= s->text_len; off++)
-            if (!memcmp(s->text + off, stop, sl)) {
-                if (best < 0 || (long)off < best) best = (long)off;
-                break;
-            }
+    /* requests still queued but never taken (stopped first), and everything
+     * the callers did not release */
+    for (engine_request *r = e->in_head; r;) {
+        engine_request *n = r->next_incoming;
+        map_remove(e, r);
+        request_free(r);
+        r = n;
     }
-    return best;
-}
-
-/* How many bytes at the end of the text could still grow into a stop string
- * (held back from streaming until resolved). */
-static size_t stop_holdback(const seq_state *s) {
-    size_t hold = 0;
-    for (int i = 0; i < s->p->n_stop; i++) {
-        const char *stop = s->p->stop[i];
-        size_t sl = strlen(stop);
-        for (size_t k = sl > 1 ? sl - 1 : 0; k > hold; k--)
-            if (k <= s->text_len && !memcmp(s->text + s->text_len - k, stop, k)) {
-                hold = k;
-                break;
-            }
+    for (uint32_t b = 0; e->map && b <= e->map_mask; b++)
+        for (engine_request *r = e->map[b]; r;) {
+            engine_request *n = r->map_next;
+            request_free(r);
+            r = n;
+        }
+    knowledge_free_all(e);
+    xllm_free(e->running);
+    xllm_free(e->waiting);
+    xllm_free(e->swapped);
+    xllm_free(e->touched);
+    rc_free(&e->rc);
+    bm_free(&e->bm);
+    kv_cache_free(&e->kv);
+    xllm_free(e->tokens);
+    xllm_free(e->pos);
+    xllm_free(e->seq);
+    xllm_free(e->out_idx);
+    xllm_free((void *)e->tables);
+    xllm_free(e->step_seqs);
+    xllm_free(e->out_seqs);
+    xllm_free(e->logits);
+    xllm_free(e->fork_logits);
+    xllm_free(e->map);
+    if (e->thread_started) {
+        pthread_mutex_destroy(&e->lock);
+        pthread_cond_destroy(&e->wake);
+        pthread_cond_destroy(&e->out);
     }
-    return hold;
+    xllm_free(e);
 }
 
-static xllm_status seq_start(engine *e, seq_state *s, size_t req_index, const xllm_request *r, int32_t *ids,
-                             int n_ids, xllm_error *err) {
-    memset(s, 0, sizeof *s);
-    s->req = req_index;
-    s->p = &r->params;
-    s->n_prompt = n_ids;
-    s->cap = n_ids + (r->params.max_new_tokens > 0 ? r->params.max_new_tokens : 0) + 1;
-    if (s->cap > e->max_context + 1) s->cap = e->max_context + 1;
-    s->ids = ids; /* grown below to cap */
-    int32_t *grown = xllm_realloc(ids, (size_t)s->cap * sizeof(int32_t));
-    if (!grown) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
-    s->ids = grown;
-    s->n_ids = n_ids;
-    s->max_new = r->params.max_new_tokens;
-    xllm_status st = sampler_init(&s->smp, &r->params, e->m->cfg.vocab, err);
-    if (st) return st;
-    sampler_set_prompt(&s->smp, s->ids, (size_t)n_ids);
-    if (e->tok) {
-        s->ds = detok_stream_new(e->tok, 1);
-        if (!s->ds) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+/* ----------------------------------------------------------------- polling */
+
+static int deadline_from(struct timespec *dl, int timeout_ms) {
+    if (timeout_ms < 0) return 0;
+    clock_gettime(CLOCK_REALTIME, dl);
+    dl->tv_sec += timeout_ms / 1000;
+    dl->tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+    if (dl->tv_nsec >= 1000000000L) {
+        dl->tv_sec++;
+        dl->tv_nsec -= 1000000000L;
     }
-    int need = n_ids + s->max_new;
-    if (need > e->max_context) need = e->max_context;
-    return kv_seq_reserve(&s->kv, &e->kv, need, err);
+    return 1;
 }
 
-/* ----------------------------------------------------------- generation */
-
-static xllm_status prepare_prompt(engine *e, size_t i, const xllm_request *r, int32_t **ids, int *n_ids,
+xllm_poll_result xllm_engine_poll(xllm_engine *e, xllm_request_id id, xllm_chunk *chunk, int timeout_ms,
                                   xllm_error *err) {
-    *ids = NULL;
-    size_t n = 0;
-    if (r->prompt) {
-        if (!e->tok) return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "request %zu: text prompt but the model has no tokenizer", i);
-        xllm_status st = tokenizer_encode(e->tok, r->prompt, strlen(r->prompt), 1, ids, &n, err);
-        if (st) return st;
-    } else {
-        if (r->n_prompt_ids && !r->prompt_ids)
-            return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "request %zu: prompt_ids is NULL", i);
-        *ids = xllm_malloc_array(r->n_prompt_ids ? r->n_prompt_ids : 1, sizeof(int32_t));
-        if (!*ids) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
-        if (r->n_prompt_ids) memcpy(*ids, r->prompt_ids, r->n_prompt_ids * sizeof(int32_t));
-        n = r->n_prompt_ids;
+    xllm_error_clear(err);
+    if (!e || !chunk) {
+        xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "engine or chunk is NULL");
+        return XLLM_POLL_ERROR;
     }
-    xllm_status st = XLLM_OK;
-    if (n == 0)
-        st = xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "request %zu: the prompt is empty (no tokens)", i);
-    else if (n >= (size_t)e->max_context)
-        st = xllm_errorf(err, XLLM_ERR_CONTEXT_OVERFLOW,
-                         "request %zu: the prompt has %zu tokens but the context holds %d (at least one must be left "
-                         "to generate)", i, n, e->max_context);
-    for (size_t k = 0; k < n && !st; k++)
-        if ((*ids)[k] < 0 || (*ids)[k] >= e->m->cfg.vocab)
-            st = xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "request %zu: prompt token id %d is outside the vocabulary (0..%d)",
-                             i, (*ids)[k], e->m->cfg.vocab - 1);
-    if (!st) {
-        int need = (int)n + (r->params.max_new_tokens > 0 ? r->params.max_new_tokens : 0);
-        if (need > e->max_context) need = e->max_context;
-        if (kv_blocks_for_tokens(&e->kv, need) > e->kv.n_blocks)
-            st = xllm_errorf(err, XLLM_ERR_CONTEXT_OVERFLOW, "request %zu needs %d KV blocks; the pool has %d", i,
-                             kv_blocks_for_tokens(&e->kv, need), e->kv.n_blocks);
-    }
-    if (st) {
-        xllm_free(*ids);
-        *ids = NULL;
-        return st;
-    }
-    *n_ids = (int)n;
-    return XLLM_OK;
-}
-
-/* After sampling `tok` for s: record it, update text, decide on finishing,
- * stream. Returns an error status only for internal failures. */
-static xllm_status seq_accept(engine *e, seq_state *s, int32_t tok, xllm_token_callback cb, void *user,
-                              xllm_error *err) {
-    s->ids[s->n_ids++] = tok;
-    int n_gen = s->n_ids - s->n_prompt;
-    size_t new_bytes = 0;
-    int stopped_by_string = 0;
-    if (is_stop_id(e, s->p, tok)) {
-        s->finished = 1;
-        s->reason = XLLM_FINISH_STOP;
-    } else if (s->ds) {
-        const char *piece;
-        size_t len;
-        xllm_status st = detok_stream_push(s->ds, tok, &piece, &len, err);
-        if (st) return st;
-        if ((st = text_append(s, piece, len, err))) return st;
-        new_bytes = len;
-        long at = find_stop(s, new_bytes);
-        if (at >= 0) {
-            s->text_len = (size_t)at;
-            s->text[at] = 0;
-            stopped_by_string = 1;
-            s->finished = 1;
-            s->reason = XLLM_FINISH_STOP;
+    memset(chunk, 0, sizeof *chunk);
+    struct timespec dl;
+    int timed = deadline_from(&dl, timeout_ms);
+    pthread_mutex_lock(&e->lock);
+    for (;;) {
+        engine_request *r = map_find(e, id);
+        if (!r || r->released) {
+            pthread_mutex_unlock(&e->lock);
+            xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "no request with id %llu", (unsigned long long)id);
+            return XLLM_POLL_ERROR;
         }
-    }
-    if (!s->finished && (n_gen >= s->max_new || s->n_ids >= e->max_context)) {
-        s->finished = 1;
-        s->reason = XLLM_FINISH_LENGTH;
-    }
-    if (s->finished && s->ds && !stopped_by_string) {
-        /* bytes the detokenizer still holds (an unfinished character) */
-        const char *piece;
-        size_t len;
-        xllm_status st = detok_stream_flush(s->ds, &piece, &len, err);
-        if (!st) st = text_append(s, piece, len, err);
-        if (st) return st;
-    }
-    size_t upto = s->finished ? s->text_len : s->text_len - stop_holdback(s);
-    if (upto < s->emitted) upto = s->emitted;
-    if (cb) {
-        int stop = cb(user, s->req, tok, s->text + s->emitted, upto - s->emitted);
-        if (stop && !s->finished) {
-            s->finished = 1;
-            s->reason = XLLM_FINISH_CANCELLED;
-            s->text_len = upto;
-            if (s->text) s->text[upto] = 0;
+        if (r->fail) {
+            xllm_errorf(err, r->fail, "%s", r->fail_msg ? r->fail_msg : "the request failed");
+            pthread_mutex_unlock(&e->lock);
+            return XLLM_POLL_ERROR;
         }
-    }
-    s->emitted = upto;
-    return XLLM_OK;
-}
-
-static xllm_status finish_result(seq_state *s, xllm_result *r, xllm_error *err) {
-    r->n_prompt_ids = (size_t)s->n_prompt;
-    r->n_ids = (size_t)(s->n_ids - s->n_prompt);
-    r->prompt_ids = xllm_malloc_array(r->n_prompt_ids + 1, sizeof(int32_t));
-    r->ids = xllm_malloc_array(r->n_ids + 1, sizeof(int32_t));
-    r->text = xllm_strndup(s->text ? s->text : "", s->text ? s->text_len : 0);
-    r->text_len = s->text ? s->text_len : 0;
-    if (!r->prompt_ids || !r->ids || !r->text) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
-    memcpy(r->prompt_ids, s->ids, r->n_prompt_ids * sizeof(int32_t));
-    memcpy(r->ids, s->ids + s->n_prompt, r->n_ids * sizeof(int32_t));
-    r->finish_reason = s->reason;
-    return XLLM_OK;
-}
-
-xllm_status engine_generate(engine *e, const xllm_request *reqs, size_t n, xllm_token_callback cb, void *user,
-                            xllm_result **results, xllm_error *err) {
-    *results = NULL;
-    if (n == 0) return XLLM_OK;
-    if (!reqs) return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "requests is NULL");
-    xllm_status st = XLLM_OK;
-    xllm_result *res = xllm_calloc(n, sizeof *res);
-    int32_t **prompts = xllm_calloc(n, sizeof *prompts);
-    int *n_prompt = xllm_calloc(n, sizeof *n_prompt);
-    seq_state *run = xllm_calloc((size_t)e->max_seqs, sizeof *run);
-    int n_run = 0;
-    size_t next = 0, done = 0;
-    if (!res || !prompts || !n_prompt || !run) {
-        st = xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
-        goto out;
-    }
-    /* validate every request up front: a bad one fails the call before any work */
-    for (size_t i = 0; i < n && !st; i++) {
-        sampler probe;
-        if ((st = sampler_init(&probe, &reqs[i].params, e->m->cfg.vocab, err))) {
-            xllm_error_prefix(err, "request %zu", i);
-            break;
-        }
-        sampler_free(&probe);
-        st = prepare_prompt(e, i, &reqs[i], &prompts[i], &n_prompt[i], err);
-    }
-    if (st) goto out;
-
-    while (done < n) {
-        /* admit waiting requests while there is a slot and room for their KV */
-        while (next < n && n_run < e->max_seqs) {
-            const xllm_request *r = &reqs[next];
-            int need = n_prompt[next] + (r->params.max_new_tokens > 0 ? r->params.max_new_tokens : 0);
-            if (need > e->max_context) need = e->max_context;
-            if (kv_blocks_for_tokens(&e->kv, need) > e->kv.n_free) break;
-            seq_state *s = &run[n_run];
-            st = seq_start(e, s, next, r, prompts[next], n_prompt[next], err);
-            prompts[next] = NULL; /* owned by the sequence now */
-            n_run++;
-            next++;
-            if (st) goto out;
-            if (s->max_new <= 0) {
-                s->finished = 1;
-                s->reason = XLLM_FINISH_LENGTH;
-            }
-        }
-        /* retire finished sequences */
-        for (int i = 0; i < n_run;) {
-            if (!run[i].finished) {
-                i++;
+        int all_delivered = 1;
+        for (int k = 0; k < r->n; k++) {
+            int j = (r->rr + k) % r->n;
+            outbox *b = &r->out[j];
+            if (b->n_ids == 0 && (!b->finished || b->finish_delivered)) {
+                all_delivered &= b->finish_delivered;
                 continue;
             }
-            if ((st = finish_result(&run[i], &res[run[i].req], err))) goto out;
-            seq_free(&run[i], &e->kv);
-            run[i] = run[--n_run];
-            done++;
+            /* swap the box out: the caller reads `last` until its next poll */
+            outbox *l = &r->last[j];
+            outbox tmp = *l;
+            *l = *b;
+            b->ids = tmp.ids;
+            b->cap_ids = tmp.cap_ids;
+            b->text = tmp.text;
+            b->cap_text = tmp.cap_text;
+            b->ends = tmp.ends;
+            b->n_ids = 0;
+            b->text_len = 0;
+            if (l->finished) b->finish_delivered = 1;
+            b->finished = l->finished;
+            b->reason = l->reason;
+            chunk->sample = j;
+            chunk->ids = l->ids;
+            chunk->n_ids = l->n_ids;
+            chunk->text = l->text ? l->text : "";
+            chunk->text_len = l->text_len;
+            chunk->text_ends = l->ends;
+            chunk->finished = l->finished;
+            chunk->finish_reason = l->reason;
+            r->rr = (j + 1) % r->n;
+            pthread_mutex_unlock(&e->lock);
+            return XLLM_POLL_CHUNK;
         }
-        if (n_run == 0) continue; /* admit more (or finish) */
+        if (all_delivered && r->done) {
+            pthread_mutex_unlock(&e->lock);
+            return XLLM_POLL_DONE;
+        }
+        if (timeout_ms == 0) break;
+        if (timed) {
+            if (pthread_cond_timedwait(&e->out, &e->lock, &dl) == ETIMEDOUT) break;
+        } else {
+            pthread_cond_wait(&e->out, &e->lock);
+        }
+    }
+    pthread_mutex_unlock(&e->lock);
+    return XLLM_POLL_TIMEOUT;
+}
 
-        /* build one batch: decode tokens first, then prefill chunks */
-        int T = 0, n_out = 0;
-        int out_seq[e->max_seqs > 0 ? e->max_seqs : 1];
-        for (int i = 0; i < n_run; i++) {
-            seq_state *s = &run[i];
-            e->tables[i] = s->kv.blocks;
-            if (s->n_cached < s->n_ids - 1 || s->n_cached == s->n_ids) continue;
-            e->tokens[T] = s->ids[s->n_cached];
-            e->pos[T] = s->n_cached;
-            e->seq[T] = i;
-            out_seq[n_out] = i;
-            e->out_idx[n_out++] = T;
-            s->n_cached++;
-            T++;
-        }
-        for (int i = 0; i < n_run && T < e->max_step_tokens; i++) {
-            seq_state *s = &run[i];
-            if (s->n_cached >= s->n_ids - 1 && !(s->n_cached == 0 && s->n_ids == 1)) continue;
-            int left = s->n_ids - s->n_cached, room = e->max_step_tokens - T;
-            int chunk = left < room ? left : room;
-            for (int k = 0; k < chunk; k++) {
-                e->tokens[T] = s->ids[s->n_cached];
-                e->pos[T] = s->n_cached;
-                e->seq[T] = i;
-                s->n_cached++;
-                T++;
-            }
-            if (s->n_cached == s->n_ids) {
-                out_seq[n_out] = i;
-                e->out_idx[n_out++] = T - 1;
-            }
-        }
-        fwd_batch b = {T, e->tokens, e->pos, e->seq, e->tables, n_out, e->out_idx};
-        if ((st = model_forward(e->m, &e->kv, &b, e->logits, err))) goto out;
-        for (int k = 0; k < n_out; k++) {
-            seq_state *s = &run[out_seq[k]];
-            int32_t tok;
-            PROF(PROF_SAMPLE, 0, 4.0 * e->m->cfg.vocab,
-                 tok = sampler_sample(&s->smp, e->logits + (size_t)k * (size_t)e->m->cfg.vocab));
-            if ((st = seq_accept(e, s, tok, cb, user, err))) goto out;
+void xllm_engine_abort(xllm_engine *e, xllm_request_id id) {
+    if (!e) return;
+    pthread_mutex_lock(&e->lock);
+    engine_request *r = map_find(e, id);
+    if (r && !r->done) {
+        atomic_store(&r->abort_req, 1);
+        pthread_cond_signal(&e->wake);
+    }
+    pthread_mutex_unlock(&e->lock);
+}
+
+/* Wait until the scheduler is not inside notify calls (unless we are it). */
+static void wait_notifies(engine *e) {
+    if (e->thread_started && pthread_equal(pthread_self(), e->thread)) return;
+    while (e->notifying) pthread_cond_wait(&e->out, &e->lock);
+}
+
+void engine_wait_quiet(engine *e) {
+    pthread_mutex_lock(&e->lock);
+    wait_notifies(e);
+    pthread_mutex_unlock(&e->lock);
+}
+
+void xllm_engine_release(xllm_engine *e, xllm_request_id id) {
+    if (!e) return;
+    pthread_mutex_lock(&e->lock);
+    engine_request *r = map_find(e, id);
+    if (r && !r->released) {
+        r->released = 1;
+        r->notify = NULL;
+        if (r->sched_owned) {
+            atomic_store(&r->abort_req, 1); /* the scheduler frees it when it is done with it */
+            pthread_cond_signal(&e->wake);
+        } else {
+            map_remove(e, r);
+            request_free(r);
         }
     }
-out:
-    if (run)
-        for (int i = 0; i < n_run; i++) seq_free(&run[i], &e->kv);
-    xllm_free(run);
-    if (prompts)
-        for (size_t i = 0; i < n; i++) xllm_free(prompts[i]);
-    xllm_free(prompts);
-    xllm_free(n_prompt);
-    if (st) {
-        xllm_results_free(res, n);
-        return st;
+    wait_notifies(e);
+    pthread_mutex_unlock(&e->lock);
+}
+
+xllm_status xllm_engine_result(xllm_engine *e, xllm_request_id id, xllm_result **results, size_t *n,
+                               xllm_error *err) {
+    xllm_error_clear(err);
+    if (!e || !results || !n) return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "NULL argument");
+    *results = NULL;
+    *n = 0;
+    pthread_mutex_lock(&e->lock);
+    engine_request *r;
+    for (;;) {
+        r = map_find(e, id);
+        if (!r || r->released) {
+            pthread_mutex_unlock(&e->lock);
+            return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "no request with id %llu", (unsigned long long)id);
+        }
+        if (r->done) break;
+        pthread_cond_wait(&e->out, &e->lock);
     }
-    *results = res;
-    return XLLM_OK;
+    xllm_status st = XLLM_OK;
+    if (r->fail) st = xllm_errorf(err, r->fail, "%s", r->fail_msg ? r->fail_msg : "the request failed");
+    else {
+        *results = r->results;
+        *n = (size_t)r->n;
+        r->results = NULL;
+    }
+    map_remove(e, r);
+    request_free(r);
+    wait_notifies(e);
+    pthread_mutex_unlock(&e->lock);
+    return st;
+}
+
+/* ------------------------------------------------------------------ stats */
+
+char *xllm_engine_stats(xllm_engine *e) {
+    if (!e) return NULL;
+    pthread_mutex_lock(&e->lock);
+    engine_stats p = e->pub;
+    uint64_t rc_hits = e->rc.hits, rc_misses = e->rc.misses;
+    int rc_entries = e->rc.n_entries;
+    size_t rc_bytes = e->rc.bytes;
+    int32_t know_n = e->n_know;
+    char know[4096];
+    size_t kl = 0;
+    know[0] = 0;
+    for (int k = 0; k < know_n && kl < sizeof know - 200; k++)
+        kl += (size_t)snprintf(know + kl, sizeof know - kl, "%s{\"name\":\"%s\",\"tokens\":%d,\"blocks\":%d,\"hits\":%llu}",
+                               k ? "," : "", e->know[k].name, e->know[k].n_ids, e->know[k].n_blocks,
+                               (unsigned long long)e->know[k].hits);
+    pthread_mutex_unlock(&e->lock);
+    char buf[8192];
+    int len = snprintf(
+        buf, sizeof buf,
+        "{\"requests_submitted\":%llu,\"requests_finished\":%llu,\"requests_aborted\":%llu,\"requests_failed\":%llu,"
+        "\"requests_running\":%d,\"requests_waiting\":%d,\"requests_swapped\":%d,"
+        "\"prefill_tokens\":%llu,\"decode_tokens\":%llu,\"steps\":%llu,"
+        "\"preemptions\":%llu,\"preemptions_by_mode\":{\"recompute\":%llu,\"swap\":%llu},"
+        "\"prefix_cache\":{\"lookups\":%llu,\"hit_blocks\":%llu,\"hit_tokens\":%llu,\"evictions\":%llu},"
+        "\"response_cache\":{\"hits\":%llu,\"misses\":%llu,\"entries\":%d,\"bytes\":%zu},"
+        "\"kv\":{\"block_size\":%d,\"blocks_total\":%d,\"blocks_free\":%d,\"blocks_cached\":%d,\"blocks_used\":%d,"
+        "\"blocks_pinned\":%d,\"swap_blocks_total\":%d,\"swap_blocks_used\":%d},"
+        "\"memory\":{\"scratch_bytes\":%zu,\"kv_bytes\":%lld,\"swap_bytes\":%zu,\"swap_locked\":%s},"
+        "\"knowledge\":[%s]}",
+        (unsigned long long)p.submitted, (unsigned long long)p.finished, (unsigned long long)p.aborted,
+        (unsigned long long)p.failed, p.running, p.waiting, p.swapped, (unsigned long long)p.prefill_tokens,
+        (unsigned long long)p.decode_tokens, (unsigned long long)p.steps,
+        (unsigned long long)(p.preempt_recompute + p.preempt_swap), (unsigned long long)p.preempt_recompute,
+        (unsigned long long)p.preempt_swap, (unsigned long long)p.pc_lookups, (unsigned long long)p.pc_hit_blocks,
+        (unsigned long long)p.pc_hit_tokens, (unsigned long long)p.pc_evictions, (unsigned long long)rc_hits,
+        (unsigned long long)rc_misses, rc_entries, rc_bytes, e->block_size, e->kv.n_blocks, p.blocks_free,
+        p.blocks_cached, p.blocks_used, p.blocks_pinned, e->bm.swap_total, p.swap_used, e->scratch_bytes,
+        (long long)e->kv.n_blocks * block_bytes(&e->m->cfg, e->block_size), e->bm.swap_bytes,
+        e->bm.swap_locked ? "true" : "false", know);
+    if (len < 0 || (size_t)len >= sizeof buf) return xllm_strdup("{}");
+    return xllm_strdup(buf);
+}
+
+/* Queue a job for the scheduler thread and wait for it. */
+xllm_status engine_run_job(engine *e, engine_job *j, xllm_error *err) {
+    xllm_error_clear(&j->err);
+    j->done = 0;
+    pthread_mutex_lock(&e->lock);
+    if (e->stopping) {
+        pthread_mutex_unlock(&e->lock);
+        return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "the engine is shutting down");
+    }
+    j->next = e->jobs;
+    e->jobs = j;
+    pthread_cond_signal(&e->wake);
+    while (!j->done) pthread_cond_wait(&e->out, &e->lock);
+    pthread_mutex_unlock(&e->lock);
+    if (j->st && err) *err = j->err;
+    return j->st;
 }
 
 void xllm_results_free(xllm_result *results, size_t n) {
@@ -400,42 +957,4 @@ void xllm_results_free(xllm_result *results, size_t n) {
         xllm_free(results[i].text);
     }
     xllm_free(results);
-}
-
-/* ---------------------------------------------------------------- logits */
-
-xllm_status engine_logits(engine *e, const int32_t *ids, size_t n, int all_positions, float *out, xllm_error *err) {
-    if (n == 0 || !ids || !out) return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "logits: need at least one id");
-    if (n > (size_t)e->max_context)
-        return xllm_errorf(err, XLLM_ERR_CONTEXT_OVERFLOW, "logits: %zu ids exceed the context of %d", n,
-                           e->max_context);
-    if (kv_blocks_for_tokens(&e->kv, (int32_t)n) > e->kv.n_free)
-        return xllm_errorf(err, XLLM_ERR_CONTEXT_OVERFLOW, "logits: %zu ids do not fit in the free KV pool", n);
-    kv_seq s = {0};
-    xllm_status st = kv_seq_reserve(&s, &e->kv, (int32_t)n, err);
-    const int32_t *table[1] = {s.blocks};
-    size_t V = (size_t)e->m->cfg.vocab;
-    for (size_t done = 0; done < n && !st;) {
-        int T = (int)(n - done < (size_t)e->max_step_tokens ? n - done : (size_t)e->max_step_tokens);
-        for (int t = 0; t < T; t++) {
-            e->tokens[t] = ids[done + (size_t)t];
-            e->pos[t] = (int32_t)(done + (size_t)t);
-            e->seq[t] = 0;
-            e->out_idx[t] = t;
-        }
-        int last = done + (size_t)T == n;
-        fwd_batch b = {T, e->tokens, e->pos, e->seq, table, 0, e->out_idx};
-        float *dst = out;
-        if (all_positions) {
-            b.n_out = T;
-            dst = out + done * V;
-        } else if (last) {
-            b.n_out = 1;
-            b.out_idx = &e->out_idx[T - 1];
-        }
-        st = model_forward(e->m, &e->kv, &b, dst, err);
-        done += (size_t)T;
-    }
-    kv_seq_release(&s, &e->kv);
-    return st;
 }

@@ -1,42 +1,198 @@
 /*
- * engine.h - runs requests on a model: admission, batching, sampling, stops.
+ * engine.h - the serving engine's internals: requests, the shared queue, the
+ * scheduler thread's private state.
  *
- * An engine owns the paged KV pool and the per-step buffers. engine_generate
- * is a continuous-batching loop: each step it packs one decode token from
- * every running sequence plus prefill chunks of newly admitted ones into a
- * single flattened batch (up to max_step_tokens), runs one forward pass,
- * samples, checks stops and streams text; finished sequences free their KV
- * blocks and waiting requests are admitted at once. A request is admitted only
- * when its whole KV need (prompt + max_new_tokens, capped by the context) is
- * free, so a running sequence never runs out of blocks.
+ * Two sides meet here. Caller threads (xllm_engine_submit / poll / abort /
+ * result, any number at once) touch only what the engine lock guards: the
+ * incoming queue, the request map, each request's outboxes and results, the
+ * published statistics. The scheduler thread owns everything else - the
+ * waiting, running and swapped sequences, the block manager, the step
+ * buffers - and touches shared state only at the start of an iteration
+ * (taking new requests and jobs) and after each step (publishing output), so
+ * the forward pass itself runs without the lock. Aborts are an atomic flag the
+ * scheduler reads each step. Output crosses over through per-sample outboxes:
+ * the scheduler appends under the lock, a poll swaps the outbox out.
+ *
+ * Files: sequence.c (one sequence and its stop rules), block_manager.c (KV
+ * references, prefix cache, swap pool), scheduler.c (admission, batching,
+ * preemption, one step), response_cache.c, knowledge.c (pinned prefixes and
+ * their files), engine.c (the thread, the public API), logits.c (one-shot
+ * logits outside any engine).
  */
 #ifndef XLLM_ENGINE_H
 #define XLLM_ENGINE_H
 
+#include <pthread.h>
+#include <stdatomic.h>
+#include "engine/block_manager.h"
+#include "engine/response_cache.h"
+#include "engine/sequence.h"
 #include "model/kv_cache.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 #include "xllm.h"
 
-typedef struct engine {
+/* New output of one sample, waiting for a poll. */
+typedef struct outbox {
+    int32_t *ids;
+    size_t n_ids, cap_ids;
+    char *text;
+    size_t text_len, cap_text;
+    uint32_t *ends;               /* per id: text bytes complete after it (within this box) */
+    int finished;
+    xllm_finish_reason reason;
+    int finish_delivered;
+} outbox;
+
+typedef struct engine_request {
+    xllm_request_id id;
+    struct engine_request *map_next, *next_incoming;
+    xllm_sampling_params params;  /* stop strings point into stop_store */
+    char *stop_store;
+    int32_t *prompt;
+    int n_prompt;
+    int n;
+    int priority;
+    uint64_t order;               /* arrival order */
+    sequence *seqs;               /* n (scheduler side) */
+    int forked;                   /* samples 1..n-1 started from sample 0's prompt */
+    int n_done;                   /* sequences finished (scheduler side) */
+    int dirty;                    /* has output to publish this step (scheduler side) */
+    /* under the engine lock */
+    outbox *out, *last;           /* n each: pending output; the chunk the last poll returned */
+    int rr;                       /* next sample a poll looks at first */
+    int done;                     /* every sequence finished and results are built */
+    int sched_owned;              /* the scheduler still refers to it */
+    int released;
+    xllm_result *results;         /* n, once done */
+    xllm_status fail;
+    char *fail_msg;
+    atomic_int abort_req;
+    xllm_notify_fn notify;
+    void *notify_user;
+    unsigned char *rc_key;        /* response-cache key, when cacheable */
+    size_t rc_key_len;
+} engine_request;
+
+/* A knowledge prefix: pinned full blocks of a named text. */
+typedef struct knowledge {
+    char *name;
+    int32_t *ids;
+    int n_ids;
+    int32_t *blocks;              /* n_ids / block_size pinned blocks */
+    int n_blocks;
+    uint64_t hits;                /* requests that reused it */
+} knowledge;
+
+/* Work for the scheduler thread besides requests (it owns the pool). */
+typedef enum job_kind { JOB_ADD_KNOWLEDGE, JOB_LOAD_KNOWLEDGE } job_kind;
+typedef struct engine_job {
+    job_kind kind;
+    const char *name;
+    const int32_t *ids;
+    int n_ids;
+    const float *kv;              /* LOAD: per position, per layer: K then V (n_kv_heads * head_dim each) */
+    int n_kv_positions;
+    xllm_status st;
+    xllm_error err;
+    int done;
+    struct engine_job *next;
+} engine_job;
+
+typedef struct engine_stats {
+    uint64_t submitted, finished, aborted, failed;
+    uint64_t prefill_tokens, decode_tokens, steps;
+    uint64_t preempt_recompute, preempt_swap;
+    uint64_t pc_lookups, pc_hit_blocks, pc_hit_tokens, pc_evictions;
+    int32_t blocks_free, blocks_cached, blocks_used, blocks_pinned, swap_used;
+    int running, waiting, swapped;
+} engine_stats;
+
+typedef struct xllm_engine {
     model *m;
-    const tokenizer *tok;          /* may be NULL: then no text, no stop strings */
+    const tokenizer *tok;
+    pthread_mutex_t *model_lock;  /* serializes forward passes of every engine on the model */
+    xllm_engine_options o;
+    int max_context, max_seqs, max_step_tokens, block_size;
+    model_eos eos;
+    uint64_t fingerprint;         /* of the model's weights (knowledge files) */
+    size_t scratch_bytes;
     kv_cache kv;
-    int max_context;
-    int max_seqs;
-    int max_step_tokens;
-    /* per-step buffers, sized once */
+    block_manager bm;
+    response_cache rc;
+    /* step buffers, sized once */
     int32_t *tokens, *pos, *seq, *out_idx;
     const int32_t **tables;
-    float *logits;                 /* [max_seqs][vocab] */
+    float *logits;                /* [max_seqs][vocab] */
+    float *fork_logits;           /* [vocab] */
+    sequence **step_seqs;         /* the step's sequences, by batch index */
+    sequence **out_seqs;
+    /* scheduler side */
+    sequence **running;           /* sorted by scheduling key */
+    int n_running, cap_running;
+    sequence **waiting;           /* sorted by scheduling key */
+    int n_waiting, cap_waiting;
+    sequence **swapped;
+    int n_swapped, cap_swapped;
+    engine_request **touched;     /* requests with output this step */
+    int n_touched, cap_touched;
+    knowledge *know;
+    int n_know;
+    engine_stats st;              /* live counters (scheduler side) */
+    /* shared, under lock */
+    pthread_mutex_t lock;
+    pthread_cond_t wake;          /* the scheduler waits for work */
+    pthread_cond_t out;           /* pollers and job submitters wait for output */
+    engine_request *in_head, *in_tail;
+    int n_incoming;
+    atomic_int pinned_blocks;     /* blocks pinned by knowledge (read by submit for its pool check) */
+    engine_job *jobs;
+    engine_request **map;
+    uint32_t map_mask;
+    uint64_t next_id, next_order;
+    int stopping;
+    int notifying;                /* the scheduler is calling notify functions (lock released) */
+    engine_stats pub;             /* published copy of st */
+    uint64_t rc_hits, rc_misses;
+    char *fatal;                  /* invariant violation: the engine stopped */
+    pthread_t thread;
+    int thread_started;
+    int debug;                    /* XLLM_DEBUG=1: invariants after every step */
 } engine;
 
-/* opts: resolved options (no zeros). */
-xllm_status engine_init(engine *e, model *m, const tokenizer *tok, const xllm_model_options *opts, xllm_error *err);
-void engine_free(engine *e);
+/* engine.c: the engine behind xllm_engine_* (mo: the model's resolved
+ * options: context, block size, batch, kv_tokens, step size). */
+engine *engine_create(model *m, const tokenizer *tok, pthread_mutex_t *model_lock, const xllm_model_options *mo,
+                      const xllm_engine_options *eo, xllm_error *err);
+void engine_destroy(engine *e);
+/* Submit in two halves, so a batch of requests is validated before any runs. */
+xllm_status engine_prepare(engine *e, const xllm_request *q, engine_request **r, xllm_error *err);
+void engine_enqueue(engine *e, engine_request *r, xllm_notify_fn notify, void *user, xllm_request_id *id);
+void engine_discard(engine_request *r);
+/* Return once the scheduler is not inside notify calls (after which no
+ * notify of a finished or released request comes). */
+void engine_wait_quiet(engine *e);
+/* Run a job on the scheduler thread and wait for it. */
+xllm_status engine_run_job(engine *e, engine_job *j, xllm_error *err);
 
-xllm_status engine_generate(engine *e, const xllm_request *reqs, size_t n, xllm_token_callback cb, void *user,
-                            xllm_result **results, xllm_error *err);
-xllm_status engine_logits(engine *e, const int32_t *ids, size_t n, int all_positions, float *out, xllm_error *err);
+/* scheduler.c (scheduler thread only) */
+/* Take the incoming requests (already moved under the lock) into waiting. */
+void sched_enqueue(engine *e, engine_request *r);
+/* Handle aborts, resume, admit, build and run one step, sample. */
+xllm_status sched_step(engine *e, xllm_error *err);
+int sched_has_work(const engine *e);
+/* Pool invariants against every live table; 0 = fine, else msg filled. */
+int sched_check(engine *e, char *msg, size_t len);
+/* Cancel everything (engine shutdown). */
+void sched_cancel_all(engine *e);
+/* Knowledge jobs (knowledge.c) */
+void knowledge_run_job(engine *e, engine_job *j);
+void knowledge_free_all(engine *e);
+/* The knowledge prefixes named in the engine options (caller thread, after start). */
+xllm_status knowledge_from_options(engine *e, xllm_error *err);
+uint64_t engine_model_fingerprint(const model *m);
+
+/* logits.c: logits of one sequence of ids, on a private KV pool. */
+xllm_status model_logits_once(model *m, const int32_t *ids, size_t n, int all_positions, float *out, xllm_error *err);
 
 #endif

@@ -31,10 +31,27 @@ typedef struct kv_cache {
 xllm_status kv_cache_init(kv_cache *kv, int n_layers, int n_kv_heads, int head_dim, int block_size,
                           int32_t n_blocks, xllm_error *err);
 void kv_cache_free(kv_cache *kv);
-/* -1 when the pool is empty. */
+/* -1 when the pool is empty. The block comes with one reference. */
 int32_t kv_cache_alloc_block(kv_cache *kv);
 /* Drop one reference; the block returns to the free list at zero. */
 void kv_cache_release_block(kv_cache *kv, int32_t block);
+/* For an owner that keeps unreferenced blocks out of the free list (the
+ * engine's block manager caches them): add / drop one reference without
+ * touching the free list (unref returns the new count), and hand a block
+ * with no reference back to the free list. */
+void kv_cache_ref(kv_cache *kv, int32_t block);
+int kv_cache_unref(kv_cache *kv, int32_t block);
+void kv_cache_put_free(kv_cache *kv, int32_t block);
+/* Floats of one block in one layer's K (V alike). */
+static inline size_t kv_cache_block_floats(const kv_cache *kv) {
+    return (size_t)kv->block_size * (size_t)kv->n_kv_heads * (size_t)kv->head_dim;
+}
+/* Copy the first n_slots slots of block src into block dst, every layer, K and V. */
+void kv_cache_copy_block(kv_cache *kv, int32_t dst, int32_t src, int n_slots);
+/* Copy a whole block (every layer, K then V) to or from a contiguous host
+ * buffer of 2 * n_layers * kv_cache_block_floats floats. */
+void kv_cache_block_to_host(const kv_cache *kv, int32_t block, float *host);
+void kv_cache_block_from_host(kv_cache *kv, int32_t block, const float *host);
 
 static inline float *kv_cache_k(const kv_cache *kv, int layer, int32_t block, int slot) {
     return kv->k + (size_t)layer * kv->layer_stride +

@@ -42,6 +42,7 @@ typedef struct layer_weights {
 
 typedef struct model_scratch {
     int max_tokens;
+    size_t bytes;        /* the buffers below that alloc_scratch sizes by max_tokens */
     float *x, *xn, *q, *k, *v, *att, *tmp, *h1, *h2;
     float *moe_acc, *xg, *yg, *router_logits;
     float *fused;        /* output of a fused qkv or gate_up matmul */

@@ -231,7 +231,8 @@ static xllm_status alloc_scratch(model *m, int T, xllm_error *err) {
     if ((size_t)c->shared_expert_intermediate > inter) inter = (size_t)c->shared_expert_intermediate;
     size_t E = (size_t)(c->n_experts > 0 ? c->n_experts : 1), K = (size_t)(c->n_experts_used > 0 ? c->n_experts_used : 1);
     s->max_tokens = T;
-#define ALLOC(ptr, n) ((ptr) = own(m, xllm_malloc_array((n), sizeof(*(ptr)))))
+    s->bytes = 0;
+#define ALLOC(ptr, n) ((s->bytes += (n) * sizeof(*(ptr))), (ptr) = own(m, xllm_malloc_array((n), sizeof(*(ptr)))))
     if (!ALLOC(s->x, t * h) || !ALLOC(s->xn, t * h) || !ALLOC(s->q, t * qd) || !ALLOC(s->k, t * kd) ||
         !ALLOC(s->v, t * kd) || !ALLOC(s->att, t * qd) || !ALLOC(s->tmp, t * h) || !ALLOC(s->h1, t * inter) ||
         !ALLOC(s->h2, t * inter) || !ALLOC(s->moe_acc, t * h) || !ALLOC(s->xg, t * h) || !ALLOC(s->yg, t * h) ||

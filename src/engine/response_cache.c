@@ -1,0 +1,201 @@
+/* response_cache.c - exact-match LRU cache of finished results (see response_cache.h). */
+#include "engine/response_cache.h"
+#include "base/alloc.h"
+#include "base/error.h"
+
+#include <string.h>
+#include <xxhash.h>
+
+xllm_status rc_init(response_cache *rc, size_t max_bytes, int max_entries, xllm_error *err) {
+    memset(rc, 0, sizeof *rc);
+    rc->max_bytes = max_bytes;
+    rc->max_entries = max_entries;
+    uint32_t nb = 64;
+    while (nb < (uint32_t)max_entries && nb < (1u << 24)) nb <<= 1;
+    rc->n_buckets = nb;
+    rc->buckets = xllm_calloc(nb, sizeof *rc->buckets);
+    if (!rc->buckets) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "cannot allocate the response cache");
+    return XLLM_OK;
+}
+
+static void entry_free(rc_entry *e) {
+    for (int i = 0; i < e->n; i++) {
+        xllm_free(e->samples[i].ids);
+        xllm_free(e->samples[i].text);
+        xllm_free(e->samples[i].text_end);
+    }
+    xllm_free(e->samples);
+    xllm_free(e->key);
+    xllm_free(e);
+}
+
+void rc_free(response_cache *rc) {
+    for (rc_entry *e = rc->head; e;) {
+        rc_entry *n = e->next;
+        entry_free(e);
+        e = n;
+    }
+    xllm_free(rc->buckets);
+    memset(rc, 0, sizeof *rc);
+}
+
+int rc_cacheable(const xllm_sampling_params *p) {
+    return !p->do_sample || p->temperature <= 0.0f || p->has_seed;
+}
+
+/* ------------------------------------------------------------------ key */
+
+typedef struct keybuf {
+    unsigned char *p;
+    size_t n, cap;
+    int oom;
+} keybuf;
+
+static void put(keybuf *k, const void *src, size_t n) {
+    if (k->oom) return;
+    if (k->n + n > k->cap) {
+        size_t cap = k->cap ? k->cap * 2 : 256;
+        while (cap < k->n + n) cap *= 2;
+        unsigned char *q = xllm_realloc(k->p, cap);
+        if (!q) {
+            k->oom = 1;
+            return;
+        }
+        k->p = q;
+        k->cap = cap;
+    }
+    memcpy(k->p + k->n, src, n);
+    k->n += n;
+}
+
+#define PUT(k, v) put((k), &(v), sizeof(v))
+
+unsigned char *rc_key(const int32_t *prompt, size_t n_prompt, const xllm_sampling_params *p, int n, size_t *len) {
+    keybuf k = {0};
+    xllm_sampling_params q = *p;
+    int greedy = !q.do_sample || q.temperature <= 0.0f;
+    if (greedy) {
+        q.do_sample = 0;
+        q.temperature = 0.0f;
+        q.top_k = 0;
+        q.top_p = 1.0f;
+        q.min_p = 0.0f;
+        q.has_seed = 0;
+    }
+    if (!q.has_seed) q.seed = 0;
+    uint32_t version = 1;
+    PUT(&k, version);
+    PUT(&k, n);
+    PUT(&k, q.max_new_tokens);
+    PUT(&k, q.do_sample);
+    PUT(&k, q.temperature);
+    PUT(&k, q.top_k);
+    PUT(&k, q.top_p);
+    PUT(&k, q.min_p);
+    PUT(&k, q.repetition_penalty);
+    PUT(&k, q.presence_penalty);
+    PUT(&k, q.frequency_penalty);
+    PUT(&k, q.seed);
+    PUT(&k, q.has_seed);
+    PUT(&k, q.ignore_eos);
+    PUT(&k, q.n_stop);
+    for (int i = 0; i < q.n_stop && i < XLLM_MAX_STOP_STRINGS; i++) {
+        uint64_t sl = strlen(q.stop[i]);
+        PUT(&k, sl);
+        put(&k, q.stop[i], (size_t)sl);
+    }
+    PUT(&k, q.n_stop_ids);
+    put(&k, q.stop_ids, (size_t)(q.n_stop_ids > 0 ? q.n_stop_ids : 0) * sizeof(int32_t));
+    uint64_t np = n_prompt;
+    PUT(&k, np);
+    put(&k, prompt, n_prompt * sizeof(int32_t));
+    if (k.oom) {
+        xllm_free(k.p);
+        return NULL;
+    }
+    *len = k.n;
+    return k.p;
+}
+
+/* ---------------------------------------------------------------- table */
+
+static void lru_unlink(response_cache *rc, rc_entry *e) {
+    if (e->prev) e->prev->next = e->next; else rc->head = e->next;
+    if (e->next) e->next->prev = e->prev; else rc->tail = e->prev;
+    e->prev = e->next = NULL;
+}
+
+static void lru_push(response_cache *rc, rc_entry *e) {
+    e->prev = rc->tail;
+    e->next = NULL;
+    if (rc->tail) rc->tail->next = e; else rc->head = e;
+    rc->tail = e;
+}
+
+static void evict(response_cache *rc, rc_entry *e) {
+    rc_entry **link = &rc->buckets[e->hash & (rc->n_buckets - 1)];
+    while (*link != e) link = &(*link)->chain;
+    *link = e->chain;
+    lru_unlink(rc, e);
+    rc->bytes -= e->bytes;
+    rc->n_entries--;
+    entry_free(e);
+}
+
+const rc_entry *rc_lookup(response_cache *rc, const unsigned char *key, size_t len) {
+    uint64_t h = XXH3_64bits(key, len);
+    for (rc_entry *e = rc->buckets[h & (rc->n_buckets - 1)]; e; e = e->chain)
+        if (e->hash == h && e->key_len == len && !memcmp(e->key, key, len)) {
+            lru_unlink(rc, e);
+            lru_push(rc, e);
+            rc->hits++;
+            return e;
+        }
+    rc->misses++;
+    return NULL;
+}
+
+void rc_insert(response_cache *rc, const unsigned char *key, size_t len, const rc_sample *samples, int n) {
+    uint64_t h = XXH3_64bits(key, len);
+    for (rc_entry *e = rc->buckets[h & (rc->n_buckets - 1)]; e; e = e->chain)
+        if (e->hash == h && e->key_len == len && !memcmp(e->key, key, len)) return; /* already there */
+    size_t bytes = sizeof(rc_entry) + len + (size_t)n * sizeof(rc_sample);
+    for (int i = 0; i < n; i++)
+        bytes += samples[i].n_ids * (sizeof(int32_t) + sizeof(uint32_t)) + samples[i].text_len + 1;
+    if (bytes > rc->max_bytes || rc->max_entries <= 0) return;
+    while (rc->head && (rc->bytes + bytes > rc->max_bytes || rc->n_entries + 1 > rc->max_entries)) evict(rc, rc->head);
+    rc_entry *e = xllm_calloc(1, sizeof *e);
+    if (!e) return;
+    e->hash = h;
+    e->key = xllm_malloc(len ? len : 1);
+    e->samples = xllm_calloc((size_t)n, sizeof(rc_sample));
+    e->n = n;
+    e->bytes = bytes;
+    int ok = e->key && e->samples;
+    for (int i = 0; ok && i < n; i++) {
+        const rc_sample *s = &samples[i];
+        rc_sample *d = &e->samples[i];
+        d->ids = xllm_malloc_array(s->n_ids + 1, sizeof(int32_t));
+        d->text_end = xllm_malloc_array(s->n_ids + 1, sizeof(uint32_t));
+        d->text = xllm_strndup(s->text ? s->text : "", s->text_len);
+        ok = d->ids && d->text_end && d->text;
+        if (!ok) break;
+        memcpy(d->ids, s->ids, s->n_ids * sizeof(int32_t));
+        memcpy(d->text_end, s->text_end, s->n_ids * sizeof(uint32_t));
+        d->n_ids = s->n_ids;
+        d->text_len = s->text_len;
+        d->reason = s->reason;
+    }
+    if (!ok) {
+        entry_free(e);
+        return;
+    }
+    memcpy(e->key, key, len);
+    e->key_len = len;
+    rc_entry **head = &rc->buckets[h & (rc->n_buckets - 1)];
+    e->chain = *head;
+    *head = e;
+    lru_push(rc, e);
+    rc->bytes += bytes;
+    rc->n_entries++;
+}
