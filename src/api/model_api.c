@@ -104,6 +104,11 @@ xllm_model *xllm_model_load(const char *path, const xllm_model_options *opts, xl
                                       label, err);
         if (!xm->tok) goto fail;
     }
+    if (o.max_context > xm->m->cfg.max_positions) {
+        xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "a context of %d tokens exceeds the model's %d positions "
+                    "(max_position_embeddings)", o.max_context, xm->m->cfg.max_positions);
+        goto fail;
+    }
     resolve_options(&xm->m->cfg, &o);
     if (o.max_batch_seqs > o.max_step_tokens) o.max_batch_seqs = o.max_step_tokens; /* one decode token each */
     xm->opts = o;

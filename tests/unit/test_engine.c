@@ -1,0 +1,572 @@
+/*
+ * test_engine.c - the serving engine against solo runs.
+ *
+ * Exactness under load: 40 requests of random lengths, greedy and seeded
+ * sampling, submitted at random times from 4 threads (half of them online,
+ * half offline), some aborted at random, on an engine whose KV pool holds
+ * about three sequences, in every preempt_mode: each request that finishes
+ * must give exactly the ids and text of its solo run (an aborted one a prefix
+ * of them), its streamed chunks must add up to its result, the pool must be
+ * whole at the end (XLLM_DEBUG=1 also checks its invariants after every
+ * step), preemptions must have happened, and nothing may leak.
+ * Then: prefix cache (a 1,000-token shared prefix computes only the new
+ * tokens, same output as with the cache off), knowledge prefixes (saved,
+ * loaded into a fresh engine, reused, identical output; a file from another
+ * model refused), response cache (hit for greedy and seeded requests, bytes
+ * identical; unseeded sampling never cached), n = 4 (one prefill; samples
+ * equal single requests with seeds seed + j), the memory budget refusal.
+ * Model: stories260k (a real trained model), its context raised to 2048 in a
+ * temporary copy of its config for the long-prefix test.
+ */
+#include "test.h"
+#include "xllm.h"
+
+#include <cjson/cJSON.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define N_REQ 40
+#define N_THREADS 4
+
+typedef struct spec {
+    int32_t prompt[160];
+    int n_prompt;
+    xllm_sampling_params p;
+    xllm_priority prio;
+    int abort_after;              /* abort after this many streamed ids (-1: never) */
+    int delay_ms;
+    /* solo reference */
+    int32_t *ids;
+    size_t n_ids;
+    char *text;
+    size_t text_len;
+    xllm_finish_reason reason;
+} spec;
+
+static spec g_spec[N_REQ];
+
+static uint64_t rng_state = 0x1234567;
+static uint32_t rnd(void) {
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (uint32_t)(rng_state >> 11);
+}
+
+static long stat_get(xllm_engine *e, const char *a, const char *b) {
+    char *js = xllm_engine_stats(e);
+    cJSON *j = cJSON_Parse(js);
+    xllm_free(js);
+    cJSON *x = cJSON_GetObjectItem(j, a);
+    if (b) x = cJSON_GetObjectItem(x, b);
+    long v = cJSON_IsNumber(x) ? (long)x->valuedouble : -1;
+    cJSON_Delete(j);
+    return v;
+}
+
+static xllm_request make_req(const spec *s) {
+    xllm_request r;
+    memset(&r, 0, sizeof r);
+    r.prompt_ids = s->prompt;
+    r.n_prompt_ids = (size_t)s->n_prompt;
+    r.params = s->p;
+    r.priority = s->prio;
+    return r;
+}
+
+/* Run one request on an engine to the end; returns its (single) result. */
+static xllm_result *run_one(xllm_engine *e, const xllm_request *r, size_t *n_res) {
+    xllm_request_id id;
+    xllm_error err;
+    if (xllm_engine_submit(e, r, NULL, NULL, &id, &err)) {
+        fprintf(stderr, "submit: %s\n", err.message);
+        return NULL;
+    }
+    xllm_result *res = NULL;
+    if (xllm_engine_result(e, id, &res, n_res, &err)) {
+        fprintf(stderr, "result: %s\n", err.message);
+        return NULL;
+    }
+    return res;
+}
+
+/* ------------------------------------------------------------ under load */
+
+typedef struct worker {
+    xllm_engine *e;
+    int first, count;
+    int failures, finished, aborted;
+} worker;
+
+static void *worker_main(void *arg) {
+    worker *w = arg;
+    xllm_request_id ids[N_REQ];
+    xllm_error err;
+    /* submit all at random times, then read each stream (the engine runs them all meanwhile) */
+    for (int i = w->first; i < w->first + w->count; i++) {
+        spec *s = &g_spec[i];
+        usleep((useconds_t)s->delay_ms * 1000);
+        xllm_request r = make_req(s);
+        ids[i] = 0;
+        if (xllm_engine_submit(w->e, &r, NULL, NULL, &ids[i], &err)) {
+            fprintf(stderr, "request %d: submit failed: %s\n", i, err.message);
+            w->failures++;
+        }
+    }
+    for (int i = w->first; i < w->first + w->count; i++) {
+        spec *s = &g_spec[i];
+        xllm_request_id id = ids[i];
+        if (!id) continue;
+        int32_t got[600];
+        size_t n_got = 0;
+        char text[8192];
+        size_t text_len = 0;
+        int aborted = 0, finished = 0;
+        xllm_chunk c;
+        xllm_poll_result pr;
+        while ((pr = xllm_engine_poll(w->e, id, &c, 2000, &err)) != XLLM_POLL_DONE) {
+            if (pr == XLLM_POLL_ERROR) {
+                fprintf(stderr, "request %d: poll: %s\n", i, err.message);
+                w->failures++;
+                break;
+            }
+            if (pr == XLLM_POLL_TIMEOUT) continue;
+            if (c.n_ids && c.text_ends[c.n_ids - 1] != c.text_len) {
+                fprintf(stderr, "request %d: chunk text_ends disagree with text_len\n", i);
+                w->failures++;
+            }
+            for (size_t k = 0; k < c.n_ids && n_got < 600; k++) got[n_got++] = c.ids[k];
+            if (text_len + c.text_len < sizeof text) {
+                memcpy(text + text_len, c.text, c.text_len);
+                text_len += c.text_len;
+            }
+            finished |= c.finished;
+            if (!aborted && s->abort_after >= 0 && (int)n_got >= s->abort_after) {
+                xllm_engine_abort(w->e, id);
+                aborted = 1;
+            }
+        }
+        (void)finished;
+        xllm_result *res = NULL;
+        size_t nr = 0;
+        if (xllm_engine_result(w->e, id, &res, &nr, &err) || nr != 1) {
+            fprintf(stderr, "request %d: result: %s\n", i, err.message);
+            w->failures++;
+            continue;
+        }
+        int bad = 0;
+        if (res->n_ids != n_got || memcmp(res->ids, got, n_got * sizeof(int32_t))) {
+            fprintf(stderr, "request %d: streamed ids differ from the result\n", i);
+            bad = 1;
+        }
+        if (res->text_len != text_len || memcmp(res->text, text, text_len)) {
+            fprintf(stderr, "request %d: streamed text differs from the result\n", i);
+            bad = 1;
+        }
+        if (res->finish_reason == XLLM_FINISH_CANCELLED) {
+            w->aborted++;
+            if (res->n_ids > s->n_ids || memcmp(res->ids, s->ids, res->n_ids * sizeof(int32_t))) {
+                fprintf(stderr, "request %d: aborted output is not a prefix of the solo run\n", i);
+                bad = 1;
+            }
+        } else {
+            w->finished++;
+            if (res->n_ids != s->n_ids || memcmp(res->ids, s->ids, s->n_ids * sizeof(int32_t)) ||
+                res->text_len != s->text_len || memcmp(res->text, s->text, s->text_len) ||
+                res->finish_reason != s->reason) {
+                fprintf(stderr, "request %d (%s, prompt %d, max_new %d): differs from its solo run (%zu vs %zu ids)\n",
+                        i, s->p.do_sample ? "seeded" : "greedy", s->n_prompt, s->p.max_new_tokens, res->n_ids,
+                        s->n_ids);
+                bad = 1;
+            }
+        }
+        w->failures += bad;
+        xllm_results_free(res, nr);
+    }
+    return NULL;
+}
+
+static void exactness_under_load(xllm_model *m) {
+    /* the requests */
+    for (int i = 0; i < N_REQ; i++) {
+        spec *s = &g_spec[i];
+        s->n_prompt = 2 + (int)(rnd() % 140);
+        s->prompt[0] = 1;
+        for (int k = 1; k < s->n_prompt; k++) s->prompt[k] = 3 + (int32_t)(rnd() % 500);
+        /* some share a prefix with an earlier one (exercises the prefix cache under preemption) */
+        if (i >= 4 && rnd() % 3 == 0) {
+            const spec *o = &g_spec[rnd() % (uint32_t)i];
+            int share = o->n_prompt < s->n_prompt ? o->n_prompt : s->n_prompt;
+            memcpy(s->prompt, o->prompt, (size_t)share * sizeof(int32_t));
+        }
+        s->p = xllm_sampling_params_default();
+        s->p.max_new_tokens = 30 + (int)(rnd() % 90);
+        s->p.ignore_eos = rnd() % 4 != 0;
+        if (rnd() % 2) {
+            s->p.do_sample = 0;
+        } else {
+            s->p.temperature = 0.9f;
+            s->p.top_p = 0.95f;
+            s->p.has_seed = 1;
+            s->p.seed = 1000 + (uint64_t)i;
+        }
+        s->prio = rnd() % 2 ? XLLM_PRIORITY_OFFLINE : XLLM_PRIORITY_ONLINE;
+        s->abort_after = rnd() % 6 == 0 ? (int)(rnd() % 20) : -1;
+        s->delay_ms = (int)(rnd() % 4);
+    }
+    /* solo runs: one request at a time, a roomy pool */
+    xllm_engine_options so = xllm_engine_options_default();
+    so.cache_policy = XLLM_CACHE_NONE;
+    xllm_error err;
+    xllm_engine *solo = xllm_engine_create(m, &so, &err);
+    CHECK_MSG(solo != NULL, "%s", err.message);
+    if (!solo) return;
+    for (int i = 0; i < N_REQ; i++) {
+        spec *s = &g_spec[i];
+        xllm_request r = make_req(s);
+        size_t nr;
+        xllm_result *res = run_one(solo, &r, &nr);
+        CHECK(res != NULL);
+        if (!res) continue;
+        s->n_ids = res->n_ids;
+        s->ids = malloc((res->n_ids + 1) * sizeof(int32_t));
+        memcpy(s->ids, res->ids, res->n_ids * sizeof(int32_t));
+        s->text = malloc(res->text_len + 1);
+        memcpy(s->text, res->text, res->text_len);
+        s->text_len = res->text_len;
+        s->reason = res->finish_reason;
+        xllm_results_free(res, nr);
+    }
+    long scratch = stat_get(solo, "memory", "scratch_bytes");
+    long bb = stat_get(solo, "memory", "kv_bytes") / stat_get(solo, "kv", "blocks_total");
+    xllm_engine_free(solo);
+
+    const char *names[] = {"recompute", "swap", "elastic"};
+    for (int mode = 0; mode < 3; mode++) {
+        size_t before = xllm_allocated_bytes();
+        xllm_engine_options o = xllm_engine_options_default();
+        o.preempt_mode = (xllm_preempt_mode)mode;
+        o.max_batch_size = 8;
+        /* ~3 sequences of ~240 tokens (16 blocks each; the context is 256) */
+        long blocks = 48, swap_blocks = mode == XLLM_PREEMPT_RECOMPUTE ? 0 : 20;
+        o.swap_size = swap_blocks ? swap_blocks * bb : -1;
+        o.workspace_size = scratch + blocks * bb + (swap_blocks ? swap_blocks * bb : 0);
+        xllm_engine *e = xllm_engine_create(m, &o, &err);
+        CHECK_MSG(e != NULL, "%s: %s", names[mode], err.message);
+        if (!e) continue;
+        CHECK_MSG(stat_get(e, "kv", "blocks_total") == blocks, "%s: %ld blocks", names[mode],
+                  stat_get(e, "kv", "blocks_total"));
+        worker w[N_THREADS];
+        pthread_t th[N_THREADS];
+        for (int t = 0; t < N_THREADS; t++) {
+            w[t] = (worker){e, t * (N_REQ / N_THREADS), N_REQ / N_THREADS, 0, 0, 0};
+            pthread_create(&th[t], NULL, worker_main, &w[t]);
+        }
+        int failures = 0, finished = 0, aborted = 0;
+        for (int t = 0; t < N_THREADS; t++) {
+            pthread_join(th[t], NULL);
+            failures += w[t].failures;
+            finished += w[t].finished;
+            aborted += w[t].aborted;
+        }
+        CHECK_MSG(failures == 0, "%s: %d requests differ or failed", names[mode], failures);
+        CHECK(finished + aborted == N_REQ);
+        long pre = stat_get(e, "preemptions", NULL);
+        long pre_swap = stat_get(e, "preemptions_by_mode", "swap");
+        fprintf(stderr, "%s: %d finished, %d aborted, %ld preemptions (%ld by swap), prefix-cache hits %ld tokens\n",
+                names[mode], finished, aborted, pre, pre_swap, stat_get(e, "prefix_cache", "hit_tokens"));
+        CHECK_MSG(pre > 0, "%s: no preemption happened", names[mode]);
+        if (mode != XLLM_PREEMPT_RECOMPUTE) CHECK_MSG(pre_swap > 0, "%s: nothing was swapped", names[mode]);
+        /* the pool is whole once idle */
+        for (int k = 0; k < 100 && stat_get(e, "requests_running", NULL) + stat_get(e, "requests_waiting", NULL); k++)
+            usleep(10000);
+        CHECK(stat_get(e, "kv", "blocks_used") == 0);
+        CHECK(stat_get(e, "kv", "blocks_free") + stat_get(e, "kv", "blocks_cached") == blocks);
+        CHECK(stat_get(e, "kv", "swap_blocks_used") == 0);
+        xllm_engine_free(e);
+        CHECK_MSG(xllm_allocated_bytes() == before, "%s: %zd bytes leaked", names[mode],
+                  (ssize_t)(xllm_allocated_bytes() - before));
+    }
+    for (int i = 0; i < N_REQ; i++) {
+        free(g_spec[i].ids);
+        free(g_spec[i].text);
+    }
+}
+
+/* ------------------------------------------------------------ prefix cache */
+
+static int same_result(const xllm_result *a, const xllm_result *b) {
+    return a && b && a->n_ids == b->n_ids && !memcmp(a->ids, b->ids, a->n_ids * sizeof(int32_t)) &&
+           a->text_len == b->text_len && !memcmp(a->text, b->text, a->text_len) && a->finish_reason == b->finish_reason;
+}
+
+static void prefix_cache(xllm_model *m) {
+    static int32_t a[1100], b[1100];
+    for (int i = 0; i < 1000; i++) a[i] = b[i] = i ? 3 + (int32_t)(rnd() % 500) : 1;
+    for (int i = 1000; i < 1020; i++) {
+        a[i] = 3 + (int32_t)(rnd() % 500);
+        b[i] = 3 + (int32_t)(rnd() % 500);
+    }
+    xllm_request ra, rb;
+    memset(&ra, 0, sizeof ra);
+    ra.params = xllm_sampling_params_default();
+    ra.params.do_sample = 0;
+    ra.params.max_new_tokens = 16;
+    rb = ra;
+    ra.prompt_ids = a;
+    ra.n_prompt_ids = 1020;
+    rb.prompt_ids = b;
+    rb.n_prompt_ids = 1020;
+    xllm_error err;
+    xllm_engine_options o = xllm_engine_options_default();
+    xllm_engine *e = xllm_engine_create(m, &o, &err);
+    o.cache_policy = XLLM_CACHE_NONE;
+    xllm_engine *off = xllm_engine_create(m, &o, &err);
+    CHECK(e && off);
+    if (!e || !off) return;
+    size_t n1, n2, n3;
+    xllm_result *r1 = run_one(e, &ra, &n1);
+    long p0 = stat_get(e, "prefill_tokens", NULL);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    xllm_result *r2 = run_one(e, &rb, &n2);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    long p1 = stat_get(e, "prefill_tokens", NULL);
+    xllm_result *r3 = run_one(off, &rb, &n3);
+    long hit = stat_get(e, "prefix_cache", "hit_tokens");
+    fprintf(stderr, "prefix cache: second request computed %ld prefill tokens of 1020 (hit %ld tokens)\n", p1 - p0, hit);
+    CHECK(r1 && r2 && r3);
+    CHECK_MSG(p1 - p0 == 1020 - 992, "the second request prefilled %ld tokens; expected 28", p1 - p0);
+    CHECK(hit == 992);
+    CHECK_MSG(same_result(r2, r3), "a prefix-cache hit changed the output");
+    xllm_results_free(r1, n1);
+    xllm_results_free(r2, n2);
+    xllm_results_free(r3, n3);
+    xllm_engine_free(e);
+    xllm_engine_free(off);
+}
+
+/* --------------------------------------------------------------- knowledge */
+
+static void knowledge(xllm_model *m, const char *other_model_dir) {
+    const char *text =
+        "Once upon a time, there was a little girl named Lily. She loved to play outside in the sunshine. One day, "
+        "she saw a big, red ball in the park. She ran to it and picked it up. It was the most beautiful ball she "
+        "had ever seen. Lily played with the ball all day long, and when the sun went down she took it home.";
+    char prompt[2048];
+    snprintf(prompt, sizeof prompt, "%s Then her mom said", text);
+    char path[256];
+    snprintf(path, sizeof path, "/tmp/xllm_test_knowledge_%d.kv", (int)getpid());
+    xllm_error err;
+    xllm_engine_options o = xllm_engine_options_default();
+    xllm_engine *e = xllm_engine_create(m, &o, &err);
+    CHECK(e != NULL);
+    if (!e) return;
+    CHECK_MSG(xllm_engine_add_knowledge(e, "story", text, &err) == XLLM_OK, "%s", err.message);
+    CHECK_MSG(xllm_engine_save_knowledge(e, "story", path, &err) == XLLM_OK, "%s", err.message);
+    CHECK(stat_get(e, "kv", "blocks_pinned") > 0);
+    xllm_engine_free(e);
+
+    xllm_request r;
+    memset(&r, 0, sizeof r);
+    r.prompt = prompt;
+    r.params = xllm_sampling_params_default();
+    r.params.do_sample = 0;
+    r.params.max_new_tokens = 30;
+    o.cache_policy = XLLM_CACHE_NONE;
+    xllm_engine *plain = xllm_engine_create(m, &o, &err);
+    size_t n0, n1;
+    xllm_result *want = run_one(plain, &r, &n0);
+    long full_prefill = stat_get(plain, "prefill_tokens", NULL);
+    xllm_engine_free(plain);
+
+    o.cache_policy = XLLM_CACHE_LRU;
+    xllm_engine *e2 = xllm_engine_create(m, &o, &err);
+    CHECK_MSG(xllm_engine_load_knowledge(e2, "story", path, text, &err) == XLLM_OK, "%s", err.message);
+    long p0 = stat_get(e2, "prefill_tokens", NULL);
+    CHECK_MSG(p0 == 0, "loading a knowledge file computed %ld tokens", p0);
+    xllm_result *got = run_one(e2, &r, &n1);
+    long p1 = stat_get(e2, "prefill_tokens", NULL);
+    char *js = xllm_engine_stats(e2);
+    CHECK_MSG(strstr(js, "\"name\":\"story\"") && strstr(js, "\"hits\":1"), "knowledge not reused: %s", js);
+    xllm_free(js);
+    long hit = stat_get(e2, "prefix_cache", "hit_tokens");
+    fprintf(stderr, "knowledge: the request computed %ld of %ld prompt tokens (%ld from the knowledge prefix)\n",
+            p1 - p0, full_prefill, hit);
+    CHECK(hit >= 96 && p1 - p0 == full_prefill - hit);
+    CHECK_MSG(same_result(want, got), "knowledge reuse changed the output");
+    /* a text with other ids is refused */
+    CHECK(xllm_engine_load_knowledge(e2, "story2", path, "something else entirely", &err) ==
+          XLLM_ERR_INVALID_ARGUMENT);
+    xllm_results_free(want, n0);
+    xllm_results_free(got, n1);
+    xllm_engine_free(e2);
+
+    /* a file written for another model */
+    xllm_model *other = xllm_model_load(other_model_dir, NULL, &err);
+    CHECK_MSG(other != NULL, "%s", err.message);
+    if (other) {
+        xllm_engine *e3 = xllm_engine_create(other, &o, &err);
+        xllm_status st = xllm_engine_load_knowledge(e3, "story", path, NULL, &err);
+        CHECK(st == XLLM_ERR_INVALID_ARGUMENT);
+        CHECK_MSG(strstr(err.message, "another model") != NULL, "message: %s", err.message);
+        xllm_engine_free(e3);
+        xllm_model_free(other);
+    }
+    unlink(path);
+}
+
+/* ---------------------------------------------------------- response cache */
+
+static void response_cache(xllm_model *m) {
+    xllm_error err;
+    xllm_engine_options o = xllm_engine_options_default();
+    o.response_cache = 1;
+    xllm_engine *e = xllm_engine_create(m, &o, &err);
+    CHECK(e != NULL);
+    if (!e) return;
+    xllm_request r;
+    memset(&r, 0, sizeof r);
+    r.prompt = "Once upon a time";
+    r.params = xllm_sampling_params_default();
+    r.params.do_sample = 0;
+    r.params.max_new_tokens = 40;
+    size_t n1, n2;
+    xllm_result *a = run_one(e, &r, &n1);
+    long steps = stat_get(e, "steps", NULL);
+    xllm_result *b = run_one(e, &r, &n2);
+    CHECK(stat_get(e, "response_cache", "hits") == 1);
+    CHECK_MSG(stat_get(e, "steps", NULL) == steps, "a cache hit ran the model");
+    CHECK(same_result(a, b));
+    xllm_results_free(a, n1);
+    xllm_results_free(b, n2);
+    /* seeded sampling: cached too */
+    r.params.do_sample = 1;
+    r.params.temperature = 0.8f;
+    r.params.has_seed = 1;
+    r.params.seed = 42;
+    a = run_one(e, &r, &n1);
+    b = run_one(e, &r, &n2);
+    CHECK(stat_get(e, "response_cache", "hits") == 2);
+    CHECK(same_result(a, b));
+    xllm_results_free(a, n1);
+    xllm_results_free(b, n2);
+    /* a different seed is another request */
+    r.params.seed = 43;
+    a = run_one(e, &r, &n1);
+    CHECK(stat_get(e, "response_cache", "hits") == 2);
+    xllm_results_free(a, n1);
+    /* unseeded sampling: never cached */
+    long entries = stat_get(e, "response_cache", "entries");
+    r.params.has_seed = 0;
+    a = run_one(e, &r, &n1);
+    b = run_one(e, &r, &n2);
+    CHECK(stat_get(e, "response_cache", "hits") == 2);
+    CHECK(stat_get(e, "response_cache", "entries") == entries);
+    xllm_results_free(a, n1);
+    xllm_results_free(b, n2);
+    xllm_engine_free(e);
+}
+
+/* ------------------------------------------------------------------- n = 4 */
+
+static void n_samples(xllm_model *m) {
+    xllm_error err;
+    xllm_engine_options o = xllm_engine_options_default();
+    xllm_engine *e = xllm_engine_create(m, &o, &err);
+    CHECK(e != NULL);
+    if (!e) return;
+    xllm_request r;
+    memset(&r, 0, sizeof r);
+    r.prompt = "Once upon a time there was a dog who lived in a small house";
+    r.n = 4;
+    r.params = xllm_sampling_params_default();
+    r.params.temperature = 1.0f;
+    r.params.has_seed = 1;
+    r.params.seed = 7;
+    r.params.max_new_tokens = 40;
+    size_t n;
+    xllm_result *all = run_one(e, &r, &n);
+    long prefill = stat_get(e, "prefill_tokens", NULL);
+    CHECK(all && n == 4);
+    if (!all) return;
+    CHECK_MSG(prefill == (long)all[0].n_prompt_ids, "n = 4 prefilled %ld tokens for a %zu-token prompt", prefill,
+              all[0].n_prompt_ids);
+    int distinct = 0;
+    for (int j = 0; j < 4; j++) {
+        xllm_request one = r;
+        one.n = 1;
+        one.params.seed = 7 + (uint64_t)j;
+        size_t n1;
+        xllm_result *s = run_one(e, &one, &n1);
+        CHECK_MSG(same_result(s, &all[j]), "sample %d differs from a single request with seed %d", j, 7 + j);
+        xllm_results_free(s, n1);
+        if (j && (all[j].n_ids != all[0].n_ids || memcmp(all[j].ids, all[0].ids, all[0].n_ids * 4))) distinct++;
+    }
+    CHECK(distinct > 0);
+    xllm_results_free(all, n);
+    xllm_engine_free(e);
+}
+
+static void budget(xllm_model *m) {
+    xllm_error err;
+    xllm_engine_options o = xllm_engine_options_default();
+    o.workspace_size = 100000;
+    xllm_engine *e = xllm_engine_create(m, &o, &err);
+    CHECK(e == NULL);
+    CHECK_MSG(strstr(err.message, "workspace_size") && strstr(err.message, "one full-context sequence"), "%s",
+              err.message);
+    xllm_engine_free(e);
+}
+
+/* A copy of stories260k's directory whose config allows 2048 positions. */
+static void long_context_copy(char *dir, size_t cap) {
+    snprintf(dir, cap, "/tmp/xllm_test_engine_%d", (int)getpid());
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd,
+             "mkdir -p %s && for f in model.safetensors tokenizer.json tokenizer_config.json special_tokens_map.json; "
+             "do ln -sf %s/models/stories260k/$f %s/$f; done && sed 's/\"max_position_embeddings\": 512/"
+             "\"max_position_embeddings\": 2048/' %s/models/stories260k/config.json > %s/config.json",
+             dir, XLLM_SOURCE_DIR, dir, XLLM_SOURCE_DIR, dir);
+    CHECK(system(cmd) == 0);
+}
+
+int main(void) {
+    setenv("XLLM_DEBUG", "1", 1); /* pool invariants after every step */
+    setenv("XLLM_PLAN", "0", 1);
+    char dir[256];
+    long_context_copy(dir, sizeof dir);
+    xllm_error err;
+    xllm_model_options mo = xllm_model_options_default();
+    mo.max_context = 256;
+    mo.n_threads = 2;
+    char stories[512];
+    snprintf(stories, sizeof stories, "%s/models/stories260k", XLLM_SOURCE_DIR);
+    xllm_model *m = xllm_model_load(stories, &mo, &err);
+    CHECK_MSG(m != NULL, "%s", err.message);
+    if (m) {
+        exactness_under_load(m);
+        response_cache(m);
+        n_samples(m);
+        budget(m);
+        xllm_model_free(m);
+    }
+    mo.max_context = 2048;
+    m = xllm_model_load(dir, &mo, &err);
+    CHECK_MSG(m != NULL, "%s", err.message);
+    if (m) {
+        prefix_cache(m);
+        char other[512];
+        snprintf(other, sizeof other, "%s/tests/data/tiny/llama", XLLM_SOURCE_DIR);
+        knowledge(m, other);
+        xllm_model_free(m);
+    }
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd)) fprintf(stderr, "could not remove %s\n", dir);
+    return test_report("test_engine");
+}
