@@ -22,7 +22,7 @@ import ctypes.util
 import json
 import os
 
-__all__ = ["LLM", "SamplingParams", "RequestOutput", "ModelConverter", "ChatTemplate", "render_chat_template",
+__all__ = ["LLM", "SamplingParams", "RequestOutput", "CompletionOutput", "ModelConverter", "ChatTemplate", "render_chat_template",
            "XLLMError", "library_path"]
 
 MAX_STOP_STRINGS = 16
@@ -60,7 +60,34 @@ class _SamplingParams(ctypes.Structure):
 
 class _Request(ctypes.Structure):
     _fields_ = [("prompt", ctypes.c_char_p), ("prompt_ids", ctypes.POINTER(ctypes.c_int32)),
-                ("n_prompt_ids", ctypes.c_size_t), ("params", _SamplingParams)]
+                ("n_prompt_ids", ctypes.c_size_t), ("params", _SamplingParams), ("n", ctypes.c_int),
+                ("priority", ctypes.c_int)]
+
+
+MAX_KNOWLEDGE = 16
+MAX_SAMPLES = 64
+
+
+class _EngineOptions(ctypes.Structure):
+    _fields_ = [("max_batch_size", ctypes.c_int), ("timeout_ms", ctypes.c_int), ("preempt_mode", ctypes.c_int),
+                ("workspace_size", ctypes.c_int64), ("swap_size", ctypes.c_int64), ("cache_policy", ctypes.c_int),
+                ("response_cache", ctypes.c_int), ("response_cache_max_bytes", ctypes.c_int64),
+                ("response_cache_max_entries", ctypes.c_int), ("n_knowledge", ctypes.c_int),
+                ("knowledge_name", ctypes.c_char_p * MAX_KNOWLEDGE),
+                ("knowledge_path", ctypes.c_char_p * MAX_KNOWLEDGE),
+                ("knowledge_kv_path", ctypes.c_char_p * MAX_KNOWLEDGE), ("verbose", ctypes.c_int)]
+
+
+class _Chunk(ctypes.Structure):
+    _fields_ = [("sample", ctypes.c_int), ("ids", ctypes.POINTER(ctypes.c_int32)), ("n_ids", ctypes.c_size_t),
+                ("text", ctypes.c_void_p), ("text_len", ctypes.c_size_t),
+                ("text_ends", ctypes.POINTER(ctypes.c_uint32)), ("finished", ctypes.c_int),
+                ("finish_reason", ctypes.c_int)]
+
+
+_POLL_TIMEOUT, _POLL_CHUNK, _POLL_DONE, _POLL_ERROR = 0, 1, 2, -1
+_PREEMPT_MODES = {"recompute": 0, "swap": 1, "elastic": 2}
+_PRIORITIES = {"online": 0, "offline": 1}
 
 
 class _Result(ctypes.Structure):
@@ -117,6 +144,25 @@ def _load_library():
         "xllm_generate": (ctypes.c_int, [ctypes.c_void_p, P(_Request), ctypes.c_size_t, _TokenCallback,
                                          ctypes.c_void_p, P(P(_Result)), P(_Error)]),
         "xllm_results_free": (None, [P(_Result), ctypes.c_size_t]),
+        "xllm_engine_options_default": (_EngineOptions, []),
+        "xllm_config_load": (ctypes.c_int, [ctypes.c_char_p, P(_EngineOptions), P(_ModelOptions),
+                                            P(ctypes.c_char_p), P(ctypes.c_void_p), P(_Error)]),
+        "xllm_engine_create": (ctypes.c_void_p, [ctypes.c_void_p, P(_EngineOptions), P(_Error)]),
+        "xllm_engine_free": (None, [ctypes.c_void_p]),
+        "xllm_model_engine": (ctypes.c_void_p, [ctypes.c_void_p]),
+        "xllm_engine_submit": (ctypes.c_int, [ctypes.c_void_p, P(_Request), ctypes.c_void_p, ctypes.c_void_p,
+                                              P(ctypes.c_uint64), P(_Error)]),
+        "xllm_engine_poll": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_uint64, P(_Chunk), ctypes.c_int, P(_Error)]),
+        "xllm_engine_abort": (None, [ctypes.c_void_p, ctypes.c_uint64]),
+        "xllm_engine_result": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_uint64, P(P(_Result)),
+                                              P(ctypes.c_size_t), P(_Error)]),
+        "xllm_engine_release": (None, [ctypes.c_void_p, ctypes.c_uint64]),
+        "xllm_engine_stats": (ctypes.c_void_p, [ctypes.c_void_p]),
+        "xllm_engine_add_knowledge": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p, P(_Error)]),
+        "xllm_engine_save_knowledge": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p,
+                                                      P(_Error)]),
+        "xllm_engine_load_knowledge": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p,
+                                                      ctypes.c_char_p, P(_Error)]),
         "xllm_convert_options_default": (_ConvertOptions, []),
         "xllm_convert": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_char_p, P(_ConvertOptions), P(_Error)]),
         "xllm_model_info": (ctypes.c_int, [ctypes.c_char_p, P(ctypes.c_void_p), P(_Error)]),
@@ -154,6 +200,15 @@ def _raise(err):
     raise XLLMError(err.code, err.message.decode("utf-8", "replace"))
 
 
+def _check_int(name, value, lo, hi):
+    """Integers reach C through fixed-width fields: refuse what does not fit, naming it."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError("%s must be an integer (got %r)" % (name, value))
+    if not lo <= value <= hi:
+        raise ValueError("%s = %d is out of range (%d..%d)" % (name, value, lo, hi))
+    return value
+
+
 # ------------------------------------------------------------ public types
 
 class SamplingParams:
@@ -166,11 +221,13 @@ class SamplingParams:
     """
 
     _FIELDS = ("max_new_tokens", "temperature", "top_k", "top_p", "min_p", "repetition_penalty",
-               "presence_penalty", "frequency_penalty", "seed", "stop", "stop_token_ids", "do_sample", "ignore_eos")
+               "presence_penalty", "frequency_penalty", "seed", "stop", "stop_token_ids", "do_sample", "ignore_eos",
+               "n", "priority")
 
     def __init__(self, max_new_tokens=256, temperature=1.0, top_k=0, top_p=1.0, min_p=0.0,
                  repetition_penalty=1.0, presence_penalty=0.0, frequency_penalty=0.0, seed=None,
-                 stop=None, stop_token_ids=None, do_sample=True, ignore_eos=False, max_tokens=None):
+                 stop=None, stop_token_ids=None, do_sample=True, ignore_eos=False, max_tokens=None, n=1,
+                 priority="online"):
         self.max_new_tokens = max_tokens if max_tokens is not None else max_new_tokens
         self.temperature = temperature
         self.top_k = top_k
@@ -184,6 +241,8 @@ class SamplingParams:
         self.stop_token_ids = list(stop_token_ids or [])
         self.do_sample = do_sample
         self.ignore_eos = ignore_eos
+        self.n = n
+        self.priority = priority
 
     def replace(self, **kw):
         """A copy with some fields changed (unknown names are an error)."""
@@ -201,6 +260,10 @@ class SamplingParams:
         return out
 
     def _to_c(self, keep):
+        _check_int("max_new_tokens", self.max_new_tokens, -(1 << 31), (1 << 31) - 1)
+        _check_int("top_k", self.top_k or 0, -(1 << 31), (1 << 31) - 1)
+        if self.seed is not None:
+            _check_int("seed", self.seed, 0, (1 << 64) - 1)
         p = _library().xllm_sampling_params_default()
         p.max_new_tokens = int(self.max_new_tokens)
         p.do_sample = 1 if self.do_sample else 0
@@ -233,17 +296,32 @@ class SamplingParams:
         return "SamplingParams(%s)" % ", ".join("%s=%r" % (f, getattr(self, f)) for f in self._FIELDS)
 
 
+class CompletionOutput:
+    """One sample of a request: .index, .text, .token_ids, .finish_reason."""
+
+    def __init__(self, index, token_ids, text, finish_reason):
+        self.index = index
+        self.token_ids = token_ids
+        self.text = text
+        self.finish_reason = finish_reason
+
+    def __repr__(self):
+        return "CompletionOutput(index=%d, text=%r, finish_reason=%r)" % (self.index, self.text, self.finish_reason)
+
+
 class RequestOutput:
-    """One generation result: .text, .token_ids (generated only), .prompt_token_ids, .finish_reason."""
+    """One generation result: .text, .token_ids (generated only), .prompt_token_ids, .finish_reason
+    (of the first sample), and .outputs: every sample (n > 1) as CompletionOutput."""
 
     _REASONS = {0: "length", 1: "stop", 2: "cancelled"}
 
-    def __init__(self, prompt, prompt_token_ids, token_ids, text, finish_reason):
+    def __init__(self, prompt, prompt_token_ids, token_ids, text, finish_reason, outputs=None):
         self.prompt = prompt
         self.prompt_token_ids = prompt_token_ids
         self.token_ids = token_ids
         self.text = text
         self.finish_reason = finish_reason
+        self.outputs = outputs if outputs is not None else [CompletionOutput(0, token_ids, text, finish_reason)]
 
     def __repr__(self):
         return "RequestOutput(text=%r, token_ids=%r, finish_reason=%r)" % (self.text, self.token_ids,
@@ -351,22 +429,79 @@ class ChatTemplate:
 
 
 class LLM:
-    """A loaded model: LLM(path) takes a HuggingFace checkpoint directory."""
+    """A loaded model and the serving engine that runs it.
 
-    def __init__(self, model, n_threads=0, max_context=0, max_batch_seqs=0, kv_tokens=0):
+        LLM("models/stories260k")                 # a HF directory, an .xllm or a GGUF file
+        LLM(config="engine.yaml")                 # model, threads, context and engine from YAML
+        LLM("other/model", config="engine.yaml")  # the path given overrides the config's model:
+
+    Engine options (also YAML keys, docs/CONFIG.md): max_batch_size, timeout_ms,
+    preempt_mode ("recompute" | "swap" | "elastic"), workspace_size (bytes),
+    cache_policy ("lru" | "none"), response_cache (bool). Several Python threads
+    may call generate/stream on one LLM at once: their requests batch together.
+    """
+
+    def __init__(self, model=None, n_threads=0, max_context=0, max_batch_seqs=0, kv_tokens=0, config=None,
+                 **engine_options):
         lib = _library()
         self._lib = lib
         self._model = None
+        self._engine = None
+        self._own_engine = False
         opts = lib.xllm_model_options_default()
-        opts.n_threads = int(n_threads)
-        opts.max_context = int(max_context)
-        opts.max_batch_seqs = int(max_batch_seqs)
-        opts.kv_tokens = int(kv_tokens)
+        eopts = lib.xllm_engine_options_default()
+        storage = ctypes.c_void_p()
         err = _Error()
-        handle = lib.xllm_model_load(os.fspath(model).encode("utf-8"), ctypes.byref(opts), ctypes.byref(err))
-        if not handle:
-            _raise(err)
-        self._model = handle
+        if config is not None:
+            mpath = ctypes.c_char_p()
+            if lib.xllm_config_load(os.fspath(config).encode("utf-8"), ctypes.byref(eopts), ctypes.byref(opts),
+                                    ctypes.byref(mpath), ctypes.byref(storage), ctypes.byref(err)):
+                _raise(err)
+            if model is None and mpath.value:
+                model = mpath.value.decode("utf-8")
+        try:
+            if model is None:
+                raise ValueError("no model: give a path, or a config with model:")
+            for name, v in (("n_threads", n_threads), ("max_context", max_context),
+                            ("max_batch_seqs", max_batch_seqs)):
+                if _check_int(name, v, 0, (1 << 31) - 1):
+                    setattr(opts, name, v)
+            if _check_int("kv_tokens", kv_tokens, 0, (1 << 62)):
+                opts.kv_tokens = kv_tokens
+            for k, v in engine_options.items():
+                if k == "preempt_mode":
+                    if v not in _PREEMPT_MODES:
+                        raise ValueError("preempt_mode must be one of %s" % ", ".join(_PREEMPT_MODES))
+                    v = _PREEMPT_MODES[v]
+                elif k == "cache_policy":
+                    if v not in ("lru", "none"):
+                        raise ValueError("cache_policy must be lru or none")
+                    v = 0 if v == "lru" else 1
+                elif k in ("max_batch_size", "timeout_ms", "response_cache_max_entries"):
+                    _check_int(k, v, 0, (1 << 31) - 1)
+                elif k in ("workspace_size", "swap_size", "response_cache_max_bytes"):
+                    _check_int(k, v, -1, (1 << 62))
+                elif k in ("response_cache", "verbose"):
+                    v = 1 if v else 0
+                else:
+                    raise TypeError("unknown engine option: %s" % k)
+                setattr(eopts, k, v)
+            handle = lib.xllm_model_load(os.fspath(model).encode("utf-8"), ctypes.byref(opts), ctypes.byref(err))
+            if not handle:
+                _raise(err)
+            self._model = handle
+            if config is not None or engine_options:
+                eng = lib.xllm_engine_create(handle, ctypes.byref(eopts), ctypes.byref(err))
+                if not eng:
+                    self.close()
+                    _raise(err)
+                self._engine = eng
+                self._own_engine = True
+            else:
+                self._engine = lib.xllm_model_engine(handle)
+        finally:
+            if storage.value:
+                lib.xllm_free(storage)
         self._tok = lib.xllm_model_tokenizer(handle)
         self.path = os.fspath(model)
         self.vocab_size = lib.xllm_model_vocab_size(handle)
@@ -379,6 +514,10 @@ class LLM:
         if self._chat_template is not None:
             self._chat_template.close()
             self._chat_template = None
+        if self._own_engine and self._engine:
+            self._lib.xllm_engine_free(self._engine)
+        self._engine = None
+        self._own_engine = False
         if self._model:
             self._lib.xllm_model_free(self._model)
             self._model = None
@@ -489,48 +628,175 @@ class LLM:
             params = [p.replace(**overrides) for p in params]
 
         keep = []
-        reqs = (_Request * n)()
-        for i, (pr, sp) in enumerate(zip(prompts, params)):
-            if isinstance(pr, str):
-                b = pr.encode("utf-8")
-                keep.append(b)
-                reqs[i].prompt = b
-            else:
-                arr = (ctypes.c_int32 * max(len(pr), 1))(*[int(t) for t in pr])
-                keep.append(arr)
-                reqs[i].prompt = None
-                reqs[i].prompt_ids = ctypes.cast(arr, ctypes.POINTER(ctypes.c_int32))
-                reqs[i].n_prompt_ids = len(pr)
-            reqs[i].params = sp._to_c(keep)
+        reqs = [self._request(pr, sp, keep) for pr, sp in zip(prompts, params)]
+        ids = []
+        try:
+            for i, r in enumerate(reqs):
+                ids.append(self._submit(r, i if n > 1 else None))
+            out = [None] * n
+            pending = list(range(n))
+            stopped = {}  # request -> (ids, text) the callback saw before asking to stop
+            seen = [[0, ""] for _ in range(n)]
+            while pending:
+                first = True
+                for i in list(pending):
+                    # block briefly on the oldest unfinished request only; the others are drained
+                    chunks, done = self._drain(ids[i], 100 if first else 0)
+                    first = False
+                    for c in chunks:
+                        if callback is None or i in stopped or c["sample"] != 0:
+                            continue
+                        for k, (tok, piece) in enumerate(c["tokens"]):
+                            seen[i][0] += 1
+                            seen[i][1] += piece
+                            if callback(i, tok, piece):
+                                if not (c["finished"] and k + 1 == len(c["tokens"])):
+                                    stopped[i] = tuple(seen[i])
+                                    self._lib.xllm_engine_abort(self._engine, ids[i])
+                                break
+                    if done:
+                        out[i] = self._result(ids[i], prompts[i])
+                        ids[i] = None
+                        pending.remove(i)
+                        if i in stopped:  # what the callback saw, and no more
+                            o = out[i]
+                            o.token_ids = o.token_ids[:stopped[i][0]]
+                            o.text = stopped[i][1]
+                            o.finish_reason = "cancelled"
+                            o.outputs[0] = CompletionOutput(0, o.token_ids, o.text, o.finish_reason)
+            return out
+        finally:
+            for rid in ids:
+                if rid:
+                    self._lib.xllm_engine_release(self._engine, rid)
 
-        cb = ctypes.cast(None, _TokenCallback)
-        raised = []
-        if callback is not None:
-            def _cb(user, index, token, text, length):
-                try:
-                    piece = ctypes.string_at(text, length).decode("utf-8", "replace") if length else ""
-                    return 1 if callback(index, token, piece) else 0
-                except BaseException as e:  # never let an exception cross the C boundary
-                    raised.append(e)
-                    return 1
-            cb = _TokenCallback(_cb)
-        results = ctypes.POINTER(_Result)()
+    def stream(self, prompt, sampling_params=None, **overrides):
+        """Yield the text of one request as it is generated (pieces never split a
+        UTF-8 character; text that could still become a stop string is held back).
+        Closing the generator early aborts the request."""
+        self._check_open()
+        sp = sampling_params if sampling_params is not None else self._defaults
+        if overrides:
+            sp = sp.replace(**overrides)
+        if (sp.n or 1) != 1:
+            raise ValueError("stream() takes n = 1")
+        keep = []
+        rid = self._submit(self._request(prompt, sp, keep), None)
+        try:
+            while True:
+                chunks, done = self._drain(rid, 100)
+                for c in chunks:
+                    if c["text"]:
+                        yield c["text"]
+                if done:
+                    return
+        finally:
+            self._lib.xllm_engine_release(self._engine, rid)
+
+    def stats(self):
+        """The engine's counters and KV pool state (a dict; see xllm_engine_stats)."""
+        self._check_open()
+        p = self._lib.xllm_engine_stats(self._engine)
+        try:
+            return json.loads(ctypes.string_at(p).decode("utf-8"))
+        finally:
+            self._lib.xllm_free(p)
+
+    def add_knowledge(self, name, text):
+        """Prefill a named text once and keep its KV pinned: prompts that start with it reuse it."""
+        self._check_open()
         err = _Error()
-        st = self._lib.xllm_generate(self._model, reqs, n, cb, None, ctypes.byref(results), ctypes.byref(err))
-        if raised:
-            if not st:
-                self._lib.xllm_results_free(results, n)
-            raise raised[0]
-        if st:
+        if self._lib.xllm_engine_add_knowledge(self._engine, name.encode(), text.encode("utf-8"), ctypes.byref(err)):
             _raise(err)
-        out = []
-        for i in range(n):
-            r = results[i]
-            text = ctypes.string_at(r.text, r.text_len).decode("utf-8", "replace") if r.text else ""
-            out.append(RequestOutput(prompts[i], r.prompt_ids[:r.n_prompt_ids], r.ids[:r.n_ids], text,
-                                     RequestOutput._REASONS.get(r.finish_reason, str(r.finish_reason))))
-        self._lib.xllm_results_free(results, n)
-        return out
+
+    def save_knowledge(self, name, path):
+        self._check_open()
+        err = _Error()
+        if self._lib.xllm_engine_save_knowledge(self._engine, name.encode(), os.fspath(path).encode(),
+                                                ctypes.byref(err)):
+            _raise(err)
+
+    def load_knowledge(self, name, path, text=None):
+        self._check_open()
+        err = _Error()
+        if self._lib.xllm_engine_load_knowledge(self._engine, name.encode(), os.fspath(path).encode(),
+                                                text.encode("utf-8") if text is not None else None,
+                                                ctypes.byref(err)):
+            _raise(err)
+
+    # -- engine plumbing
+    def _request(self, prompt, sp, keep):
+        r = _Request()
+        if isinstance(prompt, str):
+            b = prompt.encode("utf-8")
+            keep.append(b)
+            r.prompt = b
+        else:
+            ids = [_check_int("token id", int(t), -(1 << 31), (1 << 31) - 1) for t in prompt]
+            arr = (ctypes.c_int32 * max(len(ids), 1))(*ids)
+            keep.append(arr)
+            r.prompt = None
+            r.prompt_ids = ctypes.cast(arr, ctypes.POINTER(ctypes.c_int32))
+            r.n_prompt_ids = len(ids)
+        r.params = sp._to_c(keep)
+        r.n = _check_int("n", sp.n if sp.n is not None else 1, 1, MAX_SAMPLES)
+        if sp.priority not in _PRIORITIES:
+            raise ValueError("priority must be 'online' or 'offline'")
+        r.priority = _PRIORITIES[sp.priority]
+        return r
+
+    def _submit(self, r, index):
+        rid = ctypes.c_uint64()
+        err = _Error()
+        if self._lib.xllm_engine_submit(self._engine, ctypes.byref(r), None, None, ctypes.byref(rid),
+                                        ctypes.byref(err)):
+            if index is not None:
+                raise XLLMError(err.code, "request %d: %s" % (index, err.message.decode("utf-8", "replace")))
+            _raise(err)
+        return rid.value
+
+    def _drain(self, rid, timeout_ms):
+        """New chunks of a request (waiting up to timeout_ms for the first), and whether it is done."""
+        chunks = []
+        c = _Chunk()
+        err = _Error()
+        wait = timeout_ms
+        while True:
+            st = self._lib.xllm_engine_poll(self._engine, rid, ctypes.byref(c), wait, ctypes.byref(err))
+            if st == _POLL_ERROR:
+                _raise(err)
+            if st == _POLL_DONE:
+                return chunks, True
+            if st == _POLL_TIMEOUT:
+                return chunks, False
+            raw = ctypes.string_at(c.text, c.text_len) if c.text_len else b""
+            toks, prev = [], 0
+            for k in range(c.n_ids):
+                end = c.text_ends[k]
+                toks.append((c.ids[k], raw[prev:end].decode("utf-8", "replace")))
+                prev = end
+            chunks.append({"sample": c.sample, "tokens": toks, "text": raw.decode("utf-8", "replace"),
+                           "finished": bool(c.finished)})
+            wait = 0
+
+    def _result(self, rid, prompt):
+        res = ctypes.POINTER(_Result)()
+        n = ctypes.c_size_t()
+        err = _Error()
+        if self._lib.xllm_engine_result(self._engine, rid, ctypes.byref(res), ctypes.byref(n), ctypes.byref(err)):
+            _raise(err)
+        try:
+            outs = []
+            for j in range(n.value):
+                r = res[j]
+                text = ctypes.string_at(r.text, r.text_len).decode("utf-8", "replace") if r.text else ""
+                outs.append(CompletionOutput(j, r.ids[:r.n_ids], text,
+                                             RequestOutput._REASONS.get(r.finish_reason, str(r.finish_reason))))
+            r0 = res[0]
+            return RequestOutput(prompt, r0.prompt_ids[:r0.n_prompt_ids], outs[0].token_ids, outs[0].text,
+                                 outs[0].finish_reason, outs)
+        finally:
+            self._lib.xllm_results_free(res, n.value)
 
     # -- chat
     @property

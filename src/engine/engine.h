@@ -138,6 +138,7 @@ typedef struct xllm_engine {
     int n_touched, cap_touched;
     knowledge *know;
     int n_know;
+    int hold_admission;           /* a preemption happened; admit again once a sequence ends */
     engine_stats st;              /* live counters (scheduler side) */
     /* shared, under lock */
     pthread_mutex_t lock;

@@ -16,7 +16,10 @@
  *     and their prompt (after prefix-cache hits) fits the available blocks
  *     with one block per running sequence kept as headroom; the first that
  *     does not fit stops admission (no overtaking), except that in elastic
- *     mode an online request preempts running offline sequences to get in;
+ *     mode an online request preempts running offline sequences to get in.
+ *     After a preemption nothing is admitted or resumed until a sequence
+ *     ends (else the victim would be re-admitted into the blocks it just
+ *     gave up, and preempted again: thrashing);
  *  4. the batch: one decode token for every running sequence that has its
  *     prompt done, then prefill chunks (up to max_step_tokens in all). KV
  *     blocks are taken as positions are written (bm_prepare_write: a new
@@ -126,6 +129,7 @@ int sched_has_work(const engine *e) { return e->n_running + e->n_waiting + e->n_
 /* ------------------------------------------------------------- endings */
 
 static void seq_done(engine *e, sequence *s) {
+    e->hold_admission = 0; /* blocks come back: admission may resume */
     bm_release_table(&e->bm, &s->table);
     if (s->n_host) bm_swap_discard(&e->bm, s->host, s->n_host);
     s->n_host = 0;
@@ -189,6 +193,9 @@ static void preempt_recompute(engine *e, sequence *s) {
 }
 
 static void preempt(engine *e, sequence *s) {
+    /* no admission or resumption until a sequence ends: re-admitting the
+     * victim into the blocks it just gave up would preempt it again */
+    e->hold_admission = 1;
     list_remove(e->running, &e->n_running, s);
     if (e->o.preempt_mode != XLLM_PREEMPT_RECOMPUTE && s->table.n_blocks <= e->bm.swap_n_free) {
         int n = s->table.n_blocks;
@@ -264,7 +271,7 @@ static int slots_needed(const sequence *s) {
 static int headroom(const engine *e) { return e->n_running; }
 
 static void resume_swapped(engine *e) {
-    while (e->n_swapped) {
+    while (e->n_swapped && !(e->hold_admission && e->n_running)) {
         sequence *s = e->swapped[0];
         if (e->n_running + 1 > e->max_seqs) return;
         if (s->n_host + headroom(e) > bm_available(&e->bm)) return;
@@ -286,7 +293,7 @@ static int running_offline(const engine *e) {
 }
 
 static void admit(engine *e) {
-    while (e->n_waiting) {
+    while (e->n_waiting && !(e->hold_admission && e->n_running)) {
         sequence *s = e->waiting[0];
         int slots = slots_needed(s);
         int elastic_online = e->o.preempt_mode == XLLM_PREEMPT_ELASTIC && s->req->priority == XLLM_PRIORITY_ONLINE;
