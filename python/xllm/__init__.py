@@ -21,6 +21,7 @@ import ctypes
 import ctypes.util
 import json
 import os
+import threading
 
 __all__ = ["LLM", "SamplingParams", "RequestOutput", "CompletionOutput", "ModelConverter", "ChatTemplate", "render_chat_template",
            "XLLMError", "library_path"]
@@ -508,9 +509,48 @@ class LLM:
         self.context_size = lib.xllm_model_context_size(handle)
         self._defaults = SamplingParams()
         self._chat_template = None
+        self._cv = threading.Condition()
+        self._calls = 0
+        self._close_pending = False
+        self._tls = threading.local()
 
     # -- lifetime
     def close(self):
+        """Free the model. Waits for generate calls in other threads; called from
+        inside a callback, it takes effect when that generate returns."""
+        cv = getattr(self, "_cv", None)
+        if cv is None:
+            return self._close_now()
+        with cv:
+            if getattr(self._tls, "in_callback", 0):
+                self._close_pending = True
+                return
+            while self._calls:
+                cv.wait()
+            self._close_now()
+
+    def _begin(self):
+        with self._cv:
+            if not self._model or self._close_pending:
+                raise XLLMError(1, "the model is closed")
+            self._calls += 1
+
+    def _end(self):
+        with self._cv:
+            self._calls -= 1
+            if self._calls == 0:
+                if self._close_pending:
+                    self._close_now()
+                self._cv.notify_all()
+
+    def _call_back(self, fn, *args):
+        self._tls.in_callback = getattr(self._tls, "in_callback", 0) + 1
+        try:
+            return fn(*args)
+        finally:
+            self._tls.in_callback -= 1
+
+    def _close_now(self):
         if self._chat_template is not None:
             self._chat_template.close()
             self._chat_template = None
@@ -630,6 +670,7 @@ class LLM:
         keep = []
         reqs = [self._request(pr, sp, keep) for pr, sp in zip(prompts, params)]
         ids = []
+        self._begin()
         try:
             for i, r in enumerate(reqs):
                 ids.append(self._submit(r, i if n > 1 else None))
@@ -649,7 +690,7 @@ class LLM:
                         for k, (tok, piece) in enumerate(c["tokens"]):
                             seen[i][0] += 1
                             seen[i][1] += piece
-                            if callback(i, tok, piece):
+                            if self._call_back(callback, i, tok, piece):
                                 if not (c["finished"] and k + 1 == len(c["tokens"])):
                                     stopped[i] = tuple(seen[i])
                                     self._lib.xllm_engine_abort(self._engine, ids[i])
@@ -669,6 +710,7 @@ class LLM:
             for rid in ids:
                 if rid:
                     self._lib.xllm_engine_release(self._engine, rid)
+            self._end()
 
     def stream(self, prompt, sampling_params=None, **overrides):
         """Yield the text of one request as it is generated (pieces never split a
@@ -681,17 +723,28 @@ class LLM:
         if (sp.n or 1) != 1:
             raise ValueError("stream() takes n = 1")
         keep = []
-        rid = self._submit(self._request(prompt, sp, keep), None)
+        req = self._request(prompt, sp, keep)
+        self._begin()
         try:
-            while True:
-                chunks, done = self._drain(rid, 100)
-                for c in chunks:
-                    if c["text"]:
-                        yield c["text"]
-                if done:
-                    return
+            rid = self._submit(req, None)
         finally:
-            self._lib.xllm_engine_release(self._engine, rid)
+            self._end()
+        done = False
+        try:
+            while not done:
+                self._begin()  # held only while polling: the caller may close between pieces
+                try:
+                    chunks, done = self._drain(rid, 100)
+                finally:
+                    self._end()
+                for c in chunks:
+                    for _, piece in c["tokens"]:
+                        if piece:
+                            yield piece
+        finally:
+            with self._cv:
+                if self._model and not self._close_pending:
+                    self._lib.xllm_engine_release(self._engine, rid)
 
     def stats(self):
         """The engine's counters and KV pool state (a dict; see xllm_engine_stats)."""
