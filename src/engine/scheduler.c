@@ -250,7 +250,10 @@ static void register_blocks(engine *e, sequence *s) {
 static void prefix_lookup(engine *e, sequence *s) {
     if (s->table.n_blocks || !e->bm.caching) return;
     int max_blocks = (s->n_ids - 1) / e->block_size;
-    if (max_blocks <= 0) return;
+    if (max_blocks <= 0) {
+        e->bm.lookups++; /* a lookup that cannot hit: shorter than one block plus one token */
+        return;
+    }
     int32_t hit = bm_lookup(&e->bm, s->ids, max_blocks, &s->table, s->hashes);
     s->n_cached = hit * e->block_size;
     s->n_registered = hit;
