@@ -132,6 +132,35 @@ class TestLifetimeAndConfig(unittest.TestCase):
             self.assertIn("preempt_mode", str(cm.exception))
             self.assertIn(":3", str(cm.exception))
 
+    def test_knowledge_file_in_a_new_process(self):
+        import subprocess
+        import sys
+        text = ("Once upon a time, there was a little girl named Lily. She loved to play outside in the sunshine. "
+                "One day, she saw a big, red ball in the park. She ran to it and picked it up.")
+        with tempfile.TemporaryDirectory() as d:
+            kv = os.path.join(d, "story.kv")
+            llm = LLM(STORIES, cache_policy="lru")
+            llm.add_knowledge("story", text)
+            llm.save_knowledge("story", kv)
+            sp = SamplingParams(max_new_tokens=20, do_sample=False)
+            want = llm.generate(text + " Then", sp)[0].token_ids
+            llm.close()
+            code = ("import json, sys\nfrom xllm import LLM, SamplingParams\n"
+                    "llm = LLM(sys.argv[1], cache_policy='lru')\n"
+                    "llm.load_knowledge('story', sys.argv[2], text=sys.argv[3])\n"
+                    "out = llm.generate(sys.argv[3] + ' Then', SamplingParams(max_new_tokens=20, do_sample=False))\n"
+                    "s = llm.stats()\n"
+                    "print(json.dumps({'ids': out[0].token_ids, 'hits': s['knowledge'][0]['hits'],"
+                    " 'prefill': s['prefill_tokens']}))\n")
+            res = subprocess.run([sys.executable, "-c", code, STORIES, kv, text], capture_output=True, text=True,
+                                 env=dict(os.environ), timeout=300)
+            self.assertEqual(res.returncode, 0, res.stderr)
+            import json
+            got = json.loads(res.stdout.strip().splitlines()[-1])
+            self.assertEqual(got["ids"], want)
+            self.assertEqual(got["hits"], 1)
+            self.assertLess(got["prefill"], 20)
+
 
 if __name__ == "__main__":
     unittest.main()

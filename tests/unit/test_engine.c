@@ -523,6 +523,65 @@ static void budget(xllm_model *m) {
     xllm_engine_free(e);
 }
 
+/* Dynamic batching: an idle engine holds the first step up to timeout_ms for
+ * more requests, and starts at once when max_batch_size have gathered. */
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static double ttft(xllm_engine *e, xllm_request_id id) {
+    (void)e;
+    xllm_chunk c;
+    xllm_error err;
+    while (xllm_engine_poll(e, id, &c, -1, &err) == XLLM_POLL_CHUNK)
+        if (c.n_ids) break;
+    return now_s();
+}
+
+static void batching_window(xllm_model *m) {
+    xllm_error err;
+    xllm_engine_options o = xllm_engine_options_default();
+    o.timeout_ms = 2000;
+    o.max_batch_size = 2;
+    xllm_engine *e = xllm_engine_create(m, &o, &err);
+    CHECK(e != NULL);
+    if (!e) return;
+    xllm_request r;
+    memset(&r, 0, sizeof r);
+    r.prompt = "Once upon a time";
+    r.params = xllm_sampling_params_default();
+    r.params.do_sample = 0;
+    r.params.max_new_tokens = 4;
+    xllm_request_id a, b;
+    size_t n;
+    xllm_result *res;
+    /* alone: waits for the window */
+    double t0 = now_s();
+    CHECK(xllm_engine_submit(e, &r, NULL, NULL, &a, &err) == XLLM_OK);
+    double alone = ttft(e, a) - t0;
+    CHECK(xllm_engine_result(e, a, &res, &n, &err) == XLLM_OK);
+    xllm_results_free(res, n);
+    /* a second request 50 ms later fills the batch: both start then */
+    usleep(50000);
+    t0 = now_s();
+    CHECK(xllm_engine_submit(e, &r, NULL, NULL, &a, &err) == XLLM_OK);
+    usleep(50000);
+    CHECK(xllm_engine_submit(e, &r, NULL, NULL, &b, &err) == XLLM_OK);
+    double first = ttft(e, a) - t0;
+    CHECK(xllm_engine_result(e, a, &res, &n, &err) == XLLM_OK);
+    xllm_results_free(res, n);
+    CHECK(xllm_engine_result(e, b, &res, &n, &err) == XLLM_OK);
+    xllm_results_free(res, n);
+    fprintf(stderr, "batching window 2000 ms: a lone request started after %.0f ms; with a second one 50 ms later, "
+            "after %.0f ms\n", alone * 1e3, first * 1e3);
+    /* bounds far from the machine's speed: the window is 2 s */
+    CHECK_MSG(alone >= 1.99, "a lone request started after %.3f s, before the window closed", alone);
+    CHECK_MSG(first >= 0.045 && first < 1.5, "with a full batch the first token came after %.3f s", first);
+    xllm_engine_free(e);
+}
+
 /* A copy of stories260k's directory whose config allows 2048 positions. */
 static void long_context_copy(char *dir, size_t cap) {
     snprintf(dir, cap, "/tmp/xllm_test_engine_%d", (int)getpid());
@@ -553,6 +612,7 @@ int main(void) {
         response_cache(m);
         n_samples(m);
         budget(m);
+        batching_window(m);
         xllm_model_free(m);
     }
     mo.max_context = 2048;
