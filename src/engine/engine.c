@@ -316,6 +316,8 @@ typedef struct pending_notify {
     xllm_request_id id;
 } pending_notify;
 
+static void publish_stats(engine *e);
+
 /* Move the step's output into the outboxes; finish done requests. Under the lock. */
 static int publish(engine *e, pending_notify **notes, int *cap_notes) {
     int n_notes = 0;
@@ -387,7 +389,13 @@ static int publish(engine *e, pending_notify **notes, int *cap_notes) {
         }
     }
     e->n_touched = 0;
-    /* statistics */
+    publish_stats(e);
+    pthread_cond_broadcast(&e->out);
+    return n_notes;
+}
+
+/* Copy the scheduler's counters for readers. Under the lock. */
+static void publish_stats(engine *e) {
     engine_stats *p = &e->pub;
     *p = e->st;
     p->pc_lookups = e->bm.lookups;
@@ -402,8 +410,6 @@ static int publish(engine *e, pending_notify **notes, int *cap_notes) {
     p->running = e->n_running;
     p->waiting = e->n_waiting;
     p->swapped = e->n_swapped;
-    pthread_cond_broadcast(&e->out);
-    return n_notes;
 }
 
 /* ---------------------------------------------------------------- thread */
@@ -485,6 +491,7 @@ static void *engine_thread(void *arg) {
             engine_job *n = j->next;
             knowledge_run_job(e, j);
             pthread_mutex_lock(&e->lock);
+            publish_stats(e); /* the caller sees the job's effect in the stats at once */
             j->done = 1;
             pthread_cond_broadcast(&e->out);
             pthread_mutex_unlock(&e->lock);
