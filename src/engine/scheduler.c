@@ -273,10 +273,18 @@ static int slots_needed(const sequence *s) {
 
 static int headroom(const engine *e) { return e->n_running; }
 
+/* Batch slots the running set holds, counting the samples an unforked
+ * n-sample request will add. */
+static int slots_in_use(const engine *e) {
+    int n = 0;
+    for (int i = 0; i < e->n_running; i++) n += slots_needed(e->running[i]);
+    return n;
+}
+
 static void resume_swapped(engine *e) {
     while (e->n_swapped && !(e->hold_admission && e->n_running)) {
         sequence *s = e->swapped[0];
-        if (e->n_running + 1 > e->max_seqs) return;
+        if (slots_in_use(e) + slots_needed(s) > e->max_seqs) return;
         if (s->n_host + headroom(e) > bm_available(&e->bm)) return;
         if (!bm_swap_in(&e->bm, &s->table, s->host, s->n_host)) return;
         s->n_host = 0;
@@ -300,9 +308,9 @@ static void admit(engine *e) {
         sequence *s = e->waiting[0];
         int slots = slots_needed(s);
         int elastic_online = e->o.preempt_mode == XLLM_PREEMPT_ELASTIC && s->req->priority == XLLM_PRIORITY_ONLINE;
-        while (e->n_running + slots > e->max_seqs && elastic_online && running_offline(e))
+        while (slots_in_use(e) + slots > e->max_seqs && elastic_online && running_offline(e))
             preempt(e, e->running[e->n_running - 1]);
-        if (e->n_running + slots > e->max_seqs) return;
+        if (slots_in_use(e) + slots > e->max_seqs && e->n_running) return;
         prefix_lookup(e, s);
         int32_t need = bm_blocks_needed(&e->bm, &s->table, s->n_cached, s->n_ids);
         while (need + headroom(e) > bm_available(&e->bm) && elastic_online && running_offline(e))
@@ -386,7 +394,7 @@ xllm_status sched_step(engine *e, xllm_error *err) {
     int T = 0, n_out = 0, n_seq = 0;
     for (int i = 0; i < e->n_running; i++) e->running[i]->in_step = 0;
     /* pass 1: decode tokens */
-    for (int i = 0; i < e->n_running; i++) {
+    for (int i = 0; i < e->n_running && n_seq < e->max_seqs; i++) {
         sequence *s = e->running[i];
         if (s->n_cached != s->n_ids - 1) continue;
         int32_t need = bm_blocks_needed(&e->bm, &s->table, s->n_cached, s->n_cached + 1);
@@ -417,7 +425,7 @@ xllm_status sched_step(engine *e, xllm_error *err) {
         e->st.decode_tokens++;
     }
     /* pass 2: prefill chunks */
-    for (int i = 0; i < e->n_running && T < e->max_step_tokens; i++) {
+    for (int i = 0; i < e->n_running && T < e->max_step_tokens && n_seq < e->max_seqs; i++) {
         sequence *s = e->running[i];
         if (s->in_step || s->n_cached >= s->n_ids - 1) continue;
         int left = s->n_ids - s->n_cached, room = e->max_step_tokens - T;
@@ -454,7 +462,12 @@ xllm_status sched_step(engine *e, xllm_error *err) {
             e->out_idx[n_out++] = T - 1;
         }
     }
-    if (T == 0) return XLLM_OK;
+    if (T == 0) {
+        /* nothing could be scheduled (cannot happen with a pool that holds one
+         * full-context sequence, but never spin): give the newest one's blocks up */
+        if (e->n_running) preempt(e, e->running[e->n_running - 1]);
+        return XLLM_OK;
+    }
     for (int i = 0; i < n_seq; i++) e->tables[i] = e->step_seqs[i]->table.blocks;
     fwd_batch b = {T, e->tokens, e->pos, e->seq, e->tables, n_out, e->out_idx};
     pthread_mutex_lock(e->model_lock);

@@ -37,14 +37,11 @@ typedef struct spec {
     int n_prompt;
     xllm_sampling_params p;
     xllm_priority prio;
+    int n;                        /* samples: 1 or 2 */
     int abort_after;              /* abort after this many streamed ids (-1: never) */
     int delay_ms;
-    /* solo reference */
-    int32_t *ids;
-    size_t n_ids;
-    char *text;
-    size_t text_len;
-    xllm_finish_reason reason;
+    /* solo reference, per sample */
+    xllm_result *solo;
 } spec;
 
 static spec g_spec[N_REQ];
@@ -75,6 +72,7 @@ static xllm_request make_req(const spec *s) {
     r.n_prompt_ids = (size_t)s->n_prompt;
     r.params = s->p;
     r.priority = s->prio;
+    r.n = s->n;
     return r;
 }
 
@@ -92,6 +90,11 @@ static xllm_result *run_one(xllm_engine *e, const xllm_request *r, size_t *n_res
         return NULL;
     }
     return res;
+}
+
+static int same_result(const xllm_result *a, const xllm_result *b) {
+    return a && b && a->n_ids == b->n_ids && !memcmp(a->ids, b->ids, a->n_ids * sizeof(int32_t)) &&
+           a->text_len == b->text_len && !memcmp(a->text, b->text, a->text_len) && a->finish_reason == b->finish_reason;
 }
 
 /* ------------------------------------------------------------ under load */
@@ -121,11 +124,10 @@ static void *worker_main(void *arg) {
         spec *s = &g_spec[i];
         xllm_request_id id = ids[i];
         if (!id) continue;
-        int32_t got[600];
-        size_t n_got = 0;
-        char text[8192];
-        size_t text_len = 0;
-        int aborted = 0, finished = 0;
+        static _Thread_local int32_t got[2][600];
+        static _Thread_local char text[2][8192];
+        size_t n_got[2] = {0, 0}, text_len[2] = {0, 0};
+        int aborted = 0;
         xllm_chunk c;
         xllm_poll_result pr;
         while ((pr = xllm_engine_poll(w->e, id, &c, 2000, &err)) != XLLM_POLL_DONE) {
@@ -135,55 +137,52 @@ static void *worker_main(void *arg) {
                 break;
             }
             if (pr == XLLM_POLL_TIMEOUT) continue;
-            if (c.n_ids && c.text_ends[c.n_ids - 1] != c.text_len) {
-                fprintf(stderr, "request %d: chunk text_ends disagree with text_len\n", i);
+            int j = c.sample;
+            if (j < 0 || j >= s->n || (c.n_ids && c.text_ends[c.n_ids - 1] != c.text_len)) {
+                fprintf(stderr, "request %d: bad chunk (sample %d)\n", i, j);
                 w->failures++;
+                continue;
             }
-            for (size_t k = 0; k < c.n_ids && n_got < 600; k++) got[n_got++] = c.ids[k];
-            if (text_len + c.text_len < sizeof text) {
-                memcpy(text + text_len, c.text, c.text_len);
-                text_len += c.text_len;
+            for (size_t k = 0; k < c.n_ids && n_got[j] < 600; k++) got[j][n_got[j]++] = c.ids[k];
+            if (text_len[j] + c.text_len < sizeof text[j]) {
+                memcpy(text[j] + text_len[j], c.text, c.text_len);
+                text_len[j] += c.text_len;
             }
-            finished |= c.finished;
-            if (!aborted && s->abort_after >= 0 && (int)n_got >= s->abort_after) {
+            if (!aborted && s->abort_after >= 0 && (int)n_got[0] >= s->abort_after) {
                 xllm_engine_abort(w->e, id);
                 aborted = 1;
             }
         }
-        (void)finished;
         xllm_result *res = NULL;
         size_t nr = 0;
-        if (xllm_engine_result(w->e, id, &res, &nr, &err) || nr != 1) {
+        if (xllm_engine_result(w->e, id, &res, &nr, &err) || nr != (size_t)s->n) {
             fprintf(stderr, "request %d: result: %s\n", i, err.message);
             w->failures++;
             continue;
         }
-        int bad = 0;
-        if (res->n_ids != n_got || memcmp(res->ids, got, n_got * sizeof(int32_t))) {
-            fprintf(stderr, "request %d: streamed ids differ from the result\n", i);
-            bad = 1;
-        }
-        if (res->text_len != text_len || memcmp(res->text, text, text_len)) {
-            fprintf(stderr, "request %d: streamed text differs from the result\n", i);
-            bad = 1;
-        }
-        if (res->finish_reason == XLLM_FINISH_CANCELLED) {
-            w->aborted++;
-            if (res->n_ids > s->n_ids || memcmp(res->ids, s->ids, res->n_ids * sizeof(int32_t))) {
-                fprintf(stderr, "request %d: aborted output is not a prefix of the solo run\n", i);
+        int bad = 0, cancelled = 0;
+        for (int j = 0; j < s->n; j++) {
+            const xllm_result *a = &res[j], *want = &s->solo[j];
+            if (a->n_ids != n_got[j] || memcmp(a->ids, got[j], n_got[j] * sizeof(int32_t)) ||
+                a->text_len != text_len[j] || memcmp(a->text, text[j], text_len[j])) {
+                fprintf(stderr, "request %d sample %d: the stream differs from the result\n", i, j);
                 bad = 1;
             }
-        } else {
-            w->finished++;
-            if (res->n_ids != s->n_ids || memcmp(res->ids, s->ids, s->n_ids * sizeof(int32_t)) ||
-                res->text_len != s->text_len || memcmp(res->text, s->text, s->text_len) ||
-                res->finish_reason != s->reason) {
-                fprintf(stderr, "request %d (%s, prompt %d, max_new %d): differs from its solo run (%zu vs %zu ids)\n",
-                        i, s->p.do_sample ? "seeded" : "greedy", s->n_prompt, s->p.max_new_tokens, res->n_ids,
-                        s->n_ids);
+            if (a->finish_reason == XLLM_FINISH_CANCELLED) {
+                cancelled = 1;
+                if (a->n_ids > want->n_ids || memcmp(a->ids, want->ids, a->n_ids * sizeof(int32_t))) {
+                    fprintf(stderr, "request %d sample %d: aborted output is not a prefix of the solo run\n", i, j);
+                    bad = 1;
+                }
+            } else if (!same_result(a, want)) {
+                fprintf(stderr, "request %d sample %d (%s, prompt %d, max_new %d, n %d): differs from its solo run "
+                        "(%zu vs %zu ids)\n", i, j, s->p.do_sample ? "seeded" : "greedy", s->n_prompt,
+                        s->p.max_new_tokens, s->n, a->n_ids, want->n_ids);
                 bad = 1;
             }
         }
+        if (cancelled) w->aborted++;
+        else w->finished++;
         w->failures += bad;
         xllm_results_free(res, nr);
     }
@@ -216,6 +215,7 @@ static void exactness_under_load(xllm_model *m) {
         }
         s->prio = rnd() % 2 ? XLLM_PRIORITY_OFFLINE : XLLM_PRIORITY_ONLINE;
         s->abort_after = rnd() % 6 == 0 ? (int)(rnd() % 20) : -1;
+        s->n = rnd() % 5 == 0 ? 2 : 1;
         s->delay_ms = (int)(rnd() % 4);
     }
     /* solo runs: one request at a time, a roomy pool */
@@ -229,17 +229,8 @@ static void exactness_under_load(xllm_model *m) {
         spec *s = &g_spec[i];
         xllm_request r = make_req(s);
         size_t nr;
-        xllm_result *res = run_one(solo, &r, &nr);
-        CHECK(res != NULL);
-        if (!res) continue;
-        s->n_ids = res->n_ids;
-        s->ids = malloc((res->n_ids + 1) * sizeof(int32_t));
-        memcpy(s->ids, res->ids, res->n_ids * sizeof(int32_t));
-        s->text = malloc(res->text_len + 1);
-        memcpy(s->text, res->text, res->text_len);
-        s->text_len = res->text_len;
-        s->reason = res->finish_reason;
-        xllm_results_free(res, nr);
+        s->solo = run_one(solo, &r, &nr);
+        CHECK(s->solo != NULL && nr == (size_t)s->n);
     }
     long scratch = stat_get(solo, "memory", "scratch_bytes");
     long bb = stat_get(solo, "memory", "kv_bytes") / stat_get(solo, "kv", "blocks_total");
@@ -291,18 +282,11 @@ static void exactness_under_load(xllm_model *m) {
         CHECK_MSG(xllm_allocated_bytes() == before, "%s: %zd bytes leaked", names[mode],
                   (ssize_t)(xllm_allocated_bytes() - before));
     }
-    for (int i = 0; i < N_REQ; i++) {
-        free(g_spec[i].ids);
-        free(g_spec[i].text);
-    }
+    for (int i = 0; i < N_REQ; i++) xllm_results_free(g_spec[i].solo, (size_t)g_spec[i].n);
 }
 
 /* ------------------------------------------------------------ prefix cache */
 
-static int same_result(const xllm_result *a, const xllm_result *b) {
-    return a && b && a->n_ids == b->n_ids && !memcmp(a->ids, b->ids, a->n_ids * sizeof(int32_t)) &&
-           a->text_len == b->text_len && !memcmp(a->text, b->text, a->text_len) && a->finish_reason == b->finish_reason;
-}
 
 static void prefix_cache(xllm_model *m) {
     static int32_t a[1100], b[1100];
