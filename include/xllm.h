@@ -103,6 +103,7 @@ xllm_status xllm_model_logits(xllm_model *model, const int32_t *ids, size_t n_id
 
 #define XLLM_MAX_STOP_STRINGS 16
 #define XLLM_MAX_STOP_IDS 16
+#define XLLM_MAX_TOP_LOGPROBS 20
 
 typedef struct xllm_sampling_params {
     int max_new_tokens;        /* default 256 */
@@ -121,6 +122,10 @@ typedef struct xllm_sampling_params {
     const char *stop[XLLM_MAX_STOP_STRINGS];
     int n_stop_ids;            /* extra stop token ids, beside the model's eos ids */
     int32_t stop_ids[XLLM_MAX_STOP_IDS];
+    int logprobs;              /* 1 = report each generated token's log-probability (log-softmax of the
+                                  model's raw logits, before penalties and temperature) */
+    int top_logprobs;          /* with logprobs: also the top_logprobs most likely ids and their
+                                  log-probabilities at each step (0..XLLM_MAX_TOP_LOGPROBS) */
 } xllm_sampling_params;
 
 xllm_sampling_params xllm_sampling_params_default(void);
@@ -157,6 +162,12 @@ typedef struct xllm_result {
     char *text;                              /* decoded generated text (stop string cut off), NUL-terminated */
     size_t text_len;                         /* its length in bytes (text may hold NUL bytes) */
     xllm_finish_reason finish_reason;
+    /* with params.logprobs (else NULL): per generated id its log-probability, and
+     * top_logprobs alternatives per id (row-major n_ids x n_top) */
+    float *logprobs;
+    int32_t *top_ids;
+    float *top_logprobs;
+    int n_top;
 } xllm_result;
 
 /* Called once per generated token with the newly complete text (never half a
@@ -278,6 +289,10 @@ typedef struct xllm_chunk {
     const uint32_t *text_ends;   /* per id: bytes of text complete after it (text_ends[n_ids-1] == text_len) */
     int finished;                /* this sample is done (no more chunks for it) */
     xllm_finish_reason finish_reason;
+    const float *logprobs;       /* with params.logprobs: per id (else NULL) */
+    const int32_t *top_ids;      /* n_ids x n_top */
+    const float *top_logprobs;
+    int n_top;
 } xllm_chunk;
 
 typedef enum xllm_poll_result {
