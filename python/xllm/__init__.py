@@ -56,7 +56,8 @@ class _SamplingParams(ctypes.Structure):
                 ("frequency_penalty", ctypes.c_float), ("seed", ctypes.c_uint64), ("has_seed", ctypes.c_int),
                 ("ignore_eos", ctypes.c_int), ("n_stop", ctypes.c_int),
                 ("stop", ctypes.c_char_p * MAX_STOP_STRINGS), ("n_stop_ids", ctypes.c_int),
-                ("stop_ids", ctypes.c_int32 * MAX_STOP_IDS)]
+                ("stop_ids", ctypes.c_int32 * MAX_STOP_IDS), ("logprobs", ctypes.c_int),
+                ("top_logprobs", ctypes.c_int)]
 
 
 class _Request(ctypes.Structure):
@@ -83,7 +84,9 @@ class _Chunk(ctypes.Structure):
     _fields_ = [("sample", ctypes.c_int), ("ids", ctypes.POINTER(ctypes.c_int32)), ("n_ids", ctypes.c_size_t),
                 ("text", ctypes.c_void_p), ("text_len", ctypes.c_size_t),
                 ("text_ends", ctypes.POINTER(ctypes.c_uint32)), ("finished", ctypes.c_int),
-                ("finish_reason", ctypes.c_int)]
+                ("finish_reason", ctypes.c_int), ("logprobs", ctypes.POINTER(ctypes.c_float)),
+                ("top_ids", ctypes.POINTER(ctypes.c_int32)), ("top_logprobs", ctypes.POINTER(ctypes.c_float)),
+                ("n_top", ctypes.c_int)]
 
 
 _POLL_TIMEOUT, _POLL_CHUNK, _POLL_DONE, _POLL_ERROR = 0, 1, 2, -1
@@ -94,7 +97,9 @@ _PRIORITIES = {"online": 0, "offline": 1}
 class _Result(ctypes.Structure):
     _fields_ = [("prompt_ids", ctypes.POINTER(ctypes.c_int32)), ("n_prompt_ids", ctypes.c_size_t),
                 ("ids", ctypes.POINTER(ctypes.c_int32)), ("n_ids", ctypes.c_size_t),
-                ("text", ctypes.c_void_p), ("text_len", ctypes.c_size_t), ("finish_reason", ctypes.c_int)]
+                ("text", ctypes.c_void_p), ("text_len", ctypes.c_size_t), ("finish_reason", ctypes.c_int),
+                ("logprobs", ctypes.POINTER(ctypes.c_float)), ("top_ids", ctypes.POINTER(ctypes.c_int32)),
+                ("top_logprobs", ctypes.POINTER(ctypes.c_float)), ("n_top", ctypes.c_int)]
 
 
 _ProgressCallback = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_double)
