@@ -976,7 +976,7 @@ char *xllm_engine_stats(xllm_engine *e) {
     for (int k = 0; k < know_n && kl < sizeof know - 200; k++)
         kl += (size_t)snprintf(know + kl, sizeof know - kl, "%s{\"name\":\"%s\",\"tokens\":%d,\"blocks\":%d,\"hits\":%llu}",
                                k ? "," : "", e->know[k].name, e->know[k].n_ids, e->know[k].n_blocks,
-                               (unsigned long long)e->know[k].hits);
+                               (unsigned long long)atomic_load(&e->know[k].hits));
     pthread_mutex_unlock(&e->lock);
     char buf[8192];
     int len = snprintf(

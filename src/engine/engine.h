@@ -85,7 +85,7 @@ typedef struct knowledge {
     int n_ids;
     int32_t *blocks;              /* n_ids / block_size pinned blocks */
     int n_blocks;
-    uint64_t hits;                /* requests that reused it */
+    _Atomic uint64_t hits;        /* requests that reused it (read by stats without the lock) */
 } knowledge;
 
 /* Work for the scheduler thread besides requests (it owns the pool). */
