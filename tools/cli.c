@@ -8,6 +8,7 @@
 #include <dirent.h>
 #include <libgen.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -185,6 +186,92 @@ const char *cli_size(double b, char *buf, size_t cap) {
     else if (b >= 1e3) snprintf(buf, cap, "%.1f kB", b / 1e3);
     else snprintf(buf, cap, "%.0f B", b);
     return buf;
+}
+
+/* ------------------------------------------------------------------ busy */
+
+#define BUSY_AFTER_S 2.0
+
+typedef struct busy_state {
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int done, printed, tty;
+    double t0;
+    char what[512];
+} busy_state;
+
+static void deadline_in(struct timespec *ts, double s) {
+    clock_gettime(CLOCK_REALTIME, ts);
+    long ns = ts->tv_nsec + (long)((s - (double)(long)s) * 1e9);
+    ts->tv_sec += (time_t)s + ns / 1000000000L;
+    ts->tv_nsec = ns % 1000000000L;
+}
+
+static void *busy_main(void *arg) {
+    busy_state *b = arg;
+    struct timespec ts;
+    pthread_mutex_lock(&b->mu);
+    deadline_in(&ts, BUSY_AFTER_S);
+    while (!b->done && pthread_cond_timedwait(&b->cv, &b->mu, &ts) == 0) {
+    }
+    while (!b->done) {
+        double el = cli_now() - b->t0;
+        if (b->tty) fprintf(stderr, "\r%s ... %.0f s", b->what, el);
+        else if (!b->printed) fprintf(stderr, "xllm: %s ...\n", b->what);
+        fflush(stderr);
+        b->printed = 1;
+        if (!b->tty) break; /* a log gets one line now and one at the end */
+        deadline_in(&ts, 1.0);
+        while (!b->done && pthread_cond_timedwait(&b->cv, &b->mu, &ts) == 0) {
+        }
+    }
+    pthread_mutex_unlock(&b->mu);
+    return NULL;
+}
+
+void cli_busy_begin(cli_busy *h, const char *what) {
+    busy_state *b = calloc(1, sizeof *b);
+    h->impl = NULL;
+    if (!b) return;
+    snprintf(b->what, sizeof b->what, "%s", what);
+    b->tty = isatty(2);
+    b->t0 = cli_now();
+    pthread_mutex_init(&b->mu, NULL);
+    pthread_cond_init(&b->cv, NULL);
+    if (pthread_create(&b->thread, NULL, busy_main, b) != 0) {
+        free(b);
+        return;
+    }
+    h->impl = b;
+}
+
+void cli_busy_end(cli_busy *h) {
+    busy_state *b = h->impl;
+    if (!b) return;
+    pthread_mutex_lock(&b->mu);
+    b->done = 1;
+    pthread_cond_signal(&b->cv);
+    pthread_mutex_unlock(&b->mu);
+    pthread_join(b->thread, NULL);
+    if (b->printed) {
+        if (b->tty) fprintf(stderr, "\r%s ... done in %.1f s\n", b->what, cli_now() - b->t0);
+        else fprintf(stderr, "xllm: %s: done in %.1f s\n", b->what, cli_now() - b->t0);
+    }
+    pthread_cond_destroy(&b->cv);
+    pthread_mutex_destroy(&b->mu);
+    free(b);
+    h->impl = NULL;
+}
+
+xllm_model *cli_load_model(const char *path, const xllm_model_options *opts, xllm_error *err, int quiet) {
+    cli_busy b = {NULL};
+    char what[600];
+    snprintf(what, sizeof what, "loading %s", path);
+    if (!quiet) cli_busy_begin(&b, what);
+    xllm_model *m = xllm_model_load(path, opts, err);
+    cli_busy_end(&b);
+    return m;
 }
 
 /* ------------------------------------------------------------ interrupts */

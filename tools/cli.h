@@ -10,6 +10,8 @@
 #ifndef XLLM_TOOLS_CLI_H
 #define XLLM_TOOLS_CLI_H
 
+#include "xllm.h"
+
 #include <stddef.h>
 #include <stdio.h>
 
@@ -71,6 +73,19 @@ void cli_progress_init(cli_progress *p, const char *command);
 void cli_progress_cb(void *user, const char *stage, double fraction);
 /* End an open bar line (before an error or the summary). */
 void cli_progress_end(cli_progress *p);
+
+/* A step with no progress of its own (loading a model: mapping, repacking,
+ * planning): when it is still running after 2 s, a thread says so on stderr
+ * ("xllm: loading MODEL ..." with the elapsed time, redrawn on a terminal),
+ * and end says how long it took. Nothing is printed for a quick step. */
+typedef struct cli_busy {
+    void *impl;
+} cli_busy;
+void cli_busy_begin(cli_busy *b, const char *what);
+void cli_busy_end(cli_busy *b);
+
+/* xllm_model_load inside a cli_busy "loading PATH" (quiet: no busy lines). */
+xllm_model *cli_load_model(const char *path, const xllm_model_options *opts, xllm_error *err, int quiet);
 
 /* SIGINT/SIGTERM remove the temporary files of writers in progress
  * (xllm_remove_temp_files), then end the process by the same signal. */

@@ -157,7 +157,7 @@ static int print_plan(const char *path, int json) {
     o.max_batch_seqs = 1;
     o.max_context = 256;
     if (cli_check_model(path)) return 1;
-    xllm_model *m = xllm_model_load(path, &o, &err);
+    xllm_model *m = cli_load_model(path, &o, &err, 0);
     if (!m) return fail(err.message, NULL);
     char *text;
     if (xllm_model_plan(m, &text, &err)) {

@@ -201,14 +201,14 @@ int cmd_eval(int argc, char **argv) {
     xllm_model_options mo = xllm_model_options_default();
     mo.n_threads = (int)threads;
     mo.max_batch_seqs = 1; /* one sequence at a time: keep the KV pool small */
-    if (!(m = xllm_model_load(model_path, &mo, &err))) {
+    if (!(m = cli_load_model(model_path, &mo, &err, 0))) {
         rc = eval_fail("%s", err.message);
         goto done;
     }
     const xllm_tokenizer *tok = xllm_model_tokenizer(m);
     const char *tok_from = model_path;
     if (ref_path) {
-        if (!(r = xllm_model_load(ref_path, &mo, &err))) {
+        if (!(r = cli_load_model(ref_path, &mo, &err, 0))) {
             rc = eval_fail("%s", err.message);
             goto done;
         }

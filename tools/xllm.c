@@ -247,7 +247,7 @@ static int cmd_run(int argc, char **argv) {
     mo.n_threads = (int)threads;
     mo.max_context = (int)ctx;
     double t_load = cli_now();
-    xllm_model *m = xllm_model_load(model_path, &mo, &err);
+    xllm_model *m = cli_load_model(model_path, &mo, &err, quiet);
     if (!m) return fail_err(&err);
     t_load = cli_now() - t_load;
     int n_ctx = xllm_model_context_size(m);
@@ -358,7 +358,7 @@ static int cmd_logits(int argc, char **argv) {
     xllm_error err;
     xllm_model_options mo = xllm_model_options_default();
     mo.n_threads = (int)threads;
-    xllm_model *m = xllm_model_load(model_path, &mo, &err);
+    xllm_model *m = cli_load_model(model_path, &mo, &err, 0);
     if (!m) {
         free(ids);
         return fail_err(&err);
