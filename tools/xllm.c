@@ -161,6 +161,21 @@ static int chat_prompt_ids(xllm_model *m, const char *model_path, const char *pr
 
 #define DEFAULT_PROFILE_FILE "xllm-profile.json"
 
+/* The model's max_position_embeddings (its config, in any of the three
+ * formats), or 0 when it cannot be read. */
+static int trained_context(const char *path) {
+    char *text;
+    if (xllm_model_info(path, &text, NULL)) return 0;
+    cJSON *root = cJSON_Parse(text);
+    xllm_free(text);
+    const cJSON *meta = cJSON_GetObjectItem(root, "metadata");
+    const cJSON *cfg = cJSON_GetObjectItem(meta, "config");
+    const cJSON *v = cJSON_GetObjectItem(cfg ? cfg : meta, "max_position_embeddings");
+    int n = cJSON_IsNumber(v) && v->valuedouble > 0 && v->valuedouble < 1e9 ? (int)v->valuedouble : 0;
+    cJSON_Delete(root);
+    return n;
+}
+
 static int cmd_run(int argc, char **argv) {
     args a = {argc, 1, argv, 0};
     char mbuf[PATH_MAX + 64];
@@ -251,6 +266,10 @@ static int cmd_run(int argc, char **argv) {
     if (!m) return fail_err(&err);
     t_load = cli_now() - t_load;
     int n_ctx = xllm_model_context_size(m);
+    int trained = ctx > 0 ? trained_context(model_path) : 0;
+    if (trained > 0 && ctx > trained)
+        cli_note("-c %ld is beyond the %d positions the model was trained on (max_position_embeddings); what it "
+                 "generates past %d may not hold together", ctx, trained, trained);
 
     xllm_request req;
     memset(&req, 0, sizeof req);

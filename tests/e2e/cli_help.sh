@@ -79,6 +79,15 @@ done
 expect_fail "a bad flag value" "^xllm: error: -n needs a non-negative integer\$" "$XLLM" run -m "$S" -n many
 expect_fail "a flag without its value" "^xllm: error: -o needs a value\$" "$XLLM" convert "$S" -o
 
+# tokenize reads the tokenizer inside a GGUF (or .xllm) model: the same ids as the directory's tokenizer.json
+"$XLLM" tokenize -m "$SRC/tests/data/gguf/stories260k.gguf" --jsonl "$SRC/tests/data/tokenizers/corpus.jsonl" > "$T/tg" &&
+    "$XLLM" tokenize -m "$S" --jsonl "$SRC/tests/data/tokenizers/corpus.jsonl" > "$T/td" && [ -s "$T/tg" ] &&
+    python3 -c "
+import json, sys
+a = [json.loads(l)['ids'] for l in open(sys.argv[1])]; b = [json.loads(l)['ids'] for l in open(sys.argv[2])]
+assert a == b and len(a) > 10" "$T/tg" "$T/td"
+check $? "tokenize -m MODEL.gguf: the model's own tokenizer"
+
 # run: the summary line on stderr (llama.cpp-like), dropped by --quiet; stdout stays the text
 "$XLLM" run -m "$S" -p "Once upon a time" -n 8 --temp 0 > "$T/out" 2> "$T/err"
 [ $? = 0 ] && grep -qE "^xllm: prompt [0-9]+ tokens \([0-9.]+ tokens/s\) \| generated 8 tokens \([0-9.]+ tokens/s\) \| load [0-9.]+ s" "$T/err" &&
@@ -101,6 +110,9 @@ check $? "run: -n beyond the context is a one-line notice, and the cap is what i
 check $? "run: --ctx-size 32 --n-predict 100 generates 31 tokens, with the notice"
 "$XLLM" run -m "$S" --ids 1 -c 16 -n 4 --temp 0 --quiet > /dev/null
 check $? "run: -c"
+"$XLLM" run -m "$S" --ids 1 -c 1024 -n 2 --temp 0 2> "$T/err" > /dev/null &&
+    grep -q "^xllm: note: -c 1024 is beyond the 512 positions the model was trained on" "$T/err"
+check $? "run: -c beyond the trained context is a notice"
 (cd "$T" && "$XLLM" run -m "$S" --ids 1 -n 4 --quiet --enable-kernel-profiling > /dev/null 2> "$T/err") &&
     python3 -c "import json,sys; assert json.load(open(sys.argv[1]))['ops']" "$T/xllm-profile.json" && grep -q "kernel profile" "$T/err"
 check $? "run --enable-kernel-profiling writes the profile (default file xllm-profile.json)"
