@@ -61,8 +61,8 @@ interrupt() {
         # a background job starts with SIGINT ignored (and xllm keeps it so): give it the default back
         python3 -c 'import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execv(sys.argv[1], sys.argv[1:])' \
             "$XLLM" convert "$S" -o "$T/i.xllm" --dtype q4 --calib "$CALIB" --calib-tokens 2048 -t 1 2> "$T/i.log" &
-        local pid=$! seen=0
-        for _ in $(seq 1 20000); do
+        local pid=$! seen=0 until=$((SECONDS + 120))
+        while [ $SECONDS -lt $until ]; do   # calibration comes first; the file appears when converting starts
             if compgen -G "$T/i.xllm.tmp*" > /dev/null; then seen=1; break; fi
             kill -0 $pid 2> /dev/null || break
         done
