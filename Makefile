@@ -1,9 +1,12 @@
 # Makefile - the entry points: `make run` (build + run the default model),
-# `make test` (everything CI checks). CMake does the real building.
+# `make test` (everything CI checks), `make install [PREFIX=/usr/local]`.
+# CMake does the real building.
 JOBS ?= $(shell nproc)
 BUILD ?= build
 
-.PHONY: all deps build run test test-release test-asan test-clang test-arm test-python bench clean
+PREFIX ?= /usr/local
+
+.PHONY: all deps build install run test test-release test-asan test-clang test-arm test-python bench clean
 
 all: build
 
@@ -13,6 +16,10 @@ deps:
 build: deps
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
 	cmake --build $(BUILD) -j$(JOBS)
+
+# The command, library, header, Python package and default model under $(PREFIX).
+install: build
+	cmake --install $(BUILD) --prefix $(PREFIX)
 
 run: build
 	./$(BUILD)/xllm run

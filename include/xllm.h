@@ -365,6 +365,13 @@ xllm_convert_options xllm_convert_options_default(void);
  * Returns the status and fills err. */
 xllm_status xllm_convert(const char *src, const char *dst, const xllm_convert_options *opts, xllm_error *err);
 
+/* Remove the temporary files that writers in progress (convert, synth, the
+ * .xllm and GGUF writers) have created next to their destinations. Meant for
+ * a SIGINT/SIGTERM handler before the process ends: async-signal-safe (no
+ * allocation, no lock; only unlink). A writer interrupted this way must not
+ * be continued. Output files are created with mode 0644. */
+void xllm_remove_temp_files(void);
+
 /* ------------------------------------------------------------------ synth */
 
 /* Random-weight models of real shapes, for benchmarks without downloads. */

@@ -5,6 +5,7 @@
  * "tools": <file>, NAME: <json>...}.
  */
 #include "chat_cli.h"
+#include "cli.h"
 #include "json_text.h"
 #include "xllm.h"
 
@@ -12,12 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int fail(const char *fmt, const char *a) {
-    fprintf(stderr, "xllm: error: ");
-    fprintf(stderr, fmt, a);
-    fputc('\n', stderr);
-    return 1;
-}
+static int fail(const char *fmt, const char *a) { return cli_fail(fmt, a); }
 
 /* Whole file (or stdin for "-"), NUL-terminated. */
 static char *read_all(const char *path, size_t *len) {
@@ -163,8 +159,11 @@ int cmd_template(int argc, char **argv) {
         if (!strcmp(f, "-m") || !strcmp(f, "--model")) {
             if (i + 1 >= argc) return fail("%s needs a value", f);
             model_path = argv[++i];
+        } else if (cli_is_help(f)) {
+            cli_print_help(stdout, "template");
+            return 0;
         } else {
-            return fail("unknown option for template: %s", f);
+            return cli_unknown_option("template", f);
         }
     }
     char *text;

@@ -21,6 +21,7 @@
  * --json prints exactly {"pp_tok_s","pp_sd","tg_tok_s","tg_sd","threads"} on
  * stdout; the other lines then go to stderr.
  */
+#include "cli.h"
 #include "commands.h"
 #include "profile_report.h"
 #include "xllm.h"
@@ -39,10 +40,7 @@
 
 #define TG_PROMPT 8
 
-static int fail(const char *what, const char *detail) {
-    fprintf(stderr, "xllm: error: %s%s\n", what, detail ? detail : "");
-    return 1;
-}
+static int fail(const char *what, const char *detail) { return cli_fail("%s%s", what, detail ? detail : ""); }
 
 static double now_s(void) {
     struct timespec ts;
@@ -196,8 +194,6 @@ static double run_tg(xllm_model *m, const int32_t *prompt, int n, xllm_error *er
     return n / (c.last - c.first);
 }
 
-#define BENCH_USAGE "usage: xllm bench -m MODEL [-p 512] [-n 128] [-t THREADS] [-r 3] [--json] [--profile FILE.json]"
-
 int cmd_bench(int argc, char **argv) {
     const char *path = NULL, *profile_path = NULL;
     int P = 512, N = 128, threads = 0, R = 3, json = 0;
@@ -205,30 +201,31 @@ int cmd_bench(int argc, char **argv) {
         const char *f = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(f, "--json")) { json = 1; continue; }
-        if (!strcmp(f, "--profile")) {
-            if (!v) return fail(f, " needs a value");
-            profile_path = v;
-            i++;
+        if (!strcmp(f, "--profile") || !strcmp(f, "--enable-kernel-profiling")) {
+            /* the file is optional: the next argument is it unless it is an option */
+            if (v && v[0] != '-') {
+                profile_path = v;
+                i++;
+            } else profile_path = "xllm-profile.json";
             continue;
         }
-        if (!strcmp(f, "-h") || !strcmp(f, "--help")) {
-            printf("%s\n", BENCH_USAGE);
+        if (cli_is_help(f)) {
+            cli_print_help(stdout, "bench");
             return 0;
         }
-        int *dst = !strcmp(f, "-p") ? &P : !strcmp(f, "-n") ? &N : (!strcmp(f, "-t") || !strcmp(f, "--threads")) ? &threads
-                 : !strcmp(f, "-r") ? &R : NULL;
-        if (!dst && strcmp(f, "-m") && strcmp(f, "--model"))
-            return fail(f[0] == '-' ? "unknown option for bench: " : "unexpected argument: ", f);
-        if (!v) return fail(f, " needs a value");
+        int *dst = (!strcmp(f, "-p") || !strcmp(f, "--n-prompt")) ? &P
+                 : (!strcmp(f, "-n") || !strcmp(f, "--n-gen")) ? &N
+                 : (!strcmp(f, "-t") || !strcmp(f, "--threads")) ? &threads
+                 : (!strcmp(f, "-r") || !strcmp(f, "--repetitions")) ? &R : NULL;
+        if (!dst && strcmp(f, "-m") && strcmp(f, "--model")) return cli_unknown_option("bench", f);
+        if (!v) return cli_needs_value(f);
         i++;
         if (!dst) { path = v; continue; }
         long lo = dst == &threads ? 0 : 1, hi = dst == &R ? 1000 : dst == &threads ? 1024 : 1 << 20;
-        if (!parse_int(v, lo, hi, dst)) {
-            fprintf(stderr, "xllm: error: %s needs an integer from %ld to %ld, got \"%s\"\n", f, lo, hi, v);
-            return 1;
-        }
+        if (!parse_int(v, lo, hi, dst)) return cli_fail("%s needs an integer from %ld to %ld, got \"%s\"", f, lo, hi, v);
     }
-    if (!path) return fail(BENCH_USAGE, NULL);
+    if (!path) return cli_fail("bench needs -m MODEL (see 'xllm bench --help')");
+    if (cli_check_model(path)) return 1;
     if (threads == 0) {
         long c = sysconf(_SC_NPROCESSORS_ONLN);
         threads = c > 0 ? (int)c : 1;
@@ -242,17 +239,20 @@ int cmd_bench(int argc, char **argv) {
     mo.n_threads = threads;
     mo.max_batch_seqs = 1;
     mo.kv_tokens = need; /* the KV pool holds one sequence of this length; the context stays the model's */
+    cli_progress prog;
+    cli_progress_init(&prog, "bench");
+    cli_progress_cb(&prog, "loading", 0);
     double t0 = now_s();
     xllm_model *m = xllm_model_load(path, &mo, &err);
     if (!m) return fail(err.message, NULL);
     double load_s = now_s() - t0;
+    cli_progress_cb(&prog, "loading", 1);
     int V = xllm_model_vocab_size(m);
     int ctx = xllm_model_context_size(m);
     if (need > ctx) {
         xllm_model_free(m);
-        char msg[160];
-        snprintf(msg, sizeof msg, "-p %d / -n %d need a context of %d tokens; the model has %d", P, N, need, ctx);
-        return fail(msg, NULL);
+        return cli_fail("-p %d / -n %d need a context of %d tokens (the larger of -p and -n + %d, plus 16); the model "
+                        "has %d: give a smaller -p or -n", P, N, need, TG_PROMPT + 1, ctx);
     }
     if (V < 4) {
         xllm_model_free(m);
@@ -271,6 +271,7 @@ int cmd_bench(int argc, char **argv) {
     for (int i = 0; i < TG_PROMPT; i++) tg_prompt[i] = ids[i % P];
 
     /* warm-up, then R measured runs of each */
+    cli_progress_cb(&prog, "warm-up", 0);
     if (xllm_model_logits(m, ids, (size_t)P, 0, logits, &err) || run_tg(m, tg_prompt, N < 4 ? N : 4, &err) < 0) {
         rc = fail(err.message, NULL);
         goto out;
@@ -280,6 +281,7 @@ int cmd_bench(int argc, char **argv) {
         xllm_profile_reset();
     }
     for (int r = 0; r < R; r++) {
+        cli_progress_cb(&prog, "measuring", (double)r / R);
         double a = now_s();
         if (xllm_model_logits(m, ids, (size_t)P, 0, logits, &err)) {
             rc = fail(err.message, NULL);
@@ -291,10 +293,14 @@ int cmd_bench(int argc, char **argv) {
             goto out;
         }
     }
+    cli_progress_cb(&prog, "measuring", 1);
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     double peak_mb = (double)ru.ru_maxrss / 1024.0;
+    cli_progress_cb(&prog, "bandwidth", 0);
     double bw = read_bandwidth_gbs(threads);
+    cli_progress_cb(&prog, "bandwidth", 1);
+    cli_progress_end(&prog);
     double pp_mean, pp_sd, tg_mean, tg_sd;
     mean_sd(pp, R, &pp_mean, &pp_sd);
     mean_sd(tg, R, &tg_mean, &tg_sd);

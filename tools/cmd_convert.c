@@ -1,35 +1,94 @@
 /*
  * cmd_convert.c - `xllm convert` (HF checkpoint -> .xllm) and `xllm info`
  * (what a model file holds). Both are thin layers over xllm_convert and
- * xllm_model_info; the progress bar appears only on a terminal.
+ * xllm_model_info. Progress goes to stderr (cli.c: a bar on a terminal,
+ * stage lines in a log), then a summary line: output, size, types, time.
  */
+#include "cli.h"
 #include "commands.h"
 #include "xllm.h"
 
 #include <cjson/cJSON.h>
+#include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
-static int fail(const char *what, const char *detail) {
-    fprintf(stderr, "xllm: error: %s%s\n", what, detail ? detail : "");
-    return 1;
+static int fail(const char *what, const char *detail) { return cli_fail("%s%s", what, detail ? detail : ""); }
+
+static int parse_count(const char *f, const char *v, long lo, long hi, int *out) {
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (errno || end == v || *end || x < lo || x > hi)
+        return cli_fail("%s needs an integer from %ld to %ld, got \"%s\"", f, lo, hi, v);
+    *out = (int)x;
+    return 0;
 }
 
-/* A one-line bar redrawn in place: "converting [#####.....]  52%". */
-static void progress_bar(void *user, const char *stage, double f) {
-    int *last = user;
-    int pct = (int)(f * 100.0 + 0.5);
-    if (pct == *last) return;
-    *last = pct;
-    char bar[41];
-    int fill = pct * 40 / 100;
-    for (int i = 0; i < 40; i++) bar[i] = i < fill ? '#' : '.';
-    bar[40] = 0;
-    fprintf(stderr, "\r%-12s [%s] %3d%%", stage, bar, pct);
-    if (pct >= 100) fputc('\n', stderr);
-    fflush(stderr);
+/* "q4 x 14, q8 x 2, f32 x 11": the stored types of a model's tensors, most
+ * common first, and its fallbacks (tensors stored otherwise than their class's
+ * type) as notes. Returns the total tensor bytes, < 0 when unreadable. */
+static double describe_types(const char *path, char *buf, size_t cap) {
+    char *text;
+    xllm_error err;
+    buf[0] = 0;
+    if (xllm_model_info(path, &text, &err)) return -1;
+    cJSON *root = cJSON_Parse(text);
+    xllm_free(text);
+    if (!root) return -1;
+    const char *names[16];
+    int counts[16], n = 0;
+    const cJSON *t;
+    cJSON_ArrayForEach(t, cJSON_GetObjectItem(root, "tensors")) {
+        const cJSON *nm = cJSON_GetObjectItem(t, "name"), *ty = cJSON_GetObjectItem(t, "type");
+        if (!cJSON_IsString(nm) || !cJSON_IsString(ty) || !strncmp(nm->valuestring, "__blob__/", 9)) continue;
+        int k = 0;
+        while (k < n && strcmp(names[k], ty->valuestring)) k++;
+        if (k == n) {
+            if (n == 16) continue;
+            names[n] = ty->valuestring;
+            counts[n++] = 0;
+        }
+        counts[k]++;
+    }
+    size_t o = 0;
+    for (int done = 0; done < n; done++) { /* most common first */
+        int best = -1;
+        for (int k = 0; k < n; k++)
+            if (counts[k] > 0 && (best < 0 || counts[k] > counts[best])) best = k;
+        if (best < 0) break;
+        o += (size_t)snprintf(buf + o, o < cap ? cap - o : 0, "%s%s x %d", o ? ", " : "", names[best], counts[best]);
+        counts[best] = -counts[best];
+    }
+    /* one note per kind of fallback: "5 tensors (model.layers.0.mlp.down_proj.weight, ...) stored as f16 ..." */
+    const cJSON *fb = cJSON_GetObjectItem(cJSON_GetObjectItem(root, "metadata"), "fallbacks");
+    const char *why[16], *first[16];
+    int nwhy = 0, count[16];
+    const cJSON *e;
+    cJSON_ArrayForEach(e, fb) {
+        if (!cJSON_IsString(e)) continue;
+        int k = 0;
+        while (k < nwhy && strcmp(why[k], e->valuestring)) k++;
+        if (k == nwhy) {
+            if (nwhy == 16) continue;
+            why[nwhy] = e->valuestring;
+            first[nwhy] = e->string;
+            count[nwhy++] = 0;
+        }
+        count[k]++;
+    }
+    for (int k = 0; k < nwhy; k++) {
+        if (count[k] == 1) cli_note("%s %s", first[k], why[k]);
+        else cli_note("%d tensors (%s and %d more) %s", count[k], first[k], count[k] - 1, why[k]);
+    }
+    const cJSON *tb = cJSON_GetObjectItem(root, "total_bytes");
+    double total = cJSON_IsNumber(tb) ? tb->valuedouble : 0;
+    cJSON_Delete(root);
+    return total;
 }
 
 int cmd_convert(int argc, char **argv) {
@@ -38,40 +97,56 @@ int cmd_convert(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(f, "-o") || !strcmp(f, "--out")) { if (!v) return fail(f, " needs a value"); out = v; i++; }
-        else if (!strcmp(f, "--dtype")) { if (!v) return fail(f, " needs a value"); o.dtype = v; i++; }
+        if (cli_is_help(f)) {
+            cli_print_help(stdout, "convert");
+            return 0;
+        } else if (!strcmp(f, "--no-fuse")) {
+            o.no_fuse = 1;
+            continue;
+        } else if (f[0] != '-') {
+            if (src) return cli_unknown_option("convert", f);
+            src = f;
+            continue;
+        }
+        int takes = !strcmp(f, "-o") || !strcmp(f, "--out") || !strcmp(f, "--dtype") || !strcmp(f, "--group-size") ||
+                    !strcmp(f, "--policy") || !strcmp(f, "--calib") || !strcmp(f, "--calib-tokens") ||
+                    !strcmp(f, "-t") || !strcmp(f, "--threads") || !strcmp(f, "--to");
+        if (!takes) return cli_unknown_option("convert", f);
+        if (!v) return cli_needs_value(f);
+        i++;
+        if (!strcmp(f, "-o") || !strcmp(f, "--out")) out = v;
+        else if (!strcmp(f, "--dtype")) o.dtype = v;
         else if (!strcmp(f, "--group-size")) {
-            if (!v) return fail(f, " needs a value");
-            char *end;
-            long g = strtol(v, &end, 10);
-            if (*end || g <= 0) return fail("--group-size must be 32, 64 or 128, got ", v);
-            o.group_size = (int)g;
-            i++;
-        } else if (!strcmp(f, "--policy")) { if (!v) return fail(f, " needs a value"); o.policy = v; i++; }
-        else if (!strcmp(f, "--calib")) { if (!v) return fail(f, " needs a value"); o.calib_file = v; i++; }
-        else if (!strcmp(f, "--calib-tokens")) { if (!v) return fail(f, " needs a value"); o.calib_tokens = atoi(v); i++; }
-        else if (!strcmp(f, "-t") || !strcmp(f, "--threads")) { if (!v) return fail(f, " needs a value"); o.n_threads = atoi(v); i++; }
-        else if (!strcmp(f, "--no-fuse")) o.no_fuse = 1;
-        else if (!strcmp(f, "--to")) { if (!v) return fail(f, " needs a value"); to = v; i++; }
-        else if (f[0] == '-') return fail("unknown option for convert: ", f);
-        else if (!src) src = f;
-        else return fail("unexpected argument: ", f);
+            if (parse_count(f, v, 1, 1 << 20, &o.group_size)) return 1;
+        } else if (!strcmp(f, "--policy")) o.policy = v;
+        else if (!strcmp(f, "--calib")) o.calib_file = v;
+        else if (!strcmp(f, "--calib-tokens")) {
+            if (parse_count(f, v, 1, 1 << 30, &o.calib_tokens)) return 1;
+        } else if (!strcmp(f, "-t") || !strcmp(f, "--threads")) {
+            if (parse_count(f, v, 1, 1024, &o.n_threads)) return 1;
+        } else to = v;
     }
-    if (!src || !out) return fail("usage: xllm convert SRC -o OUT [--dtype f32|f16|bf16|q8|q4|q4m] "
-                                  "[--group-size N] [--policy ...] [--calib FILE] [--no-fuse] [--to xllm|gguf]", NULL);
+    if (!src || !out) return cli_fail("convert needs SRC and -o OUT (see 'xllm convert --help')");
     if (!strcmp(to, "gguf")) o.to_gguf = 1;
     else if (strcmp(to, "xllm")) return fail("--to must be xllm or gguf, got ", to);
-    int last = -1;
-    if (isatty(2)) {
-        o.progress = progress_bar;
-        o.progress_user = &last;
-    }
+    if (cli_check_model(src)) return 1;
+    cli_progress prog;
+    cli_progress_init(&prog, "convert");
+    o.progress = cli_progress_cb;
+    o.progress_user = &prog;
+    cli_remove_temps_on_interrupt();
     xllm_error err;
     if (xllm_convert(src, out, &o, &err)) {
-        if (last >= 0) fputc('\n', stderr);
+        cli_progress_end(&prog);
         return fail(err.message, NULL);
     }
-    if (last >= 0 && last < 100) fputc('\n', stderr);
+    cli_progress_end(&prog);
+    char types[512], size[32];
+    struct stat st;
+    double file_bytes = stat(out, &st) == 0 ? (double)st.st_size : 0;
+    describe_types(out, types, sizeof types);
+    fprintf(stderr, "xllm convert: wrote %s (%s, %s%s%s) in %.1f s\n", out, o.to_gguf ? "GGUF" : ".xllm",
+            cli_size(file_bytes, size, sizeof size), types[0] ? "; " : "", types, cli_now() - prog.t0);
     return 0;
 }
 
@@ -81,7 +156,8 @@ static int print_plan(const char *path, int json) {
     xllm_model_options o = xllm_model_options_default();
     o.max_batch_seqs = 1;
     o.max_context = 256;
-    xllm_model *m = xllm_model_load(path, &o, &err);
+    if (cli_check_model(path)) return 1;
+    xllm_model *m = cli_load_model(path, &o, &err, 0);
     if (!m) return fail(err.message, NULL);
     char *text;
     if (xllm_model_plan(m, &text, &err)) {
@@ -150,10 +226,14 @@ int cmd_info(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--json")) json = 1;
         else if (!strcmp(argv[i], "--plan")) plan = 1;
-        else if (argv[i][0] == '-') return fail("unknown option for info: ", argv[i]);
+        else if (cli_is_help(argv[i])) {
+            cli_print_help(stdout, "info");
+            return 0;
+        } else if (argv[i][0] == '-' || path) return cli_unknown_option("info", argv[i]);
         else path = argv[i];
     }
-    if (!path) return fail("usage: xllm info MODEL [--json] [--plan]", NULL);
+    if (!path) return cli_fail("info needs MODEL (see 'xllm info --help')");
+    if (cli_check_model(path)) return 1;
     if (plan) return print_plan(path, json);
     xllm_error err;
     char *text;
@@ -198,6 +278,9 @@ int cmd_info(int argc, char **argv) {
         printf("provenance   %s\n", c);
         free(c);
     }
+    const cJSON *fb;
+    cJSON_ArrayForEach(fb, cJSON_GetObjectItem(meta, "fallbacks"))
+        if (cJSON_IsString(fb)) printf("fallback     %s: %s\n", fb->string, fb->valuestring);
     printf("%-56s %-8s %-16s %12s\n", "tensor", "type", "shape", "bytes");
     const cJSON *t;
     cJSON_ArrayForEach(t, cJSON_GetObjectItem(root, "tensors")) {

@@ -21,6 +21,7 @@
  *
  * Only the public API (xllm.h) is used.
  */
+#include "cli.h"
 #include "commands.h"
 #include "xllm.h"
 
@@ -47,31 +48,6 @@ static EVAL_PRINTF(1, 2) int eval_fail(const char *fmt, ...) {
     fputc('\n', stderr);
     va_end(ap);
     return 1;
-}
-
-static void eval_usage(FILE *f) {
-    fprintf(f,
-            "usage: xllm eval -m MODEL --text FILE [--ref MODEL] [--json] [-t THREADS] [--ctx N]\n"
-            "\n"
-            "Perplexity of MODEL over the text in FILE (UTF-8, \"-\" for stdin) and, with --ref,\n"
-            "the mean and maximum KL divergence KL(ref || model) of the next-token distributions\n"
-            "and the fraction of tokens where both models' top-1 predictions agree.\n"
-            "\n"
-            "The text is tokenized with MODEL's tokenizer (the reference's when MODEL has none)\n"
-            "into one token stream and evaluated in windows of N tokens (default: the model's\n"
-            "context; the smaller of the two with --ref): each window starts with BOS (the special\n"
-            "tokens the tokenizer puts at the start) and continues with the next N-1 tokens of the\n"
-            "stream. Windows do not overlap, so every token of the stream is predicted exactly once,\n"
-            "from the tokens before it in its window.\n"
-            "Each window needs N x vocab floats of logits per model.\n"
-            "\n"
-            "  -m, --model MODEL   the model to evaluate\n"
-            "  --text FILE         the text\n"
-            "  --ref MODEL         reference model on the same vocabulary (e.g. the f32 original)\n"
-            "  --json              print one object {\"tokens\":N,\"ppl\":x,\"kld_mean\":x,\"kld_max\":x,\n"
-            "                      \"top1_agree\":x} (the last three only with --ref)\n"
-            "  -t, --threads N     threads (default: all CPUs)\n"
-            "  --ctx N             window size in tokens (at most the model's context)\n");
 }
 
 static int eval_parse_long(const char *s, long lo, long hi, long *out) {
@@ -183,7 +159,7 @@ int cmd_eval(int argc, char **argv) {
         const char *f = argv[i];
         int has_value = i + 1 < argc;
         if (!strcmp(f, "-h") || !strcmp(f, "--help")) {
-            eval_usage(stdout);
+            cli_print_help(stdout, "eval");
             return 0;
         } else if (!strcmp(f, "--json")) {
             json = 1;
@@ -199,11 +175,12 @@ int cmd_eval(int argc, char **argv) {
                 if (!eval_parse_long(v, 1, 1024, &threads)) return eval_fail("%s needs a positive integer", f);
             } else model_path = v;
         } else {
-            return eval_fail("unknown option for eval: %s", f);
+            return cli_unknown_option("eval", f);
         }
     }
-    if (!model_path) return eval_fail("eval needs -m MODEL (see xllm eval --help)");
-    if (!text_path) return eval_fail("eval needs --text FILE (see xllm eval --help)");
+    if (!model_path) return eval_fail("eval needs -m MODEL (see 'xllm eval --help')");
+    if (!text_path) return eval_fail("eval needs --text FILE (see 'xllm eval --help')");
+    if (cli_check_model(model_path) || (ref_path && cli_check_model(ref_path))) return 1;
 
     int rc = 0;
     char *text = NULL;
@@ -224,14 +201,14 @@ int cmd_eval(int argc, char **argv) {
     xllm_model_options mo = xllm_model_options_default();
     mo.n_threads = (int)threads;
     mo.max_batch_seqs = 1; /* one sequence at a time: keep the KV pool small */
-    if (!(m = xllm_model_load(model_path, &mo, &err))) {
+    if (!(m = cli_load_model(model_path, &mo, &err, 0))) {
         rc = eval_fail("%s", err.message);
         goto done;
     }
     const xllm_tokenizer *tok = xllm_model_tokenizer(m);
     const char *tok_from = model_path;
     if (ref_path) {
-        if (!(r = xllm_model_load(ref_path, &mo, &err))) {
+        if (!(r = cli_load_model(ref_path, &mo, &err, 0))) {
             rc = eval_fail("%s", err.message);
             goto done;
         }

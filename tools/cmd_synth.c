@@ -2,6 +2,7 @@
  * cmd_synth.c - `xllm synth`: random-weight models of real shapes, written as
  * .xllm, GGUF and/or an HF directory from the same weights (xllm_synth).
  */
+#include "cli.h"
 #include "commands.h"
 #include "xllm.h"
 
@@ -9,26 +10,26 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
-static int fail(const char *what, const char *detail) {
-    fprintf(stderr, "xllm: error: %s%s\n", what, detail ? detail : "");
-    return 1;
-}
+static int fail(const char *what, const char *detail) { return cli_fail("%s%s", what, detail ? detail : ""); }
 
-static void progress_bar(void *user, const char *stage, double f) {
-    int *last = user;
-    int pct = (int)(f * 100.0);
-    if (pct == *last) return;
-    *last = pct;
-    fprintf(stderr, "\r%s %3d%%", stage, pct);
-    if (pct >= 100) fputc('\n', stderr);
-    fflush(stderr);
+/* " out.xllm (1.2 MB)" appended to buf */
+static void add_output(char *buf, size_t cap, const char *path, int is_dir) {
+    struct stat st;
+    char size[32];
+    size_t o = strlen(buf);
+    if (is_dir) {
+        char p[4352];
+        snprintf(p, sizeof p, "%s/model.safetensors", path);
+        snprintf(buf + o, cap - o, "%s%s/ (%s)", o ? ", " : "", path,
+                 cli_size(stat(p, &st) == 0 ? (double)st.st_size : 0, size, sizeof size));
+    } else {
+        snprintf(buf + o, cap - o, "%s%s (%s)", o ? ", " : "", path,
+                 cli_size(stat(path, &st) == 0 ? (double)st.st_size : 0, size, sizeof size));
+    }
 }
-
-#define SYNTH_USAGE                                                                                     \
-    "usage: xllm synth --shape SHAPE [--dtype f32|f16|q8|q4] [-o FILE.xllm] [--gguf FILE.gguf "         \
-    "[--gguf-type F32|F16|Q8_0|Q4_0]] [--hf DIR] [--seed N] [-t THREADS]"
 
 int cmd_synth(int argc, char **argv) {
     xllm_synth_options o = xllm_synth_options_default();
@@ -39,13 +40,13 @@ int cmd_synth(int argc, char **argv) {
                     !strcmp(f, "--gguf") || !strcmp(f, "--gguf-type") || !strcmp(f, "--hf") || !strcmp(f, "--seed") ||
                     !strcmp(f, "-t") || !strcmp(f, "--threads");
         if (!takes) {
-            if (!strcmp(f, "-h") || !strcmp(f, "--help")) {
-                printf("%s\nshapes: %s\n", SYNTH_USAGE, xllm_synth_shapes());
+            if (cli_is_help(f)) {
+                cli_print_help(stdout, "synth");
                 return 0;
             }
-            return fail(f[0] == '-' ? "unknown option for synth: " : "unexpected argument: ", f);
+            return cli_unknown_option("synth", f);
         }
-        if (!v) return fail(f, " needs a value");
+        if (!v) return cli_needs_value(f);
         i++;
         if (!strcmp(f, "--shape")) o.shape = v;
         else if (!strcmp(f, "--dtype")) o.dtype = v;
@@ -63,20 +64,25 @@ int cmd_synth(int argc, char **argv) {
             else o.n_threads = (int)x;
         }
     }
-    if (!o.shape) {
-        fprintf(stderr, "xllm: error: synth needs --shape (%s)\n", xllm_synth_shapes());
-        return 1;
-    }
-    if (!o.out && !o.gguf_out && !o.hf_dir) return fail(SYNTH_USAGE, NULL);
-    int last = -1;
-    if (isatty(2)) {
-        o.progress = progress_bar;
-        o.progress_user = &last;
-    }
+    if (!o.shape) return cli_fail("synth needs --shape (%s; see 'xllm synth --help')", xllm_synth_shapes());
+    if (!o.out && !o.gguf_out && !o.hf_dir)
+        return cli_fail("synth needs an output: -o FILE.xllm, --gguf FILE.gguf or --hf DIR (see 'xllm synth --help')");
+    cli_progress prog;
+    cli_progress_init(&prog, "synth");
+    o.progress = cli_progress_cb;
+    o.progress_user = &prog;
+    cli_remove_temps_on_interrupt();
     xllm_error err;
     if (xllm_synth(&o, &err)) {
-        if (last >= 0 && last < 100) fputc('\n', stderr);
+        cli_progress_end(&prog);
         return fail(err.message, NULL);
     }
+    cli_progress_end(&prog);
+    char outs[1024] = "";
+    if (o.out) add_output(outs, sizeof outs, o.out, 0);
+    if (o.gguf_out) add_output(outs, sizeof outs, o.gguf_out, 0);
+    if (o.hf_dir) add_output(outs, sizeof outs, o.hf_dir, 1);
+    fprintf(stderr, "xllm synth: %s, %s, seed %llu: wrote %s in %.1f s\n", o.shape, o.dtype ? o.dtype : "f32",
+            (unsigned long long)o.seed, outs, cli_now() - prog.t0);
     return 0;
 }

@@ -2,35 +2,31 @@
  * xllm.c - the `xllm` command: one binary, git-style subcommands, built only
  * on the public API in xllm.h.
  *
- *   xllm run      generate text (streams, or --json)
+ *   xllm run      generate text (streams, or --json); a summary line on stderr
  *   xllm logits   logits of a token sequence
  *   xllm tokenize run a tokenizer over a JSONL file
  *   xllm template render the model's chat template (chat_cli.c)
+ *   (eval, convert, info, synth, bench: cmd_*.c; help texts: help.c)
  *
- * Every failure prints "xllm: error: ..." on stderr and exits with status 1.
+ * Every failure prints "xllm: error: ..." on stderr and exits with status 1
+ * (cli.c words the shared ones: a missing model, an unknown option).
  */
 #include "xllm.h"
 #include "chat_cli.h"
+#include "cli.h"
 #include "commands.h"
 #include "profile_report.h"
 #include "json_text.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
-#include <libgen.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
-static int fail(const char *fmt, const char *a) {
-    fprintf(stderr, "xllm: error: ");
-    fprintf(stderr, fmt, a);
-    fputc('\n', stderr);
-    return 1;
-}
+static int fail(const char *fmt, const char *a) { return cli_fail(fmt, a); }
 
 static int fail_err(const xllm_error *e) { return fail("%s", e->message); }
 
@@ -98,26 +94,6 @@ static int parse_ids(const char *s, int32_t **ids, size_t *n) {
     return 1;
 }
 
-/* Default model: $XLLM_MODEL, else models/stories260k next to the build
- * (<exe>/../models/stories260k), else ./models/stories260k. */
-static const char *default_model(char *buf, size_t cap) {
-    const char *env = getenv("XLLM_MODEL");
-    if (env && *env) return env;
-    char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    struct stat st;
-    if (n > 0) {
-        exe[n] = 0;
-        char *dir = dirname(exe);
-        const char *rel[] = {"/../models/stories260k", "/../../models/stories260k", "/models/stories260k"};
-        for (size_t i = 0; i < sizeof rel / sizeof *rel; i++) {
-            snprintf(buf, cap, "%s%s", dir, rel[i]);
-            if (stat(buf, &st) == 0 && S_ISDIR(st.st_mode)) return buf;
-        }
-    }
-    return "models/stories260k";
-}
-
 static void print_ids_json(FILE *f, const int32_t *ids, size_t n) {
     fputc('[', f);
     for (size_t i = 0; i < n; i++) fprintf(f, i ? ",%d" : "%d", ids[i]);
@@ -127,9 +103,20 @@ static void print_ids_json(FILE *f, const int32_t *ids, size_t n) {
 
 /* ------------------------------------------------------------------ run */
 
+/* Timing of one generation: the first token ends the prompt's prefill. */
+typedef struct run_clock {
+    int stream;      /* print the text as it comes */
+    double start, first, last;
+    size_t count;
+} run_clock;
+
 static int stream_cb(void *user, size_t req, int32_t token, const char *text, size_t len) {
-    (void)user; (void)req; (void)token;
-    if (len) {
+    (void)req; (void)token;
+    run_clock *c = user;
+    double t = cli_now();
+    if (c->count++ == 0) c->first = t;
+    c->last = t;
+    if (c->stream && len) {
         fwrite(text, 1, len, stdout);
         fflush(stdout);
     }
@@ -172,26 +159,49 @@ static int chat_prompt_ids(xllm_model *m, const char *model_path, const char *pr
     return 0;
 }
 
+#define DEFAULT_PROFILE_FILE "xllm-profile.json"
+
+/* The model's max_position_embeddings (its config, in any of the three
+ * formats), or 0 when it cannot be read. */
+static int trained_context(const char *path) {
+    char *text;
+    if (xllm_model_info(path, &text, NULL)) return 0;
+    cJSON *root = cJSON_Parse(text);
+    xllm_free(text);
+    const cJSON *meta = cJSON_GetObjectItem(root, "metadata");
+    const cJSON *cfg = cJSON_GetObjectItem(meta, "config");
+    const cJSON *v = cJSON_GetObjectItem(cfg ? cfg : meta, "max_position_embeddings");
+    int n = cJSON_IsNumber(v) && v->valuedouble > 0 && v->valuedouble < 1e9 ? (int)v->valuedouble : 0;
+    cJSON_Delete(root);
+    return n;
+}
+
 static int cmd_run(int argc, char **argv) {
     args a = {argc, 1, argv, 0};
     char mbuf[PATH_MAX + 64];
     const char *model_path = NULL, *prompt = NULL, *ids_arg = NULL;
-    int json = 0, chat = 0;
+    int json = 0, chat = 0, quiet = 0, n_given = 0;
     const char *chat_flag = NULL, *profile_path = NULL;
     chat_opts co;
     memset(&co, 0, sizeof co);
-    long threads = 0, v;
+    long threads = 0, ctx = 0, v;
     xllm_sampling_params sp = xllm_sampling_params_default();
     sp.temperature = 0.8f;
     sp.top_p = 0.9f;
     for (; a.i < argc && !a.bad; a.i++) {
         const char *f = argv[a.i];
-        if (!strcmp(f, "-m") || !strcmp(f, "--model")) model_path = arg_value(&a, f);
+        if (cli_is_help(f)) {
+            cli_print_help(stdout, "run");
+            return 0;
+        } else if (!strcmp(f, "-m") || !strcmp(f, "--model")) model_path = arg_value(&a, f);
         else if (!strcmp(f, "-p") || !strcmp(f, "--prompt")) prompt = arg_value(&a, f);
         else if (!strcmp(f, "--ids")) ids_arg = arg_value(&a, f);
-        else if (!strcmp(f, "-n") || !strcmp(f, "--max-new-tokens")) {
+        else if (!strcmp(f, "-n") || !strcmp(f, "--max-new-tokens") || !strcmp(f, "--n-predict")) {
             if (!parse_long(arg_value(&a, f), 0, 1 << 30, &v)) return fail("%s needs a non-negative integer", f);
             sp.max_new_tokens = (int)v;
+            n_given = 1;
+        } else if (!strcmp(f, "-c") || !strcmp(f, "--ctx-size")) {
+            if (!parse_long(arg_value(&a, f), 1, 1 << 24, &ctx)) return fail("%s needs a positive integer", f);
         } else if (!strcmp(f, "--temp") || !strcmp(f, "--temperature")) {
             if (!parse_float(arg_value(&a, f), &sp.temperature)) return fail("%s needs a number", f);
         } else if (!strcmp(f, "--top-k")) {
@@ -213,7 +223,7 @@ static int cmd_run(int argc, char **argv) {
             if (!s) return 1;
             errno = 0;
             unsigned long long x = strtoull(s, &end, 10);
-            if (errno || end == s || *end) return fail("%s needs a non-negative integer", f);
+            if (errno || end == s || *end || s[0] == '-') return fail("%s needs a non-negative integer", f);
             sp.seed = x;
             sp.has_seed = 1;
         } else if (!strcmp(f, "--stop")) {
@@ -223,15 +233,17 @@ static int cmd_run(int argc, char **argv) {
             sp.stop[sp.n_stop++] = s;
         } else if (!strcmp(f, "-t") || !strcmp(f, "--threads")) {
             if (!parse_long(arg_value(&a, f), 1, 1024, &threads)) return fail("%s needs a positive integer", f);
-        } else if (!strcmp(f, "--profile")) {
-            if (!(profile_path = arg_value(&a, f))) return 1;
+        } else if (!strcmp(f, "--profile") || !strcmp(f, "--enable-kernel-profiling")) {
+            /* the file is optional: the next argument is it unless it is an option */
+            profile_path = a.i + 1 < argc && argv[a.i + 1][0] != '-' ? argv[++a.i] : DEFAULT_PROFILE_FILE;
         } else if (!strcmp(f, "--json")) json = 1;
+        else if (!strcmp(f, "--quiet")) quiet = 1;
         else if (!strcmp(f, "--chat")) chat = 1;
         else if (!strcmp(f, "--ignore-eos")) sp.ignore_eos = 1;
         else {
             int r = chat_opts_parse(&co, argc, argv, &a.i);
             if (r < 0) return 1;
-            if (!r) return fail("unknown option for run: %s", f);
+            if (!r) return cli_unknown_option("run", f);
             chat_flag = f;
         }
     }
@@ -240,17 +252,29 @@ static int cmd_run(int argc, char **argv) {
     if (prompt && ids_arg) return fail("%s", "give either -p or --ids, not both");
     if (chat && ids_arg) return fail("%s", "--chat takes -p TEXT or --messages FILE, not --ids");
     if (chat && prompt && co.messages_file) return fail("%s", "--chat takes either -p or --messages, not both");
-    if (!model_path) model_path = default_model(mbuf, sizeof mbuf);
+    if (!model_path && !(model_path = cli_default_model(mbuf, sizeof mbuf)))
+        return fail("no model given and the bundled stories260k was not found (next to the binary, in the build's "
+                    "source tree or in ./models): give -m MODEL or set XLLM_MODEL; a model is %s", CLI_MODEL_FORMATS);
+    if (cli_check_model(model_path)) return 1;
 
     xllm_error err;
     xllm_model_options mo = xllm_model_options_default();
     mo.n_threads = (int)threads;
-    xllm_model *m = xllm_model_load(model_path, &mo, &err);
+    mo.max_context = (int)ctx;
+    double t_load = cli_now();
+    xllm_model *m = cli_load_model(model_path, &mo, &err, quiet);
     if (!m) return fail_err(&err);
+    t_load = cli_now() - t_load;
+    int n_ctx = xllm_model_context_size(m);
+    int trained = ctx > 0 ? trained_context(model_path) : 0;
+    if (trained > 0 && ctx > trained)
+        cli_note("-c %ld is beyond the %d positions the model was trained on (max_position_embeddings); what it "
+                 "generates past %d may not hold together", ctx, trained, trained);
 
     xllm_request req;
     memset(&req, 0, sizeof req);
     int32_t *ids = NULL;
+    size_t n_prompt = 0;
     if (chat) {
         /* HF's apply_chat_template(tokenize=True): render with the generation
          * prompt, then tokenize the text without adding special tokens (the
@@ -260,6 +284,7 @@ static int cmd_run(int argc, char **argv) {
             return 1;
         }
         req.prompt_ids = ids;
+        n_prompt = req.n_prompt_ids;
     } else if (ids_arg) {
         size_t n;
         if (!parse_ids(ids_arg, &ids, &n)) {
@@ -268,19 +293,32 @@ static int cmd_run(int argc, char **argv) {
         }
         req.prompt_ids = ids;
         req.n_prompt_ids = n;
+        n_prompt = n;
     } else {
         req.prompt = prompt ? prompt : "";
+        /* the count the engine will see (the same tokenization), for the notice below */
+        const xllm_tokenizer *tok = xllm_model_tokenizer(m);
+        int32_t *tids = NULL;
+        if (tok && !xllm_tokenize(tok, req.prompt, strlen(req.prompt), 1, &tids, &n_prompt, NULL)) xllm_free(tids);
     }
+    /* a silent cap made visible: generation stops when the context is full */
+    if (n_prompt > 0 && n_prompt < (size_t)n_ctx && (size_t)sp.max_new_tokens > (size_t)n_ctx - n_prompt)
+        cli_note("%s %d is more than the context leaves: at most %zu tokens will be generated (context %d, prompt %zu "
+                 "tokens; -c sets the context)",
+                 n_given ? "-n" : "the default -n", sp.max_new_tokens, (size_t)n_ctx - n_prompt, n_ctx, n_prompt);
     req.params = sp;
     xllm_result *res = NULL;
     if (profile_path) {
         xllm_profile_enable(1);
         xllm_profile_reset();
     }
-    xllm_status st = xllm_generate(m, &req, 1, json ? NULL : stream_cb, NULL, &res, &err);
+    run_clock clk = {!json, cli_now(), 0, 0, 0};
+    xllm_status st = xllm_generate(m, &req, 1, stream_cb, &clk, &res, &err);
+    double t_end = cli_now();
     free(ids);
     if (st) {
         xllm_model_free(m);
+        if (!json && clk.count) putchar('\n');
         return fail_err(&err);
     }
     if (json) {
@@ -293,6 +331,18 @@ static int cmd_run(int argc, char **argv) {
         printf("}\n");
     } else {
         putchar('\n');
+    }
+    fflush(stdout);
+    if (!quiet) {
+        /* as llama.cpp's perf lines: prompt tokens/s over the prefill (start to
+         * the first token), generation tokens/s over the decode steps after it */
+        size_t np = res[0].n_prompt_ids, ng = res[0].n_ids;
+        double pp_s = clk.count ? clk.first - clk.start : t_end - clk.start, tg_s = clk.last - clk.first;
+        fprintf(stderr, "xllm: prompt %zu tokens (%.1f tokens/s) | generated %zu tokens", np,
+                pp_s > 0 ? (double)np / pp_s : 0.0, ng);
+        if (ng > 1 && tg_s > 0) fprintf(stderr, " (%.1f tokens/s)", (double)(ng - 1) / tg_s);
+        fprintf(stderr, " | load %.2f s | %s\n", t_load,
+                res[0].finish_reason == XLLM_FINISH_STOP ? "stopped" : ng < (size_t)sp.max_new_tokens ? "context full" : "length");
     }
     xllm_results_free(res, 1);
     xllm_model_free(m);
@@ -312,18 +362,22 @@ static int cmd_logits(int argc, char **argv) {
         else if (!strcmp(f, "--out")) out_path = arg_value(&a, f);
         else if (!strcmp(f, "-t") || !strcmp(f, "--threads")) {
             if (!parse_long(arg_value(&a, f), 1, 1024, &threads)) return fail("%s needs a positive integer", f);
-        } else return fail("unknown option for logits: %s", f);
+        } else if (cli_is_help(f)) {
+            cli_print_help(stdout, "logits");
+            return 0;
+        } else return cli_unknown_option("logits", f);
     }
     if (a.bad) return 1;
-    if (!model_path) return fail("%s", "logits needs -m PATH");
-    if (!ids_arg) return fail("%s", "logits needs --ids 1,2,3");
+    if (!model_path) return fail("%s", "logits needs -m MODEL (see 'xllm logits --help')");
+    if (!ids_arg) return fail("%s", "logits needs --ids 1,2,3 (see 'xllm logits --help')");
+    if (cli_check_model(model_path)) return 1;
     int32_t *ids;
     size_t n;
     if (!parse_ids(ids_arg, &ids, &n) || n == 0) return fail("--ids must be a comma-separated list of token ids, got \"%s\"", ids_arg);
     xllm_error err;
     xllm_model_options mo = xllm_model_options_default();
     mo.n_threads = (int)threads;
-    xllm_model *m = xllm_model_load(model_path, &mo, &err);
+    xllm_model *m = cli_load_model(model_path, &mo, &err, 0);
     if (!m) {
         free(ids);
         return fail_err(&err);
@@ -401,17 +455,40 @@ static int cmd_tokenize(int argc, char **argv) {
         const char *f = argv[a.i];
         if (!strcmp(f, "-m") || !strcmp(f, "--model")) model_path = arg_value(&a, f);
         else if (!strcmp(f, "--jsonl")) jsonl = arg_value(&a, f);
-        else return fail("unknown option for tokenize: %s", f);
+        else if (cli_is_help(f)) {
+            cli_print_help(stdout, "tokenize");
+            return 0;
+        } else return cli_unknown_option("tokenize", f);
     }
     if (a.bad) return 1;
-    if (!model_path || !jsonl) return fail("%s", "tokenize needs -m PATH --jsonl FILE");
+    if (!model_path || !jsonl) return fail("%s", "tokenize needs -m MODEL --jsonl FILE (see 'xllm tokenize --help')");
+    struct stat sb;
+    if (stat(model_path, &sb) != 0) return cli_check_model(model_path);
     xllm_error err;
-    xllm_tokenizer *tok = xllm_tokenizer_load(model_path, &err);
-    if (!tok) return fail_err(&err);
+    xllm_tokenizer *own = NULL;
+    xllm_model *m = NULL;
+    const xllm_tokenizer *tok;
+    size_t pl = strlen(model_path);
+    if (S_ISDIR(sb.st_mode) || (pl >= 5 && !strcmp(model_path + pl - 5, ".json"))) {
+        tok = own = xllm_tokenizer_load(model_path, &err);
+        if (!tok) return fail_err(&err);
+    } else {
+        /* an .xllm or GGUF file carries its tokenizer: load the model (small context) for it */
+        if (cli_check_model(model_path)) return 1;
+        xllm_model_options mo = xllm_model_options_default();
+        mo.max_context = 16;
+        mo.max_batch_seqs = 1;
+        if (!(m = xllm_model_load(model_path, &mo, &err))) return fail_err(&err);
+        if (!(tok = xllm_model_tokenizer(m))) {
+            xllm_model_free(m);
+            return fail("%s: the model has no tokenizer", model_path);
+        }
+    }
     FILE *f = strcmp(jsonl, "-") ? fopen(jsonl, "r") : stdin;
     if (!f) {
-        xllm_tokenizer_free(tok);
-        return fail("cannot open %s", jsonl);
+        xllm_tokenizer_free(own);
+        xllm_model_free(m);
+        return fail("%s: cannot open", jsonl);
     }
     char *line = NULL;
     size_t cap = 0, lineno = 0;
@@ -425,54 +502,41 @@ static int cmd_tokenize(int argc, char **argv) {
     }
     free(line);
     if (f != stdin) fclose(f);
-    xllm_tokenizer_free(tok);
+    xllm_tokenizer_free(own);
+    xllm_model_free(m);
     return rc;
 }
 
 /* ----------------------------------------------------------------- main */
 
-static void usage(FILE *f) {
-    fprintf(f,
-            "xllm %s - LLM inference engine\n"
-            "usage:\n"
-            "  xllm run [-m PATH] [-p TEXT | --ids 1,2,3] [-n N] [--temp T] [--top-k K] [--top-p P]\n"
-            "           [--min-p P] [--repetition-penalty R] [--presence-penalty X] [--frequency-penalty X]\n"
-            "           [--seed S] [--stop STR]... [--ignore-eos] [-t THREADS] [--json] [--profile FILE.json]\n"
-            "           [--chat [--messages FILE.json] [--var NAME=JSON]...]   (-p is the user message)\n"
-            "  xllm logits -m PATH --ids 1,2,3 [--out FILE] [-t THREADS]\n"
-            "  xllm tokenize -m PATH --jsonl FILE\n"
-            "  xllm template -m PATH --messages FILE.json [--add-generation-prompt] [--tools FILE.json]\n"
-            "                [--var NAME=JSON]... [--template NAME] [--chat-template FILE.jinja]\n"
-            "  xllm eval -m MODEL --text FILE [--ref MODEL] [--json] [-t THREADS] [--ctx N]\n"
-            "  xllm convert SRC(dir or .gguf) -o OUT [--dtype f32|f16|bf16|q8|q4|q4m] [--group-size 32|64|128]\n"
-            "           [--policy embed=q8,attn=q4,mlp=q4,lm_head=q8,norm=f32] [--calib FILE] [--no-fuse] [--to xllm|gguf]\n"
-            "  xllm info MODEL [--json] [--plan]\n"
-            "  xllm synth --shape tinyllama-1.1b|llama3.2-1b|qwen3-0.6b|small-120m|tiny-test[-qwen3|-llama3] [--dtype f32|f16|q8|q4]\n"
-            "           [-o FILE.xllm] [--gguf FILE.gguf [--gguf-type F32|F16|Q8_0|Q4_0]] [--hf DIR] [--seed N] [-t THREADS]\n"
-            "  xllm bench -m MODEL [-p 512] [-n 128] [-t THREADS] [-r 3] [--json] [--profile FILE.json]\n",
-            XLLM_VERSION);
-}
+typedef struct command {
+    const char *name;
+    int (*fn)(int argc, char **argv);
+} command;
+
+static const command k_commands[] = {
+    {"run", cmd_run},         {"logits", cmd_logits}, {"tokenize", cmd_tokenize}, {"template", cmd_template},
+    {"eval", cmd_eval},       {"convert", cmd_convert}, {"info", cmd_info},       {"synth", cmd_synth},
+    {"bench", cmd_bench},
+};
 
 int main(int argc, char **argv) {
     if (argc < 2) return cmd_run(argc, argv);
     const char *cmd = argv[1];
-    if (!strcmp(cmd, "run")) return cmd_run(argc - 1, argv + 1);
-    if (!strcmp(cmd, "logits")) return cmd_logits(argc - 1, argv + 1);
-    if (!strcmp(cmd, "tokenize")) return cmd_tokenize(argc - 1, argv + 1);
-    if (!strcmp(cmd, "template")) return cmd_template(argc - 1, argv + 1);
-    if (!strcmp(cmd, "eval")) return cmd_eval(argc - 1, argv + 1);
-    if (!strcmp(cmd, "convert")) return cmd_convert(argc - 1, argv + 1);
-    if (!strcmp(cmd, "info")) return cmd_info(argc - 1, argv + 1);
-    if (!strcmp(cmd, "synth")) return cmd_synth(argc - 1, argv + 1);
-    if (!strcmp(cmd, "bench")) return cmd_bench(argc - 1, argv + 1);
-    if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
-        usage(stdout);
+    for (size_t i = 0; i < sizeof k_commands / sizeof *k_commands; i++)
+        if (!strcmp(cmd, k_commands[i].name)) return k_commands[i].fn(argc - 1, argv + 1);
+    if (cli_is_help(cmd) || !strcmp(cmd, "help")) {
+        /* xllm help CMD = xllm CMD --help */
+        if (argc > 2 && !strcmp(cmd, "help") && cli_print_help(stdout, argv[2]) == 0) return 0;
+        cli_print_usage(stdout);
         return 0;
     }
     if (!strcmp(cmd, "--version")) {
         printf("xllm %s\n", XLLM_VERSION);
         return 0;
     }
-    usage(stderr);
-    return fail("unknown command \"%s\"", cmd);
+    /* options without a command are run's: xllm -p "Once upon a time" */
+    if (cmd[0] == '-') return cmd_run(argc, argv);
+    return fail("unknown command \"%s\" (commands: run, logits, tokenize, template, eval, convert, info, synth, "
+                "bench; see 'xllm --help')", cmd);
 }

@@ -23,8 +23,8 @@ import json
 import os
 import threading
 
-__all__ = ["LLM", "SamplingParams", "RequestOutput", "CompletionOutput", "ModelConverter", "ChatTemplate", "render_chat_template",
-           "XLLMError", "library_path"]
+__all__ = ["LLM", "SamplingParams", "RequestOutput", "CompletionOutput", "ModelConverter", "ChatTemplate",
+           "render_chat_template", "XLLMError", "library_path", "enable_profiling", "profile_report", "default_model"]
 
 MAX_STOP_STRINGS = 16
 MAX_STOP_IDS = 16
@@ -122,6 +122,12 @@ def library_path():
     if env:
         return env
     here = os.path.dirname(os.path.abspath(__file__))
+    recorded = os.path.join(here, "_library_path")  # written by `cmake --install`
+    if os.path.exists(recorded):
+        with open(recorded) as f:
+            cand = f.read().strip()
+        if os.path.exists(cand):
+            return cand
     for rel in ("../../build/libxllm.so", "libxllm.so"):
         cand = os.path.normpath(os.path.join(here, rel))
         if os.path.exists(cand):
@@ -983,3 +989,71 @@ class ModelConverter:
             return json.loads(ctypes.string_at(text.value).decode("utf-8"))
         finally:
             lib.xllm_free(text)
+
+
+# ---------------------------------------------------------------- profiling
+
+def _profile_functions():
+    lib = _library()
+    if not getattr(lib, "_xllm_profile_bound", False):
+        lib.xllm_profile_enable.restype = None
+        lib.xllm_profile_enable.argtypes = [ctypes.c_int]
+        lib.xllm_profile_reset.restype = None
+        lib.xllm_profile_reset.argtypes = []
+        lib.xllm_profile_report.restype = ctypes.c_int
+        lib.xllm_profile_report.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(_Error)]
+        lib._xllm_profile_bound = True
+    return lib
+
+
+def enable_profiling(on=True, reset=True):
+    """Switch per-operator kernel profiling on (or off) for the whole process,
+    as XLLM_PROFILE=1 or `xllm run --profile` do; reset clears what was recorded."""
+    lib = _profile_functions()
+    lib.xllm_profile_enable(1 if on else 0)
+    if reset:
+        lib.xllm_profile_reset()
+
+
+def profile_report(reset=False):
+    """The profiling report as a dict: {"total_ms", "ops": [{"op", "ms", "share",
+    "calls", "gflop_s", "gb_s"}...]} for the operators run since profiling was
+    enabled (or last reset); reset=True starts a new recording afterwards."""
+    lib = _profile_functions()
+    out = ctypes.c_void_p()
+    err = _Error()
+    if lib.xllm_profile_report(ctypes.byref(out), ctypes.byref(err)):
+        _raise(err)
+    try:
+        report = json.loads(ctypes.string_at(out.value).decode("utf-8"))
+    finally:
+        lib.xllm_free(out)
+    if reset:
+        lib.xllm_profile_reset()
+    return report
+
+
+def _llm_profile(self, reset=False):
+    """The kernel profiling report (see profile_report): enable profiling first
+    with xllm.enable_profiling() or XLLM_PROFILE=1, then generate."""
+    self._check_open()
+    return profile_report(reset=reset)
+
+
+# kept apart from the class body: LLM.profile() is profile_report() for this model's process
+LLM.profile = _llm_profile
+
+
+def default_model():
+    """The bundled stories260k as `xllm run` finds it: $XLLM_MODEL, the
+    repository's models/ (beside python/), or the installed <prefix>/share/xllm/models."""
+    env = os.environ.get("XLLM_MODEL")
+    if env:
+        return env
+    here = os.path.dirname(os.path.abspath(__file__))
+    for rel in ("../../models/stories260k", "../../../../share/xllm/models/stories260k",
+                "../../../../../share/xllm/models/stories260k"):
+        cand = os.path.normpath(os.path.join(here, rel))
+        if os.path.isdir(cand):
+            return cand
+    raise XLLMError(1, "the bundled stories260k was not found: give a model path or set XLLM_MODEL")

@@ -72,6 +72,7 @@ typedef struct conv {
     uint8_t *done;             /* per source tensor index: already written (or fused away) */
     size_t n_written, n_fetched, n_total;  /* progress counts source tensors read */
     cJSON *types;              /* name -> type actually written, for the metadata */
+    cJSON *fallbacks;          /* name -> why it is stored otherwise than its class's type */
     double awq_alpha_sum;
     int awq_groups;
     int gptq_matrices;
@@ -174,6 +175,15 @@ static xllm_status emit(conv *c, out_t *o, xllm_error *err) {
     }
     int64_t cols = o->shape[o->ndim - 1], rows = numel(o) / (cols ? cols : 1);
     qtype t = policy_pick(&c->pol, o->cls, o->ndim, cols);
+    qtype want = c->pol.cls[o->cls];
+    if (o->ndim == 2 && (t.dtype != want.dtype || t.group != want.group) && c->fallbacks) {
+        /* a block type whose block does not divide the row width: recorded, so convert and info can say so */
+        char why[160], wname[32];
+        snprintf(why, sizeof why, "stored as %s instead of %s: rows of %lld values are not a multiple of %d",
+                 qtype_name(t, tname, sizeof tname), qtype_name(want, wname, sizeof wname), (long long)cols,
+                 want.group > 0 ? want.group : 32);
+        cJSON_AddStringToObject(c->fallbacks, o->name, why);
+    }
     size_t bytes = (size_t)rows * quant_row_bytes(t.dtype, t.group, cols);
     void *buf = xllm_malloc(bytes ? bytes : 1);
     if (!buf) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory writing %s", o->name);
@@ -540,6 +550,7 @@ xllm_status xllm_convert(const char *src, const char *dst, const xllm_convert_op
     c.n_total = st_count(c.src);
     c.done = xllm_calloc(c.n_total ? c.n_total : 1, 1);
     c.types = cJSON_CreateObject();
+    c.fallbacks = cJSON_CreateObject();
     if (!c.done || !c.types) {
         st = xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
         goto done;
@@ -598,6 +609,10 @@ xllm_status xllm_convert(const char *src, const char *dst, const xllm_convert_op
     for (int k = 0; k < TC_COUNT; k++) cJSON_AddStringToObject(pol, tensor_class_name((tensor_class)k), qtype_name(c.pol.cls[k], tname, sizeof tname));
     cJSON_AddBoolToObject(meta, "fused", !(c.o->no_fuse || c.to_gguf));
     cJSON_AddItemToObject(meta, "tensor_types", c.types);
+    if (cJSON_GetArraySize(c.fallbacks) > 0) {
+        cJSON_AddItemToObject(meta, "fallbacks", c.fallbacks);
+        c.fallbacks = NULL;
+    }
     c.types = NULL;
     if (c.have_calib) {
         cJSON *cal = cJSON_AddObjectToObject(meta, "calibration");
@@ -636,6 +651,7 @@ done:
     xllm_free(c.tok_cfg);
     xllm_free(c.done);
     cJSON_Delete(c.types);
+    cJSON_Delete(c.fallbacks);
     cJSON_Delete(config);
     cJSON_Delete(gen);
     cJSON_Delete(meta);

@@ -33,6 +33,7 @@
 #include "base/alloc.h"
 #include "base/error.h"
 #include "base/file.h"
+#include "base/tmpfile.h"
 #include "base/threadpool.h"
 #include "convert/policy.h"
 #include "format/gguf.h"
@@ -514,14 +515,11 @@ static xllm_status hf_open(synth *S, const unit *u, size_t nu, char *tmp, size_t
     }
     char path[4096];
     xllm_path_join(path, sizeof path, dir, "model.safetensors");
-    snprintf(tmp, tmp_cap, "%s.tmpXXXXXX", path);
-    int fd = mkstemp(tmp);
+    int fd = tmpfile_create(path, tmp, tmp_cap);
     if (fd < 0) {
         xllm_free(h.p);
-        tmp[0] = 0;
         return xllm_errorf(err, XLLM_ERR_IO, "%s: cannot create a temporary file: %s", path, strerror(errno));
     }
-    fchmod(fd, 0644);
     S->hf = fdopen(fd, "wb");
     uint64_t hl = h.len;
     int bad = !S->hf || fwrite(&hl, 8, 1, S->hf) != 1 || fwrite(h.p, 1, h.len, S->hf) != h.len;
@@ -637,6 +635,7 @@ xllm_status xllm_synth(const xllm_synth_options *opts, xllm_error *err) {
         snprintf(x->path, sizeof x->path, "%s.synth-scratch.xllm", opts->gguf_out);
         if ((st = policy_make(gdtype, 32, NULL, &x->pol, err))) goto done;
         scratch_made = 1;
+        tmpfile_remember(x->path); /* removed at the end, or by xllm_remove_temp_files */
     }
     for (int i = 0; i < S.n_sink; i++) {
         S.sink[i].types = cJSON_CreateObject();
@@ -730,6 +729,7 @@ xllm_status xllm_synth(const xllm_synth_options *opts, xllm_error *err) {
             st = xllm_errorf(err, XLLM_ERR_IO, "%s: write failed", path);
             goto done;
         }
+        tmpfile_forget(hf_tmp);
         hf_tmp[0] = 0;
         cJSON *gen = cJSON_CreateObject();
         cJSON_AddNumberToObject(gen, "bos_token_id", 1);
@@ -752,9 +752,15 @@ done:
         xllm_free(S.sink[k].buf);
         cJSON_Delete(S.sink[k].types);
     }
-    if (scratch_made) unlink(S.sink[S.n_sink - 1].path);
+    if (scratch_made) {
+        unlink(S.sink[S.n_sink - 1].path);
+        tmpfile_forget(S.sink[S.n_sink - 1].path);
+    }
     if (S.hf) fclose(S.hf);
-    if (hf_tmp[0]) unlink(hf_tmp);
+    if (hf_tmp[0]) {
+        unlink(hf_tmp);
+        tmpfile_forget(hf_tmp);
+    }
     if (S.tp) threadpool_free(S.tp);
     if (S.row)
         for (int i = 0; i < nt; i++) xllm_free(S.row[i]);

@@ -9,6 +9,7 @@
 #include "format/xllm_file.h"
 #include "base/alloc.h"
 #include "base/error.h"
+#include "base/tmpfile.h"
 #include "quant/quant.h"
 
 #include <errno.h>
@@ -62,11 +63,9 @@ xf_writer *xf_writer_open(const char *dest, xllm_error *err) {
         xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
         goto fail;
     }
-    snprintf(w->tmp, n + 16, "%s.tmpXXXXXX", dest);
-    int fd = mkstemp(w->tmp);
+    int fd = tmpfile_create(dest, w->tmp, n + 16);
     if (fd < 0) {
         xllm_errorf(err, XLLM_ERR_IO, "%s: cannot create a temporary file next to it: %s", dest, strerror(errno));
-        w->tmp[0] = 0;
         goto fail;
     }
     w->f = fdopen(fd, "wb");
@@ -178,6 +177,7 @@ xllm_status xf_writer_finish(xf_writer *w, const cJSON *meta, xllm_error *err) {
         st = xllm_errorf(err, XLLM_ERR_IO, "%s: cannot rename into place: %s", w->dest, strerror(errno));
         goto fail;
     }
+    tmpfile_forget(w->tmp);
     w->tmp[0] = 0; /* nothing to clean up */
     free(meta_text);
     xf_writer_abort(w);
@@ -191,7 +191,10 @@ fail:
 void xf_writer_abort(xf_writer *w) {
     if (!w) return;
     if (w->f) fclose(w->f);
-    if (w->tmp && w->tmp[0]) unlink(w->tmp);
+    if (w->tmp && w->tmp[0]) {
+        unlink(w->tmp);
+        tmpfile_forget(w->tmp);
+    }
     xllm_free(w->dest);
     xllm_free(w->tmp);
     xllm_free(w->table);

@@ -87,7 +87,7 @@ check $? "bench on a GGUF file: table, memory and bandwidth bound"
 
 expect_fail "synth: unknown shape" "unknown shape" "$XLLM" synth --shape nope -o "$T/x.xllm"
 expect_fail "synth: no shape" "needs --shape" "$XLLM" synth -o "$T/x.xllm"
-expect_fail "synth: no output" "usage" "$XLLM" synth --shape tiny-test
+expect_fail "synth: no output" "needs an output" "$XLLM" synth --shape tiny-test
 expect_fail "synth: unknown dtype" "unknown dtype" "$XLLM" synth --shape tiny-test --dtype q3 -o "$T/x.xllm"
 expect_fail "synth: unknown GGUF type" "unknown GGUF type" "$XLLM" synth --shape tiny-test --gguf "$T/x.gguf" --gguf-type Q5_K
 expect_fail "synth: GGUF type without GGUF" "without a GGUF output" "$XLLM" synth --shape tiny-test -o "$T/x.xllm" --gguf-type Q8_0
@@ -97,7 +97,7 @@ expect_fail "synth: missing value" "needs a value" "$XLLM" synth --shape
 expect_fail "synth: unwritable output" "no such file" "$XLLM" synth --shape tiny-test -o "$T/no/such/dir/x.xllm"
 [ ! -e "$T/x.xllm" ] && [ ! -e "$T/x.gguf" ]
 check $? "synth: failed runs leave no output"
-expect_fail "bench: no model" "usage" "$XLLM" bench
+expect_fail "bench: no model" "needs -m MODEL" "$XLLM" bench
 expect_fail "bench: -p 0" "integer from 1" "$XLLM" bench -m "$d/q8.xllm" -p 0
 expect_fail "bench: -r x" "integer from 1" "$XLLM" bench -m "$d/q8.xllm" -r x
 expect_fail "bench: unknown option" "unknown option" "$XLLM" bench -m "$d/q8.xllm" --nope

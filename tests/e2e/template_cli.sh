@@ -67,7 +67,7 @@ check $? "malformed messages JSON is an error"
 [ $? = 1 ] && grep -q "invalid JSON" "$T/err3"
 check $? "a --var that is not JSON is an error"
 
-"$XLLM" template -m "$SRC/models/stories260k" --messages "$T/msgs.json" > /dev/null 2> "$T/err4"
+"$XLLM" template -m "$SRC/tests/data/tiny/llama" --messages "$T/msgs.json" > /dev/null 2> "$T/err4"
 [ $? = 1 ] && grep -q "no chat template" "$T/err4"
 check $? "a model without a chat template is an error"
 

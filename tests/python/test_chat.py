@@ -105,9 +105,19 @@ class TestChat(unittest.TestCase):
         self.assertEqual([o.token_ids for o in batch], [out.token_ids, out.token_ids])
 
     def test_model_without_template(self):
-        llm = LLM(STORIES)
+        llm = LLM(os.path.join(SRC, "tests", "data", "tiny", "llama"))  # no chat template
         with self.assertRaises(XLLMError):
             llm.chat([{"role": "user", "content": "hi"}])
+        llm.close()
+
+    def test_stories_plain_template(self):
+        # the bundled model's own chat_template.jinja: BOS, then the messages' text
+        llm = LLM(STORIES)
+        msgs = [{"role": "user", "content": " Once upon a time "}, {"role": "assistant", "content": "there was"}]
+        self.assertEqual(llm.apply_chat_template(msgs, add_generation_prompt=True), "<s>Once upon a time there was")
+        sp = SamplingParams(max_new_tokens=6, do_sample=False)
+        out = llm.chat(msgs[:1], sp)
+        self.assertEqual(out.token_ids, llm.generate("Once upon a time", sp)[0].token_ids)
         llm.close()
 
 

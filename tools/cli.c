@@ -1,0 +1,297 @@
+/*
+ * cli.c - the shared parts of the `xllm` command (see cli.h): messages,
+ * the model-path check, the default model, progress lines and interrupts.
+ */
+#include "cli.h"
+#include "xllm.h"
+
+#include <dirent.h>
+#include <libgen.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+/* the progress whose bar line may be open: a message first ends that line */
+static cli_progress *g_open;
+
+static void end_open_line(void) {
+    if (g_open) cli_progress_end(g_open);
+}
+
+int cli_fail(const char *fmt, ...) {
+    end_open_line();
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("xllm: error: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    return 1;
+}
+
+void cli_note(const char *fmt, ...) {
+    end_open_line();
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("xllm: note: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+int cli_unknown_option(const char *cmd, const char *opt) {
+    return cli_fail("%s for %s: %s (see 'xllm %s --help')", opt[0] == '-' ? "unknown option" : "unexpected argument",
+                    cmd, opt, cmd);
+}
+
+int cli_needs_value(const char *opt) { return cli_fail("%s needs a value", opt); }
+
+int cli_is_help(const char *arg) { return !strcmp(arg, "-h") || !strcmp(arg, "--help"); }
+
+/* ---------------------------------------------------------------- models */
+
+static int has_suffix(const char *s, const char *suf) {
+    size_t n = strlen(s), k = strlen(suf);
+    return n >= k && !strcmp(s + n - k, suf);
+}
+
+static int dir_looks_like_model(const char *path) {
+    char buf[PATH_MAX + 32];
+    struct stat st;
+    snprintf(buf, sizeof buf, "%s/config.json", path);
+    if (stat(buf, &st) == 0) return 1;
+    DIR *d = opendir(path);
+    if (!d) return 0;
+    int found = 0;
+    struct dirent *e;
+    while (!found && (e = readdir(d)) != NULL) found = has_suffix(e->d_name, ".safetensors");
+    closedir(d);
+    return found;
+}
+
+static int file_looks_like_model(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return 1; /* unreadable: let the library say why */
+    unsigned char magic[8] = {0};
+    size_t n = fread(magic, 1, sizeof magic, f);
+    fclose(f);
+    return (n >= 4 && !memcmp(magic, "GGUF", 4)) || (n == 8 && !memcmp(magic, "XLLM\r\n\x1a\n", 8));
+}
+
+int cli_check_model(const char *path) {
+    struct stat st;
+    if (!path || stat(path, &st) != 0) return cli_fail("%s: no such model; a model is " CLI_MODEL_FORMATS, path ? path : "(none)");
+    if (S_ISDIR(st.st_mode) ? dir_looks_like_model(path) : file_looks_like_model(path)) return 0;
+    return cli_fail("%s: not a model; a model is " CLI_MODEL_FORMATS, path);
+}
+
+#ifndef XLLM_SOURCE_MODEL
+#define XLLM_SOURCE_MODEL ""
+#endif
+
+const char *cli_default_model(char *buf, size_t cap) {
+    const char *env = getenv("XLLM_MODEL");
+    if (env && *env) return env;
+    struct stat st;
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+        exe[n] = 0;
+        const char *dir = dirname(exe);
+        /* installed (<prefix>/bin -> <prefix>/share/xllm), the build directory
+         * inside the repository (build/ -> models/), deeper build trees */
+        const char *rel[] = {"/../share/xllm/models/stories260k", "/../models/stories260k",
+                             "/../../models/stories260k", "/models/stories260k"};
+        for (size_t i = 0; i < sizeof rel / sizeof *rel; i++) {
+            snprintf(buf, cap, "%s%s", dir, rel[i]);
+            if (stat(buf, &st) == 0 && S_ISDIR(st.st_mode)) return buf;
+        }
+    }
+    /* the source tree this binary was built from */
+    if (XLLM_SOURCE_MODEL[0] && stat(XLLM_SOURCE_MODEL, &st) == 0 && S_ISDIR(st.st_mode)) {
+        snprintf(buf, cap, "%s", XLLM_SOURCE_MODEL);
+        return buf;
+    }
+    if (stat("models/stories260k", &st) == 0 && S_ISDIR(st.st_mode)) return "models/stories260k";
+    return NULL;
+}
+
+/* -------------------------------------------------------------- progress */
+
+double cli_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void cli_progress_init(cli_progress *p, const char *command) {
+    memset(p, 0, sizeof *p);
+    p->command = command;
+    p->tty = isatty(2);
+    p->t0 = cli_now();
+    p->pct = -1;
+}
+
+void cli_progress_cb(void *user, const char *stage, double f) {
+    cli_progress *p = user;
+    if (!stage) stage = "working";
+    if (f < 0) f = 0;
+    if (f > 1) f = 1;
+    int pct = (int)(f * 100.0);
+    if (strcmp(stage, p->stage)) {
+        cli_progress_end(p);
+        snprintf(p->stage, sizeof p->stage, "%s", stage);
+        p->pct = -1;
+    }
+    double el = cli_now() - p->t0;
+    if (p->tty) {
+        if (pct == p->pct) return;
+        p->pct = pct;
+        char bar[31];
+        int fill = pct * 30 / 100;
+        for (int i = 0; i < 30; i++) bar[i] = i < fill ? '#' : '.';
+        bar[30] = 0;
+        fprintf(stderr, "\r%-13s [%s] %3d%%  %6.1f s", stage, bar, pct, el);
+        p->open_line = 1;
+        g_open = p;
+        if (pct >= 100) cli_progress_end(p);
+    } else {
+        /* a log: each tenth, once */
+        int step = pct / 10 * 10;
+        if (step <= p->pct) return;
+        p->pct = step;
+        fprintf(stderr, "xllm %s: %-12s %3d%%  (%.1f s)\n", p->command, stage, step, el);
+    }
+    fflush(stderr);
+}
+
+void cli_progress_end(cli_progress *p) {
+    if (p->open_line) {
+        fputc('\n', stderr);
+        fflush(stderr);
+        p->open_line = 0;
+    }
+    if (g_open == p) g_open = NULL;
+}
+
+const char *cli_size(double b, char *buf, size_t cap) {
+    if (b >= 1e9) snprintf(buf, cap, "%.2f GB", b / 1e9);
+    else if (b >= 1e6) snprintf(buf, cap, "%.1f MB", b / 1e6);
+    else if (b >= 1e3) snprintf(buf, cap, "%.1f kB", b / 1e3);
+    else snprintf(buf, cap, "%.0f B", b);
+    return buf;
+}
+
+/* ------------------------------------------------------------------ busy */
+
+#define BUSY_AFTER_S 2.0
+
+typedef struct busy_state {
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int done, printed, tty;
+    double t0;
+    char what[512];
+} busy_state;
+
+static void deadline_in(struct timespec *ts, double s) {
+    clock_gettime(CLOCK_REALTIME, ts);
+    long ns = ts->tv_nsec + (long)((s - (double)(long)s) * 1e9);
+    ts->tv_sec += (time_t)s + ns / 1000000000L;
+    ts->tv_nsec = ns % 1000000000L;
+}
+
+static void *busy_main(void *arg) {
+    busy_state *b = arg;
+    struct timespec ts;
+    pthread_mutex_lock(&b->mu);
+    deadline_in(&ts, BUSY_AFTER_S);
+    while (!b->done && pthread_cond_timedwait(&b->cv, &b->mu, &ts) == 0) {
+    }
+    while (!b->done) {
+        double el = cli_now() - b->t0;
+        if (b->tty) fprintf(stderr, "\r%s ... %.0f s", b->what, el);
+        else if (!b->printed) fprintf(stderr, "xllm: %s ...\n", b->what);
+        fflush(stderr);
+        b->printed = 1;
+        if (!b->tty) break; /* a log gets one line now and one at the end */
+        deadline_in(&ts, 1.0);
+        while (!b->done && pthread_cond_timedwait(&b->cv, &b->mu, &ts) == 0) {
+        }
+    }
+    pthread_mutex_unlock(&b->mu);
+    return NULL;
+}
+
+void cli_busy_begin(cli_busy *h, const char *what) {
+    busy_state *b = calloc(1, sizeof *b);
+    h->impl = NULL;
+    if (!b) return;
+    snprintf(b->what, sizeof b->what, "%s", what);
+    b->tty = isatty(2);
+    b->t0 = cli_now();
+    pthread_mutex_init(&b->mu, NULL);
+    pthread_cond_init(&b->cv, NULL);
+    if (pthread_create(&b->thread, NULL, busy_main, b) != 0) {
+        free(b);
+        return;
+    }
+    h->impl = b;
+}
+
+void cli_busy_end(cli_busy *h) {
+    busy_state *b = h->impl;
+    if (!b) return;
+    pthread_mutex_lock(&b->mu);
+    b->done = 1;
+    pthread_cond_signal(&b->cv);
+    pthread_mutex_unlock(&b->mu);
+    pthread_join(b->thread, NULL);
+    if (b->printed) {
+        if (b->tty) fprintf(stderr, "\r%s ... done in %.1f s\n", b->what, cli_now() - b->t0);
+        else fprintf(stderr, "xllm: %s: done in %.1f s\n", b->what, cli_now() - b->t0);
+    }
+    pthread_cond_destroy(&b->cv);
+    pthread_mutex_destroy(&b->mu);
+    free(b);
+    h->impl = NULL;
+}
+
+xllm_model *cli_load_model(const char *path, const xllm_model_options *opts, xllm_error *err, int quiet) {
+    cli_busy b = {NULL};
+    char what[600];
+    snprintf(what, sizeof what, "loading %s", path);
+    if (!quiet) cli_busy_begin(&b, what);
+    xllm_model *m = xllm_model_load(path, opts, err);
+    cli_busy_end(&b);
+    return m;
+}
+
+/* ------------------------------------------------------------ interrupts */
+
+static void on_interrupt(int sig) {
+    xllm_remove_temp_files();
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+void cli_remove_temps_on_interrupt(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_interrupt;
+    sigemptyset(&sa.sa_mask);
+    const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+    for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++) {
+        struct sigaction old;
+        /* a signal ignored on entry (nohup, a background job) stays ignored */
+        if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler == SIG_IGN) continue;
+        sigaction(sigs[i], &sa, NULL);
+    }
+}

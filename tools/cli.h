@@ -1,0 +1,97 @@
+/*
+ * cli.h - what every subcommand of the `xllm` command shares, so that each
+ * kind of failure is worded once: errors and notices on stderr, the check
+ * that a model path names something xllm reads, --help and unknown options,
+ * progress (a bar on a terminal, stage lines in a log) with elapsed time,
+ * and removing temporary files when the command is interrupted.
+ *
+ * All of it is for the single-threaded command line: not thread-safe.
+ */
+#ifndef XLLM_TOOLS_CLI_H
+#define XLLM_TOOLS_CLI_H
+
+#include "xllm.h"
+
+#include <stddef.h>
+#include <stdio.h>
+
+#if defined(__GNUC__) || defined(__clang__)
+#define CLI_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define CLI_PRINTF(a, b)
+#endif
+
+/* The formats a model may come in, as every "not a model" message lists them. */
+#define CLI_MODEL_FORMATS \
+    "a HuggingFace checkpoint directory (config.json + *.safetensors), an .xllm file or a GGUF file"
+
+/* "xllm: error: <message>\n" on stderr; returns 1 (the exit status). */
+CLI_PRINTF(1, 2) int cli_fail(const char *fmt, ...);
+/* "xllm: note: <message>\n" on stderr: a cap, a fallback, a default taken. */
+CLI_PRINTF(1, 2) void cli_note(const char *fmt, ...);
+
+/* "unknown option for CMD: OPT (see 'xllm CMD --help')" (or "unexpected
+ * argument" for one without a leading '-'); returns 1. */
+int cli_unknown_option(const char *cmd, const char *opt);
+/* "OPT needs a value"; returns 1. */
+int cli_needs_value(const char *opt);
+/* -h or --help */
+int cli_is_help(const char *arg);
+/* Print `xllm CMD --help` to f; 0 if CMD is known. */
+int cli_print_help(FILE *f, const char *cmd);
+/* The overview `xllm --help` prints. */
+void cli_print_usage(FILE *f);
+
+/* 0 when path exists and looks like a model (a directory with config.json or
+ * *.safetensors, or a file starting with the .xllm or GGUF magic); else
+ * prints "PATH: no such model ..." / "PATH: not a model ..." listing the
+ * formats and returns 1. The library reports what is wrong inside a model. */
+int cli_check_model(const char *path);
+
+/* The default model: $XLLM_MODEL, else stories260k next to the installed
+ * binary (<prefix>/share/xllm/models) or the build (<exe>/../models),
+ * else ./models/stories260k. buf holds the path when one is found. */
+const char *cli_default_model(char *buf, size_t cap);
+
+/* seconds on a monotonic clock */
+double cli_now(void);
+
+/* Progress of one command ("convert", "synth", "bench"): on a terminal a bar
+ * redrawn in place; otherwise one line per stage at 0, 10, ..., 100% with the
+ * elapsed time ("xllm convert: calibrating  40%  (3.1 s)"). */
+typedef struct cli_progress {
+    const char *command;
+    int tty;
+    double t0;
+    char stage[48];
+    int pct;        /* last percentage shown for the stage, -1 = none */
+    int open_line;  /* a bar is drawn without its newline */
+} cli_progress;
+
+void cli_progress_init(cli_progress *p, const char *command);
+/* An xllm_progress_fn: user is the cli_progress. */
+void cli_progress_cb(void *user, const char *stage, double fraction);
+/* End an open bar line (before an error or the summary). */
+void cli_progress_end(cli_progress *p);
+
+/* A step with no progress of its own (loading a model: mapping, repacking,
+ * planning): when it is still running after 2 s, a thread says so on stderr
+ * ("xllm: loading MODEL ..." with the elapsed time, redrawn on a terminal),
+ * and end says how long it took. Nothing is printed for a quick step. */
+typedef struct cli_busy {
+    void *impl;
+} cli_busy;
+void cli_busy_begin(cli_busy *b, const char *what);
+void cli_busy_end(cli_busy *b);
+
+/* xllm_model_load inside a cli_busy "loading PATH" (quiet: no busy lines). */
+xllm_model *cli_load_model(const char *path, const xllm_model_options *opts, xllm_error *err, int quiet);
+
+/* SIGINT/SIGTERM remove the temporary files of writers in progress
+ * (xllm_remove_temp_files), then end the process by the same signal. */
+void cli_remove_temps_on_interrupt(void);
+
+/* "1.2 MB" style size of n bytes into buf. */
+const char *cli_size(double bytes, char *buf, size_t cap);
+
+#endif
