@@ -30,6 +30,7 @@ def write(name, words, extra=()):
             w = w.replace("\\n", "\\x0a").replace("\\t", "\\x09").replace("\\r", "\\x0d")
             if re.search(r"\\[^x\\\"]", w):
                 continue
+            w = "".join(ch if ord(ch) < 128 else "".join("\\x%02x" % b for b in ch.encode()) for ch in w)
             f.write('"%s"\n' % w)
 
 
