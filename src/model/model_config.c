@@ -20,19 +20,20 @@ static const cJSON *field(const cJSON *o, const char *name) {
     return (v && !cJSON_IsNull(v)) ? v : NULL;
 }
 
-/* Integer field; def < -1 marks it required. */
+/* Integer field; def < -1 marks it required. After an error (reported once
+ * in c->st) it returns lo, a value the rest of the parse can divide by. */
 static int get_int(cfg_ctx *c, const cJSON *o, const char *name, long long def, long long lo, long long hi) {
     const cJSON *v = field(o, name);
     if (!v) {
         if (def < -1 && !c->st) c->st = xllm_errorf(c->err, XLLM_ERR_FORMAT, "%s: missing required field \"%s\"", c->path, name);
-        return (int)(def < -1 ? 0 : def);
+        return (int)(def < -1 ? lo : def);
     }
     if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < (double)lo ||
         v->valuedouble > (double)hi) {
         if (!c->st)
             c->st = xllm_errorf(c->err, XLLM_ERR_FORMAT, "%s: field \"%s\" must be an integer in [%lld, %lld]",
                                 c->path, name, lo, hi);
-        return 0;
+        return (int)lo;
     }
     return (int)v->valuedouble;
 }
@@ -57,12 +58,24 @@ static int get_bool(cfg_ctx *c, const cJSON *o, const char *name, int def) {
     return cJSON_IsTrue(v);
 }
 
+/* A token id: an integer in [0, 2^30] (never a float cast into an int32:
+ * 1e20 or 2.5 is an error, not whatever the conversion gives). */
+static int is_token_id(const cJSON *v) {
+    return cJSON_IsNumber(v) && v->valuedouble >= 0 && v->valuedouble <= (double)(1 << 30) &&
+           v->valuedouble == floor(v->valuedouble);
+}
+
 /* eos_token_id: an integer or a list of integers. */
 static void read_eos(cfg_ctx *c, const cJSON *o, model_config *cfg) {
     const cJSON *v = field(o, "eos_token_id");
     if (!v) return;
     cfg->n_eos = 0;
     if (cJSON_IsNumber(v)) {
+        if (!is_token_id(v)) {
+            if (!c->st)
+                c->st = xllm_errorf(c->err, XLLM_ERR_FORMAT, "%s: eos_token_id must be an integer in [0, 2^30]", c->path);
+            return;
+        }
         cfg->eos_ids[cfg->n_eos++] = (int32_t)v->valuedouble;
         return;
     }
@@ -72,8 +85,10 @@ static void read_eos(cfg_ctx *c, const cJSON *o, model_config *cfg) {
     }
     const cJSON *e;
     cJSON_ArrayForEach(e, v) {
-        if (!cJSON_IsNumber(e)) {
-            if (!c->st) c->st = xllm_errorf(c->err, XLLM_ERR_FORMAT, "%s: eos_token_id list holds a non-integer", c->path);
+        if (!is_token_id(e)) {
+            if (!c->st)
+                c->st = xllm_errorf(c->err, XLLM_ERR_FORMAT, "%s: eos_token_id list holds something other than an "
+                                    "integer in [0, 2^30]", c->path);
             return;
         }
         if (cfg->n_eos < MODEL_MAX_EOS) cfg->eos_ids[cfg->n_eos++] = (int32_t)e->valuedouble;
@@ -151,6 +166,14 @@ xllm_status model_config_parse(const cJSON *root, const cJSON *gen, const char *
     cfg->head_dim = get_int(&c, root, "head_dim", default_hd, 1, 4096);
     cfg->rms_eps = (float)get_num(&c, root, "rms_norm_eps", 1e-6);
     cfg->rope_theta = get_num(&c, root, "rope_theta", 10000.0);
+    /* values that reach arithmetic: eps <= 0 (or 0 as a float) divides by zero
+     * on a zero row, eps >= 1 drowns the activations; theta <= 0 makes the RoPE
+     * frequencies NaN (as the GGUF reader already refuses) */
+    if (!c.st && !(cfg->rms_eps > 0 && cfg->rms_eps < 1))
+        c.st = xllm_errorf(err, XLLM_ERR_FORMAT, "%s: rms_norm_eps must be in (0, 1) (got %g)", path,
+                           get_num(&c, root, "rms_norm_eps", 1e-6));
+    if (!c.st && !(cfg->rope_theta > 0))
+        c.st = xllm_errorf(err, XLLM_ERR_FORMAT, "%s: rope_theta must be > 0 (got %g)", path, cfg->rope_theta);
     read_rope_scaling(&c, root, cfg);
 
     int attention_bias = get_bool(&c, root, "attention_bias", 0);
@@ -163,7 +186,9 @@ xllm_status model_config_parse(const cJSON *root, const cJSON *gen, const char *
     cfg->mlp_bias = get_bool(&c, root, "mlp_bias", 0);
     cfg->qk_norm = !strcmp(type, "qwen3") || !strcmp(type, "qwen3_moe");
     cfg->rope_interleaved = get_bool(&c, root, "xllm_rope_interleaved", 0); /* set by the GGUF reader */
-    cfg->tie_embeddings = get_bool(&c, root, "tie_word_embeddings", 0);
+    /* -1: not said (tied when the checkpoint has no lm_head, as HF's defaults
+     * differ by family); 0 says there must be an lm_head */
+    cfg->tie_embeddings = get_bool(&c, root, "tie_word_embeddings", -1);
 
     /* Sliding windows: mistral/mixtral apply sliding_window to every layer; the
      * Qwen families only when use_sliding_window, and only to layers at index
@@ -199,8 +224,14 @@ xllm_status model_config_parse(const cJSON *root, const cJSON *gen, const char *
         const cJSON *only = field(root, "mlp_only_layers"), *e;
         if (only && cJSON_IsArray(only)) {
             cJSON_ArrayForEach(e, only) {
-                if (cJSON_IsNumber(e) && e->valuedouble >= 0 && e->valuedouble < cfg->n_layers)
-                    cfg->layer_is_moe[(int)e->valuedouble] = 0;
+                if (!cJSON_IsNumber(e) || !(e->valuedouble >= 0 && e->valuedouble < cfg->n_layers) ||
+                    e->valuedouble != floor(e->valuedouble)) {
+                    if (!c.st)
+                        c.st = xllm_errorf(err, XLLM_ERR_FORMAT, "%s: mlp_only_layers must hold layer indices in "
+                                           "[0, %d)", path, cfg->n_layers);
+                    break;
+                }
+                cfg->layer_is_moe[(int)e->valuedouble] = 0;
             }
         }
     }

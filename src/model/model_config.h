@@ -45,7 +45,7 @@ typedef struct model_config {
     int mlp_bias;
     int qk_norm;           /* per-head RMSNorm of q and k (qwen3) */
     int rope_interleaved;  /* RoPE rotates pairs (2i, 2i+1) instead of (i, i+d/2): GGUF llama Q/K layout */
-    int tie_embeddings;
+    int tie_embeddings;    /* 1 tied, 0 separate lm_head required, -1 not said (tied when there is no lm_head) */
     int layer_window[MODEL_MAX_LAYERS]; /* sliding window per layer, 0 = full attention */
 
     /* mixture of experts */

@@ -349,12 +349,28 @@ model *model_load(const char *dir, int n_threads, int max_tokens, xllm_error *er
     bind_matrix(m, "model.embed_tokens.weight", c->vocab, c->hidden, &m->embed, err, &st);
     bind_vector(m, "model.norm.weight", c->hidden, 1, &m->final_norm, err, &st);
     if (st) goto fail;
-    /* tied when the config says so or when the checkpoint has no lm_head */
-    if (c->tie_embeddings || !st_find(m->weights_file, "lm_head.weight"))
+    /* tied when the config says so, or says nothing and the checkpoint has no
+     * lm_head; "tie_word_embeddings": false needs one */
+    int has_head = st_find(m->weights_file, "lm_head.weight") != NULL;
+    if (c->tie_embeddings == 1 || (c->tie_embeddings < 0 && !has_head))
         m->lm_head = m->embed;
+    else if (!has_head)
+        st = xllm_errorf(err, XLLM_ERR_FORMAT, "%s: tie_word_embeddings is false but there is no lm_head.weight", dir);
     else
         bind_matrix(m, "lm_head.weight", c->vocab, c->hidden, &m->lm_head, err, &st);
     if (st) goto fail;
+    /* a config with fewer layers than the checkpoint would silently drop some */
+    for (size_t i = 0; i < st_count(m->weights_file); i++) {
+        const char *name = st_at(m->weights_file, i)->name;
+        if (strncmp(name, "model.layers.", 13) != 0 || name[13] < '0' || name[13] > '9') continue;
+        long long l = 0;
+        for (const char *p = name + 13; *p >= '0' && *p <= '9' && l <= MODEL_MAX_LAYERS; p++) l = l * 10 + (*p - '0');
+        if (l >= c->n_layers) {
+            st = xllm_errorf(err, XLLM_ERR_FORMAT, "%s: tensor %s is beyond num_hidden_layers (%d)", dir, name,
+                             c->n_layers);
+            goto fail;
+        }
+    }
 
     m->layers = own(m, xllm_calloc((size_t)c->n_layers, sizeof(layer_weights)));
     if (!m->layers) {

@@ -5,6 +5,7 @@
 #include "quant/quant.h"
 
 #include <assert.h>
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -235,8 +236,19 @@ void quant_activations(const float *x, int64_t cols, int8_t *q, float *d, int32_
     for (int64_t b = 0; b < cols / QK; b++) {
         const float *xb = x + b * QK;
         float amax = 0;
-        for (int i = 0; i < QK; i++) amax = fmaxf(amax, fabsf(xb[i]));
+        int finite = 1;
+        for (int i = 0; i < QK; i++) amax = fmaxf(amax, fabsf(xb[i])), finite &= fabsf(xb[i]) <= FLT_MAX;
         float db = amax / 127.0f, id = db != 0 ? 1.0f / db : 0.0f;
+        /* Every kernel level does the same: a block holding inf or NaN becomes
+         * q = 0, s = 0, d = NaN (the NaN reaches the outputs, where the engine
+         * can see it; lrintf(NaN) and the sum of its INT_MINs are undefined);
+         * a block so small that 1/d overflows (subnormal amax) becomes zeros. */
+        if (!finite || !(id <= FLT_MAX)) {
+            memset(q + b * QK, 0, QK);
+            d[b] = finite ? db : NAN;
+            s[b] = 0;
+            continue;
+        }
         int32_t sum = 0;
         for (int i = 0; i < QK; i++) {
             int v = (int)lrintf(xb[i] * id);

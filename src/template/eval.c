@@ -39,6 +39,12 @@ int tpl_fail_undef(tpl_ctx *c, const tv *v) {
     return tpl_fail(c, XLLM_ERR_FORMAT, "a value is undefined");
 }
 
+int tpl_work(tpl_ctx *c, size_t n) {
+    if (n > (size_t)TPL_MAX_WORK || (c->work += (long long)n) > TPL_MAX_WORK)
+        return tpl_fail(c, XLLM_ERR_UNSUPPORTED, "the template does too much work (more than %lld steps)", TPL_MAX_WORK);
+    return 0;
+}
+
 int tpl_oom(tpl_ctx *c) {
     if (c->arena->cap && c->arena->used + 4096 > c->arena->cap)
         return tpl_fail(c, XLLM_ERR_OUT_OF_MEMORY, "rendering needs more than %zu bytes of memory", c->arena->cap);
@@ -175,6 +181,7 @@ int tpl_getitem(tpl_ctx *c, const tv *obj, const tv *key, tv *out) {
 /* PySlice_AdjustIndices. */
 static size_t slice_indices(int64_t n, const tv *sv[3], int64_t *start, int64_t *stop, int64_t *step) {
     *step = sv[2] ? (sv[2]->kind == TV_BOOL ? sv[2]->u.b : sv[2]->u.i) : 1;
+    if (*step < -INT64_MAX) *step = -INT64_MAX; /* PySlice_Unpack: -step must exist */
     int64_t def_start = *step < 0 ? n - 1 : 0, def_stop = *step < 0 ? -1 : n;
     for (int w = 0; w < 2; w++) {
         int64_t *dst = w == 0 ? start : stop;
@@ -228,8 +235,8 @@ static int do_slice(tpl_ctx *c, const tv *obj, const tv parts[3], const int give
         while (i < obj->len) { offs[k++] = i; py_utf8_next(obj->u.s, obj->len, &i); }
         offs[k] = obj->len;
         size_t o = 0;
-        int64_t j = start;
-        for (size_t m = 0; m < cnt; m++, j += step) {
+        for (size_t m = 0; m < cnt; m++) {
+            int64_t j = start + (int64_t)m * step; /* within [0, n): no overflow, unlike j += step past the end */
             size_t len = offs[j + 1] - offs[j];
             memcpy(dst + o, obj->u.s + offs[j], len);
             o += len;
@@ -243,12 +250,14 @@ static int do_slice(tpl_ctx *c, const tv *obj, const tv parts[3], const int give
         size_t cnt = slice_indices((int64_t)l->n, sv, &start, &stop, &step);
         tv_list *r = tv_list_new(c, l->kind, cnt);
         if (!r) return -1;
-        int64_t j = start;
-        for (size_t m = 0; m < cnt; m++, j += step) r->items[r->n++] = l->items[j];
+        for (size_t m = 0; m < cnt; m++) r->items[r->n++] = l->items[start + (int64_t)m * step];
         if (l->kind == L_RANGE) { /* range(10)[2:5] is range(2, 5) */
-            r->r_start = l->r_start + start * l->r_step;
-            r->r_stop = l->r_start + stop * l->r_step;
-            r->r_step = l->r_step * step;
+            int64_t a, b;
+            if (tpl_mul_ovf(start, l->r_step, &a) || tpl_add_ovf(l->r_start, a, &r->r_start) ||
+                tpl_mul_ovf(stop, l->r_step, &b) || tpl_add_ovf(l->r_start, b, &r->r_stop) ||
+                tpl_mul_ovf(l->r_step, step, &r->r_step))
+                return tpl_fail(c, XLLM_ERR_UNSUPPORTED,
+                                "integer overflow in a range slice (Python integers are unbounded; ours are 64-bit)");
         }
         *out = tv_list_val(r);
         return 0;
@@ -373,6 +382,7 @@ int tpl_call(tpl_ctx *c, const tv *fn, const tpl_args *a, tv *out) {
     if (fn->kind != TV_FUNC && !is_loop)
         return tpl_fail(c, XLLM_ERR_FORMAT, "'%s' object is not callable", tv_type_name(fn));
     if (++c->depth > TPL_MAX_DEPTH) return tpl_fail(c, XLLM_ERR_UNSUPPORTED, "calls nested too deeply (recursion?)");
+    if (!is_loop && fn->u.fn->kind == F_BUILTIN && tpl_work(c, tv_work_size(&fn->u.fn->self))) return -1; /* a method scans its receiver */
     int rc = is_loop ? call_loop(c, fn->u.d->loop, a, out)
              : fn->u.fn->kind == F_MACRO ? call_macro(c, fn->u.fn, a, out)
                                          : fn->u.fn->fn(c, &fn->u.fn->self, a, out);
@@ -393,10 +403,12 @@ static int eval_filter(tpl_ctx *c, scope *s, const node *n, tv *out) {
     tpl_args a;
     if (eval_args(c, s, n, NULL, &a)) return -1;
     c->line = n->line;
+    if (tpl_work(c, tv_work_size(&in))) return -1; /* a filter scans its input */
     return n->filter(c, &in, &a, out);
 }
 
 static int eval(tpl_ctx *c, scope *s, const node *n, tv *out) {
+    if (++c->work > TPL_MAX_WORK && tpl_work(c, 0)) return -1;
     if (++c->depth > TPL_MAX_DEPTH) return tpl_fail(c, XLLM_ERR_UNSUPPORTED, "expression nested too deeply");
     c->line = n->line;
     int rc = 0;
@@ -420,9 +432,7 @@ static int eval(tpl_ctx *c, scope *s, const node *n, tv *out) {
         if (!d) { rc = -1; break; }
         for (size_t i = 0; i < n->nk && !rc; i++) {
             rc = eval(c, s, n->kids[i], &a) || eval(c, s, n->kids2[i], &b);
-            if (!rc && (tv_unhashable(&a) || a.kind == TV_UNDEF))
-                rc = tpl_fail(c, XLLM_ERR_FORMAT, "unhashable type: '%s'", tv_type_name(&a));
-            if (!rc) rc = tv_dict_set(c, d, a, b);
+            if (!rc) rc = tv_dict_set(c, d, a, b); /* refuses unhashable (and Undefined) keys */
         }
         *out = tv_dict_val(d);
         break;
@@ -567,7 +577,7 @@ static int run_loop(tpl_ctx *c, scope *s, const node *n, const tv *seq, int dept
         size_t k = 0;
         for (size_t i = 0; i < cnt; i++) {
             tv cond;
-            if (it->vars) it->vars->n = 0;
+            if (it->vars) tv_dict_clear(it->vars);
             if (assign(c, it, n->a, &items[i]) || eval(c, it, n->c, &cond)) return -1;
             if (tv_truthy(&cond)) kept[k++] = items[i];
         }
@@ -589,7 +599,7 @@ static int run_loop(tpl_ctx *c, scope *s, const node *n, const tv *seq, int dept
     int completed = 0;
     for (size_t i = 0; i < cnt; i++) {
         L->index0 = i;
-        if (it->vars) it->vars->n = 0; /* a fresh scope each iteration */
+        if (it->vars) tv_dict_clear(it->vars); /* a fresh scope each iteration */
         if (assign(c, it, n->a, &items[i]) || scope_set(c, it, "loop", tv_dict_val(ld))) return -1;
         int rc = exec(c, it, n->d, out);
         if (rc < 0) return -1;
@@ -652,6 +662,7 @@ static int apply_filter_chain(tpl_ctx *c, scope *s, const node *chain, const tv 
 
 /* 0 done, 1 break, 2 continue, -1 error. */
 static int exec(tpl_ctx *c, scope *s, const node *n, tpl_buf *out) {
+    if (++c->work > TPL_MAX_WORK && tpl_work(c, 0)) return -1;
     if (++c->depth > TPL_MAX_DEPTH) return tpl_fail(c, XLLM_ERR_UNSUPPORTED, "statements nested too deeply");
     c->line = n->line;
     int rc = 0;

@@ -185,7 +185,9 @@ FILTER(f_truncate) {
         if (tv_len(c, in, &n)) return -1;
         if (!is_missing(&p[0]) && tpl_arg_int(c, "truncate length", &p[0], &length)) return -1;
         if (!is_missing(&p[3]) && p[3].kind != TV_NONE && tpl_arg_int(c, "truncate leeway", &p[3], &leeway)) return -1;
-        if ((int64_t)n <= length + leeway) { *out = *in; return 0; }
+        int64_t lim;
+        if (tpl_add_ovf(length, leeway, &lim)) lim = length > 0 ? INT64_MAX : INT64_MIN;
+        if ((int64_t)n <= lim) { *out = *in; return 0; }
         return tpl_fail(c, XLLM_ERR_FORMAT, "'%s' object has no attribute 'rsplit'", tv_type_name(in));
     }
     s = *in;
@@ -197,7 +199,7 @@ FILTER(f_truncate) {
     int64_t endn = (int64_t)py_cp_count(end.u.s, end.len), n = (int64_t)py_cp_count(s.u.s, s.len);
     if (length < endn) return tpl_fail(c, XLLM_ERR_FORMAT, "expected length >= %" PRId64 ", got %" PRId64, endn, length);
     if (leeway < 0) return tpl_fail(c, XLLM_ERR_FORMAT, "expected leeway >= 0");
-    if (n <= length + leeway) { *out = s; return 0; }
+    if (length > INT64_MAX - leeway || n <= length + leeway) { *out = s; return 0; } /* leeway >= 0 here */
     size_t cut = py_cp_offset(s.u.s, s.len, (size_t)(length - endn));
     tv head = tv_str(s.u.s, cut);
     if (!(!is_missing(&p[1]) && tv_truthy(&p[1]))) {
@@ -437,14 +439,17 @@ int tpl_attr_path(tpl_ctx *c, const tv *item, const tv *path, tv *out) {
     for (;;) {
         size_t e = i;
         while (e < path->len && path->u.s[e] != '.') e++;
-        int digits = e > i;
+        int digits = e > i, big = 0;
         int64_t iv = 0;
         for (size_t k = i; k < e; k++) {
             if (path->u.s[k] < '0' || path->u.s[k] > '9') digits = 0;
-            else iv = iv * 10 + (path->u.s[k] - '0');
+            else if (tpl_mul_ovf(iv, 10, &iv) || tpl_add_ovf(iv, path->u.s[k] - '0', &iv)) big = 1;
         }
         tv key = digits ? tv_int(iv) : tv_str(path->u.s + i, e - i), nv;
-        if (tpl_getitem(c, &cur, &key, &nv)) return -1;
+        if (digits && big) /* beyond any index or int key we can hold: Python finds nothing either */
+            nv = tv_undef_fmt(c, "no item %.*s", (int)(e - i < 64 ? e - i : 64), path->u.s + i);
+        else if (tpl_getitem(c, &cur, &key, &nv))
+            return -1;
         cur = nv;
         if (e >= path->len) break;
         i = e + 1;
@@ -514,7 +519,9 @@ static int sorted_items(tpl_ctx *c, const tv *items, size_t n, const tv *keys, i
     size_t *idx = tpl_alloc(c->arena, (n + 1) * sizeof *idx), *tmp = tpl_alloc(c->arena, (n + 1) * sizeof *tmp);
     if (!idx || !tmp) return tpl_oom(c);
     for (size_t i = 0; i < n; i++) idx[i] = i;
-    if (msort(c, idx, tmp, n, keys, reverse)) return -1;
+    size_t lg = 1;
+    while (((size_t)1 << lg) < n) lg++;
+    if (tpl_work(c, n * lg) || msort(c, idx, tmp, n, keys, reverse)) return -1;
     tv_list *l = tv_list_new(c, L_LIST, n);
     if (!l) return -1;
     for (size_t i = 0; i < n; i++) l->items[i] = items[idx[i]];
@@ -580,15 +587,17 @@ FILTER(f_unique) {
     const tv *items;
     size_t n;
     if (items_of(c, in, &items, &n)) return -1;
-    tv_list *l = gen_new(c, n), *seen = tv_list_new(c, L_LIST, n);
+    /* Jinja2 keeps a set of the keys seen: hashed (linear time), and an
+     * unhashable key is Python's TypeError */
+    tv_list *l = gen_new(c, n);
+    tv_dict *seen = tv_dict_new(c, D_DICT);
     if (!l || !seen) return -1;
     for (size_t i = 0; i < n; i++) {
         tv k;
         if (key_of(c, &items[i], &p[1], cs, &k)) return -1;
-        int dup = 0;
-        for (size_t j = 0; j < seen->n && !dup; j++) dup = tv_eq(&seen->items[j], &k);
-        if (dup) continue;
-        seen->items[seen->n++] = k;
+        if (k.kind != TV_STR && tv_check_hashable(c, &k)) return -1;
+        if (tv_dict_get(seen, &k)) continue;
+        if (tv_dict_set(c, seen, k, tv_none())) return -1;
         l->items[l->n++] = items[i];
     }
     *out = tv_list_val(l);

@@ -20,15 +20,23 @@ static int g_range(tpl_ctx *c, const tv *self, const tpl_args *a, tv *out) {
         if (tpl_arg_int(c, "range", &a->pos[i], &v[i])) return -1;
     int64_t start = a->npos == 1 ? 0 : v[0], stop = a->npos == 1 ? v[0] : v[1], step = a->npos == 3 ? v[2] : 1;
     if (step == 0) return tpl_fail(c, XLLM_ERR_FORMAT, "range() arg 3 must not be zero");
-    double cnt_d = step > 0 ? (stop > start ? ((double)stop - (double)start - 1) / (double)step + 1 : 0)
-                            : (start > stop ? ((double)start - (double)stop - 1) / (double)-step + 1 : 0);
-    if (cnt_d > TPL_MAX_RANGE)
+    /* exact in uint64: stop - start and -step may not fit an int64
+     * (range(0, 1, -2**63), range(-2**63, 2**63 - 1, 2**62)) */
+    uint64_t span = step > 0 ? (stop > start ? (uint64_t)stop - (uint64_t)start : 0)
+                             : (start > stop ? (uint64_t)start - (uint64_t)stop : 0);
+    uint64_t astep = step > 0 ? (uint64_t)step : (uint64_t)0 - (uint64_t)step;
+    uint64_t cnt64 = span ? (span - 1) / astep + 1 : 0;
+    if (cnt64 > TPL_MAX_RANGE)
         return tpl_fail(c, XLLM_ERR_FORMAT, "Range too big. The sandbox blocks ranges larger than MAX_RANGE (%d).",
                         TPL_MAX_RANGE);
-    size_t cnt = (size_t)cnt_d;
+    size_t cnt = (size_t)cnt64;
+    if (tpl_work(c, cnt)) return -1; /* the list is built now */
     tv_list *l = tv_list_new(c, L_RANGE, cnt);
     if (!l) return -1;
-    for (size_t i = 0; i < cnt; i++) l->items[l->n++] = tv_int(start + (int64_t)i * step);
+    /* start + i * step lies between start and stop, but i * step alone may not fit an
+     * int64 (range(-2**63, 2**63 - 1, 2**62)): computed modulo 2^64, exact in the end */
+    for (size_t i = 0; i < cnt; i++)
+        l->items[l->n++] = tv_int((int64_t)((uint64_t)start + (uint64_t)i * (uint64_t)step));
     l->r_start = start;
     l->r_stop = stop;
     l->r_step = step;

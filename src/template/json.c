@@ -9,6 +9,7 @@
  * json.dumps(x, ensure_ascii=False, indent=indent, separators=..., sort_keys=...).
  */
 #include "template/tpl.h"
+#include "base/alloc.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -138,12 +139,12 @@ static int jnumber(jp *p, tv *out) {
     size_t len = p->i - st;
     if (len >= sizeof buf) {
         if (!is_float) return jfail(p, "integer too large (more than 64 bits)");
-        char *tmp = malloc(len + 1);
+        char *tmp = xllm_malloc(len + 1);
         if (!tmp) return tpl_oom(p->c);
         memcpy(tmp, p->s + st, len);
         tmp[len] = 0;
         *out = tv_float(strtod(tmp, NULL));
-        free(tmp);
+        xllm_free(tmp);
         return 0;
     }
     memcpy(buf, p->s + st, len);

@@ -215,9 +215,11 @@ static int lex_tag(lx *l, int is_block, int *line_starting) {
                     while (j < l->n && s[j] >= '0' && s[j] <= '9') j++;
                 }
             }
-            char buf[128];
+            char small[128], *buf = small; /* the whole literal: a truncated one would be another number */
+            if (j - i >= sizeof small && !(buf = tpl_alloc(l->a, j - i + 1)))
+                return lfail(l, XLLM_ERR_OUT_OF_MEMORY, "out of memory", NULL);
             size_t bn = 0;
-            for (size_t k = i; k < j && bn < sizeof buf - 1; k++)
+            for (size_t k = i; k < j; k++)
                 if (s[k] != '_') buf[bn++] = s[k];
             buf[bn] = 0;
             if (push(l, is_float ? T_FLOAT : T_INT, l->line, s + i, j - i)) return -1;

@@ -544,9 +544,10 @@ static int justify(tpl_ctx *c, const tv *self, const tpl_args *a, int mode, tv *
     else if (mode == 1) left = 0;                          /* ljust */
     else left = pad;                                       /* rjust */
     tpl_buf b = tpl_buf_make(c);
-    for (size_t k = 0; k < left; k++) tpl_buf_put(&b, fill, fl);
-    tpl_buf_put(&b, SELF_STR(self));
-    for (size_t k = left; k < pad; k++) tpl_buf_put(&b, fill, fl);
+    int rc = 0;
+    for (size_t k = 0; k < left && !rc; k++) rc = tpl_buf_put(&b, fill, fl);
+    if (!rc) rc = tpl_buf_put(&b, SELF_STR(self));
+    for (size_t k = left; k < pad && !rc; k++) rc = tpl_buf_put(&b, fill, fl);
     return new_str(c, &b, out);
 }
 METHOD(m_center) { return justify(c, self, a, 0, out); }
@@ -564,7 +565,7 @@ METHOD(m_zfill) {
     tpl_buf b = tpl_buf_make(c);
     size_t sign = self->len && (self->u.s[0] == '+' || self->u.s[0] == '-');
     tpl_buf_put(&b, self->u.s, sign);
-    for (size_t k = 0; k < (size_t)w - n; k++) tpl_buf_putc(&b, '0');
+    for (size_t k = 0; k < (size_t)w - n && !b.over && !b.oom; k++) tpl_buf_putc(&b, '0');
     tpl_buf_put(&b, self->u.s + sign, self->len - sign);
     return new_str(c, &b, out);
 }
@@ -581,12 +582,11 @@ static int format_field_spec(tpl_ctx *c, const tv *v, const char *spec, size_t s
     else if (sl >= 1 && strchr("<>^=", spec[0])) { align = spec[0]; i = 1; }
     if (i < sl && strchr("+- ", spec[i])) sign = spec[i++];
     if (i < sl && spec[i] == '0') { zero = 1; i++; }
-    while (i < sl && spec[i] >= '0' && spec[i] <= '9') width = (width < 0 ? 0 : width) * 10 + (spec[i++] - '0');
+    if (i < sl && spec[i] >= '0' && spec[i] <= '9') width = (int)tpl_digits_sat(spec, sl, &i, INT32_MAX);
     if (i < sl && spec[i] == ',') { comma = 1; i++; }
     if (i < sl && spec[i] == '.') {
         i++;
-        prec = 0;
-        while (i < sl && spec[i] >= '0' && spec[i] <= '9') prec = prec * 10 + (spec[i++] - '0');
+        prec = (int)tpl_digits_sat(spec, sl, &i, INT32_MAX);
     }
     if (i < sl) type = spec[i++];
     if (i != sl || comma || width > 1000 || prec > 100)
@@ -634,10 +634,11 @@ static int format_field_spec(tpl_ctx *c, const tv *v, const char *spec, size_t s
         text.len--;
         left = pad;
     } else if (align == '=') left = pad;
-    for (size_t k = 0; k < left; k++) tpl_buf_putc(b, fill);
-    tpl_buf_put(b, text.u.s, text.len);
-    for (size_t k = left; k < pad; k++) tpl_buf_putc(b, fill);
-    return 0;
+    int rc = 0;
+    for (size_t k = 0; k < left && !rc; k++) rc = tpl_buf_putc(b, fill);
+    if (!rc) rc = tpl_buf_put(b, text.u.s, text.len);
+    for (size_t k = left; k < pad && !rc; k++) rc = tpl_buf_putc(b, fill);
+    return rc;
 }
 
 METHOD(m_format) {
@@ -670,8 +671,8 @@ METHOD(m_format) {
             if (auto_idx >= a->npos) { rc = tpl_fail(c, XLLM_ERR_FORMAT, "Replacement index %zu out of range for positional args tuple", auto_idx); break; }
             v = a->pos[auto_idx++];
         } else if (f[0] >= '0' && f[0] <= '9') {
-            size_t idx = 0;
-            for (size_t q = 0; q < k; q++) idx = idx * 10 + (size_t)(f[q] - '0');
+            size_t q = 0;
+            size_t idx = (size_t)tpl_digits_sat(f, k, &q, INT32_MAX); /* saturates: out of range, never wrapped */
             if (idx >= a->npos) { rc = tpl_fail(c, XLLM_ERR_FORMAT, "Replacement index %zu out of range for positional args tuple", idx); break; }
             v = a->pos[idx];
         } else {
@@ -694,8 +695,13 @@ METHOD(m_format) {
                 tv key = tv_str(f + st, k - st), nv;
                 int digits = k > st;
                 int64_t iv = 0;
-                for (size_t q = st; q < k; q++) { if (f[q] < '0' || f[q] > '9') digits = 0; else iv = iv * 10 + (f[q] - '0'); }
+                int big = 0;
+                for (size_t q = st; q < k; q++) {
+                    if (f[q] < '0' || f[q] > '9') digits = 0;
+                    else if (tpl_mul_ovf(iv, 10, &iv) || tpl_add_ovf(iv, f[q] - '0', &iv)) big = 1;
+                }
                 if (digits) key = tv_int(iv);
+                if (digits && big) { rc = tpl_fail(c, XLLM_ERR_FORMAT, "IndexError: index larger than 64 bits"); break; }
                 rc = tpl_getitem(c, &v, &key, &nv);
                 v = nv;
                 k++;
@@ -719,6 +725,7 @@ METHOD(m_format) {
         rc = format_field_spec(c, &v, spec, sl, &b);
         i = e + 1;
     }
+    if (rc && !c->failed) return new_str(c, &b, out); /* the buffer's limit: reported by new_str */
     if (rc) { tpl_buf_release(&b); return -1; }
     return new_str(c, &b, out);
 }
@@ -775,7 +782,11 @@ METHOD(m_list_count) {
     tv p[1];
     if (tpl_bind(c, "count()", a, names, 1, p)) return -1;
     int64_t n = 0;
-    for (size_t i = 0; i < self->u.l->n; i++) n += tv_eq(&self->u.l->items[i], &p[0]);
+    for (size_t i = 0; i < self->u.l->n; i++) {
+        int eq;
+        if (tv_eq(c, &self->u.l->items[i], &p[0], &eq)) return -1;
+        n += eq;
+    }
     *out = tv_int(n);
     return 0;
 }
@@ -790,8 +801,11 @@ METHOD(m_list_index) {
     if (s < 0) { s += n; if (s < 0) s = 0; }
     if (e < 0) { e += n; if (e < 0) e = 0; }
     if (e > n) e = n;
-    for (int64_t i = s; i < e; i++)
-        if (tv_eq(&self->u.l->items[i], &p[0])) { *out = tv_int(i); return 0; }
+    for (int64_t i = s; i < e; i++) {
+        int eq;
+        if (tv_eq(c, &self->u.l->items[i], &p[0], &eq)) return -1;
+        if (eq) { *out = tv_int(i); return 0; }
+    }
     return tpl_fail(c, XLLM_ERR_FORMAT, "value is not in list");
 }
 

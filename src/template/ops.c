@@ -214,6 +214,7 @@ int tpl_binop(tpl_ctx *c, int op, const tv *a, const tv *b, tv *out) {
 
 int tpl_contains(tpl_ctx *c, const tv *container, const tv *x, int *res) {
     *res = 0;
+    if (container->kind != TV_DICT && tpl_work(c, tv_work_size(container))) return -1; /* dicts are hashed */
     switch (container->kind) {
     case TV_UNDEF: case TV_MISSING: return 0;
     case TV_STR:
@@ -224,11 +225,14 @@ int tpl_contains(tpl_ctx *c, const tv *container, const tv *x, int *res) {
     case TV_LIST: {
         tv_list *l = container->u.l;
         size_t i;
-        for (i = 0; i < l->n; i++)
-            if (tv_eq(&l->items[i], x)) { *res = 1; break; }
+        for (i = 0; i < l->n; i++) {
+            int eq;
+            if (tv_eq(c, &l->items[i], x, &eq)) return -1;
+            if (eq) { *res = 1; break; }
+        }
         if (l->kind == L_GEN) { /* `in` runs a generator up to the match */
             size_t used = *res ? i + 1 : l->n;
-            l->items += used;
+            if (l->items) l->items += used;
             l->n -= used;
             l->cap = l->n;
         }
@@ -236,7 +240,7 @@ int tpl_contains(tpl_ctx *c, const tv *container, const tv *x, int *res) {
     }
     case TV_DICT:
         if (container->u.d->kind == D_DICT) {
-            if (tv_unhashable(x)) return tpl_fail(c, XLLM_ERR_FORMAT, "unhashable type: '%s'", tv_type_name(x));
+            if (x->kind != TV_UNDEF && x->kind != TV_MISSING && tv_check_hashable(c, x)) return -1;
             *res = tv_dict_get(container->u.d, x) != NULL;
             return 0;
         }
@@ -249,18 +253,21 @@ int tpl_contains(tpl_ctx *c, const tv *container, const tv *x, int *res) {
 int tpl_compare(tpl_ctx *c, int op, const tv *a, const tv *b, int *res) {
     int lt, in;
     switch (op) {
-    case OP_EQ: *res = tv_eq(a, b); return 0;
-    case OP_NE: *res = !tv_eq(a, b); return 0;
+    case OP_EQ: return tv_eq(c, a, b, res);
+    case OP_NE:
+        if (tv_eq(c, a, b, res)) return -1;
+        *res = !*res;
+        return 0;
     case OP_LT: return tv_lt(c, a, b, res);
     case OP_GT: return tv_lt(c, b, a, res);
     case OP_LE:
         if (tv_lt(c, a, b, &lt)) return -1;
-        *res = lt || tv_eq(a, b);
-        return 0;
+        if (lt) { *res = 1; return 0; }
+        return tv_eq(c, a, b, res);
     case OP_GE:
         if (tv_lt(c, b, a, &lt)) return -1;
-        *res = lt || tv_eq(a, b);
-        return 0;
+        if (lt) { *res = 1; return 0; }
+        return tv_eq(c, a, b, res);
     case OP_IN:
     case OP_NOTIN:
         if (tpl_contains(c, b, a, &in)) return -1;
@@ -319,11 +326,15 @@ int tpl_percent_format(tpl_ctx *c, const tv *fmt, const tv *args, tv *out) {
         flags[nf] = 0;
         int width = -1, prec = -1;
         if (i < n && s[i] == '*') { rc = tpl_fail(c, XLLM_ERR_UNSUPPORTED, "'*' widths in %% formats are not supported"); break; }
-        while (i < n && s[i] >= '0' && s[i] <= '9') width = (width < 0 ? 0 : width) * 10 + (s[i++] - '0');
+        /* widths and precisions saturate (no int overflow) and are bounded by the output limit */
+        if (i < n && s[i] >= '0' && s[i] <= '9') width = (int)tpl_digits_sat(s, n, &i, INT32_MAX);
         if (i < n && s[i] == '.') {
             i++;
-            prec = 0;
-            while (i < n && s[i] >= '0' && s[i] <= '9') prec = prec * 10 + (s[i++] - '0');
+            prec = (int)tpl_digits_sat(s, n, &i, INT32_MAX);
+        }
+        if ((width > 0 && (size_t)width > c->max_output) || (prec > 0 && (size_t)prec > c->max_output)) {
+            rc = tpl_fail(c, XLLM_ERR_FORMAT, "%% format width or precision larger than the output limit");
+            break;
         }
         while (i < n && (s[i] == 'l' || s[i] == 'h' || s[i] == 'L')) i++;
         if (i >= n) { rc = tpl_fail(c, XLLM_ERR_FORMAT, "incomplete format"); break; }
@@ -402,20 +413,24 @@ int tpl_percent_format(tpl_ctx *c, const tv *fmt, const tv *args, tv *out) {
             size_t body = strlen(sign) + strlen(prefix) + zeros + nd;
             size_t pad = width > 0 && (size_t)width > body ? (size_t)width - body : 0;
             int zero_pad = strchr(flags, '0') && !left;
-            if (!left && !zero_pad) for (size_t k = 0; k < pad; k++) tpl_buf_putc(&b, ' ');
-            tpl_buf_put(&b, sign, strlen(sign));
-            tpl_buf_put(&b, prefix, strlen(prefix));
-            if (zero_pad) for (size_t k = 0; k < pad; k++) tpl_buf_putc(&b, '0');
-            for (size_t k = 0; k < zeros; k++) tpl_buf_putc(&b, '0');
-            rc = tpl_buf_put(&b, digits, nd);
+            if (!left && !zero_pad) for (size_t k = 0; k < pad && !rc; k++) rc = tpl_buf_putc(&b, ' ');
+            if (!rc) rc = tpl_buf_put(&b, sign, strlen(sign));
+            if (!rc) rc = tpl_buf_put(&b, prefix, strlen(prefix));
+            if (zero_pad) for (size_t k = 0; k < pad && !rc; k++) rc = tpl_buf_putc(&b, '0');
+            for (size_t k = 0; k < zeros && !rc; k++) rc = tpl_buf_putc(&b, '0');
+            if (!rc) rc = tpl_buf_put(&b, digits, nd);
             if (left) for (size_t k = 0; k < pad && !rc; k++) rc = tpl_buf_putc(&b, ' ');
             break;
         }
         case 'f': case 'F': case 'e': case 'E': case 'g': case 'G': {
             if (!tv_is_number(arg)) { rc = tpl_fail(c, XLLM_ERR_FORMAT, "%%%c format: a real number is required, not %s", conv, tv_type_name(arg)); break; }
+            if (width > 300 || prec > 100) { /* num[] holds the whole field; Python would print it */
+                rc = tpl_fail(c, XLLM_ERR_UNSUPPORTED, "%%%c format: width over 300 or precision over 100 is not supported", conv);
+                break;
+            }
             int k = snprintf(spec, sizeof spec, "%%%s", flags);
-            if (width >= 0) k += snprintf(spec + k, sizeof spec - (size_t)k, "%d", width > 300 ? 300 : width);
-            if (prec >= 0) k += snprintf(spec + k, sizeof spec - (size_t)k, ".%d", prec > 100 ? 100 : prec);
+            if (width >= 0) k += snprintf(spec + k, sizeof spec - (size_t)k, "%d", width);
+            if (prec >= 0) k += snprintf(spec + k, sizeof spec - (size_t)k, ".%d", prec);
             snprintf(spec + k, sizeof spec - (size_t)k, "%c", conv);
             snprintf(num, sizeof num, spec, tv_as_double(arg));
             rc = tpl_buf_put(&b, num, strlen(num));

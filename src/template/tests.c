@@ -72,8 +72,7 @@ TEST(t_in) { return cmp_test(c, "in", OP_IN, v, a, res); }
 static int mod_test(tpl_ctx *c, const tv *v, const tv *m, int64_t want, int *res) {
     tv r, w = tv_int(want);
     if (tpl_binop(c, OP_MOD, v, m, &r)) return -1;
-    *res = tv_eq(&r, &w);
-    return 0;
+    return tv_eq(c, &r, &w, res);
 }
 TEST(t_odd) { tv two = tv_int(2); return no_arg(c, "odd", a) || mod_test(c, v, &two, 1, res) ? -1 : 0; }
 TEST(t_even) { tv two = tv_int(2); return no_arg(c, "even", a) || mod_test(c, v, &two, 0, res) ? -1 : 0; }

@@ -88,6 +88,11 @@ struct tv_dict {
     size_t n, cap;
     tv *keys, *vals;
     tpl_loop *loop; /* D_LOOP */
+    /* hash index over keys once the dict is not small (lookups stay O(1), so
+     * 10^5 keys or 10^5 {% set %} in one scope cost linear time, not
+     * quadratic): open addressing, slots hold key index + 1, 0 = empty */
+    uint32_t *slots;
+    size_t nslots;  /* a power of two, or 0 while there is no index */
 };
 
 typedef struct tpl_ctx tpl_ctx;
@@ -133,10 +138,14 @@ int tv_str_copy(tpl_ctx *c, const char *s, size_t len, tv *out);
 tv_list *tv_list_new(tpl_ctx *c, int kind, size_t cap);
 int tv_list_push(tpl_ctx *c, tv_list *l, tv v);
 tv_dict *tv_dict_new(tpl_ctx *c, int kind);
-/* Set (replace in place, or append). Keys compare with Python ==. */
+/* Set (replace in place, or append). Keys compare with Python ==; an
+ * unhashable key (list, dict) or one nested deeper than TPL_MAX_DEPTH is an
+ * error (reported), so stored keys are always shallow and hashable. */
 int tv_dict_set(tpl_ctx *c, tv_dict *d, tv key, tv val);
 const tv *tv_dict_get(const tv_dict *d, const tv *key);
 const tv *tv_dict_get_str(const tv_dict *d, const char *key, size_t len);
+/* Drop every entry (the storage is kept). */
+void tv_dict_clear(tv_dict *d);
 tv tv_list_val(tv_list *l);
 tv tv_dict_val(tv_dict *d);
 /* An undefined whose hint is formatted ("'x' is undefined"). */
@@ -147,9 +156,14 @@ int tv_is_str(const tv *v);
 int tv_is_number(const tv *v); /* int, float, bool */
 double tv_as_double(const tv *v);
 const char *tv_type_name(const tv *v); /* Python's: 'str', 'int', 'dict', 'Undefined'... */
-int tv_eq(const tv *a, const tv *b);
-/* Python's hash() would fail (list, dict, dict views, or a tuple holding one). */
-int tv_unhashable(const tv *v);
+/* The recursive operations over values (==, <, hashability, printing, JSON)
+ * descend at most TPL_MAX_DEPTH levels: a deeper value (a list nested 10^5
+ * deep, built by a loop) is an error, never a stack overflow. */
+/* Python's ==: *res = 1 / 0; -1 (reported) when both sides nest too deeply. */
+int tv_eq(tpl_ctx *c, const tv *a, const tv *b, int *res);
+/* Python's hash() would succeed: 0, else -1 (reported: unhashable type, or
+ * nested too deeply). */
+int tv_check_hashable(tpl_ctx *c, const tv *v);
 /* Python's < (and friends through it); -1 on TypeError (reported). */
 int tv_lt(tpl_ctx *c, const tv *a, const tv *b, int *res);
 /* len(); -1 (reported) when the value has none. */
@@ -311,6 +325,11 @@ int tpl_is_jinja_test(const char *name);
 
 #define TPL_MAX_DEPTH 200          /* nesting of expressions / statements / macro calls */
 #define TPL_MAX_RANGE 100000       /* jinja2.sandbox.MAX_RANGE */
+/* Work one render may do, in units of one evaluated node, statement or loop
+ * iteration, or one element visited by a scan (in, count, index, ==, sort,
+ * unique...): nested loops over big ranges end with an error instead of
+ * running for hours. A real chat template uses a few thousand per message. */
+#define TPL_MAX_WORK 20000000LL
 
 struct scope {
     scope *parent;
@@ -328,7 +347,18 @@ struct tpl_ctx {
     scope *top;
     const tv *filter_input; /* S_FILTERBLOCK / set-block body text */
     int folding;            /* constant folding at compile time (fold.c): no names, no calls */
+    long long work;         /* units done so far (TPL_MAX_WORK) */
 };
+
+/* Charge n units of work; -1 (reported) past TPL_MAX_WORK. */
+int tpl_work(tpl_ctx *c, size_t n);
+/* What scanning v once costs: its items, or its bytes / 16 for a string. */
+static inline size_t tv_work_size(const tv *v) {
+    if (v->kind == TV_STR) return v->len / 16;
+    if (v->kind == TV_LIST) return v->u.l->n;
+    if (v->kind == TV_DICT) return v->u.d->n;
+    return 0;
+}
 
 /* Report an error "chat template line N: ..." (first one wins); returns -1. */
 int tpl_fail(tpl_ctx *c, xllm_status code, const char *fmt, ...) XLLM_PRINTF(3, 4);
@@ -363,6 +393,21 @@ int tpl_global(tpl_ctx *c, const char *name, tv *out);
  * when not given. `what` names the callee in errors. */
 int tpl_bind(tpl_ctx *c, const char *what, const tpl_args *a, const char *const *names, size_t n, tv *out);
 int tpl_arg_int(tpl_ctx *c, const char *what, const tv *v, int64_t *out);
+
+/* Checked integer arithmetic for values a template controls: a decimal digit
+ * run at s[*i] (advancing *i) read as a count that saturates at sat (so a
+ * width of 10^30 is "more than sat", never a wrapped int), and int64 + and *
+ * that report overflow (nonzero) instead of wrapping. */
+static inline int64_t tpl_digits_sat(const char *s, size_t n, size_t *i, int64_t sat) {
+    int64_t v = 0;
+    while (*i < n && s[*i] >= '0' && s[*i] <= '9') {
+        int d = s[(*i)++] - '0';
+        v = v > (sat - d) / 10 ? sat : v * 10 + d;
+    }
+    return v;
+}
+static inline int tpl_add_ovf(int64_t a, int64_t b, int64_t *r) { return __builtin_add_overflow(a, b, r); }
+static inline int tpl_mul_ovf(int64_t a, int64_t b, int64_t *r) { return __builtin_mul_overflow(a, b, r); }
 
 /* Jinja's attribute path getter used by map/selectattr/sort... ("a.b.0"). */
 int tpl_attr_path(tpl_ctx *c, const tv *item, const tv *path, tv *out);

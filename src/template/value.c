@@ -12,6 +12,7 @@
 #include "base/alloc.h"
 
 #include <inttypes.h>
+#include <stdint.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -63,26 +64,134 @@ tv_dict *tv_dict_new(tpl_ctx *c, int kind) {
     return d;
 }
 
+/* ------------------------------------------------------------ dict index */
+
+#define DICT_INDEX_MIN 8 /* below this many keys a scan is as fast */
+
+static int eq_rec(const tv *a, const tv *b, int depth);
+
+/* A hash consistent with ==: 1 == 1.0 == True hash alike, strings by bytes,
+ * tuples by their items. Only called on hashable keys of bounded depth. */
+static uint64_t mix(uint64_t h) {
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdULL;
+    h ^= h >> 33;
+    h *= 0xc4ceb9fe1a85ec53ULL;
+    return h ^ (h >> 33);
+}
+
+static uint64_t key_hash(const tv *k, int depth) {
+    switch (k->kind) {
+    case TV_STR: {
+        uint64_t h = 0xcbf29ce484222325ULL; /* FNV-1a, then mixed */
+        for (size_t i = 0; i < k->len; i++) h = (h ^ (unsigned char)k->u.s[i]) * 0x100000001b3ULL;
+        return mix(h ^ k->len);
+    }
+    case TV_BOOL: return mix((uint64_t)k->u.b);
+    case TV_INT: return mix((uint64_t)k->u.i);
+    case TV_FLOAT: {
+        double f = k->u.f;
+        if (f == f && f >= -9.2e18 && f <= 9.2e18 && f == (double)(int64_t)f) return mix((uint64_t)(int64_t)f);
+        uint64_t bits;
+        memcpy(&bits, &f, sizeof bits);
+        return mix(bits ^ 0x5555);
+    }
+    case TV_NONE: return 0x9e3779b97f4a7c15ULL;
+    case TV_LIST: {
+        if (k->u.l->kind == L_GEN) return (uint64_t)(uintptr_t)k->u.l; /* by identity, as Python */
+        uint64_t h = 0x345678 + k->u.l->n;
+        if (depth < TPL_MAX_DEPTH)
+            for (size_t i = 0; i < k->u.l->n; i++) h = mix(h ^ key_hash(&k->u.l->items[i], depth + 1)) + i;
+        return h;
+    }
+    default: return (uint64_t)(uintptr_t)k->u.fn; /* functions compare by identity */
+    }
+}
+
+/* Index of key in d, or -1. */
+static long dict_find(const tv_dict *d, const tv *key, uint64_t h) {
+    if (d->nslots) {
+        size_t mask = d->nslots - 1;
+        for (size_t s = (size_t)h & mask;; s = (s + 1) & mask) {
+            uint32_t e = d->slots[s];
+            if (!e) return -1;
+            if (eq_rec(&d->keys[e - 1], key, 0) == 1) return (long)(e - 1);
+        }
+    }
+    for (size_t i = 0; i < d->n; i++)
+        if (eq_rec(&d->keys[i], key, 0) == 1) return (long)i;
+    return -1;
+}
+
+static int dict_reindex(tpl_ctx *c, tv_dict *d) {
+    size_t ns = 16;
+    while (ns < 2 * d->cap) ns *= 2;
+    uint32_t *slots = tpl_alloc(c->arena, ns * sizeof *slots);
+    if (!slots) return tpl_oom(c);
+    memset(slots, 0, ns * sizeof *slots);
+    for (size_t i = 0; i < d->n; i++) {
+        size_t s = (size_t)key_hash(&d->keys[i], 0) & (ns - 1);
+        while (slots[s]) s = (s + 1) & (ns - 1);
+        slots[s] = (uint32_t)(i + 1);
+    }
+    d->slots = slots;
+    d->nslots = ns;
+    return 0;
+}
+
+static int key_ok(const tv *v, int depth) { /* 0 ok, 1 unhashable, 2 too deep */
+    if (v->kind == TV_DICT) return v->u.d->kind == D_DICT;
+    if (v->kind == TV_UNDEF || v->kind == TV_MISSING) return 1;
+    if (v->kind != TV_LIST) return 0;
+    if (v->u.l->kind != L_TUPLE) return v->u.l->kind != L_RANGE && v->u.l->kind != L_GEN;
+    if (depth >= TPL_MAX_DEPTH) return 2;
+    for (size_t i = 0; i < v->u.l->n; i++) {
+        int r = key_ok(&v->u.l->items[i], depth + 1);
+        if (r) return r;
+    }
+    return 0;
+}
+
+int tv_check_hashable(tpl_ctx *c, const tv *v) {
+    int r = key_ok(v, 0);
+    if (r == 1) return tpl_fail(c, XLLM_ERR_FORMAT, "unhashable type: '%s'", tv_type_name(v));
+    if (r == 2) return tpl_fail(c, XLLM_ERR_UNSUPPORTED, "key nested too deeply (more than %d levels)", TPL_MAX_DEPTH);
+    return 0;
+}
+
 const tv *tv_dict_get(const tv_dict *d, const tv *key) {
     if (key->kind == TV_STR) return tv_dict_get_str(d, key->u.s, key->len);
-    for (size_t i = 0; i < d->n; i++)
-        if (tv_eq(&d->keys[i], key)) return &d->vals[i];
-    return NULL;
+    if (key_ok(key, 0)) return NULL; /* never stored (tv_dict_set refuses it) */
+    long i = dict_find(d, key, d->nslots ? key_hash(key, 0) : 0);
+    return i < 0 ? NULL : &d->vals[i];
 }
 
 const tv *tv_dict_get_str(const tv_dict *d, const char *key, size_t len) {
+    if (d->nslots) {
+        tv k = tv_str(key, len);
+        long i = dict_find(d, &k, key_hash(&k, 0));
+        return i < 0 ? NULL : &d->vals[i];
+    }
     for (size_t i = 0; i < d->n; i++)
         if (d->keys[i].kind == TV_STR && d->keys[i].len == len && !memcmp(d->keys[i].u.s, key, len))
             return &d->vals[i];
     return NULL;
 }
 
+void tv_dict_clear(tv_dict *d) {
+    d->n = 0;
+    if (d->nslots) memset(d->slots, 0, d->nslots * sizeof *d->slots);
+}
+
 int tv_dict_set(tpl_ctx *c, tv_dict *d, tv key, tv val) {
-    tv *old = (tv *)tv_dict_get(d, &key);
-    if (old) {
-        *old = val;
+    if (key.kind != TV_STR && tv_check_hashable(c, &key)) return -1;
+    uint64_t h = d->nslots ? key_hash(&key, 0) : 0;
+    long at = dict_find(d, &key, h);
+    if (at >= 0) {
+        d->vals[at] = val;
         return 0;
     }
+    if (d->n >= UINT32_MAX - 1) return tpl_fail(c, XLLM_ERR_UNSUPPORTED, "dict too large");
     if (d->n == d->cap) {
         size_t nc = d->cap ? d->cap * 2 : 4;
         tv *nk = tpl_alloc(c->arena, nc * sizeof(tv)), *nv = tpl_alloc(c->arena, nc * sizeof(tv));
@@ -98,6 +207,12 @@ int tv_dict_set(tpl_ctx *c, tv_dict *d, tv key, tv val) {
     d->keys[d->n] = key;
     d->vals[d->n] = val;
     d->n++;
+    if (d->n >= DICT_INDEX_MIN && d->nslots < 2 * d->cap) return dict_reindex(c, d);
+    if (d->nslots) {
+        size_t s = (size_t)h & (d->nslots - 1);
+        while (d->slots[s]) s = (s + 1) & (d->nslots - 1);
+        d->slots[s] = (uint32_t)d->n;
+    }
     return 0;
 }
 
@@ -178,7 +293,10 @@ static int same_seq_kind(const tv_list *a, const tv_list *b) {
     return 0;
 }
 
-int tv_eq(const tv *a, const tv *b) {
+/* 1 / 0, or -1 when both sides nest deeper than TPL_MAX_DEPTH (the
+ * recursion only continues while both are containers, so comparing with a
+ * stored dict key is bounded by that key's depth). */
+static int eq_rec(const tv *a, const tv *b, int depth) {
     if (a->kind == TV_UNDEF || a->kind == TV_MISSING) return b->kind == TV_UNDEF || b->kind == TV_MISSING;
     if (tv_is_number(a) && tv_is_number(b)) {
         if (a->kind != TV_FLOAT && b->kind != TV_FLOAT) {
@@ -195,17 +313,23 @@ int tv_eq(const tv *a, const tv *b) {
         const tv_list *x = a->u.l, *y = b->u.l;
         if (x == y) return 1;
         if (x->kind == L_GEN || y->kind == L_GEN || !same_seq_kind(x, y) || x->n != y->n) return 0;
-        for (size_t i = 0; i < x->n; i++)
-            if (!tv_eq(&x->items[i], &y->items[i])) return 0;
+        if (depth >= TPL_MAX_DEPTH) return -1;
+        for (size_t i = 0; i < x->n; i++) {
+            int r = eq_rec(&x->items[i], &y->items[i], depth + 1);
+            if (r != 1) return r;
+        }
         return 1;
     }
     case TV_DICT: {
         const tv_dict *x = a->u.d, *y = b->u.d;
         if (x == y) return 1;
         if (x->kind != D_DICT || y->kind != D_DICT || x->n != y->n) return 0;
+        if (depth >= TPL_MAX_DEPTH) return -1;
         for (size_t i = 0; i < x->n; i++) {
             const tv *o = tv_dict_get(y, &x->keys[i]);
-            if (!o || !tv_eq(&x->vals[i], o)) return 0;
+            if (!o) return 0;
+            int r = eq_rec(&x->vals[i], o, depth + 1);
+            if (r != 1) return r;
         }
         return 1;
     }
@@ -214,18 +338,19 @@ int tv_eq(const tv *a, const tv *b) {
     }
 }
 
-int tv_unhashable(const tv *v) {
-    if (v->kind == TV_DICT) return v->u.d->kind == D_DICT;
-    if (v->kind != TV_LIST) return 0;
-    if (v->u.l->kind == L_TUPLE) {
-        for (size_t i = 0; i < v->u.l->n; i++)
-            if (tv_unhashable(&v->u.l->items[i])) return 1;
-        return 0;
-    }
-    return v->u.l->kind != L_RANGE && v->u.l->kind != L_GEN;
+int tv_eq(tpl_ctx *c, const tv *a, const tv *b, int *res) {
+    if (a->kind == b->kind && (a->kind == TV_LIST || a->kind == TV_DICT || a->kind == TV_STR) &&
+        tpl_work(c, tv_work_size(a)))
+        return -1;
+    int r = eq_rec(a, b, 0);
+    if (r < 0)
+        return tpl_fail(c, XLLM_ERR_UNSUPPORTED, "values nested too deeply to compare (more than %d levels)",
+                        TPL_MAX_DEPTH);
+    *res = r;
+    return 0;
 }
 
-int tv_lt(tpl_ctx *c, const tv *a, const tv *b, int *res) {
+static int lt_rec(tpl_ctx *c, const tv *a, const tv *b, int *res, int depth) {
     if (tv_is_number(a) && tv_is_number(b)) {
         if (a->kind != TV_FLOAT && b->kind != TV_FLOAT) {
             int64_t x = a->kind == TV_BOOL ? a->u.b : a->u.i, y = b->kind == TV_BOOL ? b->u.b : b->u.i;
@@ -246,15 +371,27 @@ int tv_lt(tpl_ctx *c, const tv *a, const tv *b, int *res) {
     if (a->kind == TV_LIST && b->kind == TV_LIST && a->u.l->kind == b->u.l->kind &&
         (a->u.l->kind == L_LIST || a->u.l->kind == L_TUPLE)) {
         const tv_list *x = a->u.l, *y = b->u.l;
+        if (depth >= TPL_MAX_DEPTH)
+            return tpl_fail(c, XLLM_ERR_UNSUPPORTED, "values nested too deeply to compare (more than %d levels)",
+                            TPL_MAX_DEPTH);
         for (size_t i = 0; i < x->n && i < y->n; i++) {
-            if (tv_eq(&x->items[i], &y->items[i])) continue;
-            return tv_lt(c, &x->items[i], &y->items[i], res);
+            int r = eq_rec(&x->items[i], &y->items[i], depth + 1);
+            if (r < 0)
+                return tpl_fail(c, XLLM_ERR_UNSUPPORTED, "values nested too deeply to compare (more than %d levels)",
+                                TPL_MAX_DEPTH);
+            if (r) continue;
+            return lt_rec(c, &x->items[i], &y->items[i], res, depth + 1);
         }
         *res = x->n < y->n;
         return 0;
     }
     return tpl_fail(c, XLLM_ERR_FORMAT, "'<' not supported between instances of '%s' and '%s'", tv_type_name(a),
                     tv_type_name(b));
+}
+
+int tv_lt(tpl_ctx *c, const tv *a, const tv *b, int *res) {
+    if (a->kind == TV_LIST && tpl_work(c, tv_work_size(a))) return -1;
+    return lt_rec(c, a, b, res, 0);
 }
 
 /* ------------------------------------------------------------ len and iter */
@@ -284,7 +421,7 @@ int tv_iter(tpl_ctx *c, const tv *v, const tv **items, size_t *n) {
         *items = l->items;
         *n = l->n;
         if (l->kind == L_GEN) { /* a generator runs once: later iterations see nothing */
-            l->items += l->n;
+            if (l->items) l->items += l->n; /* (NULL + 0 is undefined in C) */
             l->n = l->cap = 0;
         }
         return 0;

@@ -137,7 +137,8 @@ xllm_status tok_added_parse(const cJSON *arr, const tok_normalizer *norm, const 
     if (cnt) cJSON_ArrayForEach(e, arr) {
         const cJSON *id = cJSON_GetObjectItemCaseSensitive(e, "id");
         const cJSON *content = cJSON_GetObjectItemCaseSensitive(e, "content");
-        if (!cJSON_IsNumber(id) || id->valuedouble < 0 || id->valuedouble > 0x7ffffffe || !cJSON_IsString(content)) {
+        int32_t idv;
+        if (!tok_json_int(id, 0, 0x7ffffffe, &idv) || !cJSON_IsString(content)) {
             tok_buf_free(&nb);
             tok_buf_free(&scratch);
             tok_rx_ws_free(rx);
@@ -150,7 +151,7 @@ xllm_status tok_added_parse(const cJSON *arr, const tok_normalizer *norm, const 
         if (!t->content) goto oom;
         a->n++;
         t->len = strlen(t->content);
-        t->id = (int32_t)id->valuedouble;
+        t->id = idv;
         int32_t mid = model ? tok_bpe_token_to_id(model, t->content, t->len) : -1;
         if (mid >= 0) t->id = mid;
         t->special = (uint8_t)get_flag(e, "special", 0);

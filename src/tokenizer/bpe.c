@@ -91,6 +91,7 @@ void tok_bpe_free(tok_bpe *m) {
 }
 
 int32_t tok_bpe_vocab_max_id(const tok_bpe *m) { return m->max_id; }
+size_t tok_bpe_vocab_count(const tok_bpe *m) { return m->vocab.n; }
 
 const char *tok_bpe_id_to_token(const tok_bpe *m, int32_t id, size_t *len) {
     if (id < 0 || id > m->max_id || !m->id_to_tok[id]) return NULL;
@@ -155,6 +156,11 @@ static xllm_status parse_vocab(const char *raw, const size_t span[2], const char
         p++;
     }
     tok_buf_free(&scratch);
+    /* tables are indexed by id: ids must be about as many as the entries, or
+     * one id of 10^9 would cost gigabytes (real vocabularies are dense) */
+    if (!st && m->max_id >= 0 && (size_t)m->max_id >= 2 * n + 1024)
+        st = xllm_errorf(err, XLLM_ERR_FORMAT, "%s: vocab id %ld is far beyond its %zu entries (ids must be dense)",
+                         path, (long)m->max_id, n);
     if (!st && tok_strmap_init(&m->vocab, n)) st = OOM();
     if (!st) {
         m->id_to_tok = xllm_calloc((size_t)m->max_id + 1, sizeof *m->id_to_tok);

@@ -30,6 +30,19 @@ struct tok_postproc {
     size_t n_kids;
 };
 
+int32_t tok_postproc_max_id(const tok_postproc *p) {
+    int32_t m = -1;
+    if (!p) return m;
+    for (size_t i = 0; i < p->n; i++)
+        for (size_t k = 0; k < p->pieces[i].n; k++)
+            if (p->pieces[i].ids[k] > m) m = p->pieces[i].ids[k];
+    for (size_t i = 0; i < p->n_kids; i++) {
+        int32_t k = tok_postproc_max_id(p->kids[i]);
+        if (k > m) m = k;
+    }
+    return m;
+}
+
 void tok_postproc_free(tok_postproc *p) {
     if (!p) return;
     for (size_t i = 0; i < p->n; i++) xllm_free(p->pieces[i].ids);
@@ -48,12 +61,13 @@ static xllm_status parse_cls_sep(const cJSON *j, const char *path, const char *t
     for (int k = 0; k < 2; k++) {
         const cJSON *pair = cJSON_GetObjectItemCaseSensitive(j, names[k]);
         const cJSON *id = cJSON_GetArrayItem(pair, 1);
-        if (!cJSON_IsArray(pair) || !cJSON_IsNumber(id) || id->valuedouble < 0 || id->valuedouble > 0x7ffffffe)
+        int32_t idv;
+        if (!cJSON_IsArray(pair) || !tok_json_int(id, 0, 0x7ffffffe, &idv))
             return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: %s without a [token, id] \"%s\"", path, type, names[k]);
         tpl_piece *pc = &p->pieces[k == 0 ? 0 : 2];
         pc->ids = xllm_malloc(sizeof *pc->ids);
         if (!pc->ids) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
-        pc->ids[0] = (int32_t)id->valuedouble;
+        pc->ids[0] = idv;
         pc->n = 1;
     }
     p->pieces[1].is_seq = 1;
@@ -74,9 +88,10 @@ static xllm_status resolve_special(const cJSON *table, const char *name, const c
     if (!pc->ids) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
     const cJSON *x;
     cJSON_ArrayForEach(x, ids) {
-        if (!cJSON_IsNumber(x) || x->valuedouble < 0 || x->valuedouble > 0x7ffffffe)
+        int32_t idv;
+        if (!tok_json_int(x, 0, 0x7ffffffe, &idv))
             return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: special token \"%s\" has a bad id", path, name);
-        pc->ids[pc->n++] = (int32_t)x->valuedouble;
+        pc->ids[pc->n++] = idv;
     }
     return XLLM_OK;
 }

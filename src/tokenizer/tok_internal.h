@@ -266,6 +266,10 @@ xllm_status tok_bpe_parse(const cJSON *j, const char *raw, const size_t vocab[2]
                           const char *path, tok_bpe **out, xllm_error *err);
 void tok_bpe_free(tok_bpe *m);
 int32_t tok_bpe_vocab_max_id(const tok_bpe *m); /* -1 if empty */
+size_t tok_bpe_vocab_count(const tok_bpe *m);   /* entries */
+/* A JSON number that is an integer in [lo, hi] (ids, counts): 1 and *out, else 0
+ * (1.5, 1e20 or a string is not silently truncated into an id). */
+int tok_json_int(const cJSON *v, double lo, double hi, int32_t *out);
 /* Iterate the vocabulary: piece of id, NULL where no piece has that id. */
 const char *tok_bpe_id_to_token(const tok_bpe *m, int32_t id, size_t *len);
 int32_t tok_bpe_token_to_id(const tok_bpe *m, const char *s, size_t len);
@@ -282,6 +286,7 @@ void tok_postproc_free(tok_postproc *p);
 /* Wrap ids (a single sequence) with the template's special tokens. */
 int tok_postprocess(const tok_postproc *p, const int32_t *ids, size_t n, tok_ids *out);
 size_t tok_postproc_added(const tok_postproc *p); /* ids a single sequence gains */
+int32_t tok_postproc_max_id(const tok_postproc *p); /* the largest id it inserts, -1 if none */
 
 /* decoder.c */
 typedef struct tok_decoder tok_decoder;
@@ -320,6 +325,7 @@ typedef struct tok_trunc tok_trunc;
 xllm_status tok_trunc_parse(const cJSON *trunc, const cJSON *pad, const char *path, tok_trunc **out,
                             xllm_error *err);
 void tok_trunc_free(tok_trunc *t);
+int32_t tok_trunc_pad_id(const tok_trunc *t); /* -1 without padding */
 /* Truncate ids (before post-processing; `added` = ids the post-processor
  * will add) and pad after it. */
 void tok_truncate(const tok_trunc *t, tok_ids *ids, size_t added);

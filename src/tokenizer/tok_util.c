@@ -8,6 +8,7 @@
 #include "tokenizer/tok_internal.h"
 #include "base/alloc.h"
 
+#include <math.h>
 #include <string.h>
 
 /* ------------------------------------------------------------ containers */
@@ -452,4 +453,11 @@ int tok_json_strdup(const cJSON *item, char **out) {
 const char *tok_json_type(const cJSON *obj) {
     const cJSON *t = cJSON_GetObjectItemCaseSensitive(obj, "type");
     return cJSON_IsString(t) ? t->valuestring : NULL;
+}
+
+int tok_json_int(const cJSON *v, double lo, double hi, int32_t *out) {
+    if (!cJSON_IsNumber(v) || !(v->valuedouble >= lo && v->valuedouble <= hi) || v->valuedouble != floor(v->valuedouble))
+        return 0;
+    *out = (int32_t)v->valuedouble;
+    return 1;
 }

@@ -131,6 +131,10 @@ static xllm_status build_pieces(tokenizer *t, xllm_error *err) {
     size_t na = tok_added_count(t->added);
     for (size_t i = 0; i < na; i++)
         if (tok_added_get(t->added, i)->id > max_id) max_id = tok_added_get(t->added, i)->id;
+    size_t n_tokens = tok_bpe_vocab_count(t->model) + na;
+    if (max_id >= 0 && (size_t)max_id >= 2 * n_tokens + 1024) /* the id tables are sized by the largest id */
+        return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: token id %ld is far beyond its %zu tokens (ids must be dense)",
+                           t->path, (long)max_id, n_tokens);
     t->n_pieces = max_id + 1;
     size_t n = t->n_pieces ? (size_t)t->n_pieces : 1;
     t->pieces = xllm_calloc(n, sizeof *t->pieces);
@@ -215,6 +219,13 @@ static xllm_status parse_root(tokenizer *t, const cJSON *root, const char *raw, 
         st = tok_added_parse(cJSON_GetObjectItemCaseSensitive(root, "added_tokens"), t->normalizer, t->model, p,
                              &t->added, err);
     if (!st) st = build_pieces(t, err);
+    if (!st) { /* ids the post-processor or padding insert must be tokens (decode looks them up) */
+        int32_t pm = tok_postproc_max_id(t->post), pad = tok_trunc_pad_id(t->trunc);
+        int32_t bad = pm >= t->n_pieces ? pm : pad >= t->n_pieces ? pad : -1;
+        if (bad >= 0)
+            st = xllm_errorf(err, XLLM_ERR_FORMAT, "%s: %s id %ld is not a token (vocabulary of %ld)", p,
+                             bad == pm ? "post_processor" : "padding", (long)bad, (long)t->n_pieces);
+    }
     return st;
 }
 

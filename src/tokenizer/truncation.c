@@ -11,6 +11,7 @@
 #include "base/alloc.h"
 #include "base/error.h"
 
+#include <math.h>
 #include <string.h>
 
 struct tok_trunc {
@@ -24,13 +25,18 @@ struct tok_trunc {
 
 void tok_trunc_free(tok_trunc *t) { xllm_free(t); }
 
-static int get_count(const cJSON *j, const char *name, size_t *out) {
+/* A count in [0, max]: padding lengths stay below 2^24 tokens (beyond, they
+ * only serve to make tok_pad allocate gigabytes); max_length may be larger. */
+static int get_count_max(const cJSON *j, const char *name, size_t *out, double max) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, name);
     if (!v || cJSON_IsNull(v)) return 0;
-    if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble > 1e12) return -1;
+    if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble > max || v->valuedouble != floor(v->valuedouble))
+        return -1;
     *out = (size_t)v->valuedouble;
     return 0;
 }
+#define PAD_MAX ((double)(1 << 24))
+static int get_count(const cJSON *j, const char *name, size_t *out) { return get_count_max(j, name, out, PAD_MAX); }
 
 static int is_dir(const cJSON *j, const char *left) {
     const cJSON *d = cJSON_GetObjectItemCaseSensitive(j, "direction");
@@ -47,7 +53,7 @@ xllm_status tok_trunc_parse(const cJSON *trunc, const cJSON *pad, const char *pa
     if (has_t) {
         t->truncate = 1;
         t->trunc_left = is_dir(trunc, "Left");
-        if (!cJSON_IsObject(trunc) || get_count(trunc, "max_length", &t->max_length)) {
+        if (!cJSON_IsObject(trunc) || get_count_max(trunc, "max_length", &t->max_length, 1e12)) {
             xllm_free(t);
             return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: bad \"truncation\"", path);
         }
@@ -57,19 +63,22 @@ xllm_status tok_trunc_parse(const cJSON *trunc, const cJSON *pad, const char *pa
         t->pad_left = is_dir(pad, "Left");
         const cJSON *s = cJSON_GetObjectItemCaseSensitive(pad, "strategy");
         const cJSON *id = cJSON_GetObjectItemCaseSensitive(pad, "pad_id");
+        int32_t idv = 0;
         int bad = !cJSON_IsObject(pad) || get_count(pad, "pad_to_multiple_of", &t->multiple) ||
-                  (id && !cJSON_IsNumber(id));
+                  (id && !tok_json_int(id, 0, 0x7ffffffe, &idv));
         if (cJSON_IsObject(s)) bad |= get_count(s, "Fixed", &t->pad_fixed);
         else if (!cJSON_IsString(s) || strcmp(s->valuestring, "BatchLongest") != 0) bad = 1;
         if (bad) {
             xllm_free(t);
             return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: bad \"padding\"", path);
         }
-        t->pad_id = id ? (int32_t)id->valuedouble : 0;
+        t->pad_id = idv;
     }
     *out = t;
     return XLLM_OK;
 }
+
+int32_t tok_trunc_pad_id(const tok_trunc *t) { return t && t->pad ? t->pad_id : -1; }
 
 void tok_truncate(const tok_trunc *t, tok_ids *ids, size_t added) {
     if (!t || !t->truncate) return;

@@ -34,6 +34,7 @@
 #include "base/error.h"
 #include "quant/quant.h"
 
+#include <float.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -114,6 +115,53 @@ static void check_quant_act(const cpu_kernels *k) {
         int same = !memcmp(q0, q1, (size_t)cols) && !memcmp(d0, d1, sizeof(float) * (size_t)cols / 32) &&
                    !memcmp(s0, s1, sizeof(int32_t) * (size_t)cols / 32);
         CHECK_MSG(same, "%s: quant_act differs from quant_activations (cols %lld)", k->name, (long long)cols);
+        free(x), free(q0), free(q1), free(d0), free(d1), free(s0), free(s1);
+    }
+}
+
+/* Non-finite activations (a model whose weights overflow) and subnormal
+ * blocks: every level must give the scalar's bits (a block with inf or NaN:
+ * q = 0, s = 0, d = NaN; a block whose 1/d overflows: zeros) without ever
+ * converting NaN or inf to an int (undefined in C, INT_MIN sums on x86), and a
+ * matmul over such a row must give NaN, not a number. */
+static void run_q(const cpu_kernels *k, const matrix *W, const float *x, int T, const float *bias, float *y,
+                  int64_t r0, int64_t r1);
+
+static void check_quant_act_nonfinite(const cpu_kernels *k) {
+    const float specials[] = {INFINITY, -INFINITY, NAN, -NAN, 1e-44f, -3e-45f, FLT_MAX, -FLT_MAX};
+    for (int it = 0; it < 64; it++) {
+        int64_t cols = 32 * irand(1, 8);
+        float *x = malloc(sizeof(float) * (size_t)cols);
+        fill_act(x, cols);
+        int64_t b = irand(0, (int)(cols / 32) - 1);
+        if (it % 4 == 3) { /* a block of subnormals only */
+            for (int i = 0; i < 32; i++) x[b * 32 + i] = (float)irand(-3, 3) * 1e-45f;
+        } else {
+            x[b * 32 + irand(0, 31)] = specials[it % 8];
+        }
+        int8_t *q0 = malloc((size_t)cols), *q1 = malloc((size_t)cols);
+        float *d0 = malloc(sizeof(float) * (size_t)cols / 32), *d1 = malloc(sizeof(float) * (size_t)cols / 32);
+        int32_t *s0 = malloc(sizeof(int32_t) * (size_t)cols / 32), *s1 = malloc(sizeof(int32_t) * (size_t)cols / 32);
+        quant_activations(x, cols, q0, d0, s0);
+        k->quant_act(x, cols, q1, d1, s1);
+        int same = !memcmp(q0, q1, (size_t)cols) && !memcmp(s0, s1, sizeof(int32_t) * (size_t)cols / 32);
+        for (int64_t j = 0; j < cols / 32; j++) same &= (isnan(d0[j]) && isnan(d1[j])) || d0[j] == d1[j];
+        CHECK_MSG(same, "%s: quant_act differs from quant_activations on special value %d", k->name, it % 8);
+        int finite = 1;
+        for (int i = 0; i < 32; i++) finite &= isfinite(x[b * 32 + i]);
+        if (!finite) CHECK(isnan(d0[b]) && s0[b] == 0);
+        if (!finite) {
+            /* through a Q8 matmul: the row's output is NaN */
+            matrix W = {XLLM_DT_Q8, 32, 2, cols, NULL, {0}, {0}, 0};
+            size_t rb = quant_row_bytes(XLLM_DT_Q8, 32, cols);
+            unsigned char *w = xllm_malloc_aligned(rb * 2);
+            for (int r = 0; r < 2; r++) rand_qrow(XLLM_DT_Q8, 32, cols, w + (size_t)r * rb);
+            W.data = w;
+            float y[2] = {0, 0};
+            run_q(k, &W, x, 1, NULL, y, 0, 2);
+            CHECK_MSG(isnan(y[0]) && isnan(y[1]), "%s: non-finite activations gave %g %g", k->name, y[0], y[1]);
+            xllm_free_aligned(w);
+        }
         free(x), free(q0), free(q1), free(d0), free(d1), free(s0), free(s1);
     }
 }
@@ -477,6 +525,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, " (best: %s)\n", cpu_level_name(cpu_level_best()));
     check_env();
     for (int i = 0; i < g_nlevels; i++) check_quant_act(g_levels[i]);
+    for (int i = 0; i < g_nlevels; i++) check_quant_act_nonfinite(g_levels[i]);
 
     static const int Ts[] = {1, 2, 3, 5, 17};
     static const xllm_dtype qt[] = {XLLM_DT_Q8, XLLM_DT_Q4, XLLM_DT_Q4M};

@@ -28,7 +28,9 @@
 #include "backend/cpu/kernels.h"
 #include "quant/quant.h"
 
+#include <float.h>
 #include <immintrin.h>
+#include <math.h>
 #include <string.h>
 
 #define AI static inline __attribute__((always_inline))
@@ -70,6 +72,17 @@ AI __m256i quant_block(const float *x, float *d, int32_t *s) {
     m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
     float amax = _mm_cvtss_f32(m4);
     float db = amax / 127.0f, id = db != 0 ? 1.0f / db : 0.0f;
+    const __m256 big = _mm256_set1_ps(FLT_MAX);
+    __m256 bad = _mm256_or_ps(_mm256_or_ps(_mm256_cmp_ps(_mm256_andnot_ps(sign, x0), big, _CMP_NLE_UQ),
+                                           _mm256_cmp_ps(_mm256_andnot_ps(sign, x1), big, _CMP_NLE_UQ)),
+                              _mm256_or_ps(_mm256_cmp_ps(_mm256_andnot_ps(sign, x2), big, _CMP_NLE_UQ),
+                                           _mm256_cmp_ps(_mm256_andnot_ps(sign, x3), big, _CMP_NLE_UQ)));
+    int nonfinite = _mm256_movemask_ps(bad) != 0;
+    if (nonfinite || !(id <= FLT_MAX)) { /* as quant_activations: no int conversion of NaN or inf */
+        *d = nonfinite ? NAN : db;
+        *s = 0;
+        return _mm256_setzero_si256();
+    }
     __m256 vid = _mm256_set1_ps(id);
     __m256i v0 = _mm256_cvtps_epi32(_mm256_mul_ps(x0, vid)), v1 = _mm256_cvtps_epi32(_mm256_mul_ps(x1, vid));
     __m256i v2 = _mm256_cvtps_epi32(_mm256_mul_ps(x2, vid)), v3 = _mm256_cvtps_epi32(_mm256_mul_ps(x3, vid));

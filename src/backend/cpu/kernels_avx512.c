@@ -33,7 +33,9 @@
 #include "backend/cpu/simd_avx512.h"
 #include "quant/quant.h"
 
+#include <float.h>
 #include <immintrin.h>
+#include <math.h>
 #include <string.h>
 
 
@@ -54,6 +56,15 @@ AI void quant_block(const float *x, __m512i *v0, __m512i *v1, float *d, int32_t 
     __m512 x0 = _mm512_loadu_ps(x), x1 = _mm512_loadu_ps(x + 16);
     float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(x0), _mm512_abs_ps(x1)));
     float db = amax / 127.0f, id = db != 0 ? 1.0f / db : 0.0f;
+    const __m512 big = _mm512_set1_ps(FLT_MAX);
+    __mmask16 bad = _mm512_cmp_ps_mask(_mm512_abs_ps(x0), big, _CMP_NLE_UQ) |
+                    _mm512_cmp_ps_mask(_mm512_abs_ps(x1), big, _CMP_NLE_UQ); /* inf or NaN */
+    if (bad || !(id <= FLT_MAX)) { /* as quant_activations: no int conversion of NaN or inf */
+        *v0 = *v1 = _mm512_setzero_si512();
+        *d = bad ? NAN : db;
+        *s = 0;
+        return;
+    }
     __m512 vid = _mm512_set1_ps(id);
     *v0 = _mm512_cvtps_epi32(_mm512_mul_ps(x0, vid)); /* round to nearest even, as lrintf */
     *v1 = _mm512_cvtps_epi32(_mm512_mul_ps(x1, vid));

@@ -20,6 +20,7 @@
 #include "quant/quant.h"
 
 #include <arm_neon.h>
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -43,6 +44,16 @@ AI void quant_block(const float *x, int8_t *q, float *d, int32_t *s) {
     for (int i = 1; i < 8; i++) m = vmaxq_f32(m, vabsq_f32(v[i]));
     float amax = vmaxvq_f32(m);
     float db = amax / 127.0f, id = db != 0 ? 1.0f / db : 0.0f;
+    uint32x4_t ok = vdupq_n_u32(~0u); /* |x| <= FLT_MAX: false for inf and NaN */
+    for (int i = 0; i < 8; i++) ok = vandq_u32(ok, vcleq_f32(vabsq_f32(v[i]), vdupq_n_f32(FLT_MAX)));
+    int nonfinite = vminvq_u32(ok) == 0;
+    if (nonfinite || !(id <= FLT_MAX)) { /* as quant_activations: no int conversion of NaN or inf */
+        vst1q_s8(q, vdupq_n_s8(0));
+        vst1q_s8(q + 16, vdupq_n_s8(0));
+        *d = nonfinite ? NAN : db;
+        *s = 0;
+        return;
+    }
     int32x4_t sum = vdupq_n_s32(0);
     int16x8_t h[4];
     for (int i = 0; i < 4; i++) {

@@ -1,0 +1,10 @@
+/* fuzz_xllm.c - libFuzzer harness: the input is an .xllm file, loaded as a model (fuzz_model.h). */
+#include "fuzz_model.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    char path[512];
+    fuzz_write("m.xllm", data, size, path, sizeof path);
+    fuzz_load_model(path);
+    return 0;
+}
