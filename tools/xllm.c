@@ -176,10 +176,34 @@ static int trained_context(const char *path) {
     return n;
 }
 
+/* xllm_generate's contract for one request, through a configured engine:
+ * the callback gets each token with its text, on this thread. */
+static xllm_status engine_generate_one(xllm_engine *e, const xllm_request *r, xllm_token_callback cb, void *user,
+                                       xllm_result **res, xllm_error *err) {
+    xllm_request_id id;
+    xllm_status st = xllm_engine_submit(e, r, NULL, NULL, &id, err);
+    if (st) return st;
+    xllm_chunk c;
+    xllm_poll_result pr;
+    while ((pr = xllm_engine_poll(e, id, &c, -1, err)) == XLLM_POLL_CHUNK) {
+        size_t prev = 0;
+        for (size_t k = 0; k < c.n_ids; k++) {
+            cb(user, 0, c.ids[k], c.text + prev, c.text_ends[k] - prev);
+            prev = c.text_ends[k];
+        }
+    }
+    if (pr == XLLM_POLL_ERROR) {
+        xllm_engine_release(e, id);
+        return err->code;
+    }
+    size_t n;
+    return xllm_engine_result(e, id, res, &n, err);
+}
+
 static int cmd_run(int argc, char **argv) {
     args a = {argc, 1, argv, 0};
     char mbuf[PATH_MAX + 64];
-    const char *model_path = NULL, *prompt = NULL, *ids_arg = NULL;
+    const char *model_path = NULL, *prompt = NULL, *ids_arg = NULL, *config_path = NULL;
     int json = 0, chat = 0, quiet = 0, n_given = 0;
     const char *chat_flag = NULL, *profile_path = NULL;
     chat_opts co;
@@ -194,6 +218,7 @@ static int cmd_run(int argc, char **argv) {
             cli_print_help(stdout, "run");
             return 0;
         } else if (!strcmp(f, "-m") || !strcmp(f, "--model")) model_path = arg_value(&a, f);
+        else if (!strcmp(f, "--config")) config_path = arg_value(&a, f);
         else if (!strcmp(f, "-p") || !strcmp(f, "--prompt")) prompt = arg_value(&a, f);
         else if (!strcmp(f, "--ids")) ids_arg = arg_value(&a, f);
         else if (!strcmp(f, "-n") || !strcmp(f, "--max-new-tokens") || !strcmp(f, "--n-predict")) {
@@ -252,17 +277,38 @@ static int cmd_run(int argc, char **argv) {
     if (prompt && ids_arg) return fail("%s", "give either -p or --ids, not both");
     if (chat && ids_arg) return fail("%s", "--chat takes -p TEXT or --messages FILE, not --ids");
     if (chat && prompt && co.messages_file) return fail("%s", "--chat takes either -p or --messages, not both");
+    xllm_error err;
+    xllm_model_options mo = xllm_model_options_default();
+    xllm_engine_options eo = xllm_engine_options_default();
+    void *config_storage = NULL;
+    if (config_path) { /* the config's model unless -m is given; -t and -c override it too */
+        const char *cfg_model = NULL;
+        if (xllm_config_load(config_path, &eo, &mo, &cfg_model, &config_storage, &err)) return fail_err(&err);
+        if (!model_path && cfg_model) {
+            snprintf(mbuf, sizeof mbuf, "%s", cfg_model);
+            model_path = mbuf;
+        }
+    }
     if (!model_path && !(model_path = cli_default_model(mbuf, sizeof mbuf)))
         return fail("no model given and the bundled stories260k was not found (next to the binary, in the build's "
                     "source tree or in ./models): give -m MODEL or set XLLM_MODEL; a model is %s", CLI_MODEL_FORMATS);
-    if (cli_check_model(model_path)) return 1;
-
-    xllm_error err;
-    xllm_model_options mo = xllm_model_options_default();
-    mo.n_threads = (int)threads;
-    mo.max_context = (int)ctx;
+    if (cli_check_model(model_path)) {
+        xllm_free(config_storage);
+        return 1;
+    }
+    if (threads) mo.n_threads = (int)threads;
+    if (ctx) mo.max_context = (int)ctx;
     double t_load = cli_now();
     xllm_model *m = cli_load_model(model_path, &mo, &err, quiet);
+    xllm_engine *eng = NULL;
+    if (m && config_path) {
+        eo.verbose = eo.verbose && !quiet;
+        if (!(eng = xllm_engine_create(m, &eo, &err))) {
+            xllm_model_free(m);
+            m = NULL;
+        }
+    }
+    xllm_free(config_storage); /* the engine copied what it keeps */
     if (!m) return fail_err(&err);
     t_load = cli_now() - t_load;
     int n_ctx = xllm_model_context_size(m);
@@ -313,7 +359,9 @@ static int cmd_run(int argc, char **argv) {
         xllm_profile_reset();
     }
     run_clock clk = {!json, cli_now(), 0, 0, 0};
-    xllm_status st = xllm_generate(m, &req, 1, stream_cb, &clk, &res, &err);
+    xllm_status st = eng ? engine_generate_one(eng, &req, stream_cb, &clk, &res, &err)
+                         : xllm_generate(m, &req, 1, stream_cb, &clk, &res, &err);
+    xllm_engine_free(eng);
     double t_end = cli_now();
     free(ids);
     if (st) {

@@ -104,11 +104,6 @@ xllm_model *xllm_model_load(const char *path, const xllm_model_options *opts, xl
                                       label, err);
         if (!xm->tok) goto fail;
     }
-    if (o.max_context > xm->m->cfg.max_positions) {
-        xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "a context of %d tokens exceeds the model's %d positions "
-                    "(max_position_embeddings)", o.max_context, xm->m->cfg.max_positions);
-        goto fail;
-    }
     resolve_options(&xm->m->cfg, &o);
     if (o.max_batch_seqs > o.max_step_tokens) o.max_batch_seqs = o.max_step_tokens; /* one decode token each */
     xm->opts = o;
@@ -367,7 +362,12 @@ xllm_engine *xllm_engine_create(xllm_model *xm, const xllm_engine_options *opts,
     }
     engine *e = engine_create(xm->m, xm->tok, &xm->forward_lock, &xm->opts, opts, err);
     if (!e) return NULL;
-    if (knowledge_from_options(e, err)) {
+    xllm_status st = knowledge_from_options(e, err);
+    /* the option strings belong to the caller: keep no pointer to them */
+    for (int k = 0; k < XLLM_MAX_KNOWLEDGE; k++)
+        e->o.knowledge_name[k] = e->o.knowledge_path[k] = e->o.knowledge_kv_path[k] = NULL;
+    e->o.n_knowledge = 0;
+    if (st) {
         engine_destroy(e);
         return NULL;
     }
