@@ -542,21 +542,34 @@ static xllm_status parse_stream(cfg_reader *r) {
     return XLLM_OK;
 }
 
-/* The whole file, at most CFG_MAX_BYTES. */
+/* The whole file, at most CFG_MAX_BYTES (a pipe or a growing file is read
+ * in steps up to that bound). */
 static xllm_status read_bounded(const char *path, char **data, size_t *len, xllm_error *err) {
     FILE *f = fopen(path, "rb");
     if (!f) return xllm_errorf(err, XLLM_ERR_IO, "%s: cannot open config file: %s", path, strerror(errno));
     struct stat sb;
-    if (fstat(fileno(f), &sb) == 0 && S_ISDIR(sb.st_mode)) {
-        fclose(f);
-        return xllm_errorf(err, XLLM_ERR_IO, "%s: is a directory, not a config file", path);
+    size_t cap = 4096;
+    if (fstat(fileno(f), &sb) == 0) {
+        if (S_ISDIR(sb.st_mode)) {
+            fclose(f);
+            return xllm_errorf(err, XLLM_ERR_IO, "%s: is a directory, not a config file", path);
+        }
+        if (S_ISREG(sb.st_mode)) cap = sb.st_size < CFG_MAX_BYTES ? (size_t)sb.st_size + 1 : (size_t)CFG_MAX_BYTES + 1;
     }
-    char *buf = xllm_malloc(CFG_MAX_BYTES + 1);
-    if (!buf) {
-        fclose(f);
-        return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+    char *buf = NULL;
+    size_t n = 0;
+    for (;;) {
+        char *nb = xllm_realloc(buf, cap + 1);
+        if (!nb) {
+            xllm_free(buf);
+            fclose(f);
+            return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+        }
+        buf = nb;
+        n += fread(buf + n, 1, cap - n, f);
+        if (n < cap || cap > CFG_MAX_BYTES) break; /* the end, or past the bound */
+        cap = cap * 2 > (size_t)CFG_MAX_BYTES + 1 ? (size_t)CFG_MAX_BYTES + 1 : cap * 2;
     }
-    size_t n = fread(buf, 1, CFG_MAX_BYTES + 1, f);
     int bad = ferror(f);
     fclose(f);
     if (bad) {

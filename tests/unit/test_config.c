@@ -439,6 +439,11 @@ static void test_files(void) {
     /* a directory */
     CHECK(xllm_config_load(".", &l.e, &l.m, &l.model, &l.storage, &l.err) == XLLM_ERR_IO);
     CHECK_MSG(strstr(l.err.message, "is a directory") != NULL, "%s", l.err.message);
+    /* a character device: /dev/null is an empty config, /dev/zero never ends and is cut at the bound */
+    CHECK(xllm_config_load("/dev/null", &l.e, &l.m, &l.model, &l.storage, &l.err) == XLLM_OK);
+    CHECK(l.storage == NULL && l.model == NULL);
+    CHECK(xllm_config_load("/dev/zero", &l.e, &l.m, &l.model, &l.storage, &l.err) == XLLM_ERR_INVALID_ARGUMENT);
+    CHECK_MSG(strcmp(l.err.message, "/dev/zero: config file larger than 1048576 bytes") == 0, "%s", l.err.message);
     /* NULL arguments */
     CHECK(xllm_config_load(NULL, &l.e, &l.m, &l.model, &l.storage, &l.err) == XLLM_ERR_INVALID_ARGUMENT);
     CHECK(xllm_config_load("engine.yaml", &l.e, &l.m, &l.model, NULL, NULL) == XLLM_ERR_INVALID_ARGUMENT);
