@@ -97,7 +97,7 @@ static xllm_status next_raw(cfg_reader *r) {
         size_t line = p->problem_mark.line + 1;
         if (p->error == YAML_MEMORY_ERROR) return xllm_errorf(r->err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", r->file);
         if (p->context)
-            return fail(r, XLLM_ERR_FORMAT, line, "YAML syntax error: %s %s (line %zu)", p->problem ? p->problem : "?",
+            return fail(r, XLLM_ERR_FORMAT, line, "YAML syntax error: %s (%s on line %zu)", p->problem ? p->problem : "?",
                         p->context, p->context_mark.line + 1);
         return fail(r, XLLM_ERR_FORMAT, line, "YAML syntax error: %s", p->problem ? p->problem : "?");
     }
