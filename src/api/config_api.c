@@ -320,6 +320,10 @@ static xllm_status get_path(cfg_reader *r, const char *key, long *off) {
     size_t n = scalar_len(&r->ev);
     if (n == 0 || (scalar_plain(&r->ev) && ((n == 1 && s[0] == '~') || ieq(s, n, "null"))))
         return fail(r, XLLM_ERR_INVALID_ARGUMENT, ev_line(&r->ev), "%s: must be a file path (got an empty value)", key);
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
+            return fail(r, XLLM_ERR_INVALID_ARGUMENT, ev_line(&r->ev),
+                        "%s: must be a file path (got a string with a control character: a line break or tab?)", key);
     int rel = s[0] != '/' && r->has_dir;
     if (n + (rel ? r->dir_len + 1 : 0) >= CFG_MAX_PATH)
         return fail(r, XLLM_ERR_INVALID_ARGUMENT, ev_line(&r->ev), "%s: path too long (%zu bytes; at most %d)", key,

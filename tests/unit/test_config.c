@@ -303,6 +303,8 @@ static void test_paths(void) {
     expect_error(text, XLLM_ERR_INVALID_ARGUMENT, "engine.yaml:1: model: path too long (5000 bytes; at most 4095)");
     expect_error("model:\n", XLLM_ERR_INVALID_ARGUMENT, "engine.yaml:1: model: must be a file path (got an empty value)");
     expect_error("model: ~\n", XLLM_ERR_INVALID_ARGUMENT, "engine.yaml:1: model: must be a file path (got an empty value)");
+    expect_error("model: |\n  models/m\n", XLLM_ERR_INVALID_ARGUMENT,
+                 "engine.yaml:1: model: must be a file path (got a string with a control character: a line break or tab?)");
     expect_error("model: \"a\\0b\"\n", XLLM_ERR_INVALID_ARGUMENT,
                  "engine.yaml:1: model: must be a file path (got a string holding a NUL byte)");
     CHECK(xllm_allocated_bytes() == before);
