@@ -97,7 +97,7 @@ static xllm_status next_raw(cfg_reader *r) {
         size_t line = p->problem_mark.line + 1;
         if (p->error == YAML_MEMORY_ERROR) return xllm_errorf(r->err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", r->file);
         if (p->context)
-            return fail(r, XLLM_ERR_FORMAT, line, "YAML syntax error: %s %s (line %zu)", p->problem ? p->problem : "?",
+            return fail(r, XLLM_ERR_FORMAT, line, "YAML syntax error: %s (%s on line %zu)", p->problem ? p->problem : "?",
                         p->context, p->context_mark.line + 1);
         return fail(r, XLLM_ERR_FORMAT, line, "YAML syntax error: %s", p->problem ? p->problem : "?");
     }
@@ -320,6 +320,10 @@ static xllm_status get_path(cfg_reader *r, const char *key, long *off) {
     size_t n = scalar_len(&r->ev);
     if (n == 0 || (scalar_plain(&r->ev) && ((n == 1 && s[0] == '~') || ieq(s, n, "null"))))
         return fail(r, XLLM_ERR_INVALID_ARGUMENT, ev_line(&r->ev), "%s: must be a file path (got an empty value)", key);
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
+            return fail(r, XLLM_ERR_INVALID_ARGUMENT, ev_line(&r->ev),
+                        "%s: must be a file path (got a string with a control character: a line break or tab?)", key);
     int rel = s[0] != '/' && r->has_dir;
     if (n + (rel ? r->dir_len + 1 : 0) >= CFG_MAX_PATH)
         return fail(r, XLLM_ERR_INVALID_ARGUMENT, ev_line(&r->ev), "%s: path too long (%zu bytes; at most %d)", key,
@@ -542,21 +546,34 @@ static xllm_status parse_stream(cfg_reader *r) {
     return XLLM_OK;
 }
 
-/* The whole file, at most CFG_MAX_BYTES. */
+/* The whole file, at most CFG_MAX_BYTES (a pipe or a growing file is read
+ * in steps up to that bound). */
 static xllm_status read_bounded(const char *path, char **data, size_t *len, xllm_error *err) {
     FILE *f = fopen(path, "rb");
     if (!f) return xllm_errorf(err, XLLM_ERR_IO, "%s: cannot open config file: %s", path, strerror(errno));
     struct stat sb;
-    if (fstat(fileno(f), &sb) == 0 && S_ISDIR(sb.st_mode)) {
-        fclose(f);
-        return xllm_errorf(err, XLLM_ERR_IO, "%s: is a directory, not a config file", path);
+    size_t cap = 4096;
+    if (fstat(fileno(f), &sb) == 0) {
+        if (S_ISDIR(sb.st_mode)) {
+            fclose(f);
+            return xllm_errorf(err, XLLM_ERR_IO, "%s: is a directory, not a config file", path);
+        }
+        if (S_ISREG(sb.st_mode)) cap = sb.st_size < CFG_MAX_BYTES ? (size_t)sb.st_size + 1 : (size_t)CFG_MAX_BYTES + 1;
     }
-    char *buf = xllm_malloc(CFG_MAX_BYTES + 1);
-    if (!buf) {
-        fclose(f);
-        return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+    char *buf = NULL;
+    size_t n = 0;
+    for (;;) {
+        char *nb = xllm_realloc(buf, cap + 1);
+        if (!nb) {
+            xllm_free(buf);
+            fclose(f);
+            return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+        }
+        buf = nb;
+        n += fread(buf + n, 1, cap - n, f);
+        if (n < cap || cap > CFG_MAX_BYTES) break; /* the end, or past the bound */
+        cap = cap * 2 > (size_t)CFG_MAX_BYTES + 1 ? (size_t)CFG_MAX_BYTES + 1 : cap * 2;
     }
-    size_t n = fread(buf, 1, CFG_MAX_BYTES + 1, f);
     int bad = ferror(f);
     fclose(f);
     if (bad) {

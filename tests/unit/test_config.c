@@ -303,6 +303,8 @@ static void test_paths(void) {
     expect_error(text, XLLM_ERR_INVALID_ARGUMENT, "engine.yaml:1: model: path too long (5000 bytes; at most 4095)");
     expect_error("model:\n", XLLM_ERR_INVALID_ARGUMENT, "engine.yaml:1: model: must be a file path (got an empty value)");
     expect_error("model: ~\n", XLLM_ERR_INVALID_ARGUMENT, "engine.yaml:1: model: must be a file path (got an empty value)");
+    expect_error("model: |\n  models/m\n", XLLM_ERR_INVALID_ARGUMENT,
+                 "engine.yaml:1: model: must be a file path (got a string with a control character: a line break or tab?)");
     expect_error("model: \"a\\0b\"\n", XLLM_ERR_INVALID_ARGUMENT,
                  "engine.yaml:1: model: must be a file path (got a string holding a NUL byte)");
     CHECK(xllm_allocated_bytes() == before);
@@ -439,6 +441,11 @@ static void test_files(void) {
     /* a directory */
     CHECK(xllm_config_load(".", &l.e, &l.m, &l.model, &l.storage, &l.err) == XLLM_ERR_IO);
     CHECK_MSG(strstr(l.err.message, "is a directory") != NULL, "%s", l.err.message);
+    /* a character device: /dev/null is an empty config, /dev/zero never ends and is cut at the bound */
+    CHECK(xllm_config_load("/dev/null", &l.e, &l.m, &l.model, &l.storage, &l.err) == XLLM_OK);
+    CHECK(l.storage == NULL && l.model == NULL);
+    CHECK(xllm_config_load("/dev/zero", &l.e, &l.m, &l.model, &l.storage, &l.err) == XLLM_ERR_INVALID_ARGUMENT);
+    CHECK_MSG(strcmp(l.err.message, "/dev/zero: config file larger than 1048576 bytes") == 0, "%s", l.err.message);
     /* NULL arguments */
     CHECK(xllm_config_load(NULL, &l.e, &l.m, &l.model, &l.storage, &l.err) == XLLM_ERR_INVALID_ARGUMENT);
     CHECK(xllm_config_load("engine.yaml", &l.e, &l.m, &l.model, NULL, NULL) == XLLM_ERR_INVALID_ARGUMENT);
