@@ -181,7 +181,7 @@ static const help_entry k_help[] = {
      "                      (the table then goes to stderr)\n"
      "  --profile [FILE.json] per-operator profile of the measured runs (default file:\n"
      "                      xllm-profile.json; also --enable-kernel-profiling)\n"
-     "P + N + 25 tokens must fit in the model's context.\n"
+     "The context must hold the larger of P and N + 9 tokens, plus 16.\n"
      "\n" MODEL_LINE
      "example:\n"
      "  xllm bench -m models/stories260k -p 128 -n 64 -r 3\n"},

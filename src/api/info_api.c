@@ -43,8 +43,10 @@ xllm_status xllm_model_info(const char *path, char **json, xllm_error *err) {
         xllm_free(g.tokenizer_config_json);
         format = "gguf";
     } else {
-        return xllm_errorf(err, xllm_file_exists(path) ? XLLM_ERR_FORMAT : XLLM_ERR_IO,
-                           "%s: not a model directory, an .xllm file or a GGUF file", path);
+        int exists = xllm_file_exists(path);
+        return xllm_errorf(err, exists ? XLLM_ERR_FORMAT : XLLM_ERR_IO,
+                           "%s: %s; a model is a HuggingFace checkpoint directory (config.json + *.safetensors), an "
+                           ".xllm file or a GGUF file", path, exists ? "not a model" : "no such model");
     }
     if (!a) {
         cJSON_Delete(meta);

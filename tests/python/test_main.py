@@ -51,6 +51,10 @@ class TestMain(unittest.TestCase):
         self.assertEqual(r.returncode, 1)
         self.assertTrue(r.stderr.startswith("xllm: error: "), r.stderr)
         self.assertIn("no-such-model", r.stderr)
+        with self.assertRaises(xllm.XLLMError) as cm:
+            xllm.ModelConverter.info(os.path.join(SRC, "no-such-model"))
+        self.assertIn("no-such-model: no such model; a model is a HuggingFace checkpoint directory "
+                      "(config.json + *.safetensors), an .xllm file or a GGUF file", str(cm.exception))
         r = run_module("frobnicate")
         self.assertEqual(r.returncode, 2)  # argparse: names the bad choice
         self.assertIn("frobnicate", r.stderr)
