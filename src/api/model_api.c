@@ -76,7 +76,8 @@ xllm_model *xllm_model_load(const char *path, const xllm_model_options *opts, xl
     }
     int is_dir = xllm_is_dir(path);
     if (!is_dir && !xllm_file_exists(path)) {
-        xllm_errorf(err, XLLM_ERR_IO, "%s: no such model (expected a HuggingFace checkpoint directory or an .xllm file)",
+        xllm_errorf(err, XLLM_ERR_IO, "%s: no such model; a model is a HuggingFace checkpoint directory (config.json + *.safetensors), an "
+                    ".xllm file or a GGUF file",
                     path);
         return NULL;
     }

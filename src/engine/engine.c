@@ -221,8 +221,10 @@ static xllm_status request_prepare(engine *e, const xllm_request *q, engine_requ
         int32_t usable = e->kv.n_blocks - atomic_load(&e->pinned_blocks);
         if (blocks > usable)
             st = xllm_errorf(err, XLLM_ERR_CONTEXT_OVERFLOW,
-                             "the request needs %d KV blocks (%d tokens) but the pool has %d usable; raise "
-                             "memory.workspace_size (or the model's kv_tokens)", blocks, need, usable);
+                             "the prompt and max_new_tokens need %d KV blocks (%d tokens) but the KV pool has %d "
+                             "(%lld tokens); raise memory.workspace_size (or kv_tokens: xllm_model_options.kv_tokens, "
+                             "Python LLM(kv_tokens=...)) or lower max_new_tokens",
+                             blocks, need, usable, (long long)usable * e->block_size);
     }
     r->n_prompt = (int)np;
     if (!st) {

@@ -341,7 +341,7 @@ model *model_load(const char *dir, int n_threads, int max_tokens, xllm_error *er
             goto fail;
     } else {
         xllm_errorf(err, xllm_file_exists(dir) ? XLLM_ERR_FORMAT : XLLM_ERR_IO,
-                    "%s: not a HuggingFace checkpoint directory, an .xllm file or a GGUF file", dir);
+                    "%s: not a model; a model is a HuggingFace checkpoint directory (config.json + *.safetensors), an .xllm file or a GGUF file", dir);
         goto fail;
     }
     const model_config *c = &m->cfg;
