@@ -274,17 +274,7 @@ static xllm_status request_from_cache(engine_request *r, const rc_entry *hit) {
         res->n_ids = s->n_ids;
         res->text_len = s->text_len;
         res->finish_reason = s->reason;
-        if (s->lp) {
-            size_t nt = s->n_ids * (size_t)s->n_top;
-            res->n_top = s->n_top;
-            res->logprobs = xllm_malloc_array(s->n_ids + 1, sizeof(float));
-            res->top_ids = xllm_malloc_array(nt + 1, sizeof(int32_t));
-            res->top_logprobs = xllm_malloc_array(nt + 1, sizeof(float));
-            if (!res->logprobs || !res->top_ids || !res->top_logprobs) return XLLM_ERR_OUT_OF_MEMORY;
-            memcpy(res->logprobs, s->lp, s->n_ids * sizeof(float));
-            memcpy(res->top_ids, s->top_ids, nt * sizeof(int32_t));
-            memcpy(res->top_logprobs, s->top_lp, nt * sizeof(float));
-        }
+        if (s->lp && result_set_logprobs(res, s->lp, s->top_ids, s->top_lp, s->n_top)) return XLLM_ERR_OUT_OF_MEMORY;
     }
     for (int j = 0; j < r->n; j++) seq_free(&r->seqs[j]);
     xllm_free(r->seqs);
@@ -494,6 +484,18 @@ static void fail_everything(engine *e, xllm_status st, const char *msg) {
     sched_cancel_all(e);
 }
 
+static int deadline_from(struct timespec *dl, int timeout_ms) {
+    if (timeout_ms < 0) return 0;
+    clock_gettime(CLOCK_REALTIME, dl);
+    dl->tv_sec += timeout_ms / 1000;
+    dl->tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+    if (dl->tv_nsec >= 1000000000L) {
+        dl->tv_sec++;
+        dl->tv_nsec -= 1000000000L;
+    }
+    return 1;
+}
+
 static void *engine_thread(void *arg) {
     engine *e = arg;
     pending_notify *notes = NULL;
@@ -510,13 +512,7 @@ static void *engine_thread(void *arg) {
         if (was_idle && e->o.timeout_ms > 0 && e->in_head && !e->stopping) {
             /* dynamic batching: let a burst gather before the first step */
             struct timespec dl;
-            clock_gettime(CLOCK_REALTIME, &dl);
-            dl.tv_sec += e->o.timeout_ms / 1000;
-            dl.tv_nsec += (long)(e->o.timeout_ms % 1000) * 1000000L;
-            if (dl.tv_nsec >= 1000000000L) {
-                dl.tv_sec++;
-                dl.tv_nsec -= 1000000000L;
-            }
+            deadline_from(&dl, e->o.timeout_ms);
             while (e->n_incoming < e->max_seqs && !e->stopping)
                 if (pthread_cond_timedwait(&e->wake, &e->lock, &dl) == ETIMEDOUT) break;
         }
@@ -793,18 +789,6 @@ void engine_destroy(engine *e) {
 }
 
 /* ----------------------------------------------------------------- polling */
-
-static int deadline_from(struct timespec *dl, int timeout_ms) {
-    if (timeout_ms < 0) return 0;
-    clock_gettime(CLOCK_REALTIME, dl);
-    dl->tv_sec += timeout_ms / 1000;
-    dl->tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-    if (dl->tv_nsec >= 1000000000L) {
-        dl->tv_sec++;
-        dl->tv_nsec -= 1000000000L;
-    }
-    return 1;
-}
 
 xllm_poll_result xllm_engine_poll(xllm_engine *e, xllm_request_id id, xllm_chunk *chunk, int timeout_ms,
                                   xllm_error *err) {

@@ -210,15 +210,6 @@ static void preempt(engine *e, sequence *s) {
             /* no memory for the list entry: drop the copy and recompute */
             bm_swap_discard(&e->bm, s->host, n);
             s->n_host = 0;
-            s->n_cached = 0;
-            s->n_registered = 0;
-            s->state = SEQ_WAITING;
-            if (list_insert(e, &e->waiting, &e->n_waiting, &e->cap_waiting, s)) {
-                seq_cancel(s);
-                seq_done(e, s);
-            }
-            e->st.preempt_recompute++;
-            return;
         }
     }
     preempt_recompute(e, s);

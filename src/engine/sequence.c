@@ -204,19 +204,22 @@ xllm_status seq_result(const sequence *s, xllm_result *r, xllm_error *err) {
     memcpy(r->prompt_ids, s->ids, r->n_prompt_ids * sizeof(int32_t));
     memcpy(r->ids, s->ids + s->n_prompt, r->n_ids * sizeof(int32_t));
     r->finish_reason = s->reason;
-    if (s->lp) {
-        size_t nt = r->n_ids * (size_t)s->n_top;
-        r->n_top = s->n_top;
-        r->logprobs = xllm_malloc_array(r->n_ids + 1, sizeof(float));
-        r->top_ids = xllm_malloc_array(nt + 1, sizeof(int32_t));
-        r->top_logprobs = xllm_malloc_array(nt + 1, sizeof(float));
-        if (!r->logprobs || !r->top_ids || !r->top_logprobs) {
-            xllm_results_free_one(r);
-            return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
-        }
-        memcpy(r->logprobs, s->lp, r->n_ids * sizeof(float));
-        memcpy(r->top_ids, s->top_ids, nt * sizeof(int32_t));
-        memcpy(r->top_logprobs, s->top_lp, nt * sizeof(float));
+    if (s->lp && result_set_logprobs(r, s->lp, s->top_ids, s->top_lp, s->n_top)) {
+        xllm_results_free_one(r);
+        return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
     }
     return XLLM_OK;
+}
+
+int result_set_logprobs(xllm_result *r, const float *lp, const int32_t *top_ids, const float *top_lp, int n_top) {
+    size_t nt = r->n_ids * (size_t)n_top;
+    r->n_top = n_top;
+    r->logprobs = xllm_malloc_array(r->n_ids + 1, sizeof(float));
+    r->top_ids = xllm_malloc_array(nt + 1, sizeof(int32_t));
+    r->top_logprobs = xllm_malloc_array(nt + 1, sizeof(float));
+    if (!r->logprobs || !r->top_ids || !r->top_logprobs) return -1;
+    memcpy(r->logprobs, lp, r->n_ids * sizeof(float));
+    memcpy(r->top_ids, top_ids, nt * sizeof(int32_t));
+    memcpy(r->top_logprobs, top_lp, nt * sizeof(float));
+    return 0;
 }
