@@ -1,11 +1,13 @@
 /*
  * bench_engine.c - the serving engine under a burst of requests.
  *
- *   bench_engine -m MODEL [-r 64] [-p 128] [-n 128] [-t THREADS] [--pool-blocks N] [--prefix 1000]
+ *   bench_engine -m MODEL [-r 64] [-p 128] [-n 128] [-t THREADS] [--seq N] [--pool-blocks N] [--prefix 1000]
  *
  * Three measurements on one model:
  *  - sequential: the requests one after another (one xllm_engine_submit +
- *    result at a time): aggregate generated tokens/s, TTFT of each;
+ *    result at a time): aggregate generated tokens/s, TTFT of each (--seq N:
+ *    only the first N requests, when 64 sequential calls take too long; the
+ *    rate of one-at-a-time calls does not depend on how many there are);
  *  - burst: all submitted at once to an engine (continuous batching, up to
  *    max_batch_size 64 sequences per step): aggregate tokens/s, TTFT p50/p99;
  *  - burst with a pool forced small (--pool-blocks, default: a quarter of
@@ -173,7 +175,7 @@ static double first_token_time(xllm_engine *e, const int32_t *ids, int n) {
 
 int main(int argc, char **argv) {
     const char *path = NULL;
-    int R = 64, P = 128, N = 128, threads = 0, pool_blocks = 0, prefix = 0, rounds = 5;
+    int R = 64, P = 128, N = 128, threads = 0, pool_blocks = 0, prefix = 0, rounds = 5, n_seq = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-m") && i + 1 < argc) path = argv[++i];
         else if (!strcmp(argv[i], "-r") && i + 1 < argc) R = atoi(argv[++i]);
@@ -181,11 +183,12 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "-n") && i + 1 < argc) N = atoi(argv[++i]);
         else if (!strcmp(argv[i], "-t") && i + 1 < argc) threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--pool-blocks") && i + 1 < argc) pool_blocks = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--seq") && i + 1 < argc) n_seq = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--prefix") && i + 1 < argc) prefix = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--rounds") && i + 1 < argc) rounds = atoi(argv[++i]);
         else {
             fprintf(stderr, "usage: bench_engine -m MODEL [-r 64] [-p 128] [-n 128] [-t THREADS] [--pool-blocks N] "
-                            "[--prefix TOKENS] [--rounds 5]\n");
+                            "[--prefix TOKENS] [--rounds 5] [--seq N]\n");
             return 2;
         }
     }
@@ -219,9 +222,10 @@ int main(int argc, char **argv) {
             fprintf(stderr, "%s\n", err.message);
             return 1;
         }
-        run_stats seq = run(e, prompts, R, P, N, 0);
-        printf("sequential: %.1f s, %.1f generated tok/s, TTFT p50 %.3f s p99 %.3f s\n", seq.wall, seq.tok_s,
-               seq.ttft_p50, seq.ttft_p99);
+        int S = n_seq > 0 && n_seq < R ? n_seq : R;
+        run_stats seq = run(e, prompts, S, P, N, 0);
+        printf("sequential (%d calls): %.1f s, %.1f generated tok/s, TTFT p50 %.3f s p99 %.3f s\n", S, seq.wall,
+               seq.tok_s, seq.ttft_p50, seq.ttft_p99);
         fflush(stdout);
         run_stats bur = run(e, prompts, R, P, N, 1);
         printf("burst:      %.1f s, %.1f generated tok/s (%.2fx sequential), TTFT p50 %.3f s p99 %.3f s, %ld "
