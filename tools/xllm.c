@@ -449,7 +449,9 @@ static void usage(FILE *f) {
             "  xllm info MODEL [--json] [--plan]\n"
             "  xllm synth --shape tinyllama-1.1b|llama3.2-1b|qwen3-0.6b|small-120m|tiny-test[-qwen3|-llama3] [--dtype f32|f16|q8|q4]\n"
             "           [-o FILE.xllm] [--gguf FILE.gguf [--gguf-type F32|F16|Q8_0|Q4_0]] [--hf DIR] [--seed N] [-t THREADS]\n"
-            "  xllm bench -m MODEL [-p 512] [-n 128] [-t THREADS] [-r 3] [--json] [--profile FILE.json]\n",
+            "  xllm bench -m MODEL [-p 512] [-n 128] [-t THREADS] [-r 3] [--json] [--profile FILE.json]\n"
+            "  xllm serve -m PATH [--host 127.0.0.1] [--port 8080] [--api-key KEY] [--config F.yaml] [-t THREADS]\n"
+            "           [--max-queue N]   (OpenAI-compatible HTTP server, docs/SERVER.md)\n",
             XLLM_VERSION);
 }
 
@@ -465,6 +467,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "info")) return cmd_info(argc - 1, argv + 1);
     if (!strcmp(cmd, "synth")) return cmd_synth(argc - 1, argv + 1);
     if (!strcmp(cmd, "bench")) return cmd_bench(argc - 1, argv + 1);
+    if (!strcmp(cmd, "serve")) return cmd_serve(argc - 1, argv + 1);
     if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
         usage(stdout);
         return 0;
