@@ -228,12 +228,12 @@ class SamplingParams:
 
     _FIELDS = ("max_new_tokens", "temperature", "top_k", "top_p", "min_p", "repetition_penalty",
                "presence_penalty", "frequency_penalty", "seed", "stop", "stop_token_ids", "do_sample", "ignore_eos",
-               "n", "priority")
+               "n", "priority", "logprobs")
 
     def __init__(self, max_new_tokens=256, temperature=1.0, top_k=0, top_p=1.0, min_p=0.0,
                  repetition_penalty=1.0, presence_penalty=0.0, frequency_penalty=0.0, seed=None,
                  stop=None, stop_token_ids=None, do_sample=True, ignore_eos=False, max_tokens=None, n=1,
-                 priority="online"):
+                 priority="online", logprobs=None):
         self.max_new_tokens = max_tokens if max_tokens is not None else max_new_tokens
         self.temperature = temperature
         self.top_k = top_k
@@ -249,6 +249,7 @@ class SamplingParams:
         self.ignore_eos = ignore_eos
         self.n = n
         self.priority = priority
+        self.logprobs = logprobs  # None = off; k = each token's log-probability and the k most likely ids
 
     def replace(self, **kw):
         """A copy with some fields changed (unknown names are an error)."""
@@ -284,6 +285,9 @@ class SamplingParams:
             p.seed = int(self.seed) & 0xFFFFFFFFFFFFFFFF
             p.has_seed = 1
         p.ignore_eos = 1 if self.ignore_eos else 0
+        if self.logprobs is not None:
+            p.logprobs = 1
+            p.top_logprobs = _check_int("logprobs", self.logprobs, 0, 20)
         if len(self.stop) > MAX_STOP_STRINGS:
             raise ValueError("at most %d stop strings" % MAX_STOP_STRINGS)
         for i, s in enumerate(self.stop):
@@ -303,13 +307,17 @@ class SamplingParams:
 
 
 class CompletionOutput:
-    """One sample of a request: .index, .text, .token_ids, .finish_reason."""
+    """One sample of a request: .index, .text, .token_ids, .finish_reason, and with
+    SamplingParams(logprobs=k): .logprobs (per token) and .top_logprobs (per token,
+    a list of (token_id, logprob), most likely first)."""
 
-    def __init__(self, index, token_ids, text, finish_reason):
+    def __init__(self, index, token_ids, text, finish_reason, logprobs=None, top_logprobs=None):
         self.index = index
         self.token_ids = token_ids
         self.text = text
         self.finish_reason = finish_reason
+        self.logprobs = logprobs
+        self.top_logprobs = top_logprobs
 
     def __repr__(self):
         return "CompletionOutput(index=%d, text=%r, finish_reason=%r)" % (self.index, self.text, self.finish_reason)
@@ -848,11 +856,21 @@ class LLM:
             for j in range(n.value):
                 r = res[j]
                 text = ctypes.string_at(r.text, r.text_len).decode("utf-8", "replace") if r.text else ""
+                lp = top = None
+                if r.logprobs:
+                    lp = r.logprobs[:r.n_ids]
+                    k = r.n_top
+                    top = [[(r.top_ids[t * k + i], r.top_logprobs[t * k + i]) for i in range(k)]
+                           for t in range(r.n_ids)]
                 outs.append(CompletionOutput(j, r.ids[:r.n_ids], text,
-                                             RequestOutput._REASONS.get(r.finish_reason, str(r.finish_reason))))
+                                             RequestOutput._REASONS.get(r.finish_reason, str(r.finish_reason)),
+                                             lp, top))
             r0 = res[0]
-            return RequestOutput(prompt, r0.prompt_ids[:r0.n_prompt_ids], outs[0].token_ids, outs[0].text,
-                                 outs[0].finish_reason, outs)
+            out = RequestOutput(prompt, r0.prompt_ids[:r0.n_prompt_ids], outs[0].token_ids, outs[0].text,
+                                outs[0].finish_reason, outs)
+            out.logprobs = outs[0].logprobs
+            out.top_logprobs = outs[0].top_logprobs
+            return out
         finally:
             self._lib.xllm_results_free(res, n.value)
 

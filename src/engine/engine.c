@@ -38,6 +38,9 @@ static void outbox_free(outbox *b) {
     xllm_free(b->ids);
     xllm_free(b->text);
     xllm_free(b->ends);
+    xllm_free(b->lp);
+    xllm_free(b->top_ids);
+    xllm_free(b->top_lp);
 }
 
 static void request_free(engine_request *r) {
@@ -71,32 +74,64 @@ static void map_remove(engine *e, engine_request *r) {
     if (*link) *link = r->map_next;
 }
 
-static xllm_status outbox_append(outbox *b, const int32_t *ids, size_t n, const char *text, size_t text_len,
-                                 const uint32_t *ends, uint32_t end_base) {
-    if (b->n_ids + n > b->cap_ids) {
+/* What outbox_append copies: n ids, their text (text_ends relative to
+ * end_base), and optionally their log-probabilities. */
+typedef struct out_piece {
+    const int32_t *ids;
+    size_t n;
+    const char *text;
+    size_t text_len;
+    const uint32_t *ends;
+    uint32_t end_base;
+    const float *lp;              /* NULL: none */
+    const int32_t *top_ids;
+    const float *top_lp;
+    int n_top;
+} out_piece;
+
+static int grow(void **p, size_t *cap_unused, size_t want_bytes) {
+    (void)cap_unused;
+    void *q = xllm_realloc(*p, want_bytes ? want_bytes : 1);
+    if (!q) return -1;
+    *p = q;
+    return 0;
+}
+
+static xllm_status outbox_append(outbox *b, const out_piece *pc) {
+    size_t n = pc->n;
+    if (b->n_ids + n > b->cap_ids || (pc->lp && !b->lp)) {
         size_t cap = b->cap_ids ? b->cap_ids : 16;
         while (cap < b->n_ids + n) cap *= 2;
-        int32_t *ni = xllm_realloc(b->ids, cap * sizeof(int32_t));
-        if (!ni) return XLLM_ERR_OUT_OF_MEMORY;
-        b->ids = ni;
-        uint32_t *ne = xllm_realloc(b->ends, cap * sizeof(uint32_t));
-        if (!ne) return XLLM_ERR_OUT_OF_MEMORY;
-        b->ends = ne;
+        size_t nt = (size_t)(pc->n_top > 0 ? pc->n_top : 1);
+        if (grow((void **)&b->ids, NULL, cap * sizeof(int32_t)) || grow((void **)&b->ends, NULL, cap * sizeof(uint32_t)))
+            return XLLM_ERR_OUT_OF_MEMORY;
+        if (pc->lp && (grow((void **)&b->lp, NULL, cap * sizeof(float)) ||
+                       grow((void **)&b->top_ids, NULL, cap * nt * sizeof(int32_t)) ||
+                       grow((void **)&b->top_lp, NULL, cap * nt * sizeof(float))))
+            return XLLM_ERR_OUT_OF_MEMORY;
         b->cap_ids = cap;
     }
-    if (b->text_len + text_len + 1 > b->cap_text) {
+    if (b->text_len + pc->text_len + 1 > b->cap_text) {
         size_t cap = b->cap_text ? b->cap_text : 64;
-        while (cap < b->text_len + text_len + 1) cap *= 2;
+        while (cap < b->text_len + pc->text_len + 1) cap *= 2;
         char *nt = xllm_realloc(b->text, cap);
         if (!nt) return XLLM_ERR_OUT_OF_MEMORY;
         b->text = nt;
         b->cap_text = cap;
     }
-    for (size_t i = 0; i < n; i++) b->ends[b->n_ids + i] = (uint32_t)b->text_len + (ends[i] - end_base);
-    memcpy(b->ids + b->n_ids, ids, n * sizeof(int32_t));
-    memcpy(b->text + b->text_len, text, text_len);
+    for (size_t i = 0; i < n; i++) b->ends[b->n_ids + i] = (uint32_t)b->text_len + (pc->ends[i] - pc->end_base);
+    memcpy(b->ids + b->n_ids, pc->ids, n * sizeof(int32_t));
+    if (pc->lp) {
+        size_t nt = (size_t)pc->n_top;
+        memcpy(b->lp + b->n_ids, pc->lp, n * sizeof(float));
+        memcpy(b->top_ids + b->n_ids * nt, pc->top_ids, n * nt * sizeof(int32_t));
+        memcpy(b->top_lp + b->n_ids * nt, pc->top_lp, n * nt * sizeof(float));
+        b->has_lp = 1;
+        b->n_top = pc->n_top;
+    }
+    memcpy(b->text + b->text_len, pc->text, pc->text_len);
     b->n_ids += n;
-    b->text_len += text_len;
+    b->text_len += pc->text_len;
     b->text[b->text_len] = 0;
     return XLLM_OK;
 }
@@ -112,6 +147,11 @@ static xllm_status request_prepare(engine *e, const xllm_request *q, engine_requ
     if (q->priority != XLLM_PRIORITY_ONLINE && q->priority != XLLM_PRIORITY_OFFLINE)
         return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "priority %d is neither online (0) nor offline (1)",
                            (int)q->priority);
+    if (p->logprobs != 0 && p->logprobs != 1)
+        return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "logprobs must be 0 or 1 (got %d)", p->logprobs);
+    if (p->top_logprobs < 0 || p->top_logprobs > XLLM_MAX_TOP_LOGPROBS || (p->top_logprobs && !p->logprobs))
+        return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "top_logprobs must be 0..%d, with logprobs set (got %d)",
+                           XLLM_MAX_TOP_LOGPROBS, p->top_logprobs);
     if (p->n_stop < 0 || p->n_stop > XLLM_MAX_STOP_STRINGS)
         return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "%d stop strings; at most %d", p->n_stop,
                            XLLM_MAX_STOP_STRINGS);
@@ -217,8 +257,8 @@ static xllm_status request_from_cache(engine_request *r, const rc_entry *hit) {
     if (!r->results) return XLLM_ERR_OUT_OF_MEMORY;
     for (int j = 0; j < r->n; j++) {
         const rc_sample *s = &hit->samples[j];
-        if (outbox_append(&r->out[j], s->ids, s->n_ids, s->text, s->text_len, s->text_end, 0))
-            return XLLM_ERR_OUT_OF_MEMORY;
+        out_piece pc = {s->ids, s->n_ids, s->text, s->text_len, s->text_end, 0, s->lp, s->top_ids, s->top_lp, s->n_top};
+        if (outbox_append(&r->out[j], &pc)) return XLLM_ERR_OUT_OF_MEMORY;
         r->out[j].finished = 1;
         r->out[j].reason = s->reason;
         xllm_result *res = &r->results[j];
@@ -232,6 +272,17 @@ static xllm_status request_from_cache(engine_request *r, const rc_entry *hit) {
         res->n_ids = s->n_ids;
         res->text_len = s->text_len;
         res->finish_reason = s->reason;
+        if (s->lp) {
+            size_t nt = s->n_ids * (size_t)s->n_top;
+            res->n_top = s->n_top;
+            res->logprobs = xllm_malloc_array(s->n_ids + 1, sizeof(float));
+            res->top_ids = xllm_malloc_array(nt + 1, sizeof(int32_t));
+            res->top_logprobs = xllm_malloc_array(nt + 1, sizeof(float));
+            if (!res->logprobs || !res->top_ids || !res->top_logprobs) return XLLM_ERR_OUT_OF_MEMORY;
+            memcpy(res->logprobs, s->lp, s->n_ids * sizeof(float));
+            memcpy(res->top_ids, s->top_ids, nt * sizeof(int32_t));
+            memcpy(res->top_logprobs, s->top_lp, nt * sizeof(float));
+        }
     }
     for (int j = 0; j < r->n; j++) seq_free(&r->seqs[j]);
     xllm_free(r->seqs);
@@ -330,10 +381,11 @@ static int publish(engine *e, pending_notify **notes, int *cap_notes) {
             if (s->published < n_gen) {
                 uint32_t start = s->published ? s->tok_text_end[s->published - 1] : 0;
                 uint32_t end = s->tok_text_end[n_gen - 1];
-                if (outbox_append(&r->out[j], s->ids + s->n_prompt + s->published, (size_t)(n_gen - s->published),
-                                  (s->text ? s->text : "") + start, end - start, s->tok_text_end + s->published,
-                                  start) == XLLM_OK)
-                    s->published = n_gen;
+                size_t k = (size_t)s->published, nt = (size_t)s->n_top;
+                out_piece pc = {s->ids + s->n_prompt + k, (size_t)(n_gen - s->published), (s->text ? s->text : "") + start,
+                                end - start, s->tok_text_end + k, start, s->lp ? s->lp + k : NULL,
+                                s->lp ? s->top_ids + k * nt : NULL, s->lp ? s->top_lp + k * nt : NULL, s->n_top};
+                if (outbox_append(&r->out[j], &pc) == XLLM_OK) s->published = n_gen;
             }
             if (s->state == SEQ_DONE && s->published == n_gen && !r->out[j].finished) {
                 r->out[j].finished = 1;
@@ -354,7 +406,8 @@ static int publish(engine *e, pending_notify **notes, int *cap_notes) {
                 for (int j = 0; j < r->n; j++) {
                     sequence *s = &r->seqs[j];
                     samples[j] = (rc_sample){s->ids + s->n_prompt, (size_t)seq_n_generated(s), s->text,
-                                             s->text ? s->text_len : 0, s->tok_text_end, s->reason};
+                                             s->text ? s->text_len : 0, s->tok_text_end, s->reason, s->lp,
+                                             s->top_ids, s->top_lp, s->n_top};
                 }
                 rc_insert(&e->rc, r->rc_key, r->rc_key_len, samples, r->n);
             }
@@ -630,10 +683,11 @@ engine *engine_create(model *m, const tokenizer *tok, pthread_mutex_t *model_loc
     e->out_seqs = xllm_calloc(T, sizeof(sequence *));
     e->logits = xllm_malloc_array(S * V, sizeof(float));
     e->fork_logits = xllm_malloc_array(V, sizeof(float));
+    e->lp_row = xllm_malloc_array(V, sizeof(float));
     e->map_mask = MAP_BUCKETS - 1;
     e->map = xllm_calloc(MAP_BUCKETS, sizeof *e->map);
     if (!e->tokens || !e->pos || !e->seq || !e->out_idx || !e->tables || !e->step_seqs || !e->out_seqs ||
-        !e->logits || !e->fork_logits || !e->map) {
+        !e->logits || !e->fork_logits || !e->lp_row || !e->map) {
         st = xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "cannot allocate engine buffers");
         goto fail;
     }
@@ -680,6 +734,7 @@ fail:
     xllm_free(e->out_seqs);
     xllm_free(e->logits);
     xllm_free(e->fork_logits);
+    xllm_free(e->lp_row);
     xllm_free(e->map);
     xllm_free(e);
     return NULL;
@@ -725,6 +780,7 @@ void engine_destroy(engine *e) {
     xllm_free(e->out_seqs);
     xllm_free(e->logits);
     xllm_free(e->fork_logits);
+    xllm_free(e->lp_row);
     xllm_free(e->map);
     if (e->thread_started) {
         pthread_mutex_destroy(&e->lock);
@@ -788,8 +844,13 @@ xllm_poll_result xllm_engine_poll(xllm_engine *e, xllm_request_id id, xllm_chunk
             b->text = tmp.text;
             b->cap_text = tmp.cap_text;
             b->ends = tmp.ends;
+            b->lp = tmp.lp;
+            b->top_ids = tmp.top_ids;
+            b->top_lp = tmp.top_lp;
+            if (!b->lp) b->cap_ids = b->ids ? b->cap_ids : 0;
             b->n_ids = 0;
             b->text_len = 0;
+            b->has_lp = 0;
             if (l->finished) b->finish_delivered = 1;
             b->finished = l->finished;
             b->reason = l->reason;
@@ -801,6 +862,12 @@ xllm_poll_result xllm_engine_poll(xllm_engine *e, xllm_request_id id, xllm_chunk
             chunk->text_ends = l->ends;
             chunk->finished = l->finished;
             chunk->finish_reason = l->reason;
+            if (l->has_lp) {
+                chunk->logprobs = l->lp;
+                chunk->top_ids = l->top_ids;
+                chunk->top_logprobs = l->top_lp;
+                chunk->n_top = l->n_top;
+            }
             r->rr = (j + 1) % r->n;
             pthread_mutex_unlock(&e->lock);
             return XLLM_POLL_CHUNK;
@@ -909,7 +976,7 @@ char *xllm_engine_stats(xllm_engine *e) {
     for (int k = 0; k < know_n && kl < sizeof know - 200; k++)
         kl += (size_t)snprintf(know + kl, sizeof know - kl, "%s{\"name\":\"%s\",\"tokens\":%d,\"blocks\":%d,\"hits\":%llu}",
                                k ? "," : "", e->know[k].name, e->know[k].n_ids, e->know[k].n_blocks,
-                               (unsigned long long)e->know[k].hits);
+                               (unsigned long long)atomic_load(&e->know[k].hits));
     pthread_mutex_unlock(&e->lock);
     char buf[8192];
     int len = snprintf(
@@ -956,12 +1023,18 @@ xllm_status engine_run_job(engine *e, engine_job *j, xllm_error *err) {
     return j->st;
 }
 
+void xllm_results_free_one(xllm_result *r) {
+    xllm_free(r->prompt_ids);
+    xllm_free(r->ids);
+    xllm_free(r->text);
+    xllm_free(r->logprobs);
+    xllm_free(r->top_ids);
+    xllm_free(r->top_logprobs);
+    memset(r, 0, sizeof *r);
+}
+
 void xllm_results_free(xllm_result *results, size_t n) {
     if (!results) return;
-    for (size_t i = 0; i < n; i++) {
-        xllm_free(results[i].prompt_ids);
-        xllm_free(results[i].ids);
-        xllm_free(results[i].text);
-    }
+    for (size_t i = 0; i < n; i++) xllm_results_free_one(&results[i]);
     xllm_free(results);
 }

@@ -39,6 +39,10 @@ typedef struct outbox {
     char *text;
     size_t text_len, cap_text;
     uint32_t *ends;               /* per id: text bytes complete after it (within this box) */
+    float *lp;                    /* per id, when the request asked for log-probabilities */
+    int32_t *top_ids;             /* n_top per id */
+    float *top_lp;
+    int n_top, has_lp;
     int finished;
     xllm_finish_reason reason;
     int finish_delivered;
@@ -81,7 +85,7 @@ typedef struct knowledge {
     int n_ids;
     int32_t *blocks;              /* n_ids / block_size pinned blocks */
     int n_blocks;
-    uint64_t hits;                /* requests that reused it */
+    _Atomic uint64_t hits;        /* requests that reused it (read by stats without the lock) */
 } knowledge;
 
 /* Work for the scheduler thread besides requests (it owns the pool). */
@@ -125,6 +129,8 @@ typedef struct xllm_engine {
     const int32_t **tables;
     float *logits;                /* [max_seqs][vocab] */
     float *fork_logits;           /* [vocab] */
+    float *lp_row;                /* [vocab]: the raw logits row, for log-probabilities */
+    int32_t lp_top[XLLM_MAX_TOP_LOGPROBS];
     sequence **step_seqs;         /* the step's sequences, by batch index */
     sequence **out_seqs;
     /* scheduler side */

@@ -109,8 +109,11 @@ static xllm_status job_body(engine *e, engine_job *j, xllm_error *err) {
     kn.name = xllm_strdup(j->name);
     kn.ids = xllm_malloc_array((size_t)j->n_ids, sizeof(int32_t));
     kn.blocks = xllm_malloc_array((size_t)full, sizeof(int32_t));
+    /* the list is read by stats and save under the lock: grow it under the lock */
+    pthread_mutex_lock(&e->lock);
     knowledge *grown = xllm_realloc(e->know, (size_t)(e->n_know + 1) * sizeof *grown);
     if (grown) e->know = grown;
+    pthread_mutex_unlock(&e->lock);
     xllm_status st = XLLM_OK;
     if (!hashes || !kn.name || !kn.ids || !kn.blocks || !grown) {
         st = xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
@@ -166,7 +169,10 @@ static xllm_status job_body(engine *e, engine_job *j, xllm_error *err) {
     }
     kn.n_ids = j->n_ids;
     kn.n_blocks = full;
+    atomic_init(&kn.hits, 0);
+    pthread_mutex_lock(&e->lock);
     e->know[e->n_know++] = kn;
+    pthread_mutex_unlock(&e->lock);
     memset(&kn, 0, sizeof kn);
     atomic_store(&e->pinned_blocks, bm_pinned(&e->bm));
 out:

@@ -23,6 +23,9 @@ static void entry_free(rc_entry *e) {
         xllm_free(e->samples[i].ids);
         xllm_free(e->samples[i].text);
         xllm_free(e->samples[i].text_end);
+        xllm_free(e->samples[i].lp);
+        xllm_free(e->samples[i].top_ids);
+        xllm_free(e->samples[i].top_lp);
     }
     xllm_free(e->samples);
     xllm_free(e->key);
@@ -104,6 +107,8 @@ unsigned char *rc_key(const int32_t *prompt, size_t n_prompt, const xllm_samplin
         PUT(&k, sl);
         put(&k, q.stop[i], (size_t)sl);
     }
+    PUT(&k, q.logprobs);
+    PUT(&k, q.top_logprobs);
     PUT(&k, q.n_stop_ids);
     put(&k, q.stop_ids, (size_t)(q.n_stop_ids > 0 ? q.n_stop_ids : 0) * sizeof(int32_t));
     uint64_t np = n_prompt;
@@ -161,7 +166,8 @@ void rc_insert(response_cache *rc, const unsigned char *key, size_t len, const r
         if (e->hash == h && e->key_len == len && !memcmp(e->key, key, len)) return; /* already there */
     size_t bytes = sizeof(rc_entry) + len + (size_t)n * sizeof(rc_sample);
     for (int i = 0; i < n; i++)
-        bytes += samples[i].n_ids * (sizeof(int32_t) + sizeof(uint32_t)) + samples[i].text_len + 1;
+        bytes += samples[i].n_ids * (sizeof(int32_t) + sizeof(uint32_t)) + samples[i].text_len + 1 +
+                 (samples[i].lp ? samples[i].n_ids * (sizeof(float) + (size_t)samples[i].n_top * 8) : 0);
     if (bytes > rc->max_bytes || rc->max_entries <= 0) return;
     while (rc->head && (rc->bytes + bytes > rc->max_bytes || rc->n_entries + 1 > rc->max_entries)) evict(rc, rc->head);
     rc_entry *e = xllm_calloc(1, sizeof *e);
@@ -180,6 +186,18 @@ void rc_insert(response_cache *rc, const unsigned char *key, size_t len, const r
         d->text = xllm_strndup(s->text ? s->text : "", s->text_len);
         ok = d->ids && d->text_end && d->text;
         if (!ok) break;
+        if (s->lp) {
+            size_t nt = s->n_ids * (size_t)s->n_top;
+            d->lp = xllm_malloc_array(s->n_ids + 1, sizeof(float));
+            d->top_ids = xllm_malloc_array(nt + 1, sizeof(int32_t));
+            d->top_lp = xllm_malloc_array(nt + 1, sizeof(float));
+            ok = d->lp && d->top_ids && d->top_lp;
+            if (!ok) break;
+            memcpy(d->lp, s->lp, s->n_ids * sizeof(float));
+            memcpy(d->top_ids, s->top_ids, nt * sizeof(int32_t));
+            memcpy(d->top_lp, s->top_lp, nt * sizeof(float));
+            d->n_top = s->n_top;
+        }
         memcpy(d->ids, s->ids, s->n_ids * sizeof(int32_t));
         memcpy(d->text_end, s->text_end, s->n_ids * sizeof(uint32_t));
         d->n_ids = s->n_ids;

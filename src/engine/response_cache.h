@@ -27,6 +27,10 @@ typedef struct rc_sample {
     size_t text_len;
     uint32_t *text_end;           /* per id: text bytes complete after it */
     xllm_finish_reason reason;
+    float *lp;                    /* log-probabilities (NULL when not asked for) */
+    int32_t *top_ids;
+    float *top_lp;
+    int n_top;
 } rc_sample;
 
 typedef struct rc_entry {

@@ -47,6 +47,7 @@
 #include "base/profile.h"
 
 #include <assert.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -347,6 +348,61 @@ static int make_room(engine *e, sequence *s, int32_t need) {
     return 1;
 }
 
+/* Log-probabilities of the raw logits row (before the sampler edits it):
+ * the log-sum-exp and the top n ids, kept for seq_record_logprob. */
+typedef struct lp_state {
+    double lse;
+    int n_top;
+} lp_state;
+
+static void logprobs_before(engine *e, const sequence *s, const float *row, int32_t V, lp_state *ls) {
+    ls->n_top = 0;
+    ls->lse = 0;
+    if (!s->lp) return;
+    float mx = row[0];
+    for (int32_t v = 1; v < V; v++)
+        if (row[v] > mx) mx = row[v];
+    double sum = 0;
+    for (int32_t v = 0; v < V; v++) sum += exp((double)row[v] - (double)mx);
+    ls->lse = (double)mx + log(sum);
+    /* top n by value, ties to the lower id (a small insertion list: n <= 20) */
+    int n = s->n_top, k = 0;
+    for (int32_t v = 0; v < V && n > 0; v++) {
+        if (k == n && row[v] <= row[e->lp_top[k - 1]]) continue;
+        int i = k < n ? k++ : n - 1;
+        while (i > 0 && row[e->lp_top[i - 1]] < row[v]) {
+            e->lp_top[i] = e->lp_top[i - 1];
+            i--;
+        }
+        e->lp_top[i] = v;
+    }
+    ls->n_top = k;
+    memcpy(e->lp_row, row, (size_t)V * sizeof(float));
+}
+
+/* After seq_accept: store the sampled token's log-probability and the top n. */
+static void logprobs_after(engine *e, sequence *s, const lp_state *ls, int32_t tok) {
+    if (!s->lp) return;
+    int g = seq_n_generated(s) - 1;
+    s->lp[g] = (float)((double)e->lp_row[tok] - ls->lse);
+    for (int i = 0; i < s->n_top; i++) {
+        int32_t id = i < ls->n_top ? e->lp_top[i] : 0;
+        s->top_ids[(size_t)g * (size_t)s->n_top + (size_t)i] = id;
+        s->top_lp[(size_t)g * (size_t)s->n_top + (size_t)i] = (float)((double)e->lp_row[id] - ls->lse);
+    }
+}
+
+/* Sample the next id of s from row (edited in place), with log-probabilities. */
+static xllm_status sample_one(engine *e, sequence *s, float *row, int32_t V, xllm_error *err) {
+    lp_state ls;
+    logprobs_before(e, s, row, V, &ls);
+    int32_t tok;
+    PROF(PROF_SAMPLE, 0, 4.0 * V, tok = sampler_sample(&s->smp, row));
+    xllm_status st = seq_accept(s, tok, err);
+    if (!st) logprobs_after(e, s, &ls, tok);
+    return st;
+}
+
 /* Fork samples 1..n-1 from sample 0 at its first output. */
 static xllm_status fork_samples(engine *e, sequence *s0, const float *logits, int32_t vocab, xllm_error *err) {
     engine_request *r = s0->req;
@@ -373,9 +429,7 @@ static xllm_status fork_samples(engine *e, sequence *s0, const float *logits, in
         if (list_insert(e, &e->running, &e->n_running, &e->cap_running, s))
             return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory forking samples");
         memcpy(e->fork_logits, logits, (size_t)vocab * sizeof(float));
-        int32_t tok;
-        PROF(PROF_SAMPLE, 0, 4.0 * vocab, tok = sampler_sample(&s->smp, e->fork_logits));
-        if ((st = seq_accept(s, tok, err))) return st;
+        if ((st = sample_one(e, s, e->fork_logits, vocab, err))) return st;
         touch(e, r);
         if (s->finished) {
             list_remove(e->running, &e->n_running, s);
@@ -484,9 +538,7 @@ xllm_status sched_step(engine *e, xllm_error *err) {
             /* the samples share this prompt and sample from these logits (copied: sampling edits them) */
             if ((st = fork_samples(e, s, row, V, err))) return st;
         }
-        int32_t tok;
-        PROF(PROF_SAMPLE, 0, 4.0 * V, tok = sampler_sample(&s->smp, row));
-        if ((st = seq_accept(s, tok, err))) return st;
+        if ((st = sample_one(e, s, row, V, err))) return st;
         touch(e, s->req);
     }
     /* finished sequences leave the running set and free their blocks */

@@ -20,6 +20,17 @@ xllm_status seq_init(sequence *s, const int32_t *prompt, int n_prompt, const xll
     s->tok_text_end = xllm_malloc_array((size_t)(s->cap - n_prompt + 1), sizeof(uint32_t));
     s->hashes = xllm_malloc_array((size_t)(s->cap / block_size + 1), sizeof(uint64_t));
     s->host = xllm_malloc_array((size_t)((s->cap + block_size - 1) / block_size + 1), sizeof(int32_t));
+    if (p->logprobs) {
+        size_t g = (size_t)(s->cap - n_prompt + 1);
+        s->n_top = p->top_logprobs;
+        s->lp = xllm_malloc_array(g, sizeof(float));
+        s->top_ids = xllm_malloc_array(g * (size_t)(s->n_top ? s->n_top : 1), sizeof(int32_t));
+        s->top_lp = xllm_malloc_array(g * (size_t)(s->n_top ? s->n_top : 1), sizeof(float));
+        if (!s->lp || !s->top_ids || !s->top_lp) {
+            seq_free(s);
+            return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+        }
+    }
     if (!s->ids || !s->tok_text_end || !s->hashes || !s->host) {
         seq_free(s);
         return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
@@ -50,6 +61,12 @@ void seq_free(sequence *s) {
     xllm_free(s->ids);
     xllm_free(s->text);
     xllm_free(s->tok_text_end);
+    xllm_free(s->lp);
+    xllm_free(s->top_ids);
+    xllm_free(s->top_lp);
+    s->lp = NULL;
+    s->top_ids = NULL;
+    s->top_lp = NULL;
     xllm_free(s->hashes);
     xllm_free(s->host);
     xllm_free(s->table.blocks);
@@ -187,5 +204,19 @@ xllm_status seq_result(const sequence *s, xllm_result *r, xllm_error *err) {
     memcpy(r->prompt_ids, s->ids, r->n_prompt_ids * sizeof(int32_t));
     memcpy(r->ids, s->ids + s->n_prompt, r->n_ids * sizeof(int32_t));
     r->finish_reason = s->reason;
+    if (s->lp) {
+        size_t nt = r->n_ids * (size_t)s->n_top;
+        r->n_top = s->n_top;
+        r->logprobs = xllm_malloc_array(r->n_ids + 1, sizeof(float));
+        r->top_ids = xllm_malloc_array(nt + 1, sizeof(int32_t));
+        r->top_logprobs = xllm_malloc_array(nt + 1, sizeof(float));
+        if (!r->logprobs || !r->top_ids || !r->top_logprobs) {
+            xllm_results_free_one(r);
+            return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+        }
+        memcpy(r->logprobs, s->lp, r->n_ids * sizeof(float));
+        memcpy(r->top_ids, s->top_ids, nt * sizeof(int32_t));
+        memcpy(r->top_logprobs, s->top_lp, nt * sizeof(float));
+    }
     return XLLM_OK;
 }

@@ -59,6 +59,10 @@ typedef struct sequence {
     char *text;
     size_t text_len, text_cap, emitted;
     uint32_t *tok_text_end;       /* per generated id: `emitted` after it */
+    float *lp;                    /* params.logprobs: per generated id its log-probability */
+    int32_t *top_ids;             /* and n_top alternatives per id */
+    float *top_lp;
+    int n_top;
     int stop_len_max;
     int max_new, max_context;
     const xllm_sampling_params *p;
@@ -87,6 +91,8 @@ void seq_cancel(sequence *s);
 
 static inline int seq_n_generated(const sequence *s) { return s->n_ids - s->n_prompt; }
 
+/* Free the arrays of one result and zero it. */
+void xllm_results_free_one(xllm_result *r);
 /* The sequence's final result (arrays and text owned by r). */
 xllm_status seq_result(const sequence *s, xllm_result *r, xllm_error *err);
 

@@ -54,6 +54,15 @@ class TestEngine(unittest.TestCase):
         with self.assertRaises(ValueError):
             self.llm.generate("x", sp.replace(priority="urgent"))
 
+    def test_logprobs(self):
+        out = self.llm.generate("Once upon a time", SamplingParams(max_new_tokens=8, do_sample=False, logprobs=3))[0]
+        self.assertEqual(len(out.logprobs), 8)
+        for tok, lp, top in zip(out.token_ids, out.logprobs, out.top_logprobs):
+            self.assertEqual(top[0][0], tok)  # greedy takes the most likely id
+            self.assertAlmostEqual(top[0][1], lp, places=6)
+            self.assertLessEqual(lp, 0.0)
+            self.assertEqual(len(top), 3)
+
     def test_stats_keys(self):
         s = self.llm.stats()
         for k in ("requests_finished", "prefill_tokens", "preemptions", "prefix_cache", "response_cache", "kv"):

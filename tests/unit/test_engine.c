@@ -496,6 +496,68 @@ static void n_samples(xllm_model *m) {
     xllm_engine_free(e);
 }
 
+/* Log-probabilities: greedy picks the top id at every step; the first one
+ * equals log_softmax of xllm_model_logits; the stream carries the same values
+ * as the result, and a response-cache hit returns them too. */
+static void logprobs(xllm_model *m) {
+    xllm_error err;
+    xllm_engine_options o = xllm_engine_options_default();
+    o.response_cache = 1;
+    xllm_engine *e = xllm_engine_create(m, &o, &err);
+    CHECK(e != NULL);
+    if (!e) return;
+    xllm_request r;
+    memset(&r, 0, sizeof r);
+    r.prompt = "Once upon a time";
+    r.params = xllm_sampling_params_default();
+    r.params.do_sample = 0;
+    r.params.max_new_tokens = 12;
+    r.params.logprobs = 1;
+    r.params.top_logprobs = 5;
+    xllm_request_id id;
+    CHECK(xllm_engine_submit(e, &r, NULL, NULL, &id, &err) == XLLM_OK);
+    float streamed[64];
+    size_t ns = 0;
+    xllm_chunk c;
+    while (xllm_engine_poll(e, id, &c, -1, &err) == XLLM_POLL_CHUNK) {
+        CHECK(c.n_ids == 0 || (c.logprobs && c.n_top == 5));
+        for (size_t k = 0; k < c.n_ids && ns < 64; k++) streamed[ns++] = c.logprobs[k];
+    }
+    xllm_result *res;
+    size_t n;
+    CHECK(xllm_engine_result(e, id, &res, &n, &err) == XLLM_OK);
+    CHECK(res->logprobs && res->n_top == 5 && ns == res->n_ids);
+    int ok = 1;
+    for (size_t t = 0; t < res->n_ids && res->logprobs; t++) {
+        const int32_t *ti = res->top_ids + t * 5;
+        const float *tl = res->top_logprobs + t * 5;
+        ok &= ti[0] == res->ids[t] && tl[0] == res->logprobs[t] && res->logprobs[t] <= 0 && streamed[t] == res->logprobs[t];
+        for (int k = 1; k < 5; k++) ok &= tl[k] <= tl[k - 1];
+    }
+    CHECK_MSG(ok, "greedy ids, top ids and log-probabilities disagree");
+    /* the first generated token against the logits of the prompt */
+    int V = xllm_model_vocab_size(m);
+    float *lg = malloc((size_t)V * sizeof(float));
+    CHECK(xllm_model_logits(m, res->prompt_ids, res->n_prompt_ids, 0, lg, &err) == XLLM_OK);
+    double mx = lg[0], sum = 0;
+    for (int v = 1; v < V; v++) mx = lg[v] > mx ? lg[v] : mx;
+    for (int v = 0; v < V; v++) sum += exp(lg[v] - mx);
+    double want = lg[res->ids[0]] - mx - log(sum);
+    CHECK_NEAR(res->logprobs[0], want, 1e-4);
+    free(lg);
+    size_t n2;
+    xllm_result *again = run_one(e, &r, &n2);
+    CHECK(stat_get(e, "response_cache", "hits") == 1);
+    CHECK(again && again->logprobs && !memcmp(again->logprobs, res->logprobs, res->n_ids * sizeof(float)) &&
+          !memcmp(again->top_ids, res->top_ids, res->n_ids * 5 * sizeof(int32_t)));
+    xllm_results_free(again, n2);
+    xllm_results_free(res, n);
+    /* out of range */
+    r.params.top_logprobs = 21;
+    CHECK(xllm_engine_submit(e, &r, NULL, NULL, &id, &err) == XLLM_ERR_INVALID_ARGUMENT);
+    xllm_engine_free(e);
+}
+
 static void budget(xllm_model *m) {
     xllm_error err;
     xllm_engine_options o = xllm_engine_options_default();
@@ -596,6 +658,7 @@ int main(void) {
         response_cache(m);
         n_samples(m);
         budget(m);
+        logprobs(m);
         batching_window(m);
         xllm_model_free(m);
     }
