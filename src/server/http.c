@@ -23,8 +23,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define DRAIN_FACTOR 4
+
 typedef struct conn {
     sbuf body;
+    size_t received;
     int too_large;
     int endpoint;
     int status;
@@ -305,13 +308,19 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         snprintf(k->path, sizeof k->path, "%s", url);
         snprintf(k->method, sizeof k->method, "%s", method);
         *con_cls = k;
+        /* a body over the limit is read and dropped (clients expect to finish sending before
+           they read the 413), up to DRAIN_FACTOR times the limit; beyond, the connection is closed */
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-        if (cl && strtoull(cl, NULL, 10) > s->opt.max_body)
+        unsigned long long len = cl ? strtoull(cl, NULL, 10) : 0;
+        if (len > s->opt.max_body * DRAIN_FACTOR)
             return fail(c, k, 413, "invalid_request_error", "request_too_large", "the request body is over the limit");
+        if (len > s->opt.max_body) k->too_large = 1;
         return MHD_YES;
     }
     if (*upload_size) {
-        if (k->body.len + *upload_size > s->opt.max_body) {
+        k->received += *upload_size;
+        if (k->received > s->opt.max_body * DRAIN_FACTOR) return MHD_NO;
+        if (k->received > s->opt.max_body) {
             k->too_large = 1;
             sb_free(&k->body);
         } else if (!k->too_large) {
