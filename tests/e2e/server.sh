@@ -33,6 +33,25 @@ kill -TERM "$PID"; wait "$PID"; rc=$?; PID=""
 [ "$rc" = 0 ] || fail "exit status $rc after SIGTERM"
 echo "curl: ok"
 
+# --- bad configs and options: a clear error, exit 1
+bad() { # EXPECTED_MESSAGE ARGS...
+    local want=$1; shift
+    "$XLLM" serve --port 0 "$@" > "$T/o" 2> "$T/e" < /dev/null; local rc=$?
+    [ "$rc" = 1 ] && grep -q "$want" "$T/e" || fail "serve $*: rc $rc, $(cat "$T/e")"
+}
+printf 'models:\n  - name: a\n    path: %s/models/stories260k\n    bogus: 1\n' "$SRC" > "$T/c1.yaml"
+bad "models\[0\]: unknown key 'bogus'" --config "$T/c1.yaml"
+printf 'models: [{name: a, path: %s/models/stories260k}]\ncascades: [{name: c, stages: [{model: zz}]}]\n' "$SRC" > "$T/c2.yaml"
+bad "cascades\[0\].stages\[0\]: 'model' must name a model" --config "$T/c2.yaml"
+printf 'models: [{name: a, path: %s/models/stories260k, pii: p}]\npii: {p: {detectors: [ssn]}}\n' "$SRC" > "$T/c3.yaml"
+bad "unknown detector 'ssn'" --config "$T/c3.yaml"
+printf 'models: [{name: a, path: %s/models/stories260k}, {name: a, path: x}]\n' "$SRC" > "$T/c4.yaml"
+bad "used twice" --config "$T/c4.yaml"
+bad "no such model" -m "$T/nothing"
+bad "give a model" --api-key x
+bad "bad --host" -m "$SRC/models/stories260k" --host 1.2.3.4.5
+echo "bad configs: ok"
+
 # --- the OpenAI client
 cd "$SRC/tests/server" || exit 1
 if [ ! -d node_modules/openai ]; then
