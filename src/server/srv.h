@@ -19,6 +19,13 @@
  *   metrics.c   counters and histograms, Prometheus text
  *   pii.c       PII detectors, masking and restoring (also across chunks)
  *   cascade.c   multi-model cascades
+ *
+ * Thread-safety: every function here may be called from any connection
+ * thread at once (they touch their arguments, srv_model's atomic counters,
+ * and the mutex-guarded metrics and waiter pools), except config_load_server,
+ * model_open and model_close, which run on the main thread before serving
+ * starts or after it stopped. A srv_req, run, pii_map or pii_stream belongs
+ * to one request's thread; a pii_policy is read-only once created.
  */
 #ifndef XLLM_SERVER_SRV_H
 #define XLLM_SERVER_SRV_H
