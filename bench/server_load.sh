@@ -24,6 +24,7 @@ THREADS=${THREADS:-2}; ROUNDS=${ROUNDS:-5}; CONC=${CONC:-"1 4 16 64"}; K=${K:-2}
 CACHE=${CACHE:-$HOME/.cache/xllm-bench}
 LLAMA_DIR=${LLAMA_DIR:-$CACHE/llama.cpp}
 MODEL=${MODEL:-$CACHE/models/tinyllama-1.1b-Q4_0.gguf}
+NAME=$(basename "$MODEL")
 MAXC=$(echo $CONC | tr ' ' '\n' | sort -n | tail -1)
 CTX=$((P + N + 16))
 [ -x "$XLLM" ] || { echo "no $XLLM: build first (make build)" >&2; exit 1; }
@@ -81,12 +82,12 @@ run_engine() { # ENGINE ROUND
     fi
     PID=$!
     wait_ready "$url"
-    node "$SRC/bench/server_load.mjs" --url "$url" --model bench -c 1 -k 1 -p "$P" -n 8 --seed 99 > /dev/null
+    node "$SRC/bench/server_load.mjs" --url "$url" --model "$NAME" -c 1 -k 1 -p "$P" -n 8 --seed 99 > /dev/null
     for c in $CONC; do
         local k=$K; [ "$c" -ge 64 ] && k=1
         echo "[round $2] $1, $c clients x $k requests" >&2
         printf '%s %s ' "$1" "$2" >> "$OUT"
-        node "$SRC/bench/server_load.mjs" --url "$url" --model bench -c "$c" -k "$k" -p "$P" -n "$N" --seed "$2" >> "$OUT"
+        node "$SRC/bench/server_load.mjs" --url "$url" --model "$NAME" -c "$c" -k "$k" -p "$P" -n "$N" --seed "$2" >> "$OUT"
     done
     kill "$PID"; wait "$PID" 2>/dev/null || true; PID=""
 }

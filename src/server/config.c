@@ -181,14 +181,15 @@ int config_load_server(srv_state *s, const char *path, char *err, size_t cap) {
     if (!cJSON_IsObject(root)) { bad(&c, "the top level must be a mapping"); goto out; }
     const cJSON *models = cJSON_GetObjectItemCaseSensitive(root, "models");
     if (!models) {
-        /* an engine config for -m's model */
-        const char *name = s->opt.model_path ? s->opt.model_path : path;
+        /* an engine config for -m's model (or its own model:); served under the model's base name */
+        srv_model *m = model_open("model", s->opt.model_path, path, NULL, &s->opt, 0, err, cap);
+        if (!m || add_model(s, m)) { model_close(m); goto out; }
         char tmp[4096];
-        snprintf(tmp, sizeof tmp, "%s", name);
+        snprintf(tmp, sizeof tmp, "%s", m->path);
         size_t l = strlen(tmp);
         while (l > 1 && tmp[l - 1] == '/') tmp[--l] = 0;
-        srv_model *m = model_open(basename(tmp), s->opt.model_path, path, NULL, &s->opt, 0, err, cap);
-        if (!m || add_model(s, m)) { model_close(m); goto out; }
+        free(m->name);
+        m->name = strdup(basename(tmp));
         rc = 0;
         goto out;
     }

@@ -33,6 +33,15 @@ kill -TERM "$PID"; wait "$PID"; rc=$?; PID=""
 [ "$rc" = 0 ] || fail "exit status $rc after SIGTERM"
 echo "curl: ok"
 
+# --- an engine config (no models: list): the model it names, served under its base name
+"$XLLM" serve --config "$SRC/docs/engine.example.yaml" --port 0 -t 1 > "$T/out" 2> "$T/err" &
+PID=$!
+for _ in $(seq 1 300); do grep -q "listening on" "$T/out" 2>/dev/null && break; sleep 0.1; done
+URL=$(sed -n 's/^xllm serve: listening on \(http:[^ ]*\)$/\1/p' "$T/out")
+curl -s "$URL/v1/models" | grep -q '"id":"stories260k"' || fail "engine config: $(curl -s "$URL/v1/models")"
+kill -TERM "$PID"; wait "$PID"; rc=$?; PID=""
+[ "$rc" = 0 ] || fail "exit status $rc after SIGTERM (engine config)"
+
 # --- bad configs and options: a clear error, exit 1
 bad() { # EXPECTED_MESSAGE ARGS...
     local want=$1; shift
