@@ -12,6 +12,8 @@ all: build
 
 deps:
 	./scripts/install-deps.sh
+	@# the official OpenAI client for the server tests (tests/server)
+	@[ -d tests/server/node_modules/openai ] || (cd tests/server && npm ci --no-audit --no-fund --loglevel=error)
 
 build: deps
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null

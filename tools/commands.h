@@ -21,4 +21,7 @@ int cmd_info(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 
+/* xllm serve: the OpenAI-compatible HTTP server (tools/cmd_serve.c, src/server). */
+int cmd_serve(int argc, char **argv);
+
 #endif

@@ -185,6 +185,27 @@ static const help_entry k_help[] = {
      "\n" MODEL_LINE
      "example:\n"
      "  xllm bench -m models/stories260k -p 128 -n 64 -r 3\n"},
+    {"serve",
+     "usage: xllm serve -m MODEL [--host 127.0.0.1] [--port 8080] [--api-key KEY] [--config F.yaml] [-t THREADS]\n"
+     "                  [--max-queue N]\n"
+     "An OpenAI-compatible HTTP server (docs/SERVER.md). It prints one line when it accepts\n"
+     "connections and stops cleanly on SIGINT/SIGTERM.\n"
+     "\n"
+     "  -m, --model MODEL          the model (or models: in --config)\n"
+     "  --host HOST                address to listen on (default: 127.0.0.1)\n"
+     "  --port PORT                TCP port, 0 = any free one (default: 8080)\n"
+     "  --api-key KEY              require Authorization: Bearer KEY (default: none)\n"
+     "  --config FILE.yaml         engine and server config (docs/CONFIG.md, docs/SERVER.md)\n"
+     "  -t, --threads N            CPU threads (default: all online CPUs)\n"
+     "  --max-queue N              requests waiting before 429 (default: see docs/SERVER.md)\n"
+     "  --max-body BYTES           largest request body (default: 8 MiB)\n"
+     "  --request-timeout S        per-request time limit in seconds\n"
+     "  --idle-timeout S           idle connection time limit in seconds\n"
+     "  --max-connections N        simultaneous connections\n"
+     "  --log-text                 log prompt and output text (default: never)\n"
+     "\n"
+     "example:\n"
+     "  xllm serve -m models/stories260k --port 8080\n"},
 };
 
 int cli_print_help(FILE *f, const char *cmd) {
@@ -214,6 +235,7 @@ void cli_print_usage(FILE *f) {
             "  info      what a model holds  MODEL [--json] [--plan]\n"
             "  synth     random-weight model --shape SHAPE [--dtype f32] [-o FILE.xllm] [--gguf FILE.gguf] [--hf DIR]\n"
             "  bench     tokens/s            -m MODEL [-p 512] [-n 128] [-t THREADS] [-r 3] [--json]\n"
+            "  serve     OpenAI HTTP server  -m MODEL [--host 127.0.0.1] [--port 8080] [--api-key KEY] [--config F.yaml]\n"
             "\n"
             "MODEL is %s.\n"
             "Defaults are shown in brackets; 'xllm COMMAND --help' lists every option of a command with\n"

@@ -565,7 +565,7 @@ typedef struct command {
 static const command k_commands[] = {
     {"run", cmd_run},         {"logits", cmd_logits}, {"tokenize", cmd_tokenize}, {"template", cmd_template},
     {"eval", cmd_eval},       {"convert", cmd_convert}, {"info", cmd_info},       {"synth", cmd_synth},
-    {"bench", cmd_bench},
+    {"bench", cmd_bench},     {"serve", cmd_serve},
 };
 
 int main(int argc, char **argv) {

@@ -1,0 +1,57 @@
+// server_load.mjs - a load client for OpenAI-compatible servers (xllm serve,
+// llama-server): C concurrent clients, each sending K streamed
+// /v1/completions requests one after another (a P-token prompt of fixed
+// pseudo-random ids, N generated tokens with ignore_eos, greedy). Prints one
+// JSON line: aggregate generated tokens/s over the wall time of the whole
+// run, TTFT p50/p99 (request sent -> first streamed token), and the token
+// count source. Node's built-in fetch only.
+//
+//   node bench/server_load.mjs --url http://127.0.0.1:8080 --model NAME -c 16 -k 2 -p 128 -n 128 [--seed 1]
+const args = Object.fromEntries(process.argv.slice(2).reduce((a, x, i, all) => (x.startsWith('-') ? [...a, [x.replace(/^-+/, ''), all[i + 1]]] : a), []));
+const url = args.url, model = args.model || 'default';
+const C = +(args.c || 1), K = +(args.k || 1), P = +(args.p || 128), N = +(args.n || 128), VOCAB = +(args.vocab || 32000);
+let seed = +(args.seed || 1);
+const rnd = () => { seed = (seed * 1103515245 + 12345) % 2147483648; return seed; };
+
+function prompt(i) { // distinct prompts: no prefix sharing between clients
+  const ids = [1];
+  for (let j = 1; j < P; j++) ids.push(3 + ((rnd() + i * 7919) % (VOCAB - 3)));
+  return ids;
+}
+
+async function one(ids) {
+  const t0 = performance.now();
+  const r = await fetch(`${url}/v1/completions`, {
+    method: 'POST', headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify({ model, prompt: ids, max_tokens: N, temperature: 0, ignore_eos: true, stream: true, stream_options: { include_usage: true } }),
+  });
+  if (r.status !== 200) throw new Error(`status ${r.status}: ${await r.text()}`);
+  let ttft = null, tokens = null, chunks = 0, buf = '';
+  const dec = new TextDecoder();
+  for await (const part of r.body) {
+    buf += dec.decode(part, { stream: true });
+    let k;
+    while ((k = buf.indexOf('\n\n')) >= 0) {
+      const ev = buf.slice(0, k); buf = buf.slice(k + 2);
+      if (!ev.startsWith('data: ') || ev === 'data: [DONE]') continue;
+      const j = JSON.parse(ev.slice(6));
+      if (j.usage && j.usage.completion_tokens != null) tokens = j.usage.completion_tokens;
+      if (j.choices && j.choices.length && !j.choices[0].finish_reason) { chunks++; if (ttft === null) ttft = performance.now() - t0; }
+    }
+  }
+  return { ttft, tokens: tokens ?? chunks, fromUsage: tokens !== null, end: performance.now() };
+}
+
+const pct = (xs, q) => { const s = [...xs].sort((a, b) => a - b); return s[Math.min(s.length - 1, Math.floor(q * s.length))]; };
+const prompts = Array.from({ length: C * K }, (_, i) => prompt(i));
+const t0 = performance.now();
+const results = (await Promise.all(Array.from({ length: C }, async (_, c) => {
+  const out = [];
+  for (let k = 0; k < K; k++) out.push(await one(prompts[c * K + k]));
+  return out;
+}))).flat();
+const wall = (Math.max(...results.map((r) => r.end)) - t0) / 1000;
+const tokens = results.reduce((a, r) => a + r.tokens, 0);
+const ttfts = results.map((r) => r.ttft).filter((x) => x !== null);
+console.log(JSON.stringify({ clients: C, requests: results.length, tokens, wall_s: +wall.toFixed(3), tok_s: +(tokens / wall).toFixed(2),
+  ttft_p50_ms: +pct(ttfts, 0.5).toFixed(1), ttft_p99_ms: +pct(ttfts, 0.99).toFixed(1), tokens_from_usage: results.every((r) => r.fromUsage) }));

@@ -1,0 +1,57 @@
+// server_soak.mjs - a soak of `xllm serve`: C clients for D seconds, each
+// looping over random requests (completions or chat, streamed or not, 1-200
+// tokens, n 1-3, sometimes seeded sampling) and aborting ~30% of them at a
+// random moment. Every 10 s it samples the server's resident memory
+// (/proc/PID/status) and KV pool (/metrics). At the end it waits for the
+// engine to go idle and prints one JSON line: requests, statuses, 5xx count,
+// aborts, RSS samples, KV blocks used at the end.
+//
+//   node bench/server_soak.mjs --url URL --pid PID --model NAME [-c 32] [-d 600]
+const args = Object.fromEntries(process.argv.slice(2).reduce((a, x, i, all) => (x.startsWith('-') ? [...a, [x.replace(/^-+/, ''), all[i + 1]]] : a), []));
+import fs from 'node:fs';
+const url = args.url, pid = args.pid, model = args.model, C = +(args.c || 32), D = +(args.d || 600);
+const statuses = {}; let requests = 0, aborted = 0, errors = 0;
+const rssKiB = () => +(fs.readFileSync(`/proc/${pid}/status`, 'utf8').match(/VmRSS:\s+(\d+)/)[1]);
+const metric = async (name) => {
+  const t = await (await fetch(`${url}/metrics`)).text();
+  const m = t.match(new RegExp(`^${name}\\{model="${model}"\\} (\\S+)$`, 'm'));
+  return m ? +m[1] : NaN;
+};
+const words = 'the a cat dog sun ran big little happy tree ball girl boy went saw'.split(' ');
+const pick = (xs) => xs[Math.floor(Math.random() * xs.length)];
+const deadline = Date.now() + D * 1000;
+
+async function worker() {
+  while (Date.now() < deadline) {
+    const chat = Math.random() < 0.5, stream = Math.random() < 0.6;
+    const text = Array.from({ length: 3 + Math.floor(Math.random() * 40) }, () => pick(words)).join(' ');
+    const body = { model, max_tokens: 1 + Math.floor(Math.random() * 200), n: 1 + Math.floor(Math.random() * 3), stream,
+      temperature: Math.random() < 0.5 ? 0 : 0.9, ...(Math.random() < 0.5 ? { seed: Math.floor(Math.random() * 1000) } : {}),
+      ...(chat ? { messages: [{ role: 'user', content: text }] } : { prompt: text }) };
+    const ac = new AbortController();
+    const abortIt = Math.random() < 0.3;
+    if (abortIt) setTimeout(() => ac.abort(), Math.random() * 300);
+    requests++;
+    try {
+      const r = await fetch(`${url}/v1/${chat ? 'chat/completions' : 'completions'}`, { method: 'POST', body: JSON.stringify(body), signal: ac.signal });
+      statuses[r.status] = (statuses[r.status] || 0) + 1;
+      await r.text();
+    } catch (e) {
+      if (e.name === 'AbortError') aborted++; else errors++;
+    }
+  }
+}
+
+const rss = [];
+const sampler = setInterval(async () => { try { rss.push({ t: Math.round((D * 1000 - (deadline - Date.now())) / 1000), rss_mib: +(rssKiB() / 1024).toFixed(1), kv_used: await metric('xllm_kv_blocks_used') }); } catch { /* */ } }, 10000);
+await Promise.all(Array.from({ length: C }, worker));
+clearInterval(sampler);
+let kvUsed = NaN, running = NaN;
+for (let i = 0; i < 100; i++) {
+  kvUsed = await metric('xllm_kv_blocks_used'); running = await metric('xllm_running_requests');
+  if (kvUsed === 0 && running === 0) break;
+  await new Promise((r) => setTimeout(r, 100));
+}
+const fivexx = Object.entries(statuses).filter(([s]) => +s >= 500).reduce((a, [, n]) => a + n, 0);
+console.log(JSON.stringify({ clients: C, seconds: D, requests, statuses, aborted_by_client: aborted, client_errors: errors, fivexx,
+  kv_blocks_used_end: kvUsed, running_end: running, rss_end_mib: +(rssKiB() / 1024).toFixed(1), rss }));

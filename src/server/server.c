@@ -1,0 +1,117 @@
+/*
+ * server.c - `xllm serve` from start to stop: options, the model registry,
+ * the ready line, signals and a clean shutdown.
+ *
+ * SIGINT and SIGTERM are blocked in every thread and taken by the main
+ * thread with sigwait, so no handler runs in the middle of anything. The
+ * HTTP daemon starts first (GET /health answers 503 while the models load);
+ * when every model is loaded the server prints its one ready line. At a
+ * signal it stops admitting work, running requests abort (their SSE streams
+ * end with finish_reason "abort"), the HTTP daemon joins its connection
+ * threads, and engines and models are freed.
+ */
+#include "srv.h"
+
+#include <libgen.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+void *http_start(srv_state *s, char *err, size_t cap);
+void http_stop(void *d);
+
+static pthread_mutex_t g_log = PTHREAD_MUTEX_INITIALIZER;
+
+double srv_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void srv_log(const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    time_t t = time(NULL);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    char ts[32];
+    strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    pthread_mutex_lock(&g_log);
+    fprintf(stderr, "%s %s\n", ts, msg);
+    pthread_mutex_unlock(&g_log);
+}
+
+srv_model *srv_find_model(srv_state *s, const char *name) {
+    for (int i = 0; i < s->n_models; i++)
+        if (!strcmp(s->models[i]->name, name)) return s->models[i];
+    return NULL;
+}
+
+srv_options srv_options_default(void) {
+    srv_options o;
+    memset(&o, 0, sizeof o);
+    o.host = "127.0.0.1";
+    o.port = 8080;
+    o.max_queue = 256;
+    o.max_body = (size_t)8 << 20;
+    o.request_timeout_s = 600;
+    o.idle_timeout_s = 30;
+    o.max_connections = 512;
+    return o;
+}
+
+int server_main(const srv_options *o) {
+    srv_state *s = calloc(1, sizeof *s);
+    if (!s) return 1;
+    s->opt = *o;
+    s->started = (long)time(NULL);
+    metrics_init();
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    char err[1024] = "";
+    int rc = 1;
+    void *d = http_start(s, err, sizeof err);
+    if (!d) goto out;
+    if (o->config_path) {
+        if (config_load_server(s, o->config_path, err, sizeof err)) goto out;
+    } else if (o->model_path) {
+        char tmp[4096];
+        snprintf(tmp, sizeof tmp, "%s", o->model_path);
+        size_t l = strlen(tmp);
+        while (l > 1 && tmp[l - 1] == '/') tmp[--l] = 0;
+        srv_model *m = model_open(basename(tmp), o->model_path, NULL, NULL, &s->opt, 0, err, sizeof err);
+        if (!m) goto out;
+        s->models = malloc(sizeof *s->models);
+        if (!s->models) { model_close(m); goto out; }
+        s->models[s->n_models++] = m;
+    } else {
+        snprintf(err, sizeof err, "give a model (-m PATH) or a config (--config FILE.yaml)");
+        goto out;
+    }
+    atomic_store(&s->ready, 1);
+    printf("xllm serve: listening on http://%s%s%s:%d\n", strchr(o->host, ':') ? "[" : "", o->host,
+           strchr(o->host, ':') ? "]" : "", s->actual_port);
+    fflush(stdout);
+    int sig = 0;
+    sigwait(&set, &sig);
+    srv_log("signal %d: shutting down", sig);
+    rc = 0;
+out:
+    atomic_store(&s->stopping, 1);
+    http_stop(d);
+    for (int i = 0; i < s->n_models; i++) model_close(s->models[i]);
+    free(s->models);
+    waiters_free_all();
+    if (rc) fprintf(stderr, "xllm: error: %s\n", err);
+    free(s);
+    return rc;
+}

@@ -1,0 +1,36 @@
+/*
+ * server.h - `xllm serve`'s entry point for the command line (tools/cmd_serve.c).
+ * The server itself is src/server (srv.h lists its files).
+ */
+#ifndef XLLM_SERVER_SERVER_H
+#define XLLM_SERVER_SERVER_H
+
+#include <stddef.h>
+
+typedef struct srv_options {
+    const char *host;
+    int port;
+    const char *api_key;
+    const char *config_path;
+    const char *model_path;
+    int n_threads;
+    int max_queue;
+    size_t max_body;
+    int log_text;
+    int request_timeout_s;
+    int idle_timeout_s;
+    int max_connections;
+    int verbose;
+} srv_options;
+
+/* Defaults: 127.0.0.1:8080, 8 MiB bodies, 256 queued requests per model,
+ * 600 s per request, 30 s idle connections, 512 connections. */
+srv_options srv_options_default(void);
+
+/* Load the models, listen, print "xllm serve: listening on http://HOST:PORT"
+ * on stdout when ready, serve until SIGINT or SIGTERM, then stop cleanly
+ * (running requests aborted, engines and models freed). Returns the exit
+ * status (1 after printing "xllm: error: ..." on stderr). Call once. */
+int server_main(const srv_options *o);
+
+#endif

@@ -1,0 +1,271 @@
+/*
+ * srv.h - the internals shared by the files of `xllm serve` (src/server).
+ *
+ * The server sits on the public C API only (include/xllm.h): it never touches
+ * a tensor. One process serves several models, each with its own xllm_engine;
+ * libmicrohttpd runs a thread per connection, and that thread tokenizes,
+ * submits to the engine, and waits for the request's chunks (woken by the
+ * engine's notify callback) while it writes the response. The engine's
+ * scheduler thread does all model work.
+ *
+ * Files, one concept each:
+ *   server.c    start-up, the model registry, shutdown (server.h is its API)
+ *   http.c      libmicrohttpd plumbing: routing, body limits, API key, disconnects
+ *   sbuf.c      a growable byte buffer and a JSON string writer
+ *   yaml_json.c a YAML file read into a cJSON tree (the server's config)
+ *   config.c    the server config: models, cascades, PII policies
+ *   request.c   an OpenAI request body parsed and validated into a srv_req
+ *   run.c       one request's run on an engine: chunks, SSE and JSON responses
+ *   metrics.c   counters and histograms, Prometheus text
+ *   pii.c       PII detectors, masking and restoring (also across chunks)
+ *   cascade.c   multi-model cascades
+ *
+ * Thread-safety: every function here may be called from any connection
+ * thread at once (they touch their arguments, srv_model's atomic counters,
+ * and the mutex-guarded metrics and waiter pools), except config_load_server,
+ * model_open and model_close, which run on the main thread before serving
+ * starts or after it stopped. A srv_req, run, pii_map or pii_stream belongs
+ * to one request's thread; a pii_policy is read-only once created.
+ */
+#ifndef XLLM_SERVER_SRV_H
+#define XLLM_SERVER_SRV_H
+
+#include "xllm.h"
+#include "server.h"
+
+#include <cjson/cJSON.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---------------------------------------------------------------- sbuf.c */
+
+/* A growable byte buffer; on allocation failure it sets oom and drops writes. */
+typedef struct sbuf {
+    char *p;
+    size_t len, cap;
+    int oom;
+} sbuf;
+
+void sb_put(sbuf *b, const void *s, size_t n);
+void sb_puts(sbuf *b, const char *s);
+void sb_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* s[0..n) as a JSON string literal (quotes included): control bytes escaped,
+ * invalid UTF-8 written as U+FFFD. */
+void sb_json_str(sbuf *b, const char *s, size_t n);
+/* A float as JSON (non-finite numbers as null, -inf as -9999.0 as OpenAI does). */
+void sb_json_num(sbuf *b, double v);
+void sb_free(sbuf *b);
+/* A NUL-terminated copy of the buffer's bytes (ownership moves to the caller), or NULL. */
+char *sb_take(sbuf *b);
+/* 1 when s[0..n) is valid UTF-8 (no overlongs, no surrogates). */
+int utf8_valid(const char *s, size_t n);
+
+/* ------------------------------------------------------------ yaml_json.c */
+
+/* Read a YAML file (at most 1 MiB; no aliases, anchors or tags; nesting at
+ * most 32) into a cJSON tree: mappings become objects, sequences arrays,
+ * plain scalars that read as numbers or booleans or null become those, the
+ * rest strings. On error returns NULL with "FILE:LINE: why" in err. */
+cJSON *yaml_read_json(const char *path, char *err, size_t err_cap);
+
+/* ------------------------------------------------------------------ pii.c */
+
+typedef struct pii_policy pii_policy;   /* compiled detectors + what to do */
+typedef struct pii_map pii_map;         /* one request's placeholder -> value */
+typedef struct pii_stream pii_stream;   /* one output stream's filter */
+
+/* Build a policy from its config object ({detectors: [...], custom: [{name,
+ * pattern}], restore: bool, mask_output: bool}). NULL + err on error. */
+pii_policy *pii_policy_create(const cJSON *cfg, char *err, size_t err_cap);
+void pii_policy_free(pii_policy *p);
+int pii_policy_restores(const pii_policy *p);
+int pii_policy_masks_output(const pii_policy *p);
+pii_map *pii_map_create(void);
+void pii_map_free(pii_map *m);
+/* Mask text[0..n) into out (placeholders [TYPE_k] numbered per map and
+ * type; a value seen before gets its placeholder again). Returns the number
+ * of values masked. */
+int pii_mask(const pii_policy *p, pii_map *m, const char *text, size_t n, sbuf *out);
+/* An output filter: push raw text, get processed text (output masked if the
+ * policy says so, then the map's placeholders restored if it says so),
+ * holding back what could still become a match or a placeholder. */
+pii_stream *pii_stream_create(const pii_policy *p, pii_map *m);
+void pii_stream_free(pii_stream *s);
+void pii_stream_push(pii_stream *s, const char *text, size_t n, int final, sbuf *out);
+
+/* -------------------------------------------------------------- metrics.c */
+
+enum { EP_COMPLETIONS, EP_CHAT, EP_MODELS, EP_HEALTH, EP_METRICS, EP_TOKENIZE, EP_DETOKENIZE, EP_OTHER, EP_COUNT };
+
+void metrics_init(void);
+
+void metrics_request(int endpoint, int status);
+void metrics_ttft(double seconds);
+void metrics_token_latency(double seconds);
+struct srv_state;
+/* The Prometheus text exposition of every counter, histogram and the
+ * engines' gauges; into out. */
+void metrics_render(struct srv_state *s, sbuf *out);
+
+/* ----------------------------------------------------------------- models */
+
+typedef struct cascade_stage {
+    char *model;          /* a served model's name */
+    char *template_text;  /* with {prompt} and {previous}; NULL = "{prompt}" then "{previous}" */
+    int max_tokens;       /* 0 = the request's */
+    double accept_logprob; /* end the cascade here when the answer's mean token log-probability is above
+                              this; NAN = never (the last stage always ends it) */
+    atomic_llong runs, accepted;
+} cascade_stage;
+
+typedef struct srv_model {
+    char *name;
+    char *path;
+    xllm_model *model;               /* NULL for a cascade */
+    xllm_engine *engine;
+    const xllm_tokenizer *tok;
+    xllm_chat_template *tmpl;        /* NULL: no chat template (unless tmpl_src) */
+    char *tmpl_src;                  /* a .jinja file's template source, rendered as it is */
+    void *cfg_storage;               /* xllm_config_load's strings */
+    int ctx;                         /* context tokens */
+    int max_batch;                   /* sequences per step */
+    atomic_int inflight;             /* requests submitted and not yet done */
+    atomic_llong prompt_tokens, generated_tokens;
+    pii_policy *pii;                 /* NULL: no masking */
+    atomic_llong pii_masked;
+    /* cascades */
+    int n_stages;
+    cascade_stage *stages;
+    long created;
+} srv_model;
+
+/* ------------------------------------------------------------------ state */
+
+
+typedef struct srv_state {
+    srv_options opt;
+    srv_model **models;
+    int n_models;
+    atomic_int ready;       /* models loaded */
+    atomic_int stopping;    /* shutting down: runs abort */
+    int actual_port;
+    long started;
+} srv_state;
+
+srv_model *srv_find_model(srv_state *s, const char *name);
+/* Log a line to stderr with a timestamp (never prompt or output text). */
+void srv_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+double srv_now(void);
+
+/* --------------------------------------------------------------- config.c */
+
+/* Load the server config file into s->models (models loaded and engines
+ * started). 0 on success; else err filled. */
+int config_load_server(srv_state *s, const char *path, char *err, size_t err_cap);
+/* Load one model (path: directory or file; engine config: NULL or a YAML
+ * file for xllm_config_load). */
+srv_model *model_open(const char *name, const char *path, const char *engine_config, const char *chat_template,
+                      const srv_options *o, int response_cache_off, char *err, size_t err_cap);
+void model_close(srv_model *m);
+
+/* -------------------------------------------------------------- request.c */
+
+typedef struct http_error {
+    int status;
+    char message[512];
+    const char *type;       /* "invalid_request_error", ... */
+    const char *param;      /* NULL or the field */
+    const char *code;       /* NULL or "context_length_exceeded", ... */
+} http_error;
+
+int http_err(http_error *e, int status, const char *type, const char *param, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));
+
+#define SRV_MAX_PROMPTS 64
+
+typedef struct srv_req {
+    int chat;                 /* 1 = /v1/chat/completions */
+    srv_model *m;
+    char *model_name;         /* as the request named it */
+    int n_prompts;
+    int32_t *ids[SRV_MAX_PROMPTS];
+    size_t n_ids[SRV_MAX_PROMPTS];
+    char *echo_text[SRV_MAX_PROMPTS];   /* completions with echo: the prompt as text */
+    char *user_text;          /* cascades: the request's text ({prompt}) */
+    pii_map *pii[SRV_MAX_PROMPTS];
+    xllm_sampling_params params;
+    char *stop_store[XLLM_MAX_STOP_STRINGS];
+    int n;                    /* samples per prompt */
+    xllm_priority priority;
+    int max_tokens_set;
+    int stream, include_usage;
+    int logprobs;             /* completions: the int; chat: 0/1 */
+    int top_logprobs;
+    int echo;
+} srv_req;
+
+/* Parse and validate a request body for model endpoints (chat = 1 for
+ * chat completions). On failure returns the HTTP status with e filled; 0 on
+ * success (free r with srv_req_free). */
+int srv_req_parse(srv_state *s, int chat, const char *body, size_t len, srv_req *r, http_error *e);
+void srv_req_free(srv_req *r);
+/* The prompt text of a chat request rendered by m's template (for
+ * cascades' stages too). */
+int render_chat(srv_model *m, const cJSON *messages, const cJSON *tools, char **out, http_error *e);
+/* Tokenize text for model m (add_special: BOS etc.), checking the context; *ids is malloc-ed. */
+int tokenize_prompt(srv_model *m, const char *text, size_t len, int add_special, int32_t **ids, size_t *n,
+                    http_error *e);
+/* Resolve max_tokens and check prompt + max_tokens against the context. */
+int check_context(srv_req *r, http_error *e);
+
+/* ------------------------------------------------------------------ run.c */
+
+typedef struct run run;
+size_t run_completion_tokens(const run *u);
+
+/* Submit r's prompts (n samples each) to its model's engine. On failure
+ * returns the HTTP status with e filled, nothing left running. fd is the
+ * client's socket (disconnects abort the run), or -1. */
+int run_start(srv_state *s, srv_req *r, int fd, run **out, http_error *e);
+/* Non-streamed: wait until done and write the JSON response. Returns 0, or
+ * -1 when the client went away or the run failed (e filled then). */
+int run_wait_json(run *u, sbuf *out, http_error *e);
+/* Streamed: produce the next SSE bytes into out (blocking until there are
+ * some). Returns 1 while more may follow, 0 at the end ([DONE] written),
+ * -1 when the client went away. */
+int run_next_sse(run *u, sbuf *out);
+void run_free(run *u);
+
+/* The response id's random part (thread-safe). */
+void make_id(char *buf, size_t cap, const char *prefix);
+
+/* Wait objects that the engine's notify callback signals; never freed
+ * while the server runs (a late notify on a reused one only wakes it). */
+typedef struct waiter {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    unsigned long seq;
+    struct waiter *next;
+} waiter;
+waiter *waiter_get(void);
+void waiter_put(waiter *w);
+void waiter_notify(void *user, xllm_request_id id);
+/* Wait until notified after `seen` or ms pass; returns the new seq. */
+unsigned long waiter_wait(waiter *w, unsigned long seen, int ms);
+void waiters_free_all(void);
+
+/* -------------------------------------------------------------- cascade.c */
+
+/* Run a cascade non-streamed (the stream flag only changes the writer): the
+ * final answer's text and stage report go to out as the endpoint's JSON or
+ * SSE bytes. */
+int cascade_run(srv_state *s, srv_model *c, const char *body, size_t len, int chat, int fd, sbuf *out,
+                int *is_stream, http_error *e);
+
+/* a client socket that has hung up */
+int client_gone(int fd);
+
+#endif

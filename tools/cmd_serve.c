@@ -1,0 +1,55 @@
+/*
+ * cmd_serve.c - `xllm serve`: the OpenAI-compatible HTTP server (src/server,
+ * docs/SERVER.md). This file only reads the command line.
+ */
+#include "cli.h"
+#include "commands.h"
+#include "server/server.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int num(const char *flag, const char *v, long lo, long hi, long *out) {
+    char *end;
+    errno = 0;
+    long x = v ? strtol(v, &end, 10) : 0;
+    if (!v || errno || end == v || *end || x < lo || x > hi) {
+        fprintf(stderr, "xllm: error: %s needs an integer in [%ld, %ld]\n", flag, lo, hi);
+        return 0;
+    }
+    *out = x;
+    return 1;
+}
+
+int cmd_serve(int argc, char **argv) {
+    srv_options o = srv_options_default();
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        long x;
+        if (!strcmp(a, "-m") || !strcmp(a, "--model")) { if (!v) goto missing; o.model_path = v; i++; }
+        else if (!strcmp(a, "--host")) { if (!v) goto missing; o.host = v; i++; }
+        else if (!strcmp(a, "--port")) { if (!num(a, v, 0, 65535, &x)) return 1; o.port = (int)x; i++; }
+        else if (!strcmp(a, "--api-key")) { if (!v || !*v) goto missing; o.api_key = v; i++; }
+        else if (!strcmp(a, "--config")) { if (!v) goto missing; o.config_path = v; i++; }
+        else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) { if (!num(a, v, 0, 4096, &x)) return 1; o.n_threads = (int)x; i++; }
+        else if (!strcmp(a, "--max-queue")) { if (!num(a, v, 0, 1000000, &x)) return 1; o.max_queue = (int)x; i++; }
+        else if (!strcmp(a, "--max-body")) { if (!num(a, v, 1, 1L << 30, &x)) return 1; o.max_body = (size_t)x; i++; }
+        else if (!strcmp(a, "--request-timeout")) { if (!num(a, v, 0, 86400, &x)) return 1; o.request_timeout_s = (int)x; i++; }
+        else if (!strcmp(a, "--idle-timeout")) { if (!num(a, v, 0, 86400, &x)) return 1; o.idle_timeout_s = (int)x; i++; }
+        else if (!strcmp(a, "--max-connections")) { if (!num(a, v, 1, 100000, &x)) return 1; o.max_connections = (int)x; i++; }
+        else if (!strcmp(a, "--log-text")) o.log_text = 1;
+        else if (cli_is_help(a)) {
+            cli_print_help(stdout, "serve");
+            return 0;
+        } else {
+            return cli_unknown_option("serve", a);
+        }
+        continue;
+    missing:
+        fprintf(stderr, "xllm: error: %s needs a value\n", a);
+        return 1;
+    }
+    return server_main(&o);
+}
