@@ -6,7 +6,7 @@
 #
 # Fuzzing starts from the saved corpus (fuzz/corpus/<h>: seeds from tests/data and
 # regression inputs) and keeps what it finds in BUILD/fuzz-corpus/<h>; a crash,
-# leak, timeout (10 s) or out-of-memory (2 GB) input is written to
+# leak, timeout (30 s) or out-of-memory (2 GB) input is written to
 # BUILD/fuzz-artifacts/ and the script fails. Per harness it prints libFuzzer's
 # final statistics (executions, coverage) on one line.
 set -u
@@ -21,7 +21,7 @@ for h in $HARNESSES; do
     bin="$BUILD/fuzz_$h"
     [ -x "$bin" ] || { echo "fuzz: $bin not built (cmake -DXLLM_FUZZ=ON with CC=clang)"; exit 1; }
     saved="$ROOT/fuzz/corpus/$h"
-    opts=(-timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=2048 -artifact_prefix="$BUILD/fuzz-artifacts/$h-")
+    opts=(-timeout=30 -rss_limit_mb=2048 -malloc_limit_mb=2048 -artifact_prefix="$BUILD/fuzz-artifacts/$h-")
     if [ "$WHAT" = replay ]; then
         n=$(ls "$saved" | wc -l)
         if "$bin" "${opts[@]}" "$saved"/* >"$BUILD/fuzz-artifacts/$h.log" 2>&1; then

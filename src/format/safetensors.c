@@ -335,6 +335,10 @@ static xllm_status parse_file(st_archive *a, const st_file *f, xllm_error *err) 
             }
         }
     }
+    if (!root && hl && xllm_json_well_formed(text, hl)) { /* then cJSON ran out of memory */
+        xllm_free(text);
+        return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory parsing the header", path);
+    }
     if (!root) {
         size_t off = end && end >= text ? (size_t)(end - text) : 0;
         xllm_free(text);
