@@ -41,6 +41,11 @@ xllm_status xllm_json_load(const char *path, cJSON **out, xllm_error *err) {
     size_t len;
     xllm_status st = xllm_read_file(path, &text, &len, err);
     if (st) return st;
+    if (xllm_json_has_nul(text, len)) {
+        xllm_free(text);
+        return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: a string holds a NUL character (\\u0000), which would cut it",
+                           path);
+    }
     const char *end = NULL;
     cJSON *doc = cJSON_ParseWithLengthOpts(text, len, &end, 0);
     if (!doc && xllm_json_well_formed(text, len)) {
@@ -162,4 +167,22 @@ int xllm_json_well_formed(const char *text, size_t len) {
         p++;
         goto after_value;
     }
+}
+
+int xllm_json_has_nul(const char *text, size_t len) {
+    int in_str = 0;
+    for (size_t i = 0; i < len; i++) {
+        char c = text[i];
+        if (!in_str) {
+            in_str = c == '"';
+            continue;
+        }
+        if (c == '"') in_str = 0;
+        else if (c == 0) return 1;
+        else if (c == '\\' && i + 1 < len) {
+            if (text[i + 1] == 'u' && i + 5 < len && !memcmp(text + i + 2, "0000", 4)) return 1;
+            i++;
+        }
+    }
+    return 0;
 }

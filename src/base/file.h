@@ -18,6 +18,10 @@ xllm_status xllm_json_load(const char *path, cJSON **out, xllm_error *err);
  * cJSON fails on a text this accepts, the failure was out of memory (cJSON
  * does not say), so callers report XLLM_ERR_OUT_OF_MEMORY, not bad JSON. */
 int xllm_json_well_formed(const char *text, size_t len);
+/* Does a string of the JSON text hold an escaped NUL (\u0000)? cJSON's
+ * strings end at the first NUL, so a name or a template holding one would be
+ * silently cut: loaders refuse such files instead. */
+int xllm_json_has_nul(const char *text, size_t len);
 int xllm_file_exists(const char *path);
 int xllm_is_dir(const char *path);
 /* dir + "/" + name into buf; returns buf. */

@@ -324,6 +324,10 @@ st_archive *xf_open(const char *path, cJSON **meta, xllm_error *err) {
         xllm_errorf(err, XLLM_ERR_FORMAT, "%s: metadata checksum mismatch (file corrupt)", path);
         goto fail;
     }
+    if (xllm_json_has_nul((const char *)map + meta_off, (size_t)meta_len)) {
+        xllm_errorf(err, XLLM_ERR_FORMAT, "%s: metadata: a string holds a NUL character (\\u0000)", path);
+        goto fail;
+    }
     *meta = cJSON_ParseWithLength((const char *)map + meta_off, (size_t)meta_len);
     if (!*meta && xllm_json_well_formed((const char *)map + meta_off, (size_t)meta_len)) {
         xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory parsing the metadata", path);
