@@ -3,7 +3,7 @@
 JOBS ?= $(shell nproc)
 BUILD ?= build
 
-.PHONY: all deps build run test test-release test-asan test-clang test-clang-asan test-tsan test-arm test-python fuzz bench clean
+.PHONY: all deps build run test test-release test-asan test-clang test-clang-asan test-fuzz-smoke test-tsan test-arm test-python fuzz bench clean
 
 all: build
 
@@ -45,6 +45,20 @@ test-clang-asan: deps
 		ctest --output-on-failure -j$(JOBS) -E python
 	./fuzz/run.sh build-clang-asan replay
 	./fuzz/run.sh build-clang-asan $(FUZZ_SMOKE)
+
+# The CI part of the above: the same clang build, but only the fuzz harnesses
+# and the hostile-input tests (tests/unit/test_hostile_*, the allocator, the
+# kernels' non-finite cases), the saved corpus replayed, FUZZ_SMOKE_CI seconds
+# of fuzzing per harness.
+FUZZ_SMOKE_CI ?= 5
+SMOKE_TESTS = test_hostile_template test_hostile_tokenizer test_hostile_config test_alloc test_alloc_fail test_kernels
+test-fuzz-smoke: deps
+	CC=clang cmake -S . -B build-clang-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DXLLM_SANITIZE=ON -DXLLM_FUZZ=ON >/dev/null
+	cmake --build build-clang-asan -j$(JOBS) --target fuzz_gguf fuzz_safetensors fuzz_xllm fuzz_tokenizer fuzz_template $(SMOKE_TESTS)
+	cd build-clang-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+		ctest --output-on-failure -j$(JOBS) -R '^($(subst $() ,|,$(SMOKE_TESTS)))$$'
+	./fuzz/run.sh build-clang-asan replay
+	./fuzz/run.sh build-clang-asan $(FUZZ_SMOKE_CI)
 
 # ThreadSanitizer over the threaded tests (thread pool, KV cache under the pool,
 # the allocator's debug tracker from four threads).
