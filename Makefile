@@ -80,7 +80,7 @@ fuzz: deps
 test-arm: deps
 	./tests/arm/run.sh build-arm
 
-test: test-release test-asan test-clang test-arm
+test: test-release test-asan test-clang test-fuzz-smoke test-arm
 
 bench: build
 	./$(BUILD)/xllm bench -m models/stories260k -p 128 -n 128
