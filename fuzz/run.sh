@@ -38,13 +38,13 @@ for h in $HARNESSES; do
     "$bin" "${opts[@]}" -max_total_time="$WHAT" -print_final_stats=1 -dict="$ROOT/fuzz/dict/$h.dict" \
         -max_len=65536 "$work" "$saved" >"$log" 2>&1
     rc=$?
-    execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | tail -1 | grep -o '[0-9]*$')
-    [ -n "$execs" ] || execs=$(grep -o '^#[0-9]*' "$log" | tail -1 | tr -d '#')
-    cov=$(grep -o 'cov: [0-9]* ft: [0-9]*' "$log" | tail -1)
+    execs=$(grep -ao 'stat::number_of_executed_units: *[0-9]*' "$log" | tail -1 | grep -o '[0-9]*$')
+    [ -n "$execs" ] || execs=$(grep -ao '^#[0-9]*' "$log" | tail -1 | tr -d '#')
+    cov=$(grep -ao 'cov: [0-9]* ft: [0-9]*' "$log" | tail -1)
     echo "fuzz $h: $(( $(date +%s) - t0 ))s, ${execs:-?} executions, ${cov:-cov ?}, corpus $(ls "$work" | wc -l), rc $rc"
     if [ $rc -ne 0 ]; then
         fail=1
-        grep -E "ERROR|SUMMARY|runtime error|Test unit written" "$log" | head -8
+        grep -aE "ERROR|SUMMARY|runtime error|Test unit written" "$log" | head -8
     fi
 done
 exit $fail
