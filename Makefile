@@ -6,7 +6,7 @@ BUILD ?= build
 
 PREFIX ?= /usr/local
 
-.PHONY: all deps build install run test test-release test-asan test-clang test-arm test-python bench clean
+.PHONY: all deps build install run test test-release test-asan test-clang test-clang-asan test-fuzz-smoke test-tsan test-arm test-python fuzz bench clean
 
 all: build
 
@@ -42,14 +42,57 @@ test-clang: deps
 	CC=clang cmake -S . -B build-clang -DCMAKE_BUILD_TYPE=Release >/dev/null
 	cmake --build build-clang -j$(JOBS)
 
+# clang's AddressSanitizer + UBSan (which, unlike GCC's, checks float -> int
+# conversions: -fsanitize=float-cast-overflow), with libFuzzer instrumentation
+# so the same build holds the fuzz harnesses: the C tests, then every saved
+# fuzz input replayed and each harness fuzzed for FUZZ_SMOKE seconds (fuzz/).
+FUZZ_SMOKE ?= 10
+test-clang-asan: deps
+	CC=clang cmake -S . -B build-clang-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DXLLM_SANITIZE=ON -DXLLM_FUZZ=ON >/dev/null
+	cmake --build build-clang-asan -j$(JOBS)
+	cd build-clang-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+		ctest --output-on-failure -j$(JOBS) -E python
+	./fuzz/run.sh build-clang-asan replay
+	./fuzz/run.sh build-clang-asan $(FUZZ_SMOKE)
+
+# The CI part of the above: the same clang build, but only the fuzz harnesses
+# and the hostile-input tests (tests/unit/test_hostile_*, the allocator, the
+# kernels' non-finite cases), the saved corpus replayed, FUZZ_SMOKE_CI seconds
+# of fuzzing per harness.
+FUZZ_SMOKE_CI ?= 5
+SMOKE_TESTS = test_hostile_template test_hostile_tokenizer test_hostile_config test_alloc test_alloc_fail test_kernels
+test-fuzz-smoke: deps
+	CC=clang cmake -S . -B build-clang-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DXLLM_SANITIZE=ON -DXLLM_FUZZ=ON >/dev/null
+	cmake --build build-clang-asan -j$(JOBS) --target fuzz_gguf fuzz_safetensors fuzz_xllm fuzz_tokenizer fuzz_template $(SMOKE_TESTS)
+	cd build-clang-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+		ctest --output-on-failure -j$(JOBS) -R '^($(subst $() ,|,$(SMOKE_TESTS)))$$'
+	./fuzz/run.sh build-clang-asan replay
+	./fuzz/run.sh build-clang-asan $(FUZZ_SMOKE_CI)
+
+# ThreadSanitizer over the threaded tests (thread pool, KV cache under the pool,
+# the allocator's debug tracker from four threads).
+TSAN_TESTS = test_threadpool_stress test_kv_threadpool test_alloc
+test-tsan: deps
+	CC=clang cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DXLLM_TSAN=ON >/dev/null
+	cmake --build build-tsan -j$(JOBS) --target $(TSAN_TESTS)
+	cd build-tsan && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 ctest --output-on-failure \
+		-R '^($(subst $() ,|,$(TSAN_TESTS)))$$'
+
+# Fuzz every parser for FUZZ_TIME seconds each (fuzz/README.md; results in docs/FUZZING.md).
+FUZZ_TIME ?= 600
+fuzz: deps
+	CC=clang cmake -S . -B build-clang-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DXLLM_SANITIZE=ON -DXLLM_FUZZ=ON >/dev/null
+	cmake --build build-clang-asan -j$(JOBS)
+	./fuzz/run.sh build-clang-asan $(FUZZ_TIME)
+
 # The NEON kernels: test_kernels cross-compiled for aarch64, run under qemu-user.
 test-arm: deps
 	./tests/arm/run.sh build-arm
 
-test: test-release test-asan test-clang test-arm
+test: test-release test-asan test-clang test-fuzz-smoke test-arm
 
 bench: build
 	./$(BUILD)/xllm bench -m models/stories260k -p 128 -n 128
 
 clean:
-	rm -rf build build-asan build-clang build-arm
+	rm -rf build build-asan build-clang build-clang-asan build-tsan build-arm

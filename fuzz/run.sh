@@ -6,7 +6,7 @@
 #
 # Fuzzing starts from the saved corpus (fuzz/corpus/<h>: seeds from tests/data and
 # regression inputs) and keeps what it finds in BUILD/fuzz-corpus/<h>; a crash,
-# leak, timeout (10 s) or out-of-memory (2 GB) input is written to
+# leak, timeout (30 s) or out-of-memory (2 GB) input is written to
 # BUILD/fuzz-artifacts/ and the script fails. Per harness it prints libFuzzer's
 # final statistics (executions, coverage) on one line.
 set -u
@@ -21,7 +21,7 @@ for h in $HARNESSES; do
     bin="$BUILD/fuzz_$h"
     [ -x "$bin" ] || { echo "fuzz: $bin not built (cmake -DXLLM_FUZZ=ON with CC=clang)"; exit 1; }
     saved="$ROOT/fuzz/corpus/$h"
-    opts=(-timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=2048 -artifact_prefix="$BUILD/fuzz-artifacts/$h-")
+    opts=(-timeout=30 -rss_limit_mb=2048 -malloc_limit_mb=2048 -artifact_prefix="$BUILD/fuzz-artifacts/$h-")
     if [ "$WHAT" = replay ]; then
         n=$(ls "$saved" | wc -l)
         if "$bin" "${opts[@]}" "$saved"/* >"$BUILD/fuzz-artifacts/$h.log" 2>&1; then
@@ -38,13 +38,13 @@ for h in $HARNESSES; do
     "$bin" "${opts[@]}" -max_total_time="$WHAT" -print_final_stats=1 -dict="$ROOT/fuzz/dict/$h.dict" \
         -max_len=65536 "$work" "$saved" >"$log" 2>&1
     rc=$?
-    execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | tail -1 | grep -o '[0-9]*$')
-    [ -n "$execs" ] || execs=$(grep -o '^#[0-9]*' "$log" | tail -1 | tr -d '#')
-    cov=$(grep -o 'cov: [0-9]* ft: [0-9]*' "$log" | tail -1)
+    execs=$(grep -ao 'stat::number_of_executed_units: *[0-9]*' "$log" | tail -1 | grep -o '[0-9]*$')
+    [ -n "$execs" ] || execs=$(grep -ao '^#[0-9]*' "$log" | tail -1 | tr -d '#')
+    cov=$(grep -ao 'cov: [0-9]* ft: [0-9]*' "$log" | tail -1)
     echo "fuzz $h: $(( $(date +%s) - t0 ))s, ${execs:-?} executions, ${cov:-cov ?}, corpus $(ls "$work" | wc -l), rc $rc"
     if [ $rc -ne 0 ]; then
         fail=1
-        grep -E "ERROR|SUMMARY|runtime error|Test unit written" "$log" | head -8
+        grep -aE "ERROR|SUMMARY|runtime error|Test unit written" "$log" | head -8
     fi
 done
 exit $fail

@@ -67,7 +67,7 @@ static int parse_float(const char *s, float *out) {
     return 1;
 }
 
-/* "1,2,3" -> ids (malloc). */
+/* "1,2,3" -> ids (malloc); at least one. */
 static int parse_ids(const char *s, int32_t **ids, size_t *n) {
     size_t cap = 16, k = 0;
     int32_t *v = malloc(cap * sizeof *v);
@@ -88,6 +88,10 @@ static int parse_ids(const char *s, int32_t **ids, size_t *n) {
         }
         v[k++] = (int32_t)x;
         p = *end ? end + 1 : end;
+    }
+    if (!k) { /* an empty list is not a prompt (and was leaked by the callers' error path) */
+        free(v);
+        return 0;
     }
     *ids = v;
     *n = k;

@@ -79,6 +79,6 @@ xllm_status xllm_model_info(const char *path, char **json, xllm_error *err) {
     cJSON_Delete(root);
     if (!text) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
     *json = xllm_strdup(text);
-    free(text);
+    cJSON_free(text);
     return *json ? XLLM_OK : xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
 }

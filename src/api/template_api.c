@@ -164,8 +164,15 @@ static xllm_status model_file_template(xllm_chat_template *t, const char *path, 
         st_close(a);
     }
     if (!text) return XLLM_OK; /* no config: "no chat template" below */
+    if (xllm_json_has_nul(text, len)) { /* the template (or a token) would be cut there */
+        xllm_free(text);
+        return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: tokenizer_config.json: a string holds a NUL character (\\u0000)",
+                           path);
+    }
     cJSON *cfg = cJSON_ParseWithLength(text, len);
+    int oom = !cfg && xllm_json_well_formed(text, len); /* cJSON does not say which */
     xllm_free(text);
+    if (oom) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory parsing tokenizer_config.json", path);
     if (!cJSON_IsObject(cfg)) {
         cJSON_Delete(cfg);
         return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: tokenizer_config.json inside is not a JSON object", path);

@@ -5,22 +5,62 @@
  * (xllm_allocated_bytes) and leaks are visible in tests. Sizes are checked for
  * overflow (xllm_malloc_array). Returns NULL on failure like malloc; callers
  * turn that into XLLM_ERR_OUT_OF_MEMORY.
+ *
+ * Each allocation records its call site: xllm_malloc(n) is
+ * xllm_malloc_at(n, __FILE__, __LINE__). The site costs nothing unless the
+ * process runs with XLLM_DEBUG=1 (read once, at the first allocation): then
+ * every live block is kept in a list with its size and site, and
+ * xllm_alloc_debug_report() prints what is still allocated. Without it an
+ * allocation is malloc + one atomic add.
+ *
+ * Tests can make the Nth allocation fail (xllm_alloc_fail_at), as SQLite's
+ * test harness does, to walk every out-of-memory path of an operation.
+ *
+ * All functions are thread-safe.
  */
 #ifndef XLLM_BASE_ALLOC_H
 #define XLLM_BASE_ALLOC_H
 
 #include <stddef.h>
 
-void *xllm_malloc(size_t size);
-void *xllm_calloc(size_t count, size_t size);
-void *xllm_realloc(void *ptr, size_t size);
-void *xllm_malloc_array(size_t count, size_t size); /* NULL on overflow */
+void *xllm_malloc_at(size_t size, const char *file, int line);
+void *xllm_calloc_at(size_t count, size_t size, const char *file, int line);
+void *xllm_realloc_at(void *ptr, size_t size, const char *file, int line);
+void *xllm_malloc_array_at(size_t count, size_t size, const char *file, int line); /* NULL on overflow */
 /* 64-byte aligned; free with xllm_free_aligned. */
-void *xllm_malloc_aligned(size_t size);
+void *xllm_malloc_aligned_at(size_t size, const char *file, int line);
+char *xllm_strdup_at(const char *s, const char *file, int line);
+char *xllm_strndup_at(const char *s, size_t n, const char *file, int line);
+
+#define xllm_malloc(n) xllm_malloc_at((n), __FILE__, __LINE__)
+#define xllm_calloc(count, n) xllm_calloc_at((count), (n), __FILE__, __LINE__)
+#define xllm_realloc(p, n) xllm_realloc_at((p), (n), __FILE__, __LINE__)
+#define xllm_malloc_array(count, n) xllm_malloc_array_at((count), (n), __FILE__, __LINE__)
+#define xllm_malloc_aligned(n) xllm_malloc_aligned_at((n), __FILE__, __LINE__)
+#define xllm_strdup(s) xllm_strdup_at((s), __FILE__, __LINE__)
+#define xllm_strndup(s, n) xllm_strndup_at((s), (n), __FILE__, __LINE__)
+
 void xllm_free_aligned(void *ptr);
-char *xllm_strdup(const char *s);
-char *xllm_strndup(const char *s, size_t n);
 /* xllm_free() is public, in xllm.h */
 void xllm_free(void *ptr);
+
+/* ------------------------------------------------ debugging and testing */
+
+/* Is the XLLM_DEBUG=1 tracker on (decided at the first allocation)? */
+int xllm_alloc_debug_enabled(void);
+/* With the tracker on: print every live allocation to stderr (grouped by
+ * call site: count, bytes, file:line; largest first) under a header naming
+ * `when`, and return how many blocks are live. Without it: returns 0 and
+ * prints nothing. */
+size_t xllm_alloc_debug_report(const char *when);
+
+/* Fail the nth allocation from now (1 = the next one) once: it returns NULL
+ * as malloc would; every other allocation succeeds. n <= 0 disarms. Counts
+ * every call of the functions above (a realloc too) from every thread. */
+void xllm_alloc_fail_at(long n);
+/* Allocations counted since the last xllm_alloc_fail_at (while armed), and
+ * whether the armed failure has happened. */
+long xllm_alloc_count(void);
+int xllm_alloc_fail_happened(void);
 
 #endif

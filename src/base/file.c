@@ -41,8 +41,17 @@ xllm_status xllm_json_load(const char *path, cJSON **out, xllm_error *err) {
     size_t len;
     xllm_status st = xllm_read_file(path, &text, &len, err);
     if (st) return st;
+    if (xllm_json_has_nul(text, len)) {
+        xllm_free(text);
+        return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: a string holds a NUL character (\\u0000), which would cut it",
+                           path);
+    }
     const char *end = NULL;
     cJSON *doc = cJSON_ParseWithLengthOpts(text, len, &end, 0);
+    if (!doc && xllm_json_well_formed(text, len)) {
+        xllm_free(text);
+        return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory parsing JSON", path);
+    }
     if (!doc) {
         size_t off = end ? (size_t)(end - text) : 0;
         size_t line = 1;
@@ -70,4 +79,110 @@ char *xllm_path_join(char *buf, size_t cap, const char *dir, const char *name) {
     while (dl > 1 && dir[dl - 1] == '/') dl--;
     snprintf(buf, cap, "%.*s/%s", (int)dl, dir, name);
     return buf;
+}
+
+/* ------------------------------------------------ JSON well-formedness */
+
+static const char *js_ws(const char *p, const char *e) {
+    while (p < e && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')) p++;
+    return p;
+}
+
+static const char *js_string(const char *p, const char *e) { /* at '"' */
+    for (p++; p < e; p++) {
+        if (*p == '"') return p + 1;
+        if ((unsigned char)*p < 0x20) return NULL;
+        if (*p == '\\') {
+            if (++p >= e) return NULL;
+            if (*p == 'u') {
+                for (int i = 1; i <= 4; i++)
+                    if (p + i >= e || !strchr("0123456789abcdefABCDEF", p[i]) || !p[i]) return NULL;
+                p += 4;
+            } else if (!strchr("\"\\/bfnrt", *p) || !*p) {
+                return NULL;
+            }
+        }
+    }
+    return NULL;
+}
+
+static const char *js_number(const char *p, const char *e) {
+    const char *s = p;
+    if (p < e && *p == '-') p++;
+    if (p >= e || *p < '0' || *p > '9') return NULL;
+    while (p < e && ((*p >= '0' && *p <= '9') || *p == '.' || *p == 'e' || *p == 'E' || *p == '+' || *p == '-')) p++;
+    return p > s ? p : NULL;
+}
+
+int xllm_json_well_formed(const char *text, size_t len) {
+    enum { MAX_DEPTH = 1000 }; /* cJSON's CJSON_NESTING_LIMIT */
+    unsigned char stack[MAX_DEPTH]; /* 1 = object, 2 = array */
+    int depth = 0;
+    const char *p = text, *e = text + len;
+    for (;;) {
+        /* a value */
+        p = js_ws(p, e);
+        if (p >= e) return 0;
+        if (*p == '{' || *p == '[') {
+            if (depth >= MAX_DEPTH) return 0;
+            stack[depth++] = *p == '{' ? 1 : 2;
+            p = js_ws(p + 1, e);
+            if (p < e && *p == (stack[depth - 1] == 1 ? '}' : ']')) {
+                depth--;
+                p++;
+                goto after_value;
+            }
+            if (stack[depth - 1] == 1) {
+                if (p >= e || *p != '"' || !(p = js_string(p, e))) return 0;
+                p = js_ws(p, e);
+                if (p >= e || *p != ':') return 0;
+                p++;
+            }
+            continue;
+        }
+        if (*p == '"') p = js_string(p, e);
+        else if (*p == '-' || (*p >= '0' && *p <= '9')) p = js_number(p, e);
+        else if (e - p >= 4 && !memcmp(p, "true", 4)) p += 4;
+        else if (e - p >= 5 && !memcmp(p, "false", 5)) p += 5;
+        else if (e - p >= 4 && !memcmp(p, "null", 4)) p += 4;
+        else return 0;
+        if (!p) return 0;
+    after_value:
+        p = js_ws(p, e);
+        if (!depth) return p == e || (p < e && *p == 0); /* cJSON stops at a NUL */
+        if (p >= e) return 0;
+        if (*p == ',') {
+            p++;
+            if (stack[depth - 1] == 1) {
+                p = js_ws(p, e);
+                if (p >= e || *p != '"' || !(p = js_string(p, e))) return 0;
+                p = js_ws(p, e);
+                if (p >= e || *p != ':') return 0;
+                p++;
+            }
+            continue;
+        }
+        if (*p != (stack[depth - 1] == 1 ? '}' : ']')) return 0;
+        depth--;
+        p++;
+        goto after_value;
+    }
+}
+
+int xllm_json_has_nul(const char *text, size_t len) {
+    int in_str = 0;
+    for (size_t i = 0; i < len; i++) {
+        char c = text[i];
+        if (!in_str) {
+            in_str = c == '"';
+            continue;
+        }
+        if (c == '"') in_str = 0;
+        else if (c == 0) return 1;
+        else if (c == '\\' && i + 1 < len) {
+            if (text[i + 1] == 'u' && i + 5 < len && !memcmp(text + i + 2, "0000", 4)) return 1;
+            i++;
+        }
+    }
+    return 0;
 }

@@ -323,6 +323,10 @@ static xllm_status parse_file(st_archive *a, const st_file *f, xllm_error *err) 
     if (!text) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory for header", path);
     memcpy(text, f->map + 8, hl);
     text[hl] = 0;
+    if (xllm_json_has_nul(text, hl)) { /* a tensor name cut at a NUL would be another name */
+        xllm_free(text);
+        return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: header: a string holds a NUL character (\\u0000)", path);
+    }
     const char *end = NULL;
     cJSON *root = hl ? cJSON_ParseWithLengthOpts(text, hl, &end, 0) : NULL;
     if (root) { /* only (space) padding may follow the JSON value */
@@ -334,6 +338,10 @@ static xllm_status parse_file(st_archive *a, const st_file *f, xllm_error *err) 
                 break;
             }
         }
+    }
+    if (!root && hl && xllm_json_well_formed(text, hl)) { /* then cJSON ran out of memory */
+        xllm_free(text);
+        return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory parsing the header", path);
     }
     if (!root) {
         size_t off = end && end >= text ? (size_t)(end - text) : 0;

@@ -8,6 +8,7 @@
  */
 #include "format/xllm_file.h"
 #include "base/alloc.h"
+#include "base/file.h"
 #include "base/error.h"
 #include "base/tmpfile.h"
 #include "quant/quant.h"
@@ -179,11 +180,11 @@ xllm_status xf_writer_finish(xf_writer *w, const cJSON *meta, xllm_error *err) {
     }
     tmpfile_forget(w->tmp);
     w->tmp[0] = 0; /* nothing to clean up */
-    free(meta_text);
+    cJSON_free(meta_text);
     xf_writer_abort(w);
     return XLLM_OK;
 fail:
-    free(meta_text);
+    cJSON_free(meta_text);
     xf_writer_abort(w);
     return st;
 }
@@ -326,7 +327,15 @@ st_archive *xf_open(const char *path, cJSON **meta, xllm_error *err) {
         xllm_errorf(err, XLLM_ERR_FORMAT, "%s: metadata checksum mismatch (file corrupt)", path);
         goto fail;
     }
+    if (xllm_json_has_nul((const char *)map + meta_off, (size_t)meta_len)) {
+        xllm_errorf(err, XLLM_ERR_FORMAT, "%s: metadata: a string holds a NUL character (\\u0000)", path);
+        goto fail;
+    }
     *meta = cJSON_ParseWithLength((const char *)map + meta_off, (size_t)meta_len);
+    if (!*meta && xllm_json_well_formed((const char *)map + meta_off, (size_t)meta_len)) {
+        xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory parsing the metadata", path);
+        goto fail;
+    }
     if (!*meta || !cJSON_IsObject(*meta)) {
         xllm_errorf(err, XLLM_ERR_FORMAT, "%s: metadata is not a JSON object", path);
         goto fail;

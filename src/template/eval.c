@@ -558,7 +558,8 @@ static int eval(tpl_ctx *c, scope *s, const node *n, tv *out) {
 
 static int write_value(tpl_ctx *c, const tv *v, tpl_buf *out) {
     if (v->kind == TV_STR) {
-        if (tpl_buf_put(out, v->u.s, v->len)) return tpl_fail(c, XLLM_ERR_FORMAT, "the rendered text is larger than the limit (%zu bytes)", out->max);
+        if (tpl_buf_put(out, v->u.s, v->len))
+            return out->oom ? tpl_oom(c) : tpl_fail(c, XLLM_ERR_FORMAT, "the rendered text is larger than the limit (%zu bytes)", out->max);
         return 0;
     }
     return tv_to_str(c, v, out);

@@ -25,6 +25,7 @@
  */
 #include "tokenizer/tok_internal.h"
 #include "base/alloc.h"
+#include "base/file.h"
 #include "base/error.h"
 
 #include <stdio.h>
@@ -104,8 +105,11 @@ int32_t tok_bpe_token_to_id(const tok_bpe *m, const char *s, size_t len) {
 }
 
 #define OOM() xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", path)
-#define BAD(what) xllm_errorf(err, XLLM_ERR_FORMAT, "%s: malformed BPE \"%s\" near byte %zu", path, what, \
-                              (size_t)(p ? p - raw : 0))
+/* tok_js_string fails on a bad string and when its scratch buffer cannot
+ * grow: a span that is well-formed JSON means the latter */
+#define BAD(what) (xllm_json_well_formed(raw + span[0], span[1] - span[0]) ? OOM() : \
+                   xllm_errorf(err, XLLM_ERR_FORMAT, "%s: malformed BPE \"%s\" near byte %zu", path, what, \
+                               (size_t)(p ? p - raw : 0)))
 
 typedef struct { const char *s; uint32_t len; int32_t id; } vocab_entry;
 

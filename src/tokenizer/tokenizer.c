@@ -185,7 +185,9 @@ static xllm_status read_config_text(tokenizer *t, const char *text, size_t len, 
         }
         if (!v0) continue;
         cJSON *v = cJSON_ParseWithLength(v0, (size_t)(v1 - v0));
-        if (!v) st = xllm_errorf(err, XLLM_ERR_FORMAT, "%s: bad \"%s\"", cfg_path, names[k]);
+        if (!v && xllm_json_well_formed(v0, (size_t)(v1 - v0)))
+            st = xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", cfg_path);
+        else if (!v) st = xllm_errorf(err, XLLM_ERR_FORMAT, "%s: bad \"%s\"", cfg_path, names[k]);
         else *dst[k] = config_token(t, v);
         cJSON_Delete(v);
     }
@@ -230,6 +232,8 @@ static xllm_status parse_root(tokenizer *t, const cJSON *root, const char *raw, 
 }
 
 static xllm_status json_error(const char *path, const char *text, size_t len, size_t off, xllm_error *err) {
+    if (xllm_json_well_formed(text, len)) /* then cJSON ran out of memory */
+        return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory parsing JSON", path);
     size_t line = 1;
     for (size_t i = 0; i < off && i < len; i++) line += text[i] == '\n';
     return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: invalid JSON near byte %zu (line %zu)", path, off, line);

@@ -78,6 +78,14 @@ expect_fail text_prompt_longer_than_context "context" "$XLLM" run -m "$SRC/model
 
 expect_fail ids_out_of_vocab "vocabulary" "$XLLM" run -m "$SRC/models/stories260k" --ids 1,99999 -n 5
 expect_fail ids_malformed "--ids" "$XLLM" run -m "$SRC/models/stories260k" --ids 1,x,3
+expect_fail logits_empty_ids "--ids" "$XLLM" logits -m "$SRC/models/stories260k" --ids ""   # leaked 64 bytes
+expect_fail run_empty_ids "--ids" "$XLLM" run -m "$SRC/models/stories260k" --ids "" -n 2
+fresh; sed -i 's/"eos_token_id": 2/"eos_token_id": 1e20/' "$T/m/config.json"   # an out-of-range float -> int
+expect_fail config_eos_1e20 "eos_token_id" "$XLLM" run -m "$T/m" --ids 1,2 -n 2
+fresh; sed -i 's/"rope_theta": 500000.0/"rope_theta": 0/' "$T/m/config.json"    # NaN logits before
+expect_fail config_rope_theta_0 "rope_theta" "$XLLM" run -m "$T/m" --ids 1,2 -n 2
+fresh; sed -i 's/"num_hidden_layers": 2/"num_hidden_layers": 1/' "$T/m/config.json"  # dropped a layer
+expect_fail config_fewer_layers "num_hidden_layers" "$XLLM" run -m "$T/m" --ids 1,2 -n 2
 expect_fail logits_out_of_vocab "vocabulary" "$XLLM" logits -m "$SRC/models/stories260k" --ids 1,512
 expect_fail bad_top_p "top_p" "$XLLM" run -m "$SRC/models/stories260k" --top-p 1.5 -n 3
 expect_fail unknown_option "unknown option" "$XLLM" run --frobnicate

@@ -13,8 +13,11 @@
 #include "base/alloc.h"
 #include "model/model.h"
 #include "model/model_config.h"
+#include "format/safetensors.h"
+#include "xllm.h"
 
 #include <cjson/cJSON.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,7 +91,59 @@ static void load_case(const char *family, const char *key, const char *value, co
     rmdir(dir);
 }
 
+/* A NUL inside a JSON string would cut a name or a template short (cJSON's
+ * strings end there): refused in config.json, a safetensors header and
+ * tokenizer_config.json. */
+static void write_text(const char *path, const char *text, size_t len) {
+    FILE *f = fopen(path, "wb");
+    fwrite(text, 1, len, f);
+    fclose(f);
+}
+
+static void nul_cases(void) {
+    char dir[] = "/tmp/xllm-hostile-nul-XXXXXX", path[600];
+    if (!mkdtemp(dir)) { CHECK(0); return; }
+    size_t base = xllm_allocated_bytes();
+    /* config.json */
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    const char *cfg = "{\"model_type\": \"llama\\u0000evil\", \"hidden_size\": 8}";
+    write_text(path, cfg, strlen(cfg));
+    model_config mc;
+    xllm_error err = {0};
+    CHECK_MSG(model_config_load(dir, &mc, &err) && strstr(err.message, "NUL"), "config: %s", err.message);
+    /* a safetensors header whose tensor name hides a NUL */
+    const char *hdr = "{\"model.norm.weight\\u0000x\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0, 4]}}";
+    size_t hl = strlen(hdr), pad = (8 - hl % 8) % 8;
+    unsigned char st[512] = {0};
+    uint64_t n = hl + pad;
+    memcpy(st, &n, 8);
+    memcpy(st + 8, hdr, hl);
+    memset(st + 8 + hl, ' ', pad);
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    write_text(path, (const char *)st, 8 + n + 4);
+    err.message[0] = 0;
+    st_archive *a = st_open(path, &err);
+    CHECK_MSG(!a && strstr(err.message, "NUL"), "safetensors: %s", a ? "opened" : err.message);
+    st_close(a);
+    unlink(path);
+    /* a chat template with a NUL in it */
+    snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
+    const char *tc = "{\"chat_template\": \"{{ 'a' }}\\u0000{{ raise_exception('hidden') }}\"}";
+    write_text(path, tc, strlen(tc));
+    err.message[0] = 0;
+    xllm_chat_template *t = xllm_chat_template_load(dir, &err);
+    CHECK_MSG(!t && strstr(err.message, "NUL"), "template: %s", t ? "loaded" : err.message);
+    xllm_chat_template_free(t);
+    fprintf(stderr, "  NUL in config.json, safetensors names, chat template: refused\n");
+    unlink(path);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    unlink(path);
+    rmdir(dir);
+    CHECK(xllm_allocated_bytes() == base);
+}
+
 int main(void) {
+    nul_cases();
     setenv("XLLM_PLAN", "0", 1);
     parse_case("llama", "eos_token_id", "2", NULL);
     parse_case("llama", "eos_token_id", "1e20", "eos_token_id");
