@@ -165,7 +165,9 @@ void xllm_results_free(xllm_result *results, size_t n);
 typedef void (*xllm_progress_fn)(void *user, const char *stage, double fraction);
 
 typedef struct xllm_convert_options {
-    const char *dtype;        /* default type of matmul weights: "f32", "f16", "bf16", "q8", "q4", "q4m"; NULL = f32 */
+    const char *dtype;        /* default type of matmul weights: "f32", "f16", "bf16", "q8", "q4", "q4m", llama.cpp's
+                                 "q4_k", "q5_k", "q6_k", or its mixes "q4_k_m", "q5_k_m" (v_proj and down_proj
+                                 of some layers and lm_head in Q6_K; not fused); NULL = f32 */
     int group_size;           /* q4/q4m group: 32, 64 or 128; 0 = 32 (q8 always uses 32) */
     const char *policy;       /* per tensor class overrides, e.g. "embed=q8,attn=q4,mlp=q4,lm_head=q8,norm=f32";
                                  classes: embed, attn, mlp, lm_head, norm, router; NULL = defaults */

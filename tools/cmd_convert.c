@@ -57,7 +57,7 @@ int cmd_convert(int argc, char **argv) {
         else if (!src) src = f;
         else return fail("unexpected argument: ", f);
     }
-    if (!src || !out) return fail("usage: xllm convert SRC -o OUT [--dtype f32|f16|bf16|q8|q4|q4m] "
+    if (!src || !out) return fail("usage: xllm convert SRC -o OUT [--dtype f32|f16|bf16|q8|q4|q4m|q4_k|q5_k|q6_k|q4_k_m|q5_k_m] "
                                   "[--group-size N] [--policy ...] [--calib FILE] [--no-fuse] [--to xllm|gguf]", NULL);
     if (!strcmp(to, "gguf")) o.to_gguf = 1;
     else if (strcmp(to, "xllm")) return fail("--to must be xllm or gguf, got ", to);

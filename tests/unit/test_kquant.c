@@ -351,7 +351,7 @@ static void test_fixtures(void) {
         gguf_model g;
         CHECK_MSG(gguf_open(path, &g, &err) == XLLM_OK, "%s: %s", path, err.message);
         int seen = 0;
-        double worst = 0;
+        double worst = 0, ours_worst = 0;
         for (size_t i = 0; i < st_count(g.tensors); i++) {
             const st_tensor *t = st_at(g.tensors, i);
             if (t->ndim != 2) continue;
@@ -372,12 +372,29 @@ static void test_fixtures(void) {
             double rel = sqrt(se / ss);
             worst = fmax(worst, rel);
             CHECK_MSG(rel <= files[f].max_rel, "%s %s: relative RMS error %.4f", files[f].file, t->name, rel);
+            if (kq_can_quantize(t->dtype)) { /* our quantizer on the same F16 rows: no worse than llama-quantize's */
+                uint8_t *qrow = malloc(rb);
+                double se2 = 0;
+                for (int64_t row = 0; row < rows; row++) {
+                    xllm_to_f32(XLLM_DT_F16, (const char *)r->data + row * cols * 2, b, (size_t)cols);
+                    kq_quantize_row(t->dtype, b, cols, NULL, qrow);
+                    quant_dequantize_row(t->dtype, t->group, qrow, cols, a);
+                    for (int64_t c = 0; c < cols; c++) se2 += (double)(a[c] - b[c]) * (a[c] - b[c]);
+                }
+                double ours = sqrt(se2 / ss);
+                ours_worst = fmax(ours_worst, ours / rel);
+                CHECK_MSG(ours <= 1.05 * rel, "%s %s: our quantizer's relative RMS error %.4f vs llama.cpp's %.4f",
+                          files[f].file, t->name, ours, rel);
+                free(qrow);
+            }
             free(a);
             free(b);
             seen++;
         }
         CHECK(seen >= 14); /* 2 layers x 7 matrices, embeddings, output */
-        fprintf(stderr, "  %-22s worst relative RMS error vs F16 %.4f over %d matrices\n", files[f].file, worst, seen);
+        fprintf(stderr, "  %-22s worst relative RMS error vs F16 %.4f over %d matrices", files[f].file, worst, seen);
+        if (ours_worst > 0) fprintf(stderr, "; ours / llama.cpp's at worst %.3f", ours_worst);
+        fputc('\n', stderr);
         gguf_close(&g);
     }
     gguf_close(&ref);

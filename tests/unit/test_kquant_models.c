@@ -26,6 +26,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define DIR XLLM_SOURCE_DIR "/tests/data/kquants"
 #define KQ_TOP10 0.16  /* |logprob - llama.cpp's| on llama.cpp's top 10 (measured worst: 0.125) */
@@ -123,6 +124,70 @@ static void check_file(const char *file, const cJSON *cases, const char *level, 
     xllm_model_free(m);
 }
 
+/* Log-softmax of n_pos rows of logits (V each), then the mean KL(ref || x). */
+static double mean_kl(const float *ref, const float *x, int n_pos, int V) {
+    double kl = 0;
+    float *a = malloc(sizeof(float) * (size_t)V), *b = malloc(sizeof(float) * (size_t)V);
+    for (int p = 0; p < n_pos; p++) {
+        memcpy(a, ref + (size_t)p * V, sizeof(float) * (size_t)V);
+        memcpy(b, x + (size_t)p * V, sizeof(float) * (size_t)V);
+        log_softmax(a, V);
+        log_softmax(b, V);
+        for (int v = 0; v < V; v++) kl += exp(a[v]) * (a[v] - b[v]);
+    }
+    free(a);
+    free(b);
+    return kl / n_pos;
+}
+
+static int all_logits(const char *path, const int32_t *ids, int n, float *out) {
+    xllm_error err;
+    xllm_model *m = xllm_model_load(path, NULL, &err);
+    CHECK_MSG(m != NULL, "%s: %s", path, err.message);
+    if (!m) return -1;
+    int ok = xllm_model_logits(m, ids, (size_t)n, 1, out, &err) == XLLM_OK;
+    CHECK_MSG(ok, "%s: %s", path, ok ? "" : err.message);
+    xllm_model_free(m);
+    return ok ? 0 : -1;
+}
+
+/* xllm convert --dtype q4_k_m (our quantizer) from the F16 file, to .xllm and
+ * to GGUF: both files compute the same logits, and their KL divergence from
+ * the F16 model is no worse than llama.cpp's own Q4_K_M file's (x 1.1) and
+ * better than its Q4_0 file's. */
+static void test_convert_mix(void) {
+    enum { NP = 24 };
+    int32_t ids[NP];
+    for (int i = 0; i < NP; i++) ids[i] = i ? 3 + (7919 * i + 13) % 509 : 1;
+    static float ref[NP * 512], ours[NP * 512], ours_g[NP * 512], lk[NP * 512], l0[NP * 512];
+    char dir[] = "/tmp/xllm_kq_XXXXXX", xp[64], gp[64];
+    CHECK(mkdtemp(dir) != NULL);
+    snprintf(xp, sizeof xp, "%s/m.xllm", dir);
+    snprintf(gp, sizeof gp, "%s/m.gguf", dir);
+    xllm_convert_options o = xllm_convert_options_default();
+    xllm_error err;
+    o.dtype = "q4_k_m";
+    CHECK_MSG(xllm_convert(DIR "/kq-F16.gguf", xp, &o, &err) == XLLM_OK, "%s", err.message);
+    o.to_gguf = 1;
+    CHECK_MSG(xllm_convert(DIR "/kq-F16.gguf", gp, &o, &err) == XLLM_OK, "%s", err.message);
+    if (all_logits(DIR "/kq-F16.gguf", ids, NP, ref) || all_logits(xp, ids, NP, ours) || all_logits(gp, ids, NP, ours_g) ||
+        all_logits(DIR "/kq-Q4_K_M.gguf", ids, NP, lk) || all_logits(DIR "/kq-pure-Q4_0.gguf", ids, NP, l0))
+        goto out;
+    double dmax = 0;
+    for (int i = 0; i < NP * 512; i++) dmax = fmax(dmax, fabs(ours[i] - ours_g[i]));
+    double k_ours = mean_kl(ref, ours, NP, 512), k_llama = mean_kl(ref, lk, NP, 512), k_q40 = mean_kl(ref, l0, NP, 512);
+    fprintf(stderr, "convert q4_k_m: KL vs F16 %.5f (llama.cpp's Q4_K_M %.5f, Q4_0 %.5f); .xllm vs GGUF max |logit diff| %.2g\n",
+            k_ours, k_llama, k_q40, dmax);
+    /* the GGUF's Q/K rows are permuted for llama.cpp's RoPE: sums in another order */
+    CHECK_MSG(dmax < 1e-2, ".xllm and GGUF differ by %g", dmax);
+    CHECK(k_ours <= 1.1 * k_llama);
+    CHECK(k_ours < k_q40);
+out:
+    remove(xp);
+    remove(gp);
+    rmdir(dir);
+}
+
 int main(void) {
     setenv("XLLM_PLAN", "0", 1); /* the planner's choices never change results; skip its timing */
     cJSON *exp;
@@ -153,5 +218,6 @@ int main(void) {
     }
     unsetenv("XLLM_CPU");
     cJSON_Delete(exp);
+    test_convert_mix();
     return test_report("test_kquant_models");
 }
