@@ -196,7 +196,7 @@ typedef struct xllm_synth_options {
     const char *dtype;      /* .xllm matmul type, policy as xllm_convert: "f32", "f16", "bf16", "q8", "q4", "q4m"; NULL = f32 */
     const char *out;        /* .xllm file, or NULL */
     const char *gguf_out;   /* GGUF file, or NULL */
-    const char *gguf_type;  /* "F32", "F16", "Q8_0", "Q4_0"; NULL = dtype's twin (q8 -> Q8_0, q4 -> Q4_0) */
+    const char *gguf_type;  /* "F32", "F16", "Q8_0", "Q4_0", "Q4_K", "Q5_K", "Q6_K", "Q4_K_M", "Q5_K_M"; NULL = dtype's twin (q8 -> Q8_0, q4 -> Q4_0) */
     const char *hf_dir;     /* HF checkpoint directory (created), or NULL */
     uint64_t seed;          /* default 1 */
     int n_threads;          /* 0 = all CPUs */

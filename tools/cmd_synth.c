@@ -28,7 +28,7 @@ static void progress_bar(void *user, const char *stage, double f) {
 
 #define SYNTH_USAGE                                                                                     \
     "usage: xllm synth --shape SHAPE [--dtype f32|f16|q8|q4] [-o FILE.xllm] [--gguf FILE.gguf "         \
-    "[--gguf-type F32|F16|Q8_0|Q4_0]] [--hf DIR] [--seed N] [-t THREADS]"
+    "[--gguf-type F32|F16|Q8_0|Q4_0|Q4_K|Q5_K|Q6_K|Q4_K_M|Q5_K_M]] [--hf DIR] [--seed N] [-t THREADS]"
 
 int cmd_synth(int argc, char **argv) {
     xllm_synth_options o = xllm_synth_options_default();
