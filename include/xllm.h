@@ -344,7 +344,9 @@ xllm_status xllm_engine_load_knowledge(xllm_engine *e, const char *name, const c
 typedef void (*xllm_progress_fn)(void *user, const char *stage, double fraction);
 
 typedef struct xllm_convert_options {
-    const char *dtype;        /* default type of matmul weights: "f32", "f16", "bf16", "q8", "q4", "q4m"; NULL = f32 */
+    const char *dtype;        /* default type of matmul weights: "f32", "f16", "bf16", "q8", "q4", "q4m", llama.cpp's
+                                 "q4_k", "q5_k", "q6_k", or its mixes "q4_k_m", "q5_k_m" (v_proj and down_proj
+                                 of some layers and lm_head in Q6_K; not fused); NULL = f32 */
     int group_size;           /* q4/q4m group: 32, 64 or 128; 0 = 32 (q8 always uses 32) */
     const char *policy;       /* per tensor class overrides, e.g. "embed=q8,attn=q4,mlp=q4,lm_head=q8,norm=f32";
                                  classes: embed, attn, mlp, lm_head, norm, router; NULL = defaults */
@@ -380,7 +382,7 @@ typedef struct xllm_synth_options {
     const char *dtype;      /* .xllm matmul type, policy as xllm_convert: "f32", "f16", "bf16", "q8", "q4", "q4m"; NULL = f32 */
     const char *out;        /* .xllm file, or NULL */
     const char *gguf_out;   /* GGUF file, or NULL */
-    const char *gguf_type;  /* "F32", "F16", "Q8_0", "Q4_0"; NULL = dtype's twin (q8 -> Q8_0, q4 -> Q4_0) */
+    const char *gguf_type;  /* "F32", "F16", "Q8_0", "Q4_0", "Q4_K", "Q5_K", "Q6_K", "Q4_K_M", "Q5_K_M"; NULL = dtype's twin (q8 -> Q8_0, q4 -> Q4_0) */
     const char *hf_dir;     /* HF checkpoint directory (created), or NULL */
     uint64_t seed;          /* default 1 */
     int n_threads;          /* 0 = all CPUs */

@@ -60,6 +60,11 @@ typedef struct backend {
     const float *act_x;
     int64_t act_cols;
     int act_T;
+    /* llama.cpp's activation sections (KQ_ACT_* of quant/kquant.h) each
+     * preparation also writes after the level's layout: set at load by
+     * backend_pack_matrix for the matrices of those types; act_have: the
+     * sections be->act holds now */
+    unsigned act_kq, act_have;
     /* 1: the forward pass may use the fused operators below (the default);
      * XLLM_FUSE=0 at init turns them off, for comparisons. Same bits either way. */
     int fuse;
@@ -77,7 +82,9 @@ void backend_free(backend *be);
 /* Name of the kernel level in use ("avx512", "neon+dotprod", ...). */
 const char *backend_level_name(const backend *be);
 
-/* Repack a quantized matrix once, at load, into the order the level's matmul
+/* Repack a quantized matrix once, at load, (and, for llama.cpp's block
+ * types, ask every later activation preparation for their activations:
+ * call it for each matrix a matmul will read, before the first forward) into the order the level's matmul
  * kernels stream it (rows interleaved in tiles, nibbles pre-arranged, scales
  * gathered): W->data then points at *storage (the caller frees it with
  * xllm_free_aligned) and W->packed is set. Results stay bit-identical to the

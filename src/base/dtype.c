@@ -8,7 +8,10 @@ static const struct { const char *name; size_t size; } k_types[XLLM_DT_COUNT] = 
     [XLLM_DT_F64] = {"F64", 8}, [XLLM_DT_I8] = {"I8", 1},    [XLLM_DT_U8] = {"U8", 1},
     [XLLM_DT_I16] = {"I16", 2}, [XLLM_DT_I32] = {"I32", 4},  [XLLM_DT_I64] = {"I64", 8},
     [XLLM_DT_BOOL] = {"BOOL", 1}, [XLLM_DT_Q8] = {"Q8", 0}, [XLLM_DT_Q4] = {"Q4", 0},
-    [XLLM_DT_Q4M] = {"Q4M", 0},
+    [XLLM_DT_Q4M] = {"Q4M", 0}, [XLLM_DT_Q5_0] = {"Q5_0", 0}, [XLLM_DT_Q5_1] = {"Q5_1", 0},
+    [XLLM_DT_IQ4_NL] = {"IQ4_NL", 0}, [XLLM_DT_Q2_K] = {"Q2_K", 0}, [XLLM_DT_Q3_K] = {"Q3_K", 0},
+    [XLLM_DT_Q4_K] = {"Q4_K", 0}, [XLLM_DT_Q5_K] = {"Q5_K", 0}, [XLLM_DT_Q6_K] = {"Q6_K", 0},
+    [XLLM_DT_IQ4_XS] = {"IQ4_XS", 0},
 };
 
 size_t xllm_dtype_size(xllm_dtype t) { return (unsigned)t < XLLM_DT_COUNT ? k_types[t].size : 0; }

@@ -26,12 +26,25 @@ typedef enum xllm_dtype {
     XLLM_DT_Q8,    /* [f16 d][int8 q x group]             value = q * d          (group 32 = GGUF Q8_0) */
     XLLM_DT_Q4,    /* [f16 d][group/2 bytes of nibbles]   value = (q - 8) * d    (group 32 = GGUF Q4_0) */
     XLLM_DT_Q4M,   /* [f16 d][f16 m][group/2 bytes]       value = q * d + m      (group 32 = GGUF Q4_1) */
+    /* llama.cpp's block types, byte for byte as GGUF stores them (src/quant/kquant.h,
+     * docs/FORMAT.md); the group is the type's block: 32, or 256 for the K-quants */
+    XLLM_DT_Q5_0,
+    XLLM_DT_Q5_1,
+    XLLM_DT_IQ4_NL,
+    XLLM_DT_Q2_K,
+    XLLM_DT_Q3_K,
+    XLLM_DT_Q4_K,
+    XLLM_DT_Q5_K,
+    XLLM_DT_Q6_K,
+    XLLM_DT_IQ4_XS,
     XLLM_DT_COUNT
 } xllm_dtype;
 
 /* Bytes per element of a plain type; 0 for block-quantized types. */
 size_t xllm_dtype_size(xllm_dtype t);
-static inline int xllm_dtype_is_quant(xllm_dtype t) { return t >= XLLM_DT_Q8 && t <= XLLM_DT_Q4M; }
+static inline int xllm_dtype_is_quant(xllm_dtype t) { return t >= XLLM_DT_Q8 && t <= XLLM_DT_IQ4_XS; }
+/* One of llama.cpp's block types (kquant.h): read by their own kernels, on their own activations. */
+static inline int xllm_dtype_is_kq(xllm_dtype t) { return t >= XLLM_DT_Q5_0 && t <= XLLM_DT_IQ4_XS; }
 const char *xllm_dtype_name(xllm_dtype t);
 
 static inline float xllm_bf16_to_f32(uint16_t h) {

@@ -27,6 +27,7 @@
 #include "format/gguf.h"
 #include "format/xllm_file.h"
 #include "model/model_config.h"
+#include "quant/kquant.h"
 #include "quant/quant.h"
 
 #include <math.h>
@@ -174,9 +175,10 @@ static xllm_status emit(conv *c, out_t *o, xllm_error *err) {
         return st;
     }
     int64_t cols = o->shape[o->ndim - 1], rows = numel(o) / (cols ? cols : 1);
-    qtype t = policy_pick(&c->pol, o->cls, o->ndim, cols);
+    qtype t = policy_pick_named(&c->pol, o->name, o->cls, o->ndim, cols);
     qtype want = c->pol.cls[o->cls];
-    if (o->ndim == 2 && (t.dtype != want.dtype || t.group != want.group) && c->fallbacks) {
+    if (o->ndim == 2 && (t.dtype != want.dtype || t.group != want.group) && t.group == 0 && want.group > 0 &&
+        c->fallbacks) {
         /* a block type whose block does not divide the row width: recorded, so convert and info can say so */
         char why[160], wname[32];
         snprintf(why, sizeof why, "stored as %s instead of %s: rows of %lld values are not a multiple of %d",
@@ -194,6 +196,10 @@ static xllm_status emit(conv *c, out_t *o, xllm_error *err) {
         c->gptq_matrices += done;
     }
     if (done) {
+    } else if (xllm_dtype_is_kq(t.dtype)) {
+        size_t rb = quant_row_bytes(t.dtype, t.group, cols);
+        for (int64_t r = 0; r < rows; r++)
+            kq_quantize_row(t.dtype, o->data + r * cols, cols, o->importance, (char *)buf + (size_t)r * rb);
     } else if (xllm_dtype_is_quant(t.dtype)) {
         size_t rb = quant_row_bytes(t.dtype, t.group, cols);
         for (int64_t r = 0; r < rows; r++)
@@ -379,7 +385,7 @@ static xllm_status convert_layer(conv *c, int l, xllm_error *err) {
         const char *bn[3] = {"%s.self_attn.q_proj.bias", "%s.self_attn.k_proj.bias", "%s.self_attn.v_proj.bias"};
         for (int i = 0; i < 3; i++)
             if ((st = (snprintf(n, sizeof n, bn[i], p), fetch_name(c, n, &qb[i], &f_b[i], err)))) return st;
-        if (!(c->o->no_fuse || c->to_gguf)) {
+        if (!(c->o->no_fuse || c->to_gguf || c->pol.mix)) {
             out_t parts[3] = {q, k, v}, fused; /* parts own the data now */
             memset(&q, 0, sizeof q);
             memset(&k, 0, sizeof k);
@@ -443,7 +449,7 @@ static xllm_status convert_layer(conv *c, int l, xllm_error *err) {
             xllm_free(imp);
         }
         if (!st) st = emit(c, &mlp_norm, err);
-        if (!st && !(c->o->no_fuse || c->to_gguf)) {
+        if (!st && !(c->o->no_fuse || c->to_gguf || c->pol.mix)) {
             out_t parts[2] = {gate, up}, fused;
             snprintf(n, sizeof n, "%s.mlp.gate_up_proj.weight", p);
             memset(&gate, 0, sizeof gate);
@@ -547,6 +553,7 @@ xllm_status xllm_convert(const char *src, const char *dst, const xllm_convert_op
     if ((st = model_config_parse(config, cJSON_IsNull(gen) ? NULL : gen, "config.json", "generation_config.json",
                                  &c.cfg, err)))
         goto done;
+    c.pol.n_layers = c.cfg.n_layers; /* a K-quant mix picks by layer; its tensors are not fused (one type each) */
     c.n_total = st_count(c.src);
     c.done = xllm_calloc(c.n_total ? c.n_total : 1, 1);
     c.types = cJSON_CreateObject();
@@ -607,7 +614,7 @@ xllm_status xllm_convert(const char *src, const char *dst, const xllm_convert_op
     cJSON *pol = cJSON_AddObjectToObject(meta, "policy");
     char tname[32];
     for (int k = 0; k < TC_COUNT; k++) cJSON_AddStringToObject(pol, tensor_class_name((tensor_class)k), qtype_name(c.pol.cls[k], tname, sizeof tname));
-    cJSON_AddBoolToObject(meta, "fused", !(c.o->no_fuse || c.to_gguf));
+    cJSON_AddBoolToObject(meta, "fused", !(c.o->no_fuse || c.to_gguf || c.pol.mix));
     cJSON_AddItemToObject(meta, "tensor_types", c.types);
     if (cJSON_GetArraySize(c.fallbacks) > 0) {
         cJSON_AddItemToObject(meta, "fallbacks", c.fallbacks);

@@ -26,16 +26,26 @@ typedef struct qtype {
 
 typedef struct policy {
     qtype cls[TC_COUNT];
+    /* a K-quant mix by name (--dtype q4_k_m, q5_k_m, q3_k_m): the attn and mlp
+     * classes' type, except v_proj and down_proj in the layers llama.cpp
+     * gives more bits (the first and last eighth, every third between) and
+     * lm_head, which get `more`. n_layers: the model's (set by the caller). */
+    int mix;
+    qtype more;
+    int n_layers;
 } policy;
 
 const char *tensor_class_name(tensor_class c);
 tensor_class tensor_class_of(const char *name, int ndim);
-/* Parse a type name ("f32", "f16", "bf16", "q8", "q4", "q4m") with the q4 group. */
+/* Parse a type name ("f32", "f16", "bf16", "q8", "q4", "q4m", or llama.cpp's
+ * "q4_k", "q5_k", "q6_k") with the q4 group. */
 xllm_status qtype_parse(const char *s, int group, qtype *out, xllm_error *err);
 const char *qtype_name(qtype t, char *buf, size_t cap);
 /* Defaults for dtype, then the overrides in spec ("class=type,..."; may be NULL). */
 xllm_status policy_make(const char *dtype, int group, const char *spec, policy *p, xllm_error *err);
 /* The type a tensor of this class and shape gets, after fallbacks. */
 qtype policy_pick(const policy *p, tensor_class c, int ndim, int64_t cols);
+/* The same for the tensor of this HF name (a mix picks by name). */
+qtype policy_pick_named(const policy *p, const char *name, tensor_class c, int ndim, int64_t cols);
 
 #endif

@@ -38,6 +38,7 @@
 #include "convert/policy.h"
 #include "format/gguf.h"
 #include "format/xllm_file.h"
+#include "quant/kquant.h"
 #include "quant/quant.h"
 
 #include <cjson/cJSON.h>
@@ -424,7 +425,8 @@ static void do_rows(void *ctx, size_t b, size_t e, int ti) {
         for (int si = 0; si < S->n_sink; si++) {
             xsink *x = &S->sink[si];
             void *dst = x->buf + (size_t)r * x->row_bytes;
-            if (xllm_dtype_is_quant(x->t.dtype)) quant_quantize_row(x->t.dtype, x->t.group, row, cols, NULL, dst);
+            if (xllm_dtype_is_kq(x->t.dtype)) kq_quantize_row(x->t.dtype, row, cols, NULL, dst);
+            else if (xllm_dtype_is_quant(x->t.dtype)) quant_quantize_row(x->t.dtype, x->t.group, row, cols, NULL, dst);
             else if (x->t.dtype == XLLM_DT_F16) for (int64_t i = 0; i < cols; i++) ((uint16_t *)dst)[i] = xllm_f32_to_f16(row[i]);
             else if (x->t.dtype == XLLM_DT_BF16) for (int64_t i = 0; i < cols; i++) ((uint16_t *)dst)[i] = xllm_f32_to_bf16(row[i]);
             else memcpy(dst, row, sizeof(float) * (size_t)cols);
@@ -432,7 +434,10 @@ static void do_rows(void *ctx, size_t b, size_t e, int ti) {
         if (S->hf) {
             float *h = S->hf_chunk + (size_t)k * (size_t)cols;
             qtype t = S->hf_t;
-            if (xllm_dtype_is_quant(t.dtype)) {
+            if (xllm_dtype_is_kq(t.dtype)) {
+                kq_quantize_row(t.dtype, row, cols, NULL, S->qrow[ti]);
+                quant_dequantize_row(t.dtype, t.group, S->qrow[ti], cols, h);
+            } else if (xllm_dtype_is_quant(t.dtype)) {
                 quant_quantize_row(t.dtype, t.group, row, cols, NULL, S->qrow[ti]);
                 quant_dequantize_row(t.dtype, t.group, S->qrow[ti], cols, h);
             } else if (t.dtype == XLLM_DT_F16) {
@@ -451,7 +456,13 @@ static xllm_status gguf_policy_name(const char *g, const char **dtype, xllm_erro
     else if (!strcmp(g, "F16") || !strcmp(g, "f16")) *dtype = "f16";
     else if (!strcmp(g, "Q8_0") || !strcmp(g, "q8_0")) *dtype = "q8";
     else if (!strcmp(g, "Q4_0") || !strcmp(g, "q4_0")) *dtype = "q4";
-    else return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "unknown GGUF type \"%s\" (use F32, F16, Q8_0 or Q4_0)", g);
+    else if (!strcmp(g, "Q4_K") || !strcmp(g, "q4_k")) *dtype = "q4_k";
+    else if (!strcmp(g, "Q5_K") || !strcmp(g, "q5_k")) *dtype = "q5_k";
+    else if (!strcmp(g, "Q6_K") || !strcmp(g, "q6_k")) *dtype = "q6_k";
+    else if (!strcmp(g, "Q4_K_M") || !strcmp(g, "q4_k_m")) *dtype = "q4_k_m";
+    else if (!strcmp(g, "Q5_K_M") || !strcmp(g, "q5_k_m")) *dtype = "q5_k_m";
+    else return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT,
+                            "unknown GGUF type \"%s\" (use F32, F16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, Q4_K_M or Q5_K_M)", g);
     return XLLM_OK;
 }
 
@@ -637,7 +648,9 @@ xllm_status xllm_synth(const xllm_synth_options *opts, xllm_error *err) {
         scratch_made = 1;
         tmpfile_remember(x->path); /* removed at the end, or by xllm_remove_temp_files */
     }
+    S.hf_pol.n_layers = s->layers; /* K-quant mixes pick v_proj / down_proj by layer (fused q/k/v: one type) */
     for (int i = 0; i < S.n_sink; i++) {
+        S.sink[i].pol.n_layers = s->layers;
         S.sink[i].types = cJSON_CreateObject();
         if (!(S.sink[i].w = xf_writer_open(S.sink[i].path, err))) {
             st = err ? err->code : XLLM_ERR_IO;
@@ -678,10 +691,10 @@ xllm_status xllm_synth(const xllm_synth_options *opts, xllm_error *err) {
     for (size_t i = 0; i < nu && !st; i++) {
         S.u = &u[i];
         int64_t cols = u[i].cols, rows = u[i].rows;
-        S.hf_t = policy_pick(&S.hf_pol, u[i].cls, u[i].ndim, cols);
+        S.hf_t = policy_pick_named(&S.hf_pol, u[i].name, u[i].cls, u[i].ndim, cols);
         for (int k = 0; k < S.n_sink; k++) {
             xsink *x = &S.sink[k];
-            x->t = policy_pick(&x->pol, u[i].cls, u[i].ndim, cols);
+            x->t = policy_pick_named(&x->pol, u[i].name, u[i].cls, u[i].ndim, cols);
             x->row_bytes = quant_row_bytes(x->t.dtype, x->t.group, cols);
             x->buf = xllm_malloc((size_t)rows * x->row_bytes);
             if (!x->buf) st = xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory making %s", u[i].name);

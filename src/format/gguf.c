@@ -17,6 +17,7 @@
 #include "base/alloc.h"
 #include "base/error.h"
 #include "quant/quant.h"
+#include "quant/kquant.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -375,6 +376,9 @@ static const char *ggml_type_name(uint32_t t) {
     return t < sizeof names / sizeof *names ? names[t] : "unknown";
 }
 
+/* Values per block of a quantized type as GGUF stores it. */
+static int gguf_block_elems(xllm_dtype t) { return xllm_dtype_is_kq(t) ? kq_block_elems(t) : QK; }
+
 static int map_ggml_type(uint32_t t, xllm_dtype *dt) {
     switch (t) {
     case GGML_F32: *dt = XLLM_DT_F32; return 1;
@@ -383,6 +387,15 @@ static int map_ggml_type(uint32_t t, xllm_dtype *dt) {
     case GGML_Q8_0: *dt = XLLM_DT_Q8; return 1;
     case GGML_Q4_0: *dt = XLLM_DT_Q4; return 1;
     case GGML_Q4_1: *dt = XLLM_DT_Q4M; return 1;
+    case GGML_Q5_0: *dt = XLLM_DT_Q5_0; return 1;
+    case GGML_Q5_1: *dt = XLLM_DT_Q5_1; return 1;
+    case GGML_IQ4_NL: *dt = XLLM_DT_IQ4_NL; return 1;
+    case GGML_Q2_K: *dt = XLLM_DT_Q2_K; return 1;
+    case GGML_Q3_K: *dt = XLLM_DT_Q3_K; return 1;
+    case GGML_Q4_K: *dt = XLLM_DT_Q4_K; return 1;
+    case GGML_Q5_K: *dt = XLLM_DT_Q5_K; return 1;
+    case GGML_Q6_K: *dt = XLLM_DT_Q6_K; return 1;
+    case GGML_IQ4_XS: *dt = XLLM_DT_IQ4_XS; return 1;
     case GGML_I8: *dt = XLLM_DT_I8; return 1;
     case GGML_I16: *dt = XLLM_DT_I16; return 1;
     case GGML_I32: *dt = XLLM_DT_I32; return 1;
@@ -512,7 +525,8 @@ static xllm_status check_tensors(const char *path, tinfo *ti, uint64_t n, uint64
         if (!map_ggml_type(t->type, &t->dtype))
             return xllm_errorf(err, XLLM_ERR_UNSUPPORTED,
                                "%s: tensor %s has GGML type %s (%u), which xllm does not support "
-                               "(supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1)", path, nm, ggml_type_name(t->type),
+                               "(supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, "
+                               "IQ4_NL, IQ4_XS)", path, nm, ggml_type_name(t->type),
                                t->type);
         uint64_t nelem = 1;
         for (uint32_t d = 0; d < t->n_dims; d++) {
@@ -522,11 +536,12 @@ static xllm_status check_tensors(const char *path, tinfo *ti, uint64_t n, uint64
         }
         size_t elem_align;
         if (xllm_dtype_is_quant(t->dtype)) {
-            if (t->ne[0] % QK)
+            int blk = gguf_block_elems(t->dtype);
+            if (t->ne[0] % (uint64_t)blk)
                 return xllm_errorf(err, XLLM_ERR_FORMAT,
-                                   "%s: tensor %s: %s rows of %llu elements are not whole blocks of 32", path, nm,
-                                   ggml_type_name(t->type), (unsigned long long)t->ne[0]);
-            t->nbytes = (nelem / t->ne[0]) * quant_row_bytes(t->dtype, QK, (int64_t)t->ne[0]);
+                                   "%s: tensor %s: %s rows of %llu elements are not whole blocks of %d", path, nm,
+                                   ggml_type_name(t->type), (unsigned long long)t->ne[0], blk);
+            t->nbytes = (nelem / t->ne[0]) * quant_row_bytes(t->dtype, blk, (int64_t)t->ne[0]);
             elem_align = 2;
         } else {
             elem_align = xllm_dtype_size(t->dtype);
@@ -971,7 +986,7 @@ xllm_status gguf_open(const char *path, gguf_model *out, xllm_error *err) {
         s.dtype = t->dtype;
         s.ndim = (int)t->n_dims;
         for (uint32_t d = 0; d < t->n_dims; d++) s.shape[d] = (int64_t)t->ne[t->n_dims - 1 - d];
-        s.group = xllm_dtype_is_quant(t->dtype) ? QK : 0;
+        s.group = xllm_dtype_is_quant(t->dtype) ? gguf_block_elems(t->dtype) : 0;
         s.data = map + data_start + t->offset;
         s.nbytes = (size_t)t->nbytes;
         s.file = label;

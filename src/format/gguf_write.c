@@ -164,6 +164,16 @@ static int ggml_type_of(const st_tensor *t, uint32_t *type) {
     case XLLM_DT_Q8: *type = GGML_Q8_0; return t->group == QK;
     case XLLM_DT_Q4: *type = GGML_Q4_0; return t->group == QK;
     case XLLM_DT_Q4M: *type = GGML_Q4_1; return t->group == QK;
+    /* llama.cpp's block types: written as stored */
+    case XLLM_DT_Q5_0: *type = GGML_Q5_0; return 1;
+    case XLLM_DT_Q5_1: *type = GGML_Q5_1; return 1;
+    case XLLM_DT_IQ4_NL: *type = GGML_IQ4_NL; return 1;
+    case XLLM_DT_Q2_K: *type = GGML_Q2_K; return 1;
+    case XLLM_DT_Q3_K: *type = GGML_Q3_K; return 1;
+    case XLLM_DT_Q4_K: *type = GGML_Q4_K; return 1;
+    case XLLM_DT_Q5_K: *type = GGML_Q5_K; return 1;
+    case XLLM_DT_Q6_K: *type = GGML_Q6_K; return 1;
+    case XLLM_DT_IQ4_XS: *type = GGML_IQ4_XS; return 1;
     default: return 0;
     }
 }
@@ -830,12 +840,17 @@ xllm_status gguf_write(const char *dest, const st_tensor *tensors, size_t n, con
         int any_quant = 0;
         for (size_t i = 0; i < ol.n; i++) {
             if (ol.t[i].n_dims >= 2 && ol.t[i].type < 40) bytes[ol.t[i].type] += ol.t[i].nbytes;
-            any_quant |= ol.t[i].type == GGML_Q8_0 || ol.t[i].type == GGML_Q4_0 || ol.t[i].type == GGML_Q4_1;
+            any_quant |= ol.t[i].type != GGML_F32 && ol.t[i].type != GGML_F16 && ol.t[i].type != GGML_BF16 &&
+                         ol.t[i].type < GGML_I8;
         }
         uint32_t best = 0;
         for (uint32_t t = 0; t < 40; t++)
             if (bytes[t] > bytes[best]) best = t;
+        /* llama.cpp's LLAMA_FTYPE_MOSTLY_* (K-quants: the _M mix of that type) */
         uint32_t ftype = best == GGML_F16 ? 1 : best == GGML_Q4_0 ? 2 : best == GGML_Q4_1 ? 3 : best == GGML_Q8_0 ? 7
+                       : best == GGML_Q5_0 ? 8 : best == GGML_Q5_1 ? 9 : best == GGML_Q2_K ? 10
+                       : best == GGML_Q3_K ? 12 : best == GGML_Q4_K ? 15 : best == GGML_Q5_K ? 17
+                       : best == GGML_Q6_K ? 18 : best == GGML_IQ4_NL ? 25 : best == GGML_IQ4_XS ? 30
                        : best == GGML_BF16 ? 32 : 0;
         kv_u32(&w, "general.file_type", ftype);
         if (any_quant) kv_u32(&w, "general.quantization_version", 2);

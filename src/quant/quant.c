@@ -3,6 +3,7 @@
  * for the block formats of quant.h. Every SIMD kernel is tested against these.
  */
 #include "quant/quant.h"
+#include "quant/kquant.h"
 
 #include <assert.h>
 #include <float.h>
@@ -29,12 +30,13 @@ size_t quant_block_bytes(xllm_dtype t, int group) {
     case XLLM_DT_Q8: return 2 + (size_t)group;
     case XLLM_DT_Q4: return 2 + (size_t)group / 2;
     case XLLM_DT_Q4M: return 4 + (size_t)group / 2;
-    default: return 0;
+    default: return kq_block_bytes(t); /* llama.cpp's types: a fixed block (group = its size) */
     }
 }
 
 int quant_format_ok(xllm_dtype t, int group, int64_t cols) {
     if (!xllm_dtype_is_quant(t)) return 0;
+    if (xllm_dtype_is_kq(t)) return group == kq_block_elems(t) && cols > 0 && cols % group == 0;
     if (group < QK || group % QK || group > 4096) return 0;
     return cols > 0 && cols % group == 0;
 }
@@ -147,7 +149,7 @@ static double quant_group(xllm_dtype t, const float *x, int n, float clip, const
 }
 
 void quant_quantize_row(xllm_dtype t, int group, const float *x, int64_t cols, const float *importance, void *out) {
-    assert(quant_format_ok(t, group, cols));
+    assert(quant_format_ok(t, group, cols) && !xllm_dtype_is_kq(t));
     size_t bb = quant_block_bytes(t, group);
     unsigned char *o = out;
     unsigned char tmp[4 + 4096];
@@ -212,6 +214,10 @@ void quant_pack_row(xllm_dtype t, int group, const int8_t *q, const float *d, co
 }
 
 void quant_dequantize_row(xllm_dtype t, int group, const void *row, int64_t cols, float *out) {
+    if (xllm_dtype_is_kq(t)) {
+        kq_dequantize_row(t, row, cols, out);
+        return;
+    }
     size_t bb = quant_block_bytes(t, group);
     const unsigned char *b = row;
     for (int64_t g = 0; g < cols / group; g++, b += bb) {

@@ -22,6 +22,10 @@
 
 #define QK 32 /* activation block, and the smallest weight group */
 
+/* The functions below also describe llama.cpp's block types (kquant.h:
+ * xllm_dtype_is_kq, group = the type's block of 32 or 256) for sizes, format
+ * checks and dequantization; quantizing and quant_dot are for Q8/Q4/Q4M. */
+
 /* Bytes of one block of `group` weights. */
 size_t quant_block_bytes(xllm_dtype t, int group);
 /* Bytes of one row of `cols` weights (cols % group == 0), or of a plain-typed row. */

@@ -22,7 +22,7 @@ C="$SRC/src/backend/cpu"
 "$CC" "${FLAGS[@]}" -march=armv8.2-a+dotprod -c "$C/kernels_neon_dot.c" -o "$OUT/kernels_neon_dot.o"
 "$CC" "${FLAGS[@]}" -o "$OUT/test_kernels" "$SRC/tests/unit/test_kernels.c" $(ls "$C"/*.c | grep -v /kernels_neon_dot.c) \
     "$OUT/kernels_neon_dot.o" \
-    "$SRC/src/quant/quant.c" "$SRC/src/base/dtype.c" "$SRC/src/base/alloc.c" "$SRC/src/base/error.c" \
+    "$SRC/src/quant/quant.c" "$SRC/src/quant/kquant.c" "$SRC/src/base/dtype.c" "$SRC/src/base/alloc.c" "$SRC/src/base/error.c" \
     "$SRC/src/base/threadpool.c" -lm -lpthread
 echo "== aarch64 (qemu default CPU: NEON + dotprod)"
 "$QEMU" -L "$SYSROOT" "$OUT/test_kernels"

@@ -60,13 +60,13 @@ python3 - "$G" "$T/v9.gguf" "$T/k.gguf" <<'PY'
 import struct, sys
 b = bytearray(open(sys.argv[1], "rb").read())
 v = bytearray(b); struct.pack_into("<I", v, 4, 9); open(sys.argv[2], "wb").write(v)
-# first tensor's type -> Q4_K (12): the tensor table starts after the metadata
+# first tensor's type -> IQ2_XXS (16, unsupported): the tensor table starts after the metadata
 i = b.index(b"token_embd.weight") + len(b"token_embd.weight")
 n_dims = struct.unpack_from("<I", b, i)[0]
-struct.pack_into("<I", b, i + 4 + 8 * n_dims, 12); open(sys.argv[3], "wb").write(b)
+struct.pack_into("<I", b, i + 4 + 8 * n_dims, 16); open(sys.argv[3], "wb").write(b)
 PY
 expect_fail newer_version "version 9" "$XLLM" run -m "$T/v9.gguf" --ids 1 -n 1
-expect_fail k_quant "Q4_K" "$XLLM" run -m "$T/k.gguf" --ids 1 -n 1
+expect_fail iq2_xxs "IQ2_XXS" "$XLLM" run -m "$T/k.gguf" --ids 1 -n 1
 printf 'GGUF' > "$T/magic_only.gguf"
 expect_fail magic_only "magic_only.gguf" "$XLLM" run -m "$T/magic_only.gguf" --ids 1 -n 1
 

@@ -869,11 +869,15 @@ static void test_made_files(void) {
     expect(&s, XLLM_ERR_UNSUPPORTED, "gpt2", "unknown architecture");
     s = base_spec(), s.arch = "qwen3";
     expect(&s, XLLM_OK, NULL, "qwen3");
-    s = base_spec(), s.type = 12; /* Q4_K */
+    s = base_spec(), s.type = 12; /* Q4_K: rows of 256 */
     s.ne0 = 256;
-    expect(&s, XLLM_ERR_UNSUPPORTED, "Q4_K", "K-quant");
-    s = base_spec(), s.type = 14;
-    expect(&s, XLLM_ERR_UNSUPPORTED, "token_embd.weight", "Q6_K names the tensor");
+    expect(&s, XLLM_OK, NULL, "Q4_K");
+    s = base_spec(), s.type = 14, s.ne0 = 32; /* Q6_K with rows of 32: not whole super-blocks */
+    expect(&s, XLLM_ERR_FORMAT, "blocks of 256", "Q6_K partial block");
+    s = base_spec(), s.type = 16, s.ne0 = 256; /* IQ2_XXS */
+    expect(&s, XLLM_ERR_UNSUPPORTED, "IQ2_XXS", "IQ2_XXS unsupported");
+    s = base_spec(), s.type = 19;
+    expect(&s, XLLM_ERR_UNSUPPORTED, "token_embd.weight", "IQ1_S names the tensor");
     s = base_spec(), s.type = 8; /* Q8_0 with rows of 8: not whole blocks */
     expect(&s, XLLM_ERR_FORMAT, "blocks of 32", "Q8_0 partial block");
     s = base_spec(), s.type = 8, s.ne0 = 32, s.ne1 = 2;

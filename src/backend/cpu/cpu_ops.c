@@ -20,6 +20,7 @@
 #include "base/alloc.h"
 #include "base/error.h"
 #include "base/fastmath.h"
+#include "quant/kquant.h"
 #include "quant/quant.h"
 
 #include <assert.h>
@@ -50,9 +51,11 @@ xllm_status backend_init_kernels(backend *be, int n_threads, size_t max_cols, si
         be->kscratch[i] = xllm_malloc_aligned(be->kscratch_bytes);
         if (!be->scratch[i] || !be->kscratch[i]) goto oom;
     }
-    /* act_bytes grows with cols; round up to whole 128-column chunks */
-    size_t cols_cap = (max_cols + 127) / 128 * 128;
-    be->act_row_cap = kern->act_bytes((int64_t)cols_cap);
+    /* act_bytes grows with cols; round up to whole 128-column chunks (and
+     * 256-value blocks for the Q8K section) */
+    size_t cols_cap = (max_cols + 127) / 128 * 128, cols_k = (max_cols + QK_K - 1) / QK_K * QK_K;
+    be->act_row_cap = kern->act_bytes((int64_t)cols_cap) + kq_act_bytes(KQ_ACT_Q8K, (int64_t)cols_k) +
+                      kq_act_bytes(KQ_ACT_Q80, (int64_t)cols_cap);
     be->act = xllm_malloc_aligned(max_tokens * be->act_row_cap);
     if (!be->act) goto oom;
     return XLLM_OK;
@@ -82,6 +85,30 @@ void backend_free(backend *be) {
 
 const char *backend_level_name(const backend *be) { return be->kern ? be->kern->name : "none"; }
 
+/* A prepared activation row: the level's layout, then llama.cpp's Q8K and
+ * Q80 sections (kquant.h; present, and written when be->act_kq asks). */
+static size_t act_stride(const backend *be, int64_t cols) {
+    return be->kern->act_bytes(cols) + kq_act_bytes(KQ_ACT_Q8K, cols) + kq_act_bytes(KQ_ACT_Q80, cols);
+}
+
+/* Where W's activations start within a prepared row. */
+static size_t act_offset(const backend *be, const matrix *W) {
+    if (!xllm_dtype_is_kq(W->dtype)) return 0;
+    size_t off = be->kern->act_bytes(W->cols);
+    if (kq_act_kind(W->dtype) == KQ_ACT_Q80) off += kq_act_bytes(KQ_ACT_Q8K, W->cols);
+    return off;
+}
+
+/* The sections of a prepared row W reads (beyond the level's own). */
+static unsigned act_need(const matrix *W) { return xllm_dtype_is_kq(W->dtype) ? (unsigned)kq_act_kind(W->dtype) : 0u; }
+
+static void prepare_row(const backend *be, const float *x, int64_t cols, unsigned char *o) {
+    be->kern->act_prepare(x, cols, o);
+    size_t off = be->kern->act_bytes(cols), k8 = kq_act_bytes(KQ_ACT_Q8K, cols);
+    if ((be->act_kq & KQ_ACT_Q8K) && k8) kq_act_prepare(KQ_ACT_Q8K, x, cols, o + off);
+    if ((be->act_kq & KQ_ACT_Q80) && kq_act_bytes(KQ_ACT_Q80, cols)) kq_act_prepare(KQ_ACT_Q80, x, cols, o + off + k8);
+}
+
 void op_matrix_row(const matrix *W, int64_t row, float *out) {
     size_t rb = quant_row_bytes(W->dtype, W->group, W->cols);
     const char *p = (const char *)W->data + (size_t)row * rb;
@@ -94,7 +121,11 @@ void op_matrix_row(const matrix *W, int64_t row, float *out) {
 static void rows_abs(backend *be, const float *x, size_t act_stride, int T, const matrix *W, const float *bias,
                      float *y, size_t ldy, int64_t r0, int64_t r1, int thread) {
     const cpu_kernels *k = be->kern;
-    if (xllm_dtype_is_quant(W->dtype))
+    if (xllm_dtype_is_kq(W->dtype)) {
+        const unsigned char *a = be->act + act_offset(be, W);
+        if (k->matmul_kq) k->matmul_kq(W, a, act_stride, T, bias, y, ldy, r0, r1, be->kscratch[thread]);
+        else kq_matmul_ref(W->dtype, W->data, W->cols, a, act_stride, T, bias, y, ldy, r0, r1);
+    } else if (xllm_dtype_is_quant(W->dtype))
         k->matmul_q(W, be->act, act_stride, T, bias, y, ldy, r0, r1, be->kscratch[thread]);
     else
         k->matmul_f(W, x, T, bias, y, ldy, r0, r1, be->kscratch[thread]);
@@ -175,8 +206,7 @@ typedef struct {
 static void prepare_tokens(void *p, size_t t0, size_t t1, int thread) {
     prepare_job *j = p;
     (void)thread;
-    for (size_t t = t0; t < t1; t++)
-        j->be->kern->act_prepare(j->x + t * (size_t)j->cols, j->cols, j->be->act + t * j->act_stride);
+    for (size_t t = t0; t < t1; t++) prepare_row(j->be, j->x + t * (size_t)j->cols, j->cols, j->be->act + t * j->act_stride);
 }
 
 /* per token, so the split does not matter; threads only for big batches */
@@ -187,15 +217,17 @@ static size_t tokens_per_thread(int64_t cols) {
 
 void op_act_prepare(backend *be, const float *x, int T, int64_t cols) {
     if (T <= 0) return;
-    prepare_job j = {be, x, cols, be->kern->act_bytes(cols)};
+    prepare_job j = {be, x, cols, act_stride(be, cols)};
     threadpool_run(be->tp, (size_t)T, tokens_per_thread(cols), prepare_tokens, &j);
+    be->act_have = be->act_kq;
     be->act_x = x;
     be->act_cols = cols;
     be->act_T = T;
 }
 
-static int act_holds(const backend *be, const float *x, int T, int64_t cols) {
-    return be->act_x == x && be->act_cols == cols && be->act_T >= T;
+/* be->act holds x's rows for a matrix of cols columns, with the sections need. */
+static int act_holds(const backend *be, const float *x, int T, int64_t cols, unsigned need) {
+    return be->act_x == x && be->act_cols == cols && be->act_T >= T && (be->act_have & need) == need;
 }
 
 size_t op_units_per_thread(const backend *be, const matrix *W, int T, size_t n_units, size_t rows_per_unit) {
@@ -217,8 +249,8 @@ void op_matmul_rows(backend *be, const float *x, int T, const matrix *W, const f
     if (T <= 0 || r1 <= r0) return;
     size_t stride = 0;
     if (xllm_dtype_is_quant(W->dtype)) {
-        stride = be->kern->act_bytes(W->cols);
-        assert(act_holds(be, x, T, W->cols));
+        stride = act_stride(be, W->cols);
+        assert(act_holds(be, x, T, W->cols, act_need(W)));
     }
     rows_rel(be, x, stride, T, W, bias, y, ldy, r0, r1, thread);
 }
@@ -228,8 +260,9 @@ void op_matmul_ex(backend *be, const float *x, int T, const matrix *W, const flo
     if (T <= 0) return;
     matmul_job j = {be, x, T, W, bias, y, tmp, (flags & OP_ADD) != 0, 0};
     if (xllm_dtype_is_quant(W->dtype)) {
-        j.act_stride = be->kern->act_bytes(W->cols);
-        int ready = (flags & OP_ACT_READY) && act_holds(be, x, T, W->cols);
+        j.act_stride = act_stride(be, W->cols);
+        be->act_kq |= act_need(W); /* normally already set at load (backend_pack_matrix) */
+        int ready = (flags & OP_ACT_READY) && act_holds(be, x, T, W->cols, act_need(W));
         assert(ready || !(flags & OP_ACT_READY));
         if (!ready) op_act_prepare(be, x, T, W->cols);
     }
@@ -256,15 +289,16 @@ static void rmsnorm_tokens(void *p, size_t t0, size_t t1, int thread) {
     for (size_t t = t0; t < t1; t++) {
         float *o = j->out + t * (size_t)j->n;
         op_rmsnorm(j->x + t * (size_t)j->n, j->w, j->eps, j->n, 1, o);
-        if (j->prepare) j->be->kern->act_prepare(o, j->n, j->be->act + t * j->act_stride);
+        if (j->prepare) prepare_row(j->be, o, j->n, j->be->act + t * j->act_stride);
     }
 }
 
 void op_rmsnorm_act(backend *be, const float *x, const float *w, float eps, int n, int T, float *out, int prepare) {
     if (T <= 0) return;
-    rmsnorm_job j = {be, x, w, eps, n, prepare != 0, out, prepare ? be->kern->act_bytes(n) : 0};
+    rmsnorm_job j = {be, x, w, eps, n, prepare != 0, out, prepare ? act_stride(be, n) : 0};
     threadpool_run(be->tp, (size_t)T, tokens_per_thread(n), rmsnorm_tokens, &j);
     if (prepare) {
+        be->act_have = be->act_kq;
         be->act_x = out;
         be->act_cols = n;
         be->act_T = T;
@@ -306,11 +340,13 @@ void op_matmul_silu_mul(backend *be, const float *x, int T, const matrix *G, int
     silu_job j = {be, x, T, G, U, g0, u0, I, gb, ub, h, tmp, 0, 0};
     int qg = xllm_dtype_is_quant(G->dtype), qu = xllm_dtype_is_quant(U->dtype);
     if (qg || qu) {
-        int ready = (flags & OP_ACT_READY) && act_holds(be, x, T, G->cols);
+        unsigned need = act_need(G) | act_need(U);
+        be->act_kq |= need;
+        int ready = (flags & OP_ACT_READY) && act_holds(be, x, T, G->cols, need);
         assert(ready || !(flags & OP_ACT_READY));
         if (!ready) op_act_prepare(be, x, T, G->cols);
-        if (qg) j.sg = be->kern->act_bytes(G->cols);
-        if (qu) j.su = be->kern->act_bytes(U->cols);
+        if (qg) j.sg = act_stride(be, G->cols);
+        if (qu) j.su = act_stride(be, U->cols);
     }
     size_t units = ((size_t)I + ROW_TILE - 1) / ROW_TILE;
     threadpool_run(be->tp, units, op_units_per_thread(be, G, T, units, 2 * ROW_TILE), silu_tiles, &j);

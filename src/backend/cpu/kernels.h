@@ -57,6 +57,13 @@ typedef struct cpu_kernels {
     void (*matmul_f)(const matrix *W, const float *x, int T, const float *bias, float *y, size_t ldy, int64_t r0,
                      int64_t r1, void *scratch);
 
+    /* llama.cpp's block types (quant/kquant.h), rows [r0, r1) as matmul_q:
+     * act points at token 0's section of the type's activations (Q8K or
+     * Q80), act_stride bytes per token. NULL, or a type the level has no
+     * kernel for: the reference, kq_matmul_ref. */
+    void (*matmul_kq)(const matrix *W, const void *act, size_t act_stride, int T, const float *bias, float *y,
+                      size_t ldy, int64_t r0, int64_t r1, void *scratch);
+
     /* The level's own weight layout (NULL where it has none): bytes of W
      * packed (0: this W stays as stored), and tiles [tile0, tile1) of 4 rows
      * of W, stored layout, written into the packed matrix at out. matmul_q

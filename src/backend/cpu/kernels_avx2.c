@@ -26,6 +26,7 @@
  */
 #if defined(__x86_64__)
 #include "backend/cpu/kernels.h"
+#include "backend/cpu/kq_kernels.h"
 #include "quant/quant.h"
 
 #include <float.h>
@@ -705,6 +706,7 @@ const cpu_kernels cpu_kernels_avx2 = {
     .scratch_bytes = scratch_bytes,
     .matmul_q = matmul_q,
     .matmul_f = matmul_f,
+    .matmul_kq = kq_matmul_avx2,
     .packed_bytes = packed_bytes,
     .repack = repack,
     .n_variants = 4,

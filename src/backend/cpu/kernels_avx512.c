@@ -30,6 +30,7 @@
  */
 #if defined(__x86_64__)
 #include "backend/cpu/kernels.h"
+#include "backend/cpu/kq_kernels.h"
 #include "backend/cpu/simd_avx512.h"
 #include "quant/quant.h"
 
@@ -798,6 +799,7 @@ const cpu_kernels cpu_kernels_avx512 = {
     .scratch_bytes = scratch_bytes,
     .matmul_q = matmul_q,
     .matmul_f = matmul_f,
+    .matmul_kq = kq_matmul_avx512,
     .packed_bytes = packed_bytes,
     .repack = repack,
     .n_variants = 4,

@@ -11,6 +11,7 @@
 #include "backend/cpu/kernels.h"
 #include "base/alloc.h"
 #include "base/error.h"
+#include "quant/kquant.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +36,10 @@ static int backend_repack_enabled(void) {
 xllm_status backend_pack_matrix(backend *be, matrix *W, void **storage, xllm_error *err) {
     *storage = NULL;
     const cpu_kernels *k = be->kern;
+    if (W->data && xllm_dtype_is_kq(W->dtype)) { /* read as stored, on their own activations */
+        be->act_kq |= (unsigned)kq_act_kind(W->dtype);
+        return XLLM_OK;
+    }
     if (!W->data || W->packed || !k->packed_bytes || !k->repack || !backend_repack_enabled()) return XLLM_OK;
     size_t bytes = k->packed_bytes(W);
     if (!bytes) return XLLM_OK;

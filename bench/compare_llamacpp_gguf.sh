@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# compare_llamacpp_gguf.sh - xLLM vs llama.cpp built from source (llama-bench) on the same
+# GGUF file, K-quant types (issue 12).
+#
+# For each TYPE (default Q4_K_M, Q6_K): a random-weight model of SHAPE is synthesized once as
+# an F16 GGUF (`xllm synth --gguf ... --gguf-type F16`) and quantized by llama.cpp's own
+# llama-quantize into TYPE, so both engines read the very same file. ROUNDS rounds then
+# alternate `xllm bench -m FILE.gguf` and `llama-bench -m FILE.gguf`, each R runs after its
+# warm-up, same threads, pp = P-token prompt, tg = N generated tokens (llama-bench: after an
+# empty context; xllm bench: after an 8-token prompt). The summary gives, per engine, the
+# median over rounds with min-max, the per-round ratio xLLM / llama.cpp (median, min-max),
+# and xLLM's decode against the memory-bandwidth bound xllm bench measures in the same run.
+#
+# llama.cpp: build it outside this repository from the source npm's node-llama-cpp bundles:
+#   mkdir -p /work/cache && cd /work/cache && npm pack node-llama-cpp@3.22.1 &&
+#   tar xzf node-llama-cpp-3.22.1.tgz && git clone package/llama/gitRelease.bundle llama.cpp &&
+#   cd llama.cpp && cmake -B build -DCMAKE_BUILD_TYPE=Release -DLLAMA_CURL=OFF -DGGML_NATIVE=ON &&
+#   cmake --build build -j2 --target llama-bench llama-quantize
+#
+#   bench/compare_llamacpp_gguf.sh [BUILD_DIR]
+# environment: LLAMA_BIN=/work/cache/llama.cpp/build/bin SHAPE=tinyllama-1.1b TYPES="Q4_K_M Q6_K"
+#              THREADS=2 P=512 N=128 R=3 ROUNDS=5 MODELS=/work/cache/models RESULTS=FILE
+set -euo pipefail
+SRC=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=${1:-$SRC/build}
+XLLM=$BUILD/xllm
+LLAMA_BIN=${LLAMA_BIN:-/work/cache/llama.cpp/build/bin}
+SHAPE=${SHAPE:-tinyllama-1.1b}
+TYPES=${TYPES:-"Q4_K_M Q6_K"}
+THREADS=${THREADS:-2}; P=${P:-512}; N=${N:-128}; R=${R:-3}; ROUNDS=${ROUNDS:-5}
+MODELS=${MODELS:-/work/cache/models}
+[ -x "$XLLM" ] || { echo "no $XLLM: build first (make build)" >&2; exit 1; }
+for b in llama-bench llama-quantize; do
+    [ -x "$LLAMA_BIN/$b" ] || { echo "no $LLAMA_BIN/$b: build llama.cpp first (see the top of this script)" >&2; exit 1; }
+done
+mkdir -p "$MODELS"
+OUT=$(mktemp); ERR=$(mktemp); trap 'rm -f "$OUT" "$ERR"' EXIT
+
+f16=$MODELS/$SHAPE-F16.gguf
+if [ ! -f "$f16" ]; then
+    echo "synthesizing $f16" >&2
+    "$XLLM" synth --shape "$SHAPE" --dtype f16 -o "$MODELS/$SHAPE-f16.xllm" --gguf "$f16" --gguf-type F16
+fi
+for type in $TYPES; do
+    g=$MODELS/$SHAPE-$type.gguf
+    [ -f "$g" ] || "$LLAMA_BIN/llama-quantize" "$f16" "$g" "$type" >&2
+    for round in $(seq "$ROUNDS"); do
+        echo "[$type round $round/$ROUNDS] xllm bench" >&2
+        j=$("$XLLM" bench -m "$g" -p "$P" -n "$N" -t "$THREADS" -r "$R" --json 2>"$ERR")
+        bw=$(grep -o 'tg achieves [0-9.]*' "$ERR" | awk '{print $3}')
+        bound=$(grep -o 'tg bound [0-9.]*' "$ERR" | awk '{print $3}')
+        echo "$type xllm $round $j ${bound:-0} ${bw:-0}" >> "$OUT"
+        echo "[$type round $round/$ROUNDS] llama-bench" >&2
+        j=$("$LLAMA_BIN/llama-bench" -m "$g" -p "$P" -n "$N" -t "$THREADS" -r "$R" -o json 2>/dev/null |
+            python3 -c 'import json,sys; a=json.load(sys.stdin); pp=[x for x in a if x["n_gen"]==0][0]; tg=[x for x in a if x["n_prompt"]==0][0]; print(json.dumps({"pp_tok_s":pp["avg_ts"],"tg_tok_s":tg["avg_ts"]}))')
+        echo "$type llama.cpp $round $j 0 0" >> "$OUT"
+    done
+done
+[ -n "${RESULTS:-}" ] && cp "$OUT" "$RESULTS"
+
+python3 - "$OUT" "$SHAPE" "$P" "$N" "$THREADS" "$ROUNDS" "$R" <<'PY'
+import json, statistics, sys
+path, shape, P, N, T, rounds, reps = sys.argv[1:]
+runs = {}
+for line in open(path):
+    typ, eng, rnd, rest = line.split(" ", 3)
+    js, bound, frac = rest.rsplit(" ", 2)
+    r = json.loads(js); r["bound"] = float(bound); r["frac"] = float(frac)
+    runs.setdefault((typ, eng), []).append(r)
+def mm(x):
+    return "%.2f (%.2f-%.2f)" % (statistics.median(x), min(x), max(x))
+print("%s, %s threads, %s rounds x %s runs alternating; median over rounds (min-max)" % (shape, T, rounds, reps))
+print("| type | engine | pp%s tok/s | tg%s tok/s |" % (P, N))
+print("|---|---|---|---|")
+for (typ, eng), rs in runs.items():
+    print("| %s | %s | %s | %s |" % (typ, eng, mm([r["pp_tok_s"] for r in rs]), mm([r["tg_tok_s"] for r in rs])))
+print()
+print("| type | xLLM / llama.cpp pp%s, per round: median (min-max) | tg%s | xLLM tg / bandwidth bound (median, min-max) |" % (P, N))
+print("|---|---|---|---|")
+for typ in dict.fromkeys(t for t, _ in runs):
+    x, l = runs.get((typ, "xllm")), runs.get((typ, "llama.cpp"))
+    if not x or not l:
+        continue
+    rp = [a["pp_tok_s"] / b["pp_tok_s"] for a, b in zip(x, l)]
+    rt = [a["tg_tok_s"] / b["tg_tok_s"] for a, b in zip(x, l)]
+    print("| %s | %s | %s | %s (bound %s tok/s) |" % (typ, mm(rp), mm(rt), mm([a["frac"] for a in x]), mm([a["bound"] for a in x])))
+PY

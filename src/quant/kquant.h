@@ -1,0 +1,76 @@
+/*
+ * kquant.h - llama.cpp's block formats, byte for byte as GGUF stores them
+ * (docs/FORMAT.md): the K-quants Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS on
+ * super-blocks of 256 values (sub-blocks of 16 or 32 with their own small
+ * integer scales, and mins for Q2_K / Q4_K / Q5_K), and Q5_0, Q5_1, IQ4_NL on
+ * blocks of 32. GGUF tensors of these types are used in place (mmap).
+ *
+ * The idea: the dot product of a weight block with int8 activations is an
+ * exact integer per (super-)block, so if the activations are quantized exactly
+ * as llama.cpp quantizes them, the only difference from llama.cpp is the
+ * order of the float additions across blocks. So these types get their own
+ * activations, llama.cpp's:
+ *  - Q8K (K-quants, IQ4_XS): per 256 values, d = 1 / (-127 / x_m) where x_m is
+ *    the value of largest magnitude, q = round-to-nearest-even(x * -127 / x_m)
+ *    capped at 127, and the sums of q per 16;
+ *  - Q80 (Q5_0, Q5_1, IQ4_NL): per 32 values, d = f16(amax / 127),
+ *    q = round-to-nearest-even(x * 127 / amax), and s = f16(d * sum q) (Q5_1).
+ * A prepared row (kq_act_*): q int8[cols], then f32 d per block, then
+ * (Q8K) int16 sums per 16 or (Q80) f32 s per block; 64-byte multiple.
+ *
+ * The reference arithmetic (kq_dot), per block b: S_b = the exact integer
+ * sum over sub-blocks of (sub-scale x sum of code x q), M_b likewise with
+ * the sub-block mins and activation sums; the row is
+ *   acc += (d_w * d_a) * S_b   (- (dmin_w * d_a) * M_b;   + m_w * s_a for Q5_1)
+ * in block order. SIMD kernels keep S_b and M_b exact and may order the
+ * float additions their own way (kernels.h).
+ *
+ * All functions are pure and thread-safe.
+ */
+#ifndef XLLM_QUANT_KQUANT_H
+#define XLLM_QUANT_KQUANT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "base/dtype.h"
+
+#define QK_K 256
+
+/* Values per block (256 or 32) and bytes per block; 0 if t is not a kq type. */
+int kq_block_elems(xllm_dtype t);
+size_t kq_block_bytes(xllm_dtype t);
+
+/* The activations a type wants. */
+enum { KQ_ACT_Q8K = 1, KQ_ACT_Q80 = 2 };
+int kq_act_kind(xllm_dtype t);
+/* Bytes of one prepared row of cols values (0 when cols is not a whole
+ * number of blocks: 256 for Q8K, 32 for Q80). */
+size_t kq_act_bytes(int kind, int64_t cols);
+void kq_act_prepare(int kind, const float *x, int64_t cols, void *out);
+
+/* Row r's dot product with one prepared activation row (the reference). */
+float kq_dot(xllm_dtype t, const void *row, const void *act, int64_t cols);
+void kq_dequantize_row(xllm_dtype t, const void *row, int64_t cols, float *out);
+
+/* One block's contents as integers: codes[e] (the signed value the block
+ * scale multiplies: Q6_K's q - 32, Q3_K's q - 4, IQ4's table value), the
+ * sub-block scales and mins (sub-block e / sub), and the f16 scales as f32.
+ * Returns the sub-block size (16 or 32). For tests and kernels' unpacking. */
+int kq_unpack_block(xllm_dtype t, const void *blk, int8_t *codes, int16_t *sc, int16_t *mn, float *d, float *dmin);
+
+/* y[t * ldy + r] = W[r] . act_t + bias[r], rows [r0, r1), tokens t < T, acts
+ * act_stride bytes apart, through kq_dot: the reference GEMV/GEMM every level
+ * may fall back to (each element computed alike whatever T and the split). */
+void kq_matmul_ref(xllm_dtype t, const void *W, int64_t cols, const void *act, size_t act_stride, int T,
+                   const float *bias, float *y, size_t ldy, int64_t r0, int64_t r1);
+
+/* Quantizers (kquant_quantize.c): the types kq_quantize_row handles (Q4_K,
+ * Q5_K, Q6_K), and one row of cols (a multiple of 256) into out. importance:
+ * per column weights of the squared error (calibration), or NULL. */
+int kq_can_quantize(xllm_dtype t);
+void kq_quantize_row(xllm_dtype t, const float *x, int64_t cols, const float *importance, void *out);
+
+/* llama.cpp's non-linear 4-bit levels (IQ4_NL, IQ4_XS). */
+extern const int8_t kq_iq4_values[16];
+
+#endif
