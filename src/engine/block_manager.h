@@ -116,7 +116,8 @@ void bm_swap_discard(block_manager *bm, const int32_t *host, int32_t n);
 /* Invariants: free + cached + used = total, every free block has refcount 0
  * and no hash, every cached block refcount 0 and a hash, and each block's
  * refcount equals the references the given tables hold plus its pins.
- * Returns 0 when they hold; else fills msg (naming the block) and returns -1. */
+ * Returns 0 when they hold (or when there is no memory to check them now);
+ * else fills msg (naming the block) and returns -1. */
 int bm_check(const block_manager *bm, const kv_seq *const *tables, int n_tables, char *msg, size_t msg_len);
 
 #endif
