@@ -71,7 +71,7 @@ test-fuzz-smoke: deps
 
 # ThreadSanitizer over the threaded tests (thread pool, KV cache under the pool,
 # the allocator's debug tracker from four threads).
-TSAN_TESTS = test_threadpool_stress test_kv_threadpool test_alloc
+TSAN_TESTS = test_threadpool_stress test_kv_threadpool test_alloc test_engine
 test-tsan: deps
 	CC=clang cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DXLLM_TSAN=ON >/dev/null
 	cmake --build build-tsan -j$(JOBS) --target $(TSAN_TESTS)

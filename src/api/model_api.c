@@ -120,7 +120,7 @@ xllm_model *xllm_model_load(const char *path, const xllm_model_options *opts, xl
         char *text = cJSON_PrintUnformatted(report);
         cJSON_Delete(report);
         xm->plan_json = text ? xllm_strdup(text) : NULL;
-        free(text);
+        cJSON_free(text);
     }
     return xm;
 fail_locks:
@@ -145,6 +145,8 @@ static void model_free_now(xllm_model *xm) {
     pthread_mutex_destroy(&xm->calls_lock);
     pthread_cond_destroy(&xm->calls_cond);
     xllm_free(xm);
+    /* XLLM_DEBUG=1: what libxllm still holds (other models and engines, or leaks) */
+    if (xllm_alloc_debug_enabled()) xllm_alloc_debug_report("after xllm_model_free");
 }
 
 void xllm_model_free(xllm_model *xm) {
