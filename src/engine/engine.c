@@ -373,6 +373,7 @@ static int publish(engine *e, pending_notify **notes, int *cap_notes) {
             if (s->published < n_gen) {
                 uint32_t start = s->published ? s->tok_text_end[s->published - 1] : 0;
                 uint32_t end = s->tok_text_end[n_gen - 1];
+                if (!s->text || end > s->text_len) start = end = 0; /* no text (out of memory): ids only */
                 size_t k = (size_t)s->published, nt = (size_t)s->n_top;
                 out_piece pc = {s->ids + s->n_prompt + k, (size_t)(n_gen - s->published), (s->text ? s->text : "") + start,
                                 end - start, s->tok_text_end + k, start, s->lp ? s->lp + k : NULL,

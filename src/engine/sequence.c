@@ -140,6 +140,7 @@ static size_t stop_holdback(const sequence *s) {
 xllm_status seq_accept(sequence *s, int32_t tok, xllm_error *err) {
     s->ids[s->n_ids++] = tok;
     int n_gen = s->n_ids - s->n_prompt;
+    s->tok_text_end[n_gen - 1] = (uint32_t)s->emitted; /* valid even if a step below fails */
     int stopped_by_string = 0;
     if (is_stop_id(s, tok)) {
         s->finished = 1;
