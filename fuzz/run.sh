@@ -4,6 +4,8 @@
 #   fuzz/run.sh BUILD SECONDS [HARNESS...]   fuzz each harness for SECONDS (all five by default)
 #   fuzz/run.sh BUILD replay  [HARNESS...]   run every saved input of fuzz/corpus/<h> once
 #
+# Runs use -seed=$FUZZ_SEED (default 1), so a CI smoke run is reproducible.
+# Runs use -seed=$FUZZ_SEED (default 1), so a CI smoke run repeats the same mutations.
 # Fuzzing starts from the saved corpus (fuzz/corpus/<h>: seeds from tests/data and
 # regression inputs) and keeps what it finds in BUILD/fuzz-corpus/<h>; a crash,
 # leak, timeout (30 s) or out-of-memory (2 GB) input is written to
@@ -35,7 +37,7 @@ for h in $HARNESSES; do
     mkdir -p "$work"
     log="$BUILD/fuzz-artifacts/$h.log"
     t0=$(date +%s)
-    "$bin" "${opts[@]}" -max_total_time="$WHAT" -print_final_stats=1 -dict="$ROOT/fuzz/dict/$h.dict" \
+    "$bin" "${opts[@]}" -seed="${FUZZ_SEED:-1}" -max_total_time="$WHAT" -print_final_stats=1 -dict="$ROOT/fuzz/dict/$h.dict" \
         -max_len=65536 "$work" "$saved" >"$log" 2>&1
     rc=$?
     execs=$(grep -ao 'stat::number_of_executed_units: *[0-9]*' "$log" | tail -1 | grep -o '[0-9]*$')

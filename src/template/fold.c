@@ -36,8 +36,6 @@ static int safe_repr(const tv *v, int depth) {
 
 /* Evaluate n with no variables; 0 and *out when it is constant. */
 static int try_const(tpl_ctx *c, const node *n, tv *out) {
-    xllm_error scratch;
-    c->err = &scratch;
     c->failed = 0;
     c->depth = 0;
     int rc = tpl_eval_const(c, n, out);
@@ -135,6 +133,11 @@ int tpl_fold(tpl_template *t, xllm_error *err) {
     (void)err;
     tpl_ctx c;
     memset(&c, 0, sizeof c);
+    /* errors while folding only mean "not constant": they go to a scratch
+     * report that lives as long as the whole fold (the stringify after an
+     * evaluation can fail too) */
+    xllm_error scratch;
+    c.err = &scratch;
     c.arena = &t->arena; /* folded constants live as long as the template */
     c.max_output = TPL_MAX_OUTPUT;
     c.folding = 1;
