@@ -665,13 +665,10 @@ engine *engine_create(model *m, const tokenizer *tok, pthread_mutex_t *model_loc
         xllm_free(e);
         return NULL;
     }
-    int bm_up = 0, rc_up = 0;
     if ((st = bm_init(&e->bm, &e->kv, eo.cache_policy == XLLM_CACHE_LRU, swap_blocks, err))) goto fail;
-    bm_up = 1;
     if ((st = rc_init(&e->rc, (size_t)(eo.response_cache_max_bytes ? eo.response_cache_max_bytes : DEFAULT_RC_BYTES),
                       eo.response_cache_max_entries ? eo.response_cache_max_entries : DEFAULT_RC_ENTRIES, err)))
         goto fail;
-    rc_up = 1;
     size_t T = (size_t)e->max_step_tokens, S = (size_t)e->max_seqs;
     e->tokens = xllm_malloc_array(T, sizeof(int32_t));
     e->pos = xllm_malloc_array(T, sizeof(int32_t));
@@ -721,21 +718,7 @@ engine *engine_create(model *m, const tokenizer *tok, pthread_mutex_t *model_loc
     }
     return e;
 fail:
-    if (rc_up) rc_free(&e->rc);
-    if (bm_up) bm_free(&e->bm);
-    kv_cache_free(&e->kv);
-    xllm_free(e->tokens);
-    xllm_free(e->pos);
-    xllm_free(e->seq);
-    xllm_free(e->out_idx);
-    xllm_free((void *)e->tables);
-    xllm_free(e->step_seqs);
-    xllm_free(e->out_seqs);
-    xllm_free(e->logits);
-    xllm_free(e->fork_logits);
-    xllm_free(e->lp_row);
-    xllm_free(e->map);
-    xllm_free(e);
+    engine_destroy(e); /* everything not yet made is zero, which destroy skips */
     return NULL;
 }
 
