@@ -168,6 +168,12 @@ typedef struct xllm_result {
     int32_t *top_ids;
     float *top_logprobs;
     int n_top;
+    /* timings taken on the scheduler thread as tokens are produced (so they
+     * do not depend on when the caller reads them): seconds from submission
+     * to the first generated token, and from the first to the last one (0
+     * for a response-cache hit) */
+    double first_token_s;
+    double decode_s;
 } xllm_result;
 
 /* Called once per generated token with the newly complete text (never half a

@@ -7,6 +7,15 @@
  *          runs from the first generated token (the end of the prompt's
  *          prefill) to the last, so it times exactly N decode steps
  *
+ * --depth D (llama-bench's -d) runs both after D tokens already in the
+ * context: a D-token prefix is prefilled once (untimed) and stays in the
+ * engine's prefix cache; pp then times the prefill of P new tokens after it
+ * (one request of D + P tokens whose first D are a cache hit, clocked to its
+ * first token) and tg times N decode steps after a D + 8-token prompt. Only
+ * whole KV blocks are reused, so D % block_size prefix tokens are prefilled
+ * again in each pp run (none for the usual depths). Each pp run's P tokens
+ * differ, so they never hit the cache themselves.
+ *
  * Each is run once to warm up (page faults of the mmap-ed weights, caches),
  * then R times; the figures are the mean and sample standard deviation of
  * the R per-run rates. Token ids are fixed pseudo-random ids past the first
@@ -145,21 +154,26 @@ static int weight_bytes(const char *path, double *total, double *per_token, xllm
     return 1;
 }
 
-/* ------------------------------------------------------------- timing */
+/* ------------------------------------------------------ engine figures */
 
-typedef struct tg_clock {
-    double first, last;
-    size_t count;
-} tg_clock;
-
-static int on_token(void *user, size_t req, int32_t tok, const char *text, size_t len) {
-    (void)req; (void)tok; (void)text; (void)len;
-    tg_clock *c = user;
-    double t = now_s();
-    if (c->count++ == 0) c->first = t;
-    c->last = t;
-    return 0;
+/* A number from the model's engine's stats JSON: key "a" or "a.b"; -1 when absent. */
+static double engine_stat(xllm_model *m, const char *key) {
+    char *text = xllm_engine_stats(xllm_model_engine(m));
+    cJSON *root = text ? cJSON_Parse(text) : NULL;
+    xllm_free(text);
+    double v = -1;
+    char k[64];
+    snprintf(k, sizeof k, "%s", key);
+    char *dot = strchr(k, '.');
+    if (dot) *dot = 0;
+    const cJSON *j = cJSON_GetObjectItem(root, k);
+    if (dot) j = cJSON_GetObjectItem(j, dot + 1);
+    if (cJSON_IsNumber(j)) v = j->valuedouble;
+    cJSON_Delete(root);
+    return v;
 }
+
+/* ------------------------------------------------------------- timing */
 
 static void mean_sd(const double *x, int n, double *mean, double *sd) {
     double s = 0, q = 0;
@@ -169,34 +183,61 @@ static void mean_sd(const double *x, int n, double *mean, double *sd) {
     *sd = n > 1 ? sqrt(q / (n - 1)) : 0;
 }
 
-/* tokens/s of N decode steps; < 0 on error */
-static double run_tg(xllm_model *m, const int32_t *prompt, int n, xllm_error *err) {
+/* One greedy request of n_prompt ids for max_new tokens; *first: seconds
+ * from submission to its first token, *decode: from the first to the last
+ * (the engine's own clock, taken as each token is produced, so a caller
+ * descheduled under load does not bunch them up). < 0 on error. */
+static int run_request(xllm_model *m, const int32_t *prompt, size_t n_prompt, int max_new, double *first,
+                       double *decode, xllm_error *err) {
     xllm_request req;
     memset(&req, 0, sizeof req);
     req.prompt_ids = prompt;
-    req.n_prompt_ids = TG_PROMPT;
+    req.n_prompt_ids = n_prompt;
     req.params = xllm_sampling_params_default();
     req.params.do_sample = 0;
     req.params.ignore_eos = 1;
-    req.params.max_new_tokens = n + 1; /* the first comes from the prefill */
-    tg_clock c = {0, 0, 0};
+    req.params.max_new_tokens = max_new;
     xllm_result *res = NULL;
-    if (xllm_generate(m, &req, 1, on_token, &c, &res, err)) return -1;
+    if (xllm_generate(m, &req, 1, NULL, NULL, &res, err)) return -1;
     size_t got = res[0].n_ids;
+    *first = res[0].first_token_s;
+    *decode = res[0].decode_s;
     xllm_results_free(res, 1);
-    if (got != (size_t)n + 1 || c.count != got || !(c.last > c.first)) {
+    if (got != (size_t)max_new || (max_new > 1 && !(*decode > 0))) {
         if (err) {
             err->code = XLLM_ERR_INTERNAL;
-            snprintf(err->message, sizeof err->message, "generation stopped after %zu of %d tokens", got, n + 1);
+            snprintf(err->message, sizeof err->message, "generation stopped after %zu of %d tokens", got, max_new);
         }
         return -1;
     }
-    return n / (c.last - c.first);
+    return 0;
+}
+
+/* tokens/s of n decode steps after the prompt; < 0 on error */
+static double run_tg(xllm_model *m, const int32_t *prompt, size_t n_prompt, int n, xllm_error *err) {
+    double first, decode;
+    if (run_request(m, prompt, n_prompt, n + 1, &first, &decode, err)) return -1; /* the first comes from the prefill */
+    return n / decode;
+}
+
+/* Seconds from submitting a prompt to its first token (its prefill, after
+ * whatever prefix the engine's cache already holds); < 0 on error. */
+static double run_prefill(xllm_model *m, const int32_t *prompt, size_t n_prompt, xllm_error *err) {
+    double first, decode;
+    if (run_request(m, prompt, n_prompt, 1, &first, &decode, err)) return -1;
+    return first;
+}
+
+/* n pseudo-random ids past the first three (the usual special tokens);
+ * different salts give sequences that differ at every position. */
+static void fill_ids(int32_t *ids, size_t n, int V, uint64_t salt) {
+    for (size_t i = 0; i < n; i++)
+        ids[i] = 3 + (int32_t)(((uint64_t)i * 7919u + 13u + salt * 104729u) % (uint64_t)(V - 3));
 }
 
 int cmd_bench(int argc, char **argv) {
     const char *path = NULL, *profile_path = NULL;
-    int P = 512, N = 128, threads = 0, R = 3, json = 0;
+    int P = 512, N = 128, threads = 0, R = 3, D = 0, json = 0;
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -216,12 +257,13 @@ int cmd_bench(int argc, char **argv) {
         int *dst = (!strcmp(f, "-p") || !strcmp(f, "--n-prompt")) ? &P
                  : (!strcmp(f, "-n") || !strcmp(f, "--n-gen")) ? &N
                  : (!strcmp(f, "-t") || !strcmp(f, "--threads")) ? &threads
-                 : (!strcmp(f, "-r") || !strcmp(f, "--repetitions")) ? &R : NULL;
+                 : (!strcmp(f, "-r") || !strcmp(f, "--repetitions")) ? &R
+                 : (!strcmp(f, "-d") || !strcmp(f, "--depth") || !strcmp(f, "--n-depth")) ? &D : NULL;
         if (!dst && strcmp(f, "-m") && strcmp(f, "--model")) return cli_unknown_option("bench", f);
         if (!v) return cli_needs_value(f);
         i++;
         if (!dst) { path = v; continue; }
-        long lo = dst == &threads ? 0 : 1, hi = dst == &R ? 1000 : dst == &threads ? 1024 : 1 << 20;
+        long lo = (dst == &threads || dst == &D) ? 0 : 1, hi = dst == &R ? 1000 : dst == &threads ? 1024 : 1 << 20;
         if (!parse_int(v, lo, hi, dst)) return cli_fail("%s needs an integer from %ld to %ld, got \"%s\"", f, lo, hi, v);
     }
     if (!path) return cli_fail("bench needs -m MODEL (see 'xllm bench --help')");
@@ -234,11 +276,17 @@ int cmd_bench(int argc, char **argv) {
     double total_bytes = 0, read_bytes = 0;
     if (!weight_bytes(path, &total_bytes, &read_bytes, &err)) return fail(err.message, NULL);
 
-    int need = (P > TG_PROMPT + N + 1 ? P : TG_PROMPT + N + 1) + 16;
+    /* the longest sequence: D context tokens, then P prompt tokens or an
+     * 8-token prompt and N + 1 generated ones */
+    int need = D + (P > TG_PROMPT + N + 1 ? P : TG_PROMPT + N + 1) + 16;
     xllm_model_options mo = xllm_model_options_default();
     mo.n_threads = threads;
     mo.max_batch_seqs = 1;
-    mo.kv_tokens = need; /* the KV pool holds one sequence of this length; the context stays the model's */
+    /* the KV pool holds one such sequence plus the blocks of the cached
+     * prefix that the next pp run's prompt shares with it (2 blocks' slack:
+     * a partial block is copied on write) */
+    mo.kv_tokens = need + D + 32;
+
     cli_progress prog;
     cli_progress_init(&prog, "bench");
     cli_progress_cb(&prog, "loading", 0);
@@ -246,19 +294,28 @@ int cmd_bench(int argc, char **argv) {
     xllm_model *m = xllm_model_load(path, &mo, &err);
     if (!m) return fail(err.message, NULL);
     double load_s = now_s() - t0;
+    int trained = xllm_model_context_size(m);
+    if (need > trained) {
+        /* past the model's trained positions, as llama-bench allows: a speed
+         * measurement only; load again with the context the run needs */
+        xllm_model_free(m);
+        fprintf(stderr, "xllm bench: note: -d %d / -p %d / -n %d need a context of %d tokens, beyond the model's %d: "
+                "the figures measure speed only\n", D, P, N, need, trained);
+        mo.max_context = need;
+        t0 = now_s();
+        if (!(m = xllm_model_load(path, &mo, &err))) return fail(err.message, NULL);
+        load_s = now_s() - t0;
+    }
     cli_progress_cb(&prog, "loading", 1);
     int V = xllm_model_vocab_size(m);
-    int ctx = xllm_model_context_size(m);
-    if (need > ctx) {
-        xllm_model_free(m);
-        return cli_fail("-p %d / -n %d need a context of %d tokens (the larger of -p and -n + %d, plus 16); the model "
-                        "has %d: give a smaller -p or -n", P, N, need, TG_PROMPT + 1, ctx);
-    }
     if (V < 4) {
         xllm_model_free(m);
         return fail("the model's vocabulary is too small", NULL);
     }
-    int32_t *ids = malloc(sizeof *ids * (size_t)P);
+    /* ids: the D-token context, then room for P prompt tokens (pp) or the
+     * 8-token tg prompt after it */
+    size_t n_ids = (size_t)D + (size_t)(P > TG_PROMPT ? P : TG_PROMPT);
+    int32_t *ids = malloc(sizeof *ids * n_ids);
     float *logits = malloc(sizeof *logits * (size_t)V);
     double *pp = malloc(sizeof *pp * (size_t)R), *tg = malloc(sizeof *tg * (size_t)R);
     int rc = 0;
@@ -266,34 +323,60 @@ int cmd_bench(int argc, char **argv) {
         rc = fail("out of memory", NULL);
         goto out;
     }
-    for (int i = 0; i < P; i++) ids[i] = 3 + (int32_t)(((uint64_t)i * 7919u + 13u) % (uint64_t)(V - 3));
-    int32_t tg_prompt[TG_PROMPT];
-    for (int i = 0; i < TG_PROMPT; i++) tg_prompt[i] = ids[i % P];
+    fill_ids(ids, (size_t)D, V, 0);
+    /* pp run r's prompt: fill_ids(ids + D, P, V, r + 1); tg's: the first 8 of salt 1 */
 
-    /* warm-up, then R measured runs of each */
+    /* warm-up (and, with a depth, the context prefilled into the prefix
+     * cache), then R measured runs of each */
     cli_progress_cb(&prog, "warm-up", 0);
-    if (xllm_model_logits(m, ids, (size_t)P, 0, logits, &err) || run_tg(m, tg_prompt, N < 4 ? N : 4, &err) < 0) {
+    fill_ids(ids + D, (size_t)P, V, 1);
+    int warm_ok = D ? run_prefill(m, ids, (size_t)D, &err) >= 0 && run_prefill(m, ids, (size_t)D + P, &err) >= 0
+                    : !xllm_model_logits(m, ids, (size_t)P, 0, logits, &err);
+    fill_ids(ids + D, TG_PROMPT, V, 1);
+    if (!warm_ok || run_tg(m, ids, (size_t)D + TG_PROMPT, N < 4 ? N : 4, &err) < 0) {
         rc = fail(err.message, NULL);
         goto out;
     }
+    double hits_before = engine_stat(m, "prefix_cache.hit_tokens");
     if (profile_path) { /* the measured runs only, not the warm-up */
         xllm_profile_enable(1);
         xllm_profile_reset();
     }
     for (int r = 0; r < R; r++) {
         cli_progress_cb(&prog, "measuring", (double)r / R);
-        double a = now_s();
-        if (xllm_model_logits(m, ids, (size_t)P, 0, logits, &err)) {
+        fill_ids(ids + D, (size_t)P, V, (uint64_t)r + 2);
+        double secs;
+        if (D) {
+            secs = run_prefill(m, ids, (size_t)D + P, &err);
+        } else {
+            double a = now_s();
+            secs = xllm_model_logits(m, ids, (size_t)P, 0, logits, &err) ? -1 : now_s() - a;
+        }
+        if (secs < 0) {
             rc = fail(err.message, NULL);
             goto out;
         }
-        pp[r] = P / (now_s() - a);
-        if ((tg[r] = run_tg(m, tg_prompt, N, &err)) < 0) {
+        pp[r] = P / secs;
+        fill_ids(ids + D, TG_PROMPT, V, 1);
+        if ((tg[r] = run_tg(m, ids, (size_t)D + TG_PROMPT, N, &err)) < 0) {
             rc = fail(err.message, NULL);
             goto out;
         }
     }
     cli_progress_cb(&prog, "measuring", 1);
+    /* the depth's context must have come from the prefix cache in every
+     * measured pp and tg run, or the figures time a longer prefill */
+    double hit_tokens = engine_stat(m, "prefix_cache.hit_tokens") - hits_before;
+    int block = (int)engine_stat(m, "kv.block_size");
+    double want_hits = block > 0 ? 2.0 * R * (double)(D / block * block) : 0;
+    if (D && hit_tokens < want_hits) {
+        rc = cli_fail("the %d-token context was not reused from the prefix cache in every run (%.0f of %.0f tokens): "
+                      "the figures would time its prefill", D, hit_tokens, want_hits);
+        goto out;
+    }
+    double kv_bytes = engine_stat(m, "memory.kv_bytes"), kv_blocks = engine_stat(m, "kv.blocks_total");
+    double kv_per_token = kv_bytes > 0 && kv_blocks > 0 && block > 0 ? kv_bytes / (kv_blocks * block) : 0;
+    double scratch_bytes = engine_stat(m, "memory.scratch_bytes");
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     double peak_mb = (double)ru.ru_maxrss / 1024.0;
@@ -307,13 +390,22 @@ int cmd_bench(int argc, char **argv) {
 
     FILE *o = json ? stderr : stdout;
     fprintf(o, "model      %s (%.1f MB of weights; a decode step reads %.1f MB)\n", path, total_bytes / 1e6, read_bytes / 1e6);
-    fprintf(o, "load       %.3f s; threads %d; %d runs after one warm-up\n", load_s, threads, R);
-    fprintf(o, "| test   |      tokens/s |\n|--------|---------------|\n");
-    fprintf(o, "| pp%-4d | %8.2f ± %.2f |\n", P, pp_mean, pp_sd);
-    fprintf(o, "| tg%-4d | %8.2f ± %.2f |\n", N, tg_mean, tg_sd);
-    fprintf(o, "peak RSS   %.1f MiB\n", peak_mb);
-    if (bw > 0 && read_bytes > 0) {
-        double bound = bw * 1e9 / read_bytes;
+    fprintf(o, "load       %.3f s; threads %d; %d runs after one warm-up", load_s, threads, R);
+    if (D) fprintf(o, "; after a context of %d tokens (-d)", D);
+    fprintf(o, "\n");
+    char pp_name[32], tg_name[32];
+    snprintf(pp_name, sizeof pp_name, D ? "pp%d @ d%d" : "pp%-4d", P, D);
+    snprintf(tg_name, sizeof tg_name, D ? "tg%d @ d%d" : "tg%-4d", N, D);
+    int w = (int)(strlen(pp_name) > strlen(tg_name) ? strlen(pp_name) : strlen(tg_name));
+    fprintf(o, "| %-*s |      tokens/s |\n|-%.*s-|---------------|\n", w, "test", w, "--------------------------------");
+    fprintf(o, "| %-*s | %8.2f ± %.2f |\n", w, pp_name, pp_mean, pp_sd);
+    fprintf(o, "| %-*s | %8.2f ± %.2f |\n", w, tg_name, tg_mean, tg_sd);
+    fprintf(o, "peak RSS   %.1f MiB (weights mapped %.1f MiB, KV pool %.1f MiB, scratch %.1f MiB)\n", peak_mb,
+            total_bytes / 1048576.0, kv_bytes > 0 ? kv_bytes / 1048576.0 : 0, scratch_bytes > 0 ? scratch_bytes / 1048576.0 : 0);
+    /* a decode step at depth D also reads the D tokens' K and V */
+    double step_bytes = read_bytes + kv_per_token * (D + TG_PROMPT + N / 2.0);
+    if (bw > 0 && step_bytes > 0) {
+        double bound = bw * 1e9 / step_bytes;
         fprintf(o, "bandwidth  %.1f GB/s read with %d threads (measured now) -> tg bound %.2f tokens/s; tg achieves %.2f of it\n",
                 bw, threads, bound, tg_mean / bound);
     }

@@ -167,7 +167,7 @@ static const help_entry k_help[] = {
      "example:\n"
      "  xllm synth --shape tiny-test --dtype q4 -o t.xllm --gguf t.gguf --hf t-hf\n"},
     {"bench",
-     "usage: xllm bench -m MODEL [-p 512] [-n 128] [-t THREADS] [-r 3] [--json] [--profile FILE.json]\n"
+     "usage: xllm bench -m MODEL [-p 512] [-n 128] [-d 0] [-t THREADS] [-r 3] [--json] [--profile FILE.json]\n"
      "Prompt processing (pp: one P-token prompt) and generation (tg: N decode steps) speed in\n"
      "tokens/s, mean and sd over R runs after one warm-up; peak RSS; the decode bandwidth bound.\n"
      "Progress goes to stderr.\n"
@@ -181,7 +181,9 @@ static const help_entry k_help[] = {
      "                      (the table then goes to stderr)\n"
      "  --profile [FILE.json] per-operator profile of the measured runs (default file:\n"
      "                      xllm-profile.json; also --enable-kernel-profiling)\n"
-     "The context must hold the larger of P and N + 9 tokens, plus 16.\n"
+     "  -d, --depth D       run both after a context of D tokens (default: 0), as llama-bench -d:\n"
+     "                      it is prefilled once and reused from the prefix cache\n"
+     "A run needing more context than the model was trained for runs anyway (speed only).\n"
      "\n" MODEL_LINE
      "example:\n"
      "  xllm bench -m models/stories260k -p 128 -n 64 -r 3\n"},

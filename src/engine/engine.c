@@ -287,6 +287,7 @@ static xllm_status request_from_cache(engine_request *r, const rc_entry *hit) {
 static void request_enqueue(engine *e, engine_request *r, xllm_notify_fn notify, void *user, xllm_request_id *id) {
     r->notify = notify;
     r->notify_user = user;
+    r->t_submit = seq_clock_s();
     pthread_mutex_lock(&e->lock);
     r->id = ++e->next_id;
     r->order = ++e->next_order;
@@ -391,7 +392,7 @@ static int publish(engine *e, pending_notify **notes, int *cap_notes) {
             xllm_status st = res ? XLLM_OK : XLLM_ERR_OUT_OF_MEMORY;
             int cancelled = 0;
             for (int j = 0; j < r->n && !st; j++) {
-                st = seq_result(&r->seqs[j], &res[j], &err);
+                st = seq_result(&r->seqs[j], r->t_submit, &res[j], &err);
                 cancelled |= r->seqs[j].reason == XLLM_FINISH_CANCELLED;
             }
             if (!st && r->rc_key && !cancelled && !r->fail) {

@@ -76,6 +76,7 @@ typedef struct engine_request {
     void *notify_user;
     unsigned char *rc_key;        /* response-cache key, when cacheable */
     size_t rc_key_len;
+    double t_submit;              /* seq_clock_s() when queued */
 } engine_request;
 
 /* A knowledge prefix: pinned full blocks of a named text. */

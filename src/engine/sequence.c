@@ -4,6 +4,7 @@
 #include "base/error.h"
 
 #include <string.h>
+#include <time.h>
 
 xllm_status seq_init(sequence *s, const int32_t *prompt, int n_prompt, const xllm_sampling_params *p,
                      const model_eos *eos, int32_t vocab, int max_context, const tokenizer *tok, uint64_t seed_offset,
@@ -137,9 +138,17 @@ static size_t stop_holdback(const sequence *s) {
     return hold;
 }
 
+double seq_clock_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 xllm_status seq_accept(sequence *s, int32_t tok, xllm_error *err) {
     s->ids[s->n_ids++] = tok;
     int n_gen = s->n_ids - s->n_prompt;
+    s->t_last = seq_clock_s();
+    if (n_gen == 1) s->t_first = s->t_last;
     s->tok_text_end[n_gen - 1] = (uint32_t)s->emitted; /* valid even if a step below fails */
     int stopped_by_string = 0;
     if (is_stop_id(s, tok)) {
@@ -187,7 +196,7 @@ void seq_cancel(sequence *s) {
     if (s->text) s->text[s->text_len] = 0;
 }
 
-xllm_status seq_result(const sequence *s, xllm_result *r, xllm_error *err) {
+xllm_status seq_result(const sequence *s, double t_submit, xllm_result *r, xllm_error *err) {
     memset(r, 0, sizeof *r);
     r->n_prompt_ids = (size_t)s->n_prompt;
     r->n_ids = (size_t)(s->n_ids - s->n_prompt);
@@ -205,6 +214,10 @@ xllm_status seq_result(const sequence *s, xllm_result *r, xllm_error *err) {
     memcpy(r->prompt_ids, s->ids, r->n_prompt_ids * sizeof(int32_t));
     memcpy(r->ids, s->ids + s->n_prompt, r->n_ids * sizeof(int32_t));
     r->finish_reason = s->reason;
+    if (r->n_ids) {
+        r->first_token_s = s->t_first - t_submit;
+        r->decode_s = s->t_last - s->t_first;
+    }
     if (s->lp && result_set_logprobs(r, s->lp, s->top_ids, s->top_lp, s->n_top)) {
         xllm_results_free_one(r);
         return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");

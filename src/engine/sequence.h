@@ -72,6 +72,8 @@ typedef struct sequence {
     int in_step, step_index;      /* scheduler: in the current step, at this batch index */
     /* streaming: generated ids already handed to the request's outbox */
     int published;
+    /* CLOCK_MONOTONIC seconds when the first and the latest generated id were accepted */
+    double t_first, t_last;
 } sequence;
 
 /* Set up a sequence over a prompt (ids copied). cap: most ids it will ever
@@ -96,6 +98,8 @@ void xllm_results_free_one(xllm_result *r);
 /* Copy r->n_ids log-probabilities (and n_top alternatives each) into r; -1 when out of memory. */
 int result_set_logprobs(xllm_result *r, const float *lp, const int32_t *top_ids, const float *top_lp, int n_top);
 /* The sequence's final result (arrays and text owned by r). */
-xllm_status seq_result(const sequence *s, xllm_result *r, xllm_error *err);
+xllm_status seq_result(const sequence *s, double t_submit, xllm_result *r, xllm_error *err);
+/* CLOCK_MONOTONIC in seconds (the clock of t_first / t_last / t_submit). Thread-safe. */
+double seq_clock_s(void);
 
 #endif

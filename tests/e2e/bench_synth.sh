@@ -85,6 +85,13 @@ check $? "bench --json: exactly five keys, positive figures"
 grep -q "pp8" "$T/bench.txt" && grep -q "tg4" "$T/bench.txt" && grep -q "tg bound" "$T/bench.txt"
 check $? "bench on a GGUF file: table, memory and bandwidth bound"
 
+# --depth: the context comes from the prefix cache (bench itself fails if it
+# was prefilled again), beyond the model's trained context too
+"$XLLM" bench -m "$d/q8.xllm" -d 48 -p 16 -n 8 -r 2 -t 1 > "$T/bench_d.txt" &&
+grep -q "pp16 @ d48" "$T/bench_d.txt" && grep -q "tg8 @ d48" "$T/bench_d.txt" &&
+grep -q "after a context of 48 tokens" "$T/bench_d.txt" && grep -q "KV pool" "$T/bench_d.txt"
+check $? "bench --depth: pp and tg after a cached context"
+
 expect_fail "synth: unknown shape" "unknown shape" "$XLLM" synth --shape nope -o "$T/x.xllm"
 expect_fail "synth: no shape" "needs --shape" "$XLLM" synth -o "$T/x.xllm"
 expect_fail "synth: no output" "needs an output" "$XLLM" synth --shape tiny-test
@@ -98,11 +105,14 @@ expect_fail "synth: unwritable output" "no such file" "$XLLM" synth --shape tiny
 [ ! -e "$T/x.xllm" ] && [ ! -e "$T/x.gguf" ]
 check $? "synth: failed runs leave no output"
 expect_fail "bench: no model" "needs -m MODEL" "$XLLM" bench
+expect_fail "bench: negative depth" "integer from 0" "$XLLM" bench -m "$d/q8.xllm" -d -1
 expect_fail "bench: -p 0" "integer from 1" "$XLLM" bench -m "$d/q8.xllm" -p 0
 expect_fail "bench: -r x" "integer from 1" "$XLLM" bench -m "$d/q8.xllm" -r x
 expect_fail "bench: unknown option" "unknown option" "$XLLM" bench -m "$d/q8.xllm" --nope
 expect_fail "bench: missing value" "needs a value" "$XLLM" bench -m "$d/q8.xllm" -n
-expect_fail "bench: prompt beyond the context" "context" "$XLLM" bench -m "$d/q8.xllm" -p 5000
+"$XLLM" bench -m "$d/q8.xllm" -p 600 -n 4 -r 1 -t 1 > "$T/bench_long.txt" 2> "$T/bench_long.err" &&
+grep -q "beyond the model's [0-9]*: the figures measure speed only" "$T/bench_long.err" && grep -q "pp600" "$T/bench_long.txt"
+check $? "bench: a prompt beyond the trained context runs, with a note"
 expect_fail "bench: missing model" "missing.xllm" "$XLLM" bench -m "$T/missing.xllm"
 
 echo "$fails failed"

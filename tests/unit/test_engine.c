@@ -168,6 +168,12 @@ static void *worker_main(void *arg) {
                 fprintf(stderr, "request %d sample %d: the stream differs from the result\n", i, j);
                 bad = 1;
             }
+            /* the engine's timings: set for every result that has tokens */
+            if (a->n_ids && !(a->first_token_s > 0 && a->decode_s >= 0 && (a->n_ids > 1 || a->decode_s == 0))) {
+                fprintf(stderr, "request %d sample %d: timings first_token_s %g decode_s %g for %zu ids\n", i, j,
+                        a->first_token_s, a->decode_s, a->n_ids);
+                bad = 1;
+            }
             if (a->finish_reason == XLLM_FINISH_CANCELLED) {
                 cancelled = 1;
                 if (a->n_ids > want->n_ids || memcmp(a->ids, want->ids, a->n_ids * sizeof(int32_t))) {
