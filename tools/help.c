@@ -181,6 +181,8 @@ static const help_entry k_help[] = {
      "                      (the table then goes to stderr)\n"
      "  --profile [FILE.json] per-operator profile of the measured runs (default file:\n"
      "                      xllm-profile.json; also --enable-kernel-profiling)\n"
+     "  --no-bandwidth      skip the bandwidth probe (it reads a 512 MiB buffer, which an\n"
+     "                      outside peak-RSS measurement such as /usr/bin/time would count)\n"
      "  -d, --depth D       run both after a context of D tokens (default: 0), as llama-bench -d:\n"
      "                      it is prefilled once and reused from the prefix cache\n"
      "A run needing more context than the model was trained for runs anyway (speed only).\n"
