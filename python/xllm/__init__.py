@@ -99,7 +99,8 @@ class _Result(ctypes.Structure):
                 ("ids", ctypes.POINTER(ctypes.c_int32)), ("n_ids", ctypes.c_size_t),
                 ("text", ctypes.c_void_p), ("text_len", ctypes.c_size_t), ("finish_reason", ctypes.c_int),
                 ("logprobs", ctypes.POINTER(ctypes.c_float)), ("top_ids", ctypes.POINTER(ctypes.c_int32)),
-                ("top_logprobs", ctypes.POINTER(ctypes.c_float)), ("n_top", ctypes.c_int)]
+                ("top_logprobs", ctypes.POINTER(ctypes.c_float)), ("n_top", ctypes.c_int),
+                ("first_token_s", ctypes.c_double), ("decode_s", ctypes.c_double)]
 
 
 _ProgressCallback = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_double)
@@ -315,9 +316,14 @@ class SamplingParams:
 class CompletionOutput:
     """One sample of a request: .index, .text, .token_ids, .finish_reason, and with
     SamplingParams(logprobs=k): .logprobs (per token) and .top_logprobs (per token,
-    a list of (token_id, logprob), most likely first)."""
+    a list of (token_id, logprob), most likely first). .first_token_s: seconds from
+    submission to the first token; .decode_s: from the first token to the last (the
+    engine's clock; 0 for a response-cache hit)."""
 
-    def __init__(self, index, token_ids, text, finish_reason, logprobs=None, top_logprobs=None):
+    def __init__(self, index, token_ids, text, finish_reason, logprobs=None, top_logprobs=None,
+                 first_token_s=0.0, decode_s=0.0):
+        self.first_token_s = first_token_s
+        self.decode_s = decode_s
         self.index = index
         self.token_ids = token_ids
         self.text = text
@@ -870,7 +876,7 @@ class LLM:
                            for t in range(r.n_ids)]
                 outs.append(CompletionOutput(j, r.ids[:r.n_ids], text,
                                              RequestOutput._REASONS.get(r.finish_reason, str(r.finish_reason)),
-                                             lp, top))
+                                             lp, top, r.first_token_s, r.decode_s))
             r0 = res[0]
             out = RequestOutput(prompt, r0.prompt_ids[:r0.n_prompt_ids], outs[0].token_ids, outs[0].text,
                                 outs[0].finish_reason, outs)

@@ -45,6 +45,9 @@ class TestEngine(unittest.TestCase):
             single = self.llm.generate("The dog", sp.replace(n=1, seed=11 + j))[0]
             self.assertEqual(o.token_ids, single.token_ids)
             self.assertEqual(o.text, single.text)
+            # the engine's timings of each sample (the struct layout matches the C one)
+            self.assertGreater(o.first_token_s, 0.0)
+            self.assertGreaterEqual(o.decode_s, 0.0)
 
     def test_priority_does_not_change_tokens(self):
         sp = SamplingParams(max_new_tokens=30, do_sample=False)
