@@ -140,6 +140,29 @@ static void rows_rel(backend *be, const float *x, size_t act_stride, int T, cons
                      float *y, size_t ldy, int64_t r0, int64_t r1, int thread) {
     matrix v = *W;
     size_t off;
+    int64_t tile = W->packed && be->kern->packed_rows ? be->kern->packed_rows(W) : 4;
+    if (r0 % tile) {
+        /* a packed tile of more than 4 rows (quantized weights only) begins
+         * before r0: its rows up to the next tile go through a small buffer
+         * (the view must start at a tile, and y has no rows before r0) */
+        int64_t ra = r0 - r0 % tile, re = ra + tile < r1 ? ra + tile : r1;
+        float buf[64 * 64];
+        matrix head = *W;
+        head.rows = ra;
+        v.data = (const char *)W->data + be->kern->packed_bytes(&head);
+        v.rows = W->rows - ra;
+        assert(tile <= 64 && xllm_dtype_is_quant(W->dtype) && !xllm_dtype_is_kq(W->dtype));
+        for (int t0 = 0; t0 < T; t0 += 64) {
+            int nt = T - t0 < 64 ? T - t0 : 64;
+            be->kern->matmul_q(&v, be->act + (size_t)t0 * act_stride, act_stride, nt, bias ? bias + ra : NULL, buf,
+                               (size_t)tile, r0 - ra, re - ra, be->kscratch[thread]);
+            for (int t = 0; t < nt; t++)
+                memcpy(y + (size_t)(t0 + t) * ldy, buf + (size_t)t * (size_t)tile + (r0 - ra),
+                       sizeof(float) * (size_t)(re - r0));
+        }
+        if (re < r1) rows_rel(be, x, act_stride, T, W, bias, y + (re - r0), ldy, re, r1, thread);
+        return;
+    }
     if (W->packed) {
         matrix head = *W;
         head.rows = r0;

@@ -70,6 +70,9 @@ typedef struct cpu_kernels {
      * reads W->packed matrices in that layout, r0 a multiple of 4. */
     size_t (*packed_bytes)(const matrix *W);
     void (*repack)(const matrix *W, int64_t tile0, int64_t tile1, void *out);
+    /* Rows per tile of W's packed layout (a multiple of 4, at most 64);
+     * NULL: 4. A view of a packed matrix (cpu_ops) starts at a tile. */
+    int64_t (*packed_rows)(const matrix *W);
     /* Variants of matmul_q on packed matrices the planner may choose between
      * (matrix.plan_kernel = 1 + index; 0 = the level's own rule), by name.
      * They differ in loop order and tiling only: identical results. */

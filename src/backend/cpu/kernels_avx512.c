@@ -451,6 +451,263 @@ AI void matmul_q_t(const matrix *W, xllm_dtype t, int g, const void *act_, size_
     GEMM_BLOCKS(token_block(astride), pack_q(Wd, rb, t, g, bb, cols, &L, r, r1, pack))
 }
 
+/* ------------------------------------------- Q4 / Q8: 16 rows in the lanes */
+
+/*
+ * Q4 and Q8 (any group that is a multiple of 32) use "R16", a layout with 16
+ * weight rows in the 16 int32 lanes of a vector and one token's 4 activation
+ * bytes broadcast to all of them: one vpdpbusd then does 4 multiply-adds for
+ * each of 16 rows, and a 32-column block of 16 rows takes 8 of them before
+ * its float step, instead of 2 per float step with columns in the lanes (the
+ * float work, not the integer work, bounded the GEMM). Per output element:
+ *
+ *   isum_b = sum over the block's 32 columns of w * a   (exact int32; Q4's
+ *            w = q - 8 and Q8's a + 128 offsets come out through the
+ *            per-(token, block) correction -off * sum(a), the lanes' start)
+ *   acc    = fma(float(isum_b), dw_b * da_b, acc)  for blocks b in column order
+ *   y      = acc + bias
+ *
+ * GEMV and GEMM, packed and stored layouts, all run exactly this, so results
+ * do not depend on T, tiling, thread split or repacking.
+ *
+ * Packed tile of 16 rows (rows past the end: zeros), per 32-column block:
+ *   [16 x f16]         dw of each row (its group's scale)
+ *   Q4: [4][16][4]     4 vectors: lane i = row i's stored bytes 4k..4k+3 of
+ *                      the sub-block (low nibbles: columns 4k..4k+3, high:
+ *                      16+4k..16+4k+3); the GGUF Q4_0 byte order as it is
+ *   Q8: [8][16][4]     8 vectors: lane i = row i's columns 4m..4m+3 (m < 4)
+ *                      or 16+4(m-4).. (m >= 4), each byte w + 128 (unsigned)
+ * matching the order of the prepared activations (act_prepare: a chunk's
+ * q[16j + e] is column e of block j for e < 16, q[64 + 16j + e] column 16+e).
+ */
+#define R16_ROWS 16
+
+AI size_t r16_block_bytes(xllm_dtype t) { return t == XLLM_DT_Q8 ? 32 + 512 : 32 + 256; }
+
+static int r16_type(const matrix *W) {
+    return (W->dtype == XLLM_DT_Q4 || W->dtype == XLLM_DT_Q8) && W->group % QK == 0 && W->cols % QK == 0 &&
+           W->cols % W->group == 0;
+}
+
+static size_t r16_tile_bytes(xllm_dtype t, int64_t cols) {
+    return ((size_t)(cols / QK) * r16_block_bytes(t) + 63) & ~(size_t)63;
+}
+
+/* Row r's part of a 16-row tile (lane i = r % 16), from its stored row;
+ * row NULL: zeros. */
+static void r16_put_row(uint8_t *tile, xllm_dtype t, int g, int64_t cols, const uint8_t *row, int i) {
+    size_t bb = quant_block_bytes(t, g), BB = r16_block_bytes(t);
+    for (int64_t b = 0; b < cols / QK; b++) {
+        uint8_t *blk = tile + (size_t)b * BB;
+        int64_t e = b * QK;
+        const uint8_t *gb = row ? row + (size_t)(e / g) * bb : NULL;
+        int off = (int)(e % g);
+        if (gb) memcpy(blk + 2 * i, gb, 2);
+        else memset(blk + 2 * i, 0, 2);
+        if (t == XLLM_DT_Q4) {
+            for (int k = 0; k < 4; k++) {
+                uint8_t *q = blk + 32 + 64 * k + 4 * i;
+                if (gb) memcpy(q, gb + 2 + off / 2 + 4 * k, 4);
+                else memset(q, 0x88, 4); /* level 8: weight 0 */
+            }
+        } else {
+            for (int m = 0; m < 8; m++) {
+                uint8_t *q = blk + 32 + 64 * m + 4 * i;
+                int c0 = m < 4 ? 4 * m : 16 + 4 * (m - 4);
+                for (int x = 0; x < 4; x++) q[x] = gb ? (uint8_t)(gb[2 + off + c0 + x] ^ 0x80) : 0x80;
+            }
+        }
+    }
+}
+
+/* 4 activation bytes broadcast to every lane (an embedded broadcast once compiled). */
+AI __m512i bcast4(const uint8_t *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm512_set1_epi32(v);
+}
+
+/* Per token and 32-column block the int32 lanes' start: -off * (sum of the
+ * block's activations), off 8 (Q4) or 128 (Q8); from the prepared -8 * lane
+ * sums. corr[j * nb + b] for tokens j < nt. */
+AI void r16_corr(const uint8_t *act, size_t astride, int nt, int64_t nb, xllm_dtype t, int32_t *corr) {
+    for (int j = 0; j < nt; j++)
+        for (int64_t b = 0; b < nb; b++) {
+            const int32_t *ls = (const int32_t *)(act + (size_t)j * astride + (size_t)(b / 4) * ACH + CH + 128) + 4 * (b % 4);
+            int32_t s = ls[0] + ls[1] + ls[2] + ls[3];
+            corr[(size_t)j * (size_t)nb + (size_t)b] = t == XLLM_DT_Q8 ? s * 16 : s;
+        }
+}
+
+#define R16_J(F) F(0) F(1) F(2) F(3) F(4) F(5) F(6) F(7)
+#define R16_NT 8
+
+/* One 16-row tile (rows r..r+15 of the view) x nt (1..8) tokens over all
+ * blocks; stores rows [rs, r1) (rs >= r). */
+AI void r16_tile(const uint8_t *tile, int64_t nb, xllm_dtype t, int nt, const uint8_t *act, size_t astride,
+                 const int32_t *corr, const float *bias, float *y, size_t ldy, int64_t r, int64_t rs, int64_t r1) {
+    const size_t BB = r16_block_bytes(t);
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+#define R16_DECL(j) __m512 f##j = _mm512_setzero_ps();
+    R16_J(R16_DECL)
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *blk = tile + (size_t)b * BB;
+        const size_t ab = (size_t)(b / 4) * ACH + 16 * (size_t)(b % 4); /* the block's first activation byte */
+        __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
+#define R16_INIT(j) __m512i i##j = _mm512_set1_epi32(j < nt ? corr[(size_t)(j)*(size_t)nb + (size_t)b] : 0);
+        R16_J(R16_INIT)
+        if (t == XLLM_DT_Q4) {
+            for (int k = 0; k < 4; k++) {
+                __m512i v = _mm512_loadu_si512(blk + 32 + 64 * k);
+                __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+#define R16_Q4(j)                                                                                                  \
+    if (j < nt) {                                                                                                  \
+        const uint8_t *a_ = act + (size_t)(j)*astride + ab + 4 * (size_t)k;                                         \
+        i##j = _mm512_dpbusd_epi32(i##j, lo, bcast4(a_));                                                          \
+        i##j = _mm512_dpbusd_epi32(i##j, hi, bcast4(a_ + 64));                                                     \
+    }
+                R16_J(R16_Q4)
+            }
+        } else {
+            for (int m = 0; m < 8; m++) {
+                __m512i w = _mm512_loadu_si512(blk + 32 + 64 * m);
+                const size_t ao = ab + (m < 4 ? 4 * (size_t)m : 64 + 4 * (size_t)(m - 4));
+#define R16_Q8(j)                                                                                                  \
+    if (j < nt) i##j = _mm512_dpbusd_epi32(i##j, w, bcast4(act + (size_t)(j)*astride + ao));
+                R16_J(R16_Q8)
+            }
+        }
+#define R16_STEP(j)                                                                                                \
+    if (j < nt) {                                                                                                  \
+        float da_;                                                                                                 \
+        memcpy(&da_, act + (size_t)(j)*astride + (size_t)(b / 4) * ACH + CH + 16 * (size_t)(b % 4), 4);           \
+        f##j = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i##j), _mm512_mul_ps(dw, _mm512_set1_ps(da_)), f##j);           \
+    }
+        R16_J(R16_STEP)
+    }
+    int64_t n = r1 - r < R16_ROWS ? r1 - r : R16_ROWS, skip = rs - r;
+    __mmask16 m = (__mmask16)(((1u << n) - 1) & ~((1u << skip) - 1));
+    __m512 bv = bias ? _mm512_maskz_loadu_ps(m, bias + r) : _mm512_setzero_ps();
+#define R16_STORE(j)                                                                                               \
+    if (j < nt) _mm512_mask_storeu_ps(y + (size_t)(j)*ldy + (size_t)r, m, bias ? _mm512_add_ps(f##j, bv) : f##j);
+    R16_J(R16_STORE)
+}
+
+/* r16_tile for one token (the GEMV): the block's 8 vpdpbusd go into 4
+ * independent int32 accumulators (one chain of 8 would bound the stream by
+ * their latency), summed after: integer sums are exact, so the result is
+ * r16_tile's to the bit. */
+AI void r16_tile1(const uint8_t *tile, int64_t nb, xllm_dtype t, const uint8_t *act, const int32_t *corr,
+                  const float *bias, float *y, int64_t r, int64_t rs, int64_t r1) {
+    const size_t BB = r16_block_bytes(t);
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    __m512 f0 = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *blk = tile + (size_t)b * BB;
+        const size_t ab = (size_t)(b / 4) * ACH + 16 * (size_t)(b % 4);
+        __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
+        __m512i s0 = _mm512_set1_epi32(corr[b]), s1 = _mm512_setzero_si512(), s2 = s1, s3 = s1;
+        if (t == XLLM_DT_Q4) {
+            __m512i v0 = _mm512_loadu_si512(blk + 32), v1 = _mm512_loadu_si512(blk + 96);
+            __m512i v2 = _mm512_loadu_si512(blk + 160), v3 = _mm512_loadu_si512(blk + 224);
+            s0 = _mm512_dpbusd_epi32(s0, _mm512_and_si512(v0, m4), bcast4(act + ab));
+            s1 = _mm512_dpbusd_epi32(s1, _mm512_and_si512(v1, m4), bcast4(act + ab + 4));
+            s2 = _mm512_dpbusd_epi32(s2, _mm512_and_si512(v2, m4), bcast4(act + ab + 8));
+            s3 = _mm512_dpbusd_epi32(s3, _mm512_and_si512(v3, m4), bcast4(act + ab + 12));
+            s0 = _mm512_dpbusd_epi32(s0, _mm512_and_si512(_mm512_srli_epi16(v0, 4), m4), bcast4(act + ab + 64));
+            s1 = _mm512_dpbusd_epi32(s1, _mm512_and_si512(_mm512_srli_epi16(v1, 4), m4), bcast4(act + ab + 68));
+            s2 = _mm512_dpbusd_epi32(s2, _mm512_and_si512(_mm512_srli_epi16(v2, 4), m4), bcast4(act + ab + 72));
+            s3 = _mm512_dpbusd_epi32(s3, _mm512_and_si512(_mm512_srli_epi16(v3, 4), m4), bcast4(act + ab + 76));
+        } else {
+            s0 = _mm512_dpbusd_epi32(s0, _mm512_loadu_si512(blk + 32), bcast4(act + ab));
+            s1 = _mm512_dpbusd_epi32(s1, _mm512_loadu_si512(blk + 96), bcast4(act + ab + 4));
+            s2 = _mm512_dpbusd_epi32(s2, _mm512_loadu_si512(blk + 160), bcast4(act + ab + 8));
+            s3 = _mm512_dpbusd_epi32(s3, _mm512_loadu_si512(blk + 224), bcast4(act + ab + 12));
+            s0 = _mm512_dpbusd_epi32(s0, _mm512_loadu_si512(blk + 288), bcast4(act + ab + 64));
+            s1 = _mm512_dpbusd_epi32(s1, _mm512_loadu_si512(blk + 352), bcast4(act + ab + 68));
+            s2 = _mm512_dpbusd_epi32(s2, _mm512_loadu_si512(blk + 416), bcast4(act + ab + 72));
+            s3 = _mm512_dpbusd_epi32(s3, _mm512_loadu_si512(blk + 480), bcast4(act + ab + 76));
+        }
+        __m512i is = _mm512_add_epi32(_mm512_add_epi32(s0, s1), _mm512_add_epi32(s2, s3));
+        float da;
+        memcpy(&da, act + (size_t)(b / 4) * ACH + CH + 16 * (size_t)(b % 4), 4);
+        f0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), _mm512_mul_ps(dw, _mm512_set1_ps(da)), f0);
+    }
+    int64_t n = r1 - r < R16_ROWS ? r1 - r : R16_ROWS, skip = rs - r;
+    __mmask16 m = (__mmask16)(((1u << n) - 1) & ~((1u << skip) - 1));
+    if (bias) f0 = _mm512_add_ps(f0, _mm512_maskz_loadu_ps(m, bias + r));
+    _mm512_mask_storeu_ps(y + (size_t)r, m, f0);
+}
+
+AI void r16_tile_any(const uint8_t *tile, int64_t nb, xllm_dtype t, int nt, const uint8_t *act, size_t astride,
+                     const int32_t *corr, const float *bias, float *y, size_t ldy, int64_t r, int64_t rs, int64_t r1) {
+    switch (nt) {
+#define R16_CASE(N)                                                                                                \
+    case N: r16_tile(tile, nb, t, N, act, astride, corr, bias, y, ldy, r, rs, r1); break;
+        R16_CASE(8) R16_CASE(7) R16_CASE(6) R16_CASE(5) R16_CASE(4) R16_CASE(3) R16_CASE(2)
+    default: r16_tile1(tile, nb, t, act, corr, bias, y, r, rs, r1); break;
+    }
+}
+
+/* Tokens per block whose activations stay in L2 (a multiple of R16_NT). */
+static int r16_token_block(size_t astride) {
+    size_t tb = ((size_t)384 << 10) / (astride ? astride : 1);
+    if (tb < R16_NT) tb = R16_NT;
+    if (tb > 96) tb = 96;
+    return (int)(tb / R16_NT * R16_NT);
+}
+
+/* Rows [r0, r1) of W (packed R16, or stored: each 16-row tile is then put in
+ * R16 order in scratch first) for T tokens. */
+AI void r16_matmul_t(const matrix *W, xllm_dtype t, const uint8_t *act, size_t astride, int T, const float *bias,
+                     float *y, size_t ldy, int64_t r0, int64_t r1, void *scratch) {
+    int64_t nb = W->cols / QK;
+    size_t tb = r16_tile_bytes(t, W->cols), rb = quant_row_bytes(t, W->group, W->cols);
+    int TB = r16_token_block(astride);
+    int32_t *corr = scratch;
+    uint8_t *own = (uint8_t *)scratch + (((size_t)TB * (size_t)nb * sizeof(int32_t) + 63) & ~(size_t)63);
+    for (int t0 = 0; t0 < T; t0 += TB) {
+        int t1 = t0 + TB < T ? t0 + TB : T;
+        r16_corr(act + (size_t)t0 * astride, astride, t1 - t0, nb, t, corr);
+        for (int64_t tl = r0 / R16_ROWS; tl * R16_ROWS < r1; tl++) {
+            int64_t r = tl * R16_ROWS, rs = r > r0 ? r : r0;
+            const uint8_t *tile;
+            if (W->packed) {
+                tile = (const uint8_t *)W->data + (size_t)tl * tb;
+            } else {
+                for (int i = 0; i < R16_ROWS; i++)
+                    r16_put_row(own, t, W->group, W->cols,
+                                r + i < W->rows ? (const uint8_t *)W->data + (size_t)(r + i) * rb : NULL, i);
+                tile = own;
+            }
+            for (int tt = t0; tt < t1; tt += R16_NT) {
+                int nt = t1 - tt < R16_NT ? t1 - tt : R16_NT;
+                r16_tile_any(tile, nb, t, nt, act + (size_t)tt * astride, astride, corr + (size_t)(tt - t0) * (size_t)nb,
+                             bias, y + (size_t)tt * ldy, ldy, r, rs, r1);
+            }
+        }
+    }
+}
+
+/* Tiles [q0, q1) of 4 rows into the packed matrix: each writes its rows'
+ * lanes; the first of a 16-row tile also its padding, the last of the
+ * matrix the lanes past the end. */
+static void r16_repack(const matrix *W, int64_t q0, int64_t q1, void *out) {
+    xllm_dtype t = W->dtype;
+    size_t tb = r16_tile_bytes(t, W->cols), rb = quant_row_bytes(t, W->group, W->cols);
+    size_t used = (size_t)(W->cols / QK) * r16_block_bytes(t);
+    int64_t nq = (W->rows + 3) / 4;
+    for (int64_t q = q0; q < q1; q++) {
+        uint8_t *tile = (uint8_t *)out + (size_t)(q / 4) * tb;
+        if (q % 4 == 0) memset(tile + used, 0, tb - used);
+        int i1 = q == nq - 1 ? R16_ROWS : (int)(q % 4) * 4 + 4;
+        for (int i = (int)(q % 4) * 4; i < i1; i++) {
+            int64_t r = q / 4 * R16_ROWS + i;
+            r16_put_row(tile, t, W->group, W->cols, r < W->rows ? (const uint8_t *)W->data + (size_t)r * rb : NULL, i);
+        }
+    }
+}
+
 /* --------------------------------------------------------- packed layout */
 
 /*
@@ -494,13 +751,20 @@ AI const uint8_t *chunk_s(const uint8_t *tile, xllm_dtype t, int64_t c, int64_t 
  * 2048x4096 stream: 22-24 vs 26 GB/s, prefetch distances 0-4 KiB tried),
  * while packing gained only ~5% in prefill. Q4 and Q4M gain in both. */
 static size_t packed_bytes(const matrix *W) {
+    if (r16_type(W)) return (size_t)((W->rows + R16_ROWS - 1) / R16_ROWS) * r16_tile_bytes(W->dtype, W->cols);
     if (!xllm_dtype_is_quant(W->dtype) || W->dtype == XLLM_DT_Q8 || W->group % QK) return 0;
     return (size_t)((W->rows + 3) / 4) * packed_tile_bytes(W->dtype, W->cols);
 }
 
+static int64_t packed_rows(const matrix *W) { return r16_type(W) ? R16_ROWS : 4; }
+
 /* Pack tiles [tile0, tile1) of W (stored layout) into out (the packed
  * matrix's start). */
 static void repack(const matrix *W, int64_t tile0, int64_t tile1, void *out) {
+    if (r16_type(W)) {
+        r16_repack(W, tile0, tile1, out);
+        return;
+    }
     xllm_dtype t = W->dtype;
     int g = W->group;
     size_t bb = quant_block_bytes(t, g), rb = quant_row_bytes(t, g, W->cols), tb = packed_tile_bytes(t, W->cols);
@@ -663,6 +927,11 @@ AI void matmul_packed_t(const matrix *W, xllm_dtype t, const uint8_t *act, size_
 static void matmul_q(const matrix *W, const void *act, size_t astride, int T, const float *bias, float *y, size_t ldy,
                      int64_t r0, int64_t r1, void *scratch) {
     if (r1 <= r0) return;
+    if (r16_type(W)) {
+        if (W->dtype == XLLM_DT_Q4) r16_matmul_t(W, XLLM_DT_Q4, act, astride, T, bias, y, ldy, r0, r1, scratch);
+        else r16_matmul_t(W, XLLM_DT_Q8, act, astride, T, bias, y, ldy, r0, r1, scratch);
+        return;
+    }
     if (W->packed) { /* r0 is a multiple of 4: cpu_ops splits rows in tiles of 4 */
         if (W->dtype == XLLM_DT_Q4) matmul_packed_t(W, XLLM_DT_Q4, act, astride, T, bias, y, ldy, r0, r1, scratch);
         else matmul_packed_t(W, XLLM_DT_Q4M, act, astride, T, bias, y, ldy, r0, r1, scratch);
@@ -677,7 +946,13 @@ static void matmul_q(const matrix *W, const void *act, size_t astride, int T, co
     else matmul_q_t(W, XLLM_DT_Q4M, W->group, act, astride, T, bias, y, ldy, r0, r1, scratch);
 }
 
-static size_t scratch_bytes(int64_t cols) { return (size_t)MR * (size_t)n_chunks(cols) * PQ + 64; }
+/* the larger of the 4-row GEMM's unpacked tile and R16's corrections plus one stored tile put in order */
+static size_t scratch_bytes(int64_t cols) {
+    size_t old = (size_t)MR * (size_t)n_chunks(cols) * PQ + 64;
+    size_t r16 = (((size_t)96 * (size_t)(cols / QK) * sizeof(int32_t) + 63) & ~(size_t)63) +
+                 r16_tile_bytes(XLLM_DT_Q8, cols) + 64;
+    return old > r16 ? old : r16;
+}
 
 /* ----------------------------------------------------------- float matmul */
 
@@ -802,6 +1077,7 @@ const cpu_kernels cpu_kernels_avx512 = {
     .matmul_kq = kq_matmul_avx512,
     .packed_bytes = packed_bytes,
     .repack = repack,
+    .packed_rows = packed_rows,
     .n_variants = 4,
     .variant_names = packed_variants,
     .attn = &cpu_attn_avx512,
