@@ -2,6 +2,12 @@
  * kernels_avx512.c - AVX-512 (F, BW, VL, VNNI) kernels. Compiled with those
  * target flags; called only when the CPU has them (cpu_features.c).
  *
+ * Q4 and Q8 weights (any group that is a multiple of 32) run in the "R16"
+ * layout described before r16_tile below: 16 weight rows in the lanes, the
+ * activations broadcast, one float step per 32-column block and row. What
+ * follows describes the other quantized path, Q4M (and Q4/Q8 shapes R16 does
+ * not take), with columns in the lanes.
+ *
  * Quantized matmul, integer part. vpdpbusd multiplies unsigned bytes by
  * signed bytes and adds groups of four products into int32 lanes; the int32
  * lane sums are exact:
