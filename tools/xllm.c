@@ -15,6 +15,7 @@
 #include "chat_cli.h"
 #include "cli.h"
 #include "commands.h"
+#include "pp_cli.h"
 #include "profile_report.h"
 #include "json_text.h"
 
@@ -204,8 +205,119 @@ static xllm_status engine_generate_one(xllm_engine *e, const xllm_request *r, xl
     return xllm_engine_result(e, id, res, &n, err);
 }
 
+/* run --prompts FILE: every line a prompt, all submitted at once (continuous
+ * batching); results in order. */
+static int read_prompts(const char *path, char ***lines, size_t *n) {
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "xllm: error: %s: %s\n", path, strerror(errno));
+        return 1;
+    }
+    char *line = NULL;
+    size_t cap = 0, cap_l = 0;
+    ssize_t len;
+    *lines = NULL;
+    *n = 0;
+    while ((len = getline(&line, &cap, f)) >= 0) {
+        while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = 0;
+        if (*n == cap_l) {
+            cap_l = cap_l ? cap_l * 2 : 16;
+            char **nl = realloc(*lines, cap_l * sizeof *nl);
+            if (!nl) break;
+            *lines = nl;
+        }
+        if (!((*lines)[*n] = strdup(line))) break;
+        (*n)++;
+    }
+    free(line);
+    fclose(f);
+    if (*n == 0) return fail("%s: no prompts (one per line)", path);
+    return 0;
+}
+
+static xllm_status engine_generate_many(xllm_engine *e, const xllm_request *reqs, size_t n, xllm_result **res,
+                                        xllm_error *err) {
+    xllm_request_id *ids = calloc(n, sizeof *ids);
+    xllm_result *all = calloc(n, sizeof *all);
+    xllm_status st = ids && all ? XLLM_OK : XLLM_ERR_OUT_OF_MEMORY;
+    size_t submitted = 0;
+    for (; submitted < n && !st; submitted++) st = xllm_engine_submit(e, &reqs[submitted], NULL, NULL, &ids[submitted], err);
+    if (st) submitted--;
+    for (size_t i = 0; i < submitted; i++) {
+        xllm_result *r = NULL;
+        size_t nr = 0;
+        if (st) {
+            xllm_engine_release(e, ids[i]);
+            continue;
+        }
+        st = xllm_engine_result(e, ids[i], &r, &nr, err);
+        if (!st) {
+            all[i] = r[0];
+            xllm_free(r);
+        }
+    }
+    free(ids);
+    if (st) {
+        for (size_t i = 0; i < n && all; i++) { xllm_free(all[i].prompt_ids); xllm_free(all[i].ids); xllm_free(all[i].text); }
+        free(all);
+        return st;
+    }
+    *res = all;
+    return XLLM_OK;
+}
+
+static int run_many(xllm_model *m, xllm_engine *eng, const char *path, const xllm_sampling_params *sp, int json,
+                    int quiet) {
+    char **lines;
+    size_t n;
+    if (read_prompts(path, &lines, &n)) return 1;
+    xllm_request *reqs = calloc(n, sizeof *reqs);
+    if (!reqs) return fail("%s", "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        reqs[i].prompt = lines[i];
+        reqs[i].params = *sp;
+    }
+    xllm_error err;
+    xllm_result *res = NULL;
+    double t0 = cli_now();
+    xllm_status st = eng ? engine_generate_many(eng, reqs, n, &res, &err) : xllm_generate(m, reqs, n, NULL, NULL, &res, &err);
+    double wall = cli_now() - t0;
+    int rc = 0;
+    if (st) rc = fail_err(&err);
+    size_t np = 0, ng = 0;
+    for (size_t i = 0; !st && i < n; i++) {
+        np += res[i].n_prompt_ids;
+        ng += res[i].n_ids;
+        if (json) {
+            printf("{\"prompt_ids\":");
+            print_ids_json(stdout, res[i].prompt_ids, res[i].n_prompt_ids);
+            printf(",\"ids\":");
+            print_ids_json(stdout, res[i].ids, res[i].n_ids);
+            printf(",\"text\":");
+            json_write_string(stdout, res[i].text, res[i].text_len);
+            printf("}\n");
+        } else {
+            fwrite(lines[i], 1, strlen(lines[i]), stdout);
+            fwrite(res[i].text, 1, res[i].text_len, stdout);
+            putchar('\n');
+        }
+    }
+    fflush(stdout);
+    if (!st && !quiet)
+        fprintf(stderr, "xllm: %zu prompts, %zu prompt tokens | generated %zu tokens in %.2f s (%.1f tokens/s aggregate)\n",
+                n, np, ng, wall, wall > 0 ? (double)ng / wall : 0.0);
+    if (!st) xllm_results_free(res, n);
+    for (size_t i = 0; i < n; i++) free(lines[i]);
+    free(lines);
+    free(reqs);
+    return rc;
+}
+
 static int cmd_run(int argc, char **argv) {
     args a = {argc, 1, argv, 0};
+    pp_cli pp;
+    memset(&pp, 0, sizeof pp);
+    const char *prompts_file = NULL;
     char mbuf[PATH_MAX + 64];
     const char *model_path = NULL, *prompt = NULL, *ids_arg = NULL, *config_path = NULL;
     int json = 0, chat = 0, quiet = 0, n_given = 0;
@@ -269,8 +381,12 @@ static int cmd_run(int argc, char **argv) {
         else if (!strcmp(f, "--quiet")) quiet = 1;
         else if (!strcmp(f, "--chat")) chat = 1;
         else if (!strcmp(f, "--ignore-eos")) sp.ignore_eos = 1;
+        else if (!strcmp(f, "--prompts")) prompts_file = arg_value(&a, f);
         else {
-            int r = chat_opts_parse(&co, argc, argv, &a.i);
+            int r = pp_cli_parse(&pp, argc, argv, &a.i);
+            if (r < 0) return 1;
+            if (r) continue;
+            r = chat_opts_parse(&co, argc, argv, &a.i);
             if (r < 0) return 1;
             if (!r) return cli_unknown_option("run", f);
             chat_flag = f;
@@ -279,6 +395,7 @@ static int cmd_run(int argc, char **argv) {
     if (chat_flag && !chat) return fail("%s goes with --chat", chat_flag);
     if (a.bad) return 1;
     if (prompt && ids_arg) return fail("%s", "give either -p or --ids, not both");
+    if (prompts_file && (prompt || ids_arg || chat)) return fail("%s", "--prompts goes without -p, --ids and --chat");
     if (chat && ids_arg) return fail("%s", "--chat takes -p TEXT or --messages FILE, not --ids");
     if (chat && prompt && co.messages_file) return fail("%s", "--chat takes either -p or --messages, not both");
     xllm_error err;
@@ -302,8 +419,14 @@ static int cmd_run(int argc, char **argv) {
     }
     if (threads) mo.n_threads = (int)threads;
     if (ctx) mo.max_context = (int)ctx;
+    pp_cli_apply(&pp, &mo);
     double t_load = cli_now();
-    xllm_model *m = cli_load_model(model_path, &mo, &err, quiet);
+    xllm_model *m = cli_load_model(model_path, &mo, &err, quiet || pp.size > 1);
+    int worker_rc = m ? pp_cli_worker(m) : -1;
+    if (worker_rc >= 0) {
+        xllm_free(config_storage);
+        return worker_rc;
+    }
     xllm_engine *eng = NULL;
     if (m && config_path) {
         eo.verbose = eo.verbose && !quiet;
@@ -315,6 +438,12 @@ static int cmd_run(int argc, char **argv) {
     xllm_free(config_storage); /* the engine copied what it keeps */
     if (!m) return fail_err(&err);
     t_load = cli_now() - t_load;
+    if (prompts_file) {
+        int rc = run_many(m, eng, prompts_file, &sp, json, quiet);
+        xllm_engine_free(eng);
+        xllm_model_free(m);
+        return rc;
+    }
     int n_ctx = xllm_model_context_size(m);
     int trained = ctx > 0 ? trained_context(model_path) : 0;
     if (trained > 0 && ctx > trained)
