@@ -62,6 +62,8 @@ static const help_entry k_help[] = {
      "  --chat-template FILE.jinja with --chat: this template instead of the model's\n"
      "  --prompts FILE             one prompt per line, generated together (continuous batching); one\n"
      "                             line (or --json object) per prompt, in order, and an aggregate summary\n"
+     "  --samples N                with --prompts: N samples per prompt from one prefill (default: 1)\n"
+     "  --kv-tokens N              KV pool capacity in tokens; a small pool preempts (default: context x 16, at most 1 GiB)\n"
      PP_HELP
      "\n" MODEL_LINE
      "example:\n"

@@ -325,9 +325,9 @@ static size_t rss_kib(const char *key) {
 static void print_stats(const pipeline *p) {
     double busy = p->t_compute + p->t_wait;
     fprintf(stderr,
-            "xllm: pp rank %d/%d: layers [%d, %d) of %d | weights bound %.1f MiB | resident %.1f MiB (peak %.1f "
+            "xllm: pp rank %d/%d: layers [%d, %d) of %d | weights bound %zu bytes (%.1f MiB) | resident %.1f MiB (peak %.1f "
             "MiB) | steps %llu | compute %.3f s | wait in steps %.3f s | idle between steps %.3f s | bubble %.1f%%\n",
-            p->rank, p->size, p->l0, p->l1, p->n_layers, (double)p->bound_bytes / 1048576.0,
+            p->rank, p->size, p->l0, p->l1, p->n_layers, p->bound_bytes, (double)p->bound_bytes / 1048576.0,
             (double)rss_kib("VmRSS:") / 1024.0, (double)rss_kib("VmHWM:") / 1024.0, (unsigned long long)p->steps,
             p->t_compute, p->t_wait, p->t_idle, busy > 0 ? 100.0 * p->t_wait / busy : 0.0);
     fflush(stderr);
