@@ -218,9 +218,11 @@ static const help_entry k_help[] = {
      "  --idle-timeout S           idle connection time limit in seconds\n"
      "  --max-connections N        simultaneous connections\n"
      "  --log-text                 log prompt and output text (default: never)\n"
+     PP_HELP
      "\n"
      "example:\n"
-     "  xllm serve -m models/stories260k --port 8080\n"},
+     "  xllm serve -m models/stories260k --port 8080\n"
+     "  mpirun -np 2 xllm serve -m models/stories260k --port 8080 --pp 2   # layers over 2 processes\n"},
 };
 
 int cli_print_help(FILE *f, const char *cmd) {

@@ -132,6 +132,53 @@ run_pp stories260k "$S" 2 --temp 0.8 --seed 9 --top-p 0.9 --samples 2 --pp-micro
 run_pp stories260k "$S" 3 --temp 0
 run_pp stories260k "$S" 3 --temp 0.8 --seed 9 --samples 2 --pp-layers 2,2,1
 
+# serve over 2 ranks: concurrent requests get the single-process tokens; SIGTERM stops every rank
+timeout 120 "${MPIRUN[@]}" -np 2 "$XLLM" serve -m "$S" --port 0 -t 1 --pp 2 --pp-stats > "$T/serve.out" 2> "$T/serve.err" &
+sp=$!
+for _ in $(seq 300); do grep -q "listening on" "$T/serve.out" && break; sleep 0.1; done
+port=$(sed -n 's/.*listening on http:.*:\([0-9]*\)$/\1/p' "$T/serve.out")
+ok=1
+if [ -n "$port" ]; then
+    i=0
+    pids=()
+    while read -r p; do
+        i=$((i + 1))
+        python3 - "$port" "$p" "$T/s$i.json" <<'PY' &
+import json, sys, urllib.request
+port, prompt, out = sys.argv[1], sys.argv[2], sys.argv[3]
+body = {"model": "stories260k", "prompt": prompt, "max_tokens": 20, "temperature": 0}
+if prompt.startswith("Lily"):
+    body.update({"temperature": 0.8, "top_p": 1, "seed": 11, "n": 2})
+req = urllib.request.Request("http://127.0.0.1:%s/v1/completions" % port, json.dumps(body).encode(),
+                             {"Content-Type": "application/json"})
+json.dump([c["text"] for c in json.load(urllib.request.urlopen(req, timeout=60))["choices"]], open(out, "w"))
+PY
+        pids+=($!)
+    done < "$T/prompts"
+    wait "${pids[@]}"
+    i=0
+    while read -r p; do
+        i=$((i + 1))
+        if [ "${p#Lily}" != "$p" ]; then
+            "$XLLM" run -m "$S" --prompts <(echo "$p") -n 20 --temp 0.8 --top-p 1 --seed 11 --samples 2 --json -t 1 2> /dev/null
+        else
+            "$XLLM" run -m "$S" -p "$p" -n 20 --temp 0 --json -t 1 2> /dev/null
+        fi | python3 -c "import json,sys; print(json.dumps([json.loads(l)['text'] for l in sys.stdin]))" > "$T/r$i.json"
+        python3 -c "import json,sys; sys.exit(json.load(open(sys.argv[1])) != json.load(open(sys.argv[2])))" \
+            "$T/s$i.json" "$T/r$i.json" 2> /dev/null || { ok=0; echo "   '$p': $(cat "$T/s$i.json" 2>&1) vs $(cat "$T/r$i.json")"; }
+    done < "$T/prompts"
+else
+    ok=0
+    tail -5 "$T/serve.err"
+fi
+[ $ok = 1 ]
+check $? "serve, 2 ranks: $(wc -l < "$T/prompts") concurrent requests (one with n=2, seeded) get the single-process text"
+kill -TERM $sp 2> /dev/null   # timeout passes it to mpirun, mpirun to the ranks
+wait $sp; rc=$?
+# rank 0 shuts down (its SIGTERM), ends the pipeline, rank 1 returns: both print their stats
+[ $rc != 124 ] && grep -q "shutting down" "$T/serve.err" && [ "$(grep -c "^xllm: pp rank" "$T/serve.err")" = 2 ]
+check $? "serve, 2 ranks: SIGTERM stops every rank cleanly (mpirun exit $rc)"
+
 # refusals: a clear message, every rank ends
 RUN=("$XLLM" run -m "$S" -p "Once" -n 4 -t 1 --quiet)
 # (every wrong split is in test_model_parts; here: that all ranks stop)
