@@ -112,13 +112,13 @@ int32_t xllm_model_vocab_size(const xllm_model *model);
 xllm_status xllm_model_plan(const xllm_model *model, char **json, xllm_error *err);
 int32_t xllm_model_context_size(const xllm_model *model);
 
-/* Pipeline parallelism: this process's rank (0 when pp_size <= 1). */
+/* Pipeline parallelism: this process's rank (0 when pp_size <= 1). Thread-safe. */
 int xllm_model_pp_rank(const xllm_model *model);
 /* Ranks 1..pp_size-1: run this rank's stage until rank 0 frees its model,
  * then return XLLM_OK (free the model after). A peer that fails or stops
  * answering ends the whole job with a message (MPI_Abort). Fails at once on
- * rank 0 or on a model loaded without pp_size > 1. Call from the thread
- * that loaded the model. */
+ * rank 0 or on a model loaded without pp_size > 1. Not thread-safe: call it
+ * once, from the thread that loaded the model. */
 xllm_status xllm_model_pp_worker(xllm_model *model, xllm_error *err);
 
 /* Logits of a single sequence of ids (no BOS added). out must hold

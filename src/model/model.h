@@ -112,7 +112,8 @@ typedef struct model_part {
 } model_part;
 /* As model_load, binding (and so reading from the mmap) only the part's
  * tensors: its layers, the embedding on the first stage, final norm and
- * lm_head on the last. part NULL = the whole model. */
+ * lm_head on the last. part NULL = the whole model. Thread-safe (each call
+ * makes its own model). */
 model *model_load_part(const char *dir, int n_threads, int max_tokens, const model_part *part, xllm_error *err);
 /* The layer range of stage `stage` of n_stages (split as in model_part).
  * A split that does not have n_stages entries, has one below 1 or does not
