@@ -73,6 +73,25 @@ typedef struct xllm_model_options {
     int max_batch_seqs;   /* sequences in flight at once; 0 = 16 */
     int64_t kv_tokens;    /* KV pool capacity in tokens; 0 = max_context * max_batch_seqs (capped at 1 GiB) */
     int max_step_tokens;  /* most tokens in one forward step (prefill is chunked to fit); 0 = 512 */
+    /* A part of the model: layers [layer_begin, layer_end) only, their tensors
+     * alone bound (and so read from the file), plus the embedding when
+     * layer_begin is 0 and the final norm + lm_head when layer_end is the
+     * layer count; its KV pool holds those layers. 0, 0 = the whole model. A
+     * part cannot generate by itself (xllm_generate fails); pipeline
+     * parallelism below loads parts. */
+    int layer_begin, layer_end;
+    /* Pipeline parallelism over MPI (docs/ARCHITECTURE.md): pp_size > 1 makes
+     * this process one of pp_size ranks of an MPI job (mpirun -np pp_size);
+     * each rank loads the same path with the same options and gets its part
+     * of the layers. Rank 0 generates as usual; the others call
+     * xllm_model_pp_worker. */
+    int pp_size;
+    const char *pp_layers;      /* layers per rank, e.g. "8,8,6"; NULL = as even as can be */
+    int pp_microbatches;        /* micro-batches per step (stages overlap); 0 = 2 */
+    int pp_timeout_ms;          /* a rank waiting this long for another ends the job; 0 = 60000 */
+    int pp_stats;               /* 1 = each rank prints a stats line at the end (layers, bound bytes, RSS, bubble) */
+    int pp_test_fail_after;     /* tests: rank 1 exits (or hangs, pp_test_fail_hang) after this many steps */
+    int pp_test_fail_hang;
 } xllm_model_options;
 
 xllm_model_options xllm_model_options_default(void);
@@ -92,6 +111,15 @@ int32_t xllm_model_vocab_size(const xllm_model *model);
  * *json freed with xllm_free. */
 xllm_status xllm_model_plan(const xllm_model *model, char **json, xllm_error *err);
 int32_t xllm_model_context_size(const xllm_model *model);
+
+/* Pipeline parallelism: this process's rank (0 when pp_size <= 1). Thread-safe. */
+int xllm_model_pp_rank(const xllm_model *model);
+/* Ranks 1..pp_size-1: run this rank's stage until rank 0 frees its model,
+ * then return XLLM_OK (free the model after). A peer that fails or stops
+ * answering ends the whole job with a message (MPI_Abort). Fails at once on
+ * rank 0 or on a model loaded without pp_size > 1. Not thread-safe: call it
+ * once, from the thread that loaded the model. */
+xllm_status xllm_model_pp_worker(xllm_model *model, xllm_error *err);
 
 /* Logits of a single sequence of ids (no BOS added). out must hold
  * vocab floats (all_positions = 0: last position only) or n_ids * vocab

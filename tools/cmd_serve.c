@@ -4,6 +4,7 @@
  */
 #include "cli.h"
 #include "commands.h"
+#include "pp_cli.h"
 #include "server/server.h"
 
 #include <errno.h>
@@ -25,9 +26,15 @@ static int num(const char *flag, const char *v, long lo, long hi, long *out) {
 
 int cmd_serve(int argc, char **argv) {
     srv_options o = srv_options_default();
+    pp_cli pp;
+    memset(&pp, 0, sizeof pp);
+    xllm_model_options ppmo = xllm_model_options_default();
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         long x;
+        int r = pp_cli_parse(&pp, argc, argv, &i);
+        if (r < 0) return 1;
+        if (r) continue;
         if (!strcmp(a, "-m") || !strcmp(a, "--model")) { if (!v) goto missing; o.model_path = v; i++; }
         else if (!strcmp(a, "--host")) { if (!v) goto missing; o.host = v; i++; }
         else if (!strcmp(a, "--port")) { if (!num(a, v, 0, 65535, &x)) return 1; o.port = (int)x; i++; }
@@ -50,6 +57,10 @@ int cmd_serve(int argc, char **argv) {
     missing:
         fprintf(stderr, "xllm: error: %s needs a value\n", a);
         return 1;
+    }
+    if (pp.size > 1) {
+        pp_cli_apply(&pp, &ppmo);
+        o.pp = &ppmo;
     }
     return server_main(&o);
 }

@@ -16,6 +16,15 @@ typedef struct help_entry {
 } help_entry;
 
 #define MODEL_LINE "MODEL: " CLI_MODEL_FORMATS ".\n"
+/* run and serve: pipeline parallelism (tools/pp_cli.c) */
+#define PP_HELP \
+     "  --pp N                     split the layers over the N ranks of an MPI job (mpirun -np N xllm ...);\n" \
+     "                             rank 0 runs the command, the others a stage (default: 1, no split)\n" \
+     "  --pp-layers 8,8,6          layers per rank (default: as even as can be, first ranks take the rest)\n" \
+     "  --pp-microbatches M        micro-batches per step, so the stages overlap (default: 2)\n" \
+     "  --pp-timeout S             a rank waiting S seconds for another ends the job (default: 60)\n" \
+     "  --pp-stats                 each rank prints its layers, bound weights, memory and bubble at the end\n" \
+     "  --pp-test-fail-after K     tests: rank 1 exits after K steps (--pp-test-hang: hangs instead)\n"
 
 static const help_entry k_help[] = {
     {"run",
@@ -51,9 +60,15 @@ static const help_entry k_help[] = {
      "  --var NAME=JSON            with --chat: a template variable, e.g. enable_thinking=false; repeatable\n"
      "  --template NAME            with --chat: one of the model's named templates (default: HF's choice)\n"
      "  --chat-template FILE.jinja with --chat: this template instead of the model's\n"
+     "  --prompts FILE             one prompt per line, generated together (continuous batching); one\n"
+     "                             line (or --json object) per prompt, in order, and an aggregate summary\n"
+     "  --samples N                with --prompts: N samples per prompt from one prefill (default: 1)\n"
+     "  --kv-tokens N              KV pool capacity in tokens; a small pool preempts (default: context x 16, at most 1 GiB)\n"
+     PP_HELP
      "\n" MODEL_LINE
      "example:\n"
-     "  xllm run -m models/stories260k -p \"Once upon a time\" -n 100 --temp 0\n"},
+     "  xllm run -m models/stories260k -p \"Once upon a time\" -n 100 --temp 0\n"
+     "  mpirun -np 2 xllm run -m models/stories260k -p \"Once upon a time\" --pp 2   # layers over 2 processes\n"},
     {"logits",
      "usage: xllm logits -m MODEL --ids 1,2,3 [--out FILE] [-t THREADS]\n"
      "The logits after a token sequence (no BOS added): the last position as JSON on stdout.\n"
@@ -207,9 +222,11 @@ static const help_entry k_help[] = {
      "  --idle-timeout S           idle connection time limit in seconds\n"
      "  --max-connections N        simultaneous connections\n"
      "  --log-text                 log prompt and output text (default: never)\n"
+     PP_HELP
      "\n"
      "example:\n"
-     "  xllm serve -m models/stories260k --port 8080\n"},
+     "  xllm serve -m models/stories260k --port 8080\n"
+     "  mpirun -np 2 xllm serve -m models/stories260k --port 8080 --pp 2   # layers over 2 processes\n"},
 };
 
 int cli_print_help(FILE *f, const char *cmd) {

@@ -46,7 +46,11 @@ class _Error(ctypes.Structure):
 
 class _ModelOptions(ctypes.Structure):
     _fields_ = [("n_threads", ctypes.c_int), ("max_context", ctypes.c_int), ("kv_block_size", ctypes.c_int),
-                ("max_batch_seqs", ctypes.c_int), ("kv_tokens", ctypes.c_int64), ("max_step_tokens", ctypes.c_int)]
+                ("max_batch_seqs", ctypes.c_int), ("kv_tokens", ctypes.c_int64), ("max_step_tokens", ctypes.c_int),
+                # layer ranges and pipeline parallelism (MPI; the CLI's --pp)
+                ("layer_begin", ctypes.c_int), ("layer_end", ctypes.c_int), ("pp_size", ctypes.c_int),
+                ("pp_layers", ctypes.c_char_p), ("pp_microbatches", ctypes.c_int), ("pp_timeout_ms", ctypes.c_int),
+                ("pp_stats", ctypes.c_int), ("pp_test_fail_after", ctypes.c_int), ("pp_test_fail_hang", ctypes.c_int)]
 
 
 class _SamplingParams(ctypes.Structure):

@@ -19,6 +19,7 @@
 #include "engine/engine.h"
 #include "engine/sampler.h"
 #include "engine/planner.h"
+#include "dist/pipeline.h"
 #include "tokenizer/tokenizer.h"
 
 #include <pthread.h>
@@ -37,6 +38,8 @@ struct xllm_model {
     pthread_cond_t calls_cond;
     int active_calls;         /* xllm_generate / xllm_model_logits in flight */
     int free_pending;         /* xllm_model_free called from inside a callback */
+    pipeline *pp;             /* pipeline parallelism (pp_size > 1), else NULL */
+    int pp_rank;
 };
 
 /* The model whose token callback this thread is running (xllm_generate). */
@@ -90,11 +93,29 @@ xllm_model *xllm_model_load(const char *path, const xllm_model_options *opts, xl
         return NULL;
     }
     if (o.max_step_tokens <= 0) o.max_step_tokens = MAX_STEP_TOKENS;
-    xm->m = model_load(path, o.n_threads, o.max_step_tokens, err);
+    model_part part = {o.layer_begin, o.layer_end, 0, 1, NULL};
+    if (o.pp_size < 0 || (o.pp_size > 1 && (o.layer_begin || o.layer_end)) || o.pp_microbatches < 0 ||
+        o.pp_timeout_ms < 0) {
+        xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT,
+                    "pipeline options: pp_size, pp_microbatches and pp_timeout_ms must not be negative, and a "
+                    "layer range goes without pp_size");
+        goto fail;
+    }
+    if (o.pp_size > 1) {
+        pipeline_options po = {o.pp_size, o.pp_microbatches, o.pp_timeout_ms, o.pp_stats, o.pp_test_fail_after,
+                               o.pp_test_fail_hang};
+        if (pipeline_start(&po, &xm->pp, &xm->pp_rank, err)) goto fail;
+        part = (model_part){0, 0, xm->pp_rank, o.pp_size, o.pp_layers};
+    }
+    xm->m = model_load_part(path, o.n_threads, o.max_step_tokens, &part, err);
     if (!xm->m) goto fail;
+    if (xm->pp && pipeline_ready(xm->pp, xm->m, err)) goto fail;
+    int whole = xm->m->layer_begin == 0 && xm->m->layer_end == xm->m->cfg.n_layers;
     char tp[4096];
     xllm_path_join(tp, sizeof tp, path, "tokenizer.json");
-    if (is_dir && xllm_file_exists(tp)) {
+    if (xm->pp_rank > 0) {
+        /* a worker rank: no tokenizer, no engine */
+    } else if (is_dir && xllm_file_exists(tp)) {
         xm->tok = tokenizer_load(path, err);
         if (!xm->tok) goto fail;
     } else if (!is_dir && xm->m->tok_json) {
@@ -112,7 +133,10 @@ xllm_model *xllm_model_load(const char *path, const xllm_model_options *opts, xl
     pthread_mutex_init(&xm->calls_lock, NULL);
     pthread_cond_init(&xm->calls_cond, NULL);
     xllm_engine_options eo = xllm_engine_options_default();
-    if (!(xm->eng = engine_create(xm->m, xm->tok, &xm->forward_lock, &o, &eo, err))) goto fail_locks;
+    if ((whole || (xm->pp && xm->pp_rank == 0)) &&
+        !(xm->eng = engine_create(xm->m, xm->tok, &xm->forward_lock, &o, &eo, err)))
+        goto fail_locks;
+    if (xm->eng && xm->pp && engine_attach_pipeline(xm->eng, xm->pp, err)) goto fail_locks;
     const char *plan = getenv("XLLM_PLAN");
     if (!plan || strcmp(plan, "0")) {
         cJSON *report;
@@ -130,6 +154,7 @@ fail_locks:
     pthread_mutex_destroy(&xm->calls_lock);
     pthread_cond_destroy(&xm->calls_cond);
 fail:
+    if (xm->pp) pipeline_abort(xm->pp, err && err->code ? err->message : "loading the model failed");
     if (xm->tok) tokenizer_free(xm->tok);
     model_free(xm->m);
     xllm_free(xm);
@@ -139,6 +164,7 @@ fail:
 static void model_free_now(xllm_model *xm) {
     xllm_free(xm->plan_json);
     engine_destroy(xm->eng);
+    pipeline_end(xm->pp); /* rank 0: the workers return from xllm_model_pp_worker */
     if (xm->tok) tokenizer_free(xm->tok);
     model_free(xm->m);
     pthread_mutex_destroy(&xm->forward_lock);
@@ -181,6 +207,24 @@ static void call_end(xllm_model *xm) {
 const xllm_tokenizer *xllm_model_tokenizer(const xllm_model *xm) { return (const xllm_tokenizer *)xm->tok; }
 int32_t xllm_model_vocab_size(const xllm_model *xm) { return xm->m->cfg.vocab; }
 int32_t xllm_model_context_size(const xllm_model *xm) { return xm->opts.max_context; }
+int xllm_model_pp_rank(const xllm_model *xm) { return xm ? xm->pp_rank : 0; }
+
+xllm_status xllm_model_pp_worker(xllm_model *xm, xllm_error *err) {
+    xllm_error_clear(err);
+    if (!xm || !xm->pp || xm->pp_rank == 0)
+        return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT,
+                           "xllm_model_pp_worker: the model was not loaded as a pipeline worker (pp_size > 1, rank > 0)");
+    return pipeline_worker(xm->pp, xm->m, err);
+}
+
+/* A model part without an engine (a layer range, or a worker rank) cannot generate. */
+static xllm_status no_engine(const xllm_model *xm, xllm_error *err) {
+    if (xm->pp)
+        return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT,
+                           "pipeline rank %d runs xllm_model_pp_worker; rank 0 generates", xm->pp_rank);
+    return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "the model was loaded for layers [%d, %d) of %d only",
+                       xm->m->layer_begin, xm->m->layer_end, xm->m->cfg.n_layers);
+}
 
 xllm_status xllm_model_logits(xllm_model *xm, const int32_t *ids, size_t n_ids, int all_positions, float *out,
                               xllm_error *err) {
@@ -189,6 +233,9 @@ xllm_status xllm_model_logits(xllm_model *xm, const int32_t *ids, size_t n_ids, 
     if (n_ids > (size_t)xm->opts.max_context)
         return xllm_errorf(err, XLLM_ERR_CONTEXT_OVERFLOW, "logits: %zu ids exceed the context of %d", n_ids,
                            xm->opts.max_context);
+    if (xm->pp || !xm->eng)
+        return xm->pp ? xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "xllm_model_logits is not available with --pp yet")
+                      : no_engine(xm, err);
     call_begin(xm);
     pthread_mutex_lock(&xm->forward_lock);
     xllm_status st = model_logits_once(xm->m, ids, n_ids, all_positions, out, err);
@@ -349,6 +396,7 @@ xllm_status xllm_generate(xllm_model *xm, const xllm_request *requests, size_t n
     if (!xm) return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "model is NULL");
     if (n == 0) return XLLM_OK;
     if (!requests) return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "requests is NULL");
+    if (!xm->eng) return no_engine(xm, err);
     call_begin(xm);
     xllm_status st = generate(xm, requests, n, cb, user, results, err);
     call_end(xm);
@@ -363,9 +411,18 @@ xllm_engine *xllm_engine_create(xllm_model *xm, const xllm_engine_options *opts,
         xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "model is NULL");
         return NULL;
     }
+    if (!xm->eng) {
+        no_engine(xm, err);
+        return NULL;
+    }
     engine *e = engine_create(xm->m, xm->tok, &xm->forward_lock, &xm->opts, opts, err);
     if (!e) return NULL;
-    xllm_status st = knowledge_from_options(e, err);
+    xllm_status st = xm->pp ? engine_attach_pipeline(e, xm->pp, err) : XLLM_OK;
+    if (st) {
+        engine_destroy(e);
+        return NULL;
+    }
+    st = knowledge_from_options(e, err);
     /* the option strings belong to the caller: keep no pointer to them */
     for (int k = 0; k < XLLM_MAX_KNOWLEDGE; k++)
         e->o.knowledge_name[k] = e->o.knowledge_path[k] = e->o.knowledge_kv_path[k] = NULL;

@@ -12,6 +12,7 @@
 #include "engine/engine.h"
 #include "base/alloc.h"
 #include "base/error.h"
+#include "dist/pipeline.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -575,8 +576,11 @@ static void *engine_thread(void *arg) {
 
 /* ---------------------------------------------------------------- create */
 
-static int64_t block_bytes(const model_config *c, int B) {
-    return (int64_t)2 * c->n_layers * (int64_t)B * c->n_kv_heads * c->head_dim * (int64_t)sizeof(float);
+/* A KV block of the layers this process holds (a pipeline stage: its own). */
+static int64_t block_bytes(const model *m, int B) {
+    const model_config *c = &m->cfg;
+    return (int64_t)2 * (m->layer_end - m->layer_begin) * (int64_t)B * c->n_kv_heads * c->head_dim *
+           (int64_t)sizeof(float);
 }
 
 static void fmt_bytes(char *buf, size_t n, int64_t b) {
@@ -626,7 +630,7 @@ engine *engine_create(model *m, const tokenizer *tok, pthread_mutex_t *model_loc
     atomic_init(&e->pinned_blocks, 0);
 
     /* the memory split */
-    int64_t bb = block_bytes(c, e->block_size);
+    int64_t bb = block_bytes(m, e->block_size);
     size_t V = (size_t)c->vocab;
     e->scratch_bytes = m->s.bytes + ((size_t)e->max_seqs + 1) * V * sizeof(float) +
                        (size_t)e->max_step_tokens * 4 * sizeof(int32_t);
@@ -661,11 +665,13 @@ engine *engine_create(model *m, const tokenizer *tok, pthread_mutex_t *model_loc
     int32_t n_blocks = (int32_t)n_blocks64;
     int32_t swap_blocks = (int32_t)(swap_bytes / bb > INT32_MAX / 2 ? INT32_MAX / 2 : swap_bytes / bb);
 
-    xllm_status st = kv_cache_init(&e->kv, c->n_layers, c->n_kv_heads, c->head_dim, e->block_size, n_blocks, err);
+    xllm_status st = kv_cache_init(&e->kv, m->layer_end - m->layer_begin, c->n_kv_heads, c->head_dim,
+                                   e->block_size, n_blocks, err);
     if (st) {
         xllm_free(e);
         return NULL;
     }
+    e->kv.layer0 = m->layer_begin;
     if ((st = bm_init(&e->bm, &e->kv, eo.cache_policy == XLLM_CACHE_LRU, swap_blocks, err))) goto fail;
     if ((st = rc_init(&e->rc, (size_t)(eo.response_cache_max_bytes ? eo.response_cache_max_bytes : DEFAULT_RC_BYTES),
                       eo.response_cache_max_entries ? eo.response_cache_max_entries : DEFAULT_RC_ENTRIES, err)))
@@ -723,6 +729,16 @@ fail:
     return NULL;
 }
 
+xllm_status engine_attach_pipeline(engine *e, struct pipeline *p, xllm_error *err) {
+    if (e->o.n_knowledge > 0)
+        return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "knowledge prefixes are not supported with pipeline parallelism");
+    xllm_status st = pipeline_open(p, &e->kv, e->bm.swap_total, &e->pp, err);
+    if (st) return st;
+    e->bm.mirror = pipeline_mirror;
+    e->bm.mirror_ctx = e->pp;
+    return XLLM_OK;
+}
+
 void engine_destroy(engine *e) {
     if (!e) return;
     if (e->thread_started) {
@@ -732,6 +748,7 @@ void engine_destroy(engine *e) {
         pthread_mutex_unlock(&e->lock);
         pthread_join(e->thread, NULL);
     }
+    pipeline_close(e->pp);
     /* requests still queued but never taken (stopped first), and everything
      * the callers did not release */
     for (engine_request *r = e->in_head; r;) {
@@ -970,7 +987,7 @@ char *xllm_engine_stats(xllm_engine *e) {
         (unsigned long long)p.pc_hit_tokens, (unsigned long long)p.pc_evictions, (unsigned long long)rc_hits,
         (unsigned long long)rc_misses, rc_entries, rc_bytes, e->block_size, e->kv.n_blocks, p.blocks_free,
         p.blocks_cached, p.blocks_used, p.blocks_pinned, e->bm.swap_total, p.swap_used, e->scratch_bytes,
-        (long long)e->kv.n_blocks * block_bytes(&e->m->cfg, e->block_size), e->bm.swap_bytes,
+        (long long)e->kv.n_blocks * block_bytes(e->m, e->block_size), e->bm.swap_bytes,
         e->bm.swap_locked ? "true" : "false", know);
     if (len < 0 || (size_t)len >= sizeof buf) return xllm_strdup("{}");
     return xllm_strdup(buf);

@@ -104,6 +104,9 @@ typedef struct engine_job {
     struct engine_job *next;
 } engine_job;
 
+struct pipeline;
+struct pipeline_link;
+
 typedef struct engine_stats {
     uint64_t submitted, finished, aborted, failed;
     uint64_t prefill_tokens, decode_tokens, steps;
@@ -166,6 +169,7 @@ typedef struct xllm_engine {
     pthread_t thread;
     int thread_started;
     int debug;                    /* XLLM_DEBUG=1: invariants after every step */
+    struct pipeline_link *pp;     /* pipeline parallelism (rank 0): steps run through every stage (src/dist) */
 } engine;
 
 /* engine.c: the engine behind xllm_engine_* (mo: the model's resolved
@@ -173,6 +177,10 @@ typedef struct xllm_engine {
 engine *engine_create(model *m, const tokenizer *tok, pthread_mutex_t *model_lock, const xllm_model_options *mo,
                       const xllm_engine_options *eo, xllm_error *err);
 void engine_destroy(engine *e);
+/* Pipeline parallelism: the engine's steps go through the pipeline, and the
+ * block manager's KV operations are mirrored on the other ranks. Right after
+ * engine_create, before any request. */
+xllm_status engine_attach_pipeline(engine *e, struct pipeline *p, xllm_error *err);
 /* Submit in two halves, so a batch of requests is validated before any runs. */
 xllm_status engine_prepare(engine *e, const xllm_request *q, engine_request **r, xllm_error *err);
 void engine_enqueue(engine *e, engine_request *r, xllm_notify_fn notify, void *user, xllm_request_id *id);

@@ -74,6 +74,9 @@ void knowledge_free_all(engine *e) {
     e->n_know = 0;
 }
 
+/* a KV file holds every layer; a pipeline stage holds some (not done yet) */
+#define NO_PP_KNOWLEDGE "knowledge prefixes are not supported with pipeline parallelism (--pp) yet"
+
 static knowledge *find(engine *e, const char *name) {
     for (int k = 0; k < e->n_know; k++)
         if (!strcmp(e->know[k].name, name)) return &e->know[k];
@@ -218,6 +221,7 @@ static xllm_status tokenize_text(engine *e, const char *text, int32_t **ids, siz
 xllm_status xllm_engine_add_knowledge(xllm_engine *e, const char *name, const char *text, xllm_error *err) {
     xllm_error_clear(err);
     if (!e || !text) return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "engine or text is NULL");
+    if (e->pp) return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, NO_PP_KNOWLEDGE);
     xllm_status st = check_name(name, err);
     if (st) return st;
     int32_t *ids;
@@ -234,6 +238,7 @@ static void put_u32(unsigned char *p, uint32_t v) { memcpy(p, &v, 4); }
 xllm_status xllm_engine_save_knowledge(xllm_engine *e, const char *name, const char *path, xllm_error *err) {
     xllm_error_clear(err);
     if (!e || !name || !path) return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "NULL argument");
+    if (e->pp) return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, NO_PP_KNOWLEDGE);
     pthread_mutex_lock(&e->lock);
     knowledge *k = find(e, name);
     knowledge kn = k ? *k : (knowledge){0};
@@ -288,6 +293,7 @@ xllm_status xllm_engine_load_knowledge(xllm_engine *e, const char *name, const c
                                        xllm_error *err) {
     xllm_error_clear(err);
     if (!e || !path) return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "NULL argument");
+    if (e->pp) return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, NO_PP_KNOWLEDGE);
     xllm_status st = check_name(name, err);
     if (st) return st;
     char *data = NULL;

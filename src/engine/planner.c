@@ -44,7 +44,7 @@ xllm_status planner_run(model *m, int budget_ms, cJSON **report, xllm_error *err
     const model_config *c = &m->cfg;
     mat_list *l = xllm_calloc(1, sizeof *l);
     if (!l) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
-    for (int i = 0; i < c->n_layers; i++) {
+    for (int i = m->layer_begin; i < m->layer_end; i++) { /* a pipeline stage's layers only */
         layer_weights *L = &m->layers[i];
         matrix *ws[] = {&L->q, &L->k, &L->v, &L->o, &L->qkv, &L->gate, &L->up, &L->down, &L->gate_up, &L->router,
                         &L->sh_gate, &L->sh_up, &L->sh_down};

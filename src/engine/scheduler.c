@@ -45,6 +45,7 @@
 #include "base/alloc.h"
 #include "base/error.h"
 #include "base/profile.h"
+#include "dist/pipeline.h"
 
 #include <assert.h>
 #include <math.h>
@@ -516,7 +517,8 @@ xllm_status sched_step(engine *e, xllm_error *err) {
     for (int i = 0; i < n_seq; i++) e->tables[i] = e->step_seqs[i]->table.blocks;
     fwd_batch b = {T, e->tokens, e->pos, e->seq, e->tables, n_out, e->out_idx};
     pthread_mutex_lock(e->model_lock);
-    xllm_status st = model_forward(e->m, &e->kv, &b, e->logits, err);
+    xllm_status st = e->pp ? pipeline_forward(e->pp, e->m, &e->kv, &b, e->logits, err)
+                           : model_forward(e->m, &e->kv, &b, e->logits, err);
     pthread_mutex_unlock(e->model_lock);
     if (st) return st;
     e->st.steps++;

@@ -337,30 +337,70 @@ static void mlp_block(model *m, int l, int T) {
 
 /* ---------------------------------------------------------------- driver */
 
-xllm_status model_forward(model *m, kv_cache *kv, const fwd_batch *b, float *logits, xllm_error *err) {
+/* The forward pass is three calls, so that a pipeline stage can run its part:
+ * embed (first stage), layers [l0, l1) over the hidden states (each stage its
+ * range, in one call or several), head (last stage). The hidden states live in
+ * model_hidden(m): n_tokens rows of hidden floats. */
+
+static xllm_status check_batch(const model *m, const fwd_batch *b, xllm_error *err) {
+    int T = b->n_tokens;
+    if (T <= 0 || T > m->s.max_tokens)
+        return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "forward batch of %d tokens (allowed 1..%d)", T,
+                           m->s.max_tokens);
+    return XLLM_OK;
+}
+
+xllm_status model_embed(model *m, const fwd_batch *b, xllm_error *err) {
     const model_config *c = &m->cfg;
     model_scratch *s = &m->s;
+    xllm_status st = check_batch(m, b, err);
+    if (st) return st;
     int T = b->n_tokens;
-    if (T <= 0 || T > s->max_tokens)
-        return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "forward batch of %d tokens (allowed 1..%d)", T,
-                           s->max_tokens);
+    if (!m->embed.data)
+        return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "this model part (layers %d..%d) has no embedding",
+                           m->layer_begin, m->layer_end - 1);
     for (int t = 0; t < T; t++)
         if (b->tokens[t] < 0 || b->tokens[t] >= c->vocab)
             return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "token id %d is outside the vocabulary (0..%d)",
                                b->tokens[t], c->vocab - 1);
     PROF(PROF_EMBED, 0, (double)T * (double)quant_row_bytes(m->embed.dtype, m->embed.group, m->embed.cols),
          for (int t = 0; t < T; t++) op_matrix_row(&m->embed, b->tokens[t], s->x + (size_t)t * c->hidden));
-    rope_tables(m, b);
-    for (int l = 0; l < c->n_layers; l++) {
+    return XLLM_OK;
+}
+
+float *model_hidden(model *m) { return m->s.x; }
+
+void model_layers(model *m, kv_cache *kv, const fwd_batch *b, int l0, int l1) {
+    assert(l0 >= m->layer_begin && l1 <= m->layer_end && l0 <= l1);
+    assert(b->n_tokens > 0 && b->n_tokens <= m->s.max_tokens);
+    if (l0 == m->layer_begin) rope_tables(m, b);
+    for (int l = l0; l < l1; l++) {
         attention_block(m, kv, b, l);
-        mlp_block(m, l, T);
+        mlp_block(m, l, b->n_tokens);
     }
+}
+
+void model_head(model *m, const fwd_batch *b, float *logits) {
+    const model_config *c = &m->cfg;
+    model_scratch *s = &m->s;
+    assert(m->final_norm && m->lm_head.data);
     /* final norm + lm_head only for the rows whose logits are wanted */
     for (int i = 0; i < b->n_out; i++) {
-        assert(b->out_idx[i] >= 0 && b->out_idx[i] < T);
+        assert(b->out_idx[i] >= 0 && b->out_idx[i] < b->n_tokens);
         op_rmsnorm(s->x + (size_t)b->out_idx[i] * c->hidden, m->final_norm, c->rms_eps, c->hidden, 1,
                    s->xn + (size_t)i * c->hidden);
     }
     if (b->n_out > 0) MATMUL(PROF_LM_HEAD, s->xn, b->n_out, &m->lm_head, NULL, logits);
+}
+
+xllm_status model_forward(model *m, kv_cache *kv, const fwd_batch *b, float *logits, xllm_error *err) {
+    if (m->layer_begin != 0 || m->layer_end != m->cfg.n_layers)
+        return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT,
+                           "this model part holds layers %d..%d of %d: a whole forward pass needs them all",
+                           m->layer_begin, m->layer_end - 1, m->cfg.n_layers);
+    xllm_status st = model_embed(m, b, err);
+    if (st) return st;
+    model_layers(m, kv, b, 0, m->cfg.n_layers);
+    model_head(m, b, logits);
     return XLLM_OK;
 }

@@ -69,7 +69,7 @@ void kv_cache_put_free(kv_cache *kv, int32_t block) {
 
 void kv_cache_copy_block(kv_cache *kv, int32_t dst, int32_t src, int n_slots) {
     size_t n = (size_t)n_slots * (size_t)kv->n_kv_heads * (size_t)kv->head_dim;
-    for (int l = 0; l < kv->n_layers; l++) {
+    for (int l = kv->layer0; l < kv->layer0 + kv->n_layers; l++) {
         memcpy(kv_cache_k(kv, l, dst, 0), kv_cache_k(kv, l, src, 0), n * sizeof(float));
         memcpy(kv_cache_v(kv, l, dst, 0), kv_cache_v(kv, l, src, 0), n * sizeof(float));
     }
@@ -78,16 +78,16 @@ void kv_cache_copy_block(kv_cache *kv, int32_t dst, int32_t src, int n_slots) {
 void kv_cache_block_to_host(const kv_cache *kv, int32_t block, float *host) {
     size_t n = kv_cache_block_floats(kv);
     for (int l = 0; l < kv->n_layers; l++) {
-        memcpy(host + (size_t)(2 * l) * n, kv_cache_k(kv, l, block, 0), n * sizeof(float));
-        memcpy(host + (size_t)(2 * l + 1) * n, kv_cache_v(kv, l, block, 0), n * sizeof(float));
+        memcpy(host + (size_t)(2 * l) * n, kv_cache_k(kv, kv->layer0 + l, block, 0), n * sizeof(float));
+        memcpy(host + (size_t)(2 * l + 1) * n, kv_cache_v(kv, kv->layer0 + l, block, 0), n * sizeof(float));
     }
 }
 
 void kv_cache_block_from_host(kv_cache *kv, int32_t block, const float *host) {
     size_t n = kv_cache_block_floats(kv);
     for (int l = 0; l < kv->n_layers; l++) {
-        memcpy(kv_cache_k(kv, l, block, 0), host + (size_t)(2 * l) * n, n * sizeof(float));
-        memcpy(kv_cache_v(kv, l, block, 0), host + (size_t)(2 * l + 1) * n, n * sizeof(float));
+        memcpy(kv_cache_k(kv, kv->layer0 + l, block, 0), host + (size_t)(2 * l) * n, n * sizeof(float));
+        memcpy(kv_cache_v(kv, kv->layer0 + l, block, 0), host + (size_t)(2 * l + 1) * n, n * sizeof(float));
     }
 }
 

@@ -10,6 +10,9 @@
  * reference counted so that a later prefix cache can share them.
  *
  * Layout of one layer's K (V alike): [n_blocks][block_size][n_kv_heads][head_dim] f32.
+ *
+ * A pipeline stage's pool holds only its layers [layer0, layer0 + n_layers):
+ * the accessors take the model's layer number and subtract layer0.
  */
 #ifndef XLLM_MODEL_KV_CACHE_H
 #define XLLM_MODEL_KV_CACHE_H
@@ -20,6 +23,7 @@
 
 typedef struct kv_cache {
     int n_layers, n_kv_heads, head_dim, block_size;
+    int layer0;               /* the model layer the pool's layer 0 holds (a pipeline stage's first; 0 when whole) */
     int32_t n_blocks;
     size_t layer_stride;      /* floats per layer in k (and v) */
     float *k, *v;
@@ -54,11 +58,11 @@ void kv_cache_block_to_host(const kv_cache *kv, int32_t block, float *host);
 void kv_cache_block_from_host(kv_cache *kv, int32_t block, const float *host);
 
 static inline float *kv_cache_k(const kv_cache *kv, int layer, int32_t block, int slot) {
-    return kv->k + (size_t)layer * kv->layer_stride +
+    return kv->k + (size_t)(layer - kv->layer0) * kv->layer_stride +
            ((size_t)block * (size_t)kv->block_size + (size_t)slot) * (size_t)kv->n_kv_heads * (size_t)kv->head_dim;
 }
 static inline float *kv_cache_v(const kv_cache *kv, int layer, int32_t block, int slot) {
-    return kv->v + (size_t)layer * kv->layer_stride +
+    return kv->v + (size_t)(layer - kv->layer0) * kv->layer_stride +
            ((size_t)block * (size_t)kv->block_size + (size_t)slot) * (size_t)kv->n_kv_heads * (size_t)kv->head_dim;
 }
 /* The K / V slot of position pos of a sequence with block table `table`. */

@@ -90,11 +90,36 @@ typedef struct model {
     size_t n_owned, cap_owned;
     void **packed;                 /* matrices repacked for the kernel level (backend_pack_matrix) */
     size_t n_packed, cap_packed;
+    /* a part of the model (a pipeline stage): layers [layer_begin, layer_end)
+     * are bound; embed only when layer_begin == 0, final_norm and lm_head only
+     * when layer_end == n_layers (whole model: 0, n_layers) */
+    int layer_begin, layer_end;
+    size_t bound_bytes;            /* bytes of the checkpoint's tensors this model bound (its share of the file) */
 } model;
 
 /* Load config + weights from a HF checkpoint directory. max_tokens: the most
  * tokens one forward call may carry (scratch is sized for it). */
 model *model_load(const char *dir, int n_threads, int max_tokens, xllm_error *err);
+
+/* Which part of the model to load: layers [layer_begin, layer_end) (0, 0 =
+ * all), or, when n_stages > 1, stage `stage` of a split of the layers into
+ * n_stages ranges (split: "8,8,6" layers per stage, NULL = as even as can be,
+ * earlier stages taking the extra layers). */
+typedef struct model_part {
+    int layer_begin, layer_end;
+    int stage, n_stages;
+    const char *split;
+} model_part;
+/* As model_load, binding (and so reading from the mmap) only the part's
+ * tensors: its layers, the embedding on the first stage, final norm and
+ * lm_head on the last. part NULL = the whole model. Thread-safe (each call
+ * makes its own model). */
+model *model_load_part(const char *dir, int n_threads, int max_tokens, const model_part *part, xllm_error *err);
+/* The layer range of stage `stage` of n_stages (split as in model_part).
+ * A split that does not have n_stages entries, has one below 1 or does not
+ * sum to n_layers is XLLM_ERR_INVALID_ARGUMENT, saying which. Thread-safe. */
+xllm_status model_split_layers(int n_layers, int n_stages, const char *split, int stage, int *l0, int *l1,
+                               xllm_error *err);
 void model_free(model *m);
 
 /* One flattened batch: token i belongs to sequence seq[i] at position pos[i];
@@ -112,7 +137,21 @@ typedef struct fwd_batch {
     const int32_t *out_idx;
 } fwd_batch;
 
+/* The whole pass (a whole model only): model_embed, model_layers over every
+ * layer, model_head. Not thread-safe (one forward at a time per model). */
 xllm_status model_forward(model *m, kv_cache *kv, const fwd_batch *b, float *logits, xllm_error *err);
+/* The three parts a pipeline stage calls. model_embed (first stage): checks
+ * the batch and writes the tokens' embedding rows into model_hidden(m).
+ * model_layers: layers [l0, l1) (inside the part's range) over the hidden
+ * states, in place, with K/V through kv (whose layer0 is the part's first
+ * layer); a stage may call it layer by layer, the call starting at
+ * layer_begin prepares the batch's RoPE tables. model_head (last stage):
+ * final norm + lm_head of the n_out rows into logits[n_out][vocab]. The
+ * hidden states are n_tokens rows of cfg.hidden floats. Not thread-safe. */
+xllm_status model_embed(model *m, const fwd_batch *b, xllm_error *err);
+void model_layers(model *m, kv_cache *kv, const fwd_batch *b, int l0, int l1);
+void model_head(model *m, const fwd_batch *b, float *logits);
+float *model_hidden(model *m);
 /* The attention strategy model_forward uses for this batch and layer (the
  * planner's per-step choice; results are identical either way). */
 attn_strategy attention_strategy(const model *m, const fwd_batch *b, int layer, int *max_chunks);

@@ -84,6 +84,7 @@ static void bind_matrix(model *m, const char *name, int64_t rows, int64_t cols, 
     out->rows = rows;
     out->cols = cols;
     out->data = t->data;
+    m->bound_bytes += t->nbytes;
 }
 
 /* 1-D tensor of n elements -> owned f32. Absent and !required: *out = NULL. */
@@ -106,6 +107,7 @@ static void bind_vector(model *m, const char *name, int64_t n, int required, flo
         return;
     }
     xllm_to_f32(t->dtype, t->data, v, (size_t)n);
+    m->bound_bytes += t->nbytes;
     *out = v;
 }
 
@@ -272,7 +274,7 @@ static xllm_status pack_one(model *m, matrix *w, xllm_error *err) {
 static xllm_status pack_weights(model *m, xllm_error *err) {
     const model_config *c = &m->cfg;
     xllm_status st = pack_one(m, &m->lm_head, err);
-    for (int l = 0; l < c->n_layers && !st; l++) {
+    for (int l = m->layer_begin; l < m->layer_end && !st; l++) {
         layer_weights *L = &m->layers[l];
         matrix *ws[] = {&L->q, &L->k, &L->v, &L->o, &L->qkv, &L->gate, &L->up, &L->down, &L->gate_up,
                         &L->sh_gate, &L->sh_up, &L->sh_down};
@@ -287,7 +289,49 @@ static xllm_status pack_weights(model *m, xllm_error *err) {
     return st;
 }
 
+xllm_status model_split_layers(int n_layers, int n_stages, const char *split, int stage, int *l0, int *l1,
+                               xllm_error *err) {
+    if (n_stages < 1 || stage < 0 || stage >= n_stages)
+        return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "stage %d of %d", stage, n_stages);
+    if (n_stages > n_layers)
+        return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT,
+                           "%d pipeline stages but the model has %d layers (at least one layer per stage)", n_stages,
+                           n_layers);
+    if (!split || !*split) { /* even; the first n_layers % n_stages stages take one more */
+        int base = n_layers / n_stages, extra = n_layers % n_stages;
+        *l0 = stage * base + (stage < extra ? stage : extra);
+        *l1 = *l0 + base + (stage < extra);
+        return XLLM_OK;
+    }
+    int n = 0, sum = 0;
+    const char *p = split;
+    for (;;) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p || v < 1 || v > MODEL_MAX_LAYERS || (*end && *end != ','))
+            return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT,
+                               "layer split \"%s\": entries must be whole numbers of layers, at least 1, separated "
+                               "by commas (e.g. 8,8,6)", split);
+        if (n == stage) *l0 = sum, *l1 = sum + (int)v;
+        sum += (int)v;
+        n++;
+        if (!*end) break;
+        p = end + 1;
+    }
+    if (n != n_stages)
+        return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "layer split \"%s\" has %d entries for %d pipeline stages",
+                           split, n, n_stages);
+    if (sum != n_layers)
+        return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "layer split \"%s\" sums to %d layers; the model has %d",
+                           split, sum, n_layers);
+    return XLLM_OK;
+}
+
 model *model_load(const char *dir, int n_threads, int max_tokens, xllm_error *err) {
+    return model_load_part(dir, n_threads, max_tokens, NULL, err);
+}
+
+model *model_load_part(const char *dir, int n_threads, int max_tokens, const model_part *part, xllm_error *err) {
     xllm_error_clear(err);
     model *m = xllm_calloc(1, sizeof *m);
     if (!m) {
@@ -345,18 +389,37 @@ model *model_load(const char *dir, int n_threads, int max_tokens, xllm_error *er
         goto fail;
     }
     const model_config *c = &m->cfg;
+    m->layer_begin = 0;
+    m->layer_end = c->n_layers;
+    if (part && part->n_stages > 1) {
+        if ((st = model_split_layers(c->n_layers, part->n_stages, part->split, part->stage, &m->layer_begin,
+                                     &m->layer_end, err)))
+            goto fail;
+    } else if (part && (part->layer_begin || part->layer_end)) {
+        if (part->layer_begin < 0 || part->layer_begin >= part->layer_end || part->layer_end > c->n_layers) {
+            st = xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "layer range [%d, %d) is not inside the model's %d layers",
+                             part->layer_begin, part->layer_end, c->n_layers);
+            goto fail;
+        }
+        m->layer_begin = part->layer_begin;
+        m->layer_end = part->layer_end;
+    }
+    int first = m->layer_begin == 0, last = m->layer_end == c->n_layers;
 
-    bind_matrix(m, "model.embed_tokens.weight", c->vocab, c->hidden, &m->embed, err, &st);
-    bind_vector(m, "model.norm.weight", c->hidden, 1, &m->final_norm, err, &st);
+    if (first) bind_matrix(m, "model.embed_tokens.weight", c->vocab, c->hidden, &m->embed, err, &st);
+    if (last) bind_vector(m, "model.norm.weight", c->hidden, 1, &m->final_norm, err, &st);
     if (st) goto fail;
     /* tied when the config says so, or says nothing and the checkpoint has no
      * lm_head; "tie_word_embeddings": false needs one */
     int has_head = st_find(m->weights_file, "lm_head.weight") != NULL;
-    if (c->tie_embeddings == 1 || (c->tie_embeddings < 0 && !has_head))
-        m->lm_head = m->embed;
-    else if (!has_head)
+    if (c->tie_embeddings == 0 && !has_head)
         st = xllm_errorf(err, XLLM_ERR_FORMAT, "%s: tie_word_embeddings is false but there is no lm_head.weight", dir);
-    else
+    else if (!last)
+        ; /* no head on this stage */
+    else if (c->tie_embeddings == 1 || (c->tie_embeddings < 0 && !has_head)) {
+        if (first) m->lm_head = m->embed;
+        else bind_matrix(m, "model.embed_tokens.weight", c->vocab, c->hidden, &m->lm_head, err, &st);
+    } else
         bind_matrix(m, "lm_head.weight", c->vocab, c->hidden, &m->lm_head, err, &st);
     if (st) goto fail;
     /* a config with fewer layers than the checkpoint would silently drop some */
@@ -377,7 +440,7 @@ model *model_load(const char *dir, int n_threads, int max_tokens, xllm_error *er
         xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
         goto fail;
     }
-    for (int l = 0; l < c->n_layers; l++)
+    for (int l = m->layer_begin; l < m->layer_end; l++)
         if (bind_layer(m, l, err)) goto fail;
 
     m->inv_freq = own(m, xllm_malloc_array((size_t)c->head_dim / 2, sizeof(double)));

@@ -58,11 +58,21 @@ srv_model *model_open(const char *name, const char *path, const char *engine_con
     if (!path) path = cfg_model;
     if (!path) { snprintf(err, cap, "model '%s': no path (give -m, `path:` or a config with `model:`)", name); goto fail; }
     if (o->n_threads > 0) mo.n_threads = o->n_threads;
+    if (o->pp && o->pp->pp_size > 1) {
+        mo.pp_size = o->pp->pp_size;
+        mo.pp_layers = o->pp->pp_layers;
+        mo.pp_microbatches = o->pp->pp_microbatches;
+        mo.pp_timeout_ms = o->pp->pp_timeout_ms;
+        mo.pp_stats = o->pp->pp_stats;
+        mo.pp_test_fail_after = o->pp->pp_test_fail_after;
+        mo.pp_test_fail_hang = o->pp->pp_test_fail_hang;
+    }
     if (response_cache_off) eo.response_cache = 0;
     m->name = strdup(name);
     m->path = strdup(path);
     m->model = xllm_model_load(path, &mo, &xe);
     if (!m->model) { snprintf(err, cap, "model '%s': %s", name, xe.message); goto fail; }
+    if (xllm_model_pp_rank(m->model) > 0) return m; /* a pipeline worker: no engine, no HTTP (server_main) */
     m->engine = xllm_engine_create(m->model, &eo, &xe);
     if (!m->engine) { snprintf(err, cap, "model '%s': %s", name, xe.message); goto fail; }
     m->tok = xllm_model_tokenizer(m->model);

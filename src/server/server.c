@@ -65,6 +65,15 @@ srv_options srv_options_default(void) {
     return o;
 }
 
+/* The served name of a model path: its last component. */
+static const char *model_name(const char *path) {
+    static char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s", path);
+    size_t l = strlen(tmp);
+    while (l > 1 && tmp[l - 1] == '/') tmp[--l] = 0;
+    return basename(tmp);
+}
+
 int server_main(const srv_options *o) {
     srv_state *s = calloc(1, sizeof *s);
     if (!s) return 1;
@@ -79,16 +88,37 @@ int server_main(const srv_options *o) {
     signal(SIGPIPE, SIG_IGN);
     char err[1024] = "";
     int rc = 1;
-    void *d = http_start(s, err, sizeof err);
-    if (!d) goto out;
-    if (o->config_path) {
+    void *d = NULL;
+    srv_model *first = NULL;
+    if (o->pp && o->pp->pp_size > 1) {
+        /* pipeline parallelism: load before listening; a worker rank serves its stage only */
+        if (o->config_path || !o->model_path) {
+            snprintf(err, sizeof err, "--pp serves one model given with -m (not --config)");
+            goto out;
+        }
+        first = model_open(model_name(o->model_path), o->model_path, NULL, NULL, &s->opt, 0, err, sizeof err);
+        if (!first) goto out;
+        if (xllm_model_pp_rank(first->model) > 0) {
+            xllm_error xe;
+            rc = xllm_model_pp_worker(first->model, &xe) ? 1 : 0;
+            if (rc) snprintf(err, sizeof err, "%s", xe.message);
+            model_close(first);
+            goto out;
+        }
+    }
+    d = http_start(s, err, sizeof err);
+    if (!d) {
+        model_close(first);
+        goto out;
+    }
+    if (first) {
+        s->models = malloc(sizeof *s->models);
+        if (!s->models) { model_close(first); goto out; }
+        s->models[s->n_models++] = first;
+    } else if (o->config_path) {
         if (config_load_server(s, o->config_path, err, sizeof err)) goto out;
     } else if (o->model_path) {
-        char tmp[4096];
-        snprintf(tmp, sizeof tmp, "%s", o->model_path);
-        size_t l = strlen(tmp);
-        while (l > 1 && tmp[l - 1] == '/') tmp[--l] = 0;
-        srv_model *m = model_open(basename(tmp), o->model_path, NULL, NULL, &s->opt, 0, err, sizeof err);
+        srv_model *m = model_open(model_name(o->model_path), o->model_path, NULL, NULL, &s->opt, 0, err, sizeof err);
         if (!m) goto out;
         s->models = malloc(sizeof *s->models);
         if (!s->models) { model_close(m); goto out; }
@@ -107,7 +137,7 @@ int server_main(const srv_options *o) {
     rc = 0;
 out:
     atomic_store(&s->stopping, 1);
-    http_stop(d);
+    if (d) http_stop(d);
     for (int i = 0; i < s->n_models; i++) model_close(s->models[i]);
     free(s->models);
     waiters_free_all();

@@ -6,6 +6,7 @@
 #define XLLM_SERVER_SERVER_H
 
 #include <stddef.h>
+#include "xllm.h"
 
 typedef struct srv_options {
     const char *host;
@@ -21,6 +22,10 @@ typedef struct srv_options {
     int idle_timeout_s;
     int max_connections;
     int verbose;
+    /* pipeline parallelism: when not NULL and pp_size > 1, its pp_* fields go
+     * into the model options; -m only (one model); ranks above 0 serve their
+     * stage instead of HTTP and return when rank 0 stops */
+    const xllm_model_options *pp;
 } srv_options;
 
 /* Defaults: 127.0.0.1:8080, 8 MiB bodies, 256 queued requests per model,
