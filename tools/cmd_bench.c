@@ -237,6 +237,7 @@ int cmd_bench(int argc, char **argv) {
     int need = (P > TG_PROMPT + N + 1 ? P : TG_PROMPT + N + 1) + 16;
     xllm_model_options mo = xllm_model_options_default();
     mo.n_threads = threads;
+    xllm_model_options_from_env(&mo);
     mo.max_batch_seqs = 1;
     mo.kv_tokens = need; /* the KV pool holds one sequence of this length; the context stays the model's */
     cli_progress prog;

@@ -25,6 +25,7 @@ static int num(const char *flag, const char *v, long lo, long hi, long *out) {
 
 int cmd_serve(int argc, char **argv) {
     srv_options o = srv_options_default();
+    o.model_options_hook = xllm_model_options_from_env;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         long x;

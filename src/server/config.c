@@ -58,6 +58,7 @@ srv_model *model_open(const char *name, const char *path, const char *engine_con
     if (!path) path = cfg_model;
     if (!path) { snprintf(err, cap, "model '%s': no path (give -m, `path:` or a config with `model:`)", name); goto fail; }
     if (o->n_threads > 0) mo.n_threads = o->n_threads;
+    if (o->model_options_hook) o->model_options_hook(&mo);
     if (response_cache_off) eo.response_cache = 0;
     m->name = strdup(name);
     m->path = strdup(path);

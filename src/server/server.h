@@ -7,6 +7,8 @@
 
 #include <stddef.h>
 
+struct xllm_model_options;
+
 typedef struct srv_options {
     const char *host;
     int port;
@@ -21,6 +23,9 @@ typedef struct srv_options {
     int idle_timeout_s;
     int max_connections;
     int verbose;
+    /* called on each model's options before it loads (the CLI: the XLLM_*
+     * environment switches, tools/options_env.h); NULL: none */
+    void (*model_options_hook)(struct xllm_model_options *mo);
 } srv_options;
 
 /* Defaults: 127.0.0.1:8080, 8 MiB bodies, 256 queued requests per model,
