@@ -228,12 +228,19 @@ typedef struct backend_options {
     int no_repack;          /* cpu: keep quantized matrices in their stored layout */
 } backend_options;
 
+typedef xllm_status (*backend_create_fn)(backend *be, const backend_options *o, xllm_error *err);
+
 /* Create the backend called `name` (NULL or "": "cpu"). An unknown name is
- * XLLM_ERR_UNSUPPORTED naming the known backends. Thread-safe. */
+ * XLLM_ERR_UNSUPPORTED naming the known backends. Thread-safe once every
+ * backend_register call has returned. */
 xllm_status backend_create(backend *be, const char *name, const backend_options *o, xllm_error *err);
 /* Free the context (the memory it handed out must be freed first). */
 void backend_destroy(backend *be);
-/* The known backends' names, comma-separated ("cpu"). */
+/* Add a backend under `name` (a string that outlives the process's use of
+ * it) besides the built-in ones; a name taken is XLLM_ERR_INVALID_ARGUMENT.
+ * Not thread-safe: call it before loading models. */
+xllm_status backend_register(const char *name, backend_create_fn create, xllm_error *err);
+/* The known backends' names, comma-separated ("cpu"). Not thread-safe. */
 const char *backend_names(void);
 
 #endif
