@@ -19,6 +19,7 @@
  * every request generates exactly -n tokens. Figures, never pass/fail.
  */
 #include "xllm.h"
+#include "../tools/options_env.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -195,6 +196,7 @@ int main(int argc, char **argv) {
     if (!path || R < 1 || P < 1 || N < 1) return 2;
     xllm_error err;
     xllm_model_options mo = xllm_model_options_default();
+    xllm_model_options_from_env(&mo); /* XLLM_CPU, XLLM_PLAN, ... as the CLI */
     mo.n_threads = threads;
     mo.max_batch_seqs = R < 64 ? R : 64;
     int ctx = P + N > prefix + 64 ? P + N : prefix + 64;

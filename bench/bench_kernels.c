@@ -12,6 +12,7 @@
  * on a cache-resident matrix; activation quantization is GB/s of f32 input;
  * attention is GFLOP/s of the q.k and weighted-V loops. Prints figures only.
  */
+#include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/kernels.h"
 #include "base/alloc.h"
 #include "quant/quant.h"

@@ -92,6 +92,17 @@ typedef struct xllm_model_options {
     int pp_stats;               /* 1 = each rank prints a stats line at the end (layers, bound bytes, RSS, bubble) */
     int pp_test_fail_after;     /* tests: rank 1 exits (or hangs, pp_test_fail_hang) after this many steps */
     int pp_test_fail_hang;
+    /* Execution switches (added at the end: the struct's prefix is unchanged). The
+     * library never reads the environment; the CLI and the Python package set
+     * these from the environment variables named below. Zero = the default. */
+    const char *backend;   /* execution backend by name; NULL or "" = "cpu" (unknown: XLLM_ERR_UNSUPPORTED) */
+    const char *cpu_level; /* CPU kernel level: scalar, avx2, avx512, neon; NULL/"auto" = the best (XLLM_CPU) */
+    const char *attention; /* attention strategy: per-item, split, shared; NULL = chosen per step (XLLM_ATTN) */
+    int no_fuse;           /* 1 = run the unfused operator sequence, same bits (XLLM_FUSE=0) */
+    int no_repack;         /* 1 = keep quantized weights in their stored layout, same bits (XLLM_REPACK=0) */
+    int no_plan;           /* 1 = skip the load-time planner (XLLM_PLAN=0) */
+    int profile;           /* 1 = turn per-operator profiling on at load (XLLM_PROFILE=1) */
+    int debug_checks;      /* 1 = engines on this model check the KV pool's invariants every step (XLLM_DEBUG=1) */
 } xllm_model_options;
 
 xllm_model_options xllm_model_options_default(void);
@@ -107,7 +118,7 @@ void xllm_model_free(xllm_model *model);
 const xllm_tokenizer *xllm_model_tokenizer(const xllm_model *model);
 int32_t xllm_model_vocab_size(const xllm_model *model);
 /* The load-time plan as JSON: kernel level, threads, and per weight shape and
- * batch bucket the measured thread choice (XLLM_PLAN=0 skips planning).
+ * batch bucket the measured thread choice (options.no_plan skips planning).
  * *json freed with xllm_free. */
 xllm_status xllm_model_plan(const xllm_model *model, char **json, xllm_error *err);
 int32_t xllm_model_context_size(const xllm_model *model);
@@ -391,6 +402,9 @@ typedef struct xllm_convert_options {
     xllm_progress_fn progress;
     void *progress_user;
     int to_gguf;              /* 1 = write a GGUF v3 file instead of .xllm (unfused; types GGUF has) */
+    /* execution switches of calibration's forward passes (backend, cpu_level,
+     * attention, no_fuse, no_repack; results are the same); NULL = defaults */
+    const struct xllm_model_options *calib_model_options;
 } xllm_convert_options;
 
 xllm_convert_options xllm_convert_options_default(void);
@@ -495,7 +509,8 @@ const char *xllm_chat_template_special_token(const xllm_chat_template *t, const 
 /* ---------------------------------------------------------------- profile */
 
 /* Per-operator kernel profiling for the whole process (also switched on by
- * XLLM_PROFILE=1 when a model loads). The report is JSON: {"total_ms", "ops":
+ * xllm_model_options.profile when a model loads; the CLI and Python set it
+ * from XLLM_PROFILE=1). The report is JSON: {"total_ms", "ops":
  * [{"op", "ms", "share", "calls", "gflop_s", "gb_s"}...]}; free with xllm_free. */
 void xllm_profile_enable(int on);
 void xllm_profile_reset(void);

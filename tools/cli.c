@@ -269,7 +269,9 @@ xllm_model *cli_load_model(const char *path, const xllm_model_options *opts, xll
     char what[600];
     snprintf(what, sizeof what, "loading %s", path);
     if (!quiet) cli_busy_begin(&b, what);
-    xllm_model *m = xllm_model_load(path, opts, err);
+    xllm_model_options o = opts ? *opts : xllm_model_options_default();
+    xllm_model_options_from_env(&o);
+    xllm_model *m = xllm_model_load(path, &o, err);
     cli_busy_end(&b);
     return m;
 }

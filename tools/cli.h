@@ -11,6 +11,7 @@
 #define XLLM_TOOLS_CLI_H
 
 #include "xllm.h"
+#include "options_env.h"
 
 #include <stddef.h>
 #include <stdio.h>

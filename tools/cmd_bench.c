@@ -282,6 +282,7 @@ int cmd_bench(int argc, char **argv) {
     int need = D + (P > TG_PROMPT + N + 1 ? P : TG_PROMPT + N + 1) + 16;
     xllm_model_options mo = xllm_model_options_default();
     mo.n_threads = threads;
+    xllm_model_options_from_env(&mo);
     mo.max_batch_seqs = 1;
     /* the KV pool holds one such sequence plus the blocks of the cached
      * prefix that the next pp run's prompt shares with it (2 blocks' slack:

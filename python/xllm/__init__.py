@@ -50,7 +50,27 @@ class _ModelOptions(ctypes.Structure):
                 # layer ranges and pipeline parallelism (MPI; the CLI's --pp)
                 ("layer_begin", ctypes.c_int), ("layer_end", ctypes.c_int), ("pp_size", ctypes.c_int),
                 ("pp_layers", ctypes.c_char_p), ("pp_microbatches", ctypes.c_int), ("pp_timeout_ms", ctypes.c_int),
-                ("pp_stats", ctypes.c_int), ("pp_test_fail_after", ctypes.c_int), ("pp_test_fail_hang", ctypes.c_int)]
+                ("pp_stats", ctypes.c_int), ("pp_test_fail_after", ctypes.c_int), ("pp_test_fail_hang", ctypes.c_int),
+                # execution switches (the XLLM_* environment variables, _options_from_env)
+                ("backend", ctypes.c_char_p), ("cpu_level", ctypes.c_char_p), ("attention", ctypes.c_char_p),
+                ("no_fuse", ctypes.c_int), ("no_repack", ctypes.c_int), ("no_plan", ctypes.c_int),
+                ("profile", ctypes.c_int), ("debug_checks", ctypes.c_int)]
+
+
+def _options_from_env(opts):
+    """The XLLM_* execution switches (as the CLI reads them, tools/options_env.h) into model options:
+    the library itself never reads the environment."""
+    env = os.environ
+    for var, field in (("XLLM_BACKEND", "backend"), ("XLLM_CPU", "cpu_level"), ("XLLM_ATTN", "attention")):
+        if env.get(var):
+            setattr(opts, field, env[var].encode("utf-8"))
+    for var, field in (("XLLM_FUSE", "no_fuse"), ("XLLM_REPACK", "no_repack"), ("XLLM_PLAN", "no_plan")):
+        if env.get(var) == "0":
+            setattr(opts, field, 1)
+    for var, field in (("XLLM_PROFILE", "profile"), ("XLLM_DEBUG", "debug_checks")):
+        if env.get(var, "0") not in ("", "0"):
+            setattr(opts, field, 1)
+    return opts
 
 
 class _SamplingParams(ctypes.Structure):
@@ -114,7 +134,7 @@ class _ConvertOptions(ctypes.Structure):
     _fields_ = [("dtype", ctypes.c_char_p), ("group_size", ctypes.c_int), ("policy", ctypes.c_char_p),
                 ("calib_file", ctypes.c_char_p), ("calib_tokens", ctypes.c_int), ("no_fuse", ctypes.c_int),
                 ("n_threads", ctypes.c_int), ("progress", _ProgressCallback), ("progress_user", ctypes.c_void_p),
-                ("to_gguf", ctypes.c_int)]
+                ("to_gguf", ctypes.c_int), ("calib_model_options", ctypes.POINTER(_ModelOptions))]
 
 
 _TokenCallback = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int32,
@@ -516,6 +536,7 @@ class LLM:
                 else:
                     raise TypeError("unknown engine option: %s" % k)
                 setattr(eopts, k, v)
+            _options_from_env(opts)
             handle = lib.xllm_model_load(os.fspath(model).encode("utf-8"), ctypes.byref(opts), ctypes.byref(err))
             if not handle:
                 _raise(err)
@@ -975,6 +996,9 @@ class ModelConverter:
         o.calib_tokens = self.calib_tokens
         o.no_fuse = 0 if self.op_fusion else 1
         o.n_threads = self.n_threads
+        calib_opts = _options_from_env(lib.xllm_model_options_default())  # calibration's forward passes
+        keep.append(calib_opts)
+        o.calib_model_options = ctypes.pointer(calib_opts)
         if self.progress is not None:
             user_fn = self.progress
             cb = _ProgressCallback(lambda user, stage, frac: user_fn(stage.decode(), frac))

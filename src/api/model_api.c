@@ -18,7 +18,6 @@
 #include "base/file.h"
 #include "engine/engine.h"
 #include "engine/sampler.h"
-#include "engine/planner.h"
 #include "dist/pipeline.h"
 #include "tokenizer/tokenizer.h"
 
@@ -32,7 +31,7 @@ struct xllm_model {
     tokenizer *tok;
     engine *eng;              /* the model's own engine (xllm_generate) */
     xllm_model_options opts;  /* resolved */
-    char *plan_json;          /* the planner's report (NULL when XLLM_PLAN=0) */
+    char *plan_json;          /* the planner's report (NULL when options.no_plan) */
     pthread_mutex_t forward_lock;
     pthread_mutex_t calls_lock;
     pthread_cond_t calls_cond;
@@ -85,8 +84,7 @@ xllm_model *xllm_model_load(const char *path, const xllm_model_options *opts, xl
         return NULL;
     }
     xllm_model_options o = opts ? *opts : xllm_model_options_default();
-    const char *prof = getenv("XLLM_PROFILE");
-    if (prof && *prof && strcmp(prof, "0")) xllm_profile_enable(1);
+    if (o.profile) xllm_profile_enable(1);
     xllm_model *xm = xllm_calloc(1, sizeof *xm);
     if (!xm) {
         xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
@@ -107,7 +105,9 @@ xllm_model *xllm_model_load(const char *path, const xllm_model_options *opts, xl
         if (pipeline_start(&po, &xm->pp, &xm->pp_rank, err)) goto fail;
         part = (model_part){0, 0, xm->pp_rank, o.pp_size, o.pp_layers};
     }
-    xm->m = model_load_part(path, o.n_threads, o.max_step_tokens, &part, err);
+    model_load_options lo = {o.n_threads, o.max_step_tokens, o.backend, o.cpu_level, o.attention, o.no_fuse,
+                             o.no_repack, &part};
+    xm->m = model_load_ex(path, &lo, err);
     if (!xm->m) goto fail;
     if (xm->pp && pipeline_ready(xm->pp, xm->m, err)) goto fail;
     int whole = xm->m->layer_begin == 0 && xm->m->layer_end == xm->m->cfg.n_layers;
@@ -128,6 +128,7 @@ xllm_model *xllm_model_load(const char *path, const xllm_model_options *opts, xl
     }
     resolve_options(&xm->m->cfg, &o);
     if (o.max_batch_seqs > o.max_step_tokens) o.max_batch_seqs = o.max_step_tokens; /* one decode token each */
+    o.backend = o.cpu_level = o.attention = NULL; /* the caller's strings: used at load only */
     xm->opts = o;
     pthread_mutex_init(&xm->forward_lock, NULL);
     pthread_mutex_init(&xm->calls_lock, NULL);
@@ -137,10 +138,9 @@ xllm_model *xllm_model_load(const char *path, const xllm_model_options *opts, xl
         !(xm->eng = engine_create(xm->m, xm->tok, &xm->forward_lock, &o, &eo, err)))
         goto fail_locks;
     if (xm->eng && xm->pp && engine_attach_pipeline(xm->eng, xm->pp, err)) goto fail_locks;
-    const char *plan = getenv("XLLM_PLAN");
-    if (!plan || strcmp(plan, "0")) {
+    if (!o.no_plan) {
         cJSON *report;
-        if (planner_run(xm->m, PLAN_BUDGET_MS, &report, err)) goto fail_locks;
+        if (model_plan(xm->m, PLAN_BUDGET_MS, &report, err)) goto fail_locks;
         char *text = cJSON_PrintUnformatted(report);
         cJSON_Delete(report);
         xm->plan_json = text ? xllm_strdup(text) : NULL;

@@ -1,27 +1,62 @@
 /*
- * backend.h - what the model layer asks of an execution backend.
+ * backend.h - the boundary between the model layer and an execution backend.
  *
- * A weight matrix is a view (dtype, rows, cols, data pointer into the mmap);
- * kernels read it in its stored type. The CPU backend is the only one today;
- * its context owns the thread pool and per-thread scratch. Everything above
- * this header is backend-agnostic: the forward pass calls these operations
- * and never touches threads or SIMD.
+ * A backend is a table of operations (backend_ops) over an opaque context,
+ * chosen by name when a model is loaded (backend_create; "cpu" is the only
+ * one today, src/backend/cpu/). Everything above this header (src/model,
+ * src/engine, src/api) is backend-agnostic: it allocates device memory, moves
+ * data and runs coarse operations over a whole flattened batch only through
+ * the table, and never touches threads, SIMD, kernel levels or the backend's
+ * scratch. A new backend is a new directory under src/backend with one
+ * backend_ops table, registered in backend.c; src/model does not change.
+ *
+ * What a backend must guarantee:
+ *  - Determinism: every output element of every operation is computed the
+ *    same way whatever the batch composition (which other tokens and
+ *    sequences share the step, in what order), the batch size and the
+ *    backend's own split of the work (threads, tiles, streams). So a
+ *    sequence's tokens never depend on what else runs, on chunking, on
+ *    preemption or on a prefix-cache hit (the engine's tests check it).
+ *    Choices the backend makes for speed (kernel variants, attention
+ *    strategies, fusion) must not change any bit.
+ *  - Memory: buffers from alloc() are device memory. The model layer may do
+ *    pointer arithmetic on them (row offsets, a layer's part of the KV pool)
+ *    but never reads or writes through them; data crosses with copy()
+ *    (host <-> device, device <-> device). This covers the activation
+ *    scratch, the 1-D weights (norms, biases, uploaded at load), the KV pool
+ *    (kv_cache.c: allocation, copy-on-write, swap to the host pool and the
+ *    knowledge KV files all go through copy()) and the logits (read back).
+ *    Weight matrices are views into the model file's mmap (host memory) until
+ *    upload_matrix() gives the backend its own copy (repacked, or on the
+ *    device). Inputs that describe the batch (token ids, positions, sequence
+ *    ids, block tables, the RoPE frequencies) are host memory the backend
+ *    reads (uploading them if it must) during the call. A backend whose
+ *    device memory is host memory sets unified_memory; the model layer then
+ *    lets it write the logits straight into the caller's buffer.
+ *  - Calls are synchronous from the caller's view: when an operation
+ *    returns, its outputs are visible to the next operation and to copy().
+ *  - The KV pool layout is fixed: per layer, K (and V alike) is
+ *    [n_blocks][block_size][n_kv_heads][head_dim] f32; position p of a
+ *    sequence is block table[p / block_size], slot p % block_size.
+ *  - A backend's operations are called from one thread at a time per
+ *    context (the model's forward lock); none is thread-safe on its own.
  */
 #ifndef XLLM_BACKEND_H
 #define XLLM_BACKEND_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include <cjson/cJSON.h>
 #include "base/dtype.h"
-#include "base/threadpool.h"
+#include "quant/quant.h"
 #include "xllm.h"
 
-/* Row-major [rows][cols] matrix in its stored dtype: F32, F16, BF16, or a
- * block-quantized type (Q8, Q4, Q4M) with `group` weights per scale. */
 /* Batch-size buckets the planner tunes separately: T = 1, 2-8, 9-64, > 64. */
 #define MM_BUCKETS 4
 static inline int mm_bucket(int T) { return T <= 1 ? 0 : T <= 8 ? 1 : T <= 64 ? 2 : 3; }
 
+/* Row-major [rows][cols] matrix in its stored dtype: F32, F16, BF16, or a
+ * block-quantized type (Q8, Q4, Q4M, llama.cpp's) with `group` weights per scale. */
 typedef struct matrix {
     xllm_dtype dtype;
     int group;
@@ -34,127 +69,178 @@ typedef struct matrix {
      * kernels.h) the planner measured best per batch bucket; 0: the level's
      * default. Variants differ in loop order and tiling only: same results. */
     uint8_t plan_kernel[MM_BUCKETS];
-    /* 1: data is in the kernel level's own streaming order (backend_pack_matrix),
-     * tiles of 4 rows; only the matmul kernels read it. 0: as stored. */
+    /* 1: data is in the backend's own layout (upload_matrix); only the
+     * backend's matmuls read it. 0: as stored. */
     uint8_t packed;
 } matrix;
 
-struct cpu_kernels;
+/* Work of a matmul of T tokens (for profiles). */
+static inline double mm_flops(const matrix *W, int T) { return 2.0 * (double)T * (double)W->rows * (double)W->cols; }
+/* weights streamed once, activations in and out */
+static inline double mm_bytes(const matrix *W, int T) {
+    return (double)W->rows * (double)quant_row_bytes(W->dtype, W->group, W->cols) +
+           4.0 * (double)T * (double)(W->cols + W->rows);
+}
 
+/* matmul / rmsnorm flags.
+ * BE_PREPARE (rmsnorm): the next matmuls read this output; a backend that
+ *   prepares activations for quantized weights may do it now, in the same pass.
+ * BE_ACT_READY (matmul): x is the output of the last rmsnorm with BE_PREPARE
+ *   (a hint: such a backend need not prepare it again).
+ * BE_ADD (matmul): y += (x W^T + bias), per element, with the rounding of a
+ *   separate residual pass; tmp ([T][W.rows]) may hold the result on the way. */
+#define BE_ACT_READY 1u
+#define BE_ADD 2u
+#define BE_PREPARE 4u
+
+typedef enum be_copy_kind { BE_HOST_TO_DEVICE = 0, BE_DEVICE_TO_HOST, BE_DEVICE_TO_DEVICE } be_copy_kind;
+
+/* One layer's q/k/v step over the batch: (fused) the q/k/v rows of x, then
+ * per head the q/k RMSNorm (q_norm, k_norm; NULL: none) and RoPE, and each
+ * token's K/V written into its cache slot. */
+typedef struct be_qkv {
+    int T;
+    const float *x;               /* [T][cols]: normed input (qkv_rope_kv) */
+    const matrix *W[3];           /* q, k, v: one fused qkv matrix three times, or three */
+    int64_t row0[3];              /* where each part starts in its matrix */
+    const float *bias[3];         /* indexed by the matrix's row; NULL: none */
+    unsigned flags;               /* BE_ACT_READY */
+    float *q, *k, *v;             /* [T][n_heads * head_dim], [T][n_kv_heads * head_dim] x 2 */
+    const float *q_norm, *k_norm; /* [head_dim] each, or NULL */
+    float eps;
+    const float *rope_cos, *rope_sin; /* [T][head_dim / 2] (rope_tables) */
+    int rope_interleaved;         /* pairs (2i, 2i + 1) instead of (i, i + half) */
+    int n_heads, n_kv_heads, head_dim;
+    float *k_cache, *v_cache;     /* this layer's part of the KV pool */
+    int block_size;
+    const int32_t *pos, *seq;     /* host: each token's position and sequence */
+    const int32_t *const *block_tables; /* host: per sequence */
+} be_qkv;
+
+/* Causal attention of the batch over the paged cache for one layer: token t
+ * attends over positions [window start, pos[t]] of its own sequence (this
+ * step's K/V already written). */
+typedef struct be_attn {
+    int T;
+    const float *q;               /* [T][n_heads * head_dim] after RoPE */
+    float *out;                   /* [T][n_heads * head_dim] */
+    const float *k_cache, *v_cache;
+    int block_size, n_heads, n_kv_heads, head_dim;
+    int window;                   /* 0: none */
+    const int32_t *pos, *seq;
+    const int32_t *const *block_tables;
+} be_attn;
+
+/* A mixture-of-experts feed-forward over the batch: router softmax, top-k
+ * (ties keep the lower id; norm_topk: weights renormalized), each expert
+ * once over the tokens routed to it, the weighted outputs summed per token
+ * in expert order; a shared expert (sh_gate->data set) gated by
+ * sigmoid(sh_router . x) added. out = the block's output (not yet added to
+ * the residual stream). The scratch buffers are device memory the model
+ * layer sized for max_tokens. */
+typedef struct be_moe {
+    int T, hidden, n_experts, n_used, norm_topk;
+    const float *x;               /* [T][hidden], normed */
+    float *out;                   /* [T][hidden] */
+    const matrix *router;
+    const matrix *exp_gate, *exp_up, *exp_down; /* n_experts each */
+    const matrix *sh_gate, *sh_up, *sh_down, *sh_router;
+    float *router_logits, *route_w, *expert_w, *acc, *xg, *yg, *h1, *h2;
+    int32_t *route_ids, *expert_tokens;
+    /* calibration: the input of each expert's down projection (expert -2: the shared one); NULL: none */
+    void (*observe)(void *octx, int expert, const float *x, int T, int cols);
+    void *octx;
+} be_moe;
+
+typedef struct backend_ops {
+    const char *name;
+    /* 1: device memory is host memory (the model layer may hand host buffers as outputs) */
+    int unified_memory;
+    void (*destroy)(void *ctx);
+    /* what runs ("cpu avx512"): for reports */
+    const char *(*describe)(const void *ctx);
+
+    /* ------------------------------------------------------- memory */
+    /* Device memory (64-byte aligned), NULL when out of memory. */
+    void *(*alloc)(void *ctx, size_t bytes);
+    void (*free)(void *ctx, void *p);
+    void (*copy)(void *ctx, void *dst, const void *src, size_t bytes, be_copy_kind kind);
+    /* Take a weight matrix for the backend's matmuls (repack into its own
+     * layout, or upload): W->data may then point at *storage (released with
+     * free) and W->packed be set; *storage NULL when W stays as it is.
+     * Results are bit-identical either way. */
+    xllm_status (*upload_matrix)(void *ctx, matrix *W, void **storage, xllm_error *err);
+    /* Load-time planning over the model's matrices (may set their
+     * plan_threads / plan_kernel; never changes results); *report: a JSON
+     * object describing the choices (caller frees). */
+    xllm_status (*plan)(void *ctx, matrix *const *ws, size_t n, int max_tokens, int budget_ms, cJSON **report,
+                        xllm_error *err);
+
+    /* -------------------------------------- operations over a batch */
+    /* x[t] = row tokens[t] of E (tokens: host) */
+    void (*embed)(void *ctx, const matrix *E, const int32_t *tokens, int T, float *x);
+    /* cos/sin [T][half] of pos[t] * inv_freq[i] (pos, inv_freq: host) */
+    void (*rope_tables)(void *ctx, const int32_t *pos, int T, const double *inv_freq, int half, float *cos,
+                        float *sin);
+    /* out[i] = rmsnorm(x row rows[i]) * w for i < T rows of n (rows: host, NULL: row i);
+     * flags: BE_PREPARE (only with rows NULL) */
+    void (*rmsnorm)(void *ctx, const float *x, const int32_t *rows, int T, const float *w, float eps, int n,
+                    float *out, unsigned flags);
+    /* y[t][r] = x[t] . W[r] + bias[r] (bias may be NULL); flags BE_ACT_READY, BE_ADD (tmp) */
+    void (*matmul)(void *ctx, const float *x, int T, const matrix *W, const float *bias, float *y, float *tmp,
+                   unsigned flags);
+    /* h[t][r] = silu(G[g0 + r] . x_t + gb) * (U[u0 + r] . x_t + ub), r < I, in one
+     * pass (G and U may be one fused gate_up matrix); tmp [T][I]. Returns 0
+     * (nothing done) when the backend has no fused form for these shapes. */
+    int (*matmul_silu_mul)(void *ctx, const float *x, int T, const matrix *G, int64_t g0, const float *gb,
+                           const matrix *U, int64_t u0, const float *ub, int64_t I, float *h, float *tmp,
+                           unsigned flags);
+    /* h[t][i] = silu(g[t][i]) * u[t][i], i < n; g, u rows ldg, ldu apart, h rows n apart (h may be g) */
+    void (*silu_mul)(void *ctx, float *h, const float *g, size_t ldg, const float *u, size_t ldu, int T, size_t n);
+    /* x[i] += y[i] */
+    void (*add)(void *ctx, float *x, const float *y, size_t n);
+    /* dst[t][0..n) = src[t][0..n), rows ldd and lds apart */
+    void (*copy_rows)(void *ctx, float *dst, size_t ldd, const float *src, size_t lds, int T, size_t n);
+    /* The fused q/k/v step (matmuls + q/k norm + RoPE + KV write, be_qkv).
+     * Returns 0 (nothing done) when the backend has no fused form for these shapes. */
+    int (*qkv_rope_kv)(void *ctx, const be_qkv *d);
+    /* The same after the matmuls: q/k norm, RoPE on d->q, d->k, K/V written. */
+    void (*rope_kv)(void *ctx, const be_qkv *d);
+    void (*attention)(void *ctx, const be_attn *d);
+    void (*moe)(void *ctx, const be_moe *d);
+} backend_ops;
+
+/* A backend instance: its table and its context. */
 typedef struct backend {
-    threadpool *tp;
-    int n_threads;
-    float **scratch;          /* per thread, scratch_floats each */
-    size_t scratch_floats;
-    /* the kernel level in use (src/backend/cpu/kernels.h), chosen at init */
-    const struct cpu_kernels *kern;
-    void **kscratch;          /* per thread, kscratch_bytes each (64-byte aligned) */
-    size_t kscratch_bytes;
-    /* activations quantized for quantized weights, in the level's layout:
-     * [max_tokens] rows of act_row_cap bytes */
-    unsigned char *act;
-    size_t act_row_cap;
-    size_t max_cols, max_tokens;
-    /* what be->act holds now: T rows of x (cols wide) prepared by the last
-     * preparation (op_matmul, op_act_prepare, op_rmsnorm_act); act_x NULL: nothing */
-    const float *act_x;
-    int64_t act_cols;
-    int act_T;
-    /* llama.cpp's activation sections (KQ_ACT_* of quant/kquant.h) each
-     * preparation also writes after the level's layout: set at load by
-     * backend_pack_matrix for the matrices of those types; act_have: the
-     * sections be->act holds now */
-    unsigned act_kq, act_have;
-    /* 1: the forward pass may use the fused operators below (the default);
-     * XLLM_FUSE=0 at init turns them off, for comparisons. Same bits either way. */
-    int fuse;
+    const backend_ops *ops;
+    void *ctx;
 } backend;
 
-/* max_cols: the widest matrix row the kernels will see; max_tokens: the most
- * activation rows one matmul gets. The kernel level is the best this CPU has,
- * or the one the XLLM_CPU environment variable names (scalar, avx2, avx512,
- * neon); naming one the CPU lacks is an error (XLLM_ERR_UNSUPPORTED). */
-xllm_status backend_init(backend *be, int n_threads, size_t max_cols, size_t max_tokens, xllm_error *err);
-/* The same with an explicit kernel table (tests, benchmarks). */
-xllm_status backend_init_kernels(backend *be, int n_threads, size_t max_cols, size_t max_tokens,
-                                 const struct cpu_kernels *kern, xllm_error *err);
-void backend_free(backend *be);
-/* Name of the kernel level in use ("avx512", "neon+dotprod", ...). */
-const char *backend_level_name(const backend *be);
+/* What a model asks of a backend at creation: sizes its scratch once. Fields
+ * a backend has no use for are ignored. */
+typedef struct backend_options {
+    int n_threads;          /* 0: all online CPUs */
+    size_t max_cols;        /* widest matrix row a matmul will see */
+    size_t max_tokens;      /* most tokens one operation gets */
+    int n_heads, n_kv_heads, head_dim, max_positions; /* attention scratch */
+    const char *cpu_level;  /* cpu: kernel level (scalar, avx2, avx512, neon; NULL or "auto": the best) */
+    const char *attention;  /* cpu: attention strategy (per-item, split, shared; NULL: chosen per step) */
+    int no_repack;          /* cpu: keep quantized matrices in their stored layout */
+} backend_options;
 
-/* Repack a quantized matrix once, at load, (and, for llama.cpp's block
- * types, ask every later activation preparation for their activations:
- * call it for each matrix a matmul will read, before the first forward) into the order the level's matmul
- * kernels stream it (rows interleaved in tiles, nibbles pre-arranged, scales
- * gathered): W->data then points at *storage (the caller frees it with
- * xllm_free_aligned) and W->packed is set. Results stay bit-identical to the
- * stored layout. No-op (XLLM_OK, *storage NULL) where the level has no packed
- * layout for W's type, or when XLLM_REPACK=0. */
-xllm_status backend_pack_matrix(backend *be, matrix *W, void **storage, xllm_error *err);
+typedef xllm_status (*backend_create_fn)(backend *be, const backend_options *o, xllm_error *err);
 
-/* y[t][r] = sum_c x[t][c] * W[r][c] + bias[r], for t < T. x: [T][W.cols], y: [T][W.rows].
- * bias may be NULL. Each y element is computed the same way whatever T is
- * (results do not depend on batch composition). */
-void op_matmul(backend *be, const float *x, int T, const matrix *W, const float *bias, float *y);
-
-/* op_matmul flags. OP_ACT_READY: the activations of x for a quantized W are
- * already in be->act (op_rmsnorm_act / op_act_prepare on this x and W.cols),
- * so they are not quantized again. OP_ADD: y += (the result), per element,
- * after the bias is added (y = x W^T + bias, then y_out += y: the rounding of
- * a separate residual pass); tmp ([T][W.rows]) holds the result on the way. */
-#define OP_ACT_READY 1u
-#define OP_ADD 2u
-void op_matmul_ex(backend *be, const float *x, int T, const matrix *W, const float *bias, float *y, float *tmp,
-                  unsigned flags);
-
-/* out = rmsnorm(x) (op_rmsnorm's arithmetic, per row of n) for T rows, and,
- * when prepare is set, each row's activations for a quantized matrix of n
- * columns into be->act in the same pass (threaded over rows). */
-void op_rmsnorm_act(backend *be, const float *x, const float *w, float eps, int n, int T, float *out, int prepare);
-/* Quantize T rows of x (cols wide) into be->act (what op_matmul does first for a quantized matrix). */
-void op_act_prepare(backend *be, const float *x, int T, int64_t cols);
-
-/* h[t][r] = silu(G[g0 + r] . x_t + gb[g0 + r]) * (U[u0 + r] . x_t + ub[u0 + r])
- * for r < I, t < T (op_silu_mul's arithmetic on op_matmul's elements), in one
- * parallel region over ranges of r: each task computes its gate rows into h
- * and its up rows into tmp ([T][I]) and combines them at once. G and U may be
- * the same matrix (fused gate_up: g0 = 0, u0 = I); g0 and u0 multiples of 4;
- * biases indexed by their matrix's row, may be NULL. Flags: OP_ACT_READY.
- * Threads: the planner's choice for G. */
-void op_matmul_silu_mul(backend *be, const float *x, int T, const matrix *G, int64_t g0, const float *gb,
-                        const matrix *U, int64_t u0, const float *ub, int64_t I, float *h, float *tmp,
-                        unsigned flags);
-
-/* Fused regions. The caller runs its own tasks over n units on the backend's
- * threads; each task computes some matrix rows for all T tokens on its thread
- * (op_matmul_rows) and uses them at once (activation, RoPE, residual...).
- * op_units_per_thread: the fewest units to give a thread when each unit is
- * rows_per_unit rows of W at T tokens: the planner's thread choice for W and
- * T's bucket (matrix.plan_threads), else op_matmul's work-size rule. */
-typedef void (*op_task_fn)(void *ctx, size_t u0, size_t u1, int thread);
-size_t op_units_per_thread(const backend *be, const matrix *W, int T, size_t n_units, size_t rows_per_unit);
-void op_run(backend *be, size_t n_units, size_t min_per_thread, op_task_fn fn, void *ctx);
-/* Rows [r0, r1) of W for T tokens on the calling task's thread:
- * y[t * ldy + (r - r0)] = W[r] . x_t + bias[r] (bias indexed by W's row, may
- * be NULL). A quantized W reads the activations in be->act, which must hold x
- * (op_act_prepare / op_rmsnorm_act). r0 must be a multiple of 4 (packed
- * tiles); r1 too unless it is W.rows. Each element is computed exactly as
- * op_matmul computes it. */
-void op_matmul_rows(backend *be, const float *x, int T, const matrix *W, const float *bias, int64_t r0, int64_t r1,
-                    float *y, size_t ldy, int thread);
-
-/* Attention inner loops over n consecutive KV slots `stride` floats apart:
- * out[i] = scale * (q . k_i), and acc[d] += sum_i w[i] * v_i[d] (i in order).
- * Each (token, head) is computed the same way whatever else is in the batch. */
-void op_attn_scores(const backend *be, const float *q, const float *k, size_t stride, int n, int hd, float scale,
-                    float *out);
-void op_attn_accum(const backend *be, float *acc, const float *w, const float *v, size_t stride, int n, int hd);
-
-/* out[i] = x[i] / rms(x) * w[i] per row of n, for rows rows. */
-void op_rmsnorm(const float *x, const float *w, float eps, int n, int rows, float *out);
-/* a[i] = silu(a[i]) * b[i] */
-void op_silu_mul(float *a, const float *b, size_t n);
-/* Convert row `row` of W to f32 (embedding lookup). */
-void op_matrix_row(const matrix *W, int64_t row, float *out);
+/* Create the backend called `name` (NULL or "": "cpu"). An unknown name is
+ * XLLM_ERR_UNSUPPORTED naming the known backends. Thread-safe once every
+ * backend_register call has returned. */
+xllm_status backend_create(backend *be, const char *name, const backend_options *o, xllm_error *err);
+/* Free the context (the memory it handed out must be freed first). */
+void backend_destroy(backend *be);
+/* Add a backend under `name` (a string that outlives the process's use of
+ * it) besides the built-in ones; a name taken is XLLM_ERR_INVALID_ARGUMENT.
+ * Not thread-safe: call it before loading models. */
+xllm_status backend_register(const char *name, backend_create_fn create, xllm_error *err);
+/* The known backends' names, comma-separated ("cpu"). Not thread-safe. */
+const char *backend_names(void);
 
 #endif

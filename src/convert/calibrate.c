@@ -135,7 +135,7 @@ int calib_importance(const calib_stats *s, int layer, observe_point p, int exper
 }
 
 xllm_status calib_collect(const char *src, const char *text_file, int max_tokens, int n_threads,
-                          xllm_progress_fn progress, void *progress_user, calib_stats *out, xllm_error *err) {
+                          const xllm_model_options *mo, xllm_progress_fn progress, void *progress_user, calib_stats *out, xllm_error *err) {
     memset(out, 0, sizeof *out);
     char *text = NULL;
     size_t len = 0;
@@ -145,7 +145,14 @@ xllm_status calib_collect(const char *src, const char *text_file, int max_tokens
     model *m = NULL;
     xllm_status st = xllm_read_file(text_file, &text, &len, err);
     if (st) goto done;
-    m = model_load(src, n_threads, CALIB_WINDOW, err);
+    model_load_options lo = {0};
+    lo.n_threads = n_threads;
+    lo.max_tokens = CALIB_WINDOW;
+    if (mo) {
+        lo.backend = mo->backend, lo.cpu_level = mo->cpu_level, lo.attention = mo->attention;
+        lo.no_fuse = mo->no_fuse, lo.no_repack = mo->no_repack;
+    }
+    m = model_load_ex(src, &lo, err);
     if (!m) {
         st = err ? err->code : XLLM_ERR_FORMAT;
         goto done;

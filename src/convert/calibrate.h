@@ -30,7 +30,7 @@ typedef struct calib_stats {
 
 /* Run the model at src over the text file (at most max_tokens tokens). */
 xllm_status calib_collect(const char *src, const char *text_file, int max_tokens, int n_threads,
-                          xllm_progress_fn progress, void *progress_user, calib_stats *out, xllm_error *err);
+                          const xllm_model_options *mo, xllm_progress_fn progress, void *progress_user, calib_stats *out, xllm_error *err);
 /* E[x x^T] (cols x cols, full symmetric, caller-owned out); 0 = not collected. */
 int calib_hessian(const calib_stats *s, int layer, observe_point p, double *out, int cols);
 /* Mean square per channel (cols floats, caller-owned out); 0 = no data. */

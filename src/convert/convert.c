@@ -564,6 +564,7 @@ xllm_status xllm_convert(const char *src, const char *dst, const xllm_convert_op
     }
     if (c.o->calib_file) {
         st = calib_collect(src, c.o->calib_file, c.o->calib_tokens > 0 ? c.o->calib_tokens : 8192, c.o->n_threads,
+                           c.o->calib_model_options,
                            c.o->progress, c.o->progress_user, &c.calib, err);
         if (st) goto done;
         c.have_calib = 1;

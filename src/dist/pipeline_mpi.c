@@ -551,7 +551,7 @@ static void worker_open(pipeline *p, const model *m, const int32_t *q, int n) {
     worker_pool *w = &p->pools[p->n_pools];
     memset(w, 0, sizeof *w);
     xllm_error e;
-    if (kv_cache_init(&w->kv, m->layer_end - m->layer_begin, m->cfg.n_kv_heads, m->cfg.head_dim, q[3], q[2], &e))
+    if (kv_cache_init(&w->kv, &m->be, m->layer_end - m->layer_begin, m->cfg.n_kv_heads, m->cfg.head_dim, q[3], q[2], &e))
         fatal(p, "%s", e.message);
     w->kv.layer0 = m->layer_begin;
     w->id = q[1];

@@ -625,8 +625,7 @@ engine *engine_create(model *m, const tokenizer *tok, pthread_mutex_t *model_loc
     e->block_size = mo->kv_block_size;
     e->eos.n = c->n_eos;
     e->eos.ids = c->eos_ids;
-    const char *dbg = getenv("XLLM_DEBUG");
-    e->debug = dbg && *dbg && strcmp(dbg, "0");
+    e->debug = mo->debug_checks != 0;
     atomic_init(&e->pinned_blocks, 0);
 
     /* the memory split */
@@ -665,7 +664,7 @@ engine *engine_create(model *m, const tokenizer *tok, pthread_mutex_t *model_loc
     int32_t n_blocks = (int32_t)n_blocks64;
     int32_t swap_blocks = (int32_t)(swap_bytes / bb > INT32_MAX / 2 ? INT32_MAX / 2 : swap_bytes / bb);
 
-    xllm_status st = kv_cache_init(&e->kv, m->layer_end - m->layer_begin, c->n_kv_heads, c->head_dim,
+    xllm_status st = kv_cache_init(&e->kv, &m->be, m->layer_end - m->layer_begin, c->n_kv_heads, c->head_dim,
                                    e->block_size, n_blocks, err);
     if (st) {
         xllm_free(e);

@@ -138,8 +138,7 @@ static xllm_status job_body(engine *e, engine_job *j, xllm_error *err) {
         const float *src = j->kv + (size_t)from * (size_t)e->kv.n_layers * 2 * kd;
         for (int p = from; p < to; p++)
             for (int l = 0; l < e->kv.n_layers; l++) {
-                memcpy(kv_cache_k_at(&e->kv, l, t.blocks, p), src, kd * sizeof(float));
-                memcpy(kv_cache_v_at(&e->kv, l, t.blocks, p), src + kd, kd * sizeof(float));
+                kv_cache_slot_from_host(&e->kv, l, t.blocks, p, src, src + kd);
                 src += 2 * kd;
             }
     } else {
@@ -251,12 +250,19 @@ xllm_status xllm_engine_save_knowledge(xllm_engine *e, const char *name, const c
                       "\"n_layers\":%d,\"n_kv_heads\":%d,\"head_dim\":%d,\"n_ids\":%d,\"n_positions\":%d}",
                       kn.name, (unsigned long long)e->fingerprint, e->kv.n_layers, e->kv.n_kv_heads, e->kv.head_dim,
                       kn.n_ids, n_pos);
+    size_t kd = (size_t)e->kv.n_kv_heads * (size_t)e->kv.head_dim;
+    float *slot = xllm_malloc_array(2 * kd, sizeof(float)); /* one position's K and V, read back from the pool */
+    if (!slot) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s.tmpXXXXXX", path);
     int fd = mkstemp(tmp);
-    if (fd < 0) return xllm_errorf(err, XLLM_ERR_IO, "%s: cannot create a temporary file beside it", path);
+    if (fd < 0) {
+        xllm_free(slot);
+        return xllm_errorf(err, XLLM_ERR_IO, "%s: cannot create a temporary file beside it", path);
+    }
     FILE *f = fdopen(fd, "wb");
     if (!f) {
+        xllm_free(slot);
         close(fd);
         unlink(tmp);
         return xllm_errorf(err, XLLM_ERR_IO, "%s: cannot write", path);
@@ -271,13 +277,13 @@ xllm_status xllm_engine_save_knowledge(xllm_engine *e, const char *name, const c
     OUT(hdr, 12);
     OUT(header, (size_t)hl);
     OUT(kn.ids, (size_t)kn.n_ids * sizeof(int32_t));
-    size_t kd = (size_t)e->kv.n_kv_heads * (size_t)e->kv.head_dim;
     for (int p = 0; p < n_pos && ok; p++)
         for (int l = 0; l < e->kv.n_layers; l++) {
-            OUT(kv_cache_k_at(&e->kv, l, kn.blocks, p), kd * sizeof(float));
-            OUT(kv_cache_v_at(&e->kv, l, kn.blocks, p), kd * sizeof(float));
+            kv_cache_slot_to_host(&e->kv, l, kn.blocks, p, slot, slot + kd);
+            OUT(slot, 2 * kd * sizeof(float));
         }
 #undef OUT
+    xllm_free(slot);
     uint64_t sum = ok ? XXH3_64bits_digest(h) : 0;
     if (ok && fwrite(&sum, 1, 8, f) != 8) ok = 0;
     XXH3_freeState(h);

@@ -22,7 +22,7 @@ xllm_status model_logits_once(model *m, const int32_t *ids, size_t n, int all_po
     const int B = 16;
     int32_t n_blocks = (int32_t)((n + B - 1) / B);
     kv_cache kv;
-    xllm_status st = kv_cache_init(&kv, c->n_layers, c->n_kv_heads, c->head_dim, B, n_blocks, err);
+    xllm_status st = kv_cache_init(&kv, &m->be, c->n_layers, c->n_kv_heads, c->head_dim, B, n_blocks, err);
     if (st) return st;
     int T_max = m->s.max_tokens;
     int32_t *tok = xllm_malloc_array((size_t)T_max, sizeof(int32_t));

@@ -6,10 +6,14 @@
  * step. Attention is the only place sequences meet the KV cache: each token
  * writes its K/V at (its sequence's block table, its position), then attends
  * over positions [window start, its position] of its own sequence with an
- * online softmax (no score matrix; attention.c). Dense MLP and mixture-of-experts layers
- * differ only in the feed-forward block.
+ * online softmax (no score matrix; the backend's paged-attention operation).
+ * Dense MLP and mixture-of-experts layers differ only in the feed-forward block.
  *
- * Fused operators (the default; XLLM_FUSE=0 at load runs the unfused
+ * Every operation goes through the backend's table (backend.h) on device
+ * buffers; this file decides the order, the buffers and what to fuse, never
+ * how an operation runs.
+ *
+ * Fused operators (the default; model option no_fuse runs the unfused
  * sequence, for comparisons): RMSNorm writes the quantized activations too,
  * and q/k/v (gate/up) reuse them; q/k/v matmul + q/k norm + RoPE + K/V cache
  * write in one region over heads; gate/up matmul + silu * up in one region
@@ -19,203 +23,114 @@
  */
 #include "model/model.h"
 #include "base/error.h"
-#include "base/fastmath.h"
 #include "base/profile.h"
 #include "quant/quant.h"
 
 #include <assert.h>
-#include <float.h>
-#include <math.h>
 #include <string.h>
 
-/* ------------------------------------------------------------- profiling */
+/* ------------------------------------------------------------- helpers */
 
-static double mm_flops(const matrix *W, int T) { return 2.0 * (double)T * (double)W->rows * (double)W->cols; }
-/* weights streamed once, activations in and out */
-static double mm_bytes(const matrix *W, int T) {
-    return (double)W->rows * (double)quant_row_bytes(W->dtype, W->group, W->cols) +
-           4.0 * (double)T * (double)(W->cols + W->rows);
-}
-#define MATMUL(op, x, T, W, bias, y) PROF(op, mm_flops(W, T), mm_bytes(W, T), op_matmul(&m->be, x, T, W, bias, y))
-
-/* ------------------------------------------------------------------ RoPE */
-
-static void rope_tables(model *m, const fwd_batch *b) {
-    int half = m->cfg.head_dim / 2;
-    for (int t = 0; t < b->n_tokens; t++)
-        for (int i = 0; i < half; i++) {
-            double a = (double)b->pos[t] * m->inv_freq[i];
-            m->s.rope_cos[(size_t)t * half + i] = (float)cos(a);
-            m->s.rope_sin[(size_t)t * half + i] = (float)sin(a);
-        }
-}
-
-/* HF's rotate-half convention pairs (i, i + half); GGUF llama files store Q/K
- * rows permuted so that the pairs are interleaved (2i, 2i + 1). Same rotation,
- * different pairing; frequency i either way. */
-static void rope_apply(float *v, int n_heads, int hd, const float *cs, const float *sn, int interleaved) {
-    int half = hd / 2, stride = interleaved ? 2 : 1, off = interleaved ? 1 : half;
-    for (int h = 0; h < n_heads; h++) {
-        float *x = v + (size_t)h * hd;
-        for (int i = 0; i < half; i++) {
-            float *p0 = x + i * stride, *p1 = p0 + off;
-            float a = *p0, c = *p1;
-            *p0 = a * cs[i] - c * sn[i];
-            *p1 = c * cs[i] + a * sn[i];
-        }
-    }
-}
+/* the backend's table and context */
+#define OPS (m->be.ops)
+#define CTX (m->be.ctx)
+#define MATMUL(op, x, T, W, bias, y) \
+    PROF(op, mm_flops(W, T), mm_bytes(W, T), OPS->matmul(CTX, x, T, W, bias, y, NULL, 0))
 
 static int any_quant(const matrix *a, const matrix *b, const matrix *c) {
     return (a && a->data && xllm_dtype_is_quant(a->dtype)) || (b && b->data && xllm_dtype_is_quant(b->dtype)) ||
            (c && c->data && xllm_dtype_is_quant(c->dtype));
 }
 
-/* RMSNorm of s->x into s->xn. Fused (be.fuse): threaded over tokens, and when
- * prep is set each row's quantized activations are written in the same pass,
- * so the next matmuls over xn (OP_ACT_READY) do not quantize it again. */
+/* RMSNorm of s->x into s->xn. When prep is set (fused, quantized weights
+ * next) the backend may prepare the next matmuls' activations in the same
+ * pass, so those (BE_ACT_READY) do not prepare them again. */
 static void norm_block(model *m, const float *w, int T, int prep) {
     const model_config *c = &m->cfg;
     model_scratch *s = &m->s;
-    if (!m->be.fuse)
-        PROF(PROF_RMSNORM, 4.0 * T * c->hidden, 8.0 * T * c->hidden,
-             op_rmsnorm(s->x, w, c->rms_eps, c->hidden, T, s->xn));
-    else
-        PROF(prep ? PROF_RMSNORM_ACT : PROF_RMSNORM, (prep ? 7.0 : 4.0) * T * c->hidden,
-             (prep ? 9.0 : 8.0) * T * c->hidden, op_rmsnorm_act(&m->be, s->x, w, c->rms_eps, c->hidden, T, s->xn, prep));
+    PROF(prep ? PROF_RMSNORM_ACT : PROF_RMSNORM, (prep ? 7.0 : 4.0) * T * c->hidden,
+         (prep ? 9.0 : 8.0) * T * c->hidden,
+         OPS->rmsnorm(CTX, s->x, NULL, T, w, c->rms_eps, c->hidden, s->xn, prep ? BE_PREPARE : 0));
 }
 
-/* Fused q/k/v: one parallel region over head blocks of head_dim rows (q
- * heads, then k heads, then v heads); each task computes its block for all
- * tokens, then (q, k) the per-head q/k RMSNorm and RoPE, and (k, v) writes the
- * head into each token's cache slot. Per element, the arithmetic of the
- * unfused path. */
-typedef struct {
-    model *m;
-    kv_cache *kv;
-    const fwd_batch *b;
-    int l;
-    const matrix *W[3];   /* q, k, v (the same fused qkv matrix three times, or three) */
-    int64_t row0[3];      /* where the part starts in its matrix */
-    const float *bias[3]; /* indexed by the matrix's row */
-} qkv_job;
-
-static void qkv_heads(void *p, size_t u0, size_t u1, int thread) {
-    qkv_job *j = p;
-    model *m = j->m;
-    const model_config *c = &m->cfg;
-    const layer_weights *L = &m->layers[j->l];
-    model_scratch *s = &m->s;
-    kv_cache *kv = j->kv;
-    const fwd_batch *b = j->b;
-    int T = b->n_tokens, hd = c->head_dim, half = hd / 2, nh = c->n_heads, nkv = c->n_kv_heads;
-    size_t qd = (size_t)nh * hd, kd = (size_t)nkv * hd;
-    /* consecutive heads of one part in one kernel call, up to ~64 KiB of outputs */
-    size_t per_call = (size_t)(16384 / T / hd);
-    if (per_call < 1) per_call = 1;
-    for (size_t u = u0; u < u1;) {
-        int part = u < (size_t)nh ? 0 : u < (size_t)(nh + nkv) ? 1 : 2;
-        size_t first = part == 0 ? 0 : part == 1 ? (size_t)nh : (size_t)(nh + nkv);
-        size_t end = part == 0 ? (size_t)nh : part == 1 ? (size_t)(nh + nkv) : (size_t)(nh + 2 * nkv);
-        if (end > u1) end = u1;
-        if (end > u + per_call) end = u + per_call;
-        int h0 = (int)(u - first), h1 = (int)(end - first);
-        float *out = (part == 0 ? s->q : part == 1 ? s->k : s->v) + (size_t)h0 * hd;
-        size_t ld = part == 0 ? qd : kd;
-        int64_t r0 = j->row0[part] + (int64_t)h0 * hd;
-        op_matmul_rows(&m->be, s->xn, T, j->W[part], j->bias[part], r0, r0 + (int64_t)(h1 - h0) * hd, out, ld, thread);
-        for (int t = 0; t < T; t++) {
-            float *v = out + (size_t)t * ld;
-            if (part < 2) {
-                if (c->qk_norm) op_rmsnorm(v, part == 0 ? L->q_norm : L->k_norm, c->rms_eps, hd, h1 - h0, v);
-                rope_apply(v, h1 - h0, hd, s->rope_cos + (size_t)t * half, s->rope_sin + (size_t)t * half,
-                           c->rope_interleaved);
-            }
-            if (part > 0) {
-                const int32_t *table = b->block_tables[b->seq[t]];
-                float *dst = part == 1 ? kv_cache_k_at(kv, j->l, table, b->pos[t]) : kv_cache_v_at(kv, j->l, table, b->pos[t]);
-                memcpy(dst + (size_t)h0 * hd, v, (size_t)(h1 - h0) * (size_t)hd * sizeof(float));
-            }
-        }
-        u = end;
-    }
+/* x += y over T rows of the hidden size (the residual stream) */
+static void residual(model *m, const float *y, int T) {
+    PROF(PROF_RESIDUAL, (double)T * m->cfg.hidden, 12.0 * T * m->cfg.hidden,
+         OPS->add(CTX, m->s.x, y, (size_t)T * (size_t)m->cfg.hidden));
 }
+
+/* ------------------------------------------------------------- attention */
 
 static void attention_block(model *m, kv_cache *kv, const fwd_batch *b, int l) {
     const model_config *c = &m->cfg;
     const layer_weights *L = &m->layers[l];
     model_scratch *s = &m->s;
-    int T = b->n_tokens, hd = c->head_dim, half = hd / 2;
+    int T = b->n_tokens, hd = c->head_dim;
     size_t qd = (size_t)c->n_heads * hd, kd = (size_t)c->n_kv_heads * hd;
-    int fuse = m->be.fuse;
+    int fuse = m->fuse;
     int prep = fuse && (L->qkv.data ? any_quant(&L->qkv, NULL, NULL) : any_quant(&L->q, &L->k, &L->v));
-    unsigned ready = prep ? OP_ACT_READY : 0;
+    unsigned ready = prep ? BE_ACT_READY : 0;
 
     norm_block(m, L->attn_norm, T, prep);
     if (m->observe) m->observe(m->observe_ctx, l, OBS_ATTN_IN, -1, s->xn, T, c->hidden);
-    if (fuse && hd % 4 == 0) { /* head blocks start on 4-row tiles */
-        qkv_job j = {m, kv, b, l, {0}, {0}, {0}};
-        if (L->qkv.data) {
-            j.W[0] = j.W[1] = j.W[2] = &L->qkv;
-            j.row0[1] = (int64_t)qd;
-            j.row0[2] = (int64_t)(qd + kd);
-            j.bias[0] = j.bias[1] = j.bias[2] = L->qkv_bias;
-        } else {
-            j.W[0] = &L->q, j.W[1] = &L->k, j.W[2] = &L->v;
-            j.bias[0] = L->q_bias, j.bias[1] = L->k_bias, j.bias[2] = L->v_bias;
-        }
-        size_t units = (size_t)(c->n_heads + 2 * c->n_kv_heads);
-        double fl = mm_flops(j.W[0], T) * (L->qkv.data ? 1 : 1 + (double)kd / qd * 2) + 6.0 * T * (double)(qd + kd);
+    be_qkv d = {0};
+    d.T = T;
+    d.x = s->xn;
+    if (L->qkv.data) {
+        d.W[0] = d.W[1] = d.W[2] = &L->qkv;
+        d.row0[1] = (int64_t)qd;
+        d.row0[2] = (int64_t)(qd + kd);
+        d.bias[0] = d.bias[1] = d.bias[2] = L->qkv_bias;
+    } else {
+        d.W[0] = &L->q, d.W[1] = &L->k, d.W[2] = &L->v;
+        d.bias[0] = L->q_bias, d.bias[1] = L->k_bias, d.bias[2] = L->v_bias;
+    }
+    d.flags = ready;
+    d.q = s->q, d.k = s->k, d.v = s->v;
+    if (c->qk_norm) d.q_norm = L->q_norm, d.k_norm = L->k_norm;
+    d.eps = c->rms_eps;
+    d.rope_cos = s->rope_cos, d.rope_sin = s->rope_sin;
+    d.rope_interleaved = c->rope_interleaved;
+    d.n_heads = c->n_heads, d.n_kv_heads = c->n_kv_heads, d.head_dim = hd;
+    d.k_cache = kv_cache_k(kv, l, 0, 0), d.v_cache = kv_cache_v(kv, l, 0, 0);
+    d.block_size = kv->block_size;
+    d.pos = b->pos, d.seq = b->seq, d.block_tables = b->block_tables;
+    int done = 0;
+    if (fuse) { /* one region: q/k/v rows, q/k norm, RoPE, K/V write */
+        double fl = mm_flops(d.W[0], T) * (L->qkv.data ? 1 : 1 + (double)kd / qd * 2) + 6.0 * T * (double)(qd + kd);
         double by = (L->qkv.data ? mm_bytes(&L->qkv, T) : mm_bytes(&L->q, T) + mm_bytes(&L->k, T) + mm_bytes(&L->v, T)) +
                     8.0 * T * (double)kd;
-        PROF(PROF_QKV_ROPE_KV, fl, by,
-             op_run(&m->be, units, op_units_per_thread(&m->be, j.W[0], T, units, (size_t)hd), qkv_heads, &j));
-    } else {
+        PROF(PROF_QKV_ROPE_KV, fl, by, done = OPS->qkv_rope_kv(CTX, &d));
+    }
+    if (!done) {
         if (L->qkv.data) { /* one matmul, then split rows q | k | v */
             PROF(PROF_MATMUL_QKV, mm_flops(&L->qkv, T), mm_bytes(&L->qkv, T),
-                 op_matmul_ex(&m->be, s->xn, T, &L->qkv, L->qkv_bias, s->fused, NULL, ready));
+                 OPS->matmul(CTX, s->xn, T, &L->qkv, L->qkv_bias, s->fused, NULL, ready));
             size_t w = qd + 2 * kd;
-            for (int t = 0; t < T; t++) {
-                const float *src = s->fused + (size_t)t * w;
-                memcpy(s->q + (size_t)t * qd, src, qd * sizeof(float));
-                memcpy(s->k + (size_t)t * kd, src + qd, kd * sizeof(float));
-                memcpy(s->v + (size_t)t * kd, src + qd + kd, kd * sizeof(float));
-            }
+            OPS->copy_rows(CTX, s->q, qd, s->fused, w, T, qd);
+            OPS->copy_rows(CTX, s->k, kd, s->fused + qd, w, T, kd);
+            OPS->copy_rows(CTX, s->v, kd, s->fused + qd + kd, w, T, kd);
         } else {
             PROF(PROF_MATMUL_QKV, mm_flops(&L->q, T), mm_bytes(&L->q, T),
-                 op_matmul_ex(&m->be, s->xn, T, &L->q, L->q_bias, s->q, NULL, ready));
+                 OPS->matmul(CTX, s->xn, T, &L->q, L->q_bias, s->q, NULL, ready));
             PROF(PROF_MATMUL_QKV, mm_flops(&L->k, T), mm_bytes(&L->k, T),
-                 op_matmul_ex(&m->be, s->xn, T, &L->k, L->k_bias, s->k, NULL, ready));
+                 OPS->matmul(CTX, s->xn, T, &L->k, L->k_bias, s->k, NULL, ready));
             PROF(PROF_MATMUL_QKV, mm_flops(&L->v, T), mm_bytes(&L->v, T),
-                 op_matmul_ex(&m->be, s->xn, T, &L->v, L->v_bias, s->v, NULL, ready));
+                 OPS->matmul(CTX, s->xn, T, &L->v, L->v_bias, s->v, NULL, ready));
         }
-        uint64_t t_rope = prof_enabled ? prof_now_ns() : 0;
-        for (int t = 0; t < T; t++) {
-            float *q = s->q + (size_t)t * qd, *k = s->k + (size_t)t * kd;
-            if (c->qk_norm) {
-                op_rmsnorm(q, L->q_norm, c->rms_eps, hd, c->n_heads, q);
-                op_rmsnorm(k, L->k_norm, c->rms_eps, hd, c->n_kv_heads, k);
-            }
-            const float *cs = s->rope_cos + (size_t)t * half, *sn = s->rope_sin + (size_t)t * half;
-            rope_apply(q, c->n_heads, hd, cs, sn, c->rope_interleaved);
-            rope_apply(k, c->n_kv_heads, hd, cs, sn, c->rope_interleaved);
-            /* write this token's K/V into its slot */
-            const int32_t *table = b->block_tables[b->seq[t]];
-            memcpy(kv_cache_k_at(kv, l, table, b->pos[t]), k, kd * sizeof(float));
-            memcpy(kv_cache_v_at(kv, l, table, b->pos[t]), s->v + (size_t)t * kd, kd * sizeof(float));
-        }
-        if (prof_enabled) prof_add(PROF_ROPE_KV, t_rope, 6.0 * T * (double)(qd + kd), 4.0 * T * (double)(qd + 3 * kd));
+        PROF(PROF_ROPE_KV, 6.0 * T * (double)(qd + kd), 4.0 * T * (double)(qd + 3 * kd), OPS->rope_kv(CTX, &d));
     }
-    attention_run(m, kv, b, l);
+    be_attn a = {T, s->q, s->att, d.k_cache, d.v_cache, kv->block_size, c->n_heads, c->n_kv_heads, hd,
+                 c->layer_window[l], b->pos, b->seq, b->block_tables};
+    OPS->attention(CTX, &a);
     if (m->observe) m->observe(m->observe_ctx, l, OBS_O_IN, -1, s->att, T, (int)qd);
     if (fuse) { /* x += o(att), per element as the separate pass below */
         PROF(PROF_MATMUL_O_RESIDUAL, mm_flops(&L->o, T) + (double)T * c->hidden, mm_bytes(&L->o, T) + 4.0 * T * c->hidden,
-             op_matmul_ex(&m->be, s->att, T, &L->o, L->o_bias, s->x, s->tmp, OP_ADD));
+             OPS->matmul(CTX, s->att, T, &L->o, L->o_bias, s->x, s->tmp, BE_ADD));
         return;
     }
     MATMUL(PROF_MATMUL_O, s->att, T, &L->o, L->o_bias, s->tmp);
-    PROF(PROF_RESIDUAL, (double)T * c->hidden, 12.0 * T * c->hidden,
-         for (size_t i = 0; i < (size_t)T * c->hidden; i++) s->x[i] += s->tmp[i]);
+    residual(m, s->tmp, T);
 }
 
 /* ------------------------------------------------------------------- MLP */
@@ -223,72 +138,47 @@ static void attention_block(model *m, kv_cache *kv, const fwd_batch *b, int l) {
 /* out = down(silu(gate(x)) * up(x)) for T rows of x. */
 static void swiglu(model *m, int layer, int expert, const float *x, int T, const matrix *gate, const matrix *up,
                    const matrix *down, const float *gb, const float *ub, const float *db, float *out) {
+    size_t I = (size_t)gate->rows;
     MATMUL(PROF_MATMUL_GATE_UP, x, T, gate, gb, m->s.h1);
     MATMUL(PROF_MATMUL_GATE_UP, x, T, up, ub, m->s.h2);
-    PROF(PROF_SILU_MUL, 6.0 * T * (double)gate->rows, 12.0 * T * (double)gate->rows,
-         op_silu_mul(m->s.h1, m->s.h2, (size_t)T * (size_t)gate->rows));
-    if (m->observe) m->observe(m->observe_ctx, layer, OBS_DOWN_IN, expert, m->s.h1, T, (int)gate->rows);
+    PROF(PROF_SILU_MUL, 6.0 * T * (double)I, 12.0 * T * (double)I,
+         OPS->silu_mul(CTX, m->s.h1, m->s.h1, I, m->s.h2, I, T, I));
+    if (m->observe) m->observe(m->observe_ctx, layer, OBS_DOWN_IN, expert, m->s.h1, T, (int)I);
     MATMUL(PROF_MATMUL_DOWN, m->s.h1, T, down, db, out);
 }
 
+/* calibration's view of the experts' down-projection inputs */
+typedef struct {
+    model *m;
+    int layer;
+} moe_observe_ctx;
+
+static void moe_observe(void *p, int expert, const float *x, int T, int cols) {
+    moe_observe_ctx *o = p;
+    o->m->observe(o->m->observe_ctx, o->layer, OBS_DOWN_IN, expert, x, T, cols);
+}
+
 /* Route each token to its top-k experts, run each expert once over the tokens
- * routed to it, and sum the weighted outputs per token in expert order (so a
- * token's result does not depend on what else is in the batch). */
+ * routed to it, and sum the weighted outputs per token in expert order (the
+ * backend's moe operation; so a token's result does not depend on what else
+ * is in the batch); the result in s->tmp. */
 static void moe_block(model *m, int l, const layer_weights *L, int T) {
     const model_config *c = &m->cfg;
     model_scratch *s = &m->s;
-    int E = c->n_experts, K = c->n_experts_used, H = c->hidden;
-    MATMUL(PROF_MOE_ROUTER, s->xn, T, &L->router, NULL, s->router_logits);
-    for (int t = 0; t < T; t++) {
-        float *rl = s->router_logits + (size_t)t * E;
-        float mx = -INFINITY, sum = 0;
-        for (int e = 0; e < E; e++) mx = rl[e] > mx ? rl[e] : mx;
-        for (int e = 0; e < E; e++) sum += (rl[e] = expf(rl[e] - mx));
-        for (int e = 0; e < E; e++) rl[e] /= sum;
-        int32_t *ids = s->route_ids + (size_t)t * K;
-        float *w = s->route_w + (size_t)t * K, wsum = 0;
-        for (int k = 0; k < K; k++) { /* top-k by selection; ties keep the lower id */
-            int best = -1;
-            for (int e = 0; e < E; e++) {
-                int taken = 0;
-                for (int q = 0; q < k; q++) taken |= ids[q] == e;
-                if (!taken && (best < 0 || rl[e] > rl[best])) best = e;
-            }
-            ids[k] = best;
-            w[k] = rl[best];
-            wsum += w[k];
-        }
-        if (c->norm_topk_prob)
-            for (int k = 0; k < K; k++) w[k] /= wsum;
-    }
-    memset(s->moe_acc, 0, sizeof(float) * (size_t)T * H);
-    for (int e = 0; e < E; e++) {
-        int n = 0;
-        for (int t = 0; t < T; t++)
-            for (int k = 0; k < K; k++)
-                if (s->route_ids[(size_t)t * K + k] == e) {
-                    s->expert_tokens[n] = t;
-                    s->expert_w[n] = s->route_w[(size_t)t * K + k];
-                    memcpy(s->xg + (size_t)n * H, s->xn + (size_t)t * H, sizeof(float) * H);
-                    n++;
-                }
-        if (!n) continue;
-        swiglu(m, l, e, s->xg, n, &L->exp_gate[e], &L->exp_up[e], &L->exp_down[e], NULL, NULL, NULL, s->yg);
-        for (int i = 0; i < n; i++) {
-            float *acc = s->moe_acc + (size_t)s->expert_tokens[i] * H;
-            const float *y = s->yg + (size_t)i * H;
-            for (int d = 0; d < H; d++) acc[d] += s->expert_w[i] * y[d];
-        }
-    }
-    if (c->shared_expert_intermediate > 0) {
-        swiglu(m, l, -2, s->xn, T, &L->sh_gate, &L->sh_up, &L->sh_down, NULL, NULL, NULL, s->tmp); /* -2: shared expert */
-        op_matmul(&m->be, s->xn, T, &L->sh_router, NULL, s->router_logits);
-        for (int t = 0; t < T; t++) {
-            float g = 1.0f / (1.0f + expf(-s->router_logits[t]));
-            for (int d = 0; d < H; d++) s->moe_acc[(size_t)t * H + d] += g * s->tmp[(size_t)t * H + d];
-        }
-    }
-    memcpy(s->tmp, s->moe_acc, sizeof(float) * (size_t)T * H);
+    moe_observe_ctx oc = {m, l};
+    be_moe d = {0};
+    d.T = T, d.hidden = c->hidden, d.n_experts = c->n_experts, d.n_used = c->n_experts_used;
+    d.norm_topk = c->norm_topk_prob;
+    d.x = s->xn, d.out = s->tmp;
+    d.router = &L->router;
+    d.exp_gate = L->exp_gate, d.exp_up = L->exp_up, d.exp_down = L->exp_down;
+    if (c->shared_expert_intermediate > 0)
+        d.sh_gate = &L->sh_gate, d.sh_up = &L->sh_up, d.sh_down = &L->sh_down, d.sh_router = &L->sh_router;
+    d.router_logits = s->router_logits, d.route_w = s->route_w, d.expert_w = s->expert_w, d.acc = s->moe_acc;
+    d.xg = s->xg, d.yg = s->yg, d.h1 = s->h1, d.h2 = s->h2;
+    d.route_ids = s->route_ids, d.expert_tokens = s->expert_tokens;
+    if (m->observe) d.observe = moe_observe, d.octx = &oc;
+    OPS->moe(CTX, &d);
 }
 
 static void mlp_block(model *m, int l, int T) {
@@ -297,42 +187,40 @@ static void mlp_block(model *m, int l, int T) {
     model_scratch *s = &m->s;
     size_t I = (size_t)c->intermediate;
     int moe = c->layer_is_moe[l];
-    /* fused: the gate/up region needs the up rows on a 4-row tile boundary */
-    int fuse = m->be.fuse && !moe && (!L->gate_up.data || I % 4 == 0);
+    int fuse = m->fuse && !moe;
     int prep = fuse && (L->gate_up.data ? any_quant(&L->gate_up, NULL, NULL) : any_quant(&L->gate, &L->up, NULL));
+    unsigned ready = prep ? BE_ACT_READY : 0;
     norm_block(m, L->mlp_norm, T, prep);
     if (m->observe) m->observe(m->observe_ctx, l, OBS_MLP_IN, -1, s->xn, T, c->hidden);
     if (fuse) { /* h1 = silu(gate(xn)) * up(xn) in one region, then x += down(h1) */
-        unsigned ready = prep ? OP_ACT_READY : 0;
         const matrix *G = L->gate_up.data ? &L->gate_up : &L->gate, *U = L->gate_up.data ? &L->gate_up : &L->up;
         double fl = 2.0 * T * (double)I * c->hidden * 2 + 6.0 * T * (double)I;
         double by = (L->gate_up.data ? mm_bytes(G, T) : mm_bytes(G, T) + mm_bytes(U, T)) + 4.0 * T * (double)I;
+        int done = 0;
         PROF(PROF_GATE_UP_SILU, fl, by,
-             op_matmul_silu_mul(&m->be, s->xn, T, G, 0, L->gate_up.data ? NULL : L->gate_bias, U,
-                                L->gate_up.data ? (int64_t)I : 0, L->gate_up.data ? NULL : L->up_bias, (int64_t)I,
-                                s->h1, s->h2, ready));
-        if (m->observe) m->observe(m->observe_ctx, l, OBS_DOWN_IN, -1, s->h1, T, (int)I);
-        PROF(PROF_MATMUL_DOWN_RESIDUAL, mm_flops(&L->down, T) + (double)T * c->hidden,
-             mm_bytes(&L->down, T) + 4.0 * T * c->hidden,
-             op_matmul_ex(&m->be, s->h1, T, &L->down, L->gate_up.data ? NULL : L->down_bias, s->x, s->tmp, OP_ADD));
-        return;
+             done = OPS->matmul_silu_mul(CTX, s->xn, T, G, 0, L->gate_up.data ? NULL : L->gate_bias, U,
+                                         L->gate_up.data ? (int64_t)I : 0, L->gate_up.data ? NULL : L->up_bias,
+                                         (int64_t)I, s->h1, s->h2, ready));
+        if (done) {
+            if (m->observe) m->observe(m->observe_ctx, l, OBS_DOWN_IN, -1, s->h1, T, (int)I);
+            PROF(PROF_MATMUL_DOWN_RESIDUAL, mm_flops(&L->down, T) + (double)T * c->hidden,
+                 mm_bytes(&L->down, T) + 4.0 * T * c->hidden,
+                 OPS->matmul(CTX, s->h1, T, &L->down, L->gate_up.data ? NULL : L->down_bias, s->x, s->tmp, BE_ADD));
+            return;
+        }
     }
     if (moe) {
         moe_block(m, l, L, T);
     } else if (L->gate_up.data) { /* one matmul for gate | up, then silu(gate) * up */
-        MATMUL(PROF_MATMUL_GATE_UP, s->xn, T, &L->gate_up, NULL, s->fused);
+        PROF(PROF_MATMUL_GATE_UP, mm_flops(&L->gate_up, T), mm_bytes(&L->gate_up, T),
+             OPS->matmul(CTX, s->xn, T, &L->gate_up, NULL, s->fused, NULL, ready));
         PROF(PROF_SILU_MUL, 6.0 * T * (double)I, 12.0 * T * (double)I,
-             for (int t = 0; t < T; t++) {
-                 float *h = s->h1 + (size_t)t * I;
-                 memcpy(h, s->fused + (size_t)t * 2 * I, I * sizeof(float));
-                 op_silu_mul(h, s->fused + (size_t)t * 2 * I + I, I);
-             });
+             OPS->silu_mul(CTX, s->h1, s->fused, 2 * I, s->fused + I, 2 * I, T, I));
         if (m->observe) m->observe(m->observe_ctx, l, OBS_DOWN_IN, -1, s->h1, T, (int)I);
         MATMUL(PROF_MATMUL_DOWN, s->h1, T, &L->down, NULL, s->tmp);
     } else
         swiglu(m, l, -1, s->xn, T, &L->gate, &L->up, &L->down, L->gate_bias, L->up_bias, L->down_bias, s->tmp);
-    PROF(PROF_RESIDUAL, (double)T * c->hidden, 12.0 * T * c->hidden,
-         for (size_t i = 0; i < (size_t)T * c->hidden; i++) s->x[i] += s->tmp[i]);
+    residual(m, s->tmp, T);
 }
 
 /* ---------------------------------------------------------------- driver */
@@ -364,16 +252,21 @@ xllm_status model_embed(model *m, const fwd_batch *b, xllm_error *err) {
             return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "token id %d is outside the vocabulary (0..%d)",
                                b->tokens[t], c->vocab - 1);
     PROF(PROF_EMBED, 0, (double)T * (double)quant_row_bytes(m->embed.dtype, m->embed.group, m->embed.cols),
-         for (int t = 0; t < T; t++) op_matrix_row(&m->embed, b->tokens[t], s->x + (size_t)t * c->hidden));
+         OPS->embed(CTX, &m->embed, b->tokens, T, s->x));
     return XLLM_OK;
 }
 
+/* The hidden states: n_tokens rows of cfg.hidden floats in the backend's
+ * memory (host memory on a unified-memory backend such as the CPU). */
 float *model_hidden(model *m) { return m->s.x; }
 
 void model_layers(model *m, kv_cache *kv, const fwd_batch *b, int l0, int l1) {
+    const model_config *c = &m->cfg;
+    model_scratch *s = &m->s;
     assert(l0 >= m->layer_begin && l1 <= m->layer_end && l0 <= l1);
     assert(b->n_tokens > 0 && b->n_tokens <= m->s.max_tokens);
-    if (l0 == m->layer_begin) rope_tables(m, b);
+    if (l0 == m->layer_begin)
+        OPS->rope_tables(CTX, b->pos, b->n_tokens, m->inv_freq, c->head_dim / 2, s->rope_cos, s->rope_sin);
     for (int l = l0; l < l1; l++) {
         attention_block(m, kv, b, l);
         mlp_block(m, l, b->n_tokens);
@@ -384,13 +277,15 @@ void model_head(model *m, const fwd_batch *b, float *logits) {
     const model_config *c = &m->cfg;
     model_scratch *s = &m->s;
     assert(m->final_norm && m->lm_head.data);
-    /* final norm + lm_head only for the rows whose logits are wanted */
-    for (int i = 0; i < b->n_out; i++) {
-        assert(b->out_idx[i] >= 0 && b->out_idx[i] < b->n_tokens);
-        op_rmsnorm(s->x + (size_t)b->out_idx[i] * c->hidden, m->final_norm, c->rms_eps, c->hidden, 1,
-                   s->xn + (size_t)i * c->hidden);
+    /* final norm + lm_head only for the rows whose logits are wanted, then read back */
+    for (int i = 0; i < b->n_out; i++) assert(b->out_idx[i] >= 0 && b->out_idx[i] < b->n_tokens);
+    if (b->n_out > 0) {
+        OPS->rmsnorm(CTX, s->x, b->out_idx, b->n_out, m->final_norm, c->rms_eps, c->hidden, s->xn, 0);
+        float *dl = OPS->unified_memory ? logits : s->logits;
+        MATMUL(PROF_LM_HEAD, s->xn, b->n_out, &m->lm_head, NULL, dl);
+        if (dl != logits)
+            OPS->copy(CTX, logits, dl, (size_t)b->n_out * (size_t)c->vocab * sizeof(float), BE_DEVICE_TO_HOST);
     }
-    if (b->n_out > 0) MATMUL(PROF_LM_HEAD, s->xn, b->n_out, &m->lm_head, NULL, logits);
 }
 
 xllm_status model_forward(model *m, kv_cache *kv, const fwd_batch *b, float *logits, xllm_error *err) {

@@ -1,4 +1,5 @@
-/* kv_cache.c - paged KV pool and per-sequence block tables (see kv_cache.h). */
+/* kv_cache.c - paged KV pool and per-sequence block tables (see kv_cache.h);
+ * K and V live in the backend's device memory and move with its copy(). */
 #include "model/kv_cache.h"
 #include "base/alloc.h"
 #include "base/error.h"
@@ -6,9 +7,10 @@
 #include <assert.h>
 #include <string.h>
 
-xllm_status kv_cache_init(kv_cache *kv, int n_layers, int n_kv_heads, int head_dim, int block_size,
-                          int32_t n_blocks, xllm_error *err) {
+xllm_status kv_cache_init(kv_cache *kv, const backend *be, int n_layers, int n_kv_heads, int head_dim,
+                          int block_size, int32_t n_blocks, xllm_error *err) {
     memset(kv, 0, sizeof *kv);
+    kv->be = be;
     kv->n_layers = n_layers;
     kv->n_kv_heads = n_kv_heads;
     kv->head_dim = head_dim;
@@ -16,8 +18,8 @@ xllm_status kv_cache_init(kv_cache *kv, int n_layers, int n_kv_heads, int head_d
     kv->n_blocks = n_blocks;
     kv->layer_stride = (size_t)n_blocks * (size_t)block_size * (size_t)n_kv_heads * (size_t)head_dim;
     size_t total = kv->layer_stride * (size_t)n_layers;
-    kv->k = xllm_malloc_aligned(total * sizeof(float));
-    kv->v = xllm_malloc_aligned(total * sizeof(float));
+    kv->k = be->ops->alloc(be->ctx, total * sizeof(float));
+    kv->v = be->ops->alloc(be->ctx, total * sizeof(float));
     kv->free_list = xllm_malloc_array((size_t)n_blocks, sizeof(int32_t));
     kv->refcount = xllm_calloc((size_t)n_blocks, sizeof(uint16_t));
     if (!kv->k || !kv->v || !kv->free_list || !kv->refcount) {
@@ -32,8 +34,10 @@ xllm_status kv_cache_init(kv_cache *kv, int n_layers, int n_kv_heads, int head_d
 }
 
 void kv_cache_free(kv_cache *kv) {
-    xllm_free_aligned(kv->k);
-    xllm_free_aligned(kv->v);
+    if (kv->be) {
+        kv->be->ops->free(kv->be->ctx, kv->k);
+        kv->be->ops->free(kv->be->ctx, kv->v);
+    }
     xllm_free(kv->free_list);
     xllm_free(kv->refcount);
     memset(kv, 0, sizeof *kv);
@@ -67,29 +71,46 @@ void kv_cache_put_free(kv_cache *kv, int32_t block) {
     kv->free_list[kv->n_free++] = block;
 }
 
+#define COPY(dst, src, bytes, kind) kv->be->ops->copy(kv->be->ctx, (dst), (src), (bytes), (kind))
+
 void kv_cache_copy_block(kv_cache *kv, int32_t dst, int32_t src, int n_slots) {
     size_t n = (size_t)n_slots * (size_t)kv->n_kv_heads * (size_t)kv->head_dim;
     for (int l = kv->layer0; l < kv->layer0 + kv->n_layers; l++) {
-        memcpy(kv_cache_k(kv, l, dst, 0), kv_cache_k(kv, l, src, 0), n * sizeof(float));
-        memcpy(kv_cache_v(kv, l, dst, 0), kv_cache_v(kv, l, src, 0), n * sizeof(float));
+        COPY(kv_cache_k(kv, l, dst, 0), kv_cache_k(kv, l, src, 0), n * sizeof(float), BE_DEVICE_TO_DEVICE);
+        COPY(kv_cache_v(kv, l, dst, 0), kv_cache_v(kv, l, src, 0), n * sizeof(float), BE_DEVICE_TO_DEVICE);
     }
 }
 
 void kv_cache_block_to_host(const kv_cache *kv, int32_t block, float *host) {
     size_t n = kv_cache_block_floats(kv);
     for (int l = 0; l < kv->n_layers; l++) {
-        memcpy(host + (size_t)(2 * l) * n, kv_cache_k(kv, kv->layer0 + l, block, 0), n * sizeof(float));
-        memcpy(host + (size_t)(2 * l + 1) * n, kv_cache_v(kv, kv->layer0 + l, block, 0), n * sizeof(float));
+        COPY(host + (size_t)(2 * l) * n, kv_cache_k(kv, kv->layer0 + l, block, 0), n * sizeof(float), BE_DEVICE_TO_HOST);
+        COPY(host + (size_t)(2 * l + 1) * n, kv_cache_v(kv, kv->layer0 + l, block, 0), n * sizeof(float),
+             BE_DEVICE_TO_HOST);
     }
 }
 
 void kv_cache_block_from_host(kv_cache *kv, int32_t block, const float *host) {
     size_t n = kv_cache_block_floats(kv);
     for (int l = 0; l < kv->n_layers; l++) {
-        memcpy(kv_cache_k(kv, kv->layer0 + l, block, 0), host + (size_t)(2 * l) * n, n * sizeof(float));
-        memcpy(kv_cache_v(kv, kv->layer0 + l, block, 0), host + (size_t)(2 * l + 1) * n, n * sizeof(float));
+        COPY(kv_cache_k(kv, kv->layer0 + l, block, 0), host + (size_t)(2 * l) * n, n * sizeof(float), BE_HOST_TO_DEVICE);
+        COPY(kv_cache_v(kv, kv->layer0 + l, block, 0), host + (size_t)(2 * l + 1) * n, n * sizeof(float),
+             BE_HOST_TO_DEVICE);
     }
 }
+
+void kv_cache_slot_to_host(const kv_cache *kv, int layer, const int32_t *table, int pos, float *k, float *v) {
+    size_t bytes = (size_t)kv->n_kv_heads * (size_t)kv->head_dim * sizeof(float);
+    COPY(k, kv_cache_k_at(kv, layer, table, pos), bytes, BE_DEVICE_TO_HOST);
+    COPY(v, kv_cache_v_at(kv, layer, table, pos), bytes, BE_DEVICE_TO_HOST);
+}
+
+void kv_cache_slot_from_host(kv_cache *kv, int layer, const int32_t *table, int pos, const float *k, const float *v) {
+    size_t bytes = (size_t)kv->n_kv_heads * (size_t)kv->head_dim * sizeof(float);
+    COPY(kv_cache_k_at(kv, layer, table, pos), k, bytes, BE_HOST_TO_DEVICE);
+    COPY(kv_cache_v_at(kv, layer, table, pos), v, bytes, BE_HOST_TO_DEVICE);
+}
+#undef COPY
 
 int32_t kv_blocks_for_tokens(const kv_cache *kv, int32_t n_tokens) {
     return (n_tokens + kv->block_size - 1) / kv->block_size;

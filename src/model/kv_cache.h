@@ -13,15 +13,20 @@
  *
  * A pipeline stage's pool holds only its layers [layer0, layer0 + n_layers):
  * the accessors take the model's layer number and subtract layer0.
+ * K and V are device memory of the model's backend (backend.h): this layer
+ * computes addresses (kv_cache_k / _v / _at) but moves data only through the
+ * backend's copy (copy-on-write, swap to host, knowledge KV files).
  */
 #ifndef XLLM_MODEL_KV_CACHE_H
 #define XLLM_MODEL_KV_CACHE_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include "backend/backend.h"
 #include "xllm.h"
 
 typedef struct kv_cache {
+    const backend *be;        /* whose device memory k and v are */
     int n_layers, n_kv_heads, head_dim, block_size;
     int layer0;               /* the model layer the pool's layer 0 holds (a pipeline stage's first; 0 when whole) */
     int32_t n_blocks;
@@ -32,7 +37,7 @@ typedef struct kv_cache {
     uint16_t *refcount;
 } kv_cache;
 
-xllm_status kv_cache_init(kv_cache *kv, int n_layers, int n_kv_heads, int head_dim, int block_size,
+xllm_status kv_cache_init(kv_cache *kv, const backend *be, int n_layers, int n_kv_heads, int head_dim, int block_size,
                           int32_t n_blocks, xllm_error *err);
 void kv_cache_free(kv_cache *kv);
 /* -1 when the pool is empty. The block comes with one reference. */
@@ -56,6 +61,10 @@ void kv_cache_copy_block(kv_cache *kv, int32_t dst, int32_t src, int n_slots);
  * buffer of 2 * n_layers * kv_cache_block_floats floats. */
 void kv_cache_block_to_host(const kv_cache *kv, int32_t block, float *host);
 void kv_cache_block_from_host(kv_cache *kv, int32_t block, const float *host);
+/* One position's K and V of one layer (n_kv_heads * head_dim floats each)
+ * to / from host memory, through a block table. */
+void kv_cache_slot_to_host(const kv_cache *kv, int layer, const int32_t *table, int pos, float *k, float *v);
+void kv_cache_slot_from_host(kv_cache *kv, int layer, const int32_t *table, int pos, const float *k, const float *v);
 
 static inline float *kv_cache_k(const kv_cache *kv, int layer, int32_t block, int slot) {
     return kv->k + (size_t)(layer - kv->layer0) * kv->layer_stride +
@@ -65,7 +74,8 @@ static inline float *kv_cache_v(const kv_cache *kv, int layer, int32_t block, in
     return kv->v + (size_t)(layer - kv->layer0) * kv->layer_stride +
            ((size_t)block * (size_t)kv->block_size + (size_t)slot) * (size_t)kv->n_kv_heads * (size_t)kv->head_dim;
 }
-/* The K / V slot of position pos of a sequence with block table `table`. */
+/* Addresses in device memory (not to be dereferenced here). The K / V slot of
+ * position pos of a sequence with block table `table`: */
 static inline float *kv_cache_k_at(const kv_cache *kv, int layer, const int32_t *table, int pos) {
     return kv_cache_k(kv, layer, table[pos / kv->block_size], pos % kv->block_size);
 }

@@ -6,6 +6,10 @@
  * copies. model_forward runs ONE flattened batch of tokens from any number of
  * sequences - prefill chunks, decode tokens, or both mixed - and reads/writes
  * each sequence's K/V through its block table in the paged kv_cache.
+ *
+ * Everything runs through the backend chosen at load (m->be, backend.h):
+ * the model layer owns the weights' bindings, the scratch layout and the
+ * order of operations; it never touches device memory or threads itself.
  */
 #ifndef XLLM_MODEL_H
 #define XLLM_MODEL_H
@@ -16,13 +20,6 @@
 #include "format/safetensors.h"
 #include "model/kv_cache.h"
 #include "model/model_config.h"
-
-/* Keys scored at a time per (token, head) in attention (partials folded per chunk). */
-#define ATTN_CHUNK 128
-/* split-KV partials kept for at most this many keys per item (longer: per-item strategy) */
-#define ATTN_SPLIT_MAX_KEYS 32768
-
-typedef enum attn_strategy { ATTN_PER_ITEM = 0, ATTN_SPLIT_KV, ATTN_SHARED_KV } attn_strategy;
 
 typedef struct layer_weights {
     float *attn_norm, *mlp_norm, *q_norm, *k_norm;
@@ -40,21 +37,14 @@ typedef struct layer_weights {
     matrix sh_gate, sh_up, sh_down, sh_router;
 } layer_weights;
 
+/* Activation scratch: device buffers (the backend's alloc), sized once. */
 typedef struct model_scratch {
     int max_tokens;
     size_t bytes;        /* the buffers below that alloc_scratch sizes by max_tokens */
     float *x, *xn, *q, *k, *v, *att, *tmp, *h1, *h2;
     float *moe_acc, *xg, *yg, *router_logits;
     float *fused;        /* output of a fused qkv or gate_up matmul */
-    float *attn_part;    /* split-KV partials: attn_part_items x (head_dim + 2) */
-    size_t attn_part_items;
-    /* shared-KV attention (attention.c, made on first use): per thread
-     * attn_tile_floats of group buffers; the step's token tiles (max_tokens + 1);
-     * state 0 = not made yet, 1 = made, -1 = could not be allocated */
-    float *attn_tile;
-    size_t attn_tile_floats;
-    int32_t *attn_tiles;
-    int attn_tile_state;
+    float *logits;       /* lm_head rows before the read-back (backends without unified memory) */
     float *rope_cos, *rope_sin;
     int32_t *route_ids, *expert_tokens, *expert_count;
     float *route_w, *expert_w;
@@ -76,30 +66,25 @@ typedef struct model {
     size_t tok_json_len, tok_config_len;
     char *owned_tok_json, *owned_tok_config; /* GGUF: synthesized texts */
     st_archive *weights_file;
-    backend be;
+    backend be;                    /* the execution backend (model_load_options.backend) */
+    int fuse;                      /* 1: the fused operators (the default); 0: the unfused sequence */
     matrix embed, lm_head;
     float *final_norm;
     layer_weights *layers;
     double *inv_freq;              /* head_dim / 2 RoPE frequencies (scaling applied) */
     model_scratch s;
-    int attn_force;                /* XLLM_ATTN: 0 = the planner decides, 1 = per item, 2 = split-KV,
-                                      3 = shared-KV ("shared") */
     model_observer observe;        /* NULL except during calibration */
     void *observe_ctx;
-    void **owned;                  /* f32 copies of 1-D tensors, freed with the model */
+    void **owned;                  /* host allocations freed with the model */
     size_t n_owned, cap_owned;
-    void **packed;                 /* matrices repacked for the kernel level (backend_pack_matrix) */
-    size_t n_packed, cap_packed;
+    void **dev;                    /* device buffers (1-D weights, scratch, uploaded matrices): the backend's free */
+    size_t n_dev, cap_dev;
     /* a part of the model (a pipeline stage): layers [layer_begin, layer_end)
      * are bound; embed only when layer_begin == 0, final_norm and lm_head only
      * when layer_end == n_layers (whole model: 0, n_layers) */
     int layer_begin, layer_end;
     size_t bound_bytes;            /* bytes of the checkpoint's tensors this model bound (its share of the file) */
 } model;
-
-/* Load config + weights from a HF checkpoint directory. max_tokens: the most
- * tokens one forward call may carry (scratch is sized for it). */
-model *model_load(const char *dir, int n_threads, int max_tokens, xllm_error *err);
 
 /* Which part of the model to load: layers [layer_begin, layer_end) (0, 0 =
  * all), or, when n_stages > 1, stage `stage` of a split of the layers into
@@ -110,6 +95,24 @@ typedef struct model_part {
     int stage, n_stages;
     const char *split;
 } model_part;
+/* How to load: the backend and its switches (xllm_model_options' fields). */
+typedef struct model_load_options {
+    int n_threads;          /* 0: all online CPUs */
+    int max_tokens;         /* the most tokens one forward call may carry (scratch is sized for it) */
+    const char *backend;    /* NULL: "cpu" */
+    const char *cpu_level;  /* NULL: the best this CPU has */
+    const char *attention;  /* NULL: chosen per step; per-item | split | shared */
+    int no_fuse;            /* the unfused operator sequence (same bits) */
+    int no_repack;          /* quantized matrices in their stored layout (same bits) */
+    const model_part *part; /* NULL: the whole model */
+} model_load_options;
+
+/* Load config + weights from a HF checkpoint directory, an .xllm or a GGUF
+ * file onto the backend o->backend. Not thread-safe for one model. */
+model *model_load_ex(const char *dir, const model_load_options *o, xllm_error *err);
+/* model_load_ex with the defaults (the best CPU level, planner's choices, fused). */
+model *model_load(const char *dir, int n_threads, int max_tokens, xllm_error *err);
+
 /* As model_load, binding (and so reading from the mmap) only the part's
  * tensors: its layers, the embedding on the first stage, final norm and
  * lm_head on the last. part NULL = the whole model. Thread-safe (each call
@@ -121,6 +124,9 @@ model *model_load_part(const char *dir, int n_threads, int max_tokens, const mod
 xllm_status model_split_layers(int n_layers, int n_stages, const char *split, int stage, int *l0, int *l1,
                                xllm_error *err);
 void model_free(model *m);
+/* The backend's load-time planning over every matrix a matmul reads;
+ * *report: JSON (caller frees). */
+xllm_status model_plan(model *m, int budget_ms, cJSON **report, xllm_error *err);
 
 /* One flattened batch: token i belongs to sequence seq[i] at position pos[i];
  * block_tables[s] is sequence s's block table. Within a sequence, tokens must
@@ -152,11 +158,5 @@ xllm_status model_embed(model *m, const fwd_batch *b, xllm_error *err);
 void model_layers(model *m, kv_cache *kv, const fwd_batch *b, int l0, int l1);
 void model_head(model *m, const fwd_batch *b, float *logits);
 float *model_hidden(model *m);
-/* The attention strategy model_forward uses for this batch and layer (the
- * planner's per-step choice; results are identical either way). */
-attn_strategy attention_strategy(const model *m, const fwd_batch *b, int layer, int *max_chunks);
-/* Attention of the batch's tokens at layer l (attention.c): s.q against the
- * cache, where this step's K/V are already written, into s.att. */
-void attention_run(model *m, const kv_cache *kv, const fwd_batch *b, int l);
 
 #endif

@@ -4,8 +4,10 @@
  * Every tensor the architecture needs is looked up by its HF name and its
  * shape checked against the config before anything runs: a missing tensor or
  * a wrong shape is a load error naming the tensor and the file, never a crash
- * in the middle of a forward pass. Matrices stay in the mmap; 1-D tensors are
- * converted to small owned f32 arrays.
+ * in the middle of a forward pass. Matrices stay in the mmap until the
+ * backend takes them (upload_matrix: repacked or uploaded); 1-D tensors are
+ * converted to f32 and copied into small device buffers. Every device buffer
+ * comes from the backend (backend.h) and is listed in m->dev.
  */
 #include "model/model.h"
 #include "base/alloc.h"
@@ -37,6 +39,25 @@ static void *own(model *m, void *p) {
     m->owned[m->n_owned++] = p;
     return p;
 }
+
+/* Track a device buffer (freed with the model through the backend); NULL: p is freed now. */
+static void *dev_own(model *m, void *p) {
+    if (!p) return NULL;
+    if (m->n_dev == m->cap_dev) {
+        size_t cap = m->cap_dev ? m->cap_dev * 2 : 64;
+        void **n = xllm_realloc(m->dev, cap * sizeof(void *));
+        if (!n) {
+            m->be.ops->free(m->be.ctx, p);
+            return NULL;
+        }
+        m->dev = n;
+        m->cap_dev = cap;
+    }
+    m->dev[m->n_dev++] = p;
+    return p;
+}
+
+static void *dev_alloc(model *m, size_t bytes) { return dev_own(m, m->be.ops->alloc(m->be.ctx, bytes)); }
 
 static const char *shape_str(const st_tensor *t, char *buf, size_t cap) {
     size_t o = 0;
@@ -101,12 +122,16 @@ static void bind_vector(model *m, const char *name, int64_t n, int required, flo
                           shape_str(t, buf, sizeof buf), (long long)n);
         return;
     }
-    float *v = own(m, xllm_malloc_array((size_t)n, sizeof(float)));
+    float *h = xllm_malloc_array((size_t)n, sizeof(float));
+    float *v = h ? dev_alloc(m, (size_t)n * sizeof(float)) : NULL;
     if (!v) {
+        xllm_free(h);
         *st = xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory loading %s", name);
         return;
     }
-    xllm_to_f32(t->dtype, t->data, v, (size_t)n);
+    xllm_to_f32(t->dtype, t->data, h, (size_t)n);
+    m->be.ops->copy(m->be.ctx, v, h, (size_t)n * sizeof(float), BE_HOST_TO_DEVICE);
+    xllm_free(h);
     m->bound_bytes += t->nbytes;
     *out = v;
 }
@@ -234,36 +259,37 @@ static xllm_status alloc_scratch(model *m, int T, xllm_error *err) {
     size_t E = (size_t)(c->n_experts > 0 ? c->n_experts : 1), K = (size_t)(c->n_experts_used > 0 ? c->n_experts_used : 1);
     s->max_tokens = T;
     s->bytes = 0;
-#define ALLOC(ptr, n) ((s->bytes += (n) * sizeof(*(ptr))), (ptr) = own(m, xllm_malloc_array((n), sizeof(*(ptr)))))
+#define ALLOC(ptr, n) ((s->bytes += (n) * sizeof(*(ptr))), (ptr) = dev_alloc(m, (n) * sizeof(*(ptr))))
     if (!ALLOC(s->x, t * h) || !ALLOC(s->xn, t * h) || !ALLOC(s->q, t * qd) || !ALLOC(s->k, t * kd) ||
         !ALLOC(s->v, t * kd) || !ALLOC(s->att, t * qd) || !ALLOC(s->tmp, t * h) || !ALLOC(s->h1, t * inter) ||
         !ALLOC(s->h2, t * inter) || !ALLOC(s->moe_acc, t * h) || !ALLOC(s->xg, t * h) || !ALLOC(s->yg, t * h) ||
         !ALLOC(s->router_logits, t * E) || !ALLOC(s->rope_cos, t * (size_t)c->head_dim / 2) ||
         !ALLOC(s->rope_sin, t * (size_t)c->head_dim / 2) || !ALLOC(s->route_ids, t * K) ||
         !ALLOC(s->route_w, t * K) || !ALLOC(s->expert_tokens, t * K) || !ALLOC(s->expert_w, t * K) ||
-        !ALLOC(s->expert_count, E) || !ALLOC(s->fused, t * (qd + 2 * kd > 2 * inter ? qd + 2 * kd : 2 * inter)))
+        !ALLOC(s->expert_count, E) || !ALLOC(s->fused, t * (qd + 2 * kd > 2 * inter ? qd + 2 * kd : 2 * inter)) ||
+        (!m->be.ops->unified_memory && !ALLOC(s->logits, t * (size_t)c->vocab)))
         return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "cannot allocate forward scratch for %d tokens", T);
 #undef ALLOC
     return XLLM_OK;
 }
 
-/* One matrix into the kernel level's streaming order (backend_pack_matrix);
- * the model keeps the copy. */
+/* One matrix to the backend (upload_matrix: the CPU repacks it into the
+ * kernel level's streaming order); the model keeps the copy. */
 static xllm_status pack_one(model *m, matrix *w, xllm_error *err) {
     void *storage;
     if (!w->data) return XLLM_OK;
-    if (m->n_packed == m->cap_packed) {
-        size_t cap = m->cap_packed ? m->cap_packed * 2 : 64;
-        void **n = xllm_realloc(m->packed, cap * sizeof(void *));
+    if (m->n_dev == m->cap_dev) { /* room first, so a copy is never lost */
+        size_t cap = m->cap_dev ? m->cap_dev * 2 : 64;
+        void **n = xllm_realloc(m->dev, cap * sizeof(void *));
         if (!n) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
-        m->packed = n;
-        m->cap_packed = cap;
+        m->dev = n;
+        m->cap_dev = cap;
     }
     const void *src = w->data;
     size_t src_bytes = (size_t)w->rows * quant_row_bytes(w->dtype, w->group, w->cols);
-    xllm_status st = backend_pack_matrix(&m->be, w, &storage, err);
+    xllm_status st = m->be.ops->upload_matrix(m->be.ctx, w, &storage, err);
     if (!st && storage) {
-        m->packed[m->n_packed++] = storage;
+        m->dev[m->n_dev++] = storage;
         /* the stored copy is no longer read (unless it is also the embedding table) */
         if (src != m->embed.data) st_release_pages(m->weights_file, src, src_bytes);
     }
@@ -327,12 +353,84 @@ xllm_status model_split_layers(int n_layers, int n_stages, const char *split, in
     return XLLM_OK;
 }
 
+/* Every matrix a matmul reads, in a fixed order (the planner's report follows it). */
+static size_t model_matrices(model *m, matrix **out, size_t cap) {
+    const model_config *c = &m->cfg;
+    size_t n = 0;
+#define ADD(w) do { if ((w)->data && n < cap) out[n++] = (w); } while (0)
+    for (int i = m->layer_begin; i < m->layer_end; i++) { /* the part's layers (the others are not bound) */
+        layer_weights *L = &m->layers[i];
+        matrix *ws[] = {&L->q, &L->k, &L->v, &L->o, &L->qkv, &L->gate, &L->up, &L->down, &L->gate_up, &L->router,
+                        &L->sh_gate, &L->sh_up, &L->sh_down};
+        for (size_t k = 0; k < sizeof ws / sizeof *ws; k++) ADD(ws[k]);
+        if (c->layer_is_moe[i])
+            for (int e = 0; e < c->n_experts; e++) {
+                ADD(&L->exp_gate[e]);
+                ADD(&L->exp_up[e]);
+                ADD(&L->exp_down[e]);
+            }
+    }
+    ADD(&m->lm_head);
+#undef ADD
+    return n;
+}
+
+xllm_status model_plan(model *m, int budget_ms, cJSON **report, xllm_error *err) {
+    *report = NULL;
+    if (!m->be.ops->plan) return XLLM_OK;
+    const model_config *c = &m->cfg;
+    size_t cap = 1;
+    for (int i = 0; i < c->n_layers; i++) cap += 13 + (c->layer_is_moe[i] ? 3 * (size_t)c->n_experts : 0);
+    matrix **ws = xllm_malloc_array(cap, sizeof *ws);
+    if (!ws) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+    size_t n = model_matrices(m, ws, cap);
+    xllm_status st = m->be.ops->plan(m->be.ctx, ws, n, m->s.max_tokens, budget_ms, report, err);
+    xllm_free(ws);
+    return st;
+}
+
 model *model_load(const char *dir, int n_threads, int max_tokens, xllm_error *err) {
-    return model_load_part(dir, n_threads, max_tokens, NULL, err);
+    model_load_options o = {0};
+    o.n_threads = n_threads;
+    o.max_tokens = max_tokens;
+    return model_load_ex(dir, &o, err);
+}
+
+/* The backend, sized for this config (before any tensor is bound: the 1-D
+ * weights and the scratch live in its memory). */
+static xllm_status create_backend(model *m, const model_load_options *o, xllm_error *err) {
+    const model_config *c = &m->cfg;
+    size_t max_cols = (size_t)c->hidden;
+    size_t widest[] = {(size_t)c->intermediate, (size_t)c->moe_intermediate, (size_t)c->shared_expert_intermediate,
+                       (size_t)c->n_heads * (size_t)c->head_dim};
+    for (size_t i = 0; i < sizeof widest / sizeof *widest; i++)
+        if (widest[i] > max_cols) max_cols = widest[i];
+    backend_options bo = {0};
+    bo.n_threads = o->n_threads;
+    bo.max_cols = max_cols;
+    bo.max_tokens = (size_t)o->max_tokens;
+    bo.n_heads = c->n_heads;
+    bo.n_kv_heads = c->n_kv_heads;
+    bo.head_dim = c->head_dim;
+    bo.max_positions = c->max_positions;
+    bo.cpu_level = o->cpu_level;
+    bo.attention = o->attention;
+    bo.no_repack = o->no_repack;
+    return backend_create(&m->be, o->backend, &bo, err);
 }
 
 model *model_load_part(const char *dir, int n_threads, int max_tokens, const model_part *part, xllm_error *err) {
+    model_load_options o = {0};
+    o.n_threads = n_threads;
+    o.max_tokens = max_tokens;
+    o.part = part;
+    return model_load_ex(dir, &o, err);
+}
+
+model *model_load_ex(const char *dir, const model_load_options *o, xllm_error *err) {
+    const model_part *part = o->part;
     xllm_error_clear(err);
+    int max_tokens = o->max_tokens;
     model *m = xllm_calloc(1, sizeof *m);
     if (!m) {
         xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
@@ -389,6 +487,8 @@ model *model_load_part(const char *dir, int n_threads, int max_tokens, const mod
         goto fail;
     }
     const model_config *c = &m->cfg;
+    m->fuse = !o->no_fuse;
+    if ((st = create_backend(m, o, err))) goto fail;
     m->layer_begin = 0;
     m->layer_end = c->n_layers;
     if (part && part->n_stages > 1) {
@@ -447,29 +547,6 @@ model *model_load_part(const char *dir, int n_threads, int max_tokens, const mod
     if (!m->inv_freq) goto fail;
     rope_frequencies(c, m->inv_freq);
     if (alloc_scratch(m, max_tokens, err)) goto fail;
-
-    size_t max_cols = (size_t)c->hidden;
-    size_t widest[] = {(size_t)c->intermediate, (size_t)c->moe_intermediate, (size_t)c->shared_expert_intermediate,
-                       (size_t)c->n_heads * (size_t)c->head_dim, 2 * ((size_t)c->head_dim + 2) + ATTN_CHUNK};
-    for (size_t i = 0; i < sizeof widest / sizeof *widest; i++)
-        if (widest[i] > max_cols) max_cols = widest[i];
-    if (backend_init(&m->be, n_threads, max_cols, (size_t)max_tokens, err)) goto fail;
-    {   /* split-KV attention partials: fewer items than 2 per thread, up to ATTN_SPLIT_MAX_KEYS keys each */
-        int keys = c->max_positions < ATTN_SPLIT_MAX_KEYS ? c->max_positions : ATTN_SPLIT_MAX_KEYS;
-        size_t items = (size_t)(2 * m->be.n_threads) > (size_t)c->n_heads ? (size_t)(2 * m->be.n_threads) : (size_t)c->n_heads;
-        m->s.attn_part_items = items * (size_t)((keys + ATTN_CHUNK - 1) / ATTN_CHUNK);
-        const char *force = getenv("XLLM_ATTN"); /* tests and comparisons: per-item | split | shared */
-        m->attn_force = !force                       ? 0
-                        : !strcmp(force, "per-item") ? 1
-                        : !strcmp(force, "split")    ? 2
-                        : !strcmp(force, "shared")   ? 3
-                                                     : 0;
-        m->s.attn_part = own(m, xllm_malloc_array(m->s.attn_part_items * (size_t)(c->head_dim + 2), sizeof(float)));
-        if (!m->s.attn_part) {
-            xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory for attention partials");
-            goto fail;
-        }
-    }
     if (pack_weights(m, err)) goto fail;
     return m;
 fail:
@@ -480,10 +557,10 @@ fail:
 
 void model_free(model *m) {
     if (!m) return;
-    if (m->be.tp) backend_free(&m->be);
+    for (size_t i = 0; i < m->n_dev; i++) m->be.ops->free(m->be.ctx, m->dev[i]);
+    xllm_free(m->dev);
+    backend_destroy(&m->be);
     for (size_t i = 0; i < m->n_owned; i++) xllm_free(m->owned[i]);
-    for (size_t i = 0; i < m->n_packed; i++) xllm_free_aligned(m->packed[i]);
-    xllm_free(m->packed);
     xllm_free(m->owned);
     st_close(m->weights_file);
     cJSON_Delete(m->meta);

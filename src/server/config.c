@@ -67,6 +67,7 @@ srv_model *model_open(const char *name, const char *path, const char *engine_con
         mo.pp_test_fail_after = o->pp->pp_test_fail_after;
         mo.pp_test_fail_hang = o->pp->pp_test_fail_hang;
     }
+    if (o->model_options_hook) o->model_options_hook(&mo);
     if (response_cache_off) eo.response_cache = 0;
     m->name = strdup(name);
     m->path = strdup(path);

@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include "xllm.h"
 
+struct xllm_model_options;
+
 typedef struct srv_options {
     const char *host;
     int port;
@@ -26,6 +28,9 @@ typedef struct srv_options {
      * into the model options; -m only (one model); ranks above 0 serve their
      * stage instead of HTTP and return when rank 0 stops */
     const xllm_model_options *pp;
+    /* called on each model's options before it loads (the CLI: the XLLM_*
+     * environment switches, tools/options_env.h); NULL: none */
+    void (*model_options_hook)(struct xllm_model_options *mo);
 } srv_options;
 
 /* Defaults: 127.0.0.1:8080, 8 MiB bodies, 256 queued requests per model,

@@ -12,6 +12,7 @@
  * and one generation (public API: xllm_generate on a loaded model).
  */
 #include "test.h"
+#include "test_env.h"
 #include "base/alloc.h"
 #include "model/model.h"
 #include "template/template.h"
@@ -152,7 +153,7 @@ int main(int argc, char **argv) {
     if (has("model", argc, argv)) walk("model load", op_model, 0);
     if (has("generate", argc, argv)) {
         xllm_error err = {0};
-        xllm_model_options o = xllm_model_options_default();
+        xllm_model_options o = *test_env_options();
         o.n_threads = 1;
         g_model = xllm_model_load(TINY, &o, &err);
         CHECK_MSG(g_model != NULL, "%s", err.message);

@@ -11,12 +11,14 @@
  *    shaped), split-KV one token per step, and the planner's own choice;
  *  - greedy generation of a batch of prompts of different lengths, prefill
  *    chunked and mixed with decode, forced shared-KV against per item;
- *  - the planner picks shared-KV for a prefill and honours XLLM_ATTN;
+ *  - the planner picks shared-KV for a prefill and honours the attention
+ *    option (XLLM_ATTN);
  *  - sliding windows of every size against the 128-key chunks (windows
  *    forced through the internal API), two sequences in one batch.
  */
 #include "test.h"
 #include "xllm.h"
+#include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/kernels.h"
 #include "model/model.h"
 
@@ -30,13 +32,14 @@ typedef struct run_cfg {
     int step, block, threads;
 } run_cfg;
 
+static const char *g_level; /* the CPU level under test (XLLM_CPU) */
+
 static float *logits_with(const char *dir, const run_cfg *rc, const int32_t *ids, int V) {
-    if (rc->attn)
-        setenv("XLLM_ATTN", rc->attn, 1);
-    else
-        unsetenv("XLLM_ATTN");
     xllm_error err;
     xllm_model_options o = xllm_model_options_default();
+    o.attention = rc->attn;
+    o.cpu_level = g_level;
+    o.no_plan = 1; /* no load-time measurement: thread counts never change results */
     o.max_step_tokens = rc->step;
     o.max_batch_seqs = 1;
     o.n_threads = rc->threads;
@@ -48,7 +51,6 @@ static float *logits_with(const char *dir, const run_cfg *rc, const int32_t *ids
     xllm_status st = xllm_model_logits(m, ids, N_IDS, 1, out, &err);
     CHECK_MSG(st == XLLM_OK, "%s: %s", dir, err.message);
     xllm_model_free(m);
-    unsetenv("XLLM_ATTN");
     if (st != XLLM_OK) free(out), out = NULL;
     return out;
 }
@@ -102,9 +104,10 @@ static void check_generate(const char *rel) {
     xllm_result *res[2];
     const char *modes[2] = {"per-item", "shared"};
     for (int k = 0; k < 2; k++) {
-        setenv("XLLM_ATTN", modes[k], 1);
         xllm_error err;
         xllm_model_options o = xllm_model_options_default();
+        o.attention = modes[k];
+        o.no_plan = 1;
         o.max_step_tokens = 40;
         o.max_batch_seqs = 4;
         o.n_threads = 2;
@@ -114,7 +117,6 @@ static void check_generate(const char *rel) {
         CHECK(xllm_generate(m, reqs, N, NULL, NULL, &res[k], &err) == XLLM_OK);
         xllm_model_free(m);
     }
-    unsetenv("XLLM_ATTN");
     for (int i = 0; i < N; i++) {
         int same = res[0][i].n_ids == res[1][i].n_ids && res[0][i].n_ids == 20;
         for (size_t k = 0; same && k < res[0][i].n_ids; k++) same = res[0][i].ids[k] == res[1][i].ids[k];
@@ -125,33 +127,32 @@ static void check_generate(const char *rel) {
 }
 
 /* The planner's rule through the internal API: a 300-token prefill uses
- * shared-KV (once its buffers exist: after the first forward step), and
- * XLLM_ATTN=per-item keeps the per-item strategy. */
+ * shared-KV (its buffers are made on the first attention call), and the
+ * attention option per-item keeps the per-item strategy. */
 static void check_strategy_choice(void) {
     char dir[512];
     snprintf(dir, sizeof dir, "%s/models/stories260k", XLLM_SOURCE_DIR);
     for (int k = 0; k < 2; k++) {
-        if (k) setenv("XLLM_ATTN", "per-item", 1);
         xllm_error err;
-        model *m = model_load(dir, 1, N_IDS, &err);
+        model_load_options lo = {0};
+        lo.n_threads = 1, lo.max_tokens = N_IDS, lo.attention = k ? "per-item" : NULL;
+        model *m = model_load_ex(dir, &lo, &err);
         CHECK_MSG(m != NULL, "%s", err.message);
         if (!m) return;
         kv_cache kv;
-        CHECK(kv_cache_init(&kv, m->cfg.n_layers, m->cfg.n_kv_heads, m->cfg.head_dim, 16, 32, &err) == XLLM_OK);
+        CHECK(kv_cache_init(&kv, &m->be, m->cfg.n_layers, m->cfg.n_kv_heads, m->cfg.head_dim, 16, 32, &err) == XLLM_OK);
         int32_t ids[N_IDS], pos[N_IDS], seq[N_IDS], table[32];
         for (int i = 0; i < 32; i++) table[i] = i;
         for (int i = 0; i < N_IDS; i++) ids[i] = 3 + i % 400, pos[i] = i, seq[i] = 0;
         const int32_t *tables[1] = {table};
         fwd_batch b = {N_IDS, ids, pos, seq, tables, 0, NULL};
         CHECK(model_forward(m, &kv, &b, NULL, &err) == XLLM_OK);
-        int chunks;
-        attn_strategy s = attention_strategy(m, &b, 0, &chunks);
-        CHECK_MSG(s == (k ? ATTN_PER_ITEM : ATTN_SHARED_KV), "prefill strategy %d (XLLM_ATTN %s)", (int)s,
+        attn_strategy s = cpu_backend_of(&m->be)->attn_last; /* every layer's batch is the same */
+        CHECK_MSG(s == (k ? ATTN_PER_ITEM : ATTN_SHARED_KV), "prefill strategy %d (attention %s)", (int)s,
                   k ? "per-item" : "unset");
         kv_cache_free(&kv);
         model_free(m);
     }
-    unsetenv("XLLM_ATTN");
 }
 
 /* Sliding windows of every size against the chunking (stories260k with its
@@ -168,13 +169,14 @@ static void check_windows(void) {
     for (size_t w = 0; w < sizeof windows / sizeof *windows; w++) {
         for (int k = 0; k < 2; k++) {
             xllm_error err;
-            model *m = model_load(dir, 2, T, &err);
+            model_load_options lo = {0};
+            lo.n_threads = 2, lo.max_tokens = T, lo.attention = k ? "shared" : "per-item";
+            model *m = model_load_ex(dir, &lo, &err);
             CHECK_MSG(m != NULL, "%s", err.message);
             if (!m) return;
-            m->attn_force = k ? 3 : 1;
             for (int l = 0; l < m->cfg.n_layers; l++) m->cfg.layer_window[l] = windows[w];
             kv_cache kv;
-            CHECK(kv_cache_init(&kv, m->cfg.n_layers, m->cfg.n_kv_heads, m->cfg.head_dim, 16, 64, &err) == XLLM_OK);
+            CHECK(kv_cache_init(&kv, &m->be, m->cfg.n_layers, m->cfg.n_kv_heads, m->cfg.head_dim, 16, 64, &err) == XLLM_OK);
             /* sequence 0: positions 0..249; sequence 1: 0..2 first, then 3..52 in the big batch */
             int32_t ids[T], pos[T], seq[T], out_idx[T], t0[32], t1[32];
             for (int i = 0; i < 32; i++) t0[i] = i, t1[i] = 32 + i;
@@ -189,8 +191,7 @@ static void check_windows(void) {
             fwd_batch b = {T, ids, pos, seq, tables, T, out_idx};
             out[k] = malloc(sizeof(float) * T * V);
             CHECK(model_forward(m, &kv, &b, out[k], &err) == XLLM_OK);
-            int chunks;
-            CHECK(attention_strategy(m, &b, 0, &chunks) == (k ? ATTN_SHARED_KV : ATTN_PER_ITEM));
+            CHECK(cpu_backend_of(&m->be)->attn_last == (k ? ATTN_SHARED_KV : ATTN_PER_ITEM));
             kv_cache_free(&kv);
             model_free(m);
         }
@@ -202,7 +203,6 @@ static void check_windows(void) {
 }
 
 int main(void) {
-    setenv("XLLM_PLAN", "0", 1); /* no load-time measurement: thread counts never change results */
     const cpu_kernels *levels[8];
     int n_levels = cpu_kernels_all(levels, 8);
     const char *models[] = {"tests/data/tiny/llama", "tests/data/tiny/mistral", "tests/data/tiny/mixtral",
@@ -210,10 +210,10 @@ int main(void) {
                             "tests/data/tiny/qwen3_moe", "models/stories260k"};
     for (int l = 0; l < n_levels; l++) {
         const char *level = cpu_level_name(levels[l]->level);
-        setenv("XLLM_CPU", level, 1);
+        g_level = level;
         for (size_t i = 0; i < sizeof models / sizeof *models; i++) check_logits(models[i], level);
     }
-    unsetenv("XLLM_CPU");
+    g_level = NULL;
     check_generate("models/stories260k");
     check_generate("tests/data/tiny/mistral");
     check_strategy_choice();

@@ -19,6 +19,7 @@
  * temporary copy of its config for the long-prefix test.
  */
 #include "test.h"
+#include "test_env.h"
 #include "xllm.h"
 
 #include <cjson/cJSON.h>
@@ -397,7 +398,7 @@ static void knowledge(xllm_model *m, const char *other_model_dir) {
     xllm_engine_free(e2);
 
     /* a file written for another model */
-    xllm_model *other = xllm_model_load(other_model_dir, NULL, &err);
+    xllm_model *other = xllm_model_load(other_model_dir, test_env_options(), &err);
     CHECK_MSG(other != NULL, "%s", err.message);
     if (other) {
         xllm_engine *e3 = xllm_engine_create(other, &o, &err);
@@ -652,7 +653,7 @@ int main(void) {
     char dir[256];
     long_context_copy(dir, sizeof dir);
     xllm_error err;
-    xllm_model_options mo = xllm_model_options_default();
+    xllm_model_options mo = *test_env_options();
     mo.max_context = 256;
     mo.n_threads = 2;
     char stories[512];

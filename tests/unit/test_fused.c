@@ -24,6 +24,7 @@
  */
 #include "test.h"
 #include "backend/backend.h"
+#include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/kernels.h"
 #include "base/alloc.h"
 #include "base/file.h"
@@ -84,7 +85,7 @@ static float *rand_vec(size_t n, float scale) {
 #define SAME(a, b, n, ...) CHECK_MSG(!memcmp((a), (b), sizeof(float) * (size_t)(n)), __VA_ARGS__)
 
 typedef struct {
-    backend *be;
+    cpu_backend *be;
     const float *x;
     int T;
     const matrix *W;
@@ -102,7 +103,7 @@ static void rows_task(void *p, size_t u0, size_t u1, int thread) {
 
 static void check_ops(const cpu_kernels *k, int threads, xllm_dtype t, int T) {
     const char *lv = k->name, *tn = xllm_dtype_name(t);
-    backend be;
+    cpu_backend be;
     xllm_error err;
     int64_t H = 96, I = 52; /* I: up rows of a fused gate|up start at 52, a multiple of 4 */
     if (backend_init_kernels(&be, threads, 256, 300, k, &err)) {
@@ -208,18 +209,16 @@ static int profile_fused(const char *op, const char *fused, int *any) {
 }
 
 static xllm_model *load(const char *path, int fuse, const char *cpu, int step) {
-    setenv("XLLM_FUSE", fuse ? "1" : "0", 1);
-    if (cpu) setenv("XLLM_CPU", cpu, 1);
-    else unsetenv("XLLM_CPU");
     xllm_model_options o = xllm_model_options_default();
+    o.no_fuse = !fuse;
+    o.cpu_level = cpu;
+    o.no_plan = 1; /* the thread split never changes bits; keep loads fast */
     o.n_threads = 2;
     o.max_context = 320;
     o.max_step_tokens = step;
     xllm_error err;
     xllm_model *m = xllm_model_load(path, &o, &err);
     CHECK_MSG(m != NULL, "%s: %s", path, err.message);
-    unsetenv("XLLM_CPU");
-    unsetenv("XLLM_FUSE");
     return m;
 }
 
@@ -308,8 +307,13 @@ static const char *tmp_path(const char *name) {
     return p;
 }
 
+static int g_calib_no_fuse; /* calibration's forward passes unfused */
+
 static int convert(const char *src, const char *dst, const char *dtype, int no_fuse, const char *calib) {
     xllm_convert_options o = xllm_convert_options_default();
+    xllm_model_options mo = xllm_model_options_default();
+    mo.no_fuse = g_calib_no_fuse;
+    o.calib_model_options = &mo;
     o.dtype = dtype;
     o.no_fuse = no_fuse;
     o.calib_file = calib;
@@ -344,11 +348,10 @@ static void check_calibration(void) {
     FILE *f = fopen(text, "w");
     for (int i = 0; f && i < 20; i++) fprintf(f, "Once upon a time there was a little girl named Lily. She liked to play.\n");
     if (f) fclose(f);
-    setenv("XLLM_FUSE", "0", 1);
+    g_calib_no_fuse = 1;
     int ok = convert(SRC "/models/stories260k", a, "q4", 0, text);
-    setenv("XLLM_FUSE", "1", 1);
+    g_calib_no_fuse = 0;
     ok &= convert(SRC "/models/stories260k", b, "q4", 0, text);
-    unsetenv("XLLM_FUSE");
     /* every tensor the same (the files differ in their creation time) */
     xllm_error err;
     cJSON *ma = NULL, *mb = NULL;
@@ -376,7 +379,6 @@ int main(void) {
         CHECK_MSG(0, "mkdtemp");
         return test_report("test_fused");
     }
-    setenv("XLLM_PLAN", "0", 1); /* the thread split never changes bits; keep loads fast */
     for (int i = 0; i < N_IDS; i++) g_ids[i] = i ? 3 + (i * 37) % 500 : 1;
     struct {
         const char *dir, *tag;
@@ -390,7 +392,6 @@ int main(void) {
     };
     for (size_t i = 0; i < sizeof srcs / sizeof *srcs; i++) check_source(srcs[i].dir, srcs[i].tag, srcs[i].moe_only);
     check_calibration();
-    unsetenv("XLLM_PLAN");
     rmdir(g_dir);
     return test_report("test_fused");
 }

@@ -29,6 +29,7 @@
  */
 #include "test.h"
 #include "backend/backend.h"
+#include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/kernels.h"
 #include "base/alloc.h"
 #include "base/error.h"
@@ -476,7 +477,7 @@ static void check_backend(void) {
                 run_q(k, W, x, T, NULL, y0, 0, rows);
             }
             for (int nt = 1; nt <= 3; nt++) {
-                backend be;
+                cpu_backend be;
                 xllm_error err;
                 CHECK(backend_init_kernels(&be, nt, (size_t)cols, (size_t)T, k, &err) == XLLM_OK);
                 CHECK(!strcmp(backend_level_name(&be), k->name));

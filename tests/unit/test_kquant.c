@@ -15,6 +15,7 @@
  *    order of the values themselves).
  */
 #include "test.h"
+#include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/kernels.h"
 #include "format/gguf.h"
 #include "quant/kquant.h"

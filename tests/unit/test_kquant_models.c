@@ -21,6 +21,7 @@
  * 0.25 vs 0.10); the F16 file (no activation quantization) is within 0.005.
  */
 #include "test.h"
+#include "test_env.h"
 #include "xllm.h"
 #include "base/file.h"
 
@@ -54,7 +55,7 @@ static void check_file(const char *file, const cJSON *cases, const char *level, 
     char path[512];
     snprintf(path, sizeof path, "%s/%s", DIR, file);
     xllm_error err;
-    xllm_model *m = xllm_model_load(path, NULL, &err);
+    xllm_model *m = xllm_model_load(path, test_env_options(), &err);
     CHECK_MSG(m != NULL, "%s: %s", file, err.message);
     if (!m) return;
     int V = xllm_model_vocab_size(m);
@@ -143,7 +144,7 @@ static double mean_kl(const float *ref, const float *x, int n_pos, int V) {
 
 static int all_logits(const char *path, const int32_t *ids, int n, float *out) {
     xllm_error err;
-    xllm_model *m = xllm_model_load(path, NULL, &err);
+    xllm_model *m = xllm_model_load(path, test_env_options(), &err);
     CHECK_MSG(m != NULL, "%s: %s", path, err.message);
     if (!m) return -1;
     int ok = xllm_model_logits(m, ids, (size_t)n, 1, out, &err) == XLLM_OK;
@@ -207,7 +208,7 @@ int main(void) {
         const int sanitized = 0;
 #endif
         if (li) setenv("XLLM_CPU", levels[li], 1);
-        xllm_model *probe = xllm_model_load(DIR "/kq-pure-Q4_K.gguf", NULL, &err);
+        xllm_model *probe = xllm_model_load(DIR "/kq-pure-Q4_K.gguf", test_env_options(), &err);
         if (!probe) continue; /* a level this CPU lacks */
         xllm_model_free(probe);
         stats all = {0, 0, 0, 0, 0, 0};

@@ -20,7 +20,11 @@ int main(void) {
     size_t before = xllm_allocated_bytes();
     kv_cache kv;
     xllm_error err;
-    CHECK(kv_cache_init(&kv, 2, 3, 8, 4, 10, &err) == XLLM_OK);
+    backend be;
+    backend_options bo = {0};
+    bo.n_threads = 1, bo.max_cols = 8, bo.max_tokens = 1;
+    CHECK(backend_create(&be, "cpu", &bo, &err) == XLLM_OK);
+    CHECK(kv_cache_init(&kv, &be, 2, 3, 8, 4, 10, &err) == XLLM_OK);
     CHECK(kv.n_free == 10);
     kv_seq a = {0}, b = {0};
     CHECK(kv_seq_reserve(&a, &kv, 9, &err) == XLLM_OK); /* 3 blocks */
@@ -43,6 +47,7 @@ int main(void) {
     kv_seq_release(&c, &kv);
     CHECK(kv.n_free == 10);
     kv_cache_free(&kv);
+    backend_destroy(&be);
 
     for (int threads = 1; threads <= 4; threads++) {
         threadpool *tp = threadpool_create(threads);

@@ -7,6 +7,7 @@
  * 200-token greedy continuation of "Once upon a time" (as prompt ids).
  */
 #include "test.h"
+#include "test_env.h"
 #include "xllm.h"
 #include "base/file.h"
 
@@ -24,7 +25,7 @@ static void check_tiny(const char *arch) {
     char dir[512], path[600];
     snprintf(dir, sizeof dir, "%s/tests/data/tiny/%s", XLLM_SOURCE_DIR, arch);
     xllm_error err;
-    xllm_model *m = xllm_model_load(dir, NULL, &err);
+    xllm_model *m = xllm_model_load(dir, test_env_options(), &err);
     CHECK_MSG(m != NULL, "%s: %s", arch, err.message);
     if (!m) return;
     cJSON *exp;
@@ -85,7 +86,7 @@ static void check_stories(void) {
     char dir[512], path[600];
     snprintf(dir, sizeof dir, "%s/models/stories260k", XLLM_SOURCE_DIR);
     xllm_error err;
-    xllm_model *m = xllm_model_load(dir, NULL, &err);
+    xllm_model *m = xllm_model_load(dir, test_env_options(), &err);
     CHECK_MSG(m != NULL, "%s", err.message);
     if (!m) return;
     cJSON *exp;
@@ -119,7 +120,7 @@ static void check_batch_equivalence(const char *rel, int max_seqs, int step_toke
     char dir[512];
     snprintf(dir, sizeof dir, "%s/%s", XLLM_SOURCE_DIR, rel);
     xllm_error err;
-    xllm_model_options o = xllm_model_options_default();
+    xllm_model_options o = *test_env_options();
     o.max_batch_seqs = max_seqs;
     o.max_step_tokens = step_tokens;
     xllm_model *m = xllm_model_load(dir, &o, &err);
@@ -170,7 +171,7 @@ static void check_attention_strategies(void) {
     for (int k = 0; k < 2; k++) {
         setenv("XLLM_ATTN", modes[k], 1);
         xllm_error err;
-        xllm_model_options o = xllm_model_options_default();
+        xllm_model_options o = *test_env_options();
         o.max_step_tokens = 1;
         o.max_batch_seqs = 1;
         o.n_threads = 2;

@@ -12,6 +12,7 @@
  */
 #include "test.h"
 #include "backend/backend.h"
+#include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/kernels.h"
 #include "base/alloc.h"
 #include "quant/quant.h"
@@ -92,9 +93,9 @@ static void check_shape(const cpu_kernels *K, xllm_dtype t, int g, int64_t rows,
     free(tmp);
 }
 
-/* backend_pack_matrix: the threaded repack through a backend, and XLLM_REPACK=0. */
+/* backend_pack_matrix: the threaded repack through a backend, and no_repack (XLLM_REPACK=0). */
 static void check_backend(const cpu_kernels *K) {
-    backend be;
+    cpu_backend be;
     CHECK(backend_init_kernels(&be, 2, 512, 8, K, NULL) == XLLM_OK);
     int64_t rows = 37, cols = 480;
     size_t rb = quant_row_bytes(XLLM_DT_Q4, 32, cols);
@@ -108,10 +109,10 @@ static void check_backend(const cpu_kernels *K) {
     }
     matrix W = {.dtype = XLLM_DT_Q4, .group = 32, .rows = rows, .cols = cols, .data = w};
     void *storage = NULL;
-    setenv("XLLM_REPACK", "0", 1);
+    be.no_repack = 1; /* XLLM_REPACK=0 */
     CHECK(backend_pack_matrix(&be, &W, &storage, NULL) == XLLM_OK);
     CHECK(!storage && !W.packed && W.data == w);
-    unsetenv("XLLM_REPACK");
+    be.no_repack = 0;
     CHECK(backend_pack_matrix(&be, &W, &storage, NULL) == XLLM_OK);
     CHECK(storage && W.packed && W.data == storage);
     void *again = NULL;

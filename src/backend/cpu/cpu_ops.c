@@ -15,7 +15,7 @@
  * regions) call the same kernels on row ranges and keep each element's
  * arithmetic, so they give the unfused bits.
  */
-#include "backend/backend.h"
+#include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/kernels.h"
 #include "base/alloc.h"
 #include "base/error.h"
@@ -30,7 +30,7 @@
 
 #define ROW_TILE 4
 
-xllm_status backend_init_kernels(backend *be, int n_threads, size_t max_cols, size_t max_tokens,
+xllm_status backend_init_kernels(cpu_backend *be, int n_threads, size_t max_cols, size_t max_tokens,
                                  const cpu_kernels *kern, xllm_error *err) {
     memset(be, 0, sizeof *be);
     be->kern = kern;
@@ -39,8 +39,6 @@ xllm_status backend_init_kernels(backend *be, int n_threads, size_t max_cols, si
     be->tp = threadpool_create(n_threads);
     if (!be->tp) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "cannot start the thread pool");
     be->n_threads = threadpool_size(be->tp);
-    const char *fuse = getenv("XLLM_FUSE");
-    be->fuse = !(fuse && !strcmp(fuse, "0"));
     be->scratch_floats = max_cols + 16;
     be->kscratch_bytes = (kern->scratch_bytes((int64_t)max_cols) + 63) & ~(size_t)63;
     be->scratch = xllm_calloc((size_t)be->n_threads, sizeof(float *));
@@ -64,14 +62,8 @@ oom:
     return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "cannot allocate backend scratch");
 }
 
-xllm_status backend_init(backend *be, int n_threads, size_t max_cols, size_t max_tokens, xllm_error *err) {
-    cpu_level level;
-    xllm_status st = cpu_level_from_env(getenv("XLLM_CPU"), &level, err);
-    if (st) return st;
-    return backend_init_kernels(be, n_threads, max_cols, max_tokens, cpu_kernels_for(level), err);
-}
-
-void backend_free(backend *be) {
+void backend_free(cpu_backend *be) {
+    cpu_attention_free(be);
     if (be->scratch)
         for (int i = 0; i < be->n_threads; i++) xllm_free_aligned(be->scratch[i]);
     if (be->kscratch)
@@ -83,16 +75,16 @@ void backend_free(backend *be) {
     memset(be, 0, sizeof *be);
 }
 
-const char *backend_level_name(const backend *be) { return be->kern ? be->kern->name : "none"; }
+const char *backend_level_name(const cpu_backend *be) { return be->kern ? be->kern->name : "none"; }
 
 /* A prepared activation row: the level's layout, then llama.cpp's Q8K and
  * Q80 sections (kquant.h; present, and written when be->act_kq asks). */
-static size_t act_stride(const backend *be, int64_t cols) {
+static size_t act_stride(const cpu_backend *be, int64_t cols) {
     return be->kern->act_bytes(cols) + kq_act_bytes(KQ_ACT_Q8K, cols) + kq_act_bytes(KQ_ACT_Q80, cols);
 }
 
 /* Where W's activations start within a prepared row. */
-static size_t act_offset(const backend *be, const matrix *W) {
+static size_t act_offset(const cpu_backend *be, const matrix *W) {
     if (!xllm_dtype_is_kq(W->dtype)) return 0;
     size_t off = be->kern->act_bytes(W->cols);
     if (kq_act_kind(W->dtype) == KQ_ACT_Q80) off += kq_act_bytes(KQ_ACT_Q8K, W->cols);
@@ -102,7 +94,7 @@ static size_t act_offset(const backend *be, const matrix *W) {
 /* The sections of a prepared row W reads (beyond the level's own). */
 static unsigned act_need(const matrix *W) { return xllm_dtype_is_kq(W->dtype) ? (unsigned)kq_act_kind(W->dtype) : 0u; }
 
-static void prepare_row(const backend *be, const float *x, int64_t cols, unsigned char *o) {
+static void prepare_row(const cpu_backend *be, const float *x, int64_t cols, unsigned char *o) {
     be->kern->act_prepare(x, cols, o);
     size_t off = be->kern->act_bytes(cols), k8 = kq_act_bytes(KQ_ACT_Q8K, cols);
     if ((be->act_kq & KQ_ACT_Q8K) && k8) kq_act_prepare(KQ_ACT_Q8K, x, cols, o + off);
@@ -118,7 +110,7 @@ void op_matrix_row(const matrix *W, int64_t row, float *out) {
 
 /* Rows [r0, r1) of W for T tokens on this thread, y indexed by W's row:
  * y[t * ldy + r]. Quantized W reads be->act (act_stride bytes per token). */
-static void rows_abs(backend *be, const float *x, size_t act_stride, int T, const matrix *W, const float *bias,
+static void rows_abs(cpu_backend *be, const float *x, size_t act_stride, int T, const matrix *W, const float *bias,
                      float *y, size_t ldy, int64_t r0, int64_t r1, int thread) {
     const cpu_kernels *k = be->kern;
     if (xllm_dtype_is_kq(W->dtype)) {
@@ -136,7 +128,7 @@ static void rows_abs(backend *be, const float *x, size_t act_stride, int T, cons
  * that starts at r0 (its bytes: r0 stored rows, or r0 / 4 packed tiles;
  * r0 is a multiple of 4 for packed matrices). Per-row arithmetic does not
  * depend on where a row sits in the view, so the results are those of W. */
-static void rows_rel(backend *be, const float *x, size_t act_stride, int T, const matrix *W, const float *bias,
+static void rows_rel(cpu_backend *be, const float *x, size_t act_stride, int T, const matrix *W, const float *bias,
                      float *y, size_t ldy, int64_t r0, int64_t r1, int thread) {
     matrix v = *W;
     size_t off;
@@ -186,7 +178,7 @@ static int64_t fuse_rows(int T) {
 }
 
 typedef struct {
-    backend *be;
+    cpu_backend *be;
     const float *x;
     int T;
     const matrix *W;
@@ -220,7 +212,7 @@ static void matmul_tiles(void *p, size_t u0, size_t u1, int thread) {
 }
 
 typedef struct {
-    backend *be;
+    cpu_backend *be;
     const float *x;
     int64_t cols;
     size_t act_stride;
@@ -238,7 +230,7 @@ static size_t tokens_per_thread(int64_t cols) {
     return per_tok >= 65536 ? 1 : 65536 / per_tok;
 }
 
-void op_act_prepare(backend *be, const float *x, int T, int64_t cols) {
+void op_act_prepare(cpu_backend *be, const float *x, int T, int64_t cols) {
     if (T <= 0) return;
     prepare_job j = {be, x, cols, act_stride(be, cols)};
     threadpool_run(be->tp, (size_t)T, tokens_per_thread(cols), prepare_tokens, &j);
@@ -249,11 +241,11 @@ void op_act_prepare(backend *be, const float *x, int T, int64_t cols) {
 }
 
 /* be->act holds x's rows for a matrix of cols columns, with the sections need. */
-static int act_holds(const backend *be, const float *x, int T, int64_t cols, unsigned need) {
+static int act_holds(const cpu_backend *be, const float *x, int T, int64_t cols, unsigned need) {
     return be->act_x == x && be->act_cols == cols && be->act_T >= T && (be->act_have & need) == need;
 }
 
-size_t op_units_per_thread(const backend *be, const matrix *W, int T, size_t n_units, size_t rows_per_unit) {
+size_t op_units_per_thread(const cpu_backend *be, const matrix *W, int T, size_t n_units, size_t rows_per_unit) {
     (void)be;
     int planned = W->plan_threads[mm_bucket(T)];
     if (planned > 0) /* the planner's measured choice for this shape and batch size */
@@ -263,11 +255,11 @@ size_t op_units_per_thread(const backend *be, const matrix *W, int T, size_t n_u
     return per_unit >= 32768 ? 1 : 32768 / per_unit;
 }
 
-void op_run(backend *be, size_t n_units, size_t min_per_thread, op_task_fn fn, void *ctx) {
+void op_run(cpu_backend *be, size_t n_units, size_t min_per_thread, op_task_fn fn, void *ctx) {
     threadpool_run(be->tp, n_units, min_per_thread, fn, ctx);
 }
 
-void op_matmul_rows(backend *be, const float *x, int T, const matrix *W, const float *bias, int64_t r0, int64_t r1,
+void op_matmul_rows(cpu_backend *be, const float *x, int T, const matrix *W, const float *bias, int64_t r0, int64_t r1,
                     float *y, size_t ldy, int thread) {
     if (T <= 0 || r1 <= r0) return;
     size_t stride = 0;
@@ -278,7 +270,7 @@ void op_matmul_rows(backend *be, const float *x, int T, const matrix *W, const f
     rows_rel(be, x, stride, T, W, bias, y, ldy, r0, r1, thread);
 }
 
-void op_matmul_ex(backend *be, const float *x, int T, const matrix *W, const float *bias, float *y, float *tmp,
+void op_matmul_ex(cpu_backend *be, const float *x, int T, const matrix *W, const float *bias, float *y, float *tmp,
                   unsigned flags) {
     if (T <= 0) return;
     matmul_job j = {be, x, T, W, bias, y, tmp, (flags & OP_ADD) != 0, 0};
@@ -293,12 +285,12 @@ void op_matmul_ex(backend *be, const float *x, int T, const matrix *W, const flo
     threadpool_run(be->tp, units, op_units_per_thread(be, W, T, units, ROW_TILE), matmul_tiles, &j);
 }
 
-void op_matmul(backend *be, const float *x, int T, const matrix *W, const float *bias, float *y) {
+void op_matmul(cpu_backend *be, const float *x, int T, const matrix *W, const float *bias, float *y) {
     op_matmul_ex(be, x, T, W, bias, y, NULL, 0);
 }
 
 typedef struct {
-    backend *be;
+    cpu_backend *be;
     const float *x, *w;
     float eps;
     int n, prepare;
@@ -316,7 +308,7 @@ static void rmsnorm_tokens(void *p, size_t t0, size_t t1, int thread) {
     }
 }
 
-void op_rmsnorm_act(backend *be, const float *x, const float *w, float eps, int n, int T, float *out, int prepare) {
+void op_rmsnorm_act(cpu_backend *be, const float *x, const float *w, float eps, int n, int T, float *out, int prepare) {
     if (T <= 0) return;
     rmsnorm_job j = {be, x, w, eps, n, prepare != 0, out, prepare ? act_stride(be, n) : 0};
     threadpool_run(be->tp, (size_t)T, tokens_per_thread(n), rmsnorm_tokens, &j);
@@ -329,7 +321,7 @@ void op_rmsnorm_act(backend *be, const float *x, const float *w, float eps, int 
 }
 
 typedef struct {
-    backend *be;
+    cpu_backend *be;
     const float *x;
     int T;
     const matrix *G, *U;
@@ -355,7 +347,7 @@ static void silu_tiles(void *p, size_t u0, size_t u1, int thread) {
     }
 }
 
-void op_matmul_silu_mul(backend *be, const float *x, int T, const matrix *G, int64_t g0, const float *gb,
+void op_matmul_silu_mul(cpu_backend *be, const float *x, int T, const matrix *G, int64_t g0, const float *gb,
                         const matrix *U, int64_t u0, const float *ub, int64_t I, float *h, float *tmp,
                         unsigned flags) {
     if (T <= 0 || I <= 0) return;
@@ -375,12 +367,12 @@ void op_matmul_silu_mul(backend *be, const float *x, int T, const matrix *G, int
     threadpool_run(be->tp, units, op_units_per_thread(be, G, T, units, 2 * ROW_TILE), silu_tiles, &j);
 }
 
-void op_attn_scores(const backend *be, const float *q, const float *k, size_t stride, int n, int hd, float scale,
+void op_attn_scores(const cpu_backend *be, const float *q, const float *k, size_t stride, int n, int hd, float scale,
                     float *out) {
     be->kern->attn->scores(q, k, stride, n, hd, scale, out);
 }
 
-void op_attn_accum(const backend *be, float *acc, const float *w, const float *v, size_t stride, int n, int hd) {
+void op_attn_accum(const cpu_backend *be, float *acc, const float *w, const float *v, size_t stride, int n, int hd) {
     be->kern->attn->accum(acc, w, v, stride, n, hd);
 }
 

@@ -4,10 +4,10 @@
  *
  * The level says how many bytes W takes in its layout and writes tiles of 4
  * rows; tiles are split across the thread pool (a 1B model repacks in well
- * under a second). XLLM_REPACK=0 keeps every matrix as stored (for
+ * under a second). The no_repack option (XLLM_REPACK=0 in the CLI) keeps every matrix as stored (for
  * comparisons: the results are the same either way).
  */
-#include "backend/backend.h"
+#include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/kernels.h"
 #include "base/alloc.h"
 #include "base/error.h"
@@ -28,19 +28,14 @@ static void repack_tiles(void *p, size_t t0, size_t t1, int thread) {
     j->k->repack(j->W, (int64_t)t0, (int64_t)t1, j->out);
 }
 
-static int backend_repack_enabled(void) {
-    const char *e = getenv("XLLM_REPACK");
-    return !(e && !strcmp(e, "0"));
-}
-
-xllm_status backend_pack_matrix(backend *be, matrix *W, void **storage, xllm_error *err) {
+xllm_status backend_pack_matrix(cpu_backend *be, matrix *W, void **storage, xllm_error *err) {
     *storage = NULL;
     const cpu_kernels *k = be->kern;
     if (W->data && xllm_dtype_is_kq(W->dtype)) { /* read as stored, on their own activations */
         be->act_kq |= (unsigned)kq_act_kind(W->dtype);
         return XLLM_OK;
     }
-    if (!W->data || W->packed || !k->packed_bytes || !k->repack || !backend_repack_enabled()) return XLLM_OK;
+    if (!W->data || W->packed || !k->packed_bytes || !k->repack || be->no_repack) return XLLM_OK;
     size_t bytes = k->packed_bytes(W);
     if (!bytes) return XLLM_OK;
     void *out = xllm_malloc_aligned(bytes);

@@ -4,11 +4,14 @@
  * Each (token, head) item attends over positions [window start, its position]
  * of its own sequence, reading K/V through the sequence's block table, with an
  * online softmax (no score matrix). The three strategies below share their
- * arithmetic, so the planner's per-step choice never changes results.
+ * arithmetic, so the planner's per-step choice never changes results. This
+ * is the CPU backend's paged-attention operation (backend_ops.attention):
+ * the layer's K/V pool part and the batch come in a be_attn.
  */
-#include "model/model.h"
+#include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/kernels.h"
 #include "base/alloc.h"
+#include "base/error.h"
 #include "base/profile.h"
 
 #include <math.h>
@@ -37,42 +40,46 @@
 /* shared-KV: about this many queries per group (tokens x heads of a KV head) */
 #define ATTN_GROUP_QUERIES 8
 typedef struct {
-    model *m;
-    const kv_cache *kv;
-    const fwd_batch *b;
-    int layer;
+    cpu_backend *be;
+    const be_attn *d;
     int window;
     int max_chunks;       /* split-KV: chunks per item in `part` */
     const int32_t *tiles; /* shared-KV: tile i is tokens [tiles[i], tiles[i + 1]) */
     int n_tiles;
 } attn_job;
 
+/* The K / V slot of position pos through a block table (kv_cache.h's layout). */
+static inline const float *kv_slot(const be_attn *d, const float *base, const int32_t *table, int pos) {
+    return base + ((size_t)table[pos / d->block_size] * (size_t)d->block_size + (size_t)(pos % d->block_size)) *
+                      (size_t)d->n_kv_heads * (size_t)d->head_dim;
+}
+
 static int attn_first_key(const attn_job *j, int t) {
-    int pos = j->b->pos[t];
+    int pos = j->d->pos[t];
     return j->window > 0 && pos - j->window + 1 > 0 ? pos - j->window + 1 : 0;
 }
 
 /* Keys [p0, p0 + n) of token t, head h: part = {m, l, acc[hd]}; sc: ATTN_CHUNK scratch. */
 static void attn_chunk(const attn_job *j, int t, int h, int p0, int n, float *sc, float *part) {
-    const model_config *c = &j->m->cfg;
-    int hd = c->head_dim, kvh = h / (c->n_heads / c->n_kv_heads), bs = j->kv->block_size;
-    size_t slot_stride = (size_t)j->kv->n_kv_heads * (size_t)hd;
-    const float *q = j->m->s.q + ((size_t)t * c->n_heads + h) * hd;
-    const int32_t *table = j->b->block_tables[j->b->seq[t]];
+    const be_attn *d = j->d;
+    int hd = d->head_dim, kvh = h / (d->n_heads / d->n_kv_heads), bs = d->block_size;
+    size_t slot_stride = (size_t)d->n_kv_heads * (size_t)hd;
+    const float *q = d->q + ((size_t)t * d->n_heads + h) * hd;
+    const int32_t *table = d->block_tables[d->seq[t]];
     float *acc = part + 2;
     /* the level's kernels, over runs of consecutive slots of one KV block */
     for (int i = 0, run; i < n; i += run) {
         int p = p0 + i;
         run = bs - p % bs < n - i ? bs - p % bs : n - i;
-        op_attn_scores(&j->m->be, q, kv_cache_k_at(j->kv, j->layer, table, p) + (size_t)kvh * hd, slot_stride,
+        op_attn_scores(j->be, q, kv_slot(d, d->k_cache, table, p) + (size_t)kvh * hd, slot_stride,
                        run, hd, 1.0f / sqrtf((float)hd), sc + i);
     }
-    j->m->be.kern->attn->softmax(sc, 0, 1, &n, part, 0);
+    j->be->kern->attn->softmax(sc, 0, 1, &n, part, 0);
     memset(acc, 0, sizeof(float) * (size_t)hd);
     for (int i = 0, run; i < n; i += run) {
         int p = p0 + i;
         run = bs - p % bs < n - i ? bs - p % bs : n - i;
-        op_attn_accum(&j->m->be, acc, sc + i, kv_cache_v_at(j->kv, j->layer, table, p) + (size_t)kvh * hd,
+        op_attn_accum(j->be, acc, sc + i, kv_slot(d, d->v_cache, table, p) + (size_t)kvh * hd,
                       slot_stride, run, hd);
     }
 }
@@ -88,18 +95,18 @@ static __attribute__((noinline)) void attn_fold(float *total, const float *part,
 }
 
 static void attn_write(const attn_job *j, int t, int h, const float *total) {
-    int hd = j->m->cfg.head_dim;
-    float *out = j->m->s.att + ((size_t)t * j->m->cfg.n_heads + h) * hd, inv = 1.0f / total[1];
+    int hd = j->d->head_dim;
+    float *out = j->d->out + ((size_t)t * j->d->n_heads + h) * hd, inv = 1.0f / total[1];
     for (int d = 0; d < hd; d++) out[d] = total[2 + d] * inv;
 }
 
 /* per item: tasks are (token, head) */
 static void attention_items(void *p, size_t i0, size_t i1, int thread) {
     attn_job *j = p;
-    int hd = j->m->cfg.head_dim, nh = j->m->cfg.n_heads;
-    float *total = j->m->be.scratch[thread], *part = total + 2 + hd, *sc = part + 2 + hd;
+    int hd = j->d->head_dim, nh = j->d->n_heads;
+    float *total = j->be->scratch[thread], *part = total + 2 + hd, *sc = part + 2 + hd;
     for (size_t it = i0; it < i1; it++) {
-        int t = (int)(it / (size_t)nh), h = (int)(it % (size_t)nh), pos = j->b->pos[t];
+        int t = (int)(it / (size_t)nh), h = (int)(it % (size_t)nh), pos = j->d->pos[t];
         total[0] = -INFINITY;
         total[1] = 0.0f;
         memset(total + 2, 0, sizeof(float) * (size_t)hd);
@@ -111,16 +118,16 @@ static void attention_items(void *p, size_t i0, size_t i1, int thread) {
     }
 }
 
-/* split-KV, step 1: tasks are (item, chunk); partials into m->s.attn_part */
+/* split-KV, step 1: tasks are (item, chunk); partials into be->attn_part */
 static void attention_chunks(void *p, size_t i0, size_t i1, int thread) {
     attn_job *j = p;
-    int hd = j->m->cfg.head_dim, nh = j->m->cfg.n_heads;
-    float *sc = j->m->be.scratch[thread];
+    int hd = j->d->head_dim, nh = j->d->n_heads;
+    float *sc = j->be->scratch[thread];
     for (size_t it = i0; it < i1; it++) {
         size_t item = it / (size_t)j->max_chunks;
         int chunk = (int)(it % (size_t)j->max_chunks), t = (int)(item / (size_t)nh), h = (int)(item % (size_t)nh);
-        int p0 = attn_first_key(j, t) + chunk * ATTN_CHUNK, pos = j->b->pos[t];
-        float *part = j->m->s.attn_part + it * (size_t)(hd + 2);
+        int p0 = attn_first_key(j, t) + chunk * ATTN_CHUNK, pos = j->d->pos[t];
+        float *part = j->be->attn_part + it * (size_t)(hd + 2);
         if (p0 > pos) {
             part[0] = -INFINITY; /* past this item's keys: folds as nothing */
             continue;
@@ -132,14 +139,14 @@ static void attention_chunks(void *p, size_t i0, size_t i1, int thread) {
 /* split-KV, step 2: fold each item's partials in chunk order */
 static void attention_fold_items(void *p, size_t i0, size_t i1, int thread) {
     attn_job *j = p;
-    int hd = j->m->cfg.head_dim, nh = j->m->cfg.n_heads;
-    float *total = j->m->be.scratch[thread];
+    int hd = j->d->head_dim, nh = j->d->n_heads;
+    float *total = j->be->scratch[thread];
     for (size_t item = i0; item < i1; item++) {
         total[0] = -INFINITY;
         total[1] = 0.0f;
         memset(total + 2, 0, sizeof(float) * (size_t)hd);
         for (int c = 0; c < j->max_chunks; c++) {
-            const float *part = j->m->s.attn_part + (item * (size_t)j->max_chunks + (size_t)c) * (size_t)(hd + 2);
+            const float *part = j->be->attn_part + (item * (size_t)j->max_chunks + (size_t)c) * (size_t)(hd + 2);
             if (part[0] != -INFINITY) attn_fold(total, part, hd);
         }
         attn_write(j, (int)(item / (size_t)nh), (int)(item % (size_t)nh), total);
@@ -150,10 +157,10 @@ static void attention_fold_items(void *p, size_t i0, size_t i1, int thread) {
  * one sequence, at increasing positions, whose keys start at the same
  * position (the same chunk boundaries: always, unless a sliding window
  * moves the start). Fills starts[0..n] when starts != NULL; returns n. */
-static int attn_tiles(const model *m, const fwd_batch *b, int layer, int tile_tokens, int32_t *starts) {
-    attn_job j = {(model *)m, NULL, b, layer, m->cfg.layer_window[layer], 0, NULL, 0};
+static int attn_tiles(const be_attn *b, int tile_tokens, int32_t *starts) {
+    attn_job j = {NULL, b, b->window, 0, NULL, 0};
     int n = 0;
-    for (int t = 0, t0 = 0; t < b->n_tokens; t++) {
+    for (int t = 0, t0 = 0; t < b->T; t++) {
         if (t == 0 || t - t0 == tile_tokens || b->seq[t] != b->seq[t - 1] || b->pos[t] <= b->pos[t - 1] ||
             attn_first_key(&j, t) != attn_first_key(&j, t - 1)) {
             if (starts) starts[n] = t;
@@ -161,12 +168,12 @@ static int attn_tiles(const model *m, const fwd_batch *b, int layer, int tile_to
             t0 = t;
         }
     }
-    if (starts) starts[n] = b->n_tokens;
+    if (starts) starts[n] = b->T;
     return n;
 }
 
-static int attn_tile_tokens(const model *m) {
-    int g = m->cfg.n_heads / m->cfg.n_kv_heads;
+static int attn_tile_tokens(const cpu_backend *be) {
+    int g = be->n_heads / be->n_kv_heads;
     return g >= ATTN_GROUP_QUERIES ? 1 : (ATTN_GROUP_QUERIES + g - 1) / g;
 }
 
@@ -181,21 +188,21 @@ static int attn_tile_tokens(const model *m) {
  * order, so those are a suffix of the group). */
 static void attention_groups(void *p, size_t i0, size_t i1, int thread) {
     attn_job *j = p;
-    const model_config *c = &j->m->cfg;
-    const cpu_attn_kernels *A = j->m->be.kern->attn;
-    int hd = c->head_dim, nh = c->n_heads, nkv = c->n_kv_heads, g = nh / nkv, bs = j->kv->block_size;
+    const be_attn *d = j->d;
+    const cpu_attn_kernels *A = j->be->kern->attn;
+    int hd = d->head_dim, nh = d->n_heads, nkv = d->n_kv_heads, g = nh / nkv, bs = d->block_size;
     size_t slot_stride = (size_t)nkv * (size_t)hd, pst = (size_t)hd + 2, n_groups = (size_t)j->n_tiles * (size_t)nkv;
     float scale = 1.0f / sqrtf((float)hd);
-    float *Q = j->m->s.attn_tile + (size_t)thread * j->m->s.attn_tile_floats;
+    float *Q = j->be->attn_tile + (size_t)thread * j->be->attn_tile_floats;
     for (size_t it = i0; it < i1; it++) {
         size_t gi = it % 2 ? n_groups - 1 - it / 2 : it / 2;
         int tile = (int)(gi / (size_t)nkv), kvh = (int)(gi % (size_t)nkv);
-        int t0 = j->tiles[tile], t1 = j->tiles[tile + 1], R = (t1 - t0) * g, last = j->b->pos[t1 - 1];
+        int t0 = j->tiles[tile], t1 = j->tiles[tile + 1], R = (t1 - t0) * g, last = d->pos[t1 - 1];
         float *S = Q + (size_t)R * hd, *part = S + (size_t)R * ATTN_CHUNK, *total = part + (size_t)R * pst;
         int *nk = (int *)(total + (size_t)R * pst); /* each query's keys in the chunk */
-        const int32_t *table = j->b->block_tables[j->b->seq[t0]];
+        const int32_t *table = d->block_tables[d->seq[t0]];
         for (int t = t0; t < t1; t++)
-            memcpy(Q + (size_t)(t - t0) * g * hd, j->m->s.q + ((size_t)t * nh + (size_t)kvh * g) * hd,
+            memcpy(Q + (size_t)(t - t0) * g * hd, d->q + ((size_t)t * nh + (size_t)kvh * g) * hd,
                    sizeof(float) * (size_t)g * hd);
         for (int r = 0; r < R; r++) {
             total[r * pst] = -INFINITY;
@@ -204,29 +211,29 @@ static void attention_groups(void *p, size_t i0, size_t i1, int thread) {
         }
         int ta = t0;
         for (int p0 = attn_first_key(j, t0); p0 <= last; p0 += ATTN_CHUNK) {
-            while (j->b->pos[ta] < p0) ta++; /* tokens before ta end before this chunk */
+            while (d->pos[ta] < p0) ta++; /* tokens before ta end before this chunk */
             int ra = (ta - t0) * g, nmax = last + 1 - p0 < ATTN_CHUNK ? last + 1 - p0 : ATTN_CHUNK;
             for (int i = 0, run; i < nmax; i += run) {
                 int pk = p0 + i;
                 run = bs - pk % bs < nmax - i ? bs - pk % bs : nmax - i;
                 A->scores_multi(Q + (size_t)ra * hd, (size_t)hd, R - ra,
-                                kv_cache_k_at(j->kv, j->layer, table, pk) + (size_t)kvh * hd, slot_stride, run,
+                                kv_slot(d, d->k_cache, table, pk) + (size_t)kvh * hd, slot_stride, run,
                                 hd, scale, S + (size_t)ra * ATTN_CHUNK + i, ATTN_CHUNK);
             }
             for (int r = ra; r < R; r++) {
-                int pos = j->b->pos[t0 + r / g];
+                int pos = d->pos[t0 + r / g];
                 nk[r] = pos + 1 - p0 < ATTN_CHUNK ? pos + 1 - p0 : ATTN_CHUNK; /* nondecreasing in r */
                 memset(part + r * pst + 2, 0, sizeof(float) * (size_t)hd);
             }
             A->softmax(S + (size_t)ra * ATTN_CHUNK, ATTN_CHUNK, R - ra, nk + ra, part + ra * pst, pst);
             /* keys [lo, hi): the queries of tokens tt.. (those that see key hi - 1) */
             for (int tt = ta, lo = 0; tt < t1; tt++) {
-                int pos = j->b->pos[tt], hi = pos + 1 - p0 < ATTN_CHUNK ? pos + 1 - p0 : ATTN_CHUNK, r0 = (tt - t0) * g;
+                int pos = d->pos[tt], hi = pos + 1 - p0 < ATTN_CHUNK ? pos + 1 - p0 : ATTN_CHUNK, r0 = (tt - t0) * g;
                 for (int i = lo, run; i < hi; i += run) {
                     int pk = p0 + i;
                     run = bs - pk % bs < hi - i ? bs - pk % bs : hi - i;
                     A->accum_multi(part + r0 * pst + 2, pst, R - r0, S + (size_t)r0 * ATTN_CHUNK + i, ATTN_CHUNK,
-                                   kv_cache_v_at(j->kv, j->layer, table, pk) + (size_t)kvh * hd, slot_stride,
+                                   kv_slot(d, d->v_cache, table, pk) + (size_t)kvh * hd, slot_stride,
                                    run, hd);
                 }
                 lo = hi > lo ? hi : lo;
@@ -237,93 +244,105 @@ static void attention_groups(void *p, size_t i0, size_t i1, int thread) {
     }
 }
 
-/* shared-KV scratch, made on first use (per model: every thread's group
- * buffers and the tile list). 0 if it cannot be had (then the other
- * strategies run). */
-static int attn_shared_ready(model *m) {
-    if (m->s.attn_tile_state == 0) {
-        const model_config *c = &m->cfg;
-        int R = attn_tile_tokens(m) * (c->n_heads / c->n_kv_heads);
-        size_t per = (size_t)R * ((size_t)c->head_dim + ATTN_CHUNK + 2 * ((size_t)c->head_dim + 2) + 1) + 16;
-        float *tile = xllm_malloc_array(per * (size_t)m->be.n_threads, sizeof(float));
-        int32_t *tiles = xllm_malloc_array((size_t)m->s.max_tokens + 1, sizeof(int32_t));
-        void **owned = NULL;
-        size_t cap = m->cap_owned;
-        if (tile && tiles && m->n_owned + 2 > cap) {
-            while (m->n_owned + 2 > cap) cap = cap ? 2 * cap : 64;
-            owned = xllm_realloc(m->owned, cap * sizeof(void *));
-            if (owned) m->owned = owned, m->cap_owned = cap;
-        }
-        if (tile && tiles && m->n_owned + 2 <= m->cap_owned) { /* freed with the model */
-            m->owned[m->n_owned++] = tile;
-            m->owned[m->n_owned++] = tiles;
-            m->s.attn_tile = tile;
-            m->s.attn_tiles = tiles;
-            m->s.attn_tile_floats = per;
-            m->s.attn_tile_state = 1;
+/* shared-KV scratch, made on first use (every thread's group buffers and
+ * the tile list; freed with the backend). 0 if it cannot be had (then the
+ * other strategies run). */
+static int attn_shared_ready(cpu_backend *be) {
+    if (be->attn_tile_state == 0) {
+        int R = attn_tile_tokens(be) * (be->n_heads / be->n_kv_heads);
+        size_t per = (size_t)R * ((size_t)be->head_dim + ATTN_CHUNK + 2 * ((size_t)be->head_dim + 2) + 1) + 16;
+        float *tile = xllm_malloc_array(per * (size_t)be->n_threads, sizeof(float));
+        int32_t *tiles = xllm_malloc_array(be->max_tokens + 1, sizeof(int32_t));
+        if (tile && tiles) {
+            be->attn_tile = tile;
+            be->attn_tiles = tiles;
+            be->attn_tile_floats = per;
+            be->attn_tile_state = 1;
         } else {
             xllm_free(tile);
             xllm_free(tiles);
-            m->s.attn_tile_state = -1;
+            be->attn_tile_state = -1;
         }
     }
-    return m->s.attn_tile_state > 0;
+    return be->attn_tile_state > 0;
+}
+
+xllm_status cpu_attention_init(cpu_backend *be, int max_positions, xllm_error *err) {
+    if (be->n_heads <= 0 || be->n_kv_heads <= 0 || be->head_dim <= 0) return XLLM_OK; /* no attention asked for */
+    /* split-KV attention partials: fewer items than 2 per thread, up to ATTN_SPLIT_MAX_KEYS keys each */
+    int keys = max_positions < ATTN_SPLIT_MAX_KEYS ? max_positions : ATTN_SPLIT_MAX_KEYS;
+    if (keys < 1) keys = 1;
+    size_t items = (size_t)(2 * be->n_threads) > (size_t)be->n_heads ? (size_t)(2 * be->n_threads) : (size_t)be->n_heads;
+    be->attn_part_items = items * (size_t)((keys + ATTN_CHUNK - 1) / ATTN_CHUNK);
+    be->attn_part = xllm_malloc_array(be->attn_part_items * (size_t)(be->head_dim + 2), sizeof(float));
+    if (!be->attn_part) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory for attention partials");
+    return XLLM_OK;
+}
+
+void cpu_attention_free(cpu_backend *be) {
+    xllm_free(be->attn_part);
+    xllm_free(be->attn_tile);
+    xllm_free(be->attn_tiles);
+    be->attn_part = be->attn_tile = NULL;
+    be->attn_tiles = NULL;
+    be->attn_part_items = 0;
+    be->attn_tile_state = 0;
 }
 
 /* The planner's per-step choice: split the keys across threads when the
  * (token, head) items alone cannot keep the threads busy; else share K/V
  * loads when groups (tile, KV head) hold two queries or more on average and
  * still give every thread work; else one task per item. */
-attn_strategy attention_strategy(const model *m, const fwd_batch *b, int layer, int *max_chunks) {
-    size_t items = (size_t)b->n_tokens * (size_t)m->cfg.n_heads;
-    int most = 0, window = m->cfg.layer_window[layer];
-    for (int t = 0; t < b->n_tokens; t++) {
+attn_strategy cpu_attention_strategy(const cpu_backend *be, const be_attn *b, int *max_chunks) {
+    size_t items = (size_t)b->T * (size_t)b->n_heads;
+    int most = 0, window = b->window;
+    for (int t = 0; t < b->T; t++) {
         int keys = b->pos[t] + 1;
         if (window > 0 && keys > window) keys = window;
         most = keys > most ? keys : most;
     }
     *max_chunks = (most + ATTN_CHUNK - 1) / ATTN_CHUNK;
-    int fits = items * (size_t)*max_chunks <= m->s.attn_part_items, shared_ok = m->s.attn_tile_state > 0;
-    if (m->attn_force == 3) return shared_ok ? ATTN_SHARED_KV : ATTN_PER_ITEM;
-    if (m->attn_force) return m->attn_force == 2 && fits ? ATTN_SPLIT_KV : ATTN_PER_ITEM;
-    if (m->be.n_threads > 1 && items < (size_t)(2 * m->be.n_threads) && *max_chunks >= 2 && fits)
+    int fits = items * (size_t)*max_chunks <= be->attn_part_items, shared_ok = be->attn_tile_state > 0;
+    if (be->attn_force == 3) return shared_ok ? ATTN_SHARED_KV : ATTN_PER_ITEM;
+    if (be->attn_force) return be->attn_force == 2 && fits ? ATTN_SPLIT_KV : ATTN_PER_ITEM;
+    if (be->n_threads > 1 && items < (size_t)(2 * be->n_threads) && *max_chunks >= 2 && fits)
         return ATTN_SPLIT_KV;
     if (shared_ok) {
-        size_t groups = (size_t)attn_tiles(m, b, layer, attn_tile_tokens(m), NULL) * (size_t)m->cfg.n_kv_heads;
-        if (items >= 2 * groups && (m->be.n_threads == 1 || groups >= (size_t)(2 * m->be.n_threads)))
+        size_t groups = (size_t)attn_tiles(b, attn_tile_tokens(be), NULL) * (size_t)b->n_kv_heads;
+        if (items >= 2 * groups && (be->n_threads == 1 || groups >= (size_t)(2 * be->n_threads)))
             return ATTN_SHARED_KV;
     }
     return ATTN_PER_ITEM;
 }
 
-/* Attention of every token of the batch for layer l: s.q (after RoPE) against
- * the cache (this step's K/V already written) into s.att. */
-void attention_run(model *m, const kv_cache *kv, const fwd_batch *b, int l) {
-    const model_config *c = &m->cfg;
-    int T = b->n_tokens, hd = c->head_dim;
-    size_t qd = (size_t)c->n_heads * hd, kd = (size_t)c->n_kv_heads * hd;
-    attn_shared_ready(m);
-    attn_job j = {m, kv, b, l, c->layer_window[l], 0, m->s.attn_tiles, 0};
-    attn_strategy strategy = attention_strategy(m, b, l, &j.max_chunks);
+/* Attention of every token of the batch for one layer: d->q (after RoPE)
+ * against the cache (this step's K/V already written) into d->out. */
+void cpu_attention_run(cpu_backend *be, const be_attn *d) {
+    int T = d->T, hd = d->head_dim;
+    size_t qd = (size_t)d->n_heads * hd, kd = (size_t)d->n_kv_heads * hd;
+    attn_shared_ready(be);
+    attn_job j = {be, d, d->window, 0, be->attn_tiles, 0};
+    attn_strategy strategy = cpu_attention_strategy(be, d, &j.max_chunks);
+    be->attn_last = strategy;
     double keys = 0; /* keys visited: the work, and the profile's flop and byte counts */
     for (int t = 0; t < T; t++) {
-        int w = c->layer_window[l], n = b->pos[t] + 1;
+        int w = d->window, n = d->pos[t] + 1;
         keys += w > 0 && n > w ? w : n;
     }
     /* at least ~64k flops per thread, or waking a thread costs more than it saves */
     double item_flops = 4.0 * (keys / T) * hd;
     size_t min_items = item_flops >= 65536 ? 1 : (size_t)(65536 / (item_flops + 1));
-    if (strategy == ATTN_SHARED_KV) j.n_tiles = attn_tiles(m, b, l, attn_tile_tokens(m), m->s.attn_tiles);
-    size_t groups = (size_t)j.n_tiles * (size_t)c->n_kv_heads;
-    double group_flops = item_flops * ((double)T * c->n_heads / (double)(groups ? groups : 1));
+    if (strategy == ATTN_SHARED_KV) j.n_tiles = attn_tiles(d, attn_tile_tokens(be), be->attn_tiles);
+    size_t groups = (size_t)j.n_tiles * (size_t)d->n_kv_heads;
+    double group_flops = item_flops * ((double)T * d->n_heads / (double)(groups ? groups : 1));
     size_t min_groups = group_flops >= 65536 ? 1 : (size_t)(65536 / (group_flops + 1));
     PROF(PROF_ATTENTION, 4.0 * keys * (double)qd, 8.0 * keys * (double)kd,
          if (strategy == ATTN_SPLIT_KV) {
-             threadpool_run(m->be.tp, (size_t)T * c->n_heads * (size_t)j.max_chunks, 1, attention_chunks, &j);
-             threadpool_run(m->be.tp, (size_t)T * (size_t)c->n_heads, min_items, attention_fold_items, &j);
+             threadpool_run(be->tp, (size_t)T * d->n_heads * (size_t)j.max_chunks, 1, attention_chunks, &j);
+             threadpool_run(be->tp, (size_t)T * (size_t)d->n_heads, min_items, attention_fold_items, &j);
          } else if (strategy == ATTN_SHARED_KV) {
-             threadpool_run(m->be.tp, groups, min_groups, attention_groups, &j);
+             threadpool_run(be->tp, groups, min_groups, attention_groups, &j);
          } else {
-             threadpool_run(m->be.tp, (size_t)T * (size_t)c->n_heads, min_items, attention_items, &j);
+             threadpool_run(be->tp, (size_t)T * (size_t)d->n_heads, min_items, attention_items, &j);
          });
 }

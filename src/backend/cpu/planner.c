@@ -1,5 +1,18 @@
-/* planner.c - per-shape, per-batch-bucket thread counts and kernel variants by measurement (see planner.h). */
-#include "engine/planner.h"
+/*
+ * planner.c - the CPU backend's "pre-execution analyzer": at model load, a
+ * short measurement chooses how each weight shape is run per batch-size
+ * bucket (backend_ops.plan).
+ *
+ * For every distinct matrix shape and type of the model and every bucket
+ * (T = 1, 2-8, 9-64, > 64) it times the level's matmul with each thread
+ * count on a slice of the rows and keeps the fastest in the matrix's
+ * plan_threads, then the level's kernel variants at that count
+ * (plan_kernel); the thread split and the variants never change results, so
+ * plans cannot change outputs. The attention strategy is chosen per step
+ * from the batch's make-up (cpu_attention_strategy). `xllm info --plan`
+ * prints it all.
+ */
+#include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/kernels.h"
 #include "base/alloc.h"
 #include "base/error.h"
@@ -13,52 +26,36 @@
 
 static const int k_bucket_T[MM_BUCKETS] = {1, 4, 32, 128};
 
-typedef struct {
-    matrix *m[MAX_MATS];
-    int n;
-} mat_list;
-
-static void add(mat_list *l, matrix *w) {
-    if (w->data && l->n < MAX_MATS) l->m[l->n++] = w;
-}
-
 static int same_shape(const matrix *a, const matrix *b) {
     return a->dtype == b->dtype && a->group == b->group && a->rows == b->rows && a->cols == b->cols;
 }
 
 /* Best of reps timings (µs) after one warm-up call. */
-static double time_matmul(model *m, const matrix *w, const float *x, int T, float *y, int reps) {
-    op_matmul(&m->be, x, T, w, NULL, y);
+static double time_matmul(cpu_backend *be, const matrix *w, const float *x, int T, float *y, int reps) {
+    op_matmul(be, x, T, w, NULL, y);
     double best = 1e30;
     for (int r = 0; r < reps; r++) {
         uint64_t t0 = prof_now_ns();
-        op_matmul(&m->be, x, T, w, NULL, y);
+        op_matmul(be, x, T, w, NULL, y);
         double dt = (double)(prof_now_ns() - t0) / 1e3;
         if (dt < best) best = dt;
     }
     return best;
 }
 
-xllm_status planner_run(model *m, int budget_ms, cJSON **report, xllm_error *err) {
+xllm_status cpu_planner_run(cpu_backend *be, matrix *const *ws, size_t n_ws, int max_tokens, int budget_ms,
+                            cJSON **report, xllm_error *err) {
     *report = NULL;
-    const model_config *c = &m->cfg;
-    mat_list *l = xllm_calloc(1, sizeof *l);
+    /* the matrices with data, at most MAX_MATS (the rest keep the default rule) */
+    struct {
+        matrix *m[MAX_MATS];
+        int n;
+    } *l = xllm_calloc(1, sizeof *l);
     if (!l) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
-    for (int i = m->layer_begin; i < m->layer_end; i++) { /* a pipeline stage's layers only */
-        layer_weights *L = &m->layers[i];
-        matrix *ws[] = {&L->q, &L->k, &L->v, &L->o, &L->qkv, &L->gate, &L->up, &L->down, &L->gate_up, &L->router,
-                        &L->sh_gate, &L->sh_up, &L->sh_down};
-        for (size_t k = 0; k < sizeof ws / sizeof *ws; k++) add(l, ws[k]);
-        if (c->layer_is_moe[i])
-            for (int e = 0; e < c->n_experts; e++) {
-                add(l, &L->exp_gate[e]);
-                add(l, &L->exp_up[e]);
-                add(l, &L->exp_down[e]);
-            }
-    }
-    add(l, &m->lm_head);
+    for (size_t i = 0; i < n_ws; i++)
+        if (ws[i] && ws[i]->data && l->n < MAX_MATS) l->m[l->n++] = ws[i];
 
-    int maxT = k_bucket_T[MM_BUCKETS - 1] < m->s.max_tokens ? k_bucket_T[MM_BUCKETS - 1] : m->s.max_tokens;
+    int maxT = k_bucket_T[MM_BUCKETS - 1] < max_tokens ? k_bucket_T[MM_BUCKETS - 1] : max_tokens;
     int64_t max_cols = 0;
     for (int i = 0; i < l->n; i++) max_cols = l->m[i]->cols > max_cols ? l->m[i]->cols : max_cols;
     float *x = xllm_malloc_array((size_t)maxT * (size_t)max_cols, sizeof(float));
@@ -78,8 +75,8 @@ xllm_status planner_run(model *m, int budget_ms, cJSON **report, xllm_error *err
     }
 
     cJSON *root = cJSON_CreateObject();
-    cJSON_AddStringToObject(root, "kernel_level", backend_level_name(&m->be));
-    cJSON_AddNumberToObject(root, "threads", m->be.n_threads);
+    cJSON_AddStringToObject(root, "kernel_level", backend_level_name(be));
+    cJSON_AddNumberToObject(root, "threads", be->n_threads);
     cJSON *shapes = cJSON_AddArrayToObject(root, "matmul");
     uint64_t start = prof_now_ns();
     int over_budget = 0;
@@ -113,9 +110,9 @@ xllm_status planner_run(model *m, int budget_ms, cJSON **report, xllm_error *err
             }
             cJSON *us = cJSON_AddObjectToObject(bo, "us");
             double best = 1e30;
-            for (int th = 1; th <= m->be.n_threads && th <= 255; th++) {
+            for (int th = 1; th <= be->n_threads && th <= 255; th++) {
                 memset(slice.plan_threads, th, sizeof slice.plan_threads);
-                double t = time_matmul(m, &slice, x, T, y, 3);
+                double t = time_matmul(be, &slice, x, T, y, 3);
                 char key[8];
                 snprintf(key, sizeof key, "%d", th);
                 cJSON_AddNumberToObject(us, key, t);
@@ -126,14 +123,14 @@ xllm_status planner_run(model *m, int budget_ms, cJSON **report, xllm_error *err
             }
             cJSON_AddNumberToObject(bo, "threads", best_threads[b]);
             /* then the level's kernel variants at that thread count (packed matrices, batches) */
-            const cpu_kernels *k = m->be.kern;
+            const cpu_kernels *k = be->kern;
             if (w->packed && k->n_variants > 0 && T > 1) {
                 cJSON *vus = cJSON_AddObjectToObject(bo, "variant_us");
                 memset(slice.plan_threads, best_threads[b], sizeof slice.plan_threads);
                 double vbest = 1e30;
                 for (int v = 0; v <= k->n_variants; v++) {
                     memset(slice.plan_kernel, v, sizeof slice.plan_kernel);
-                        double t = time_matmul(m, &slice, x, T, y, 3);
+                        double t = time_matmul(be, &slice, x, T, y, 3);
                     cJSON_AddNumberToObject(vus, v ? k->variant_names[v - 1] : "default", t);
                     if (t < vbest * 0.97) { /* the default rule unless clearly slower */
                         vbest = t;

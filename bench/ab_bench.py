@@ -1,0 +1,58 @@
+#!/usr/bin/env python3
+"""ab_bench.py - two xllm binaries' `xllm bench` figures, alternated round by round.
+
+Usage: bench/ab_bench.py OLD_XLLM NEW_XLLM MODEL [-r ROUNDS] [-- BENCH ARGS...]
+
+Each round runs `OLD bench -m MODEL --json ARGS` then `NEW bench ...` (the order
+swaps every round, so drift on a shared machine falls on both alike) and keeps
+prefill (pp) and decode (tg) tokens/s. Prints per binary the median and min-max
+of each, and the new/old ratio of medians. Timing is information, never
+pass/fail. Standard library only.
+"""
+import json
+import statistics
+import subprocess
+import sys
+
+
+def run(binary, model, extra):
+    out = subprocess.run([binary, "bench", "-m", model, "--json"] + extra, check=True, capture_output=True,
+                         text=True).stdout
+    j = json.loads(out.strip().splitlines()[-1])
+    return j["pp_tok_s"], j["tg_tok_s"]
+
+
+def main(argv):
+    extra = []
+    if "--" in argv:
+        i = argv.index("--")
+        argv, extra = argv[:i], argv[i + 1:]
+    rounds = 5
+    if "-r" in argv:
+        i = argv.index("-r")
+        rounds = int(argv[i + 1])
+        del argv[i:i + 2]
+    if len(argv) != 3:
+        sys.exit(__doc__)
+    old, new, model = argv
+    res = {"old": ([], []), "new": ([], [])}
+    for r in range(rounds):
+        order = [("old", old), ("new", new)] if r % 2 == 0 else [("new", new), ("old", old)]
+        for name, b in order:
+            pp, tg = run(b, model, extra)
+            res[name][0].append(pp)
+            res[name][1].append(tg)
+            print("round %d %s: pp %.2f tg %.2f" % (r + 1, name, pp, tg), file=sys.stderr)
+    summary = {}
+    for name in ("old", "new"):
+        for k, vals in zip(("pp", "tg"), res[name]):
+            summary[name + "_" + k] = {"median": statistics.median(vals), "min": min(vals), "max": max(vals)}
+    for k in ("pp", "tg"):
+        o, n = summary["old_" + k], summary["new_" + k]
+        print("%s tok/s: old %.2f (%.2f-%.2f)  new %.2f (%.2f-%.2f)  new/old %.3f" %
+              (k, o["median"], o["min"], o["max"], n["median"], n["min"], n["max"], n["median"] / o["median"]))
+    print(json.dumps(summary))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

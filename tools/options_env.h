@@ -1,0 +1,38 @@
+/*
+ * options_env.h - the environment variables that set xllm_model_options'
+ * execution switches. The library never reads the environment; the CLI
+ * (and the C test programs the scripts drive with these variables) call
+ * this before loading a model. python/xllm/__init__.py does the same in Python.
+ *
+ *   XLLM_BACKEND=NAME   backend          (cpu)
+ *   XLLM_CPU=LEVEL      cpu_level        (scalar, avx2, avx512, neon, auto)
+ *   XLLM_ATTN=S         attention        (per-item, split, shared)
+ *   XLLM_FUSE=0         no_fuse = 1
+ *   XLLM_REPACK=0       no_repack = 1
+ *   XLLM_PLAN=0         no_plan = 1
+ *   XLLM_PROFILE=1      profile = 1
+ *   XLLM_DEBUG=1        debug_checks = 1
+ *
+ * A variable that is unset (or empty) leaves the field as it is. The strings
+ * point into the environment. Not thread-safe (getenv).
+ */
+#ifndef XLLM_TOOLS_OPTIONS_ENV_H
+#define XLLM_TOOLS_OPTIONS_ENV_H
+
+#include <stdlib.h>
+#include <string.h>
+#include "xllm.h"
+
+static inline void xllm_model_options_from_env(xllm_model_options *o) {
+    const char *v;
+    if ((v = getenv("XLLM_BACKEND")) && *v) o->backend = v;
+    if ((v = getenv("XLLM_CPU")) && *v) o->cpu_level = v;
+    if ((v = getenv("XLLM_ATTN")) && *v) o->attention = v;
+    if ((v = getenv("XLLM_FUSE")) && !strcmp(v, "0")) o->no_fuse = 1;
+    if ((v = getenv("XLLM_REPACK")) && !strcmp(v, "0")) o->no_repack = 1;
+    if ((v = getenv("XLLM_PLAN")) && !strcmp(v, "0")) o->no_plan = 1;
+    if ((v = getenv("XLLM_PROFILE")) && *v && strcmp(v, "0")) o->profile = 1;
+    if ((v = getenv("XLLM_DEBUG")) && *v && strcmp(v, "0")) o->debug_checks = 1;
+}
+
+#endif
