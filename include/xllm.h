@@ -103,6 +103,10 @@ typedef struct xllm_model_options {
     int no_plan;           /* 1 = skip the load-time planner (XLLM_PLAN=0) */
     int profile;           /* 1 = turn per-operator profiling on at load (XLLM_PROFILE=1) */
     int debug_checks;      /* 1 = engines on this model check the KV pool's invariants every step (XLLM_DEBUG=1) */
+    /* The load-time planner's cache file: plans measured once per machine and
+     * model shape, reused by later loads (NULL = measure at every load; the
+     * CLI and Python default to ~/.cache/xllm/plans.json, XLLM_PLAN_CACHE) */
+    const char *plan_cache;
 } xllm_model_options;
 
 xllm_model_options xllm_model_options_default(void);

@@ -182,8 +182,12 @@ static int print_plan(const char *path, int json) {
         cJSON_Delete(root);
         return 0;
     }
-    printf("kernel level %s, %d threads, planned in %.1f ms\n", cJSON_IsString(level) ? level->valuestring : "?",
+    printf("kernel level %s, %d threads, planned in %.1f ms", cJSON_IsString(level) ? level->valuestring : "?",
            cJSON_GetObjectItem(root, "threads")->valueint, cJSON_GetObjectItem(root, "planning_ms")->valuedouble);
+    const cJSON *pcf = cJSON_GetObjectItem(root, "plan_cache"), *ncached = cJSON_GetObjectItem(root, "cached_shapes");
+    if (cJSON_IsString(pcf) && *pcf->valuestring)
+        printf("; %d shapes from the plan cache %s", cJSON_IsNumber(ncached) ? ncached->valueint : 0, pcf->valuestring);
+    printf("\n(auto: the default work-size rule, kept unless another choice is faster by 15%% in each of 3 rounds)\n");
     printf("%-14s %-5s %5s   threads [kernel variant] chosen for T = 1 / 2-8 / 9-64 / >64   (measured us per thread "
            "count; per variant)\n", "shape", "type", "count");
     const cJSON *s;
@@ -197,7 +201,9 @@ static int print_plan(const char *path, int json) {
                 printf("  default");
                 continue;
             }
-            printf("  %d (", th->valueint);
+            if (th->valueint) printf("  %d (", th->valueint);
+            else printf("  auto (");
+            if (cJSON_IsTrue(cJSON_GetObjectItem(s, "cached"))) printf("cached");
             const cJSON *u;
             int first = 1;
             cJSON_ArrayForEach(u, us) {

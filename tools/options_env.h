@@ -12,6 +12,8 @@
  *   XLLM_PLAN=0         no_plan = 1
  *   XLLM_PROFILE=1      profile = 1
  *   XLLM_DEBUG=1        debug_checks = 1
+ *   XLLM_PLAN_CACHE=F   plan_cache       (default $XDG_CACHE_HOME/xllm/plans.json, else
+ *                                         ~/.cache/xllm/plans.json; "off" or "0": none)
  *
  * A variable that is unset (or empty) leaves the field as it is. The strings
  * point into the environment. Not thread-safe (getenv).
@@ -19,6 +21,7 @@
 #ifndef XLLM_TOOLS_OPTIONS_ENV_H
 #define XLLM_TOOLS_OPTIONS_ENV_H
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "xllm.h"
@@ -33,6 +36,16 @@ static inline void xllm_model_options_from_env(xllm_model_options *o) {
     if ((v = getenv("XLLM_PLAN")) && !strcmp(v, "0")) o->no_plan = 1;
     if ((v = getenv("XLLM_PROFILE")) && *v && strcmp(v, "0")) o->profile = 1;
     if ((v = getenv("XLLM_DEBUG")) && *v && strcmp(v, "0")) o->debug_checks = 1;
+    static char cache[4096];
+    if ((v = getenv("XLLM_PLAN_CACHE")) && *v) {
+        o->plan_cache = strcmp(v, "off") && strcmp(v, "0") ? v : NULL;
+    } else if ((v = getenv("XDG_CACHE_HOME")) && *v) {
+        snprintf(cache, sizeof cache, "%s/xllm/plans.json", v);
+        o->plan_cache = cache;
+    } else if ((v = getenv("HOME")) && *v) {
+        snprintf(cache, sizeof cache, "%s/.cache/xllm/plans.json", v);
+        o->plan_cache = cache;
+    }
 }
 
 #endif

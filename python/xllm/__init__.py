@@ -54,7 +54,18 @@ class _ModelOptions(ctypes.Structure):
                 # execution switches (the XLLM_* environment variables, _options_from_env)
                 ("backend", ctypes.c_char_p), ("cpu_level", ctypes.c_char_p), ("attention", ctypes.c_char_p),
                 ("no_fuse", ctypes.c_int), ("no_repack", ctypes.c_int), ("no_plan", ctypes.c_int),
-                ("profile", ctypes.c_int), ("debug_checks", ctypes.c_int)]
+                ("profile", ctypes.c_int), ("debug_checks", ctypes.c_int), ("plan_cache", ctypes.c_char_p)]
+
+
+def _default_plan_cache():
+    """The planner's cache file, as the CLI chooses it (tools/options_env.h): XLLM_PLAN_CACHE
+    ("off" or "0": none), else $XDG_CACHE_HOME/xllm/plans.json, else ~/.cache/xllm/plans.json."""
+    env = os.environ
+    v = env.get("XLLM_PLAN_CACHE")
+    if v is not None and v != "":
+        return None if v in ("off", "0") else v
+    base = env.get("XDG_CACHE_HOME") or (os.path.join(env["HOME"], ".cache") if env.get("HOME") else None)
+    return os.path.join(base, "xllm", "plans.json") if base else None
 
 
 def _options_from_env(opts):
@@ -70,6 +81,9 @@ def _options_from_env(opts):
     for var, field in (("XLLM_PROFILE", "profile"), ("XLLM_DEBUG", "debug_checks")):
         if env.get(var, "0") not in ("", "0"):
             setattr(opts, field, 1)
+    pc = _default_plan_cache()
+    if pc:
+        opts.plan_cache = pc.encode("utf-8")
     return opts
 
 

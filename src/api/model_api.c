@@ -106,7 +106,7 @@ xllm_model *xllm_model_load(const char *path, const xllm_model_options *opts, xl
         part = (model_part){0, 0, xm->pp_rank, o.pp_size, o.pp_layers};
     }
     model_load_options lo = {o.n_threads, o.max_step_tokens, o.backend, o.cpu_level, o.attention, o.no_fuse,
-                             o.no_repack, &part};
+                             o.no_repack, &part, o.plan_cache};
     xm->m = model_load_ex(path, &lo, err);
     if (!xm->m) goto fail;
     if (xm->pp && pipeline_ready(xm->pp, xm->m, err)) goto fail;

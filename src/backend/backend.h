@@ -226,6 +226,7 @@ typedef struct backend_options {
     const char *cpu_level;  /* cpu: kernel level (scalar, avx2, avx512, neon; NULL or "auto": the best) */
     const char *attention;  /* cpu: attention strategy (per-item, split, shared; NULL: chosen per step) */
     int no_repack;          /* cpu: keep quantized matrices in their stored layout */
+    const char *plan_cache; /* cpu: the planner's cache file (NULL: measure at every load) */
 } backend_options;
 
 typedef xllm_status (*backend_create_fn)(backend *be, const backend_options *o, xllm_error *err);

@@ -105,6 +105,7 @@ typedef struct model_load_options {
     int no_fuse;            /* the unfused operator sequence (same bits) */
     int no_repack;          /* quantized matrices in their stored layout (same bits) */
     const model_part *part; /* NULL: the whole model */
+    const char *plan_cache; /* the planner's cache file; NULL: none */
 } model_load_options;
 
 /* Load config + weights from a HF checkpoint directory, an .xllm or a GGUF

@@ -416,6 +416,7 @@ static xllm_status create_backend(model *m, const model_load_options *o, xllm_er
     bo.cpu_level = o->cpu_level;
     bo.attention = o->attention;
     bo.no_repack = o->no_repack;
+    bo.plan_cache = o->plan_cache;
     return backend_create(&m->be, o->backend, &bo, err);
 }
 

@@ -101,7 +101,7 @@ assert p['threads'] >= 1 and p['matmul'], p
 for s in p['matmul']:
     assert len(s['buckets']) == 4
     for b in s['buckets']:
-        assert 'threads' not in b or 1 <= b['threads'] <= p['threads']"
+        assert 'threads' not in b or 0 <= b['threads'] <= p['threads']"
 check $? "info --plan prints the planner's choices"
 ids=1,403,407,261,378,432,383
 "$XLLM" logits -m "$SRC/models/stories260k" --ids $ids --out "$T/planned.f32" > /dev/null &&

@@ -29,6 +29,7 @@ cpu_backend *cpu_backend_of(const backend *be) {
 
 static void cb_destroy(void *ctx) {
     cpu_backend *cb = ctx;
+    xllm_free(cb->plan_cache);
     backend_free(cb);
     xllm_free(cb);
 }
@@ -347,6 +348,10 @@ xllm_status cpu_backend_create(backend *out, const backend_options *o, xllm_erro
         return st;
     }
     cb->no_repack = o->no_repack != 0;
+    if (o->plan_cache && *o->plan_cache && !(cb->plan_cache = xllm_strdup(o->plan_cache))) {
+        cb_destroy(cb);
+        return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+    }
     cb->attn_force = force;
     cb->n_heads = o->n_heads;
     cb->n_kv_heads = o->n_kv_heads;

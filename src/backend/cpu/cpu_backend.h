@@ -70,6 +70,8 @@ typedef struct cpu_backend {
     int32_t *attn_tiles;
     int attn_tile_state;
     char describe[64];
+    /* the planner's cache file (plan_cache.h); NULL: plans measured at every load */
+    char *plan_cache;
 } cpu_backend;
 
 /* max_cols: the widest matrix row the kernels will see; max_tokens: the most

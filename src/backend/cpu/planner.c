@@ -14,6 +14,7 @@
  */
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/kernels.h"
+#include "backend/cpu/plan_cache.h"
 #include "base/alloc.h"
 #include "base/error.h"
 #include "base/profile.h"
@@ -25,6 +26,16 @@
 #define MAX_MATS 4096
 
 static const int k_bucket_T[MM_BUCKETS] = {1, 4, 32, 128};
+
+/* A measured alternative replaces the default rule only when it is faster
+ * than PLAN_MARGIN x the default in each of PLAN_ROUNDS alternating rounds. */
+#define PLAN_ROUNDS 3
+#define PLAN_MARGIN 0.85
+
+static double median3(const double *t) {
+    double a = t[0], b = t[1], c = t[2];
+    return a < b ? (b < c ? b : a < c ? c : a) : (a < c ? a : b < c ? c : b);
+}
 
 static int same_shape(const matrix *a, const matrix *b) {
     return a->dtype == b->dtype && a->group == b->group && a->rows == b->rows && a->cols == b->cols;
@@ -79,7 +90,9 @@ xllm_status cpu_planner_run(cpu_backend *be, matrix *const *ws, size_t n_ws, int
     cJSON_AddNumberToObject(root, "threads", be->n_threads);
     cJSON *shapes = cJSON_AddArrayToObject(root, "matmul");
     uint64_t start = prof_now_ns();
-    int over_budget = 0;
+    int over_budget = 0, n_cached = 0;
+    plan_cache *pc = plan_cache_open(be->plan_cache);
+    if (pc) plan_cache_set_context(pc, backend_level_name(be), be->n_threads, maxT);
     for (int i = 0; i < l->n; i++) {
         if (done[i]) continue;
         matrix *w = l->m[i];
@@ -98,42 +111,81 @@ xllm_status cpu_planner_run(cpu_backend *be, matrix *const *ws, size_t n_ws, int
         cJSON_AddNumberToObject(o, "matrices", count);
         cJSON *buckets = cJSON_AddArrayToObject(o, "buckets");
         uint8_t best_threads[MM_BUCKETS] = {0}, best_kernel[MM_BUCKETS] = {0};
+        /* measured on this machine before (plan_cache.h): reused as it is */
+        int cached = plan_cache_get(pc, w, best_threads, best_kernel), complete = 1;
+        for (int b = 0; b < MM_BUCKETS && cached; b++)
+            if (best_threads[b] > be->n_threads || best_kernel[b] > be->kern->n_variants) cached = 0;
+        if (!cached) memset(best_threads, 0, sizeof best_threads), memset(best_kernel, 0, sizeof best_kernel);
+        if (cached) {
+            n_cached++;
+            cJSON_AddBoolToObject(o, "cached", 1);
+        }
         for (int b = 0; b < MM_BUCKETS; b++) {
             int T = k_bucket_T[b] < maxT ? k_bucket_T[b] : maxT;
             cJSON *bo = cJSON_CreateObject();
             cJSON_AddNumberToObject(bo, "T", T);
+            if (cached) {
+                cJSON_AddNumberToObject(bo, "threads", best_threads[b]);
+                if (best_kernel[b]) cJSON_AddStringToObject(bo, "kernel", be->kern->variant_names[best_kernel[b] - 1]);
+                cJSON_AddItemToArray(buckets, bo);
+                continue;
+            }
             if (over_budget || (prof_now_ns() - start) / 1000000 > (uint64_t)budget_ms) {
                 over_budget = 1;
+                complete = 0;
                 cJSON_AddStringToObject(bo, "choice", "default rule (planning budget spent)");
                 cJSON_AddItemToArray(buckets, bo);
                 continue;
             }
+            /* the default rule (plan 0) against each explicit thread count,
+             * alternating over PLAN_ROUNDS rounds; an alternative replaces
+             * the default only if it is faster by PLAN_MARGIN in every round,
+             * so one noisy timing cannot flip a plan */
             cJSON *us = cJSON_AddObjectToObject(bo, "us");
-            double best = 1e30;
-            for (int th = 1; th <= be->n_threads && th <= 255; th++) {
-                memset(slice.plan_threads, th, sizeof slice.plan_threads);
-                double t = time_matmul(be, &slice, x, T, y, 3);
+            int n_cand = be->n_threads < 255 ? be->n_threads : 255;
+            double t_def[PLAN_ROUNDS], t_cand[256][PLAN_ROUNDS];
+            for (int r = 0; r < PLAN_ROUNDS; r++) {
+                memset(slice.plan_threads, 0, sizeof slice.plan_threads);
+                t_def[r] = time_matmul(be, &slice, x, T, y, 2);
+                for (int th = 1; th <= n_cand; th++) {
+                    memset(slice.plan_threads, th, sizeof slice.plan_threads);
+                    t_cand[th][r] = time_matmul(be, &slice, x, T, y, 2);
+                }
+            }
+            cJSON_AddNumberToObject(us, "default", median3(t_def));
+            double best = median3(t_def);
+            for (int th = 1; th <= n_cand; th++) {
                 char key[8];
                 snprintf(key, sizeof key, "%d", th);
-                cJSON_AddNumberToObject(us, key, t);
-                if (t < best * 0.97) { /* prefer fewer threads unless clearly faster */
-                    best = t;
+                cJSON_AddNumberToObject(us, key, median3(t_cand[th]));
+                int wins = 1;
+                for (int r = 0; r < PLAN_ROUNDS; r++) wins &= t_cand[th][r] < PLAN_MARGIN * t_def[r];
+                if (wins && median3(t_cand[th]) < best) {
+                    best = median3(t_cand[th]);
                     best_threads[b] = (uint8_t)th;
                 }
             }
             cJSON_AddNumberToObject(bo, "threads", best_threads[b]);
-            /* then the level's kernel variants at that thread count (packed matrices, batches) */
+            /* then the level's kernel variants at that thread count (packed
+             * matrices, batches), by the same rule against the level's own */
             const cpu_kernels *k = be->kern;
             if (w->packed && k->n_variants > 0 && T > 1) {
                 cJSON *vus = cJSON_AddObjectToObject(bo, "variant_us");
                 memset(slice.plan_threads, best_threads[b], sizeof slice.plan_threads);
-                double vbest = 1e30;
-                for (int v = 0; v <= k->n_variants; v++) {
-                    memset(slice.plan_kernel, v, sizeof slice.plan_kernel);
-                        double t = time_matmul(be, &slice, x, T, y, 3);
-                    cJSON_AddNumberToObject(vus, v ? k->variant_names[v - 1] : "default", t);
-                    if (t < vbest * 0.97) { /* the default rule unless clearly slower */
-                        vbest = t;
+                double tv[16][PLAN_ROUNDS];
+                int nv = k->n_variants < 15 ? k->n_variants : 15;
+                for (int r = 0; r < PLAN_ROUNDS; r++)
+                    for (int v = 0; v <= nv; v++) {
+                        memset(slice.plan_kernel, v, sizeof slice.plan_kernel);
+                        tv[v][r] = time_matmul(be, &slice, x, T, y, 2);
+                    }
+                double vbest = median3(tv[0]);
+                for (int v = 0; v <= nv; v++) {
+                    cJSON_AddNumberToObject(vus, v ? k->variant_names[v - 1] : "default", median3(tv[v]));
+                    int wins = v > 0;
+                    for (int r = 0; r < PLAN_ROUNDS && wins; r++) wins &= tv[v][r] < PLAN_MARGIN * tv[0][r];
+                    if (wins && median3(tv[v]) < vbest) {
+                        vbest = median3(tv[v]);
                         best_kernel[b] = (uint8_t)v;
                     }
                 }
@@ -141,6 +193,7 @@ xllm_status cpu_planner_run(cpu_backend *be, matrix *const *ws, size_t n_ws, int
             }
             cJSON_AddItemToArray(buckets, bo);
         }
+        if (!cached && complete) plan_cache_put(pc, w, best_threads, best_kernel);
         for (int k = i; k < l->n; k++)
             if (!done[k] && same_shape(w, l->m[k])) {
                 memcpy(l->m[k]->plan_threads, best_threads, sizeof best_threads);
@@ -149,7 +202,12 @@ xllm_status cpu_planner_run(cpu_backend *be, matrix *const *ws, size_t n_ws, int
             }
         cJSON_AddItemToArray(shapes, o);
     }
+    plan_cache_save(pc);
+    plan_cache_close(pc);
     cJSON_AddNumberToObject(root, "planning_ms", (double)(prof_now_ns() - start) / 1e6);
+    cJSON_AddStringToObject(root, "plan_cache", be->plan_cache ? be->plan_cache : "");
+    cJSON_AddNumberToObject(root, "cached_shapes", n_cached);
+    cJSON_AddStringToObject(root, "cpu", plan_cache_cpu_name());
     cJSON_AddStringToObject(root, "attention",
                             "per step: split-KV (one task per 128-key chunk, then an ordered fold) when (token, "
                             "head) items < 2 x threads and an item has > 128 keys; else shared-KV (the query heads "
