@@ -5,7 +5,7 @@
  *  - Q8K / Q80 activation quantization on hand-computed inputs;
  *  - the reference dot product equal to the dequantized weights times the
  *    dequantized activations, on random blocks of every type;
- *  - every level's matmul_kq (SIMD for Q4_K / Q6_K) within float rounding
+ *  - every level's matmul_kq (SIMD for every type at avx2 and avx512) within float rounding
  *    of the reference, and bit-identical whatever the batch size T, the
  *    token's position in the batch and the row range (the GEMV/GEMM
  *    determinism guarantee of kernels.h);
@@ -283,7 +283,8 @@ static uint8_t *random_rows(xllm_dtype t, int64_t rows, int64_t cols) {
 static void test_levels(void) {
     const cpu_kernels *ks[8];
     int nk = cpu_kernels_all(ks, 8);
-    const xllm_dtype types[] = {XLLM_DT_Q4_K, XLLM_DT_Q6_K, XLLM_DT_Q5_K, XLLM_DT_IQ4_NL};
+    const xllm_dtype types[] = {XLLM_DT_Q4_K, XLLM_DT_Q6_K, XLLM_DT_Q5_K, XLLM_DT_Q3_K, XLLM_DT_Q2_K,
+                                XLLM_DT_IQ4_XS, XLLM_DT_Q5_0, XLLM_DT_Q5_1, XLLM_DT_IQ4_NL};
     const int64_t rows = 13, cols = 768;
     enum { TMAX = 19 };
     for (size_t ti = 0; ti < sizeof types / sizeof *types; ti++) {
