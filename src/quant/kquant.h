@@ -64,9 +64,10 @@ int kq_unpack_block(xllm_dtype t, const void *blk, int8_t *codes, int16_t *sc, i
 void kq_matmul_ref(xllm_dtype t, const void *W, int64_t cols, const void *act, size_t act_stride, int T,
                    const float *bias, float *y, size_t ldy, int64_t r0, int64_t r1);
 
-/* Quantizers (kquant_quantize.c): the types kq_quantize_row handles (Q4_K,
- * Q5_K, Q6_K), and one row of cols (a multiple of 256) into out. importance:
- * per column weights of the squared error (calibration), or NULL. */
+/* Quantizers (kquant_quantize.c): the types kq_quantize_row handles (Q2_K,
+ * Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL), and one row of cols (a multiple of the
+ * type's block, 256 or 32) into out. importance: per column weights of the
+ * squared error (calibration), or NULL. Thread-safe (pure). */
 int kq_can_quantize(xllm_dtype t);
 void kq_quantize_row(xllm_dtype t, const float *x, int64_t cols, const float *importance, void *out);
 
