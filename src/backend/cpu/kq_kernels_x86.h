@@ -58,20 +58,6 @@ AI float kq_hsum8(__m256 v) {
     return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
 }
 
-/* Q4_K / Q5_K: the 8 six-bit scales and mins from the 12 bytes at b + 4, one
- * per byte of *sc and *mn (sub-blocks 0..3 in the low 6 bits of bytes 0..3
- * (scales) and 4..7 (mins); 4..7: low 4 bits in bytes 8..11, the top 2 bits
- * of bytes 0..3 (scales) and 4..7 (mins) above them). */
-AI void kq_k4_scales(const uint8_t *b, uint64_t *sc, uint64_t *mn) {
-    uint32_t u[3];
-    memcpy(u, b + 4, 12);
-    uint32_t sc_lo = u[0] & 0x3f3f3f3fu, mn_lo = u[1] & 0x3f3f3f3fu;
-    uint32_t sc_hi = (u[2] & 0x0f0f0f0fu) | ((u[0] >> 6) & 0x03030303u) << 4;
-    uint32_t mn_hi = ((u[2] >> 4) & 0x0f0f0f0fu) | ((u[1] >> 6) & 0x03030303u) << 4;
-    *sc = (uint64_t)sc_hi << 32 | sc_lo;
-    *mn = (uint64_t)mn_hi << 32 | mn_lo;
-}
-
 /* --------------------------------------------------- super-blocks, 256-bit */
 
 typedef struct {
