@@ -1,20 +1,20 @@
 /*
  * kq_kernels_avx512.c - AVX-512 (BW, VL) matmuls for llama.cpp's block types
- * (quant/kquant.h), compiled with the avx512 level's target flags: Q4_K and
- * Q6_K in 512-bit vectors below, the other types through the 256-bit code of
+ * (quant/kquant.h), compiled with the avx512 level's target flags: Q4_K,
+ * Q5_K and Q6_K in 512-bit vectors below, the other types through the 256-bit code of
  * kq_kernels_x86.h (AVX-512VL encodings of the same scheme).
  *
  * A super-block (256 weights) is decoded once per row into registers: the
- * codes in element order as unsigned bytes (Q4_K 0..15, Q6_K 0..63: the -32
+ * codes in element order as unsigned bytes (Q4_K 0..15, Q5_K 0..31, Q6_K 0..63: the -32
  * is folded in below), 4 vectors of 64; the sub-block scales as int16, one
  * per pair of elements; and a 16-lane int16 vector for the activations' sums
- * per 16 (Q4_K: each sub-block's min, twice; Q6_K: -32 x its scale). Then per
+ * per 16 (Q4_K, Q5_K: each sub-block's min, twice; Q6_K: -32 x its scale). Then per
  * token: vpmaddubsw (codes x int8 activations, pairs, exact: |sum| <= 16002)
  * and vpmaddwd by the scales give int32 lanes, summed exactly over the
  * super-block; vpmaddwd of the sums per 16 gives the min (Q4_K) or offset
  * (Q6_K) term, exact too. Float part per super-block b, 16 lanes:
  *   acc = fma(d_w * d_a, float(int lanes), acc)      (Q6_K: offset added to the int lanes)
- *   accm = fma(dmin_w * d_a, float(min lanes), accm)  (Q4_K, 8 lanes)
+ *   accm = fma(dmin_w * d_a, float(min lanes), accm)  (Q4_K, Q5_K: 8 lanes)
  * and y = reduce1(acc) - hsum(accm) + bias. The row x token loop is
  * kq_kernels_x86.h's KQ_DRIVER: rows are decoded once per block of up to
  * KQ_TB tokens and every (row, token) runs exactly this sequence, so the
@@ -32,16 +32,23 @@ typedef struct {
     float d, dmin;
 } kblock;
 
-/* Q4_K: d, dmin, scales[12], qs[128] */
-AI void decode_q4k(const uint8_t *b, kblock *k) {
+/* Q4_K: d, dmin, scales[12], qs[128]; Q5_K (q5): d, dmin, scales[12],
+ * qh[32], qs[128], bit c of qh[l] the fifth bit of element 32c + l */
+AI void decode_q45k(const uint8_t *b, kblock *k, int q5) {
     uint64_t scw, mnw;
     kq_k4_scales(b, &scw, &mnw);
     __m128i sc = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)scw));
     __m128i mn = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)mnw));
     const __m512i shift = _mm512_set_epi64(4, 4, 4, 4, 0, 0, 0, 0), m4 = _mm512_set1_epi8(0x0f);
+    const __m512i qh = q5 ? _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(b + 16))) : m4;
     for (int j = 0; j < 4; j++) { /* qs[32j..]: low nibbles sub-block 2j, high 2j + 1 */
-        __m512i x = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(b + 16 + 32 * j)));
+        __m512i x = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(b + (q5 ? 48 : 16) + 32 * j)));
         k->c[j] = _mm512_and_si512(_mm512_srlv_epi64(x, shift), m4);
+        if (q5) { /* bits 2j (low half) and 2j + 1 (high half) of qh, to bit 4 */
+            const __m512i hs = _mm512_set_epi64(2 * j + 1, 2 * j + 1, 2 * j + 1, 2 * j + 1, 2 * j, 2 * j, 2 * j, 2 * j);
+            __m512i h = _mm512_and_si512(_mm512_srlv_epi64(qh, hs), _mm512_set1_epi8(1));
+            k->c[j] = _mm512_or_si512(k->c[j], _mm512_slli_epi16(h, 4));
+        }
         __m512i idx = _mm512_set_epi64(0x0001000100010001LL * (2 * j + 1), 0x0001000100010001LL * (2 * j + 1),
                                        0x0001000100010001LL * (2 * j + 1), 0x0001000100010001LL * (2 * j + 1),
                                        0x0001000100010001LL * (2 * j), 0x0001000100010001LL * (2 * j),
@@ -97,14 +104,14 @@ AI void block_dot(const kblock *k, int q4k, const int8_t *q, float da, const int
     *acc = _mm512_fmadd_ps(_mm512_set1_ps(k->d * da), _mm512_cvtepi32_ps(is), *acc);
 }
 
-/* Q4_K (t) or Q6_K */
+/* Q4_K, Q5_K or Q6_K (t) */
 AI void decode16(xllm_dtype t, const uint8_t *b, kblock *k) {
-    if (t == XLLM_DT_Q4_K) decode_q4k(b, k);
-    else decode_q6k(b, k);
+    if (t == XLLM_DT_Q6_K) decode_q6k(b, k);
+    else decode_q45k(b, k, t == XLLM_DT_Q5_K);
 }
 
 AI void dot16(xllm_dtype t, const kblock *k, const int8_t *q, float da, const int16_t *bs, __m512 *acc, __m256 *accm) {
-    block_dot(k, t == XLLM_DT_Q4_K, q, da, bs, acc, accm);
+    block_dot(k, t != XLLM_DT_Q6_K, q, da, bs, acc, accm); /* Q4_K and Q5_K have mins */
 }
 
 AI __m512 zero16(void) { return _mm512_setzero_ps(); }
@@ -115,6 +122,7 @@ void kq_matmul_avx512(const matrix *W, const void *act, size_t astride, int T, c
                       size_t ldy, int64_t r0, int64_t r1, void *scratch) {
     (void)scratch;
     if (W->dtype == XLLM_DT_Q4_K) mm16(XLLM_DT_Q4_K, W, act, astride, T, bias, y, ldy, r0, r1);
+    else if (W->dtype == XLLM_DT_Q5_K) mm16(XLLM_DT_Q5_K, W, act, astride, T, bias, y, ldy, r0, r1);
     else if (W->dtype == XLLM_DT_Q6_K) mm16(XLLM_DT_Q6_K, W, act, astride, T, bias, y, ldy, r0, r1);
     else kq_matmul_x86_256(W, act, astride, T, bias, y, ldy, r0, r1);
 }
