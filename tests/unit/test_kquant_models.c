@@ -245,6 +245,11 @@ static void test_convert_types(void) {
         o.to_gguf = 0;
         CHECK_MSG(xllm_convert(DIR "/kq-F16.gguf", xp, &o, &err) == XLLM_OK, "%s", err.message);
         if (all_logits(xp, ids, NP, ours_x)) continue;
+        char *info = NULL; /* the mix and its rule recorded in the file's policy */
+        CHECK(xllm_model_info(xp, &info, &err) == XLLM_OK);
+        CHECK_MSG(info && strstr(info, "\"mix\"") && strstr(info, "\"q3_k_m\"") && strstr(info, "llama.cpp's Q3_K_M"),
+                  "policy: %s", info ? info : "");
+        xllm_free(info);
         double dmax = 0;
         for (int i = 0; i < NP * 512; i++) dmax = fmax(dmax, fabs(ours[i] - ours_x[i]));
         CHECK_MSG(dmax < 1e-2, "q3_k_m: .xllm and GGUF differ by %g", dmax);
