@@ -371,7 +371,7 @@ xllm_status xllm_convert(const char *src, const char *dst, const xllm_convert_op
  * .xllm and GGUF writers) have created next to their destinations. Meant for
  * a SIGINT/SIGTERM handler before the process ends: async-signal-safe (no
  * allocation, no lock; only unlink). A writer interrupted this way must not
- * be continued. Output files are created with mode 0644. */
+ * be continued. Output files are created with mode 0644 less the umask. */
 void xllm_remove_temp_files(void);
 
 /* ------------------------------------------------------------------ synth */

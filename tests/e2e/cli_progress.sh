@@ -80,4 +80,38 @@ interrupt() {
 interrupt INT
 interrupt TERM
 
+# GGUF outputs (convert --to gguf, synth --gguf) go through the same temporary
+# files: the usual mode less the umask, and nothing left by an interrupt. The
+# GGUF is written in one go at the end, so a watcher signals the process as
+# soon as its temporary file appears.
+( umask 027; "$XLLM" convert "$S" -o "$T/g.gguf" --to gguf 2> /dev/null ) &&
+    ( umask 022; "$XLLM" synth --shape tiny-test --dtype q8 --gguf "$T/t.gguf" 2> /dev/null ) &&
+    [ "$(stat -c %a "$T/g.gguf")" = 640 ] && [ "$(stat -c %a "$T/t.gguf")" = 644 ]
+check $? "GGUF outputs: mode 0644 less the umask ($(stat -c %a "$T/g.gguf") under 027, $(stat -c %a "$T/t.gguf") under 022)"
+gguf_interrupt() {  # SIG PREFIX COMMAND...: prints "caught STATUS LEFT..." or "missed"
+    python3 - "$@" <<'PY'
+import os, signal, subprocess, sys
+sig, prefix, cmd = getattr(signal, "SIG" + sys.argv[1]), sys.argv[2], sys.argv[3:]
+d, base = os.path.split(prefix)
+for attempt in range(10):
+    for n in os.listdir(d):
+        if n.startswith(base): os.unlink(os.path.join(d, n))
+    p = subprocess.Popen(cmd, stderr=subprocess.DEVNULL,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    caught = False
+    while p.poll() is None:
+        if any(n.startswith(base + ".tmp") for n in os.listdir(d)):
+            p.send_signal(sig); caught = True; break
+    rc = p.wait()
+    if caught:
+        print("caught", rc, *[n for n in os.listdir(d) if n.startswith(base)]); sys.exit(0)
+print("missed")
+PY
+}
+for sig in INT TERM; do
+    r=$(gguf_interrupt $sig "$T/gi.gguf" "$XLLM" convert "$S" -o "$T/gi.gguf" --to gguf)
+    [[ "$r" =~ ^caught\ -[0-9]+$ ]]   # killed by the signal, no file left
+    check $? "SIG$sig during a GGUF write leaves nothing ($r)"
+done
+
 [ $fails -eq 0 ]
