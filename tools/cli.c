@@ -6,8 +6,10 @@
 #include "xllm.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <libgen.h>
 #include <limits.h>
+#include <math.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -53,6 +55,52 @@ int cli_unknown_option(const char *cmd, const char *opt) {
 int cli_needs_value(const char *opt) { return cli_fail("%s needs a value", opt); }
 
 int cli_is_help(const char *arg) { return !strcmp(arg, "-h") || !strcmp(arg, "--help"); }
+
+/* ---------------------------------------------------------- numeric values */
+
+int cli_int(const char *flag, const char *v, long lo, long hi, long *out) {
+    if (!v) return cli_needs_value(flag);
+    char *end;
+    errno = 0;
+    /* strtol would skip spaces and take a sign: only digits (and '-' when negatives are allowed) lead */
+    int lead_ok = (v[0] >= '0' && v[0] <= '9') || (v[0] == '-' && lo < 0);
+    long x = lead_ok ? strtol(v, &end, 10) : 0;
+    if (!lead_ok || errno || end == v || *end || x < lo || x > hi)
+        return cli_fail("%s needs an integer from %ld to %ld, got \"%s\"", flag, lo, hi, v);
+    *out = x;
+    return 0;
+}
+
+int cli_float(const char *flag, const char *v, double lo, double hi, int lo_open, float *out) {
+    if (!v) return cli_needs_value(flag);
+    char *end;
+    double x = (v[0] == '-' || v[0] == '.' || (v[0] >= '0' && v[0] <= '9')) ? strtod(v, &end) : NAN;
+    /* strtod's ERANGE on underflow is fine (the value is ~0); overflow gives inf, refused below */
+    if (!isfinite(x) || end == v || *end || x < lo || x > hi || (lo_open && (float)x <= (float)lo)) {
+        if (lo_open) return cli_fail("%s needs a number above %g, up to %g, got \"%s\"", flag, lo, hi, v);
+        return cli_fail("%s needs a number from %g to %g, got \"%s\"", flag, lo, hi, v);
+    }
+    *out = (float)x;
+    return 0;
+}
+
+int cli_seed(const char *flag, const char *v, int random_ok, unsigned long long *out, int *has) {
+    if (!v) return cli_needs_value(flag);
+    if (random_ok && !strcmp(v, "-1")) {
+        *has = 0;
+        return 0;
+    }
+    char *end;
+    errno = 0;
+    int lead_ok = v[0] >= '0' && v[0] <= '9'; /* strtoull would take " -1" as 2^64 - 1 */
+    unsigned long long x = lead_ok ? strtoull(v, &end, 10) : 0;
+    if (!lead_ok || errno || *end)
+        return cli_fail("%s needs an integer from 0 to 18446744073709551615%s, got \"%s\"", flag,
+                        random_ok ? " (or -1: a random seed)" : "", v);
+    *out = x;
+    *has = 1;
+    return 0;
+}
 
 /* ---------------------------------------------------------------- models */
 

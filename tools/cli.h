@@ -35,6 +35,21 @@ CLI_PRINTF(1, 2) void cli_note(const char *fmt, ...);
 int cli_unknown_option(const char *cmd, const char *opt);
 /* "OPT needs a value"; returns 1. */
 int cli_needs_value(const char *opt);
+/* Numeric option values, checked in one place. The whole value must be the
+ * number, in range; otherwise "FLAG needs an integer from LO to HI, got
+ * "V"" (or "... a number ...") and the function returns 1 (0 on success). A
+ * NULL value is "FLAG needs a value".
+ *   cli_int:   a decimal integer (a sign only where lo < 0).
+ *   cli_float: a finite number ("inf" and "nan" are refused) in [lo, hi], or
+ *              (lo, hi] with lo_open (after rounding to a float); a value too
+ *              small for a float reads as 0.
+ *   cli_seed:  a decimal integer from 0 to 2^64 - 1 (no sign, no space):
+ *              *has = 1; with random_ok, "-1" (llama.cpp's spelling of a
+ *              random seed) gives *has = 0. */
+int cli_int(const char *flag, const char *v, long lo, long hi, long *out);
+int cli_float(const char *flag, const char *v, double lo, double hi, int lo_open, float *out);
+int cli_seed(const char *flag, const char *v, int random_ok, unsigned long long *out, int *has);
+
 /* -h or --help */
 int cli_is_help(const char *arg);
 /* Print `xllm CMD --help` to f; 0 if CMD is known. */
