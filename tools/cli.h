@@ -89,17 +89,23 @@ void cli_progress_cb(void *user, const char *stage, double fraction);
 /* End an open bar line (before an error or the summary). */
 void cli_progress_end(cli_progress *p);
 
-/* A step with no progress of its own (loading a model: mapping, repacking,
- * planning): when it is still running after 2 s, a thread says so on stderr
- * ("xllm: loading MODEL ..." with the elapsed time, redrawn on a terminal),
- * and end says how long it took. Nothing is printed for a quick step. */
+/* A step that may report its own stages (loading a model: reading and
+ * repacking the weights, planning): when it is still running after 2 s, a
+ * thread says so on stderr ("xllm: loading MODEL: loading  40%  (3.1 s)" in
+ * a log, redrawn on a terminal; "... " when the step reports nothing), and
+ * end says how long it took. Nothing is printed for a quick step. */
 typedef struct cli_busy {
     void *impl;
 } cli_busy;
 void cli_busy_begin(cli_busy *b, const char *what);
 void cli_busy_end(cli_busy *b);
+/* An xllm_progress_fn for a step's own stages (user: the cli_busy's impl):
+ * once the step has run 2 s ($XLLM_PROGRESS_AFTER seconds when set), its
+ * stage and percentage are shown (a line per stage and tenth in a log). */
+void cli_busy_progress(void *user, const char *stage, double fraction);
 
-/* xllm_model_load inside a cli_busy "loading PATH" (quiet: no busy lines). */
+/* xllm_model_load inside a cli_busy "loading PATH" with the library's load
+ * progress (stages and percentages; quiet: no lines). */
 xllm_model *cli_load_model(const char *path, const xllm_model_options *opts, xllm_error *err, int quiet);
 
 /* SIGINT/SIGTERM remove the temporary files of writers in progress

@@ -46,7 +46,8 @@ class _Error(ctypes.Structure):
 
 class _ModelOptions(ctypes.Structure):
     _fields_ = [("n_threads", ctypes.c_int), ("max_context", ctypes.c_int), ("kv_block_size", ctypes.c_int),
-                ("max_batch_seqs", ctypes.c_int), ("kv_tokens", ctypes.c_int64), ("max_step_tokens", ctypes.c_int)]
+                ("max_batch_seqs", ctypes.c_int), ("kv_tokens", ctypes.c_int64), ("max_step_tokens", ctypes.c_int),
+                ("progress", ctypes.c_void_p), ("progress_user", ctypes.c_void_p)]
 
 
 class _SamplingParams(ctypes.Structure):

@@ -79,11 +79,13 @@ int tmpfile_create(const char *dest, char *tmp, size_t cap) {
         memcpy(tmp + dl, ".tmp", 4);
         for (int i = 0; i < 6; i++, x /= 62) tmp[dl + 4 + i] = digits[x % 62];
         tmp[dl + 10] = 0;
+        /* remembered before it exists: an interrupt right after open() must find it */
+        tmpfile_remember(tmp);
         int fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-        if (fd >= 0) {
-            tmpfile_remember(tmp);
-            return fd;
-        }
+        if (fd >= 0) return fd;
+        int e = errno;
+        tmpfile_forget(tmp);
+        errno = e;
         if (errno != EEXIST) break;
     }
     int e = errno;

@@ -46,10 +46,24 @@ check $? "synth in a log: progress lines and the summary line"
 [ "$(stat -c %a "$T/t.xllm")" = 644 ] && [ "$(stat -c %a "$T/t-hf/model.safetensors")" = 644 ]
 check $? "synth: outputs are mode 0644"
 
+# loading with progress, stderr to a file: the library's stages and percentages
+# (lines once a load has run XLLM_PROGRESS_AFTER seconds, 2 by default; 0 here)
+XLLM_PROGRESS_AFTER=0 "$XLLM" run -m "$T/s.xllm" -p Hi -n 2 -t 1 > /dev/null 2> "$T/load.log"
+rc=$?; sed 's/^/   | /' "$T/load.log" | head -14
+L="xllm: loading $T/s.xllm"
+[ $rc = 0 ] && [ "$(grep -cE "^$L: loading +[0-9]+%  \([0-9.]+ s\)$" "$T/load.log")" -ge 3 ] &&
+    grep -qE "^$L: loading +100%" "$T/load.log" && grep -qE "^$L: planning +100%" "$T/load.log" &&
+    grep -qE "^$L: done in [0-9.]+ s$" "$T/load.log" && [ "$(grep -c $'\r' "$T/load.log")" = 0 ]
+check $? "run in a log: load progress lines with percentages (loading, planning), then done"
+"$XLLM" run -m "$T/s.xllm" -p Hi -n 2 -t 1 > /dev/null 2> "$T/load2.log"
+[ $? = 0 ] && ! grep -q "loading" "$T/load2.log"
+check $? "a quick load prints no progress"
+
 # bench, stderr to a file: its stages
 "$XLLM" bench -m "$T/t.xllm" -p 16 -n 8 -r 1 -t 1 --json > "$T/b.json" 2> "$T/bench.log"
-[ $? = 0 ] && grep -qE "^xllm bench: loading +100%" "$T/bench.log" && grep -qE "^xllm bench: measuring +100%" "$T/bench.log"
-check $? "bench in a log: its stages"
+[ $? = 0 ] && grep -qE "^xllm bench: loading +100%" "$T/bench.log" && grep -qE "^xllm bench: measuring +100%" "$T/bench.log" &&
+    grep -qE "^xllm bench: planning +100%" "$T/bench.log"
+check $? "bench in a log: its stages (the load's own: loading, planning)"
 
 # interrupts: start a convert, wait until its temporary file exists, signal it;
 # nothing may be left. (The temporary file lives through the converting stage.)
