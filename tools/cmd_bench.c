@@ -48,6 +48,15 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+static int parse_int(const char *s, long lo, long hi, int *out) {
+    if (!s) return 0;
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi) return 0;
+    *out = (int)v;
+    return 1;
+}
 
 /* ------------------------------------------------------ read bandwidth */
 
@@ -213,9 +222,7 @@ int cmd_bench(int argc, char **argv) {
         i++;
         if (!dst) { path = v; continue; }
         long lo = dst == &threads ? 0 : 1, hi = dst == &R ? 1000 : dst == &threads ? 1024 : 1 << 20;
-        long x;
-        if (cli_int(f, v, lo, hi, &x)) return 1;
-        *dst = (int)x;
+        if (!parse_int(v, lo, hi, dst)) return cli_fail("%s needs an integer from %ld to %ld, got \"%s\"", f, lo, hi, v);
     }
     if (!path) return cli_fail("bench needs -m MODEL (see 'xllm bench --help')");
     if (cli_check_model(path)) return 1;
