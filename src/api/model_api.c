@@ -14,6 +14,7 @@
  */
 #include "xllm.h"
 #include "base/alloc.h"
+#include "base/progress.h"
 #include "base/error.h"
 #include "base/file.h"
 #include "engine/engine.h"
@@ -90,7 +91,10 @@ xllm_model *xllm_model_load(const char *path, const xllm_model_options *opts, xl
         return NULL;
     }
     if (o.max_step_tokens <= 0) o.max_step_tokens = MAX_STEP_TOKENS;
+    if (o.progress) o.progress(o.progress_user, "loading", 0.0);
+    load_progress_begin(o.progress, o.progress_user, "loading"); /* the weights' repacking reports (base/progress.h) */
     xm->m = model_load(path, o.n_threads, o.max_step_tokens, err);
+    load_progress_end();
     if (!xm->m) goto fail;
     char tp[4096];
     xllm_path_join(tp, sizeof tp, path, "tokenizer.json");
@@ -113,10 +117,13 @@ xllm_model *xllm_model_load(const char *path, const xllm_model_options *opts, xl
     pthread_cond_init(&xm->calls_cond, NULL);
     xllm_engine_options eo = xllm_engine_options_default();
     if (!(xm->eng = engine_create(xm->m, xm->tok, &xm->forward_lock, &o, &eo, err))) goto fail_locks;
+    if (o.progress) o.progress(o.progress_user, "loading", 1.0);
     const char *plan = getenv("XLLM_PLAN");
     if (!plan || strcmp(plan, "0")) {
         cJSON *report;
+        if (o.progress) o.progress(o.progress_user, "planning", 0.0);
         if (planner_run(xm->m, PLAN_BUDGET_MS, &report, err)) goto fail_locks;
+        if (o.progress) o.progress(o.progress_user, "planning", 1.0);
         char *text = cJSON_PrintUnformatted(report);
         cJSON_Delete(report);
         xm->plan_json = text ? xllm_strdup(text) : NULL;
