@@ -60,10 +60,10 @@ test-clang-asan: deps
 # kernels' non-finite cases), the saved corpus replayed, FUZZ_SMOKE_CI seconds
 # of fuzzing per harness.
 FUZZ_SMOKE_CI ?= 5
-SMOKE_TESTS = test_hostile_template test_hostile_tokenizer test_hostile_config test_alloc test_alloc_fail test_kernels
+SMOKE_TESTS = test_hostile_template test_hostile_tokenizer test_hostile_config test_hostile_xllm test_alloc test_alloc_fail test_kernels
 test-fuzz-smoke: deps
 	CC=clang cmake -S . -B build-clang-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DXLLM_SANITIZE=ON -DXLLM_FUZZ=ON >/dev/null
-	cmake --build build-clang-asan -j$(JOBS) --target fuzz_gguf fuzz_safetensors fuzz_xllm fuzz_tokenizer fuzz_template $(SMOKE_TESTS)
+	cmake --build build-clang-asan -j$(JOBS) --target fuzz_gguf fuzz_safetensors fuzz_xllm fuzz_tokenizer fuzz_template fuzz_config fuzz_http $(SMOKE_TESTS)
 	cd build-clang-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 		ctest --output-on-failure -j$(JOBS) -R '^($(subst $() ,|,$(SMOKE_TESTS)))$$'
 	./fuzz/run.sh build-clang-asan replay

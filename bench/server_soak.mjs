@@ -2,7 +2,8 @@
 // looping over random requests (completions or chat, streamed or not, 1-200
 // tokens, n 1-3, sometimes seeded sampling) and aborting ~30% of them at a
 // random moment. Every 10 s it samples the server's resident memory
-// (/proc/PID/status) and KV pool (/metrics). At the end it waits for the
+// (/proc/PID/status), KV pool and memory gauges (/metrics: the library's
+// xllm_malloc bytes, the C heap in use and kept free by the allocator). At the end it waits for the
 // engine to go idle and prints one JSON line: requests, statuses, 5xx count,
 // aborts, RSS samples, KV blocks used at the end.
 //
@@ -17,6 +18,13 @@ const metric = async (name) => {
   const m = t.match(new RegExp(`^${name}\\{model="${model}"\\} (\\S+)$`, 'm'));
   return m ? +m[1] : NaN;
 };
+// process-wide gauges (no model label): the library's xllm_malloc bytes, the C heap in use / kept free
+const gauge = async (name) => {
+  const t = await (await fetch(`${url}/metrics`)).text();
+  const m = t.match(new RegExp(`^${name} (\\S+)$`, 'm'));
+  return m ? +m[1] : NaN;
+};
+const mib = (x) => +(x / 1048576).toFixed(2);
 const words = 'the a cat dog sun ran big little happy tree ball girl boy went saw'.split(' ');
 const pick = (xs) => xs[Math.floor(Math.random() * xs.length)];
 const deadline = Date.now() + D * 1000;
@@ -43,7 +51,13 @@ async function worker() {
 }
 
 const rss = [];
-const sampler = setInterval(async () => { try { rss.push({ t: Math.round((D * 1000 - (deadline - Date.now())) / 1000), rss_mib: +(rssKiB() / 1024).toFixed(1), kv_used: await metric('xllm_kv_blocks_used') }); } catch { /* */ } }, 10000);
+const sampler = setInterval(async () => {
+  try {
+    rss.push({ t: Math.round((D * 1000 - (deadline - Date.now())) / 1000), rss_mib: +(rssKiB() / 1024).toFixed(1),
+      kv_used: await metric('xllm_kv_blocks_used'), lib_mib: mib(await gauge('xllm_library_allocated_bytes')),
+      heap_in_use_mib: mib(await gauge('xllm_heap_in_use_bytes')), heap_free_mib: mib(await gauge('xllm_heap_free_bytes')) });
+  } catch { /* */ }
+}, 10000);
 await Promise.all(Array.from({ length: C }, worker));
 clearInterval(sampler);
 let kvUsed = NaN, running = NaN;

@@ -1,10 +1,9 @@
 #!/usr/bin/env bash
 # run.sh - runs the libFuzzer harnesses of a build made with XLLM_FUZZ=ON.
 #
-#   fuzz/run.sh BUILD SECONDS [HARNESS...]   fuzz each harness for SECONDS (all five by default)
+#   fuzz/run.sh BUILD SECONDS [HARNESS...]   fuzz each harness for SECONDS (all seven by default)
 #   fuzz/run.sh BUILD replay  [HARNESS...]   run every saved input of fuzz/corpus/<h> once
 #
-# Runs use -seed=$FUZZ_SEED (default 1), so a CI smoke run is reproducible.
 # Runs use -seed=$FUZZ_SEED (default 1), so a CI smoke run repeats the same mutations.
 # Fuzzing starts from the saved corpus (fuzz/corpus/<h>: seeds from tests/data and
 # regression inputs) and keeps what it finds in BUILD/fuzz-corpus/<h>; a crash,
@@ -14,7 +13,7 @@
 set -u
 BUILD=${1:?build dir}; WHAT=${2:?seconds or replay}; shift 2
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-HARNESSES=${*:-gguf safetensors xllm tokenizer template}
+HARNESSES=${*:-gguf safetensors xllm tokenizer template config http}
 mkdir -p "$BUILD/fuzz-artifacts"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}

@@ -107,6 +107,13 @@ typedef struct xllm_model_options {
      * model shape, reused by later loads (NULL = measure at every load; the
      * CLI and Python default to ~/.cache/xllm/plans.json, XLLM_PLAN_CACHE) */
     const char *plan_cache;
+    /* Progress of the load (NULL = none), called on the loading thread:
+     * stage "loading" with fractions from 0 (the weights as they are read and
+     * repacked for the kernels; a load with nothing to repack jumps to 1) up
+     * to 1, then "planning" 0 and 1 around the load-time plan when there is
+     * one. Typedef below (xllm_progress_fn). */
+    void (*progress)(void *user, const char *stage, double fraction);
+    void *progress_user;
 } xllm_model_options;
 
 xllm_model_options xllm_model_options_default(void);
@@ -423,7 +430,7 @@ xllm_status xllm_convert(const char *src, const char *dst, const xllm_convert_op
  * .xllm and GGUF writers) have created next to their destinations. Meant for
  * a SIGINT/SIGTERM handler before the process ends: async-signal-safe (no
  * allocation, no lock; only unlink). A writer interrupted this way must not
- * be continued. Output files are created with mode 0644. */
+ * be continued. Output files are created with mode 0644 less the umask. */
 void xllm_remove_temp_files(void);
 
 /* ------------------------------------------------------------------ synth */

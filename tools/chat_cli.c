@@ -6,9 +6,9 @@
  */
 #include "chat_cli.h"
 #include "cli.h"
-#include "json_text.h"
 #include "xllm.h"
 
+#include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,42 +61,72 @@ int chat_opts_parse(chat_opts *o, int argc, char **argv, int *i) {
     return 1;
 }
 
-/* The options object; malloc-ed. */
+/* The options object; malloc-ed. Every value is parsed as exactly one JSON
+ * value and written back from the parsed tree, so a --var value or a tools
+ * file is data: it cannot close the object and add options of its own
+ * (`--var 'x=1, "add_generation_prompt": false'` is refused). A --var
+ * naming an option another flag set, or given twice, replaces it (the last
+ * one wins); "messages" is not a variable (--messages gives them). */
 static char *build_options(const chat_opts *o, int *rc) {
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *m = open_memstream(&buf, &len);
     *rc = 1;
-    if (!m) { fail("%s", "out of memory"); return NULL; }
-    fputc('{', m);
-    int first = 1;
-    if (o->add_generation_prompt) {
-        fputs("\"add_generation_prompt\":true", m);
-        first = 0;
-    }
+    cJSON *obj = cJSON_CreateObject();
+    if (!obj) { fail("%s", "out of memory"); return NULL; }
+    if (o->add_generation_prompt && !cJSON_AddBoolToObject(obj, "add_generation_prompt", 1)) goto oom;
     if (o->tools_file) {
-        char *tools = read_all(o->tools_file, NULL);
-        if (!tools) {
-            fclose(m);
-            free(buf);
+        char *text = read_all(o->tools_file, NULL);
+        if (!text) {
+            cJSON_Delete(obj);
             fail("cannot read %s", o->tools_file);
             return NULL;
         }
-        fprintf(m, "%s\"tools\":%s", first ? "" : ",", tools);
-        free(tools);
-        first = 0;
+        cJSON *tools = cJSON_ParseWithOpts(text, NULL, 1);
+        free(text);
+        if (!tools || !cJSON_IsArray(tools)) {
+            cJSON_Delete(tools);
+            cJSON_Delete(obj);
+            fail("%s: the tools must be one JSON array", o->tools_file);
+            return NULL;
+        }
+        cJSON_AddItemToObject(obj, "tools", tools);
     }
     for (int k = 0; k < o->n_vars; k++) {
         const char *eq = strchr(o->vars[k], '=');
-        if (!first) fputc(',', m);
-        json_write_string(m, o->vars[k], (size_t)(eq - o->vars[k]));
-        fprintf(m, ":%s", eq + 1);
-        first = 0;
+        char name[256];
+        size_t nl = (size_t)(eq - o->vars[k]);
+        if (nl >= sizeof name) {
+            cJSON_Delete(obj);
+            fail("--var: the name in \"%.64s...\" is too long", o->vars[k]);
+            return NULL;
+        }
+        memcpy(name, o->vars[k], nl);
+        name[nl] = 0;
+        if (!strcmp(name, "messages")) {
+            cJSON_Delete(obj);
+            fail("%s", "--var messages=...: the messages come from -p or --messages FILE, not a variable");
+            return NULL;
+        }
+        cJSON *val = cJSON_ParseWithOpts(eq + 1, NULL, 1);
+        if (!val) {
+            cJSON_Delete(obj);
+            fail("--var %s: the value after '=' must be one JSON value (a string in quotes: NAME='\"text\"')",
+                 o->vars[k]);
+            return NULL;
+        }
+        if (cJSON_GetObjectItemCaseSensitive(obj, name)) cJSON_ReplaceItemInObjectCaseSensitive(obj, name, val);
+        else if (!cJSON_AddItemToObject(obj, name, val)) { cJSON_Delete(val); goto oom; }
     }
-    fputc('}', m);
-    if (fclose(m) != 0) { free(buf); fail("%s", "out of memory"); return NULL; }
+    char *printed = cJSON_PrintUnformatted(obj);
+    cJSON_Delete(obj);
+    if (!printed) { fail("%s", "out of memory"); return NULL; }
+    char *buf = strdup(printed);
+    cJSON_free(printed);
+    if (!buf) { fail("%s", "out of memory"); return NULL; }
     *rc = 0;
     return buf;
+oom:
+    cJSON_Delete(obj);
+    fail("%s", "out of memory");
+    return NULL;
 }
 
 int chat_render(const chat_opts *o, const char *model_path, const char *messages_json, char **out, size_t *out_len) {

@@ -6,8 +6,10 @@
 #include "xllm.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <libgen.h>
 #include <limits.h>
+#include <math.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -53,6 +55,52 @@ int cli_unknown_option(const char *cmd, const char *opt) {
 int cli_needs_value(const char *opt) { return cli_fail("%s needs a value", opt); }
 
 int cli_is_help(const char *arg) { return !strcmp(arg, "-h") || !strcmp(arg, "--help"); }
+
+/* ---------------------------------------------------------- numeric values */
+
+int cli_int(const char *flag, const char *v, long lo, long hi, long *out) {
+    if (!v) return cli_needs_value(flag);
+    char *end;
+    errno = 0;
+    /* strtol would skip spaces and take a sign: only digits (and '-' when negatives are allowed) lead */
+    int lead_ok = (v[0] >= '0' && v[0] <= '9') || (v[0] == '-' && lo < 0);
+    long x = lead_ok ? strtol(v, &end, 10) : 0;
+    if (!lead_ok || errno || end == v || *end || x < lo || x > hi)
+        return cli_fail("%s needs an integer from %ld to %ld, got \"%s\"", flag, lo, hi, v);
+    *out = x;
+    return 0;
+}
+
+int cli_float(const char *flag, const char *v, double lo, double hi, int lo_open, float *out) {
+    if (!v) return cli_needs_value(flag);
+    char *end;
+    double x = (v[0] == '-' || v[0] == '.' || (v[0] >= '0' && v[0] <= '9')) ? strtod(v, &end) : NAN;
+    /* strtod's ERANGE on underflow is fine (the value is ~0); overflow gives inf, refused below */
+    if (!isfinite(x) || end == v || *end || x < lo || x > hi || (lo_open && (float)x <= (float)lo)) {
+        if (lo_open) return cli_fail("%s needs a number above %g, up to %g, got \"%s\"", flag, lo, hi, v);
+        return cli_fail("%s needs a number from %g to %g, got \"%s\"", flag, lo, hi, v);
+    }
+    *out = (float)x;
+    return 0;
+}
+
+int cli_seed(const char *flag, const char *v, int random_ok, unsigned long long *out, int *has) {
+    if (!v) return cli_needs_value(flag);
+    if (random_ok && !strcmp(v, "-1")) {
+        *has = 0;
+        return 0;
+    }
+    char *end;
+    errno = 0;
+    int lead_ok = v[0] >= '0' && v[0] <= '9'; /* strtoull would take " -1" as 2^64 - 1 */
+    unsigned long long x = lead_ok ? strtoull(v, &end, 10) : 0;
+    if (!lead_ok || errno || *end)
+        return cli_fail("%s needs an integer from 0 to 18446744073709551615%s, got \"%s\"", flag,
+                        random_ok ? " (or -1: a random seed)" : "", v);
+    *out = x;
+    *has = 1;
+    return 0;
+}
 
 /* ---------------------------------------------------------------- models */
 
@@ -190,7 +238,14 @@ const char *cli_size(double b, char *buf, size_t cap) {
 
 /* ------------------------------------------------------------------ busy */
 
-#define BUSY_AFTER_S 2.0
+/* Seconds before a step says it is running (XLLM_PROGRESS_AFTER overrides:
+ * tests and impatient users). */
+static double busy_after(void) {
+    const char *e = getenv("XLLM_PROGRESS_AFTER");
+    char *end;
+    double v = e ? strtod(e, &end) : 2.0;
+    return e && end != e && *end == 0 && v >= 0 && v < 3600 ? v : 2.0;
+}
 
 typedef struct busy_state {
     pthread_t thread;
@@ -199,6 +254,10 @@ typedef struct busy_state {
     int done, printed, tty;
     double t0;
     char what[512];
+    char stage[48];   /* from the step's progress callback ("" = none yet) */
+    double frac;
+    int shown;        /* log: stage and tenth last printed (tenth + 11 * stage changes) */
+    char shown_stage[48];
 } busy_state;
 
 static void deadline_in(struct timespec *ts, double s) {
@@ -208,26 +267,53 @@ static void deadline_in(struct timespec *ts, double s) {
     ts->tv_nsec = ns % 1000000000L;
 }
 
+/* One report (b->mu held): on a terminal a line redrawn in place; in a log a
+ * line per stage and tenth, with the elapsed time. */
+static void busy_show(busy_state *b) {
+    double el = cli_now() - b->t0;
+    int pct = (int)(b->frac * 100.0);
+    if (b->tty) {
+        if (b->stage[0]) fprintf(stderr, "\r%s: %-10s %3d%%  %.0f s   ", b->what, b->stage, pct, el);
+        else fprintf(stderr, "\r%s ... %.0f s", b->what, el);
+    } else {
+        int tenth = pct / 10;
+        int same_stage = !strcmp(b->stage, b->shown_stage);
+        if (b->printed && same_stage && tenth <= b->shown) return;
+        if (b->stage[0]) fprintf(stderr, "xllm: %s: %-10s %3d%%  (%.1f s)\n", b->what, b->stage, tenth * 10, el);
+        else if (!b->printed) fprintf(stderr, "xllm: %s ...\n", b->what);
+        b->shown = tenth;
+        snprintf(b->shown_stage, sizeof b->shown_stage, "%s", b->stage);
+    }
+    fflush(stderr);
+    b->printed = 1;
+}
+
 static void *busy_main(void *arg) {
     busy_state *b = arg;
     struct timespec ts;
     pthread_mutex_lock(&b->mu);
-    deadline_in(&ts, BUSY_AFTER_S);
+    deadline_in(&ts, busy_after());
     while (!b->done && pthread_cond_timedwait(&b->cv, &b->mu, &ts) == 0) {
     }
     while (!b->done) {
-        double el = cli_now() - b->t0;
-        if (b->tty) fprintf(stderr, "\r%s ... %.0f s", b->what, el);
-        else if (!b->printed) fprintf(stderr, "xllm: %s ...\n", b->what);
-        fflush(stderr);
-        b->printed = 1;
-        if (!b->tty) break; /* a log gets one line now and one at the end */
-        deadline_in(&ts, 1.0);
+        busy_show(b);
+        deadline_in(&ts, b->tty ? 0.5 : 0.25);
         while (!b->done && pthread_cond_timedwait(&b->cv, &b->mu, &ts) == 0) {
         }
     }
     pthread_mutex_unlock(&b->mu);
     return NULL;
+}
+
+void cli_busy_progress(void *user, const char *stage, double f) {
+    busy_state *b = user;
+    if (!b) return;
+    pthread_mutex_lock(&b->mu);
+    snprintf(b->stage, sizeof b->stage, "%s", stage ? stage : "");
+    b->frac = f < 0 ? 0 : f > 1 ? 1 : f;
+    /* past the threshold, a log gets each stage and tenth as it happens (the thread polls in between) */
+    if (!b->tty && cli_now() - b->t0 >= busy_after()) busy_show(b);
+    pthread_mutex_unlock(&b->mu);
 }
 
 void cli_busy_begin(cli_busy *h, const char *what) {
@@ -237,6 +323,7 @@ void cli_busy_begin(cli_busy *h, const char *what) {
     snprintf(b->what, sizeof b->what, "%s", what);
     b->tty = isatty(2);
     b->t0 = cli_now();
+    b->shown = -1;
     pthread_mutex_init(&b->mu, NULL);
     pthread_cond_init(&b->cv, NULL);
     if (pthread_create(&b->thread, NULL, busy_main, b) != 0) {
@@ -255,7 +342,7 @@ void cli_busy_end(cli_busy *h) {
     pthread_mutex_unlock(&b->mu);
     pthread_join(b->thread, NULL);
     if (b->printed) {
-        if (b->tty) fprintf(stderr, "\r%s ... done in %.1f s\n", b->what, cli_now() - b->t0);
+        if (b->tty) fprintf(stderr, "\r%s ... done in %.1f s%20s\n", b->what, cli_now() - b->t0, "");
         else fprintf(stderr, "xllm: %s: done in %.1f s\n", b->what, cli_now() - b->t0);
     }
     pthread_cond_destroy(&b->cv);
@@ -271,6 +358,10 @@ xllm_model *cli_load_model(const char *path, const xllm_model_options *opts, xll
     if (!quiet) cli_busy_begin(&b, what);
     xllm_model_options o = opts ? *opts : xllm_model_options_default();
     xllm_model_options_from_env(&o);
+    if (b.impl && !o.progress) { /* the library's stages and percentages (xllm_model_options.progress) */
+        o.progress = cli_busy_progress;
+        o.progress_user = b.impl;
+    }
     xllm_model *m = xllm_model_load(path, &o, err);
     cli_busy_end(&b);
     return m;

@@ -36,6 +36,21 @@ CLI_PRINTF(1, 2) void cli_note(const char *fmt, ...);
 int cli_unknown_option(const char *cmd, const char *opt);
 /* "OPT needs a value"; returns 1. */
 int cli_needs_value(const char *opt);
+/* Numeric option values, checked in one place. The whole value must be the
+ * number, in range; otherwise "FLAG needs an integer from LO to HI, got
+ * "V"" (or "... a number ...") and the function returns 1 (0 on success). A
+ * NULL value is "FLAG needs a value".
+ *   cli_int:   a decimal integer (a sign only where lo < 0).
+ *   cli_float: a finite number ("inf" and "nan" are refused) in [lo, hi], or
+ *              (lo, hi] with lo_open (after rounding to a float); a value too
+ *              small for a float reads as 0.
+ *   cli_seed:  a decimal integer from 0 to 2^64 - 1 (no sign, no space):
+ *              *has = 1; with random_ok, "-1" (llama.cpp's spelling of a
+ *              random seed) gives *has = 0. */
+int cli_int(const char *flag, const char *v, long lo, long hi, long *out);
+int cli_float(const char *flag, const char *v, double lo, double hi, int lo_open, float *out);
+int cli_seed(const char *flag, const char *v, int random_ok, unsigned long long *out, int *has);
+
 /* -h or --help */
 int cli_is_help(const char *arg);
 /* Print `xllm CMD --help` to f; 0 if CMD is known. */
@@ -75,17 +90,23 @@ void cli_progress_cb(void *user, const char *stage, double fraction);
 /* End an open bar line (before an error or the summary). */
 void cli_progress_end(cli_progress *p);
 
-/* A step with no progress of its own (loading a model: mapping, repacking,
- * planning): when it is still running after 2 s, a thread says so on stderr
- * ("xllm: loading MODEL ..." with the elapsed time, redrawn on a terminal),
- * and end says how long it took. Nothing is printed for a quick step. */
+/* A step that may report its own stages (loading a model: reading and
+ * repacking the weights, planning): when it is still running after 2 s, a
+ * thread says so on stderr ("xllm: loading MODEL: loading  40%  (3.1 s)" in
+ * a log, redrawn on a terminal; "... " when the step reports nothing), and
+ * end says how long it took. Nothing is printed for a quick step. */
 typedef struct cli_busy {
     void *impl;
 } cli_busy;
 void cli_busy_begin(cli_busy *b, const char *what);
 void cli_busy_end(cli_busy *b);
+/* An xllm_progress_fn for a step's own stages (user: the cli_busy's impl):
+ * once the step has run 2 s ($XLLM_PROGRESS_AFTER seconds when set), its
+ * stage and percentage are shown (a line per stage and tenth in a log). */
+void cli_busy_progress(void *user, const char *stage, double fraction);
 
-/* xllm_model_load inside a cli_busy "loading PATH" (quiet: no busy lines). */
+/* xllm_model_load inside a cli_busy "loading PATH" with the library's load
+ * progress (stages and percentages; quiet: no lines). */
 xllm_model *cli_load_model(const char *path, const xllm_model_options *opts, xllm_error *err, int quiet);
 
 /* SIGINT/SIGTERM remove the temporary files of writers in progress

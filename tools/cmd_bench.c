@@ -292,6 +292,8 @@ int cmd_bench(int argc, char **argv) {
     cli_progress prog;
     cli_progress_init(&prog, "bench");
     cli_progress_cb(&prog, "loading", 0);
+    mo.progress = cli_progress_cb; /* the load's own stages: loading (repacking) and planning */
+    mo.progress_user = &prog;
     double t0 = now_s();
     xllm_model *m = xllm_model_load(path, &mo, &err);
     if (!m) return fail(err.message, NULL);

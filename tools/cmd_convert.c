@@ -20,11 +20,8 @@
 static int fail(const char *what, const char *detail) { return cli_fail("%s%s", what, detail ? detail : ""); }
 
 static int parse_count(const char *f, const char *v, long lo, long hi, int *out) {
-    char *end;
-    errno = 0;
-    long x = strtol(v, &end, 10);
-    if (errno || end == v || *end || x < lo || x > hi)
-        return cli_fail("%s needs an integer from %ld to %ld, got \"%s\"", f, lo, hi, v);
+    long x;
+    if (cli_int(f, v, lo, hi, &x)) return 1;
     *out = (int)x;
     return 0;
 }

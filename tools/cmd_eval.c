@@ -50,15 +50,6 @@ static EVAL_PRINTF(1, 2) int eval_fail(const char *fmt, ...) {
     return 1;
 }
 
-static int eval_parse_long(const char *s, long lo, long hi, long *out) {
-    if (!s) return 0;
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi) return 0;
-    *out = v;
-    return 1;
-}
 
 /* The whole file (or stdin for "-") into *buf (malloc) / *len. 0 on success. */
 static int read_text(const char *path, char **buf, size_t *len) {
@@ -170,9 +161,9 @@ int cmd_eval(int argc, char **argv) {
             if (!strcmp(f, "--ref")) ref_path = v;
             else if (!strcmp(f, "--text")) text_path = v;
             else if (!strcmp(f, "--ctx")) {
-                if (!eval_parse_long(v, 1, INT_MAX, &ctx_arg)) return eval_fail("%s needs a positive integer", f);
+                if (cli_int(f, v, 1, INT_MAX, &ctx_arg)) return 1;
             } else if (!strcmp(f, "-t") || !strcmp(f, "--threads")) {
-                if (!eval_parse_long(v, 1, 1024, &threads)) return eval_fail("%s needs a positive integer", f);
+                if (cli_int(f, v, 1, 1024, &threads)) return 1;
             } else model_path = v;
         } else {
             return cli_unknown_option("eval", f);

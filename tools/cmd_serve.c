@@ -12,17 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int num(const char *flag, const char *v, long lo, long hi, long *out) {
-    char *end;
-    errno = 0;
-    long x = v ? strtol(v, &end, 10) : 0;
-    if (!v || errno || end == v || *end || x < lo || x > hi) {
-        fprintf(stderr, "xllm: error: %s needs an integer in [%ld, %ld]\n", flag, lo, hi);
-        return 0;
-    }
-    *out = x;
-    return 1;
-}
+static int num(const char *flag, const char *v, long lo, long hi, long *out) { return !cli_int(flag, v, lo, hi, out); }
 
 int cmd_serve(int argc, char **argv) {
     srv_options o = srv_options_default();

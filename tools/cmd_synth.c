@@ -54,14 +54,15 @@ int cmd_synth(int argc, char **argv) {
         else if (!strcmp(f, "--gguf")) o.gguf_out = v;
         else if (!strcmp(f, "--gguf-type")) o.gguf_type = v;
         else if (!strcmp(f, "--hf")) o.hf_dir = v;
-        else {
-            char *end;
-            errno = 0;
-            unsigned long long x = strtoull(v, &end, 10);
-            if (errno || end == v || *end || v[0] == '-') return fail("expected a non-negative integer for ", f);
-            if (!strcmp(f, "--seed")) o.seed = x;
-            else if (x > 4096) return fail("too many threads: ", v);
-            else o.n_threads = (int)x;
+        else if (!strcmp(f, "--seed")) {
+            int has;
+            unsigned long long x;
+            if (cli_seed(f, v, 0, &x, &has)) return 1;
+            o.seed = x;
+        } else {
+            long x;
+            if (cli_int(f, v, 0, 4096, &x)) return 1;
+            o.n_threads = (int)x;
         }
     }
     if (!o.shape) return cli_fail("synth needs --shape (%s; see 'xllm synth --help')", xllm_synth_shapes());

@@ -48,24 +48,15 @@ static const char *arg_value(args *a, const char *flag) {
     return a->argv[++a->i];
 }
 
-static int parse_long(const char *s, long lo, long hi, long *out) {
-    if (!s) return 0;
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi) return 0;
-    *out = v;
-    return 1;
+/* Numeric option values (cli_int / cli_float: one wording, ranges named). */
+static int opt_int(args *a, const char *f, long lo, long hi, long *out) {
+    const char *v = arg_value(a, f);
+    return v ? cli_int(f, v, lo, hi, out) : 1;
 }
 
-static int parse_float(const char *s, float *out) {
-    if (!s) return 0;
-    char *end;
-    errno = 0;
-    float v = strtof(s, &end);
-    if (errno || end == s || *end) return 0;
-    *out = v;
-    return 1;
+static int opt_float(args *a, const char *f, double lo, double hi, int lo_open, float *out) {
+    const char *v = arg_value(a, f);
+    return v ? cli_float(f, v, lo, hi, lo_open, out) : 1;
 }
 
 /* "1,2,3" -> ids (malloc); at least one. */
@@ -362,42 +353,38 @@ static int cmd_run(int argc, char **argv) {
         else if (!strcmp(f, "-p") || !strcmp(f, "--prompt")) prompt = arg_value(&a, f);
         else if (!strcmp(f, "--ids")) ids_arg = arg_value(&a, f);
         else if (!strcmp(f, "-n") || !strcmp(f, "--max-new-tokens") || !strcmp(f, "--n-predict")) {
-            if (!parse_long(arg_value(&a, f), 0, 1 << 30, &v)) return fail("%s needs a non-negative integer", f);
+            if (opt_int(&a, f, 0, 1 << 30, &v)) return 1;
             sp.max_new_tokens = (int)v;
             n_given = 1;
         } else if (!strcmp(f, "-c") || !strcmp(f, "--ctx-size")) {
-            if (!parse_long(arg_value(&a, f), 1, 1 << 24, &ctx)) return fail("%s needs a positive integer", f);
+            if (opt_int(&a, f, 1, 1 << 24, &ctx)) return 1;
         } else if (!strcmp(f, "--temp") || !strcmp(f, "--temperature")) {
-            if (!parse_float(arg_value(&a, f), &sp.temperature)) return fail("%s needs a number", f);
+            if (opt_float(&a, f, 0, 100, 0, &sp.temperature)) return 1;
         } else if (!strcmp(f, "--top-k")) {
-            if (!parse_long(arg_value(&a, f), 0, INT_MAX, &v)) return fail("%s needs a non-negative integer", f);
+            if (opt_int(&a, f, 0, INT_MAX, &v)) return 1;
             sp.top_k = (int)v;
         } else if (!strcmp(f, "--top-p")) {
-            if (!parse_float(arg_value(&a, f), &sp.top_p)) return fail("%s needs a number", f);
+            if (opt_float(&a, f, 0, 1, 1, &sp.top_p)) return 1;
         } else if (!strcmp(f, "--min-p")) {
-            if (!parse_float(arg_value(&a, f), &sp.min_p)) return fail("%s needs a number", f);
+            if (opt_float(&a, f, 0, 1, 0, &sp.min_p)) return 1;
         } else if (!strcmp(f, "--repetition-penalty")) {
-            if (!parse_float(arg_value(&a, f), &sp.repetition_penalty)) return fail("%s needs a number", f);
+            if (opt_float(&a, f, 0, 100, 1, &sp.repetition_penalty)) return 1;
         } else if (!strcmp(f, "--presence-penalty")) {
-            if (!parse_float(arg_value(&a, f), &sp.presence_penalty)) return fail("%s needs a number", f);
+            if (opt_float(&a, f, -100, 100, 0, &sp.presence_penalty)) return 1;
         } else if (!strcmp(f, "--frequency-penalty")) {
-            if (!parse_float(arg_value(&a, f), &sp.frequency_penalty)) return fail("%s needs a number", f);
+            if (opt_float(&a, f, -100, 100, 0, &sp.frequency_penalty)) return 1;
         } else if (!strcmp(f, "--seed")) {
             const char *s = arg_value(&a, f);
-            char *end;
-            if (!s) return 1;
-            errno = 0;
-            unsigned long long x = strtoull(s, &end, 10);
-            if (errno || end == s || *end || s[0] == '-') return fail("%s needs a non-negative integer", f);
+            unsigned long long x = 0;
+            if (!s || cli_seed(f, s, 1, &x, &sp.has_seed)) return 1;
             sp.seed = x;
-            sp.has_seed = 1;
         } else if (!strcmp(f, "--stop")) {
             const char *s = arg_value(&a, f);
             if (!s) return 1;
             if (sp.n_stop >= XLLM_MAX_STOP_STRINGS) return fail("at most %s stop strings", "16");
             sp.stop[sp.n_stop++] = s;
         } else if (!strcmp(f, "-t") || !strcmp(f, "--threads")) {
-            if (!parse_long(arg_value(&a, f), 1, 1024, &threads)) return fail("%s needs a positive integer", f);
+            if (opt_int(&a, f, 1, 1024, &threads)) return 1;
         } else if (!strcmp(f, "--profile") || !strcmp(f, "--enable-kernel-profiling")) {
             /* the file is optional: the next argument is it unless it is an option */
             profile_path = a.i + 1 < argc && argv[a.i + 1][0] != '-' ? argv[++a.i] : DEFAULT_PROFILE_FILE;
@@ -407,9 +394,9 @@ static int cmd_run(int argc, char **argv) {
         else if (!strcmp(f, "--ignore-eos")) sp.ignore_eos = 1;
         else if (!strcmp(f, "--prompts")) prompts_file = arg_value(&a, f);
         else if (!strcmp(f, "--samples")) {
-            if (!parse_long(arg_value(&a, f), 1, XLLM_MAX_SAMPLES, &samples)) return fail("%s needs an integer in [1, 64]", f);
+            if (opt_int(&a, f, 1, XLLM_MAX_SAMPLES, &samples)) return 1;
         } else if (!strcmp(f, "--kv-tokens")) {
-            if (!parse_long(arg_value(&a, f), 1, 1L << 40, &kv_tokens)) return fail("%s needs a positive integer", f);
+            if (opt_int(&a, f, 1, 1L << 40, &kv_tokens)) return 1;
         }
         else {
             int r = pp_cli_parse(&pp, argc, argv, &a.i);
@@ -573,7 +560,7 @@ static int cmd_logits(int argc, char **argv) {
         else if (!strcmp(f, "--ids")) ids_arg = arg_value(&a, f);
         else if (!strcmp(f, "--out")) out_path = arg_value(&a, f);
         else if (!strcmp(f, "-t") || !strcmp(f, "--threads")) {
-            if (!parse_long(arg_value(&a, f), 1, 1024, &threads)) return fail("%s needs a positive integer", f);
+            if (opt_int(&a, f, 1, 1024, &threads)) return 1;
         } else if (cli_is_help(f)) {
             cli_print_help(stdout, "logits");
             return 0;

@@ -54,7 +54,9 @@ class _ModelOptions(ctypes.Structure):
                 # execution switches (the XLLM_* environment variables, _options_from_env)
                 ("backend", ctypes.c_char_p), ("cpu_level", ctypes.c_char_p), ("attention", ctypes.c_char_p),
                 ("no_fuse", ctypes.c_int), ("no_repack", ctypes.c_int), ("no_plan", ctypes.c_int),
-                ("profile", ctypes.c_int), ("debug_checks", ctypes.c_int), ("plan_cache", ctypes.c_char_p)]
+                ("profile", ctypes.c_int), ("debug_checks", ctypes.c_int), ("plan_cache", ctypes.c_char_p),
+                # load progress (not used from Python)
+                ("progress", ctypes.c_void_p), ("progress_user", ctypes.c_void_p)]
 
 
 def _default_plan_cache():
@@ -260,6 +262,15 @@ def _check_int(name, value, lo, hi):
     return value
 
 
+def _check_float(name, value, lo=-3.4028234663852886e38, hi=3.4028234663852886e38):
+    """Floats reach C as float32: refuse NaN, infinities and what a float cannot hold, naming it."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError("%s must be a number (got %r)" % (name, value))
+    if not (lo <= value <= hi):  # also false for NaN
+        raise ValueError("%s = %r is out of range (%g..%g)" % (name, value, lo, hi))
+    return float(value)
+
+
 # ------------------------------------------------------------ public types
 
 class SamplingParams:
@@ -319,13 +330,13 @@ class SamplingParams:
         p = _library().xllm_sampling_params_default()
         p.max_new_tokens = int(self.max_new_tokens)
         p.do_sample = 1 if self.do_sample else 0
-        p.temperature = float(self.temperature)
+        p.temperature = _check_float("temperature", self.temperature)
         p.top_k = int(self.top_k or 0)
-        p.top_p = float(self.top_p)
-        p.min_p = float(self.min_p)
-        p.repetition_penalty = float(self.repetition_penalty)
-        p.presence_penalty = float(self.presence_penalty)
-        p.frequency_penalty = float(self.frequency_penalty)
+        p.top_p = _check_float("top_p", self.top_p)
+        p.min_p = _check_float("min_p", self.min_p)
+        p.repetition_penalty = _check_float("repetition_penalty", self.repetition_penalty)
+        p.presence_penalty = _check_float("presence_penalty", self.presence_penalty)
+        p.frequency_penalty = _check_float("frequency_penalty", self.frequency_penalty)
         if self.seed is not None:
             p.seed = int(self.seed) & 0xFFFFFFFFFFFFFFFF
             p.has_seed = 1

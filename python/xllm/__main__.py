@@ -17,6 +17,29 @@ import time
 from . import LLM, SamplingParams, XLLMError, default_model, enable_profiling, profile_report
 
 
+def _number(lo, hi, lo_open=False, integer=False):
+    """An argparse type: a finite number (an integer) in [lo, hi] ((lo, hi] with lo_open), as `xllm run` checks."""
+    def parse(text):
+        try:
+            v = int(text, 10) if integer else float(text)
+        except ValueError:
+            v = None
+        if v is None or v != v or not (lo < v if lo_open else lo <= v) or not v <= hi:
+            raise argparse.ArgumentTypeError("needs %s %s %s, up to %s, got %r" % (
+                "an integer" if integer else "a number", "above" if lo_open else "from", lo, hi, text))
+        return v
+    return parse
+
+
+def _seed(text):
+    """0 .. 2**64-1, or -1 (llama.cpp's spelling of a random seed): None."""
+    if text == "-1":
+        return None
+    if not text.isdigit() or int(text) >= 1 << 64:
+        raise argparse.ArgumentTypeError("needs an integer from 0 to 2**64-1 (or -1: a random seed), got %r" % text)
+    return int(text)
+
+
 def _parser():
     p = argparse.ArgumentParser(prog="python -m xllm", description="xLLM from Python: generate text or chat.")
     sub = p.add_subparsers(dest="command", metavar="{run,chat}")
@@ -28,18 +51,18 @@ def _parser():
                        "(default: $XLLM_MODEL, else the bundled stories260k)")
         s.add_argument("-p", "--prompt", help="prompt text (chat: the user message; default: "
                        + ("empty" if name == "run" else "one turn per line of stdin") + ")")
-        s.add_argument("-n", "--max-new-tokens", "--n-predict", dest="max_new_tokens", type=int, default=256,
+        s.add_argument("-n", "--max-new-tokens", "--n-predict", dest="max_new_tokens", type=_number(0, 1 << 30, integer=True), default=256,
                        help="tokens to generate (default: 256)")
-        s.add_argument("-c", "--ctx-size", type=int, default=0, help="context size (default: the model's, at most 8192)")
-        s.add_argument("--temp", "--temperature", dest="temperature", type=float, default=0.8,
-                       help="temperature, 0 = greedy (default: 0.8)")
-        s.add_argument("--top-k", type=int, default=0, help="0 = off (default: 0)")
-        s.add_argument("--top-p", type=float, default=0.9, help="1 = off (default: 0.9)")
-        s.add_argument("--min-p", type=float, default=0.0, help="0 = off (default: 0)")
-        s.add_argument("--repetition-penalty", type=float, default=1.0, help="1 = off (default: 1)")
-        s.add_argument("--seed", type=int, default=None, help="sampling seed (default: random)")
+        s.add_argument("-c", "--ctx-size", type=_number(0, 1 << 24, integer=True), default=0, help="context size (default: the model's, at most 8192)")
+        s.add_argument("--temp", "--temperature", dest="temperature", type=_number(0, 100), default=0.8,
+                       help="temperature from 0 (greedy) to 100 (default: 0.8)")
+        s.add_argument("--top-k", type=_number(0, (1 << 31) - 1, integer=True), default=0, help="0 = off (default: 0)")
+        s.add_argument("--top-p", type=_number(0, 1, lo_open=True), default=0.9, help="1 = off (default: 0.9)")
+        s.add_argument("--min-p", type=_number(0, 1), default=0.0, help="0 = off (default: 0)")
+        s.add_argument("--repetition-penalty", type=_number(0, 100, lo_open=True), default=1.0, help="1 = off (default: 1)")
+        s.add_argument("--seed", type=_seed, default=None, help="sampling seed; -1 = random (default: random)")
         s.add_argument("--stop", action="append", default=[], help="stop string; repeatable")
-        s.add_argument("-t", "--threads", type=int, default=0, help="CPU threads (default: all)")
+        s.add_argument("-t", "--threads", type=_number(0, 1024, integer=True), default=0, help="CPU threads (default: all)")
         s.add_argument("--json", action="store_true", help="print {prompt_ids, ids, text} instead of streaming")
         s.add_argument("--quiet", action="store_true", help="no summary line on stderr")
         s.add_argument("--profile", action="store_true", help="print the kernel profile report (JSON) on stderr")

@@ -14,6 +14,7 @@
  */
 #include "xllm.h"
 #include "base/alloc.h"
+#include "base/progress.h"
 #include "base/error.h"
 #include "base/file.h"
 #include "engine/engine.h"
@@ -107,7 +108,10 @@ xllm_model *xllm_model_load(const char *path, const xllm_model_options *opts, xl
     }
     model_load_options lo = {o.n_threads, o.max_step_tokens, o.backend, o.cpu_level, o.attention, o.no_fuse,
                              o.no_repack, &part, o.plan_cache};
+    if (o.progress) o.progress(o.progress_user, "loading", 0.0);
+    load_progress_begin(o.progress, o.progress_user, "loading"); /* the weights' repacking reports (base/progress.h) */
     xm->m = model_load_ex(path, &lo, err);
+    load_progress_end();
     if (!xm->m) goto fail;
     if (xm->pp && pipeline_ready(xm->pp, xm->m, err)) goto fail;
     int whole = xm->m->layer_begin == 0 && xm->m->layer_end == xm->m->cfg.n_layers;
@@ -138,9 +142,12 @@ xllm_model *xllm_model_load(const char *path, const xllm_model_options *opts, xl
         !(xm->eng = engine_create(xm->m, xm->tok, &xm->forward_lock, &o, &eo, err)))
         goto fail_locks;
     if (xm->eng && xm->pp && engine_attach_pipeline(xm->eng, xm->pp, err)) goto fail_locks;
+    if (o.progress) o.progress(o.progress_user, "loading", 1.0);
     if (!o.no_plan) {
         cJSON *report;
+        if (o.progress) o.progress(o.progress_user, "planning", 0.0);
         if (model_plan(xm->m, PLAN_BUDGET_MS, &report, err)) goto fail_locks;
+        if (o.progress) o.progress(o.progress_user, "planning", 1.0);
         char *text = cJSON_PrintUnformatted(report);
         cJSON_Delete(report);
         xm->plan_json = text ? xllm_strdup(text) : NULL;

@@ -11,12 +11,15 @@
 #include "xllm.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdint.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define TMP_SLOTS 64
@@ -52,22 +55,43 @@ void tmpfile_forget(const char *path) {
 }
 
 int tmpfile_create(const char *dest, char *tmp, size_t cap) {
-    if (snprintf(tmp, cap, "%s.tmpXXXXXX", dest) >= (int)cap) {
+    size_t dl = strlen(dest);
+    if (dl + sizeof ".tmpXXXXXX" > cap) {
         tmp[0] = 0;
         errno = ENAMETOOLONG;
         return -1;
     }
-    int fd = mkstemp(tmp);
-    if (fd < 0) {
+    /* mkstemp would make the file 0600 whatever the umask; open() with 0644
+     * gives the usual rw-r--r-- less the umask, as any other output. The
+     * name's six characters come from a counter, the pid and the clock,
+     * mixed; O_EXCL makes a collision a retry. */
+    static atomic_uint_fast64_t counter;
+    static const char digits[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    for (int attempt = 0; attempt < 1000; attempt++) {
+        uint64_t x = atomic_fetch_add(&counter, 1) * 0x9E3779B97F4A7C15ull ^ (uint64_t)getpid() << 32 ^
+                     (uint64_t)ts.tv_nsec ^ (uint64_t)ts.tv_sec * 0xBF58476D1CE4E5B9ull;
+        x ^= x >> 31;
+        x *= 0x94D049BB133111EBull;
+        x ^= x >> 29;
+        memcpy(tmp, dest, dl);
+        memcpy(tmp + dl, ".tmp", 4);
+        for (int i = 0; i < 6; i++, x /= 62) tmp[dl + 4 + i] = digits[x % 62];
+        tmp[dl + 10] = 0;
+        /* remembered before it exists: an interrupt right after open() must find it */
+        tmpfile_remember(tmp);
+        int fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        if (fd >= 0) return fd;
         int e = errno;
-        tmp[0] = 0;
+        tmpfile_forget(tmp);
         errno = e;
-        return -1;
+        if (errno != EEXIST) break;
     }
-    /* mkstemp makes 0600; an output file gets the usual rw-r--r-- */
-    (void)fchmod(fd, 0644); /* not fatal if refused: the file is still ours */
-    tmpfile_remember(tmp);
-    return fd;
+    int e = errno;
+    tmp[0] = 0;
+    errno = e;
+    return -1;
 }
 
 void xllm_remove_temp_files(void) {

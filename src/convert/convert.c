@@ -615,6 +615,10 @@ xllm_status xllm_convert(const char *src, const char *dst, const xllm_convert_op
     cJSON *pol = cJSON_AddObjectToObject(meta, "policy");
     char tname[32];
     for (int k = 0; k < TC_COUNT; k++) cJSON_AddStringToObject(pol, tensor_class_name((tensor_class)k), qtype_name(c.pol.cls[k], tname, sizeof tname));
+    if (policy_mix_rule(&c.pol)) {
+        cJSON_AddStringToObject(pol, "mix", c.o->dtype);
+        cJSON_AddStringToObject(pol, "mix_rule", policy_mix_rule(&c.pol));
+    }
     cJSON_AddBoolToObject(meta, "fused", !(c.o->no_fuse || c.to_gguf || c.pol.mix));
     cJSON_AddItemToObject(meta, "tensor_types", c.types);
     if (cJSON_GetArraySize(c.fallbacks) > 0) {

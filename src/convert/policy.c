@@ -39,9 +39,13 @@ xllm_status qtype_parse(const char *s, int group, qtype *out, xllm_error *err) {
     else if (!strcmp(s, "q4_k")) out->dtype = XLLM_DT_Q4_K, out->group = QK_K;
     else if (!strcmp(s, "q5_k")) out->dtype = XLLM_DT_Q5_K, out->group = QK_K;
     else if (!strcmp(s, "q6_k")) out->dtype = XLLM_DT_Q6_K, out->group = QK_K;
+    else if (!strcmp(s, "q2_k")) out->dtype = XLLM_DT_Q2_K, out->group = QK_K;
+    else if (!strcmp(s, "q3_k")) out->dtype = XLLM_DT_Q3_K, out->group = QK_K;
+    else if (!strcmp(s, "iq4_nl")) out->dtype = XLLM_DT_IQ4_NL, out->group = 32;
     else
         return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT,
-                           "unknown type \"%s\" (use f32, f16, bf16, q8, q4, q4m, q4_k, q5_k, q6_k, q4_k_m or q5_k_m)",
+                           "unknown type \"%s\" (use f32, f16, bf16, q8, q4, q4m, q2_k, q3_k, q4_k, q5_k, q6_k, "
+                           "iq4_nl, q3_k_m, q4_k_m or q5_k_m)",
                            s);
     return XLLM_OK;
 }
@@ -67,10 +71,10 @@ xllm_status policy_make(const char *dtype, int group, const char *spec, policy *
     memset(p, 0, sizeof *p);
     const char *d = dtype ? dtype : "f32";
     xllm_status st;
-    if (!strcmp(d, "q4_k_m") || !strcmp(d, "q5_k_m")) { /* llama.cpp's mixes: see policy.h */
-        base.dtype = d[1] == '4' ? XLLM_DT_Q4_K : XLLM_DT_Q5_K, base.group = QK_K;
-        p->mix = 1;
-        p->more.dtype = XLLM_DT_Q6_K, p->more.group = QK_K;
+    if (!strcmp(d, "q3_k_m") || !strcmp(d, "q4_k_m") || !strcmp(d, "q5_k_m")) { /* llama.cpp's mixes: see policy.h */
+        base.dtype = d[1] == '3' ? XLLM_DT_Q3_K : d[1] == '4' ? XLLM_DT_Q4_K : XLLM_DT_Q5_K, base.group = QK_K;
+        p->mix = d[1] - '0';
+        p->more.dtype = p->mix == 3 ? XLLM_DT_Q5_K : XLLM_DT_Q6_K, p->more.group = QK_K;
     } else if ((st = qtype_parse(d, group, &base, err))) {
         return st;
     }
@@ -110,16 +114,36 @@ xllm_status policy_make(const char *dtype, int group, const char *spec, policy *
     return XLLM_OK;
 }
 
-/* llama.cpp's layers that get more bits in its _M mixes. */
+/* llama.cpp's layers that get more bits in its Q4_K_M / Q5_K_M mixes. */
 static int more_bits(int layer, int n) { return layer < n / 8 || layer >= 7 * n / 8 || (layer - n / 8) % 3 == 2; }
+
+const char *policy_mix_rule(const policy *p) {
+    switch (p->mix) {
+    case 3: return "llama.cpp's Q3_K_M: Q3_K; v_proj Q5_K in layers 0-1, else Q4_K; down_proj Q5_K in the first "
+                   "sixteenth of the layers, else Q4_K; o_proj Q4_K; lm_head Q6_K";
+    case 4: return "llama.cpp's Q4_K_M: Q4_K; v_proj and down_proj Q6_K in the first and last eighth of the layers and "
+                   "every third layer between; lm_head Q6_K";
+    case 5: return "llama.cpp's Q5_K_M: Q5_K; v_proj and down_proj Q6_K in the first and last eighth of the layers and "
+                   "every third layer between; lm_head Q6_K";
+    default: return NULL;
+    }
+}
 
 qtype policy_pick_named(const policy *p, const char *name, tensor_class c, int ndim, int64_t cols) {
     if (p->mix && name && ndim == 2 && (c == TC_ATTN || c == TC_MLP)) {
-        int layer = -1;
-        if (sscanf(name, "model.layers.%d.", &layer) == 1 && layer >= 0 && p->n_layers > 0 &&
-            (strstr(name, ".v_proj.") || strstr(name, ".down_proj.")) && more_bits(layer, p->n_layers) &&
-            quant_format_ok(p->more.dtype, p->more.group, cols))
-            return p->more;
+        int layer = -1, n = p->n_layers;
+        qtype q4k = {XLLM_DT_Q4_K, QK_K}, t = {XLLM_DT_F32, 0};
+        if (sscanf(name, "model.layers.%d.", &layer) == 1 && layer >= 0 && n > 0) {
+            int v = strstr(name, ".v_proj.") != NULL, down = strstr(name, ".down_proj.") != NULL;
+            if (p->mix == 3) { /* llama.cpp's Q3_K_M (llama_tensor_get_type) */
+                if (v) t = layer < 2 ? p->more : q4k;
+                else if (down) t = layer < n / 16 ? p->more : q4k;
+                else if (strstr(name, ".o_proj.")) t = q4k;
+            } else if ((v || down) && more_bits(layer, n)) {
+                t = p->more;
+            }
+        }
+        if (t.group && quant_format_ok(t.dtype, t.group, cols)) return t;
     }
     return policy_pick(p, c, ndim, cols);
 }

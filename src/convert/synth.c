@@ -459,10 +459,15 @@ static xllm_status gguf_policy_name(const char *g, const char **dtype, xllm_erro
     else if (!strcmp(g, "Q4_K") || !strcmp(g, "q4_k")) *dtype = "q4_k";
     else if (!strcmp(g, "Q5_K") || !strcmp(g, "q5_k")) *dtype = "q5_k";
     else if (!strcmp(g, "Q6_K") || !strcmp(g, "q6_k")) *dtype = "q6_k";
+    else if (!strcmp(g, "Q2_K") || !strcmp(g, "q2_k")) *dtype = "q2_k";
+    else if (!strcmp(g, "Q3_K") || !strcmp(g, "q3_k")) *dtype = "q3_k";
+    else if (!strcmp(g, "IQ4_NL") || !strcmp(g, "iq4_nl")) *dtype = "iq4_nl";
+    else if (!strcmp(g, "Q3_K_M") || !strcmp(g, "q3_k_m")) *dtype = "q3_k_m";
     else if (!strcmp(g, "Q4_K_M") || !strcmp(g, "q4_k_m")) *dtype = "q4_k_m";
     else if (!strcmp(g, "Q5_K_M") || !strcmp(g, "q5_k_m")) *dtype = "q5_k_m";
     else return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT,
-                            "unknown GGUF type \"%s\" (use F32, F16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, Q4_K_M or Q5_K_M)", g);
+                            "unknown GGUF type \"%s\" (use F32, F16, Q8_0, Q4_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, "
+                            "Q3_K_M, Q4_K_M or Q5_K_M)", g);
     return XLLM_OK;
 }
 

@@ -559,21 +559,45 @@ static xllm_status check_tensors(const char *path, tinfo *ti, uint64_t n, uint64
             return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: tensor %s: data is not aligned for %s", path, nm,
                                ggml_type_name(t->type));
     }
-    if (n > 1) {
+    /* The tensors tile the data section: in offset order each starts where
+     * the one before ends (rounded up to the alignment) and the last ends the
+     * file (up to its padding). A tensor whose stated type or shape gives
+     * more bytes than that overlaps its neighbour; fewer bytes leave a hole
+     * of whole alignment units, which is what a type relabelled to a smaller
+     * one (Q8_0 as Q4_0, F32 as F16) looks like. Every GGUF llama.cpp writes
+     * tiles so. (A relabelling between types of the same size, F16 as BF16 or
+     * Q4_0 as IQ4_NL, leaves no trace in the sizes and cannot be caught.) */
+    if (n > 0) {
         tinfo **order = xllm_malloc_array((size_t)n, sizeof *order);
         if (!order) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
         for (uint64_t i = 0; i < n; i++) order[i] = &ti[i];
         qsort(order, (size_t)n, sizeof *order, cmp_tinfo_offset);
-        for (uint64_t i = 1; i < n; i++)
-            if (order[i - 1]->offset + order[i - 1]->nbytes > order[i]->offset) {
-                char b2[96];
-                xllm_status st = xllm_errorf(err, XLLM_ERR_FORMAT, "%s: tensors %s and %s overlap", path,
-                                             show(order[i - 1]->name.p, order[i - 1]->name.len, sbuf, sizeof sbuf),
-                                             show(order[i]->name.p, order[i]->name.len, b2, sizeof b2));
-                xllm_free(order);
-                return st;
+        xllm_status st = XLLM_OK;
+        char b2[96];
+        for (uint64_t i = 0; i <= n && !st; i++) {
+            const tinfo *a = i ? order[i - 1] : NULL, *b = i < n ? order[i] : NULL;
+            uint64_t end = a ? a->offset + a->nbytes : 0, next = b ? b->offset : data_size;
+            if (a && b && end > next) {
+                st = xllm_errorf(err, XLLM_ERR_FORMAT, "%s: tensors %s and %s overlap", path,
+                                 show(a->name.p, a->name.len, sbuf, sizeof sbuf), show(b->name.p, b->name.len, b2, sizeof b2));
+            } else if (next - end >= alignment) {
+                const tinfo *t = a ? a : b;
+                const char *nm = show(t->name.p, t->name.len, sbuf, sizeof sbuf);
+                if (!a)
+                    st = xllm_errorf(err, XLLM_ERR_FORMAT,
+                                     "%s: %llu bytes of tensor data before the first tensor (%s at offset %llu) belong to "
+                                     "no tensor", path, (unsigned long long)next, nm, (unsigned long long)next);
+                else
+                    st = xllm_errorf(err, XLLM_ERR_FORMAT,
+                                     "%s: tensor %s: type %s and its shape give %llu bytes, but %llu bytes lie between "
+                                     "its offset and %s%s (a relabelled type or shape?)", path, nm,
+                                     ggml_type_name(t->type), (unsigned long long)t->nbytes,
+                                     (unsigned long long)(next - t->offset), b ? "tensor " : "the end of the file",
+                                     b ? show(b->name.p, b->name.len, b2, sizeof b2) : "");
             }
+        }
         xllm_free(order);
+        return st;
     }
     return XLLM_OK;
 }

@@ -9,12 +9,15 @@
  * pre-tokenizer name of its regex), and the tensors under llama.cpp names in
  * the types GGUF has, llama Q/K rows permuted into llama.cpp's interleaved
  * RoPE layout (whole rows, so quantized rows move as they are). Written to a
- * temporary file next to the destination and renamed into place.
+ * temporary file next to the destination (base/tmpfile.h: mode 0644 less the
+ * umask, removed by xllm_remove_temp_files on an interrupt) and renamed into
+ * place.
  */
 #include "format/gguf.h"
 #include "format/gguf_internal.h"
 #include "base/alloc.h"
 #include "base/error.h"
+#include "base/tmpfile.h"
 #include "quant/quant.h"
 
 #include <errno.h>
@@ -899,11 +902,9 @@ xllm_status gguf_write(const char *dest, const st_tensor *tensors, size_t n, con
     size_t dl = strlen(dest);
     tmp = xllm_malloc(dl + 16);
     if (!tmp) goto oom;
-    snprintf(tmp, dl + 16, "%s.tmpXXXXXX", dest);
-    int fd = mkstemp(tmp);
+    int fd = tmpfile_create(dest, tmp, dl + 16);
     if (fd < 0) {
         st = xllm_errorf(err, XLLM_ERR_IO, "%s: cannot create a temporary file next to it: %s", dest, strerror(errno));
-        tmp[0] = 0;
         goto done;
     }
     f = fdopen(fd, "wb");
@@ -954,13 +955,17 @@ xllm_status gguf_write(const char *dest, const st_tensor *tensors, size_t n, con
         st = xllm_errorf(err, XLLM_ERR_IO, "%s: cannot rename into place: %s", dest, strerror(errno));
         goto done;
     }
+    tmpfile_forget(tmp);
     tmp[0] = 0;
     goto done;
 oom:
     st = xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "gguf_write: out of memory");
 done:
     if (f) fclose(f);
-    if (tmp && tmp[0]) unlink(tmp);
+    if (tmp && tmp[0]) {
+        unlink(tmp);
+        tmpfile_forget(tmp);
+    }
     xllm_free(tmp);
     xllm_free(ol.t);
     xllm_free(w.p);

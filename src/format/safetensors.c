@@ -18,6 +18,7 @@
 #include "base/alloc.h"
 #include "base/error.h"
 #include "base/file.h"
+#include "base/progress.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -52,6 +53,13 @@ struct st_archive {
 
 void st_release_pages(const st_archive *a, const void *p, size_t n) {
     if (!a || !p || !n) return;
+    /* the loader releases a matrix once it holds its packed copy: the load's progress (base/progress.h) */
+    if (load_progress_wants_total(a)) {
+        double total = 0;
+        for (size_t i = 0; i < a->n; i++) total += (double)a->tensors[i].nbytes;
+        load_progress_set_total(a, total);
+    }
+    load_progress_add(a, (double)n);
     const unsigned char *b = p, *e = b + n;
     for (size_t i = 0; i < a->n_files; i++) {
         const unsigned char *m = a->files[i].map;

@@ -278,6 +278,45 @@ static xllm_status parse_table(st_archive *a, const char *label, const unsigned 
     return XLLM_OK;
 }
 
+/* No two regions of the file alias: the tensors' data, the metadata and the
+ * tensor table each own their bytes (the header is below every offset
+ * already). A tensor whose range covers another's, or the metadata's, would
+ * read bytes meant as something else. Sorted by start; empty ranges own
+ * nothing. */
+typedef struct { uint64_t start, end; const char *what; int tensor; } extent;
+
+static int cmp_extent(const void *a, const void *b) {
+    const extent *x = a, *y = b;
+    return (x->start > y->start) - (x->start < y->start);
+}
+
+static xllm_status check_extents(const st_archive *a, const char *label, const unsigned char *map, uint64_t meta_off,
+                                 uint64_t meta_len, uint64_t table_off, uint64_t table_len, xllm_error *err) {
+    size_t n = st_count(a);
+    extent *x = xllm_malloc_array(n + 2, sizeof *x);
+    if (!x) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", label);
+    size_t k = 0;
+    x[k++] = (extent){meta_off, meta_off + meta_len, "the metadata", 0};
+    x[k++] = (extent){table_off, table_off + table_len, "the tensor table", 0};
+    for (size_t i = 0; i < n; i++) {
+        const st_tensor *t = st_at(a, i);
+        uint64_t off = (uint64_t)((const unsigned char *)t->data - map);
+        x[k++] = (extent){off, off + t->nbytes, t->name, 1};
+    }
+    qsort(x, k, sizeof *x, cmp_extent);
+    xllm_status st = XLLM_OK;
+    size_t last = SIZE_MAX; /* the non-empty extent reaching furthest so far */
+    for (size_t i = 0; i < k && !st; i++) {
+        if (x[i].end == x[i].start) continue;
+        if (last != SIZE_MAX && x[i].start < x[last].end)
+            st = xllm_errorf(err, XLLM_ERR_FORMAT, "%s: %s%s and %s%s overlap in the file", label,
+                             x[last].tensor ? "tensor " : "", x[last].what, x[i].tensor ? "tensor " : "", x[i].what);
+        if (last == SIZE_MAX || x[i].end > x[last].end) last = i;
+    }
+    xllm_free(x);
+    return st;
+}
+
 st_archive *xf_open(const char *path, cJSON **meta, xllm_error *err) {
     *meta = NULL;
     st_archive *a = st_archive_new(err);
@@ -313,6 +352,8 @@ st_archive *xf_open(const char *path, cJSON **meta, xllm_error *err) {
         xllm_errorf(err, XLLM_ERR_FORMAT, "%s: metadata or tensor table lies outside the file", path);
         goto fail;
     }
+    /* the metadata and the table apart (the archive is still empty; every tensor is checked once read) */
+    if ((st = check_extents(a, label, map, meta_off, meta_len, table_off, table_len, err))) goto fail;
     XXH64_state_t *h = XXH64_createState();
     if (!h) {
         xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
@@ -342,6 +383,7 @@ st_archive *xf_open(const char *path, cJSON **meta, xllm_error *err) {
     }
     if ((st = parse_table(a, label, map, size, map + table_off, (size_t)table_len, err))) goto fail;
     if ((st = st_archive_seal(a, err))) goto fail;
+    if ((st = check_extents(a, label, map, meta_off, meta_len, table_off, table_len, err))) goto fail;
     return a;
 fail:
     if (err && err->code == XLLM_OK) xllm_errorf(err, XLLM_ERR_FORMAT, "%s: cannot open", path);

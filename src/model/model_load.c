@@ -454,9 +454,18 @@ model *model_load_ex(const char *dir, const model_load_options *o, xllm_error *e
         m->weights_file = g.tensors;
         m->owned_tok_json = g.tokenizer_json;
         m->owned_tok_config = g.tokenizer_config_json;
+        /* an allocation failing here must not leave the config trees unowned */
         m->meta = cJSON_CreateObject();
-        cJSON_AddItemToObject(m->meta, "config", g.config);
-        if (g.generation_config) cJSON_AddItemToObject(m->meta, "generation_config", g.generation_config);
+        int kept = m->meta && cJSON_AddItemToObject(m->meta, "config", g.config);
+        if (!kept) cJSON_Delete(g.config);
+        if (g.generation_config && !(kept && cJSON_AddItemToObject(m->meta, "generation_config", g.generation_config))) {
+            cJSON_Delete(g.generation_config);
+            kept = 0;
+        }
+        if (!kept) {
+            st = xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", dir);
+            goto fail;
+        }
         char cfg_label[4200];
         snprintf(cfg_label, sizeof cfg_label, "%s: metadata", dir);
         if ((st = model_config_parse(g.config, g.generation_config, cfg_label, cfg_label, &m->cfg, err))) goto fail;

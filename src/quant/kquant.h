@@ -32,6 +32,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include "base/dtype.h"
 
 #define QK_K 256
@@ -64,11 +65,26 @@ int kq_unpack_block(xllm_dtype t, const void *blk, int8_t *codes, int16_t *sc, i
 void kq_matmul_ref(xllm_dtype t, const void *W, int64_t cols, const void *act, size_t act_stride, int T,
                    const float *bias, float *y, size_t ldy, int64_t r0, int64_t r1);
 
-/* Quantizers (kquant_quantize.c): the types kq_quantize_row handles (Q4_K,
- * Q5_K, Q6_K), and one row of cols (a multiple of 256) into out. importance:
- * per column weights of the squared error (calibration), or NULL. */
+/* Quantizers (kquant_quantize.c): the types kq_quantize_row handles (Q2_K,
+ * Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL), and one row of cols (a multiple of the
+ * type's block, 256 or 32) into out. importance: per column weights of the
+ * squared error (calibration), or NULL. Thread-safe (pure). */
 int kq_can_quantize(xllm_dtype t);
 void kq_quantize_row(xllm_dtype t, const float *x, int64_t cols, const float *importance, void *out);
+
+/* Q4_K / Q5_K: the 8 six-bit scales and mins from the 12 bytes at blk + 4,
+ * one per byte of *sc and *mn (sub-blocks 0..3 in the low 6 bits of bytes
+ * 0..3 (scales) and 4..7 (mins); 4..7: low 4 bits in bytes 8..11, the top 2
+ * bits of bytes 0..3 (scales) and 4..7 (mins) above them). For kernels. */
+static inline void kq_k4_scales(const uint8_t *blk, uint64_t *sc, uint64_t *mn) {
+    uint32_t u[3];
+    memcpy(u, blk + 4, 12);
+    uint32_t sc_lo = u[0] & 0x3f3f3f3fu, mn_lo = u[1] & 0x3f3f3f3fu;
+    uint32_t sc_hi = (u[2] & 0x0f0f0f0fu) | ((u[0] >> 6) & 0x03030303u) << 4;
+    uint32_t mn_hi = ((u[2] >> 4) & 0x0f0f0f0fu) | ((u[1] >> 6) & 0x03030303u) << 4;
+    *sc = (uint64_t)sc_hi << 32 | sc_lo;
+    *mn = (uint64_t)mn_hi << 32 | mn_lo;
+}
 
 /* llama.cpp's non-linear 4-bit levels (IQ4_NL, IQ4_XS). */
 extern const int8_t kq_iq4_values[16];

@@ -1,6 +1,7 @@
 /*
- * kquant_quantize.c - quantizers for the K-quants Q4_K, Q5_K and Q6_K
- * (kq_quantize_row, kquant.h), written from the format (docs/FORMAT.md).
+ * kquant_quantize.c - quantizers for llama.cpp's Q2_K, Q3_K, Q4_K, Q5_K,
+ * Q6_K and IQ4_NL (kq_quantize_row, kquant.h), written from the format
+ * (docs/FORMAT.md).
  *
  * The idea: fit each sub-block first, then the super-block's two f16 scales
  * to the fitted sub-block scales, then the codes again against the scales as
@@ -8,12 +9,19 @@
  * the kernels will do. Sub-block fits minimise the importance-weighted
  * squared error (importance: per column, e.g. mean activation^2 from
  * calibration; NULL weighs all alike, plus |x| so large weights count more):
- *  - Q4_K / Q5_K (affine, levels 0..L): for 16 candidate ranges [min, max]
+ *  - Q2_K / Q4_K / Q5_K (affine, levels 0..L; Q2_K on sub-blocks of 16 with
+ *    4-bit scales and mins): for 16 candidate ranges [min, max]
  *    shrunk by factors 1 .. 0.7, codes by rounding, then scale and offset
  *    refitted by weighted least squares to those codes; the best fit wins.
  *    The offset is kept <= 0 (stored as a non-negative min).
- *  - Q6_K (symmetric, levels -32..31): the value of largest magnitude maps
- *    to -32 times clip factors 1 .. 0.7, scale refitted by least squares.
+ *  - Q3_K / Q6_K (symmetric, levels -4..3 / -32..31 on sub-blocks of 16):
+ *    the value of largest magnitude maps to the lowest level times clip
+ *    factors 1 .. 0.7, scale refitted by least squares; the super-block
+ *    scale maps the largest sub-block scale to the lowest 6-bit / 8-bit one.
+ *  - IQ4_NL (blocks of 32, one f16 scale, codes index the non-linear table):
+ *    candidate scales around the one mapping the largest magnitude to -127,
+ *    each value to its nearest table level, the scale refitted by least
+ *    squares to those levels; the best fit wins.
  */
 #include "quant/kquant.h"
 
@@ -78,21 +86,21 @@ static void fit_affine(const float *x, const float *w, int n, int L, float *s_ou
     *s_out = bs, *m_out = bm;
 }
 
-/* Symmetric fit to levels -32..31: x ~ s * q. */
-static float fit_sym(const float *x, const float *w, int n) {
+/* Symmetric fit to levels lo..-lo-1 (lo = -32 or -4): x ~ s * q. */
+static float fit_sym(const float *x, const float *w, int n, int lo) {
     float amax = 0, vmax = 0;
     for (int i = 0; i < n; i++)
         if (fabsf(x[i]) > amax) amax = fabsf(x[i]), vmax = x[i];
     if (amax == 0) return 0;
     double best = INFINITY;
-    float bs = vmax / -32.0f;
+    float bs = vmax / (float)lo;
     for (int k = 0; k < 16; k++) {
-        float s = vmax * (1.0f - 0.02f * (float)k) / -32.0f;
+        float s = vmax * (1.0f - 0.02f * (float)k) / (float)lo;
         for (int pass = 0; pass < 2; pass++) {
             float is = 1.0f / s;
             double sxq = 0, sqq = 0;
             for (int i = 0; i < n; i++) {
-                int q = clampi((int)lrintf(x[i] * is), -32, 31);
+                int q = clampi((int)lrintf(x[i] * is), lo, -lo - 1);
                 sxq += w[i] * x[i] * q, sqq += w[i] * q * q;
             }
             if (sqq <= 0 || sxq == 0) break;
@@ -101,7 +109,7 @@ static float fit_sym(const float *x, const float *w, int n) {
         float is = 1.0f / s;
         double e = 0;
         for (int i = 0; i < n; i++) {
-            int q = clampi((int)lrintf(x[i] * is), -32, 31);
+            int q = clampi((int)lrintf(x[i] * is), lo, -lo - 1);
             double d = x[i] - s * q;
             e += w[i] * d * d;
         }
@@ -155,7 +163,7 @@ static void q6k_block(const float *x, const float *imp, uint8_t *b) {
     float w[QK_K], s[16], amax = 0, vmax = 0;
     weights(x, imp, QK_K, w);
     for (int k = 0; k < 16; k++) {
-        s[k] = fit_sym(x + 16 * k, w + 16 * k, 16);
+        s[k] = fit_sym(x + 16 * k, w + 16 * k, 16, -32);
         if (fabsf(s[k]) > amax) amax = fabsf(s[k]), vmax = s[k];
     }
     memset(b, 0, 210);
@@ -172,14 +180,126 @@ static void q6k_block(const float *x, const float *imp, uint8_t *b) {
     }
 }
 
-int kq_can_quantize(xllm_dtype t) { return t == XLLM_DT_Q4_K || t == XLLM_DT_Q5_K || t == XLLM_DT_Q6_K; }
+/* Q2_K: scales[16] (scale | min << 4), qs[64], d, dmin; levels 0..3 per 16 */
+static void q2k_block(const float *x, const float *imp, uint8_t *b) {
+    float w[QK_K], s[16], m[16], smax = 0, mmax = 0;
+    weights(x, imp, QK_K, w);
+    for (int k = 0; k < 16; k++) {
+        fit_affine(x + 16 * k, w + 16 * k, 16, 3, &s[k], &m[k]);
+        smax = fmaxf(smax, s[k]), mmax = fmaxf(mmax, m[k]);
+    }
+    memset(b, 0, 84);
+    wr16(b + 80, smax / 15.0f);
+    wr16(b + 82, mmax / 15.0f);
+    float d = rd16(b + 80), dmin = rd16(b + 82);
+    int sc[16], mn[16];
+    for (int k = 0; k < 16; k++) {
+        sc[k] = d > 0 ? clampi((int)lrintf(s[k] / d), 0, 15) : 0;
+        mn[k] = dmin > 0 ? clampi((int)lrintf(m[k] / dmin), 0, 15) : 0;
+        b[k] = (uint8_t)(sc[k] | mn[k] << 4);
+    }
+    for (int e = 0; e < QK_K; e++) {
+        int k = e / 16;
+        float ds = d * (float)sc[k], dm = dmin * (float)mn[k];
+        int q = ds > 0 ? clampi((int)lrintf((x[e] + dm) / ds), 0, 3) : 0;
+        int h = e / 128, j = (e % 128) / 32, l = e % 32;
+        b[16 + 32 * h + l] |= (uint8_t)(q << (2 * j));
+    }
+}
+
+/* Q3_K: hmask[32], qs[64], scales[12] (6-bit, stored + 32), d; levels -4..3 per 16 */
+static void q3k_block(const float *x, const float *imp, uint8_t *b) {
+    float w[QK_K], s[16], amax = 0, vmax = 0;
+    weights(x, imp, QK_K, w);
+    for (int k = 0; k < 16; k++) {
+        s[k] = fit_sym(x + 16 * k, w + 16 * k, 16, -4);
+        if (fabsf(s[k]) > amax) amax = fabsf(s[k]), vmax = s[k];
+    }
+    memset(b, 0, 110);
+    wr16(b + 108, vmax / -32.0f); /* the largest sub-block scale maps to -32 */
+    float d = rd16(b + 108);
+    uint8_t *S = b + 96;
+    int sc[16];
+    for (int k = 0; k < 16; k++) {
+        sc[k] = d != 0 ? clampi((int)lrintf(s[k] / d), -32, 31) : 0;
+        int v = sc[k] + 32;
+        if (k < 8) S[k] |= (uint8_t)(v & 15);
+        else S[k - 8] |= (uint8_t)((v & 15) << 4);
+        S[8 + k % 4] |= (uint8_t)((v >> 4) << (2 * (k / 4)));
+    }
+    for (int e = 0; e < QK_K; e++) {
+        float ds = d * (float)sc[e / 16];
+        int u = (ds != 0 ? clampi((int)lrintf(x[e] / ds), -4, 3) : 0) + 4; /* 0..7 */
+        int h = e / 128, j = (e % 128) / 32, l = e % 32;
+        b[32 + 32 * h + l] |= (uint8_t)((u & 3) << (2 * j));
+        if (u & 4) b[l] |= (uint8_t)(1 << (4 * h + j));
+    }
+}
+
+/* The table index nearest v (kq_iq4_values ascends; ties to the lower). */
+static int iq4_nearest(float v) {
+    int lo = 0, hi = 15;
+    while (hi - lo > 1) { /* kq_iq4_values[lo] <= v < kq_iq4_values[hi], or v outside */
+        int mid = (lo + hi) / 2;
+        if (v < (float)kq_iq4_values[mid]) hi = mid;
+        else lo = mid;
+    }
+    return fabsf(v - (float)kq_iq4_values[lo]) <= fabsf(v - (float)kq_iq4_values[hi]) ? lo : hi;
+}
+
+/* IQ4_NL: d, qs[16] (element j low nibble, j + 16 high) */
+static void iq4nl_block(const float *x, const float *imp, uint8_t *b) {
+    float w[32], amax = 0, vmax = 0;
+    weights(x, imp, 32, w);
+    for (int i = 0; i < 32; i++)
+        if (fabsf(x[i]) > amax) amax = fabsf(x[i]), vmax = x[i];
+    memset(b, 0, 18);
+    if (amax == 0) return;
+    double best = INFINITY;
+    float bd = vmax / -127.0f;
+    for (int k = -4; k <= 4; k++) {
+        float d = vmax / (-127.0f + 12.0f * (float)k);
+        for (int pass = 0; pass < 1; pass++) { /* one refit: more passes gained < 0.5% on the fixtures */
+            float id = 1.0f / d;
+            double sxt = 0, stt = 0;
+            for (int i = 0; i < 32; i++) {
+                float t = kq_iq4_values[iq4_nearest(x[i] * id)];
+                sxt += w[i] * x[i] * t, stt += w[i] * t * t;
+            }
+            if (stt <= 0 || sxt == 0) break;
+            d = (float)(sxt / stt);
+        }
+        float dq = xllm_f16_to_f32(xllm_f32_to_f16(d)), id = 1.0f / dq;
+        double e = 0;
+        for (int i = 0; i < 32; i++) {
+            double r = x[i] - dq * kq_iq4_values[iq4_nearest(x[i] * id)];
+            e += w[i] * r * r;
+        }
+        if (e < best) best = e, bd = d;
+    }
+    wr16(b, bd);
+    float d = rd16(b), id = d != 0 ? 1.0f / d : 0.0f;
+    for (int i = 0; i < 16; i++)
+        b[2 + i] = (uint8_t)(iq4_nearest(x[i] * id) | iq4_nearest(x[i + 16] * id) << 4);
+}
+
+int kq_can_quantize(xllm_dtype t) {
+    return t == XLLM_DT_Q2_K || t == XLLM_DT_Q3_K || t == XLLM_DT_Q4_K || t == XLLM_DT_Q5_K || t == XLLM_DT_Q6_K ||
+           t == XLLM_DT_IQ4_NL;
+}
 
 void kq_quantize_row(xllm_dtype t, const float *x, int64_t cols, const float *importance, void *out) {
     size_t bb = kq_block_bytes(t);
-    for (int64_t b = 0; b < cols / QK_K; b++) {
-        const float *xb = x + b * QK_K, *ib = importance ? importance + b * QK_K : NULL;
+    int n = kq_block_elems(t);
+    for (int64_t b = 0; b < cols / n; b++) {
+        const float *xb = x + b * n, *ib = importance ? importance + b * n : NULL;
         uint8_t *o = (uint8_t *)out + (size_t)b * bb;
-        if (t == XLLM_DT_Q6_K) q6k_block(xb, ib, o);
-        else q45k_block(t, xb, ib, o);
+        switch (t) {
+        case XLLM_DT_Q2_K: q2k_block(xb, ib, o); break;
+        case XLLM_DT_Q3_K: q3k_block(xb, ib, o); break;
+        case XLLM_DT_Q6_K: q6k_block(xb, ib, o); break;
+        case XLLM_DT_IQ4_NL: iq4nl_block(xb, ib, o); break;
+        default: q45k_block(t, xb, ib, o); break;
+        }
     }
 }

@@ -42,6 +42,25 @@ static char *read_text(const char *path, char *err, size_t cap) {
     return b;
 }
 
+/* A model's load progress in the server's log: each stage's tenths, once,
+ * when the load has taken 2 s (a quick load logs nothing). */
+typedef struct load_log {
+    const char *name;
+    char stage[32];
+    int tenth;
+    double t0;
+} load_log;
+
+static void log_progress(void *user, const char *stage, double f) {
+    load_log *l = user;
+    if (srv_now() - l->t0 < 2.0) return;
+    int tenth = (int)(f * 10.0);
+    if (!strcmp(l->stage, stage) && tenth <= l->tenth) return;
+    snprintf(l->stage, sizeof l->stage, "%s", stage);
+    l->tenth = tenth;
+    srv_log("model %s: %s %d%%", l->name, stage, tenth * 10);
+}
+
 srv_model *model_open(const char *name, const char *path, const char *engine_config, const char *chat_template,
                       const srv_options *o, int response_cache_off, char *err, size_t cap) {
     srv_model *m = calloc(1, sizeof *m);
@@ -71,6 +90,9 @@ srv_model *model_open(const char *name, const char *path, const char *engine_con
     if (response_cache_off) eo.response_cache = 0;
     m->name = strdup(name);
     m->path = strdup(path);
+    load_log ll = {name, "", -1, srv_now()};
+    mo.progress = log_progress;
+    mo.progress_user = &ll;
     m->model = xllm_model_load(path, &mo, &xe);
     if (!m->model) { snprintf(err, cap, "model '%s': %s", name, xe.message); goto fail; }
     if (xllm_model_pp_rank(m->model) > 0) return m; /* a pipeline worker: no engine, no HTTP (server_main) */

@@ -22,6 +22,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #define DRAIN_FACTOR 4
 
@@ -302,6 +304,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     if (!k) {
         k = calloc(1, sizeof *k);
         if (!k) return MHD_NO;
+        atomic_fetch_add(&s->active, 1); /* until completed() */
         k->s = s;
         k->t0 = srv_now();
         k->endpoint = EP_OTHER;
@@ -396,6 +399,7 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum 
     sb_free(&k->body);
     sb_free(&k->sse);
     free(k);
+    atomic_fetch_sub(&s->active, 1);
     if (s->opt.idle_timeout_s > 0) MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned)s->opt.idle_timeout_s);
 }
 
@@ -409,12 +413,14 @@ static void mhd_log(void *cls, const char *fmt, va_list ap) {
 }
 
 void *http_start(srv_state *s, char *err, size_t cap);
-void http_stop(void *d);
+void http_stop(void *d, srv_state *s);
 
 void *http_start(srv_state *s, char *err, size_t cap) {
     struct sockaddr_storage ss;
     memset(&ss, 0, sizeof ss);
-    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ERROR_LOG;
+    /* MHD_USE_ITC: needed by MHD_quiesce_daemon (http_stop) */
+    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ERROR_LOG |
+                     MHD_USE_ITC;
     const char *host = s->opt.host;
     if (strchr(host, ':')) {
         struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
@@ -440,6 +446,21 @@ void *http_start(srv_state *s, char *err, size_t cap) {
     return d;
 }
 
-void http_stop(void *d) {
-    if (d) MHD_stop_daemon(d);
+/* Shutdown, with s->stopping already set: stop accepting connections, let
+ * the requests in progress end (running ones abort within a step and answer;
+ * one arriving now on an open connection gets 503; a body still uploading is
+ * read and answered 503), at most HTTP_DRAIN_S seconds, then close what is
+ * left and join the connection threads. */
+#define HTTP_DRAIN_S 10.0
+void http_stop(void *d, srv_state *s) {
+    if (!d) return;
+    MHD_socket ls = MHD_quiesce_daemon(d);
+    double until = srv_now() + HTTP_DRAIN_S;
+    while (atomic_load(&s->active) > 0 && srv_now() < until) {
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    if (atomic_load(&s->active) > 0) srv_log("shutdown: %d requests still open after %.0f s: closed", atomic_load(&s->active), HTTP_DRAIN_S);
+    MHD_stop_daemon(d);
+    if (ls != MHD_INVALID_SOCKET) close(ls);
 }

@@ -7,12 +7,16 @@
  * per response or chunk). Per model: prompt and generated tokens, PII values
  * masked; per cascade stage: runs and early ends. The engine's own state
  * (queue depth, running requests, KV blocks, prefix- and response-cache
- * hits, preemptions) is read from xllm_engine_stats at scrape time.
+ * hits, preemptions) is read from xllm_engine_stats at scrape time; memory
+ * gauges (library allocations, C heap in use and kept free) at the end.
  */
 #include "srv.h"
 
 #include <stdio.h>
 #include <string.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 static const char *ep_name[EP_COUNT] = {"completions", "chat_completions", "models", "health",
                                         "metrics", "tokenize", "detokenize", "other"};
@@ -163,4 +167,19 @@ void metrics_render(srv_state *s, sbuf *o) {
                           jnum(st[i], gauges[g].a, gauges[g].b));
     }
     for (int i = 0; i < nm; i++) cJSON_Delete(st[i]);
+    /* memory: what the library holds through xllm_malloc, and the C heap as
+     * glibc's allocator sees it (in use vs kept free in its arenas), so a
+     * growing RSS can be told apart: a leak grows the in-use bytes, allocator
+     * high-water (arenas of connection threads, fragmentation) the free ones */
+    sb_printf(o, "# HELP xllm_library_allocated_bytes Bytes held through xllm_malloc (KV, scratch, caches)\n"
+                 "# TYPE xllm_library_allocated_bytes gauge\nxllm_library_allocated_bytes %zu\n",
+              xllm_allocated_bytes());
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 33))
+    struct mallinfo2 mi = mallinfo2();
+    sb_printf(o, "# HELP xllm_heap_in_use_bytes C heap bytes allocated and not freed (malloc's uordblks + hblkhd)\n"
+                 "# TYPE xllm_heap_in_use_bytes gauge\nxllm_heap_in_use_bytes %zu\n"
+                 "# HELP xllm_heap_free_bytes C heap bytes freed but kept by the allocator (fordblks)\n"
+                 "# TYPE xllm_heap_free_bytes gauge\nxllm_heap_free_bytes %zu\n",
+              mi.uordblks + mi.hblkhd, mi.fordblks);
+#endif
 }

@@ -4,11 +4,13 @@
  *
  * SIGINT and SIGTERM are blocked in every thread and taken by the main
  * thread with sigwait, so no handler runs in the middle of anything. The
- * HTTP daemon starts first (GET /health answers 503 while the models load);
- * when every model is loaded the server prints its one ready line. At a
- * signal it stops admitting work, running requests abort (their SSE streams
- * end with finish_reason "abort"), the HTTP daemon joins its connection
- * threads, and engines and models are freed.
+ * HTTP daemon starts first (GET /health answers 503 and every other endpoint
+ * but /metrics 503 "not_ready" while the models load); when every model is
+ * loaded the server prints its one ready line. At a signal it stops admitting
+ * work (a request arriving on an open connection gets 503), stops accepting
+ * connections, running requests abort and answer (their SSE streams end with
+ * finish_reason "abort"; at most 10 s are given to what is still open), the
+ * HTTP daemon joins its connection threads, and engines and models are freed.
  */
 #include "srv.h"
 
@@ -20,7 +22,7 @@
 #include <time.h>
 
 void *http_start(srv_state *s, char *err, size_t cap);
-void http_stop(void *d);
+void http_stop(void *d, srv_state *s);
 
 static pthread_mutex_t g_log = PTHREAD_MUTEX_INITIALIZER;
 
@@ -137,7 +139,7 @@ int server_main(const srv_options *o) {
     rc = 0;
 out:
     atomic_store(&s->stopping, 1);
-    if (d) http_stop(d);
+    if (d) http_stop(d, s);
     for (int i = 0; i < s->n_models; i++) model_close(s->models[i]);
     free(s->models);
     waiters_free_all();

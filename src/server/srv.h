@@ -150,7 +150,8 @@ typedef struct srv_state {
     srv_model **models;
     int n_models;
     atomic_int ready;       /* models loaded */
-    atomic_int stopping;    /* shutting down: runs abort */
+    atomic_int stopping;    /* shutting down: runs abort, new requests get 503 */
+    atomic_int active;      /* requests between their first byte and their completion (http.c) */
     int actual_port;
     long started;
 } srv_state;

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# run.sh - the NEON kernels on aarch64: cross-compile test_kernels with
+# run.sh - the NEON kernels on aarch64: cross-compile test_kernels and
+# test_kq_kernels (llama.cpp's block types) with
 # Debian's gcc-aarch64-linux-gnu (only what it needs: the CPU backend, quant,
 # dtype/alloc/error/threadpool; no cJSON or PCRE2) and run it under
 # qemu-user-static, once as qemu's default CPU (has dotprod: both NEON
@@ -20,11 +21,16 @@ FLAGS=(-O2 -std=c11 -D_GNU_SOURCE -fno-strict-aliasing -Wall -Wextra -Werror -I"
        -I"$SRC/tests" -DXLLM_SOURCE_DIR="\"$SRC\"")
 C="$SRC/src/backend/cpu"
 "$CC" "${FLAGS[@]}" -march=armv8.2-a+dotprod -c "$C/kernels_neon_dot.c" -o "$OUT/kernels_neon_dot.o"
-"$CC" "${FLAGS[@]}" -o "$OUT/test_kernels" "$SRC/tests/unit/test_kernels.c" $(ls "$C"/*.c | grep -v /kernels_neon_dot.c) \
-    "$OUT/kernels_neon_dot.o" \
-    "$SRC/src/quant/quant.c" "$SRC/src/quant/kquant.c" "$SRC/src/base/dtype.c" "$SRC/src/base/alloc.c" "$SRC/src/base/error.c" \
-    "$SRC/src/base/threadpool.c" -lm -lpthread
-echo "== aarch64 (qemu default CPU: NEON + dotprod)"
-"$QEMU" -L "$SYSROOT" "$OUT/test_kernels"
-echo "== aarch64 as Cortex-A53 (NEON, no dotprod)"
-"$QEMU" -cpu cortex-a53 -L "$SYSROOT" "$OUT/test_kernels"
+"$CC" "${FLAGS[@]}" -march=armv8.2-a+dotprod -c "$C/kq_kernels_neon_dot.c" -o "$OUT/kq_kernels_neon_dot.o"
+for t in test_kernels test_kq_kernels; do
+    "$CC" "${FLAGS[@]}" -o "$OUT/$t" "$SRC/tests/unit/$t.c" $(ls "$C"/*.c | grep -v /kernels_neon_dot.c | grep -v /kq_kernels_neon_dot.c) \
+        "$OUT/kernels_neon_dot.o" "$OUT/kq_kernels_neon_dot.o" \
+        "$SRC/src/quant/quant.c" "$SRC/src/quant/kquant.c" "$SRC/src/base/dtype.c" "$SRC/src/base/alloc.c" "$SRC/src/base/error.c" \
+        "$SRC/src/base/threadpool.c" -lm -lpthread
+done
+for t in test_kernels test_kq_kernels; do
+    echo "== $t: aarch64 (qemu default CPU: NEON + dotprod)"
+    "$QEMU" -L "$SYSROOT" "$OUT/$t"
+    echo "== $t: aarch64 as Cortex-A53 (NEON, no dotprod)"
+    "$QEMU" -cpu cortex-a53 -L "$SYSROOT" "$OUT/$t"
+done

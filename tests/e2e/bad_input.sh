@@ -87,7 +87,7 @@ expect_fail config_rope_theta_0 "rope_theta" "$XLLM" run -m "$T/m" --ids 1,2 -n 
 fresh; sed -i 's/"num_hidden_layers": 2/"num_hidden_layers": 1/' "$T/m/config.json"  # dropped a layer
 expect_fail config_fewer_layers "num_hidden_layers" "$XLLM" run -m "$T/m" --ids 1,2 -n 2
 expect_fail logits_out_of_vocab "vocabulary" "$XLLM" logits -m "$SRC/models/stories260k" --ids 1,512
-expect_fail bad_top_p "top_p" "$XLLM" run -m "$SRC/models/stories260k" --top-p 1.5 -n 3
+expect_fail bad_top_p "--top-p needs a number above 0, up to 1" "$XLLM" run -m "$SRC/models/stories260k" --top-p 1.5 -n 3
 expect_fail unknown_option "unknown option" "$XLLM" run --frobnicate
 expect_fail tokenize_bad_jsonl "text" bash -c "printf 'not json\n' > '$T/bad.jsonl'; '$XLLM' tokenize -m '$SRC/models/stories260k' --jsonl '$T/bad.jsonl'"
 

@@ -98,7 +98,7 @@ expect_fail "synth: no output" "needs an output" "$XLLM" synth --shape tiny-test
 expect_fail "synth: unknown dtype" "unknown dtype" "$XLLM" synth --shape tiny-test --dtype q3 -o "$T/x.xllm"
 expect_fail "synth: unknown GGUF type" "unknown GGUF type" "$XLLM" synth --shape tiny-test --gguf "$T/x.gguf" --gguf-type IQ2_XXS
 expect_fail "synth: GGUF type without GGUF" "without a GGUF output" "$XLLM" synth --shape tiny-test -o "$T/x.xllm" --gguf-type Q8_0
-expect_fail "synth: negative seed" "non-negative integer" "$XLLM" synth --shape tiny-test -o "$T/x.xllm" --seed -3
+expect_fail "synth: negative seed" "seed needs an integer from 0 to" "$XLLM" synth --shape tiny-test -o "$T/x.xllm" --seed -3
 expect_fail "synth: unknown option" "unknown option" "$XLLM" synth --shape tiny-test --frobnicate
 expect_fail "synth: missing value" "needs a value" "$XLLM" synth --shape
 expect_fail "synth: unwritable output" "no such file" "$XLLM" synth --shape tiny-test -o "$T/no/such/dir/x.xllm"

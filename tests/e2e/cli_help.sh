@@ -76,7 +76,7 @@ for form in "run -m @" "logits -m @ --ids 1" "eval -m @ --text $T/text.txt" "con
     args=${form//@/$T/text.txt}
     expect_fail "not a model (text file): xllm $args" "^xllm: error: $T/text.txt: not a model; $FORMATS\$" "$XLLM" $args
 done
-expect_fail "a bad flag value" "^xllm: error: -n needs a non-negative integer\$" "$XLLM" run -m "$S" -n many
+expect_fail "a bad flag value" "^xllm: error: -n needs an integer from 0 to 1073741824, got \"many\"\$" "$XLLM" run -m "$S" -n many
 expect_fail "a flag without its value" "^xllm: error: -o needs a value\$" "$XLLM" convert "$S" -o
 
 # tokenize reads the tokenizer inside a GGUF (or .xllm) model: the same ids as the directory's tokenizer.json

@@ -46,10 +46,24 @@ check $? "synth in a log: progress lines and the summary line"
 [ "$(stat -c %a "$T/t.xllm")" = 644 ] && [ "$(stat -c %a "$T/t-hf/model.safetensors")" = 644 ]
 check $? "synth: outputs are mode 0644"
 
+# loading with progress, stderr to a file: the library's stages and percentages
+# (lines once a load has run XLLM_PROGRESS_AFTER seconds, 2 by default; 0 here)
+XLLM_PROGRESS_AFTER=0 "$XLLM" run -m "$T/s.xllm" -p Hi -n 2 -t 1 > /dev/null 2> "$T/load.log"
+rc=$?; sed 's/^/   | /' "$T/load.log" | head -14
+L="xllm: loading $T/s.xllm"
+[ $rc = 0 ] && [ "$(grep -cE "^$L: loading +[0-9]+%  \([0-9.]+ s\)$" "$T/load.log")" -ge 3 ] &&
+    grep -qE "^$L: loading +100%" "$T/load.log" && grep -qE "^$L: planning +100%" "$T/load.log" &&
+    grep -qE "^$L: done in [0-9.]+ s$" "$T/load.log" && [ "$(grep -c $'\r' "$T/load.log")" = 0 ]
+check $? "run in a log: load progress lines with percentages (loading, planning), then done"
+"$XLLM" run -m "$T/s.xllm" -p Hi -n 2 -t 1 > /dev/null 2> "$T/load2.log"
+[ $? = 0 ] && ! grep -q "loading" "$T/load2.log"
+check $? "a quick load prints no progress"
+
 # bench, stderr to a file: its stages
 "$XLLM" bench -m "$T/t.xllm" -p 16 -n 8 -r 1 -t 1 --json > "$T/b.json" 2> "$T/bench.log"
-[ $? = 0 ] && grep -qE "^xllm bench: loading +100%" "$T/bench.log" && grep -qE "^xllm bench: measuring +100%" "$T/bench.log"
-check $? "bench in a log: its stages"
+[ $? = 0 ] && grep -qE "^xllm bench: loading +100%" "$T/bench.log" && grep -qE "^xllm bench: measuring +100%" "$T/bench.log" &&
+    grep -qE "^xllm bench: planning +100%" "$T/bench.log"
+check $? "bench in a log: its stages (the load's own: loading, planning)"
 
 # interrupts: start a convert, wait until its temporary file exists, signal it;
 # nothing may be left. (The temporary file lives through the converting stage.)
@@ -79,5 +93,39 @@ interrupt() {
 }
 interrupt INT
 interrupt TERM
+
+# GGUF outputs (convert --to gguf, synth --gguf) go through the same temporary
+# files: the usual mode less the umask, and nothing left by an interrupt. The
+# GGUF is written in one go at the end, so a watcher signals the process as
+# soon as its temporary file appears.
+( umask 027; "$XLLM" convert "$S" -o "$T/g.gguf" --to gguf 2> /dev/null ) &&
+    ( umask 022; "$XLLM" synth --shape tiny-test --dtype q8 --gguf "$T/t.gguf" 2> /dev/null ) &&
+    [ "$(stat -c %a "$T/g.gguf")" = 640 ] && [ "$(stat -c %a "$T/t.gguf")" = 644 ]
+check $? "GGUF outputs: mode 0644 less the umask ($(stat -c %a "$T/g.gguf") under 027, $(stat -c %a "$T/t.gguf") under 022)"
+gguf_interrupt() {  # SIG PREFIX COMMAND...: prints "caught STATUS LEFT..." or "missed"
+    python3 - "$@" <<'PY'
+import os, signal, subprocess, sys
+sig, prefix, cmd = getattr(signal, "SIG" + sys.argv[1]), sys.argv[2], sys.argv[3:]
+d, base = os.path.split(prefix)
+for attempt in range(10):
+    for n in os.listdir(d):
+        if n.startswith(base): os.unlink(os.path.join(d, n))
+    p = subprocess.Popen(cmd, stderr=subprocess.DEVNULL,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    caught = False
+    while p.poll() is None:
+        if any(n.startswith(base + ".tmp") for n in os.listdir(d)):
+            p.send_signal(sig); caught = True; break
+    rc = p.wait()
+    if caught:
+        print("caught", rc, *[n for n in os.listdir(d) if n.startswith(base)]); sys.exit(0)
+print("missed")
+PY
+}
+for sig in INT TERM; do
+    r=$(gguf_interrupt $sig "$T/gi.gguf" "$XLLM" convert "$S" -o "$T/gi.gguf" --to gguf)
+    [[ "$r" =~ ^caught\ -[0-9]+$ ]]   # killed by the signal, no file left
+    check $? "SIG$sig during a GGUF write leaves nothing ($r)"
+done
 
 [ $fails -eq 0 ]

@@ -64,7 +64,7 @@ printf '[{"role": "user"' > "$T/badmsgs.json"
 check $? "malformed messages JSON is an error"
 
 "$XLLM" template -m "$M" --messages "$T/msgs.json" --var 'x=not json' > /dev/null 2> "$T/err3"
-[ $? = 1 ] && grep -q "invalid JSON" "$T/err3"
+[ $? = 1 ] && grep -q "must be one JSON value" "$T/err3"
 check $? "a --var that is not JSON is an error"
 
 "$XLLM" template -m "$SRC/tests/data/tiny/llama" --messages "$T/msgs.json" > /dev/null 2> "$T/err4"

@@ -8,20 +8,27 @@
  * cJSON is pointed at xllm_malloc here so its allocations fail too.
  *
  * Operations: tokenizer load (+ encode + decode), chat template load (+
- * render), model load (HF directory, .xllm is covered by the convert tests),
- * and one generation (public API: xllm_generate on a loaded model).
+ * render), model load (HF directory), the public load of a GGUF file
+ * (tests/data/gguf: reader, config from metadata, the tokenizer synthesized
+ * from its vocabulary, engine) and of an .xllm file (converted from the tiny
+ * llama checkpoint at the start, without failures; verified reader, blobs,
+ * its tokenizer, engine), and one generation (public API: xllm_generate on a
+ * loaded model).
  */
 #include "test.h"
 #include "test_env.h"
 #include "base/alloc.h"
+#include "base/error.h"
 #include "model/model.h"
 #include "template/template.h"
 #include "tokenizer/tokenizer.h"
 #include "xllm.h"
 
 #include <cjson/cJSON.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static void *hook_malloc(size_t n) { return xllm_malloc(n); }
 static void hook_free(void *p) { xllm_free(p); }
@@ -118,6 +125,31 @@ static xllm_status op_model(char **result, xllm_error *err) {
     return XLLM_OK;
 }
 
+/* xllm_model_load of a model file, then its tokenizer encoding a text */
+static const char *g_file;
+static xllm_status op_file(char **result, xllm_error *err) {
+    xllm_model_options o = xllm_model_options_default();
+    o.n_threads = 1;
+    o.max_context = 64;
+    o.max_batch_seqs = 2;
+    xllm_model *m = xllm_model_load(g_file, &o, err);
+    if (!m) return err->code;
+    const xllm_tokenizer *t = xllm_model_tokenizer(m);
+    int32_t *ids = NULL;
+    size_t n = 0;
+    xllm_status st = t ? xllm_tokenize(t, "Once upon a time", 16, 1, &ids, &n, err)
+                       : xllm_errorf(err, XLLM_ERR_INTERNAL, "%s: no tokenizer", g_file);
+    if (!st) {
+        char buf[256];
+        int k = snprintf(buf, sizeof buf, "vocab %d ctx %d:", xllm_model_vocab_size(m), xllm_model_context_size(m));
+        for (size_t i = 0; i < n && k < 200; i++) k += snprintf(buf + k, sizeof buf - (size_t)k, " %d", ids[i]);
+        *result = strdup(buf);
+    }
+    xllm_free(ids);
+    xllm_model_free(m);
+    return st;
+}
+
 static xllm_model *g_model;
 
 static xllm_status op_generate(char **result, xllm_error *err) {
@@ -151,6 +183,23 @@ int main(int argc, char **argv) {
     if (has("tokenizer", argc, argv)) walk("tokenizer load+encode", op_tokenizer, 0);
     if (has("template", argc, argv)) walk("template load+render", op_template, 0);
     if (has("model", argc, argv)) walk("model load", op_model, 0);
+    if (has("gguf", argc, argv)) {
+        g_file = XLLM_SOURCE_DIR "/tests/data/gguf/stories260k.gguf";
+        walk("GGUF load+tokenize", op_file, 0);
+    }
+    if (has("xllm", argc, argv)) {
+        char dir[] = "/tmp/xllm-alloc-fail-XXXXXX", path[64];
+        CHECK(mkdtemp(dir) != NULL);
+        snprintf(path, sizeof path, "%s/tiny.xllm", dir);
+        xllm_error err = {0};
+        xllm_convert_options co = xllm_convert_options_default();
+        co.dtype = "q8";
+        CHECK_MSG(xllm_convert(TINY, path, &co, &err) == XLLM_OK, "convert: %s", err.message);
+        g_file = path;
+        walk(".xllm load+tokenize", op_file, 0);
+        unlink(path);
+        rmdir(dir);
+    }
     if (has("generate", argc, argv)) {
         xllm_error err = {0};
         xllm_model_options o = *test_env_options();

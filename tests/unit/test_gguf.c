@@ -755,11 +755,25 @@ typedef struct {
     int gpt2_tokens;
     const char *ukey, *skey, *sval; /* one more u32 key and one more string key */
     uint32_t uval;
+    int data_type; /* the type whose bytes the data section holds for the first tensor: -1 = type (else a relabelling) */
 } spec;
 
 static spec base_spec(void) {
-    spec s = {3, "llama", "token_embd.weight", 2, 0, 32, 8, 6, 0, 0, 0, NULL, NULL, 0, NULL, NULL, NULL, 0};
+    spec s = {3, "llama", "token_embd.weight", 2, 0, 32, 8, 6, 0, 0, 0, NULL, NULL, 0, NULL, NULL, NULL, 0, -1};
     return s;
+}
+
+/* Bytes of a 2-d tensor of a GGML type (the types these tests use). */
+static uint64_t type_bytes(int type, uint64_t ne0, uint64_t ne1) {
+    switch (type) {
+    case 1: case 30: return ne0 * ne1 * 2;         /* F16, BF16 */
+    case 2: return ne0 / 32 * 18 * ne1;            /* Q4_0 */
+    case 3: return ne0 / 32 * 20 * ne1;            /* Q4_1 */
+    case 8: return ne0 / 32 * 34 * ne1;            /* Q8_0 */
+    case 12: return ne0 / 256 * 144 * ne1;         /* Q4_K */
+    case 14: return ne0 / 256 * 210 * ne1;         /* Q6_K */
+    default: return ne0 * ne1 * 4;                 /* F32 (and the types refused before sizes matter) */
+    }
 }
 
 /* A small file: llama-style keys, one or two tensors, an optional tokenizer. */
@@ -803,7 +817,7 @@ static buf make_file(const spec *s) {
     for (uint32_t d = 1; d < s->n_dims && d < 8; d++) u64(&b, d == 1 ? s->ne1 : 1);
     u32(&b, s->type);
     u64(&b, s->offset);
-    uint64_t nbytes = s->ne0 * s->ne1 * 4;
+    uint64_t nbytes = type_bytes(s->data_type >= 0 ? s->data_type : (int)s->type, s->ne0, s->ne1);
     if (s->two_tensors) {
         str(&b, "output_norm.weight");
         u32(&b, 1);
@@ -814,7 +828,8 @@ static buf make_file(const spec *s) {
     static const unsigned char zeros[4096];
     uint32_t al = s->alignment && !(s->alignment & (s->alignment - 1)) ? s->alignment : 32;
     put(&b, zeros, (al - b.len % al) % al);
-    uint64_t data = (nbytes + 31) / 32 * 32 + 64; /* the tensors' bytes (capped: some specs lie past the end) */
+    /* the tensors' bytes, each padded to 32 (capped: some specs lie past the end) */
+    uint64_t data = (nbytes + 31) / 32 * 32 + (s->two_tensors && !s->overlap ? 32 : 0);
     for (uint64_t left = data < 65536 ? data : 64; left;) {
         size_t k = left < sizeof zeros ? (size_t)left : sizeof zeros;
         put(&b, zeros, k);
@@ -908,6 +923,42 @@ static void test_made_files(void) {
     expect(&s, XLLM_OK, NULL, "two tensors");
     s = base_spec(), s.two_tensors = 1, s.overlap = 1;
     expect(&s, XLLM_ERR_FORMAT, "overlap", "overlapping tensors");
+    /* relabelled types: the data section holds one type's bytes, the table names another */
+    s = base_spec(), s.type = 1, s.data_type = 0; /* F32 data called F16 */
+    expect(&s, XLLM_ERR_FORMAT, "relabelled", "F32 relabelled F16");
+    s = base_spec(), s.type = 2, s.data_type = 8, s.ne0 = 32, s.ne1 = 2; /* Q8_0 called Q4_0 */
+    expect(&s, XLLM_ERR_FORMAT, "relabelled", "Q8_0 relabelled Q4_0");
+    s = base_spec(), s.type = 2, s.data_type = 3, s.ne0 = 256, s.ne1 = 4; /* same block size, 18 vs 20 bytes */
+    expect(&s, XLLM_ERR_FORMAT, "between its offset and the end of the file", "Q4_1 relabelled Q4_0");
+    s = base_spec(), s.type = 2, s.data_type = 3, s.ne0 = 256, s.ne1 = 4, s.two_tensors = 1;
+    expect(&s, XLLM_ERR_FORMAT, "tensor output_norm.weight", "Q4_1 relabelled Q4_0, a tensor after it");
+    s = base_spec(), s.type = 3, s.data_type = 2, s.ne0 = 256, s.ne1 = 4;
+    expect(&s, XLLM_ERR_FORMAT, "outside the file", "Q4_0 relabelled Q4_1 runs past the end");
+    s = base_spec(), s.type = 12, s.data_type = 14, s.ne0 = 256, s.ne1 = 2; /* K-quants: Q6_K called Q4_K */
+    expect(&s, XLLM_ERR_FORMAT, "relabelled", "Q6_K relabelled Q4_K");
+    s = base_spec(); /* a shape relabelled: 6 rows of 8 floats stored, 4 stated */
+    {
+        spec t = s;
+        t.ne1 = 4;
+        buf b = make_file(&s), c = make_file(&t);
+        /* splice: c's header and table, then s's data (2 rows more) */
+        size_t hdr_c = c.len - (size_t)((type_bytes(0, t.ne0, t.ne1) + 31) / 32 * 32);
+        size_t hdr_s = b.len - (size_t)((type_bytes(0, s.ne0, s.ne1) + 31) / 32 * 32);
+        buf d = {0};
+        put(&d, c.p, hdr_c);
+        put(&d, b.p + hdr_s, b.len - hdr_s);
+        const char *p = tmp_path("made.gguf");
+        write_file(p, d.p, d.len);
+        xllm_error e2;
+        gguf_model g2;
+        xllm_status st = gguf_open(p, &g2, &e2);
+        CHECK_MSG(st == XLLM_ERR_FORMAT && strstr(e2.message, "relabelled"), "shape relabelled: %d %s", st, e2.message);
+        if (!st) gguf_close(&g2);
+        free(b.p), free(c.p), free(d.p);
+    }
+    /* F16 and BF16 have the same size: such a relabelling leaves no trace (documented in gguf.c) */
+    s = base_spec(), s.type = 30, s.data_type = 1;
+    expect(&s, XLLM_OK, NULL, "F16 relabelled BF16 (undetectable)");
     s = base_spec(), s.tensor_name = "blk.0.attn_q.weight";
     expect(&s, XLLM_ERR_FORMAT, "vocab_size", "no vocabulary size anywhere");
     s = base_spec(), s.ukey = "llama.expert_count", s.uval = 8;

@@ -5,10 +5,7 @@
  *  - Q8K / Q80 activation quantization on hand-computed inputs;
  *  - the reference dot product equal to the dequantized weights times the
  *    dequantized activations, on random blocks of every type;
- *  - every level's matmul_kq (SIMD for Q4_K / Q6_K) within float rounding
- *    of the reference, and bit-identical whatever the batch size T, the
- *    token's position in the batch and the row range (the GEMV/GEMM
- *    determinism guarantee of kernels.h);
+ *  - (every level's matmul_kq: test_kq_kernels.c, which also runs on aarch64)
  *  - every tensor of llama.cpp's own quantized fixtures (tests/data/kquants)
  *    dequantized close to the same tensor of the F16 file they were made
  *    from (a wrong bit position or scale packing shows as an error of the
@@ -260,79 +257,6 @@ static void test_dot_random(void) {
     }
 }
 
-/* Random weights with sane f16 scales (as test_dot_random). */
-static uint8_t *random_rows(xllm_dtype t, int64_t rows, int64_t cols) {
-    int n = kq_block_elems(t);
-    size_t bb = kq_block_bytes(t), nbk = (size_t)(rows * cols / n);
-    uint8_t *w = malloc(nbk * bb);
-    for (size_t i = 0; i < nbk * bb; i++) w[i] = (uint8_t)rnd();
-    for (size_t b = 0; b < nbk; b++) {
-        uint8_t *p = w + b * bb;
-        float d = 0.001f * (float)(1 + rnd() % 50), m = 0.0005f * (float)(1 + rnd() % 50);
-        switch (t) {
-        case XLLM_DT_Q5_0: case XLLM_DT_IQ4_NL: case XLLM_DT_IQ4_XS: put16(p, d); break;
-        case XLLM_DT_Q5_1: case XLLM_DT_Q4_K: case XLLM_DT_Q5_K: put16(p, d), put16(p + 2, m); break;
-        case XLLM_DT_Q2_K: put16(p + 80, d), put16(p + 82, m); break;
-        case XLLM_DT_Q3_K: put16(p + 108, d); break;
-        case XLLM_DT_Q6_K: put16(p + 208, d); break;
-        default: break;
-        }
-    }
-    return w;
-}
-
-static void test_levels(void) {
-    const cpu_kernels *ks[8];
-    int nk = cpu_kernels_all(ks, 8);
-    const xllm_dtype types[] = {XLLM_DT_Q4_K, XLLM_DT_Q6_K, XLLM_DT_Q5_K, XLLM_DT_IQ4_NL};
-    const int64_t rows = 13, cols = 768;
-    enum { TMAX = 19 };
-    for (size_t ti = 0; ti < sizeof types / sizeof *types; ti++) {
-        xllm_dtype t = types[ti];
-        uint8_t *w = random_rows(t, rows, cols);
-        int kind = kq_act_kind(t);
-        size_t as = kq_act_bytes(kind, cols);
-        uint8_t *act = malloc(as * TMAX);
-        float x[768], bias[13];
-        for (int tk = 0; tk < TMAX; tk++) {
-            for (int i = 0; i < cols; i++) x[i] = (float)((int)(rnd() % 2001) - 1000) / 300.0f;
-            kq_act_prepare(kind, x, cols, act + (size_t)tk * as);
-        }
-        for (int r = 0; r < rows; r++) bias[r] = 0.01f * (float)r;
-        matrix W;
-        memset(&W, 0, sizeof W);
-        W.dtype = t, W.group = kq_block_elems(t), W.rows = rows, W.cols = cols, W.data = w;
-        float ref[TMAX][13], all[TMAX][13], one[13], part[TMAX][13];
-        kq_matmul_ref(t, w, cols, act, as, TMAX, bias, &ref[0][0], 13, 0, rows);
-        for (int k = 0; k < nk; k++) {
-            if (!ks[k]->matmul_kq) continue;
-            ks[k]->matmul_kq(&W, act, as, TMAX, bias, &all[0][0], 13, 0, rows, NULL);
-            double worst = 0, rms = 0;
-            int same = 1;
-            for (int tk = 0; tk < TMAX; tk++)
-                for (int r = 0; r < rows; r++) rms += (double)ref[tk][r] * ref[tk][r] / (TMAX * rows);
-            rms = sqrt(rms);
-            for (int tk = 0; tk < TMAX; tk++) {
-                /* alone (GEMV), at its place in the batch */
-                ks[k]->matmul_kq(&W, act + (size_t)tk * as, as, 1, bias, one, 13, 0, rows, NULL);
-                for (int r = 0; r < rows; r++) {
-                    same &= memcmp(&one[r], &all[tk][r], 4) == 0;
-                    worst = fmax(worst, fabs(all[tk][r] - ref[tk][r]) / rms);
-                }
-            }
-            /* rows in uneven ranges, tokens from an odd start */
-            ks[k]->matmul_kq(&W, act + 3 * as, as, TMAX - 3, bias, &part[3][0], 13, 0, 5, NULL);
-            ks[k]->matmul_kq(&W, act + 3 * as, as, TMAX - 3, bias, &part[3][0], 13, 5, rows, NULL);
-            for (int tk = 3; tk < TMAX; tk++) same &= memcmp(part[tk], all[tk], sizeof part[tk]) == 0;
-            CHECK_MSG(same, "%s %s: results depend on T, position or row range", ks[k]->name, xllm_dtype_name(t));
-            /* float rounding only: within 1e-5 of the outputs' RMS */
-            CHECK_MSG(worst < 1e-5, "%s %s: %.3g x RMS off the reference", ks[k]->name, xllm_dtype_name(t), worst);
-        }
-        free(act);
-        free(w);
-    }
-}
-
 /* llama.cpp's quantized fixture tensors vs the F16 tensors they came from:
  * relative RMS error below what each type's bits allow. */
 static void test_fixtures(void) {
@@ -405,7 +329,6 @@ int main(void) {
     test_hand_blocks();
     test_activations();
     test_dot_random();
-    test_levels();
     test_fixtures();
     return test_report("test_kquant");
 }

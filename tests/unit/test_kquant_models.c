@@ -13,17 +13,36 @@
  * (XLLM_CPU); in sanitized builds only those files at the best level.
  * Prints the worst deviations measured.
  *
- * Why not closer: the K-quant kernels quantize activations exactly as
- * llama.cpp does (Q8K), but llama.cpp's attention keeps K/V in f16 and
- * accumulates in f16, so the activations reaching the next matmul differ in
- * the last bits, and a few of them round to the other int8 level. With f32
- * activations instead the deviation is twice as large (measured: Q4_K top-10
- * 0.25 vs 0.10); the F16 file (no activation quantization) is within 0.005.
+ * Why not closer (measured 2026-12-01, bench/kq_accuracy/compare.py, which
+ * runs llama.cpp itself with its attention switches; figures are worst top-10
+ * / worst mean |difference| over the 18 files):
+ *  - Activation quantization is not the cause: the K-quant kernels quantize
+ *    activations as llama.cpp does (Q8K; its x86 quantize_row_q8_K is the
+ *    reference code, and the AVX2 ggml_quantize_mat_q8_K_4x8 of its repacked
+ *    Q4_K path gives the same codes and scale), Q5_0/Q5_1/IQ4_NL on Q80.
+ *  - The fixture was made with flash attention (llama-server's CPU default),
+ *    which casts K and V to f16 whatever the cache type (f32 and f16 caches
+ *    give identical bits), rounds Q to f16 for short prompts and accumulates
+ *    V in f16. llama.cpp's own non-flash path (f16 cache) is 0.115 / 0.045
+ *    from the fixture (Q4_K_M: 0.103 / 0.033, and 0.111 / 0.039 with an f32
+ *    cache): llama.cpp against itself fails the issue's 0.08 / 0.02.
+ *  - The cause is amplification: every matmul input is rounded to int8, so
+ *    an upstream difference in the last bits moves some activations to the
+ *    neighbouring int8 level, and those moves compound over the layers. Our
+ *    own levels differ only in the order of float additions, yet scalar vs
+ *    avx512 is up to 0.060 / 0.017 apart (Q4_K_M 0.029 / 0.015). The F16 file
+ *    (no int8 rounding) is within 0.004 of llama.cpp either way.
+ *  So xLLM (worst 0.124 / 0.044, average mean 0.026) sits at the spread of
+ * llama.cpp's own two attention paths (0.115 / 0.045); getting under 0.08 /
+ * 0.02 would need llama.cpp's flash-attention f16 arithmetic reproduced bit
+ * for bit. The tolerances below are the measured worst with a margin wide
+ * enough for a kernel that adds its floats in another order (see above).
  */
 #include "test.h"
 #include "test_env.h"
 #include "xllm.h"
 #include "base/file.h"
+#include "format/gguf.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -190,6 +209,74 @@ out:
     rmdir(dir);
 }
 
+/* The other quantizers of xllm convert (--dtype q2_k, q3_k, iq4_nl, q3_k_m)
+ * from the F16 file to GGUF: each file loads and its KL divergence from the
+ * F16 model is no worse than llama.cpp's own file of that type (x 1.1; its
+ * pure files hold embeddings and output in the type too, ours q8 / Q6_K);
+ * q3_k_m also to .xllm (same logits as the GGUF) and with llama.cpp's
+ * Q3_K_M choice for every matrix of the attention and MLP, compared
+ * tensor by tensor with llama-quantize's kq-Q3_K_M.gguf. */
+static void test_convert_types(void) {
+    enum { NP = 24 };
+    int32_t ids[NP];
+    for (int i = 0; i < NP; i++) ids[i] = i ? 3 + (7919 * i + 13) % 509 : 1;
+    static float ref[NP * 512], ours[NP * 512], ours_x[NP * 512], lk[NP * 512];
+    const struct {
+        const char *dtype, *llama;
+    } cases[] = {{"q2_k", "kq-pure-Q2_K.gguf"}, {"q3_k", "kq-pure-Q3_K.gguf"}, {"iq4_nl", "kq-pure-IQ4_NL.gguf"},
+                 {"q3_k_m", "kq-Q3_K_M.gguf"}};
+    char dir[] = "/tmp/xllm_kq_XXXXXX", xp[64], gp[64], lp[512];
+    CHECK(mkdtemp(dir) != NULL);
+    snprintf(xp, sizeof xp, "%s/m.xllm", dir);
+    snprintf(gp, sizeof gp, "%s/m.gguf", dir);
+    if (all_logits(DIR "/kq-F16.gguf", ids, NP, ref)) goto out;
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        xllm_convert_options o = xllm_convert_options_default();
+        xllm_error err;
+        o.dtype = cases[k].dtype;
+        o.to_gguf = 1;
+        CHECK_MSG(xllm_convert(DIR "/kq-F16.gguf", gp, &o, &err) == XLLM_OK, "%s: %s", cases[k].dtype, err.message);
+        snprintf(lp, sizeof lp, "%s/%s", DIR, cases[k].llama);
+        if (all_logits(gp, ids, NP, ours) || all_logits(lp, ids, NP, lk)) continue;
+        double k_ours = mean_kl(ref, ours, NP, 512), k_llama = mean_kl(ref, lk, NP, 512);
+        fprintf(stderr, "convert %-7s KL vs F16 %.5f (llama.cpp's %s %.5f)\n", cases[k].dtype, k_ours, cases[k].llama,
+                k_llama);
+        CHECK_MSG(k_ours <= 1.1 * k_llama, "%s: KL %.5f vs llama.cpp's %.5f", cases[k].dtype, k_ours, k_llama);
+        if (strcmp(cases[k].dtype, "q3_k_m")) continue;
+        o.to_gguf = 0;
+        CHECK_MSG(xllm_convert(DIR "/kq-F16.gguf", xp, &o, &err) == XLLM_OK, "%s", err.message);
+        if (all_logits(xp, ids, NP, ours_x)) continue;
+        char *info = NULL; /* the mix and its rule recorded in the file's policy */
+        CHECK(xllm_model_info(xp, &info, &err) == XLLM_OK);
+        CHECK_MSG(info && strstr(info, "\"mix\"") && strstr(info, "\"q3_k_m\"") && strstr(info, "llama.cpp's Q3_K_M"),
+                  "policy: %s", info ? info : "");
+        xllm_free(info);
+        double dmax = 0;
+        for (int i = 0; i < NP * 512; i++) dmax = fmax(dmax, fabs(ours[i] - ours_x[i]));
+        CHECK_MSG(dmax < 1e-2, "q3_k_m: .xllm and GGUF differ by %g", dmax);
+        gguf_model a, b;
+        CHECK(gguf_open(gp, &a, &err) == XLLM_OK);
+        CHECK(gguf_open(lp, &b, &err) == XLLM_OK);
+        int n = 0;
+        for (size_t i = 0; i < st_count(b.tensors); i++) {
+            const st_tensor *tb = st_at(b.tensors, i), *ta = st_find(a.tensors, tb->name);
+            if (tb->ndim != 2 || !(strstr(tb->name, ".self_attn.") || strstr(tb->name, ".mlp.") ||
+                                   !strcmp(tb->name, "lm_head.weight")))
+                continue;
+            CHECK_MSG(ta && ta->dtype == tb->dtype, "q3_k_m %s: ours %s, llama.cpp's %s", tb->name,
+                      ta ? xllm_dtype_name(ta->dtype) : "missing", xllm_dtype_name(tb->dtype));
+            n++;
+        }
+        CHECK(n == 15); /* 2 layers x 7 matrices + lm_head */
+        gguf_close(&a);
+        gguf_close(&b);
+    }
+out:
+    remove(xp);
+    remove(gp);
+    rmdir(dir);
+}
+
 int main(void) {
     setenv("XLLM_PLAN", "0", 1); /* the planner's choices never change results; skip its timing */
     cJSON *exp;
@@ -227,5 +314,6 @@ int main(void) {
     unsetenv("XLLM_CPU");
     cJSON_Delete(exp);
     test_convert_mix();
+    test_convert_types();
     return test_report("test_kquant_models");
 }

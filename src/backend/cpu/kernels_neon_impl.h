@@ -17,6 +17,7 @@
  * BF16 by a 16-bit shift, both exact), zero-padded tails.
  */
 #include "backend/cpu/kernels.h"
+#include "backend/cpu/kq_kernels.h"
 #include "quant/quant.h"
 
 #include <arm_neon.h>
@@ -441,5 +442,6 @@ const cpu_kernels NEON_TABLE = {
     .scratch_bytes = scratch_bytes,
     .matmul_q = matmul_q,
     .matmul_f = matmul_f,
+    .matmul_kq = NEON_DOT ? kq_matmul_neon_dot : kq_matmul_neon,
     .attn = &cpu_attn_neon,
 };

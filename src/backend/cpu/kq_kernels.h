@@ -15,5 +15,11 @@ void kq_matmul_avx512(const matrix *W, const void *act, size_t act_stride, int T
 void kq_matmul_avx2(const matrix *W, const void *act, size_t act_stride, int T, const float *bias, float *y,
                     size_t ldy, int64_t r0, int64_t r1, void *scratch);
 #endif
+#if defined(__aarch64__)
+void kq_matmul_neon(const matrix *W, const void *act, size_t act_stride, int T, const float *bias, float *y,
+                    size_t ldy, int64_t r0, int64_t r1, void *scratch);
+void kq_matmul_neon_dot(const matrix *W, const void *act, size_t act_stride, int T, const float *bias, float *y,
+                        size_t ldy, int64_t r0, int64_t r1, void *scratch);
+#endif
 
 #endif

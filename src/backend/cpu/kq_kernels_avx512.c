@@ -1,32 +1,29 @@
 /*
- * kq_kernels_avx512.c - AVX-512 (BW, VL) matmuls for llama.cpp's K-quants
- * Q4_K and Q6_K on Q8K activations (quant/kquant.h); the other kq types go
- * to the reference. Compiled with the avx512 level's target flags.
+ * kq_kernels_avx512.c - AVX-512 (BW, VL) matmuls for llama.cpp's block types
+ * (quant/kquant.h), compiled with the avx512 level's target flags: Q4_K,
+ * Q5_K and Q6_K in 512-bit vectors below, the other types through the 256-bit code of
+ * kq_kernels_x86.h (AVX-512VL encodings of the same scheme).
  *
  * A super-block (256 weights) is decoded once per row into registers: the
- * codes in element order as unsigned bytes (Q4_K 0..15, Q6_K 0..63: the -32
+ * codes in element order as unsigned bytes (Q4_K 0..15, Q5_K 0..31, Q6_K 0..63: the -32
  * is folded in below), 4 vectors of 64; the sub-block scales as int16, one
  * per pair of elements; and a 16-lane int16 vector for the activations' sums
- * per 16 (Q4_K: each sub-block's min, twice; Q6_K: -32 x its scale). Then per
+ * per 16 (Q4_K, Q5_K: each sub-block's min, twice; Q6_K: -32 x its scale). Then per
  * token: vpmaddubsw (codes x int8 activations, pairs, exact: |sum| <= 16002)
  * and vpmaddwd by the scales give int32 lanes, summed exactly over the
  * super-block; vpmaddwd of the sums per 16 gives the min (Q4_K) or offset
  * (Q6_K) term, exact too. Float part per super-block b, 16 lanes:
  *   acc = fma(d_w * d_a, float(int lanes), acc)      (Q6_K: offset added to the int lanes)
- *   accm = fma(dmin_w * d_a, float(min lanes), accm)  (Q4_K, 8 lanes)
- * and y = reduce1(acc) - hsum(accm) + bias. Rows are decoded once per block
- * of up to TB tokens and every (row, token) runs exactly this sequence, so
- * the GEMV (T = 1) and GEMM give the same bits whatever T and the row split.
+ *   accm = fma(dmin_w * d_a, float(min lanes), accm)  (Q4_K, Q5_K: 8 lanes)
+ * and y = reduce1(acc) - hsum(accm) + bias. The row x token loop is
+ * kq_kernels_x86.h's KQ_DRIVER: rows are decoded once per block of up to
+ * KQ_TB tokens and every (row, token) runs exactly this sequence, so the
+ * GEMV (T = 1) and GEMM give the same bits whatever T and the row split.
  */
 #if defined(__x86_64__)
 #include "backend/cpu/kq_kernels.h"
 #include "backend/cpu/simd_avx512.h"
-#include "quant/kquant.h"
-
-#include <immintrin.h>
-#include <string.h>
-
-#define TB 8 /* tokens per pass over a row's decoded super-blocks */
+#include "backend/cpu/kq_kernels_x86.h"
 
 typedef struct {
     __m512i c[4]; /* codes, elements 64k .. 64k + 63 */
@@ -35,28 +32,23 @@ typedef struct {
     float d, dmin;
 } kblock;
 
-AI float f16(const uint8_t *p) {
-    uint16_t h;
-    memcpy(&h, p, 2);
-    return _cvtsh_ss(h);
-}
-
-/* Q4_K: d, dmin, scales[12], qs[128] */
-AI void decode_q4k(const uint8_t *b, kblock *k) {
-    uint32_t u[3];
-    memcpy(u, b + 4, 12);
-    /* 6-bit scales and mins: sub-blocks 0..3 in the low bits of bytes 0..3
-     * (scales) and 4..7 (mins); 4..7: low 4 bits in bytes 8..11, the top 2
-     * bits of bytes 0..3 (scales) and 4..7 (mins) above them */
-    uint32_t sc_lo = u[0] & 0x3f3f3f3fu, mn_lo = u[1] & 0x3f3f3f3fu;
-    uint32_t sc_hi = (u[2] & 0x0f0f0f0fu) | ((u[0] >> 6) & 0x03030303u) << 4;
-    uint32_t mn_hi = ((u[2] >> 4) & 0x0f0f0f0fu) | ((u[1] >> 6) & 0x03030303u) << 4;
-    __m128i sc = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)((uint64_t)sc_hi << 32 | sc_lo)));
-    __m128i mn = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)((uint64_t)mn_hi << 32 | mn_lo)));
+/* Q4_K: d, dmin, scales[12], qs[128]; Q5_K (q5): d, dmin, scales[12],
+ * qh[32], qs[128], bit c of qh[l] the fifth bit of element 32c + l */
+AI void decode_q45k(const uint8_t *b, kblock *k, int q5) {
+    uint64_t scw, mnw;
+    kq_k4_scales(b, &scw, &mnw);
+    __m128i sc = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)scw));
+    __m128i mn = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)mnw));
     const __m512i shift = _mm512_set_epi64(4, 4, 4, 4, 0, 0, 0, 0), m4 = _mm512_set1_epi8(0x0f);
+    const __m512i qh = q5 ? _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(b + 16))) : m4;
     for (int j = 0; j < 4; j++) { /* qs[32j..]: low nibbles sub-block 2j, high 2j + 1 */
-        __m512i x = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(b + 16 + 32 * j)));
+        __m512i x = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(b + (q5 ? 48 : 16) + 32 * j)));
         k->c[j] = _mm512_and_si512(_mm512_srlv_epi64(x, shift), m4);
+        if (q5) { /* bits 2j (low half) and 2j + 1 (high half) of qh, to bit 4 */
+            const __m512i hs = _mm512_set_epi64(2 * j + 1, 2 * j + 1, 2 * j + 1, 2 * j + 1, 2 * j, 2 * j, 2 * j, 2 * j);
+            __m512i h = _mm512_and_si512(_mm512_srlv_epi64(qh, hs), _mm512_set1_epi8(1));
+            k->c[j] = _mm512_or_si512(k->c[j], _mm512_slli_epi16(h, 4));
+        }
         __m512i idx = _mm512_set_epi64(0x0001000100010001LL * (2 * j + 1), 0x0001000100010001LL * (2 * j + 1),
                                        0x0001000100010001LL * (2 * j + 1), 0x0001000100010001LL * (2 * j + 1),
                                        0x0001000100010001LL * (2 * j), 0x0001000100010001LL * (2 * j),
@@ -65,8 +57,8 @@ AI void decode_q4k(const uint8_t *b, kblock *k) {
     }
     const __m256i dup = _mm256_set_epi16(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
     k->ms = _mm256_permutexvar_epi16(dup, _mm256_castsi128_si256(mn));
-    k->d = f16(b);
-    k->dmin = f16(b + 2);
+    k->d = kq_f16(b);
+    k->dmin = kq_f16(b + 2);
 }
 
 /* Q6_K: ql[128], qh[64], scales[16] (int8), d */
@@ -92,7 +84,7 @@ AI void decode_q6k(const uint8_t *b, kblock *k) {
         k->s[j] = _mm512_permutexvar_epi16(idx, _mm512_castsi256_si512(sc));
     }
     k->ms = _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_slli_epi16(sc, 5)); /* -32 x scale */
-    k->d = f16(b + 208);
+    k->d = kq_f16(b + 208);
     k->dmin = 0;
 }
 
@@ -112,56 +104,27 @@ AI void block_dot(const kblock *k, int q4k, const int8_t *q, float da, const int
     *acc = _mm512_fmadd_ps(_mm512_set1_ps(k->d * da), _mm512_cvtepi32_ps(is), *acc);
 }
 
-AI float hsum8(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+/* Q4_K, Q5_K or Q6_K (t) */
+AI void decode16(xllm_dtype t, const uint8_t *b, kblock *k) {
+    if (t == XLLM_DT_Q6_K) decode_q6k(b, k);
+    else decode_q45k(b, k, t == XLLM_DT_Q5_K);
 }
 
-/* Rows [r0, r1) x tokens [t0, t0 + tb) (tb <= TB; a constant 1 for the GEMV once inlined). */
-AI void rows_tokens(int q4k, const uint8_t *W, size_t rb, int64_t nb, size_t bb, const uint8_t *act, size_t astride,
-                    int64_t cols, int t0, int tb, const float *bias, float *y, size_t ldy, int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; r++) {
-        const uint8_t *row = W + (size_t)r * rb;
-        __m512 acc[TB];
-        __m256 accm[TB];
-        for (int j = 0; j < tb; j++) acc[j] = _mm512_setzero_ps(), accm[j] = _mm256_setzero_ps();
-        for (int64_t b = 0; b < nb; b++) {
-            kblock k;
-            if (q4k) decode_q4k(row + (size_t)b * bb, &k);
-            else decode_q6k(row + (size_t)b * bb, &k);
-            for (int j = 0; j < tb; j++) {
-                const uint8_t *a = act + (size_t)(t0 + j) * astride;
-                const float *da = (const float *)(a + cols);
-                const int16_t *bs = (const int16_t *)(da + nb);
-                block_dot(&k, q4k, (const int8_t *)a + b * QK_K, da[b], bs + 16 * b, &acc[j], &accm[j]);
-            }
-        }
-        for (int j = 0; j < tb; j++)
-            y[(size_t)(t0 + j) * ldy + (size_t)r] = reduce1(acc[j]) - hsum8(accm[j]) + (bias ? bias[r] : 0.0f);
-    }
+AI void dot16(xllm_dtype t, const kblock *k, const int8_t *q, float da, const int16_t *bs, __m512 *acc, __m256 *accm) {
+    block_dot(k, t != XLLM_DT_Q6_K, q, da, bs, acc, accm); /* Q4_K and Q5_K have mins */
 }
 
-static void mm_type(int q4k, const matrix *W, const void *act, size_t astride, int T, const float *bias, float *y,
-                    size_t ldy, int64_t r0, int64_t r1) {
-    size_t bb = kq_block_bytes(W->dtype);
-    int64_t nb = W->cols / QK_K;
-    size_t rb = (size_t)nb * bb;
-    if (T == 1) {
-        rows_tokens(q4k, W->data, rb, nb, bb, act, astride, W->cols, 0, 1, bias, y, ldy, r0, r1);
-        return;
-    }
-    for (int t0 = 0; t0 < T; t0 += TB)
-        rows_tokens(q4k, W->data, rb, nb, bb, act, astride, W->cols, t0, T - t0 < TB ? T - t0 : TB, bias, y, ldy, r0,
-                    r1);
-}
+AI __m512 zero16(void) { return _mm512_setzero_ps(); }
+
+KQ_DRIVER(mm16, kblock, __m512, __m256, zero16, kq_zero8, decode16, dot16, reduce1, kq_hsum8)
 
 void kq_matmul_avx512(const matrix *W, const void *act, size_t astride, int T, const float *bias, float *y,
                       size_t ldy, int64_t r0, int64_t r1, void *scratch) {
     (void)scratch;
-    if (W->dtype == XLLM_DT_Q4_K) mm_type(1, W, act, astride, T, bias, y, ldy, r0, r1);
-    else if (W->dtype == XLLM_DT_Q6_K) mm_type(0, W, act, astride, T, bias, y, ldy, r0, r1);
-    else kq_matmul_ref(W->dtype, W->data, W->cols, act, astride, T, bias, y, ldy, r0, r1);
+    if (W->dtype == XLLM_DT_Q4_K) mm16(XLLM_DT_Q4_K, W, act, astride, T, bias, y, ldy, r0, r1);
+    else if (W->dtype == XLLM_DT_Q5_K) mm16(XLLM_DT_Q5_K, W, act, astride, T, bias, y, ldy, r0, r1);
+    else if (W->dtype == XLLM_DT_Q6_K) mm16(XLLM_DT_Q6_K, W, act, astride, T, bias, y, ldy, r0, r1);
+    else kq_matmul_x86_256(W, act, astride, T, bias, y, ldy, r0, r1);
 }
 
 #else

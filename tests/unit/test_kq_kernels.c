@@ -1,0 +1,113 @@
+/*
+ * test_kq_kernels.c - every kernel level's matmul_kq (kq_kernels_*.c: avx2,
+ * avx512, neon, neon+dotprod) on random blocks of every llama.cpp type
+ * (quant/kquant.h) against the reference kq_matmul_ref: within float
+ * rounding (1e-5 of the outputs' RMS), bit-identical whatever the batch size
+ * T, the token's position in the batch and the row range (the GEMV/GEMM
+ * determinism guarantee of kernels.h); the NEON variants equal the
+ * reference bit for bit (same float sequence, kq_kernels_neon_impl.h) and so
+ * each other. Needs only the CPU backend and quant code, so tests/arm/run.sh
+ * runs it under qemu too.
+ */
+#include "test.h"
+#include "backend/cpu/kernels.h"
+#include "quant/kquant.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { TMAX_ALL = 19 };
+
+static uint32_t rng = 12345;
+static uint32_t rnd(void) {
+    rng = rng * 1664525u + 1013904223u;
+    return rng >> 8;
+}
+
+static void put16(uint8_t *p, float f) {
+    uint16_t h = xllm_f32_to_f16(f);
+    memcpy(p, &h, 2);
+}
+
+/* Random weights with sane f16 scales (as test_dot_random). */
+static uint8_t *random_rows(xllm_dtype t, int64_t rows, int64_t cols) {
+    int n = kq_block_elems(t);
+    size_t bb = kq_block_bytes(t), nbk = (size_t)(rows * cols / n);
+    uint8_t *w = malloc(nbk * bb);
+    for (size_t i = 0; i < nbk * bb; i++) w[i] = (uint8_t)rnd();
+    for (size_t b = 0; b < nbk; b++) {
+        uint8_t *p = w + b * bb;
+        float d = 0.001f * (float)(1 + rnd() % 50), m = 0.0005f * (float)(1 + rnd() % 50);
+        switch (t) {
+        case XLLM_DT_Q5_0: case XLLM_DT_IQ4_NL: case XLLM_DT_IQ4_XS: put16(p, d); break;
+        case XLLM_DT_Q5_1: case XLLM_DT_Q4_K: case XLLM_DT_Q5_K: put16(p, d), put16(p + 2, m); break;
+        case XLLM_DT_Q2_K: put16(p + 80, d), put16(p + 82, m); break;
+        case XLLM_DT_Q3_K: put16(p + 108, d); break;
+        case XLLM_DT_Q6_K: put16(p + 208, d); break;
+        default: break;
+        }
+    }
+    return w;
+}
+
+static void test_levels(void) {
+    const cpu_kernels *ks[8];
+    int nk = cpu_kernels_all(ks, 8);
+    const xllm_dtype types[] = {XLLM_DT_Q4_K, XLLM_DT_Q6_K, XLLM_DT_Q5_K, XLLM_DT_Q3_K, XLLM_DT_Q2_K,
+                                XLLM_DT_IQ4_XS, XLLM_DT_Q5_0, XLLM_DT_Q5_1, XLLM_DT_IQ4_NL};
+    const int64_t rows = 13, cols = 768;
+    enum { TMAX = TMAX_ALL };
+    for (size_t ti = 0; ti < sizeof types / sizeof *types; ti++) {
+        xllm_dtype t = types[ti];
+        uint8_t *w = random_rows(t, rows, cols);
+        int kind = kq_act_kind(t);
+        size_t as = kq_act_bytes(kind, cols);
+        uint8_t *act = malloc(as * TMAX);
+        float x[768], bias[13];
+        for (int tk = 0; tk < TMAX; tk++) {
+            for (int i = 0; i < cols; i++) x[i] = (float)((int)(rnd() % 2001) - 1000) / 300.0f;
+            kq_act_prepare(kind, x, cols, act + (size_t)tk * as);
+        }
+        for (int r = 0; r < rows; r++) bias[r] = 0.01f * (float)r;
+        matrix W;
+        memset(&W, 0, sizeof W);
+        W.dtype = t, W.group = kq_block_elems(t), W.rows = rows, W.cols = cols, W.data = w;
+        float ref[TMAX][13], all[TMAX][13], one[13], part[TMAX][13];
+        kq_matmul_ref(t, w, cols, act, as, TMAX, bias, &ref[0][0], 13, 0, rows);
+        for (int k = 0; k < nk; k++) {
+            if (!ks[k]->matmul_kq) continue;
+            ks[k]->matmul_kq(&W, act, as, TMAX, bias, &all[0][0], 13, 0, rows, NULL);
+            double worst = 0, rms = 0;
+            int same = 1;
+            for (int tk = 0; tk < TMAX; tk++)
+                for (int r = 0; r < rows; r++) rms += (double)ref[tk][r] * ref[tk][r] / (TMAX * rows);
+            rms = sqrt(rms);
+            for (int tk = 0; tk < TMAX; tk++) {
+                /* alone (GEMV), at its place in the batch */
+                ks[k]->matmul_kq(&W, act + (size_t)tk * as, as, 1, bias, one, 13, 0, rows, NULL);
+                for (int r = 0; r < rows; r++) {
+                    same &= memcmp(&one[r], &all[tk][r], 4) == 0;
+                    worst = fmax(worst, fabs(all[tk][r] - ref[tk][r]) / rms);
+                }
+            }
+            /* rows in uneven ranges, tokens from an odd start */
+            ks[k]->matmul_kq(&W, act + 3 * as, as, TMAX - 3, bias, &part[3][0], 13, 0, 5, NULL);
+            ks[k]->matmul_kq(&W, act + 3 * as, as, TMAX - 3, bias, &part[3][0], 13, 5, rows, NULL);
+            for (int tk = 3; tk < TMAX; tk++) same &= memcmp(part[tk], all[tk], sizeof part[tk]) == 0;
+            CHECK_MSG(same, "%s %s: results depend on T, position or row range", ks[k]->name, xllm_dtype_name(t));
+            /* float rounding only: within 1e-5 of the outputs' RMS */
+            CHECK_MSG(worst < 1e-5, "%s %s: %.3g x RMS off the reference", ks[k]->name, xllm_dtype_name(t), worst);
+            if (!strncmp(ks[k]->name, "neon", 4))
+                CHECK_MSG(!memcmp(all, ref, sizeof all), "%s %s: not the reference's bits", ks[k]->name,
+                          xllm_dtype_name(t));
+        }
+        free(act);
+        free(w);
+    }
+}
+
+int main(void) {
+    test_levels();
+    return test_report("test_kq_kernels");
+}
