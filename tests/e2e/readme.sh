@@ -48,7 +48,8 @@ while IFS= read -r line; do
     if [[ $run == mpirun* ]] && ! command -v mpirun > /dev/null; then echo "skip (no mpirun) $line"; continue; fi
     # under ASan, LeakSanitizer cannot name Open MPI's unloaded components (tests/e2e/pp.sh counts ours)
     [[ $run == mpirun* ]] && run="ASAN_OPTIONS=\${ASAN_OPTIONS:+\$ASAN_OPTIONS:}detect_leaks=0 $run"
-    (cd "$W" && HOME="$T/home" timeout 300 bash -c "$run" > "$T/out.$n" 2> "$T/err.$n")
+    # (stdin from /dev/null: mpirun would read the rest of the list)
+    (cd "$W" && HOME="$T/home" timeout 300 bash -c "$run" < /dev/null > "$T/out.$n" 2> "$T/err.$n")
     rc=$?
     if [ $rc -ne 0 ] || grep -q "Sanitizer\|runtime error" "$T/err.$n"; then
         echo "FAIL (status $rc) $run"; tail -5 "$T/err.$n"; fails=$((fails+1))
