@@ -179,7 +179,6 @@ static int has(const char *want, int argc, char **argv) {
 int main(int argc, char **argv) {
     cJSON_Hooks hooks = {hook_malloc, hook_free};
     cJSON_InitHooks(&hooks);
-    setenv("XLLM_PLAN", "0", 1);
     if (has("tokenizer", argc, argv)) walk("tokenizer load+encode", op_tokenizer, 0);
     if (has("template", argc, argv)) walk("template load+render", op_template, 0);
     if (has("model", argc, argv)) walk("model load", op_model, 0);

@@ -40,10 +40,11 @@ static void cb(void *user, const char *stage, double f) {
 }
 
 static seen load(const char *path, int plan) {
-    setenv("XLLM_PLAN", plan ? "1" : "0", 1);
     seen s;
     memset(&s, 0, sizeof s);
     xllm_model_options o = xllm_model_options_default();
+    o.no_plan = !plan;
+    o.plan_cache = NULL;
     o.n_threads = 1;
     o.progress = cb;
     o.progress_user = &s;

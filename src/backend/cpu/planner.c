@@ -32,6 +32,12 @@ static const int k_bucket_T[MM_BUCKETS] = {1, 4, 32, 128};
 #define PLAN_ROUNDS 3
 #define PLAN_MARGIN 0.85
 
+/* The report is best effort: out of memory, an item that cannot be attached
+ * (or whose parent could not be made) is freed rather than lost. */
+static void add_item(cJSON *array, cJSON *item) {
+    if (item && !cJSON_AddItemToArray(array, item)) cJSON_Delete(item);
+}
+
 static double median3(const double *t) {
     double a = t[0], b = t[1], c = t[2];
     return a < b ? (b < c ? b : a < c ? c : a) : (a < c ? a : b < c ? c : b);
@@ -127,14 +133,14 @@ xllm_status cpu_planner_run(cpu_backend *be, matrix *const *ws, size_t n_ws, int
             if (cached) {
                 cJSON_AddNumberToObject(bo, "threads", best_threads[b]);
                 if (best_kernel[b]) cJSON_AddStringToObject(bo, "kernel", be->kern->variant_names[best_kernel[b] - 1]);
-                cJSON_AddItemToArray(buckets, bo);
+                add_item(buckets, bo);
                 continue;
             }
             if (over_budget || (prof_now_ns() - start) / 1000000 > (uint64_t)budget_ms) {
                 over_budget = 1;
                 complete = 0;
                 cJSON_AddStringToObject(bo, "choice", "default rule (planning budget spent)");
-                cJSON_AddItemToArray(buckets, bo);
+                add_item(buckets, bo);
                 continue;
             }
             /* the default rule (plan 0) against each explicit thread count,
@@ -191,7 +197,7 @@ xllm_status cpu_planner_run(cpu_backend *be, matrix *const *ws, size_t n_ws, int
                 }
                 cJSON_AddStringToObject(bo, "kernel", best_kernel[b] ? k->variant_names[best_kernel[b] - 1] : "default");
             }
-            cJSON_AddItemToArray(buckets, bo);
+            add_item(buckets, bo);
         }
         if (!cached && complete) plan_cache_put(pc, w, best_threads, best_kernel);
         for (int k = i; k < l->n; k++)
@@ -200,7 +206,7 @@ xllm_status cpu_planner_run(cpu_backend *be, matrix *const *ws, size_t n_ws, int
                 memcpy(l->m[k]->plan_kernel, best_kernel, sizeof best_kernel);
                 done[k] = 1;
             }
-        cJSON_AddItemToArray(shapes, o);
+        add_item(shapes, o);
     }
     plan_cache_save(pc);
     plan_cache_close(pc);
