@@ -46,10 +46,11 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include <cjson/cJSON.h>
 #include "base/dtype.h"
 #include "quant/quant.h"
 #include "xllm.h"
+
+struct cJSON;
 
 /* Batch-size buckets the planner tunes separately: T = 1, 2-8, 9-64, > 64. */
 #define MM_BUCKETS 4
@@ -173,8 +174,8 @@ typedef struct backend_ops {
     /* Load-time planning over the model's matrices (may set their
      * plan_threads / plan_kernel; never changes results); *report: a JSON
      * object describing the choices (caller frees). */
-    xllm_status (*plan)(void *ctx, matrix *const *ws, size_t n, int max_tokens, int budget_ms, cJSON **report,
-                        xllm_error *err);
+    xllm_status (*plan)(void *ctx, matrix *const *ws, size_t n, int max_tokens, int budget_ms,
+                        struct cJSON **report, xllm_error *err);
 
     /* -------------------------------------- operations over a batch */
     /* x[t] = row tokens[t] of E (tokens: host) */

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # run.sh - the NEON kernels on aarch64: cross-compile test_kernels with
-# Debian's gcc-aarch64-linux-gnu (only what it needs: the CPU backend, quant,
+# Debian's gcc-aarch64-linux-gnu (only what it needs: the CPU kernels and their orchestration
+# (not the backend table, attention or the planner, which need the profiler and cJSON), quant,
 # dtype/alloc/error/threadpool; no cJSON or PCRE2) and run it under
 # qemu-user-static, once as qemu's default CPU (has dotprod: both NEON
 # variants are tested, and must agree bit for bit) and once as a Cortex-A53
@@ -20,7 +21,8 @@ FLAGS=(-O2 -std=c11 -D_GNU_SOURCE -fno-strict-aliasing -Wall -Wextra -Werror -I"
        -I"$SRC/tests" -DXLLM_SOURCE_DIR="\"$SRC\"")
 C="$SRC/src/backend/cpu"
 "$CC" "${FLAGS[@]}" -march=armv8.2-a+dotprod -c "$C/kernels_neon_dot.c" -o "$OUT/kernels_neon_dot.o"
-"$CC" "${FLAGS[@]}" -o "$OUT/test_kernels" "$SRC/tests/unit/test_kernels.c" $(ls "$C"/*.c | grep -v /kernels_neon_dot.c) \
+"$CC" "${FLAGS[@]}" -o "$OUT/test_kernels" "$SRC/tests/unit/test_kernels.c" \
+    $(ls "$C"/*.c | grep -v -e /kernels_neon_dot.c -e /cpu_backend.c -e /attention.c -e /planner.c) \
     "$OUT/kernels_neon_dot.o" \
     "$SRC/src/quant/quant.c" "$SRC/src/quant/kquant.c" "$SRC/src/base/dtype.c" "$SRC/src/base/alloc.c" "$SRC/src/base/error.c" \
     "$SRC/src/base/threadpool.c" -lm -lpthread
