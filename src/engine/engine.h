@@ -164,7 +164,7 @@ typedef struct xllm_engine {
     char *fatal;                  /* invariant violation: the engine stopped */
     pthread_t thread;
     int thread_started;
-    int debug;                    /* XLLM_DEBUG=1: invariants after every step */
+    int debug;                    /* model option debug_checks (XLLM_DEBUG=1 in the CLI): invariants every step */
 } engine;
 
 /* engine.c: the engine behind xllm_engine_* (mo: the model's resolved
