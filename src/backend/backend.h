@@ -178,7 +178,8 @@ typedef struct backend_ops {
                         struct cJSON **report, xllm_error *err);
 
     /* -------------------------------------- operations over a batch */
-    /* x[t] = row tokens[t] of E (tokens: host) */
+    /* x[t] = row tokens[t] of E (tokens: host; E as the model file stores it, in host
+     * memory: the embedding table is looked up, never uploaded) */
     void (*embed)(void *ctx, const matrix *E, const int32_t *tokens, int T, float *x);
     /* cos/sin [T][half] of pos[t] * inv_freq[i] (pos, inv_freq: host) */
     void (*rope_tables)(void *ctx, const int32_t *pos, int T, const double *inv_freq, int half, float *cos,
