@@ -46,10 +46,11 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include <cjson/cJSON.h>
 #include "base/dtype.h"
 #include "quant/quant.h"
 #include "xllm.h"
+
+struct cJSON;
 
 /* Batch-size buckets the planner tunes separately: T = 1, 2-8, 9-64, > 64. */
 #define MM_BUCKETS 4
@@ -173,11 +174,12 @@ typedef struct backend_ops {
     /* Load-time planning over the model's matrices (may set their
      * plan_threads / plan_kernel; never changes results); *report: a JSON
      * object describing the choices (caller frees). */
-    xllm_status (*plan)(void *ctx, matrix *const *ws, size_t n, int max_tokens, int budget_ms, cJSON **report,
-                        xllm_error *err);
+    xllm_status (*plan)(void *ctx, matrix *const *ws, size_t n, int max_tokens, int budget_ms,
+                        struct cJSON **report, xllm_error *err);
 
     /* -------------------------------------- operations over a batch */
-    /* x[t] = row tokens[t] of E (tokens: host) */
+    /* x[t] = row tokens[t] of E (tokens: host; E as the model file stores it, in host
+     * memory: the embedding table is looked up, never uploaded) */
     void (*embed)(void *ctx, const matrix *E, const int32_t *tokens, int T, float *x);
     /* cos/sin [T][half] of pos[t] * inv_freq[i] (pos, inv_freq: host) */
     void (*rope_tables)(void *ctx, const int32_t *pos, int T, const double *inv_freq, int half, float *cos,

@@ -168,7 +168,7 @@ typedef struct xllm_engine {
     char *fatal;                  /* invariant violation: the engine stopped */
     pthread_t thread;
     int thread_started;
-    int debug;                    /* XLLM_DEBUG=1: invariants after every step */
+    int debug;                    /* model option debug_checks (XLLM_DEBUG=1 in the CLI): invariants every step */
     struct pipeline_link *pp;     /* pipeline parallelism (rank 0): steps run through every stage (src/dist) */
 } engine;
 

@@ -50,7 +50,9 @@ typedef struct model_scratch {
     float *route_w, *expert_w;
 } model_scratch;
 
-/* Where calibration can observe the inputs of the linear layers. */
+/* Where calibration can observe the inputs of the linear layers. The observer
+ * gets the backend's buffers as they are: it reads them directly, which only a
+ * backend with unified memory (the CPU) allows; calibration runs there. */
 typedef enum observe_point { OBS_ATTN_IN = 0, OBS_O_IN, OBS_MLP_IN, OBS_DOWN_IN, OBS_COUNT } observe_point;
 /* x: T rows of cols activations entering the layer's matmul(s); expert: MoE
  * expert index for OBS_DOWN_IN inside a MoE block (-1 otherwise). */

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # run.sh - the NEON kernels on aarch64: cross-compile test_kernels and
 # test_kq_kernels (llama.cpp's block types) with
-# Debian's gcc-aarch64-linux-gnu (only what it needs: the CPU backend, quant,
+# Debian's gcc-aarch64-linux-gnu (only what it needs: the CPU kernels and their orchestration
+# (not the backend table, attention, the planner or its cache, which need the profiler and
+# cJSON), quant,
 # dtype/alloc/error/threadpool; no cJSON or PCRE2) and run it under
 # qemu-user-static, once as qemu's default CPU (has dotprod: both NEON
 # variants are tested, and must agree bit for bit) and once as a Cortex-A53
@@ -23,7 +25,9 @@ C="$SRC/src/backend/cpu"
 "$CC" "${FLAGS[@]}" -march=armv8.2-a+dotprod -c "$C/kernels_neon_dot.c" -o "$OUT/kernels_neon_dot.o"
 "$CC" "${FLAGS[@]}" -march=armv8.2-a+dotprod -c "$C/kq_kernels_neon_dot.c" -o "$OUT/kq_kernels_neon_dot.o"
 for t in test_kernels test_kq_kernels; do
-    "$CC" "${FLAGS[@]}" -o "$OUT/$t" "$SRC/tests/unit/$t.c" $(ls "$C"/*.c | grep -v /kernels_neon_dot.c | grep -v /kq_kernels_neon_dot.c) \
+    "$CC" "${FLAGS[@]}" -o "$OUT/$t" "$SRC/tests/unit/$t.c" \
+        $(ls "$C"/*.c | grep -v -e /kernels_neon_dot.c -e /kq_kernels_neon_dot.c -e /cpu_backend.c -e /attention.c \
+            -e /planner.c -e /plan_cache.c) \
         "$OUT/kernels_neon_dot.o" "$OUT/kq_kernels_neon_dot.o" \
         "$SRC/src/quant/quant.c" "$SRC/src/quant/kquant.c" "$SRC/src/base/dtype.c" "$SRC/src/base/alloc.c" "$SRC/src/base/error.c" \
         "$SRC/src/base/threadpool.c" -lm -lpthread

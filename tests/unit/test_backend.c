@@ -48,8 +48,8 @@ static xllm_status r_upload(void *ctx, matrix *W, void **storage, xllm_error *er
     g_count[C_UPLOAD]++;
     return FWD(upload_matrix, W, storage, err);
 }
-static xllm_status r_plan(void *ctx, matrix *const *ws, size_t n, int max_tokens, int budget_ms, cJSON **report,
-                          xllm_error *err) {
+static xllm_status r_plan(void *ctx, matrix *const *ws, size_t n, int max_tokens, int budget_ms,
+                          struct cJSON **report, xllm_error *err) {
     return FWD(plan, ws, n, max_tokens, budget_ms, report, err);
 }
 static void r_embed(void *ctx, const matrix *E, const int32_t *tokens, int T, float *x) {

@@ -279,16 +279,6 @@ xllm_status cpu_attention_init(cpu_backend *be, int max_positions, xllm_error *e
     return XLLM_OK;
 }
 
-void cpu_attention_free(cpu_backend *be) {
-    xllm_free(be->attn_part);
-    xllm_free(be->attn_tile);
-    xllm_free(be->attn_tiles);
-    be->attn_part = be->attn_tile = NULL;
-    be->attn_tiles = NULL;
-    be->attn_part_items = 0;
-    be->attn_tile_state = 0;
-}
-
 /* The planner's per-step choice: split the keys across threads when the
  * (token, head) items alone cannot keep the threads busy; else share K/V
  * loads when groups (tile, KV head) hold two queries or more on average and

@@ -55,8 +55,8 @@ static xllm_status cb_upload_matrix(void *ctx, matrix *W, void **storage, xllm_e
     return backend_pack_matrix(ctx, W, storage, err);
 }
 
-static xllm_status cb_plan(void *ctx, matrix *const *ws, size_t n, int max_tokens, int budget_ms, cJSON **report,
-                           xllm_error *err) {
+static xllm_status cb_plan(void *ctx, matrix *const *ws, size_t n, int max_tokens, int budget_ms,
+                           struct cJSON **report, xllm_error *err) {
     return cpu_planner_run(ctx, ws, n, max_tokens, budget_ms, report, err);
 }
 

@@ -166,13 +166,13 @@ void op_matrix_row(const matrix *W, int64_t row, float *out);
  * planner's per-step choice; results are identical either way), and the call. */
 attn_strategy cpu_attention_strategy(const cpu_backend *be, const be_attn *d, int *max_chunks);
 void cpu_attention_run(cpu_backend *be, const be_attn *d);
-/* The attention scratch sized from be->n_heads.. and max_positions (at create). */
+/* The attention scratch sized from be->n_heads.. and max_positions (at
+ * create); backend_free frees it. */
 xllm_status cpu_attention_init(cpu_backend *be, int max_positions, xllm_error *err);
-void cpu_attention_free(cpu_backend *be);
 
 /* The load-time planner (planner.c): per weight shape and batch bucket, the
  * thread count and kernel variant measured fastest, within budget_ms. */
 xllm_status cpu_planner_run(cpu_backend *be, matrix *const *ws, size_t n, int max_tokens, int budget_ms,
-                            cJSON **report, xllm_error *err);
+                            struct cJSON **report, xllm_error *err);
 
 #endif

@@ -63,7 +63,9 @@ oom:
 }
 
 void backend_free(cpu_backend *be) {
-    cpu_attention_free(be);
+    xllm_free(be->attn_part); /* attention.c's scratch */
+    xllm_free(be->attn_tile);
+    xllm_free(be->attn_tiles);
     if (be->scratch)
         for (int i = 0; i < be->n_threads; i++) xllm_free_aligned(be->scratch[i]);
     if (be->kscratch)

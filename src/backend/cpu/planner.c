@@ -19,6 +19,7 @@
 #include "base/error.h"
 #include "base/profile.h"
 
+#include <cjson/cJSON.h>
 #include <stdio.h>
 #include <string.h>
 
