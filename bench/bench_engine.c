@@ -19,6 +19,7 @@
  * every request generates exactly -n tokens. Figures, never pass/fail.
  */
 #include "xllm.h"
+#include "../tools/engine_stat.h"
 #include "../tools/options_env.h"
 
 #include <cjson/cJSON.h>
@@ -44,17 +45,6 @@ static double pct(double *v, int n, double p) {
     return v[i];
 }
 
-static long stat_get(xllm_engine *e, const char *a, const char *b) {
-    char *js = xllm_engine_stats(e);
-    cJSON *j = cJSON_Parse(js);
-    xllm_free(js);
-    cJSON *x = cJSON_GetObjectItem(j, a);
-    if (b) x = cJSON_GetObjectItem(x, b);
-    long v = cJSON_IsNumber(x) ? (long)x->valuedouble : -1;
-    cJSON_Delete(j);
-    return v;
-}
-
 typedef struct run_stats {
     double wall, tok_s, ttft_p50, ttft_p99;
     long preemptions;
@@ -67,7 +57,7 @@ static run_stats run(xllm_engine *e, int32_t **prompts, int R, int P, int N, int
     double *t_sub = calloc((size_t)R, sizeof(double)), *ttft = calloc((size_t)R, sizeof(double));
     int *done = calloc((size_t)R, sizeof(int));
     xllm_error err;
-    long pre0 = stat_get(e, "preemptions", NULL);
+    long pre0 = xllm_engine_stat(e, "preemptions", NULL);
     double t0 = now_s();
     long generated = 0;
     for (int i = 0; i < R; i++) {
@@ -143,7 +133,7 @@ static run_stats run(xllm_engine *e, int32_t **prompts, int R, int P, int N, int
     s.tok_s = (double)generated / s.wall;
     s.ttft_p50 = pct(ttft, R, 0.5);
     s.ttft_p99 = pct(ttft, R, 0.99);
-    s.preemptions = stat_get(e, "preemptions", NULL) - pre0;
+    s.preemptions = xllm_engine_stat(e, "preemptions", NULL) - pre0;
     free(ids);
     free(t_sub);
     free(ttft);
@@ -234,8 +224,8 @@ int main(int argc, char **argv) {
                "preemptions\n", bur.wall, bur.tok_s, bur.tok_s / seq.tok_s, bur.ttft_p50, bur.ttft_p99,
                bur.preemptions);
         fflush(stdout);
-        long total = stat_get(e, "kv", "blocks_total");
-        long bs = stat_get(e, "kv", "block_size");
+        long total = xllm_engine_stat(e, "kv", "blocks_total");
+        long bs = xllm_engine_stat(e, "kv", "block_size");
         long need = (long)R * ((P + N + bs - 1) / bs);
         xllm_engine_free(e);
         (void)total;
@@ -247,8 +237,8 @@ int main(int argc, char **argv) {
             if (pb < min_blocks) pb = (int)min_blocks;
             /* a pool of pb blocks: workspace = scratch + pb blocks (+ a swap pool of pb / 2) */
             xllm_engine *probe = xllm_engine_create(m, &so, &err);
-            long scratch = stat_get(probe, "memory", "scratch_bytes");
-            long bb = stat_get(probe, "memory", "kv_bytes") / stat_get(probe, "kv", "blocks_total");
+            long scratch = xllm_engine_stat(probe, "memory", "scratch_bytes");
+            long bb = xllm_engine_stat(probe, "memory", "kv_bytes") / xllm_engine_stat(probe, "kv", "blocks_total");
             xllm_engine_free(probe);
             so.swap_size = mode == XLLM_PREEMPT_RECOMPUTE ? -1 : (int64_t)(pb / 2) * bb;
             so.workspace_size = scratch + (int64_t)pb * bb + (so.swap_size > 0 ? so.swap_size : 0);

@@ -32,6 +32,7 @@
  */
 #include "cli.h"
 #include "commands.h"
+#include "engine_stat.h"
 #include "profile_report.h"
 #include "xllm.h"
 
@@ -156,21 +157,9 @@ static int weight_bytes(const char *path, double *total, double *per_token, xllm
 
 /* ------------------------------------------------------ engine figures */
 
-/* A number from the model's engine's stats JSON: key "a" or "a.b"; -1 when absent. */
-static double engine_stat(xllm_model *m, const char *key) {
-    char *text = xllm_engine_stats(xllm_model_engine(m));
-    cJSON *root = text ? cJSON_Parse(text) : NULL;
-    xllm_free(text);
-    double v = -1;
-    char k[64];
-    snprintf(k, sizeof k, "%s", key);
-    char *dot = strchr(k, '.');
-    if (dot) *dot = 0;
-    const cJSON *j = cJSON_GetObjectItem(root, k);
-    if (dot) j = cJSON_GetObjectItem(j, dot + 1);
-    if (cJSON_IsNumber(j)) v = j->valuedouble;
-    cJSON_Delete(root);
-    return v;
+/* A number from the model's engine's stats (engine_stat.h); -1 when absent. */
+static double engine_stat(xllm_model *m, const char *a, const char *b) {
+    return (double)xllm_engine_stat(xllm_model_engine(m), a, b);
 }
 
 /* ------------------------------------------------------------- timing */
@@ -341,7 +330,7 @@ int cmd_bench(int argc, char **argv) {
         rc = fail(err.message, NULL);
         goto out;
     }
-    double hits_before = engine_stat(m, "prefix_cache.hit_tokens");
+    double hits_before = engine_stat(m, "prefix_cache", "hit_tokens");
     if (profile_path) { /* the measured runs only, not the warm-up */
         xllm_profile_enable(1);
         xllm_profile_reset();
@@ -370,17 +359,17 @@ int cmd_bench(int argc, char **argv) {
     cli_progress_cb(&prog, "measuring", 1);
     /* the depth's context must have come from the prefix cache in every
      * measured pp and tg run, or the figures time a longer prefill */
-    double hit_tokens = engine_stat(m, "prefix_cache.hit_tokens") - hits_before;
-    int block = (int)engine_stat(m, "kv.block_size");
+    double hit_tokens = engine_stat(m, "prefix_cache", "hit_tokens") - hits_before;
+    int block = (int)engine_stat(m, "kv", "block_size");
     double want_hits = block > 0 ? 2.0 * R * (double)(D / block * block) : 0;
     if (D && hit_tokens < want_hits) {
         rc = cli_fail("the %d-token context was not reused from the prefix cache in every run (%.0f of %.0f tokens): "
                       "the figures would time its prefill", D, hit_tokens, want_hits);
         goto out;
     }
-    double kv_bytes = engine_stat(m, "memory.kv_bytes"), kv_blocks = engine_stat(m, "kv.blocks_total");
+    double kv_bytes = engine_stat(m, "memory", "kv_bytes"), kv_blocks = engine_stat(m, "kv", "blocks_total");
     double kv_per_token = kv_bytes > 0 && kv_blocks > 0 && block > 0 ? kv_bytes / (kv_blocks * block) : 0;
-    double scratch_bytes = engine_stat(m, "memory.scratch_bytes");
+    double scratch_bytes = engine_stat(m, "memory", "scratch_bytes");
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     double peak_mb = (double)ru.ru_maxrss / 1024.0;

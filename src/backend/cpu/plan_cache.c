@@ -28,7 +28,6 @@ static void read_cpu_name(void) {
     snprintf(g_cpu_name, sizeof g_cpu_name, "unknown");
 #if defined(__x86_64__)
     unsigned r[12];
-    __builtin_cpu_init();
     unsigned max;
     __asm__ volatile("cpuid" : "=a"(max) : "a"(0x80000000u) : "ebx", "ecx", "edx");
     if (max >= 0x80000004u) {
