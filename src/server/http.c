@@ -39,6 +39,7 @@ typedef struct conn {
     run *run;
     sbuf sse;
     size_t sse_pos;
+    int counted; /* the request is already in the metrics (a stream, at its end) */
     srv_state *s;
     char path[96];
     char method[12];
@@ -111,7 +112,14 @@ static ssize_t sse_reader(void *cls, uint64_t pos, char *buf, size_t max) {
         k->sse_pos = 0;
         int r = run_next_sse(k->run, &k->sse);
         if (r < 0 || k->sse.oom) return MHD_CONTENT_READER_END_WITH_ERROR;
-        if (k->sse.len == 0) return MHD_CONTENT_READER_END_OF_STREAM;
+        if (k->sse.len == 0) {
+            /* Count the stream now, before MHD sends the closing chunk: a
+             * client that has read the whole stream then finds it in /metrics,
+             * and a client that closes right after "[DONE]" is not a 499. */
+            if (!k->counted) metrics_request(k->endpoint, k->status);
+            k->counted = 1;
+            return MHD_CONTENT_READER_END_OF_STREAM;
+        }
     }
     size_t n = k->sse.len - k->sse_pos;
     if (n > max) n = max;
@@ -388,7 +396,8 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum 
     *con_cls = NULL;
     int status = k->status ? k->status : 499;
     if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && k->endpoint <= EP_CHAT && k->run) status = 499;
-    metrics_request(k->endpoint, status);
+    if (k->counted) status = k->status;
+    else metrics_request(k->endpoint, status);
     if (k->endpoint <= EP_CHAT || status >= 400)
         srv_log("%s %s %d model=%s prompt_tokens=%zu completion_tokens=%zu %.1f ms%s", k->method, k->path, status,
                 k->has_req && k->req.model_name ? k->req.model_name : "-",
