@@ -22,6 +22,7 @@
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #define SLICE_ROWS 1024   /* rows measured per shape: enough to load every thread */
 #define MAX_MATS 4096
@@ -32,6 +33,47 @@ static const int k_bucket_T[MM_BUCKETS] = {1, 4, 32, 128};
  * than PLAN_MARGIN x the default in each of PLAN_ROUNDS alternating rounds. */
 #define PLAN_ROUNDS 3
 #define PLAN_MARGIN 0.85
+
+/* Plans go to the plan cache only when they were measured on CPUs the
+ * process had to itself. On a shared host one thread can beat two in every
+ * round (the other CPU is busy): that plan is right for this run but must not
+ * be reused by every later one. The probe: every pool thread spins for
+ * PROBE_MS of wall time and reads its own CPU time; the share is the least
+ * CPU / wall over the threads, taken before and after the measurements (the
+ * smaller counts). PROBE_MS spans several scheduler time slices: a shorter
+ * window can fall inside one slice and see a busy CPU as free. */
+#define PLAN_MIN_CPU_SHARE 0.75
+#define PROBE_MS 20
+
+static double now_s(clockid_t c) {
+    struct timespec ts;
+    if (clock_gettime(c, &ts)) return 0;
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+typedef struct {
+    double share[256];
+} probe_ctx;
+
+static void probe_thread(void *ctx, size_t begin, size_t end, int thread_index) {
+    (void)begin, (void)end;
+    probe_ctx *p = ctx;
+    double w0 = now_s(CLOCK_MONOTONIC), c0 = now_s(CLOCK_THREAD_CPUTIME_ID), w = 0;
+    while ((w = now_s(CLOCK_MONOTONIC) - w0) < PROBE_MS * 1e-3) {
+    }
+    if (thread_index >= 0 && thread_index < 256) p->share[thread_index] = (now_s(CLOCK_THREAD_CPUTIME_ID) - c0) / w;
+}
+
+/* The least share of its CPU any pool thread got over PROBE_MS. */
+static double cpu_share_probe(cpu_backend *be) {
+    int n = be->n_threads < 256 ? be->n_threads : 256;
+    probe_ctx p;
+    for (int i = 0; i < 256; i++) p.share[i] = 1.0;
+    threadpool_run(be->tp, (size_t)n, 1, probe_thread, &p);
+    double least = 1.0;
+    for (int i = 0; i < n; i++) least = p.share[i] < least ? p.share[i] : least;
+    return least;
+}
 
 /* The report is best effort: out of memory, an item that cannot be attached
  * (or whose parent could not be made) is freed rather than lost. */
@@ -79,7 +121,9 @@ xllm_status cpu_planner_run(cpu_backend *be, matrix *const *ws, size_t n_ws, int
     float *x = xllm_malloc_array((size_t)maxT * (size_t)max_cols, sizeof(float));
     float *y = xllm_malloc_array((size_t)maxT * SLICE_ROWS, sizeof(float));
     uint8_t *done = xllm_calloc((size_t)l->n + 1, 1);
-    if (!x || !y || !done) {
+    int *plans_to_save = xllm_calloc((size_t)l->n + 1, sizeof(int)), n_to_save = 0;
+    if (!x || !y || !done || !plans_to_save) {
+        xllm_free(plans_to_save);
         xllm_free(x);
         xllm_free(y);
         xllm_free(done);
@@ -97,7 +141,8 @@ xllm_status cpu_planner_run(cpu_backend *be, matrix *const *ws, size_t n_ws, int
     cJSON_AddNumberToObject(root, "threads", be->n_threads);
     cJSON *shapes = cJSON_AddArrayToObject(root, "matmul");
     uint64_t start = prof_now_ns();
-    int over_budget = 0, n_cached = 0;
+    int over_budget = 0, n_cached = 0, n_saved = 0;
+    double share_before = -1; /* probed once something is to be measured */
     plan_cache *pc = plan_cache_open(be->plan_cache);
     if (pc) plan_cache_set_context(pc, backend_level_name(be), be->n_threads, maxT);
     for (int i = 0; i < l->n; i++) {
@@ -137,6 +182,7 @@ xllm_status cpu_planner_run(cpu_backend *be, matrix *const *ws, size_t n_ws, int
                 add_item(buckets, bo);
                 continue;
             }
+            if (share_before < 0 && pc) share_before = cpu_share_probe(be);
             if (over_budget || (prof_now_ns() - start) / 1000000 > (uint64_t)budget_ms) {
                 over_budget = 1;
                 complete = 0;
@@ -200,7 +246,7 @@ xllm_status cpu_planner_run(cpu_backend *be, matrix *const *ws, size_t n_ws, int
             }
             add_item(buckets, bo);
         }
-        if (!cached && complete) plan_cache_put(pc, w, best_threads, best_kernel);
+        if (!cached && complete) plans_to_save[n_to_save++] = i;
         for (int k = i; k < l->n; k++)
             if (!done[k] && same_shape(w, l->m[k])) {
                 memcpy(l->m[k]->plan_threads, best_threads, sizeof best_threads);
@@ -209,11 +255,29 @@ xllm_status cpu_planner_run(cpu_backend *be, matrix *const *ws, size_t n_ws, int
             }
         add_item(shapes, o);
     }
+    /* the measured plans go to the cache only if the CPUs were free before
+     * and after the measurements */
+    double share = share_before < 0 ? -1 : share_before;
+    if (share >= 0) {
+        double after = cpu_share_probe(be);
+        share = after < share ? after : share;
+        cJSON_AddNumberToObject(root, "cpu_share", share);
+    }
+    if (share >= PLAN_MIN_CPU_SHARE)
+        for (int j = 0; j < n_to_save; j++) {
+            matrix *w = l->m[plans_to_save[j]];
+            plan_cache_put(pc, w, w->plan_threads, w->plan_kernel);
+            n_saved++;
+        }
+    else if (n_to_save)
+        cJSON_AddStringToObject(root, "not_cached",
+                                "the CPUs were busy with other work while the plan was measured (cpu_share)");
     plan_cache_save(pc);
     plan_cache_close(pc);
     cJSON_AddNumberToObject(root, "planning_ms", (double)(prof_now_ns() - start) / 1e6);
     cJSON_AddStringToObject(root, "plan_cache", be->plan_cache ? be->plan_cache : "");
     cJSON_AddNumberToObject(root, "cached_shapes", n_cached);
+    cJSON_AddNumberToObject(root, "saved_shapes", n_saved);
     cJSON_AddStringToObject(root, "cpu", plan_cache_cpu_name());
     cJSON_AddStringToObject(root, "attention",
                             "per step: split-KV (one task per 128-key chunk, then an ordered fold) when (token, "
@@ -224,6 +288,7 @@ xllm_status cpu_planner_run(cpu_backend *be, matrix *const *ws, size_t n_ws, int
     xllm_free(x);
     xllm_free(y);
     xllm_free(done);
+    xllm_free(plans_to_save);
     xllm_free(l);
     *report = root;
     return XLLM_OK;
