@@ -1,15 +1,19 @@
 #!/usr/bin/env python3
 """ab_bench.py - two xllm binaries' `xllm bench` figures, alternated round by round.
 
-Usage: bench/ab_bench.py OLD_XLLM NEW_XLLM MODEL [-r ROUNDS] [-- BENCH ARGS...]
+Usage: bench/ab_bench.py OLD_XLLM NEW_XLLM MODEL [-r ROUNDS] [--old-args "A..."] [--new-args "B..."]
+                         [-- BENCH ARGS...]
 
 Each round runs `OLD bench -m MODEL --json ARGS` then `NEW bench ...` (the order
 swaps every round, so drift on a shared machine falls on both alike) and keeps
 prefill (pp) and decode (tg) tokens/s. Prints per binary the median and min-max
-of each, and the new/old ratio of medians. Timing is information, never
-pass/fail. Standard library only.
+of each, and the new/old ratio of medians. --old-args / --new-args add bench
+arguments to one side only, so one binary can be compared with itself under
+two settings (e.g. --old-args "--kv-dtype f32" --new-args "--kv-dtype q8").
+Timing is information, never pass/fail. Standard library only.
 """
 import json
+import shlex
 import statistics
 import subprocess
 import sys
@@ -27,6 +31,13 @@ def main(argv):
     if "--" in argv:
         i = argv.index("--")
         argv, extra = argv[:i], argv[i + 1:]
+    side = {"old": [], "new": []}
+    for name in ("old", "new"):
+        flag = "--%s-args" % name
+        if flag in argv:
+            i = argv.index(flag)
+            side[name] = shlex.split(argv[i + 1])
+            del argv[i:i + 2]
     rounds = 5
     if "-r" in argv:
         i = argv.index("-r")
@@ -39,7 +50,7 @@ def main(argv):
     for r in range(rounds):
         order = [("old", old), ("new", new)] if r % 2 == 0 else [("new", new), ("old", old)]
         for name, b in order:
-            pp, tg = run(b, model, extra)
+            pp, tg = run(b, model, extra + side[name])
             res[name][0].append(pp)
             res[name][1].append(tg)
             print("round %d %s: pp %.2f tg %.2f" % (r + 1, name, pp, tg), file=sys.stderr)

@@ -114,6 +114,13 @@ typedef struct xllm_model_options {
      * one. Typedef below (xllm_progress_fn). */
     void (*progress)(void *user, const char *stage, double fraction);
     void *progress_user;
+    /* How the KV cache stores K and V (docs/ARCHITECTURE.md): "f32" (NULL or ""),
+     * "f16", "q8" (int8 with an f16 scale per 32 values: 0.27x of f32's bytes at
+     * head_dim 64 and up; head_dim a multiple of 8), or "auto": each engine picks the widest of
+     * f32, f16, q8 in which max_batch_size full contexts fit its KV budget
+     * (workspace_size's share, else the f32 pool of kv_tokens) and reports
+     * it (xllm_engine_stats "kv_dtype"). Anything else: XLLM_ERR_INVALID_ARGUMENT. */
+    const char *kv_dtype;
 } xllm_model_options;
 
 xllm_model_options xllm_model_options_default(void);

@@ -225,7 +225,7 @@ static void fill_ids(int32_t *ids, size_t n, int V, uint64_t salt) {
 }
 
 int cmd_bench(int argc, char **argv) {
-    const char *path = NULL, *profile_path = NULL;
+    const char *path = NULL, *profile_path = NULL, *kv_dtype = NULL;
     int P = 512, N = 128, threads = 0, R = 3, D = 0, json = 0, probe = 1;
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i];
@@ -249,6 +249,12 @@ int cmd_bench(int argc, char **argv) {
                  : (!strcmp(f, "-t") || !strcmp(f, "--threads")) ? &threads
                  : (!strcmp(f, "-r") || !strcmp(f, "--repetitions")) ? &R
                  : (!strcmp(f, "-d") || !strcmp(f, "--depth") || !strcmp(f, "--n-depth")) ? &D : NULL;
+        if (!strcmp(f, "--kv-dtype")) {
+            if (!v) return cli_needs_value(f);
+            kv_dtype = v;
+            i++;
+            continue;
+        }
         if (!dst && strcmp(f, "-m") && strcmp(f, "--model")) return cli_unknown_option("bench", f);
         if (!v) return cli_needs_value(f);
         i++;
@@ -271,6 +277,7 @@ int cmd_bench(int argc, char **argv) {
     int need = D + (P > TG_PROMPT + N + 1 ? P : TG_PROMPT + N + 1) + 16;
     xllm_model_options mo = xllm_model_options_default();
     mo.n_threads = threads;
+    mo.kv_dtype = kv_dtype;
     xllm_model_options_from_env(&mo);
     mo.max_batch_seqs = 1;
     /* the KV pool holds one such sequence plus the blocks of the cached
@@ -370,6 +377,9 @@ int cmd_bench(int argc, char **argv) {
     double kv_bytes = engine_stat(m, "memory", "kv_bytes"), kv_blocks = engine_stat(m, "kv", "blocks_total");
     double kv_per_token = kv_bytes > 0 && kv_blocks > 0 && block > 0 ? kv_bytes / (kv_blocks * block) : 0;
     double scratch_bytes = engine_stat(m, "memory", "scratch_bytes");
+    char kv_name[16];
+    xllm_engine_stat_str(xllm_model_engine(m), "kv_dtype", kv_name, sizeof kv_name);
+    double kv_token_bytes = engine_stat(m, "kv_bytes_per_token", NULL);
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     double peak_mb = (double)ru.ru_maxrss / 1024.0;
@@ -395,6 +405,7 @@ int cmd_bench(int argc, char **argv) {
     fprintf(o, "| %-*s | %8.2f ± %.2f |\n", w, tg_name, tg_mean, tg_sd);
     fprintf(o, "peak RSS   %.1f MiB (weights mapped %.1f MiB, KV pool %.1f MiB, scratch %.1f MiB)\n", peak_mb,
             total_bytes / 1048576.0, kv_bytes > 0 ? kv_bytes / 1048576.0 : 0, scratch_bytes > 0 ? scratch_bytes / 1048576.0 : 0);
+    fprintf(o, "KV cache   %s, %.0f bytes per token (K and V, every layer)\n", kv_name[0] ? kv_name : "?", kv_token_bytes);
     /* a decode step at depth D also reads the D tokens' K and V */
     double step_bytes = read_bytes + kv_per_token * (D + TG_PROMPT + N / 2.0);
     if (bw > 0 && step_bytes > 0) {
@@ -403,8 +414,9 @@ int cmd_bench(int argc, char **argv) {
                 bw, threads, bound, tg_mean / bound);
     }
     if (json)
-        printf("{\"pp_tok_s\":%.3f,\"pp_sd\":%.3f,\"tg_tok_s\":%.3f,\"tg_sd\":%.3f,\"threads\":%d}\n", pp_mean, pp_sd, tg_mean,
-               tg_sd, threads);
+        printf("{\"pp_tok_s\":%.3f,\"pp_sd\":%.3f,\"tg_tok_s\":%.3f,\"tg_sd\":%.3f,\"threads\":%d,\"kv_dtype\":\"%s\","
+               "\"kv_bytes_per_token\":%.0f}\n",
+               pp_mean, pp_sd, tg_mean, tg_sd, threads, kv_name, kv_token_bytes);
 out:
     free(ids);
     free(logits);

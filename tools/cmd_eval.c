@@ -19,6 +19,11 @@
  *   kld   = sum_i p_i (log p_i - log q_i),  p = softmax(r), q = softmax(z)
  *   agree = argmax r == argmax z (lowest index on ties)
  *
+ * --kv-dtype D stores the model's KV cache as D (f32, f16, q8); --ref-kv-dtype
+ * D without --ref makes the reference the same model with its KV stored as D
+ * (so `-m M --kv-dtype q8 --ref-kv-dtype f32` measures what KV compression
+ * costs); a reference's KV is f32 unless --ref-kv-dtype says otherwise.
+ *
  * Only the public API (xllm.h) is used.
  */
 #include "cli.h"
@@ -143,7 +148,7 @@ static long special_prefix_len(const int32_t *sp, size_t n_sp, const int32_t *ns
 }
 
 int cmd_eval(int argc, char **argv) {
-    const char *model_path = NULL, *ref_path = NULL, *text_path = NULL;
+    const char *model_path = NULL, *ref_path = NULL, *text_path = NULL, *kv_dtype = NULL, *ref_kv_dtype = NULL;
     long threads = 0, ctx_arg = 0;
     int json = 0;
     for (int i = 1; i < argc; i++) {
@@ -155,10 +160,13 @@ int cmd_eval(int argc, char **argv) {
         } else if (!strcmp(f, "--json")) {
             json = 1;
         } else if (!strcmp(f, "-m") || !strcmp(f, "--model") || !strcmp(f, "--ref") || !strcmp(f, "--text") ||
-                   !strcmp(f, "-t") || !strcmp(f, "--threads") || !strcmp(f, "--ctx")) {
+                   !strcmp(f, "-t") || !strcmp(f, "--threads") || !strcmp(f, "--ctx") || !strcmp(f, "--kv-dtype") ||
+                   !strcmp(f, "--ref-kv-dtype")) {
             if (!has_value) return eval_fail("%s needs a value", f);
             const char *v = argv[++i];
             if (!strcmp(f, "--ref")) ref_path = v;
+            else if (!strcmp(f, "--kv-dtype")) kv_dtype = v;
+            else if (!strcmp(f, "--ref-kv-dtype")) ref_kv_dtype = v;
             else if (!strcmp(f, "--text")) text_path = v;
             else if (!strcmp(f, "--ctx")) {
                 if (cli_int(f, v, 1, INT_MAX, &ctx_arg)) return 1;
@@ -171,6 +179,9 @@ int cmd_eval(int argc, char **argv) {
     }
     if (!model_path) return eval_fail("eval needs -m MODEL (see 'xllm eval --help')");
     if (!text_path) return eval_fail("eval needs --text FILE (see 'xllm eval --help')");
+    if (!kv_dtype && getenv("XLLM_KV_DTYPE") && *getenv("XLLM_KV_DTYPE")) kv_dtype = getenv("XLLM_KV_DTYPE");
+    int show_kv = kv_dtype || ref_kv_dtype;
+    if (ref_kv_dtype && !ref_path) ref_path = model_path; /* the same model, its KV stored otherwise */
     if (cli_check_model(model_path) || (ref_path && cli_check_model(ref_path))) return 1;
 
     int rc = 0;
@@ -192,6 +203,7 @@ int cmd_eval(int argc, char **argv) {
     xllm_model_options mo = xllm_model_options_default();
     mo.n_threads = (int)threads;
     mo.max_batch_seqs = 1; /* one sequence at a time: keep the KV pool small */
+    mo.kv_dtype = kv_dtype;
     if (!(m = cli_load_model(model_path, &mo, &err, 0))) {
         rc = eval_fail("%s", err.message);
         goto done;
@@ -199,7 +211,9 @@ int cmd_eval(int argc, char **argv) {
     const xllm_tokenizer *tok = xllm_model_tokenizer(m);
     const char *tok_from = model_path;
     if (ref_path) {
-        if (!(r = cli_load_model(ref_path, &mo, &err, 0))) {
+        xllm_model_options ro = mo;
+        ro.kv_dtype = ref_kv_dtype ? ref_kv_dtype : "f32"; /* a reference is exact unless asked */
+        if (!(r = cli_load_model(ref_path, &ro, &err, 0))) {
             rc = eval_fail("%s", err.message);
             goto done;
         }
@@ -312,7 +326,12 @@ int cmd_eval(int argc, char **argv) {
     double mean_nll = st.nll_sum / (double)st.n, ppl = exp(mean_nll);
     double kld_mean = st.kld_sum / (double)st.n, agree = (double)st.agree / (double)st.n;
     if (json) {
-        printf("{\"tokens\":%zu,\"ppl\":", st.n);
+        printf("{\"tokens\":%zu,", st.n);
+        if (show_kv) { /* only when a KV storage was asked for: the plain object stays as it was */
+            printf("\"kv_dtype\":\"%s\",", kv_dtype ? kv_dtype : "f32");
+            if (r) printf("\"ref_kv_dtype\":\"%s\",", ref_kv_dtype ? ref_kv_dtype : "f32");
+        }
+        printf("\"ppl\":");
         print_json_number(ppl);
         if (r) {
             printf(",\"kld_mean\":");
@@ -324,13 +343,15 @@ int cmd_eval(int argc, char **argv) {
         }
         printf("}\n");
     } else {
-        printf("model        %s\n", model_path);
+        if (show_kv) printf("model        %s (KV cache %s)\n", model_path, kv_dtype ? kv_dtype : "f32");
+        else printf("model        %s\n", model_path);
         if (tok_from != model_path) printf("tokenizer    %s's (the model has none)\n", tok_from);
         printf("text         %s: %zu tokens predicted, %zu window(s) of up to %zu tokens (%zu special + %zu)\n",
                text_path, st.n, n_windows, W, P, C);
         printf("perplexity   %.6f  (mean NLL %.6f nats/token)\n", ppl, mean_nll);
         if (r) {
-            printf("reference    %s\n", ref_path);
+            if (show_kv) printf("reference    %s (KV cache %s)\n", ref_path, ref_kv_dtype ? ref_kv_dtype : "f32");
+            else printf("reference    %s\n", ref_path);
             printf("KLD mean     %.9f  (KL(ref || model), nats/token)\n", kld_mean);
             printf("KLD max      %.9f  (at token %zu of the stream)\n", st.kld_max, st.kld_max_at);
             printf("top-1 agree  %.4f %%  (%zu of %zu tokens)\n", 100.0 * agree, st.agree, st.n);

@@ -38,6 +38,7 @@ int cmd_serve(int argc, char **argv) {
         else if (!strcmp(a, "--idle-timeout")) { if (!num(a, v, 0, 86400, &x)) return 1; o.idle_timeout_s = (int)x; i++; }
         else if (!strcmp(a, "--max-connections")) { if (!num(a, v, 1, 100000, &x)) return 1; o.max_connections = (int)x; i++; }
         else if (!strcmp(a, "--log-text")) o.log_text = 1;
+        else if (!strcmp(a, "--kv-dtype")) { if (!v) goto missing; o.kv_dtype = v; i++; }
         else if (cli_is_help(a)) {
             cli_print_help(stdout, "serve");
             return 0;

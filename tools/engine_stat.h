@@ -8,6 +8,7 @@
 #define XLLM_TOOLS_ENGINE_STAT_H
 
 #include <cjson/cJSON.h>
+#include <stdio.h>
 #include "xllm.h"
 
 /* stats[a] (or stats[a][b] when b is not NULL); -1 when it is absent or not a number. */
@@ -20,6 +21,16 @@ static inline long xllm_engine_stat(xllm_engine *e, const char *a, const char *b
     long v = cJSON_IsNumber(x) ? (long)x->valuedouble : -1;
     cJSON_Delete(j);
     return v;
+}
+
+/* stats[a] as a string into buf (cap bytes, cut to fit); "" when absent or not a string. */
+static inline void xllm_engine_stat_str(xllm_engine *e, const char *a, char *buf, size_t cap) {
+    char *js = xllm_engine_stats(e);
+    cJSON *j = cJSON_Parse(js);
+    xllm_free(js);
+    cJSON *x = cJSON_GetObjectItem(j, a);
+    snprintf(buf, cap, "%s", cJSON_IsString(x) ? x->valuestring : "");
+    cJSON_Delete(j);
 }
 
 #endif

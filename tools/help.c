@@ -66,6 +66,8 @@ static const help_entry k_help[] = {
      "                             line (or --json object) per prompt, in order, and an aggregate summary\n"
      "  --samples N                with --prompts: N samples per prompt from one prefill (default: 1)\n"
      "  --kv-tokens N              KV pool capacity in tokens; a small pool preempts (default: context x 16, at most 1 GiB)\n"
+     "  --kv-dtype D               KV cache storage: f32, f16, q8 (int8 + f16 scale per 32 values, 0.27x of f32)\n"
+     "                             or auto (the widest that fits the batch's contexts) (default: f32; XLLM_KV_DTYPE)\n"
      PP_HELP
      "\n" MODEL_LINE
      "example:\n"
@@ -111,7 +113,8 @@ static const help_entry k_help[] = {
      "example:\n"
      "  xllm template -m tests/data/templates/qwen3 --messages chat.json --add-generation-prompt\n"},
     {"eval",
-     "usage: xllm eval -m MODEL --text FILE [--ref MODEL] [--json] [-t THREADS] [--ctx N]\n"
+     "usage: xllm eval -m MODEL --text FILE [--ref MODEL] [--kv-dtype D] [--ref-kv-dtype D] [--json] [-t THREADS]\n"
+     "                 [--ctx N]\n"
      "\n"
      "Perplexity of MODEL over the text in FILE (UTF-8, \"-\" for stdin) and, with --ref,\n"
      "the mean and maximum KL divergence KL(ref || model) of the next-token distributions\n"
@@ -128,13 +131,17 @@ static const help_entry k_help[] = {
      "  -m, --model MODEL   the model to evaluate (required)\n"
      "  --text FILE         the text (required)\n"
      "  --ref MODEL         reference model on the same vocabulary, e.g. the f32 original (default: none)\n"
-     "  --json              print one object {\"tokens\":N,\"ppl\":x,\"kld_mean\":x,\"kld_max\":x,\n"
-     "                      \"top1_agree\":x} (the last three only with --ref)\n"
+     "  --kv-dtype D        the model's KV cache storage: f32, f16, q8 (default: f32)\n"
+     "  --ref-kv-dtype D    the reference's KV cache storage (default: f32); without --ref the\n"
+     "                      reference is MODEL itself, so this measures what KV compression costs\n"
+     "  --json              print one object {\"tokens\":N,\"kv_dtype\":D,\"ref_kv_dtype\":D,\"ppl\":x,\n"
+     "                      \"kld_mean\":x,\"kld_max\":x,\"top1_agree\":x} (ref_* and the last three with a reference)\n"
      "  -t, --threads N     CPU threads (default: all online CPUs)\n"
      "  --ctx N             window size in tokens (default: the model's context; at most that)\n"
      "\n" MODEL_LINE
      "example:\n"
-     "  xllm eval -m s.xllm --ref models/stories260k --text tests/data/eval/stories_heldout.txt\n"},
+     "  xllm eval -m s.xllm --ref models/stories260k --text tests/data/eval/stories_heldout.txt\n"
+     "  xllm eval -m models/stories260k --kv-dtype q8 --ref-kv-dtype f32 --text tests/data/eval/stories_heldout.txt\n"},
     {"convert",
      "usage: xllm convert SRC -o OUT [options]\n"
      "Convert a HuggingFace checkpoint directory or a GGUF file into one .xllm file (or a GGUF\n"
@@ -197,7 +204,9 @@ static const help_entry k_help[] = {
      "  -n, --n-gen N       generated tokens (default: 128)\n"
      "  -t, --threads N     CPU threads (default: all online CPUs)\n"
      "  -r, --repetitions R measured runs (default: 3)\n"
-     "  --json              print {\"pp_tok_s\",\"pp_sd\",\"tg_tok_s\",\"tg_sd\",\"threads\"} on stdout\n"
+     "  --kv-dtype D        KV cache storage: f32, f16, q8, auto (default: f32)\n"
+     "  --json              print {\"pp_tok_s\",\"pp_sd\",\"tg_tok_s\",\"tg_sd\",\"threads\",\"kv_dtype\",\n"
+     "                      \"kv_bytes_per_token\"} on stdout\n"
      "                      (the table then goes to stderr)\n"
      "  --profile [FILE.json] per-operator profile of the measured runs (default file:\n"
      "                      xllm-profile.json; also --enable-kernel-profiling)\n"
@@ -221,6 +230,8 @@ static const help_entry k_help[] = {
      "  --api-key KEY              require Authorization: Bearer KEY (default: none)\n"
      "  --config FILE.yaml         engine and server config (docs/CONFIG.md, docs/SERVER.md)\n"
      "  -t, --threads N            CPU threads (default: all online CPUs)\n"
+     "  --kv-dtype D               KV cache storage of every model: f32, f16, q8, auto (default: the\n"
+     "                             config's memory.kv_dtype, else f32)\n"
      "  --max-queue N              requests waiting before 429 (default: see docs/SERVER.md)\n"
      "  --max-body BYTES           largest request body (default: 8 MiB)\n"
      "  --request-timeout S        per-request time limit in seconds\n"
@@ -255,7 +266,7 @@ void cli_print_usage(FILE *f) {
             "  logits    logits of ids       -m MODEL --ids 1,2,3 [--out FILE]\n"
             "  tokenize  tokenize JSONL      -m TOKENIZER --jsonl FILE\n"
             "  template  chat template       -m MODEL --messages FILE.json [--add-generation-prompt] [--tools FILE.json]\n"
-            "  eval      perplexity, KL      -m MODEL --text FILE [--ref MODEL] [--ctx N] [--json]\n"
+            "  eval      perplexity, KL      -m MODEL --text FILE [--ref MODEL] [--kv-dtype D] [--ctx N] [--json]\n"
             "  convert   HF/GGUF -> .xllm    SRC -o OUT [--dtype f32] [--group-size 32] [--policy ...] [--calib FILE]\n"
             "                                [--calib-tokens 8192] [-t THREADS] [--no-fuse] [--to xllm]\n"
             "  info      what a model holds  MODEL [--json] [--plan]\n"

@@ -56,7 +56,9 @@ class _ModelOptions(ctypes.Structure):
                 ("no_fuse", ctypes.c_int), ("no_repack", ctypes.c_int), ("no_plan", ctypes.c_int),
                 ("profile", ctypes.c_int), ("debug_checks", ctypes.c_int), ("plan_cache", ctypes.c_char_p),
                 # load progress (not used from Python)
-                ("progress", ctypes.c_void_p), ("progress_user", ctypes.c_void_p)]
+                ("progress", ctypes.c_void_p), ("progress_user", ctypes.c_void_p),
+                # KV cache storage: "f32" | "f16" | "q8" | "auto" (None: f32)
+                ("kv_dtype", ctypes.c_char_p)]
 
 
 def _default_plan_cache():
@@ -83,6 +85,8 @@ def _options_from_env(opts):
     for var, field in (("XLLM_PROFILE", "profile"), ("XLLM_DEBUG", "debug_checks")):
         if env.get(var, "0") not in ("", "0"):
             setattr(opts, field, 1)
+    if env.get("XLLM_KV_DTYPE") and not opts.kv_dtype:  # an explicit kv_dtype wins
+        opts.kv_dtype = env["XLLM_KV_DTYPE"].encode("utf-8")
     pc = _default_plan_cache()
     if pc:
         opts.plan_cache = pc.encode("utf-8")
@@ -514,10 +518,13 @@ class LLM:
     preempt_mode ("recompute" | "swap" | "elastic"), workspace_size (bytes),
     cache_policy ("lru" | "none"), response_cache (bool). Several Python threads
     may call generate/stream on one LLM at once: their requests batch together.
+    kv_dtype: how the KV cache stores K and V, "f32" (default), "f16", "q8" (int8 with
+    an f16 scale per 32 values: 0.27x of f32's memory) or "auto" (the widest that fits
+    the batch's full contexts in the KV budget; stats()["kv_dtype"] says which).
     """
 
     def __init__(self, model=None, n_threads=0, max_context=0, max_batch_seqs=0, kv_tokens=0, config=None,
-                 **engine_options):
+                 kv_dtype=None, **engine_options):
         lib = _library()
         self._lib = lib
         self._model = None
@@ -543,6 +550,10 @@ class LLM:
                     setattr(opts, name, v)
             if _check_int("kv_tokens", kv_tokens, 0, (1 << 62)):
                 opts.kv_tokens = kv_tokens
+            if kv_dtype is not None:
+                if kv_dtype not in ("f32", "f16", "q8", "auto"):
+                    raise ValueError("kv_dtype must be f32, f16, q8 or auto")
+                opts.kv_dtype = kv_dtype.encode("utf-8")
             for k, v in engine_options.items():
                 if k == "preempt_mode":
                     if v not in _PREEMPT_MODES:

@@ -61,8 +61,11 @@ static void resolve_options(const model_config *c, xllm_model_options *o) {
     if (o->kv_block_size <= 0) o->kv_block_size = 16;
     if (o->max_batch_seqs <= 0) o->max_batch_seqs = 16;
     if (o->max_context <= 0) o->max_context = c->max_positions < DEFAULT_MAX_CONTEXT_CAP ? c->max_positions : DEFAULT_MAX_CONTEXT_CAP;
-    if (o->kv_tokens <= 0) {
-        int64_t per_token = (int64_t)2 * c->n_layers * c->n_kv_heads * c->head_dim * (int64_t)sizeof(float);
+    if (o->kv_tokens <= 0) { /* in the kv_dtype asked for (auto: f32, which the engine may then compress) */
+        kv_dtype dt = KV_F32;
+        int is_auto;
+        if (kvq_parse(o->kv_dtype, &dt, &is_auto)) dt = KV_F32;
+        int64_t per_token = (int64_t)kv_bytes_per_token(dt, c->n_layers, c->n_kv_heads, c->head_dim);
         int64_t want = (int64_t)o->max_context * o->max_batch_seqs;
         int64_t cap = DEFAULT_KV_BYTES_CAP / per_token;
         if (want > cap) want = cap;
@@ -92,6 +95,13 @@ xllm_model *xllm_model_load(const char *path, const xllm_model_options *opts, xl
         return NULL;
     }
     if (o.max_step_tokens <= 0) o.max_step_tokens = MAX_STEP_TOKENS;
+    kv_dtype kdt = KV_F32;
+    int kv_auto = 0;
+    if (kvq_parse(o.kv_dtype, &kdt, &kv_auto)) {
+        xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "kv_dtype '%s' is not f32, f16, q8 or auto", o.kv_dtype);
+        goto fail;
+    }
+    o.kv_dtype = kv_auto ? "auto" : kvq_name(kdt); /* a static string: engines read it after the caller's is gone */
     model_part part = {o.layer_begin, o.layer_end, 0, 1, NULL};
     if (o.pp_size < 0 || (o.pp_size > 1 && (o.layer_begin || o.layer_end)) || o.pp_microbatches < 0 ||
         o.pp_timeout_ms < 0) {
@@ -129,6 +139,11 @@ xllm_model *xllm_model_load(const char *path, const xllm_model_options *opts, xl
         xm->tok = tokenizer_load_text(xm->m->tok_json, xm->m->tok_json_len, xm->m->tok_config, xm->m->tok_config_len,
                                       label, err);
         if (!xm->tok) goto fail;
+    }
+    if (!kv_auto && !kvq_supported(kdt, xm->m->cfg.head_dim)) {
+        xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "kv_dtype %s needs head_dim a multiple of 8 (this model: %d)",
+                    kvq_name(kdt), xm->m->cfg.head_dim);
+        goto fail;
     }
     resolve_options(&xm->m->cfg, &o);
     if (o.max_batch_seqs > o.max_step_tokens) o.max_batch_seqs = o.max_step_tokens; /* one decode token each */
@@ -245,7 +260,10 @@ xllm_status xllm_model_logits(xllm_model *xm, const int32_t *ids, size_t n_ids, 
                       : no_engine(xm, err);
     call_begin(xm);
     pthread_mutex_lock(&xm->forward_lock);
-    xllm_status st = model_logits_once(xm->m, ids, n_ids, all_positions, out, err);
+    kv_dtype kdt = KV_F32;
+    int kv_auto;
+    kvq_parse(xm->opts.kv_dtype, &kdt, &kv_auto); /* checked at load; auto: f32 (a pool of exactly these ids) */
+    xllm_status st = model_logits_once(xm->m, ids, n_ids, all_positions, kdt, out, err);
     pthread_mutex_unlock(&xm->forward_lock);
     call_end(xm);
     return st;

@@ -36,8 +36,13 @@
  *  - Calls are synchronous from the caller's view: when an operation
  *    returns, its outputs are visible to the next operation and to copy().
  *  - The KV pool layout is fixed: per layer, K (and V alike) is
- *    [n_blocks][block_size][n_kv_heads][head_dim] f32; position p of a
- *    sequence is block table[p / block_size], slot p % block_size.
+ *    [n_blocks][block_size][n_kv_heads] rows of head_dim values, each row
+ *    stored in the pool's kv_dtype (quant/kvq.h: f32, f16, or q8 = int8
+ *    values then their f16 scales; kvq_row_bytes(kv_dtype, head_dim) bytes);
+ *    position p of a sequence is block table[p / block_size], slot
+ *    p % block_size. The backend converts when it writes a K/V slot
+ *    (qkv_rope_kv, rope_kv) and reads the stored form in attention; a row
+ *    reads back as the same f32 values every time (kvq.h).
  *  - A backend's operations are called from one thread at a time per
  *    context (the model's forward lock); none is thread-safe on its own.
  */
@@ -47,6 +52,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "base/dtype.h"
+#include "quant/kvq.h"
 #include "quant/quant.h"
 #include "xllm.h"
 
@@ -112,7 +118,8 @@ typedef struct be_qkv {
     const float *rope_cos, *rope_sin; /* [T][head_dim / 2] (rope_tables) */
     int rope_interleaved;         /* pairs (2i, 2i + 1) instead of (i, i + half) */
     int n_heads, n_kv_heads, head_dim;
-    float *k_cache, *v_cache;     /* this layer's part of the KV pool */
+    void *k_cache, *v_cache;      /* this layer's part of the KV pool */
+    kv_dtype kv_type;             /* how its rows are stored */
     int block_size;
     const int32_t *pos, *seq;     /* host: each token's position and sequence */
     const int32_t *const *block_tables; /* host: per sequence */
@@ -125,11 +132,12 @@ typedef struct be_attn {
     int T;
     const float *q;               /* [T][n_heads * head_dim] after RoPE */
     float *out;                   /* [T][n_heads * head_dim] */
-    const float *k_cache, *v_cache;
+    const void *k_cache, *v_cache; /* rows stored as kv_type */
     int block_size, n_heads, n_kv_heads, head_dim;
     int window;                   /* 0: none */
     const int32_t *pos, *seq;
     const int32_t *const *block_tables;
+    kv_dtype kv_type;
 } be_attn;
 
 /* A mixture-of-experts feed-forward over the batch: router softmax, top-k

@@ -188,7 +188,7 @@ xllm_status calib_collect(const char *src, const char *text_file, int max_tokens
         size_t k = 0;
         if (bos >= 0) win[k++] = bos;
         while (k < (size_t)window && pos < n_ids) win[k++] = ids[pos++];
-        st = model_logits_once(m, win, k, 0, logits, err);
+        st = model_logits_once(m, win, k, 0, KV_F32, logits, err);
         out->tokens += (int)k;
         if (progress) progress(progress_user, "calibrating", (double)pos / (double)n_ids);
     }

@@ -38,9 +38,9 @@ enum { MSG_OPEN = 1, MSG_CLOSE = 2, MSG_STEP = 3, MSG_HEARTBEAT = 4, MSG_END = 5
 typedef struct worker_pool {
     int id;
     kv_cache kv;
-    float *swap;
+    unsigned char *swap;
     int32_t swap_blocks;
-    size_t swap_block_floats;
+    size_t swap_block_bytes;
 } worker_pool;
 
 struct pipeline {
@@ -375,8 +375,8 @@ xllm_status pipeline_open(pipeline *p, const kv_cache *kv, int32_t swap_blocks, 
     pthread_mutex_lock(&p->mu);
     l->p = p;
     l->id = ++p->next_id;
-    int32_t m[5] = {MSG_OPEN, l->id, kv->n_blocks, kv->block_size, swap_blocks};
-    ctrl_all(p, m, 5);
+    int32_t m[6] = {MSG_OPEN, l->id, kv->n_blocks, kv->block_size, swap_blocks, (int32_t)kv->dtype};
+    ctrl_all(p, m, 6);
     pthread_mutex_unlock(&p->mu);
     *out = l;
     return XLLM_OK;
@@ -544,21 +544,22 @@ static worker_pool *pool_find(pipeline *p, int id) {
 }
 
 static void worker_open(pipeline *p, const model *m, const int32_t *q, int n) {
-    if (n < 5 || q[2] <= 0 || q[3] <= 0 || q[4] < 0 || pool_find(p, q[1])) fatal(p, "malformed OPEN message");
+    if (n < 6 || q[2] <= 0 || q[3] <= 0 || q[4] < 0 || q[5] < 0 || q[5] >= KV_DTYPES || pool_find(p, q[1])) fatal(p, "malformed OPEN message");
     worker_pool *np = xllm_realloc(p->pools, (size_t)(p->n_pools + 1) * sizeof *np);
     if (!np) fatal(p, "out of memory");
     p->pools = np;
     worker_pool *w = &p->pools[p->n_pools];
     memset(w, 0, sizeof *w);
     xllm_error e;
-    if (kv_cache_init(&w->kv, &m->be, m->layer_end - m->layer_begin, m->cfg.n_kv_heads, m->cfg.head_dim, q[3], q[2], &e))
+    if (kv_cache_init(&w->kv, &m->be, m->layer_end - m->layer_begin, m->cfg.n_kv_heads, m->cfg.head_dim, q[3], q[2],
+                      (kv_dtype)q[5], &e))
         fatal(p, "%s", e.message);
     w->kv.layer0 = m->layer_begin;
     w->id = q[1];
     w->swap_blocks = q[4];
-    w->swap_block_floats = 2 * (size_t)w->kv.n_layers * kv_cache_block_floats(&w->kv);
+    w->swap_block_bytes = 2 * (size_t)w->kv.n_layers * kv_cache_block_bytes(&w->kv);
     if (w->swap_blocks) {
-        w->swap = xllm_malloc_aligned((size_t)w->swap_blocks * w->swap_block_floats * sizeof(float));
+        w->swap = xllm_malloc_aligned((size_t)w->swap_blocks * w->swap_block_bytes);
         if (!w->swap) fatal(p, "cannot allocate the KV swap pool (%d blocks)", w->swap_blocks);
     }
     p->n_pools++;
@@ -600,7 +601,7 @@ static void worker_step(pipeline *p, model *m, const int32_t *q, size_t n) {
         } else {
             int32_t h = rd(&R, 0, w->swap_blocks - 1);
             rd(&R, 0, 0);
-            float *host = w->swap + (size_t)h * w->swap_block_floats;
+            unsigned char *host = w->swap + (size_t)h * w->swap_block_bytes;
             if (op == BM_OP_SWAP_OUT) kv_cache_block_to_host(kv, a, host);
             else kv_cache_block_from_host(kv, a, host);
         }

@@ -35,8 +35,8 @@ xllm_status bm_init(block_manager *bm, kv_cache *kv, int caching, int32_t swap_b
     }
     for (uint32_t i = 0; i < nb; i++) bm->bucket[i] = -1;
     if (swap_blocks > 0) {
-        bm->swap_block_floats = 2 * (size_t)kv->n_layers * kv_cache_block_floats(kv);
-        bm->swap_bytes = (size_t)swap_blocks * bm->swap_block_floats * sizeof(float);
+        bm->swap_block_bytes = 2 * (size_t)kv->n_layers * kv_cache_block_bytes(kv);
+        bm->swap_bytes = (size_t)swap_blocks * bm->swap_block_bytes;
         bm->swap = xllm_malloc_aligned(bm->swap_bytes);
         bm->swap_free = xllm_malloc_array((size_t)swap_blocks, sizeof(int32_t));
         if (!bm->swap || !bm->swap_free) {
@@ -250,7 +250,7 @@ int bm_swap_out(block_manager *bm, kv_seq *t, int32_t *host, int32_t n) {
     assert(n == t->n_blocks);
     for (int32_t i = 0; i < n; i++) {
         host[i] = bm->swap_free[--bm->swap_n_free];
-        kv_cache_block_to_host(bm->kv, t->blocks[i], bm->swap + (size_t)host[i] * bm->swap_block_floats);
+        kv_cache_block_to_host(bm->kv, t->blocks[i], bm->swap + (size_t)host[i] * bm->swap_block_bytes);
         if (bm->mirror) bm->mirror(bm->mirror_ctx, BM_OP_SWAP_OUT, t->blocks[i], host[i], 0);
     }
     bm_release_table(bm, t);
@@ -262,7 +262,7 @@ int bm_swap_in(block_manager *bm, kv_seq *t, const int32_t *host, int32_t n) {
     for (int32_t i = 0; i < n; i++) {
         int32_t b = bm_alloc(bm);
         assert(b >= 0);
-        kv_cache_block_from_host(bm->kv, b, bm->swap + (size_t)host[i] * bm->swap_block_floats);
+        kv_cache_block_from_host(bm->kv, b, bm->swap + (size_t)host[i] * bm->swap_block_bytes);
         if (bm->mirror) bm->mirror(bm->mirror_ctx, BM_OP_SWAP_IN, b, host[i], 0);
         t->blocks[t->n_blocks++] = b;
     }

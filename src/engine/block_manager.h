@@ -62,8 +62,8 @@ typedef struct block_manager {
     /* counters */
     uint64_t lookups, hit_blocks, hit_tokens, evictions;
     /* host swap pool */
-    float *swap;
-    size_t swap_block_floats;
+    unsigned char *swap;      /* stored bytes of whole blocks (kv_cache_block_to_host) */
+    size_t swap_block_bytes;
     int32_t swap_total, swap_n_free;
     int32_t *swap_free;
     int swap_locked;              /* mlock succeeded */

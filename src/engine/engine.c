@@ -576,11 +576,23 @@ static void *engine_thread(void *arg) {
 
 /* ---------------------------------------------------------------- create */
 
-/* A KV block of the layers this process holds (a pipeline stage: its own). */
-static int64_t block_bytes(const model *m, int B) {
+/* A KV block of the layers this process holds (a pipeline stage: its own),
+ * its rows stored as dt. */
+static int64_t block_bytes(const model *m, int B, kv_dtype dt) {
     const model_config *c = &m->cfg;
-    return (int64_t)2 * (m->layer_end - m->layer_begin) * (int64_t)B * c->n_kv_heads * c->head_dim *
-           (int64_t)sizeof(float);
+    return (int64_t)B * (int64_t)kv_bytes_per_token(dt, m->layer_end - m->layer_begin, c->n_kv_heads, c->head_dim);
+}
+
+/* kv_dtype auto, the load-time choice: the widest storage in which
+ * max_seqs full contexts fit the KV budget (bytes), else q8 (else f16 when
+ * the head size cannot be q8). */
+static kv_dtype kv_dtype_auto(const model *m, int64_t budget, int64_t need_tokens) {
+    const kv_dtype order[] = {KV_F32, KV_F16, KV_Q8};
+    for (int i = 0; i < 3; i++)
+        if (kvq_supported(order[i], m->cfg.head_dim) &&
+            need_tokens * block_bytes(m, 1, order[i]) <= budget)
+            return order[i];
+    return kvq_supported(KV_Q8, m->cfg.head_dim) ? KV_Q8 : KV_F16;
 }
 
 static void fmt_bytes(char *buf, size_t n, int64_t b) {
@@ -628,11 +640,31 @@ engine *engine_create(model *m, const tokenizer *tok, pthread_mutex_t *model_loc
     e->debug = mo->debug_checks != 0;
     atomic_init(&e->pinned_blocks, 0);
 
-    /* the memory split */
-    int64_t bb = block_bytes(m, e->block_size);
     size_t V = (size_t)c->vocab;
     e->scratch_bytes = m->s.bytes + ((size_t)e->max_seqs + 1) * V * sizeof(float) +
                        (size_t)e->max_step_tokens * 4 * sizeof(int32_t);
+    /* the KV storage: as asked, or (auto) chosen below from the budget */
+    kv_dtype kdt = KV_F32;
+    int kv_auto = 0;
+    if (kvq_parse(mo->kv_dtype, &kdt, &kv_auto)) {
+        xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "kv_dtype '%s' is not f32, f16, q8 or auto", mo->kv_dtype);
+        xllm_free(e);
+        return NULL;
+    }
+    int64_t need_tokens = (int64_t)e->max_seqs * e->max_context;
+    if (kv_auto && eo.workspace_size <= 0) /* the budget: the f32 pool of kv_tokens */
+        kdt = kv_dtype_auto(m, (int64_t)kv_blocks_for_tokens(&(kv_cache){.block_size = e->block_size},
+                                                             (int32_t)mo->kv_tokens) * block_bytes(m, e->block_size, KV_F32),
+                            need_tokens);
+    if (kv_auto && eo.workspace_size > 0) { /* the budget: what the workspace leaves for KV (below) */
+        int64_t rest = eo.workspace_size - (int64_t)e->scratch_bytes;
+        int64_t sw = eo.swap_size > 0 ? eo.swap_size : eo.swap_size < 0 || eo.preempt_mode == XLLM_PREEMPT_RECOMPUTE ? 0 : rest / 4;
+        kdt = kv_dtype_auto(m, rest - sw, need_tokens);
+    }
+    e->kv_auto = kv_auto;
+
+    /* the memory split */
+    int64_t bb = block_bytes(m, e->block_size, kdt);
     int32_t min_blocks = kv_blocks_for_tokens(&(kv_cache){.block_size = e->block_size}, e->max_context);
     int64_t kv_bytes, swap_bytes;
     if (eo.workspace_size > 0) {
@@ -653,6 +685,12 @@ engine *engine_create(model *m, const tokenizer *tok, pthread_mutex_t *model_loc
             xllm_free(e);
             return NULL;
         }
+    } else if (kv_auto) { /* the bytes of the f32 pool of kv_tokens, in the chosen storage */
+        kv_bytes = (int64_t)kv_blocks_for_tokens(&(kv_cache){.block_size = e->block_size}, (int32_t)mo->kv_tokens) *
+                   block_bytes(m, e->block_size, KV_F32);
+        if (kv_bytes < (int64_t)min_blocks * bb) kv_bytes = (int64_t)min_blocks * bb;
+        swap_bytes = eo.swap_size > 0 ? eo.swap_size
+                     : eo.swap_size < 0 || eo.preempt_mode == XLLM_PREEMPT_RECOMPUTE ? 0 : kv_bytes / 4;
     } else {
         kv_bytes = (int64_t)kv_blocks_for_tokens(&(kv_cache){.block_size = e->block_size}, (int32_t)mo->kv_tokens) * bb;
         if (kv_bytes < (int64_t)min_blocks * bb) kv_bytes = (int64_t)min_blocks * bb;
@@ -665,7 +703,7 @@ engine *engine_create(model *m, const tokenizer *tok, pthread_mutex_t *model_loc
     int32_t swap_blocks = (int32_t)(swap_bytes / bb > INT32_MAX / 2 ? INT32_MAX / 2 : swap_bytes / bb);
 
     xllm_status st = kv_cache_init(&e->kv, &m->be, m->layer_end - m->layer_begin, c->n_kv_heads, c->head_dim,
-                                   e->block_size, n_blocks, err);
+                                   e->block_size, n_blocks, kdt, err);
     if (st) {
         xllm_free(e);
         return NULL;
@@ -712,9 +750,11 @@ engine *engine_create(model *m, const tokenizer *tok, pthread_mutex_t *model_loc
         fmt_bytes(kv, sizeof kv, (int64_t)n_blocks * bb);
         fmt_bytes(sw, sizeof sw, (int64_t)swap_blocks * bb);
         fprintf(stderr,
-                "xllm engine: scratch %s | KV pool %s = %d blocks x %d tokens (%lld tokens) | swap pool %s = %d "
-                "blocks%s | batch %d sequences, %d tokens per step | preempt %s, prefix cache %s, response cache %s\n",
-                sc, kv, n_blocks, e->block_size, (long long)n_blocks * e->block_size, sw, swap_blocks,
+                "xllm engine: scratch %s | KV pool %s = %d blocks x %d tokens (%lld tokens), kv_dtype %s%s | swap "
+                "pool %s = %d blocks%s | batch %d sequences, %d tokens per step | preempt %s, prefix cache %s, "
+                "response cache %s\n",
+                sc, kv, n_blocks, e->block_size, (long long)n_blocks * e->block_size, kvq_name(kdt),
+                kv_auto ? " (auto)" : "", sw, swap_blocks,
                 swap_blocks ? (e->bm.swap_locked ? " (page-locked)" : " (not page-locked: RLIMIT_MEMLOCK)") : "",
                 e->max_seqs, e->max_step_tokens,
                 eo.preempt_mode == XLLM_PREEMPT_RECOMPUTE ? "recompute"
@@ -977,6 +1017,7 @@ char *xllm_engine_stats(xllm_engine *e) {
         "\"kv\":{\"block_size\":%d,\"blocks_total\":%d,\"blocks_free\":%d,\"blocks_cached\":%d,\"blocks_used\":%d,"
         "\"blocks_pinned\":%d,\"swap_blocks_total\":%d,\"swap_blocks_used\":%d},"
         "\"memory\":{\"scratch_bytes\":%zu,\"kv_bytes\":%lld,\"swap_bytes\":%zu,\"swap_locked\":%s},"
+        "\"kv_dtype\":\"%s\",\"kv_dtype_auto\":%s,\"kv_bytes_per_token\":%lld,"
         "\"knowledge\":[%s]}",
         (unsigned long long)p.submitted, (unsigned long long)p.finished, (unsigned long long)p.aborted,
         (unsigned long long)p.failed, p.running, p.waiting, p.swapped, (unsigned long long)p.prefill_tokens,
@@ -986,8 +1027,9 @@ char *xllm_engine_stats(xllm_engine *e) {
         (unsigned long long)p.pc_hit_tokens, (unsigned long long)p.pc_evictions, (unsigned long long)rc_hits,
         (unsigned long long)rc_misses, rc_entries, rc_bytes, e->block_size, e->kv.n_blocks, p.blocks_free,
         p.blocks_cached, p.blocks_used, p.blocks_pinned, e->bm.swap_total, p.swap_used, e->scratch_bytes,
-        (long long)e->kv.n_blocks * block_bytes(e->m, e->block_size), e->bm.swap_bytes,
-        e->bm.swap_locked ? "true" : "false", know);
+        (long long)e->kv.n_blocks * block_bytes(e->m, e->block_size, e->kv.dtype), e->bm.swap_bytes,
+        e->bm.swap_locked ? "true" : "false", kvq_name(e->kv.dtype), e->kv_auto ? "true" : "false",
+        (long long)block_bytes(e->m, 1, e->kv.dtype), know);
     if (len < 0 || (size_t)len >= sizeof buf) return xllm_strdup("{}");
     return xllm_strdup(buf);
 }

@@ -96,7 +96,7 @@ typedef struct engine_job {
     const char *name;
     const int32_t *ids;
     int n_ids;
-    const float *kv;              /* LOAD: per position, per layer: K then V (n_kv_heads * head_dim each) */
+    const unsigned char *kv;      /* LOAD: per position, per layer: K then V (kv.slot_bytes each, the pool's storage) */
     int n_kv_positions;
     xllm_status st;
     xllm_error err;
@@ -122,6 +122,7 @@ typedef struct xllm_engine {
     pthread_mutex_t *model_lock;  /* serializes forward passes of every engine on the model */
     xllm_engine_options o;
     int max_context, max_seqs, max_step_tokens, block_size;
+    int kv_auto;                  /* kv_dtype auto chose kv.dtype (stats) */
     model_eos eos;
     uint64_t fingerprint;         /* of the model's weights (knowledge files) */
     size_t scratch_bytes;
@@ -209,6 +210,7 @@ xllm_status knowledge_from_options(engine *e, xllm_error *err);
 uint64_t engine_model_fingerprint(const model *m);
 
 /* logits.c: logits of one sequence of ids, on a private KV pool. */
-xllm_status model_logits_once(model *m, const int32_t *ids, size_t n, int all_positions, float *out, xllm_error *err);
+xllm_status model_logits_once(model *m, const int32_t *ids, size_t n, int all_positions, kv_dtype kv_type, float *out,
+                              xllm_error *err);
 
 #endif

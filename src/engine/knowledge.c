@@ -11,9 +11,13 @@
  *
  * A prefix's KV can be written to a file and loaded back in a later process:
  *   "XLLMKV01" | u32 header length | JSON header {format, version, name,
- *   fingerprint, n_layers, n_kv_heads, head_dim, n_ids, n_positions} |
- *   int32 ids[n_ids] | f32 per position, per layer: K then V
- *   (n_kv_heads * head_dim each) | u64 XXH3 of everything before.
+ *   fingerprint, n_layers, n_kv_heads, head_dim, n_ids, n_positions,
+ *   kv_dtype} | int32 ids[n_ids] | per position, per layer: K then V, each
+ *   n_kv_heads rows as the pool stores them (quant/kvq.h: f32, f16 or q8) |
+ *   u64 XXH3 of everything before.
+ * A file records its kv_dtype (absent: f32, the files written before KV
+ * compression) and loads only into a pool of that dtype: converting would
+ * compound the quantization error, so a mismatch is an error that says so.
  * The fingerprint hashes the model's configuration and a sample of every
  * tensor's bytes, so a file from another model (or another quantization) is
  * refused; the ids are checked against the text when it is given.
@@ -134,12 +138,12 @@ static xllm_status job_body(engine *e, engine_job *j, xllm_error *err) {
     for (int p = from; p < to && !st; p++) st = bm_prepare_write(&e->bm, &t, p, err);
     if (st) goto out;
     if (j->kind == JOB_LOAD_KNOWLEDGE) {
-        size_t kd = (size_t)e->kv.n_kv_heads * (size_t)e->kv.head_dim;
-        const float *src = j->kv + (size_t)from * (size_t)e->kv.n_layers * 2 * kd;
+        size_t sb = e->kv.slot_bytes;
+        const unsigned char *src = j->kv + (size_t)from * (size_t)e->kv.n_layers * 2 * sb;
         for (int p = from; p < to; p++)
             for (int l = 0; l < e->kv.n_layers; l++) {
-                kv_cache_slot_from_host(&e->kv, l, t.blocks, p, src, src + kd);
-                src += 2 * kd;
+                kv_cache_slot_from_host(&e->kv, l, t.blocks, p, src, src + sb);
+                src += 2 * sb;
             }
     } else {
         const int32_t *tables[1] = {t.blocks};
@@ -247,11 +251,12 @@ xllm_status xllm_engine_save_knowledge(xllm_engine *e, const char *name, const c
     char header[1024];
     int hl = snprintf(header, sizeof header,
                       "{\"format\":\"xllm-kv\",\"version\":1,\"name\":\"%s\",\"fingerprint\":\"%016llx\","
-                      "\"n_layers\":%d,\"n_kv_heads\":%d,\"head_dim\":%d,\"n_ids\":%d,\"n_positions\":%d}",
+                      "\"n_layers\":%d,\"n_kv_heads\":%d,\"head_dim\":%d,\"n_ids\":%d,\"n_positions\":%d,"
+                      "\"kv_dtype\":\"%s\"}",
                       kn.name, (unsigned long long)e->fingerprint, e->kv.n_layers, e->kv.n_kv_heads, e->kv.head_dim,
-                      kn.n_ids, n_pos);
-    size_t kd = (size_t)e->kv.n_kv_heads * (size_t)e->kv.head_dim;
-    float *slot = xllm_malloc_array(2 * kd, sizeof(float)); /* one position's K and V, read back from the pool */
+                      kn.n_ids, n_pos, kvq_name(e->kv.dtype));
+    size_t sb = e->kv.slot_bytes;
+    unsigned char *slot = xllm_malloc_array(2, sb); /* one position's K and V, read back from the pool */
     if (!slot) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s.tmpXXXXXX", path);
@@ -279,8 +284,8 @@ xllm_status xllm_engine_save_knowledge(xllm_engine *e, const char *name, const c
     OUT(kn.ids, (size_t)kn.n_ids * sizeof(int32_t));
     for (int p = 0; p < n_pos && ok; p++)
         for (int l = 0; l < e->kv.n_layers; l++) {
-            kv_cache_slot_to_host(&e->kv, l, kn.blocks, p, slot, slot + kd);
-            OUT(slot, 2 * kd * sizeof(float));
+            kv_cache_slot_to_host(&e->kv, l, kn.blocks, p, slot, slot + sb);
+            OUT(slot, 2 * sb);
         }
 #undef OUT
     xllm_free(slot);
@@ -346,9 +351,23 @@ xllm_status xllm_engine_load_knowledge(xllm_engine *e, const char *name, const c
                          e->kv.n_kv_heads, e->kv.head_dim);
         goto out;
     }
+    cJSON *dtj = cJSON_GetObjectItemCaseSensitive(hj, "kv_dtype");
+    kv_dtype fdt = KV_F32;
+    int f_auto = 0;
+    if (dtj && (!cJSON_IsString(dtj) || kvq_parse(dtj->valuestring, &fdt, &f_auto) || f_auto)) {
+        st = xllm_errorf(err, XLLM_ERR_FORMAT, "%s: malformed header (kv_dtype)", path);
+        goto out;
+    }
+    if (fdt != e->kv.dtype) {
+        st = xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT,
+                         "%s holds %s KV but this engine's pool stores %s (kv_dtype): load it into an engine with "
+                         "kv_dtype %s, or rebuild the knowledge from its text",
+                         path, kvq_name(fdt), kvq_name(e->kv.dtype), kvq_name(fdt));
+        goto out;
+    }
     int n_ids = (int)v[3], n_pos = (int)v[4];
-    size_t kd = (size_t)e->kv.n_kv_heads * (size_t)e->kv.head_dim;
-    size_t want_len = 12 + hl + (size_t)n_ids * 4 + (size_t)n_pos * (size_t)e->kv.n_layers * 2 * kd * 4 + 8;
+    size_t sb = e->kv.slot_bytes;
+    size_t want_len = 12 + hl + (size_t)n_ids * 4 + (size_t)n_pos * (size_t)e->kv.n_layers * 2 * sb + 8;
     if (want_len != len || n_pos > n_ids || n_ids >= e->max_context) {
         st = xllm_errorf(err, XLLM_ERR_FORMAT, "%s: sizes in the header do not match the file", path);
         goto out;
@@ -380,13 +399,13 @@ xllm_status xllm_engine_load_knowledge(xllm_engine *e, const char *name, const c
             goto out;
         }
     }
-    float *kv = xllm_malloc_array((size_t)n_pos * (size_t)e->kv.n_layers * 2 * kd + 1, sizeof(float));
+    unsigned char *kv = xllm_malloc_array((size_t)n_pos * (size_t)e->kv.n_layers * 2 * sb + 1, 1);
     if (!kv) {
         xllm_free(idcopy);
         st = xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
         goto out;
     }
-    memcpy(kv, data + 12 + hl + (size_t)n_ids * 4, (size_t)n_pos * (size_t)e->kv.n_layers * 2 * kd * 4);
+    memcpy(kv, data + 12 + hl + (size_t)n_ids * 4, (size_t)n_pos * (size_t)e->kv.n_layers * 2 * sb);
     engine_job j = {.kind = JOB_LOAD_KNOWLEDGE, .name = name, .ids = idcopy, .n_ids = n_ids, .kv = kv,
                     .n_kv_positions = n_pos};
     st = engine_run_job(e, &j, err);

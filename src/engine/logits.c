@@ -4,14 +4,16 @@
  * xllm_model_logits and calibration want the logits of a fixed id sequence,
  * not generation: this runs the flattened-batch forward pass in chunks of
  * the model's step size over a private KV pool sized for exactly those ids,
- * so it never competes with an engine's pool. The caller serializes forward
+ * so it never competes with an engine's pool; its rows are stored as the
+ * caller asks (the model's kv_dtype; auto is f32 here, the pool fitting by construction). The caller serializes forward
  * passes on the model (model_api.c holds the model's forward lock).
  */
 #include "engine/engine.h"
 #include "base/alloc.h"
 #include "base/error.h"
 
-xllm_status model_logits_once(model *m, const int32_t *ids, size_t n, int all_positions, float *out, xllm_error *err) {
+xllm_status model_logits_once(model *m, const int32_t *ids, size_t n, int all_positions, kv_dtype kv_type, float *out,
+                              xllm_error *err) {
     if (n == 0 || !ids || !out) return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "logits: need at least one id");
     const model_config *c = &m->cfg;
     for (size_t i = 0; i < n; i++)
@@ -22,7 +24,7 @@ xllm_status model_logits_once(model *m, const int32_t *ids, size_t n, int all_po
     const int B = 16;
     int32_t n_blocks = (int32_t)((n + B - 1) / B);
     kv_cache kv;
-    xllm_status st = kv_cache_init(&kv, &m->be, c->n_layers, c->n_kv_heads, c->head_dim, B, n_blocks, err);
+    xllm_status st = kv_cache_init(&kv, &m->be, c->n_layers, c->n_kv_heads, c->head_dim, B, n_blocks, kv_type, err);
     if (st) return st;
     int T_max = m->s.max_tokens;
     int32_t *tok = xllm_malloc_array((size_t)T_max, sizeof(int32_t));

@@ -93,6 +93,7 @@ static void attention_block(model *m, kv_cache *kv, const fwd_batch *b, int l) {
     d.rope_interleaved = c->rope_interleaved;
     d.n_heads = c->n_heads, d.n_kv_heads = c->n_kv_heads, d.head_dim = hd;
     d.k_cache = kv_cache_k(kv, l, 0, 0), d.v_cache = kv_cache_v(kv, l, 0, 0);
+    d.kv_type = kv->dtype;
     d.block_size = kv->block_size;
     d.pos = b->pos, d.seq = b->seq, d.block_tables = b->block_tables;
     int done = 0;
@@ -121,7 +122,7 @@ static void attention_block(model *m, kv_cache *kv, const fwd_batch *b, int l) {
         PROF(PROF_ROPE_KV, 6.0 * T * (double)(qd + kd), 4.0 * T * (double)(qd + 3 * kd), OPS->rope_kv(CTX, &d));
     }
     be_attn a = {T, s->q, s->att, d.k_cache, d.v_cache, kv->block_size, c->n_heads, c->n_kv_heads, hd,
-                 c->layer_window[l], b->pos, b->seq, b->block_tables};
+                 c->layer_window[l], b->pos, b->seq, b->block_tables, kv->dtype};
     OPS->attention(CTX, &a);
     if (m->observe) m->observe(m->observe_ctx, l, OBS_O_IN, -1, s->att, T, (int)qd);
     if (fuse) { /* x += o(att), per element as the separate pass below */

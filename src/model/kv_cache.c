@@ -8,24 +8,28 @@
 #include <string.h>
 
 xllm_status kv_cache_init(kv_cache *kv, const backend *be, int n_layers, int n_kv_heads, int head_dim,
-                          int block_size, int32_t n_blocks, xllm_error *err) {
+                          int block_size, int32_t n_blocks, kv_dtype dtype, xllm_error *err) {
     memset(kv, 0, sizeof *kv);
+    if (!kvq_supported(dtype, head_dim))
+        return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "a %s KV cache needs head_dim a multiple of 8 (this model: %d)",
+                           kvq_name(dtype), head_dim);
     kv->be = be;
     kv->n_layers = n_layers;
     kv->n_kv_heads = n_kv_heads;
     kv->head_dim = head_dim;
     kv->block_size = block_size;
     kv->n_blocks = n_blocks;
-    kv->layer_stride = (size_t)n_blocks * (size_t)block_size * (size_t)n_kv_heads * (size_t)head_dim;
+    kv->dtype = dtype;
+    kv->slot_bytes = (size_t)n_kv_heads * kvq_row_bytes(dtype, head_dim);
+    kv->layer_stride = (size_t)n_blocks * (size_t)block_size * kv->slot_bytes;
     size_t total = kv->layer_stride * (size_t)n_layers;
-    kv->k = be->ops->alloc(be->ctx, total * sizeof(float));
-    kv->v = be->ops->alloc(be->ctx, total * sizeof(float));
+    kv->k = be->ops->alloc(be->ctx, total);
+    kv->v = be->ops->alloc(be->ctx, total);
     kv->free_list = xllm_malloc_array((size_t)n_blocks, sizeof(int32_t));
     kv->refcount = xllm_calloc((size_t)n_blocks, sizeof(uint16_t));
     if (!kv->k || !kv->v || !kv->free_list || !kv->refcount) {
         kv_cache_free(kv);
-        return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "cannot allocate the KV cache (%zu MiB)",
-                           2 * total * sizeof(float) >> 20);
+        return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "cannot allocate the KV cache (%zu MiB)", 2 * total >> 20);
     }
     /* lowest ids on top of the stack */
     for (int32_t i = 0; i < n_blocks; i++) kv->free_list[i] = n_blocks - 1 - i;
@@ -74,41 +78,39 @@ void kv_cache_put_free(kv_cache *kv, int32_t block) {
 #define COPY(dst, src, bytes, kind) kv->be->ops->copy(kv->be->ctx, (dst), (src), (bytes), (kind))
 
 void kv_cache_copy_block(kv_cache *kv, int32_t dst, int32_t src, int n_slots) {
-    size_t n = (size_t)n_slots * (size_t)kv->n_kv_heads * (size_t)kv->head_dim;
+    size_t n = (size_t)n_slots * kv->slot_bytes;
     for (int l = kv->layer0; l < kv->layer0 + kv->n_layers; l++) {
-        COPY(kv_cache_k(kv, l, dst, 0), kv_cache_k(kv, l, src, 0), n * sizeof(float), BE_DEVICE_TO_DEVICE);
-        COPY(kv_cache_v(kv, l, dst, 0), kv_cache_v(kv, l, src, 0), n * sizeof(float), BE_DEVICE_TO_DEVICE);
+        COPY(kv_cache_k(kv, l, dst, 0), kv_cache_k(kv, l, src, 0), n, BE_DEVICE_TO_DEVICE);
+        COPY(kv_cache_v(kv, l, dst, 0), kv_cache_v(kv, l, src, 0), n, BE_DEVICE_TO_DEVICE);
     }
 }
 
-void kv_cache_block_to_host(const kv_cache *kv, int32_t block, float *host) {
-    size_t n = kv_cache_block_floats(kv);
+void kv_cache_block_to_host(const kv_cache *kv, int32_t block, void *host) {
+    size_t n = kv_cache_block_bytes(kv);
+    unsigned char *h = host;
     for (int l = 0; l < kv->n_layers; l++) {
-        COPY(host + (size_t)(2 * l) * n, kv_cache_k(kv, kv->layer0 + l, block, 0), n * sizeof(float), BE_DEVICE_TO_HOST);
-        COPY(host + (size_t)(2 * l + 1) * n, kv_cache_v(kv, kv->layer0 + l, block, 0), n * sizeof(float),
-             BE_DEVICE_TO_HOST);
+        COPY(h + (size_t)(2 * l) * n, kv_cache_k(kv, kv->layer0 + l, block, 0), n, BE_DEVICE_TO_HOST);
+        COPY(h + (size_t)(2 * l + 1) * n, kv_cache_v(kv, kv->layer0 + l, block, 0), n, BE_DEVICE_TO_HOST);
     }
 }
 
-void kv_cache_block_from_host(kv_cache *kv, int32_t block, const float *host) {
-    size_t n = kv_cache_block_floats(kv);
+void kv_cache_block_from_host(kv_cache *kv, int32_t block, const void *host) {
+    size_t n = kv_cache_block_bytes(kv);
+    const unsigned char *h = host;
     for (int l = 0; l < kv->n_layers; l++) {
-        COPY(kv_cache_k(kv, kv->layer0 + l, block, 0), host + (size_t)(2 * l) * n, n * sizeof(float), BE_HOST_TO_DEVICE);
-        COPY(kv_cache_v(kv, kv->layer0 + l, block, 0), host + (size_t)(2 * l + 1) * n, n * sizeof(float),
-             BE_HOST_TO_DEVICE);
+        COPY(kv_cache_k(kv, kv->layer0 + l, block, 0), h + (size_t)(2 * l) * n, n, BE_HOST_TO_DEVICE);
+        COPY(kv_cache_v(kv, kv->layer0 + l, block, 0), h + (size_t)(2 * l + 1) * n, n, BE_HOST_TO_DEVICE);
     }
 }
 
-void kv_cache_slot_to_host(const kv_cache *kv, int layer, const int32_t *table, int pos, float *k, float *v) {
-    size_t bytes = (size_t)kv->n_kv_heads * (size_t)kv->head_dim * sizeof(float);
-    COPY(k, kv_cache_k_at(kv, layer, table, pos), bytes, BE_DEVICE_TO_HOST);
-    COPY(v, kv_cache_v_at(kv, layer, table, pos), bytes, BE_DEVICE_TO_HOST);
+void kv_cache_slot_to_host(const kv_cache *kv, int layer, const int32_t *table, int pos, void *k, void *v) {
+    COPY(k, kv_cache_k_at(kv, layer, table, pos), kv->slot_bytes, BE_DEVICE_TO_HOST);
+    COPY(v, kv_cache_v_at(kv, layer, table, pos), kv->slot_bytes, BE_DEVICE_TO_HOST);
 }
 
-void kv_cache_slot_from_host(kv_cache *kv, int layer, const int32_t *table, int pos, const float *k, const float *v) {
-    size_t bytes = (size_t)kv->n_kv_heads * (size_t)kv->head_dim * sizeof(float);
-    COPY(kv_cache_k_at(kv, layer, table, pos), k, bytes, BE_HOST_TO_DEVICE);
-    COPY(kv_cache_v_at(kv, layer, table, pos), v, bytes, BE_HOST_TO_DEVICE);
+void kv_cache_slot_from_host(kv_cache *kv, int layer, const int32_t *table, int pos, const void *k, const void *v) {
+    COPY(kv_cache_k_at(kv, layer, table, pos), k, kv->slot_bytes, BE_HOST_TO_DEVICE);
+    COPY(kv_cache_v_at(kv, layer, table, pos), v, kv->slot_bytes, BE_HOST_TO_DEVICE);
 }
 #undef COPY
 

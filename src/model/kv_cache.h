@@ -9,7 +9,11 @@
  * them available to any other sequence at once (no fragmentation). Blocks are
  * reference counted so that a later prefix cache can share them.
  *
- * Layout of one layer's K (V alike): [n_blocks][block_size][n_kv_heads][head_dim] f32.
+ * Layout of one layer's K (V alike): [n_blocks][block_size][n_kv_heads] rows
+ * of head_dim values stored as the pool's dtype (quant/kvq.h: f32, f16 or q8,
+ * kvq_row_bytes each), so every size here is in bytes: a q8 pool holds ~3.7x
+ * the positions of an f32 pool in the same memory. Copies (copy-on-write,
+ * swap, knowledge files) move the stored bytes as they are.
  *
  * A pipeline stage's pool holds only its layers [layer0, layer0 + n_layers):
  * the accessors take the model's layer number and subtract layer0.
@@ -30,15 +34,24 @@ typedef struct kv_cache {
     int n_layers, n_kv_heads, head_dim, block_size;
     int layer0;               /* the model layer the pool's layer 0 holds (a pipeline stage's first; 0 when whole) */
     int32_t n_blocks;
-    size_t layer_stride;      /* floats per layer in k (and v) */
-    float *k, *v;
+    kv_dtype dtype;           /* how K/V rows are stored */
+    size_t slot_bytes;        /* one position of one layer's K (V alike): n_kv_heads rows */
+    size_t layer_stride;      /* bytes per layer in k (and v) */
+    unsigned char *k, *v;
     int32_t *free_list;       /* stack of free block ids */
     int32_t n_free;
     uint16_t *refcount;
 } kv_cache;
 
+/* A pool of n_blocks blocks whose rows are stored as dtype
+ * (kvq_supported(dtype, head_dim)). Not thread-safe (nor is anything here:
+ * the engine's scheduler thread owns the pool). */
 xllm_status kv_cache_init(kv_cache *kv, const backend *be, int n_layers, int n_kv_heads, int head_dim, int block_size,
-                          int32_t n_blocks, xllm_error *err);
+                          int32_t n_blocks, kv_dtype dtype, xllm_error *err);
+/* Bytes of one position's K and V over n_layers layers: the pool's cost per token. */
+static inline size_t kv_bytes_per_token(kv_dtype dtype, int n_layers, int n_kv_heads, int head_dim) {
+    return 2 * (size_t)n_layers * (size_t)n_kv_heads * kvq_row_bytes(dtype, head_dim);
+}
 void kv_cache_free(kv_cache *kv);
 /* -1 when the pool is empty. The block comes with one reference. */
 int32_t kv_cache_alloc_block(kv_cache *kv);
@@ -51,35 +64,33 @@ void kv_cache_release_block(kv_cache *kv, int32_t block);
 void kv_cache_ref(kv_cache *kv, int32_t block);
 int kv_cache_unref(kv_cache *kv, int32_t block);
 void kv_cache_put_free(kv_cache *kv, int32_t block);
-/* Floats of one block in one layer's K (V alike). */
-static inline size_t kv_cache_block_floats(const kv_cache *kv) {
-    return (size_t)kv->block_size * (size_t)kv->n_kv_heads * (size_t)kv->head_dim;
-}
+/* Bytes of one block in one layer's K (V alike). */
+static inline size_t kv_cache_block_bytes(const kv_cache *kv) { return (size_t)kv->block_size * kv->slot_bytes; }
 /* Copy the first n_slots slots of block src into block dst, every layer, K and V. */
 void kv_cache_copy_block(kv_cache *kv, int32_t dst, int32_t src, int n_slots);
-/* Copy a whole block (every layer, K then V) to or from a contiguous host
- * buffer of 2 * n_layers * kv_cache_block_floats floats. */
-void kv_cache_block_to_host(const kv_cache *kv, int32_t block, float *host);
-void kv_cache_block_from_host(kv_cache *kv, int32_t block, const float *host);
-/* One position's K and V of one layer (n_kv_heads * head_dim floats each)
- * to / from host memory, through a block table. */
-void kv_cache_slot_to_host(const kv_cache *kv, int layer, const int32_t *table, int pos, float *k, float *v);
-void kv_cache_slot_from_host(kv_cache *kv, int layer, const int32_t *table, int pos, const float *k, const float *v);
+/* Copy a whole block (every layer, K then V, stored bytes) to or from a
+ * contiguous host buffer of 2 * n_layers * kv_cache_block_bytes bytes. */
+void kv_cache_block_to_host(const kv_cache *kv, int32_t block, void *host);
+void kv_cache_block_from_host(kv_cache *kv, int32_t block, const void *host);
+/* One position's K and V of one layer (slot_bytes each, stored form) to /
+ * from host memory, through a block table. */
+void kv_cache_slot_to_host(const kv_cache *kv, int layer, const int32_t *table, int pos, void *k, void *v);
+void kv_cache_slot_from_host(kv_cache *kv, int layer, const int32_t *table, int pos, const void *k, const void *v);
 
-static inline float *kv_cache_k(const kv_cache *kv, int layer, int32_t block, int slot) {
+/* Addresses in device memory (not to be dereferenced here). */
+static inline void *kv_cache_k(const kv_cache *kv, int layer, int32_t block, int slot) {
     return kv->k + (size_t)(layer - kv->layer0) * kv->layer_stride +
-           ((size_t)block * (size_t)kv->block_size + (size_t)slot) * (size_t)kv->n_kv_heads * (size_t)kv->head_dim;
+           ((size_t)block * (size_t)kv->block_size + (size_t)slot) * kv->slot_bytes;
 }
-static inline float *kv_cache_v(const kv_cache *kv, int layer, int32_t block, int slot) {
+static inline void *kv_cache_v(const kv_cache *kv, int layer, int32_t block, int slot) {
     return kv->v + (size_t)(layer - kv->layer0) * kv->layer_stride +
-           ((size_t)block * (size_t)kv->block_size + (size_t)slot) * (size_t)kv->n_kv_heads * (size_t)kv->head_dim;
+           ((size_t)block * (size_t)kv->block_size + (size_t)slot) * kv->slot_bytes;
 }
-/* Addresses in device memory (not to be dereferenced here). The K / V slot of
- * position pos of a sequence with block table `table`: */
-static inline float *kv_cache_k_at(const kv_cache *kv, int layer, const int32_t *table, int pos) {
+/* The K / V slot of position pos of a sequence with block table `table`: */
+static inline void *kv_cache_k_at(const kv_cache *kv, int layer, const int32_t *table, int pos) {
     return kv_cache_k(kv, layer, table[pos / kv->block_size], pos % kv->block_size);
 }
-static inline float *kv_cache_v_at(const kv_cache *kv, int layer, const int32_t *table, int pos) {
+static inline void *kv_cache_v_at(const kv_cache *kv, int layer, const int32_t *table, int pos) {
     return kv_cache_v(kv, layer, table[pos / kv->block_size], pos % kv->block_size);
 }
 

@@ -77,6 +77,7 @@ srv_model *model_open(const char *name, const char *path, const char *engine_con
     if (!path) path = cfg_model;
     if (!path) { snprintf(err, cap, "model '%s': no path (give -m, `path:` or a config with `model:`)", name); goto fail; }
     if (o->n_threads > 0) mo.n_threads = o->n_threads;
+    if (o->kv_dtype) mo.kv_dtype = o->kv_dtype;
     if (o->pp && o->pp->pp_size > 1) {
         mo.pp_size = o->pp->pp_size;
         mo.pp_layers = o->pp->pp_layers;
@@ -99,6 +100,17 @@ srv_model *model_open(const char *name, const char *path, const char *engine_con
     m->engine = xllm_engine_create(m->model, &eo, &xe);
     if (!m->engine) { snprintf(err, cap, "model '%s': %s", name, xe.message); goto fail; }
     m->tok = xllm_model_tokenizer(m->model);
+    { /* the KV storage the engine took (kv_dtype auto decides at create) */
+        char *js = xllm_engine_stats(m->engine);
+        cJSON *sj = js ? cJSON_Parse(js) : NULL;
+        cJSON *dt = cJSON_GetObjectItem(sj, "kv_dtype"), *au = cJSON_GetObjectItem(sj, "kv_dtype_auto");
+        cJSON *bpt = cJSON_GetObjectItem(sj, "kv_bytes_per_token");
+        if (cJSON_IsString(dt))
+            srv_log("model %s: KV cache %s%s, %.0f bytes per token", name, dt->valuestring,
+                    cJSON_IsTrue(au) ? " (kv_dtype auto)" : "", cJSON_IsNumber(bpt) ? bpt->valuedouble : 0.0);
+        cJSON_Delete(sj);
+        xllm_free(js);
+    }
     m->ctx = xllm_model_context_size(m->model);
     m->max_batch = eo.max_batch_size > 0 ? eo.max_batch_size : mo.max_batch_seqs > 0 ? mo.max_batch_seqs : 16;
     if (chat_template) {

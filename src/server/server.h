@@ -24,6 +24,7 @@ typedef struct srv_options {
     int idle_timeout_s;
     int max_connections;
     int verbose;
+    const char *kv_dtype; /* every model's KV storage (xllm_model_options.kv_dtype); NULL: its config's */
     /* pipeline parallelism: when not NULL and pp_size > 1, its pp_* fields go
      * into the model options; -m only (one model); ranks above 0 serve their
      * stage instead of HTTP and return when rank 0 stops */

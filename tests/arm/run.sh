@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# run.sh - the NEON kernels on aarch64: cross-compile test_kernels and
+# run.sh - the NEON kernels on aarch64 (the attention loops over f32 / f16 / q8 KV rows
+# included): cross-compile test_kernels and
 # test_kq_kernels (llama.cpp's block types) with
 # Debian's gcc-aarch64-linux-gnu (only what it needs: the CPU kernels and their orchestration
 # (not the backend table, attention, the planner or its cache, which need the profiler and
@@ -29,7 +30,7 @@ for t in test_kernels test_kq_kernels; do
         $(ls "$C"/*.c | grep -v -e /kernels_neon_dot.c -e /kq_kernels_neon_dot.c -e /cpu_backend.c -e /attention.c \
             -e /planner.c -e /plan_cache.c) \
         "$OUT/kernels_neon_dot.o" "$OUT/kq_kernels_neon_dot.o" \
-        "$SRC/src/quant/quant.c" "$SRC/src/quant/kquant.c" "$SRC/src/base/dtype.c" "$SRC/src/base/alloc.c" "$SRC/src/base/error.c" \
+        "$SRC/src/quant/quant.c" "$SRC/src/quant/kquant.c" "$SRC/src/quant/kvq.c" "$SRC/src/base/dtype.c" "$SRC/src/base/alloc.c" "$SRC/src/base/error.c" \
         "$SRC/src/base/threadpool.c" -lm -lpthread
 done
 for t in test_kernels test_kq_kernels; do

@@ -8,7 +8,7 @@
 #    permutation sums q.k in another order); q8 .xllm and Q8_0 GGUF likewise;
 #  - the HF directory of a q8 synth holds exactly the .xllm's values (requantizing it gives
 #    the same logits); weights depend on the seed, not on the thread count;
-#  - `xllm bench --json` prints exactly the five keys, with positive numbers (timings are
+#  - `xllm bench --json` prints exactly its seven keys, with positive numbers (timings are
 #    never asserted);
 #  - bad arguments: exit status 1 and a message.
 # usage: bench_synth.sh XLLM_BINARY SOURCE_DIR BUILD_DIR
@@ -74,12 +74,13 @@ import json, sys
 lines = open(sys.argv[1]).read().splitlines()
 assert len(lines) == 1, lines
 r = json.loads(lines[0])
-assert sorted(r) == sorted(["pp_tok_s", "pp_sd", "tg_tok_s", "tg_sd", "threads"]), r
+assert sorted(r) == sorted(["pp_tok_s", "pp_sd", "tg_tok_s", "tg_sd", "threads", "kv_dtype", "kv_bytes_per_token"]), r
+assert r["kv_dtype"] == "f32" and r["kv_bytes_per_token"] > 0, r
 assert r["threads"] == 2 and r["pp_tok_s"] > 0 and r["tg_tok_s"] > 0 and r["pp_sd"] >= 0 and r["tg_sd"] >= 0, r
 err = open(sys.argv[2]).read()
-assert "peak RSS" in err and "pp16" in err and "tg8" in err, err
+assert "peak RSS" in err and "pp16" in err and "tg8" in err and "KV cache   f32" in err, err
 PY
-check $? "bench --json: exactly five keys, positive figures"
+check $? "bench --json: exactly its seven keys, positive figures"
 
 "$XLLM" bench -m "$T/tiny-test-qwen3/f32.gguf" -p 8 -n 4 -r 1 -t 1 > "$T/bench.txt" &&
 grep -q "pp8" "$T/bench.txt" && grep -q "tg4" "$T/bench.txt" && grep -q "tg bound" "$T/bench.txt"

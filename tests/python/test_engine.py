@@ -144,6 +144,25 @@ class TestLifetimeAndConfig(unittest.TestCase):
             self.assertIn("preempt_mode", str(cm.exception))
             self.assertIn(":3", str(cm.exception))
 
+    def test_kv_dtype(self):
+        sp = SamplingParams(max_new_tokens=20, do_sample=False, ignore_eos=True)
+        for dt in ("q8", "f16"):
+            llm = LLM(STORIES, kv_dtype=dt)
+            self.assertEqual(len(llm.generate("Once upon a time", sp)[0].token_ids), 20)
+            s = llm.stats()
+            self.assertEqual(s["kv_dtype"], dt)
+            self.assertFalse(s["kv_dtype_auto"])
+            llm.close()
+        with self.assertRaises(ValueError):
+            LLM(STORIES, kv_dtype="int4")
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "engine.yaml")
+            with open(path, "w") as f:
+                f.write("model: %s\nmemory:\n  kv_dtype: q8\n" % STORIES)
+            llm = LLM(config=path)
+            self.assertEqual(llm.stats()["kv_dtype"], "q8")
+            llm.close()
+
     def test_knowledge_file_in_a_new_process(self):
         import subprocess
         import sys

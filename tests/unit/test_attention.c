@@ -14,7 +14,10 @@
  *  - the planner picks shared-KV for a prefill and honours the attention
  *    option (XLLM_ATTN);
  *  - sliding windows of every size against the 128-key chunks (windows
- *    forced through the internal API), two sequences in one batch.
+ *    forced through the internal API), two sequences in one batch;
+ *  - the same strategy and batch-shape comparisons with the KV cache stored
+ *    as q8 and as f16 (kv_dtype; the best level), windows on q8, and a
+ *    batch generation on q8 and on f16.
  */
 #include "test.h"
 #include "xllm.h"
@@ -33,6 +36,7 @@ typedef struct run_cfg {
 } run_cfg;
 
 static const char *g_level; /* the CPU level under test (XLLM_CPU) */
+static const char *g_kv;    /* the KV storage under test (kv_dtype; NULL: f32) */
 
 static float *logits_with(const char *dir, const run_cfg *rc, const int32_t *ids, int V) {
     xllm_error err;
@@ -44,6 +48,7 @@ static float *logits_with(const char *dir, const run_cfg *rc, const int32_t *ids
     o.max_batch_seqs = 1;
     o.n_threads = rc->threads;
     o.kv_block_size = rc->block;
+    o.kv_dtype = g_kv;
     xllm_model *m = xllm_model_load(dir, &o, &err);
     CHECK_MSG(m != NULL, "%s: %s", dir, err.message);
     if (!m) return NULL;
@@ -73,9 +78,9 @@ static void check_logits(const char *rel, const char *level) {
         size_t first = 0;
         while (first < (size_t)N_IDS * V && !memcmp(&got[first], &want[first], sizeof(float))) first++;
         CHECK_MSG(first == (size_t)N_IDS * V,
-                  "%s at %s: XLLM_ATTN=%s step %d block %d threads %d differs from per item at position %zu "
+                  "%s at %s, KV %s: XLLM_ATTN=%s step %d block %d threads %d differs from per item at position %zu "
                   "(%.9g vs %.9g)",
-                  rel, level, cfgs[c].attn ? cfgs[c].attn : "(planner)", cfgs[c].step, cfgs[c].block, cfgs[c].threads,
+                  rel, level, g_kv ? g_kv : "f32", cfgs[c].attn ? cfgs[c].attn : "(planner)", cfgs[c].step, cfgs[c].block, cfgs[c].threads,
                   first / V, first < (size_t)N_IDS * V ? got[first] : 0.0, first < (size_t)N_IDS * V ? want[first] : 0.0);
         free(got);
     }
@@ -84,7 +89,7 @@ static void check_logits(const char *rel, const char *level) {
 
 /* A batch of prompts (lengths 1..130) generated together, 40 tokens a step:
  * chunked prefill mixed with decode, the same tokens under both strategies. */
-static void check_generate(const char *rel) {
+static void check_generate(const char *rel, const char *kv) {
     char dir[512];
     snprintf(dir, sizeof dir, "%s/%s", XLLM_SOURCE_DIR, rel);
     enum { N = 5 };
@@ -111,6 +116,7 @@ static void check_generate(const char *rel) {
         o.max_step_tokens = 40;
         o.max_batch_seqs = 4;
         o.n_threads = 2;
+        o.kv_dtype = kv;
         xllm_model *m = xllm_model_load(dir, &o, &err);
         CHECK_MSG(m != NULL, "%s", err.message);
         if (!m) return;
@@ -120,7 +126,7 @@ static void check_generate(const char *rel) {
     for (int i = 0; i < N; i++) {
         int same = res[0][i].n_ids == res[1][i].n_ids && res[0][i].n_ids == 20;
         for (size_t k = 0; same && k < res[0][i].n_ids; k++) same = res[0][i].ids[k] == res[1][i].ids[k];
-        CHECK_MSG(same, "%s: request %d: shared-KV generation differs from per item", rel, i);
+        CHECK_MSG(same, "%s (KV %s): request %d: shared-KV generation differs from per item", rel, kv ? kv : "f32", i);
     }
     xllm_results_free(res[0], N);
     xllm_results_free(res[1], N);
@@ -140,7 +146,8 @@ static void check_strategy_choice(void) {
         CHECK_MSG(m != NULL, "%s", err.message);
         if (!m) return;
         kv_cache kv;
-        CHECK(kv_cache_init(&kv, &m->be, m->cfg.n_layers, m->cfg.n_kv_heads, m->cfg.head_dim, 16, 32, &err) == XLLM_OK);
+        CHECK(kv_cache_init(&kv, &m->be, m->cfg.n_layers, m->cfg.n_kv_heads, m->cfg.head_dim, 16, 32, KV_F32, &err) ==
+              XLLM_OK);
         int32_t ids[N_IDS], pos[N_IDS], seq[N_IDS], table[32];
         for (int i = 0; i < 32; i++) table[i] = i;
         for (int i = 0; i < N_IDS; i++) ids[i] = 3 + i % 400, pos[i] = i, seq[i] = 0;
@@ -159,7 +166,7 @@ static void check_strategy_choice(void) {
  * layers' window forced through the internal API: 0, 5, 50, 128, 130, 200):
  * all positions' logits of a 300-token prefill (two sequences in one batch,
  * the second one 3 tokens into a cached prefix) per item and shared-KV, bit
- * for bit. */
+ * for bit (every other window with the KV stored as q8). */
 static void check_windows(void) {
     char dir[512];
     snprintf(dir, sizeof dir, "%s/models/stories260k", XLLM_SOURCE_DIR);
@@ -176,7 +183,8 @@ static void check_windows(void) {
             if (!m) return;
             for (int l = 0; l < m->cfg.n_layers; l++) m->cfg.layer_window[l] = windows[w];
             kv_cache kv;
-            CHECK(kv_cache_init(&kv, &m->be, m->cfg.n_layers, m->cfg.n_kv_heads, m->cfg.head_dim, 16, 64, &err) == XLLM_OK);
+            CHECK(kv_cache_init(&kv, &m->be, m->cfg.n_layers, m->cfg.n_kv_heads, m->cfg.head_dim, 16, 64,
+                                w % 2 ? KV_Q8 : KV_F32, &err) == XLLM_OK); /* odd windows on q8 KV */
             /* sequence 0: positions 0..249; sequence 1: 0..2 first, then 3..52 in the big batch */
             int32_t ids[T], pos[T], seq[T], out_idx[T], t0[32], t1[32];
             for (int i = 0; i < 32; i++) t0[i] = i, t1[i] = 32 + i;
@@ -214,8 +222,19 @@ int main(void) {
         for (size_t i = 0; i < sizeof models / sizeof *models; i++) check_logits(models[i], level);
     }
     g_level = NULL;
-    check_generate("models/stories260k");
-    check_generate("tests/data/tiny/mistral");
+    /* compressed KV at the best level (every level's f16 / q8 loops are the f32 loops' bits over
+     * the dequantized rows: test_kernels): head_dim 8 (q8 groups of 4), 32 with q/k norms */
+    static const char *const kv_models[] = {"models/stories260k", "tests/data/tiny/qwen3"};
+    static const char *const kvs[] = {"q8", "f16"};
+    for (int k = 0; k < 2; k++) {
+        g_kv = kvs[k];
+        for (size_t i = 0; i < sizeof kv_models / sizeof *kv_models; i++) check_logits(kv_models[i], "best level");
+    }
+    g_kv = NULL;
+    check_generate("models/stories260k", NULL);
+    check_generate("tests/data/tiny/mistral", NULL);
+    check_generate("models/stories260k", "q8");
+    check_generate("models/stories260k", "f16");
     check_strategy_choice();
     check_windows();
     return test_report("test_attention");

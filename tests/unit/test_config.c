@@ -111,6 +111,7 @@ static const char FULL[] =
     "  swap_size: 256MiB\n"
     "  cache_policy: none\n"
     "  kv_block_size: 32\n"
+    "  kv_dtype: q8\n"
     "knowledge:\n"
     "  handbook: docs/handbook.txt\n"
     "  faq: {text: faq.txt, kv: /var/cache/faq.kv}\n"
@@ -139,6 +140,7 @@ static void test_full(void) {
     CHECK(l.e.swap_size == (int64_t)256 << 20);
     CHECK(l.e.cache_policy == XLLM_CACHE_NONE);
     CHECK(l.m.kv_block_size == 32);
+    CHECK(l.m.kv_dtype && strcmp(l.m.kv_dtype, "q8") == 0);
     CHECK(l.e.n_knowledge == 3);
     CHECK(l.e.knowledge_name[0] && strcmp(l.e.knowledge_name[0], "handbook") == 0);
     CHECK(l.e.knowledge_path[0] && strcmp(l.e.knowledge_path[0], "docs/handbook.txt") == 0);
@@ -323,7 +325,9 @@ static void test_errors(void) {
     /* unknown keys in sections */
     expect_error("memory:\n  workspace_size: 1G\n  cache: lru\n", XLLM_ERR_INVALID_ARGUMENT,
                  "engine.yaml:3: unknown key 'cache' in memory (expected one of: workspace_size, swap_size, cache_policy, "
-                 "kv_block_size)");
+                 "kv_block_size, kv_dtype)");
+    expect_error("memory:\n  kv_dtype: int4\n", XLLM_ERR_INVALID_ARGUMENT,
+                 "engine.yaml:2: memory.kv_dtype: 'int4' is not one of f32, f16, q8, auto");
     expect_error("response_cache:\n  on: true\n", XLLM_ERR_INVALID_ARGUMENT,
                  "engine.yaml:2: unknown key 'on' in response_cache (expected one of: enabled, max_bytes, max_entries)");
     expect_error("knowledge:\n  a: {text: a.txt, kvv: a.kv}\n", XLLM_ERR_INVALID_ARGUMENT,

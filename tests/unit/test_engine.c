@@ -15,6 +15,9 @@
  * model refused), response cache (hit for greedy and seeded requests, bytes
  * identical; unseeded sampling never cached), n = 4 (one prefill; samples
  * equal single requests with seeds seed + j), the memory budget refusal.
+ * The compressed KV (q8): the exactness test again (swap and copy-on-write
+ * of its blocks included), kv_dtype auto's choice
+ * from the workspace budget, and knowledge files across storages.
  * Model: stories260k (a real trained model), its context raised to 2048 in a
  * temporary copy of its config for the long-prefix test.
  */
@@ -218,6 +221,7 @@ static void exactness_under_load(xllm_model *m) {
     /* solo runs: one request at a time, a roomy pool */
     xllm_engine_options so = xllm_engine_options_default();
     so.cache_policy = XLLM_CACHE_NONE;
+    so.max_batch_size = 8; /* the loaded engines' scratch (logits rows), so the workspace below is exact */
     xllm_error err;
     xllm_engine *solo = xllm_engine_create(m, &so, &err);
     CHECK_MSG(solo != NULL, "%s", err.message);
@@ -626,6 +630,126 @@ static void batching_window(xllm_model *m) {
 }
 
 /* A copy of stories260k's directory whose config allows 2048 positions. */
+/* ------------------------------------------------------ compressed KV cache */
+
+/* kv_dtype auto: the widest storage in which max_batch_size full contexts
+ * (8 x 256 tokens) fit the workspace's KV share, reported in the stats, and
+ * the pool sized in that storage's bytes (q8 holds more blocks than f32 would
+ * in the same bytes). */
+static void kv_auto(xllm_model *m_auto, xllm_model *m_f32) {
+    xllm_error err;
+    xllm_engine_options o = xllm_engine_options_default();
+    o.max_batch_size = 8;
+    o.swap_size = -1;
+    xllm_engine *probe = xllm_engine_create(m_f32, &o, &err);
+    CHECK_MSG(probe != NULL, "%s", err.message);
+    if (!probe) return;
+    long scratch = xllm_engine_stat(probe, "memory", "scratch_bytes");
+    long f32_token = xllm_engine_stat(probe, "kv_bytes_per_token", NULL);
+    xllm_engine_free(probe);
+    long need = 8L * 256;
+    /* f32 fits; only f16 fits; only q8 fits */
+    const long kv[3] = {need * f32_token + 4096, need * f32_token * 3 / 4, need * f32_token * 4 / 10};
+    const char *want[3] = {"f32", "f16", "q8"};
+    for (int k = 0; k < 3; k++) {
+        o.workspace_size = scratch + kv[k];
+        xllm_engine *e = xllm_engine_create(m_auto, &o, &err);
+        CHECK_MSG(e != NULL, "%s", err.message);
+        if (!e) continue;
+        char dt[16];
+        xllm_engine_stat_str(e, "kv_dtype", dt, sizeof dt);
+        CHECK_MSG(!strcmp(dt, want[k]), "auto with %ld KV bytes chose %s, expected %s", kv[k], dt, want[k]);
+        char *js = xllm_engine_stats(e);
+        CHECK(strstr(js, "\"kv_dtype_auto\":true") != NULL);
+        xllm_free(js);
+        long per = xllm_engine_stat(e, "kv_bytes_per_token", NULL), blocks = xllm_engine_stat(e, "kv", "blocks_total");
+        long bs = xllm_engine_stat(e, "kv", "block_size");
+        CHECK_MSG(blocks == kv[k] / (per * bs), "%s pool: %ld blocks of %ld bytes for %ld bytes", dt, blocks, per * bs, kv[k]);
+        /* head_dim 8: q8 rows of 8 int8 + 2 f16 scales = 0.375 of f32's bytes (kvq.h) */
+        if (k == 2) CHECK_MSG(per * 1000 == f32_token * 375, "q8: %ld bytes per token vs f32 %ld", per, f32_token);
+        xllm_engine_free(e);
+    }
+    /* an explicit kv_dtype is not auto, and a wrong name is refused at load */
+    xllm_engine *e = xllm_engine_create(m_f32, &o, &err);
+    if (e) {
+        char *js = xllm_engine_stats(e);
+        CHECK(strstr(js, "\"kv_dtype\":\"f32\"") && strstr(js, "\"kv_dtype_auto\":false"));
+        xllm_free(js);
+        xllm_engine_free(e);
+    }
+    xllm_model_options mo = *test_env_options();
+    mo.kv_dtype = "int4";
+    char stories[512];
+    snprintf(stories, sizeof stories, "%s/models/stories260k", XLLM_SOURCE_DIR);
+    xllm_model *bad = xllm_model_load(stories, &mo, &err);
+    CHECK(bad == NULL && err.code == XLLM_ERR_INVALID_ARGUMENT && strstr(err.message, "kv_dtype 'int4'"));
+    xllm_model_free(bad);
+}
+
+/* Knowledge KV files record their storage: a q8 prefix saves and loads back
+ * into a q8 engine (same output as computing it), and a file of one kv_dtype
+ * is refused by a pool of another with a message that says so. */
+static void knowledge_dtypes(xllm_model *m_f32, xllm_model *m_q8) {
+    const char *text =
+        "Once upon a time, there was a little boy named Tim. He had a big red truck. Every day he played with his "
+        "truck in the garden, and his dog Max ran after it. One day the truck went under a bush and Tim could not "
+        "find it. He looked and looked, and then Max barked at the bush.";
+    char prompt[1024];
+    snprintf(prompt, sizeof prompt, "%s Tim said", text);
+    char p32[256], p8[256];
+    snprintf(p32, sizeof p32, "/tmp/xllm_test_kv_f32_%d.kv", (int)getpid());
+    snprintf(p8, sizeof p8, "/tmp/xllm_test_kv_q8_%d.kv", (int)getpid());
+    xllm_error err;
+    xllm_engine_options o = xllm_engine_options_default();
+    xllm_engine *a = xllm_engine_create(m_f32, &o, &err), *b = xllm_engine_create(m_q8, &o, &err);
+    CHECK(a && b);
+    if (!a || !b) return;
+    CHECK_MSG(!xllm_engine_add_knowledge(a, "k", text, &err) && !xllm_engine_save_knowledge(a, "k", p32, &err), "%s",
+              err.message);
+    CHECK_MSG(!xllm_engine_add_knowledge(b, "k", text, &err) && !xllm_engine_save_knowledge(b, "k", p8, &err), "%s",
+              err.message);
+    xllm_engine_free(a);
+    xllm_engine_free(b);
+
+    xllm_request r;
+    memset(&r, 0, sizeof r);
+    r.prompt = prompt;
+    r.params = xllm_sampling_params_default();
+    r.params.do_sample = 0;
+    r.params.max_new_tokens = 24;
+    o.cache_policy = XLLM_CACHE_NONE;
+    xllm_engine *plain = xllm_engine_create(m_q8, &o, &err);
+    size_t n0 = 0, n1 = 0;
+    xllm_result *want = plain ? run_one(plain, &r, &n0) : NULL;
+    xllm_engine_free(plain);
+    o.cache_policy = XLLM_CACHE_LRU;
+    xllm_engine *e = xllm_engine_create(m_q8, &o, &err);
+    CHECK(e != NULL);
+    if (!e) return;
+    xllm_status st = xllm_engine_load_knowledge(e, "k32", p32, text, &err);
+    CHECK_MSG(st == XLLM_ERR_INVALID_ARGUMENT && strstr(err.message, "holds f32 KV") &&
+                  strstr(err.message, "stores q8"),
+              "f32 file into a q8 pool: %d %s", (int)st, err.message);
+    CHECK_MSG(xllm_engine_load_knowledge(e, "k", p8, text, &err) == XLLM_OK, "%s", err.message);
+    CHECK(xllm_engine_stat(e, "prefill_tokens", NULL) == 0);
+    xllm_result *got = run_one(e, &r, &n1);
+    CHECK(xllm_engine_stat(e, "prefix_cache", "hit_tokens") >= 48);
+    CHECK_MSG(same_result(want, got), "a loaded q8 knowledge prefix changed the output");
+    xllm_results_free(want, n0);
+    xllm_results_free(got, n1);
+    xllm_engine_free(e);
+    /* and the other way: a q8 file into an f32 pool */
+    e = xllm_engine_create(m_f32, &o, &err);
+    if (e) {
+        st = xllm_engine_load_knowledge(e, "k8", p8, text, &err);
+        CHECK_MSG(st == XLLM_ERR_INVALID_ARGUMENT && strstr(err.message, "holds q8 KV"), "q8 file into f32: %s",
+                  err.message);
+        xllm_engine_free(e);
+    }
+    unlink(p32);
+    unlink(p8);
+}
+
 static void long_context_copy(char *dir, size_t cap) {
     snprintf(dir, cap, "/tmp/xllm_test_engine_%d", (int)getpid());
     char cmd[1024];
@@ -657,8 +781,30 @@ int main(void) {
         budget(m);
         logprobs(m);
         batching_window(m);
-        xllm_model_free(m);
     }
+    /* the compressed KV under the same load: preemption (recompute, swap of
+     * q8 blocks), copy-on-write (n = 2), the prefix cache, every request
+     * equal to its solo run on the same storage (f16: test_attention) */
+    static const char *const kv_dtypes[] = {"q8"};
+    for (int k = 0; k < 1 && m; k++) {
+        xllm_model_options mk = mo;
+        mk.kv_dtype = kv_dtypes[k];
+        xllm_model *mq = xllm_model_load(stories, &mk, &err);
+        CHECK_MSG(mq != NULL, "%s", err.message);
+        if (!mq) continue;
+        fprintf(stderr, "kv_dtype %s:\n", kv_dtypes[k]);
+        exactness_under_load(mq);
+        xllm_model_free(mq);
+    }
+    if (m) {
+        xllm_model_options ma = mo;
+        ma.kv_dtype = "auto";
+        xllm_model *mauto = xllm_model_load(stories, &ma, &err);
+        CHECK_MSG(mauto != NULL, "%s", err.message);
+        if (mauto) kv_auto(mauto, m);
+        xllm_model_free(mauto);
+    }
+    xllm_model_free(m);
     mo.max_context = 2048;
     m = xllm_model_load(dir, &mo, &err);
     CHECK_MSG(m != NULL, "%s", err.message);
@@ -667,6 +813,12 @@ int main(void) {
         char other[512];
         snprintf(other, sizeof other, "%s/tests/data/tiny/llama", XLLM_SOURCE_DIR);
         knowledge(m, other);
+        xllm_model_options mk = mo;
+        mk.kv_dtype = "q8";
+        xllm_model *mq = xllm_model_load(dir, &mk, &err);
+        CHECK_MSG(mq != NULL, "%s", err.message);
+        if (mq) knowledge_dtypes(m, mq);
+        xllm_model_free(mq);
         xllm_model_free(m);
     }
     char cmd[600];

@@ -415,6 +415,97 @@ static void check_attention_multi(int hd, int n, int nq, int heads) {
     free(k), free(q), free(w), free(acc0), free(sc), free(sc1), free(acc), free(acc1);
 }
 
+/* The loops over stored KV rows (f16, q8) at every level: bit for bit the
+ * level's f32 loops over the dequantized rows (kvq.h: dequantization is exact),
+ * single- and multi-query, split anywhere; kv[KV_F32] is the f32 entry with a
+ * byte stride; and each level within a rounding bound of the scalar level. */
+static void check_attention_kv(kv_dtype dt, int hd, int n, int nq, int heads) {
+    if (!kvq_supported(dt, hd)) return;
+    size_t rb = kvq_row_bytes(dt, hd), sb = rb * (size_t)heads, sf = (size_t)hd * (size_t)heads;
+    unsigned char *kq = malloc(sb * (size_t)n + 16);
+    float *kf = malloc(sizeof(float) * sf * (size_t)n), *x = malloc(sizeof(float) * (size_t)hd);
+    float *q = malloc(sizeof(float) * (size_t)hd * (size_t)nq), *w = malloc(sizeof(float) * (size_t)n * (size_t)nq);
+    float *acc0 = malloc(sizeof(float) * (size_t)hd * (size_t)nq);
+    float *s1 = malloc(sizeof(float) * (size_t)n * (size_t)nq), *s2 = malloc(sizeof(float) * (size_t)n * (size_t)nq);
+    float *s3 = malloc(sizeof(float) * (size_t)n * (size_t)nq);
+    float *a1 = malloc(sizeof(float) * (size_t)hd * (size_t)nq), *a2 = malloc(sizeof(float) * (size_t)hd * (size_t)nq);
+    float *a3 = malloc(sizeof(float) * (size_t)hd * (size_t)nq);
+    for (int i = 0; i < n; i++)
+        for (int h = 0; h < heads; h++) {
+            float mag = (float)irand(1, 40) * 0.25f; /* rows of different ranges */
+            for (int d = 0; d < hd; d++) x[d] = frand() * mag;
+            unsigned char *row = kq + (size_t)i * sb + (size_t)h * rb;
+            kvq_store_row(dt, x, hd, row);
+            kvq_load_row(dt, row, hd, kf + (size_t)i * sf + (size_t)h * (size_t)hd);
+        }
+    for (int i = 0; i < hd * nq; i++) q[i] = frand(), acc0[i] = frand();
+    for (int i = 0; i < n * nq; i++) w[i] = frand() * 0.5f + 0.5f;
+    float scale = 1.0f / sqrtf((float)hd);
+    int h = irand(0, heads - 1), cut = n > 1 ? irand(1, n - 1) : 1;
+    const unsigned char *kh = kq + (size_t)h * rb;
+    const float *fh = kf + (size_t)h * (size_t)hd;
+    const cpu_attn_kv *S = &cpu_attn_scalar.kv[dt];
+    for (int l = 0; l < g_nlevels; l++) {
+        const cpu_attn_kernels *A = g_levels[l]->attn;
+        const cpu_attn_kv *K = &A->kv[dt];
+        const char *name = g_levels[l]->name;
+        /* single query, and a split run */
+        K->scores(q, kh, sb, n, hd, scale, s1);
+        A->scores(q, fh, sf, n, hd, scale, s2);
+        CHECK_MSG(!memcmp(s1, s2, sizeof(float) * (size_t)n), "%s %s scores hd=%d n=%d: differ from f32 over the dequantized rows",
+                  name, kvq_name(dt), hd, n);
+        A->kv[KV_F32].scores(q, fh, sf * 4, n, hd, scale, s3);
+        CHECK_MSG(!memcmp(s3, s2, sizeof(float) * (size_t)n), "%s kv[f32].scores differs from scores", name);
+        if (n > 1) {
+            K->scores(q, kh, sb, cut, hd, scale, s3);
+            K->scores(q, kh + (size_t)cut * sb, sb, n - cut, hd, scale, s3 + cut);
+            CHECK_MSG(!memcmp(s1, s3, sizeof(float) * (size_t)n), "%s %s scores: split at %d of %d changes scores", name,
+                      kvq_name(dt), cut, n);
+        }
+        S->scores(q, kh, sb, n, hd, scale, s3);
+        for (int i = 0; i < n; i++) {
+            double a = 0;
+            for (int d = 0; d < hd; d++) a += fabs((double)q[d] * fh[(size_t)i * sf + (size_t)d]);
+            CHECK_MSG(fabs(s1[i] - s3[i]) <= 2 * bound(hd + 2, a) * scale, "%s %s scores [%d]: %.9g vs scalar %.9g", name,
+                      kvq_name(dt), i, s1[i], s3[i]);
+        }
+        memcpy(a1, acc0, sizeof(float) * (size_t)hd);
+        memcpy(a2, acc0, sizeof(float) * (size_t)hd);
+        K->accum(a1, w, kh, sb, n, hd);
+        A->accum(a2, w, fh, sf, n, hd);
+        CHECK_MSG(!memcmp(a1, a2, sizeof(float) * (size_t)hd), "%s %s accum hd=%d n=%d: differs from f32 over the dequantized rows",
+                  name, kvq_name(dt), hd, n);
+        if (n > 1) {
+            memcpy(a3, acc0, sizeof(float) * (size_t)hd);
+            K->accum(a3, w, kh, sb, cut, hd);
+            K->accum(a3, w + cut, kh + (size_t)cut * sb, sb, n - cut, hd);
+            CHECK_MSG(!memcmp(a1, a3, sizeof(float) * (size_t)hd), "%s %s accum: split at %d of %d changes sums", name,
+                      kvq_name(dt), cut, n);
+        }
+        memcpy(a3, acc0, sizeof(float) * (size_t)hd);
+        S->accum(a3, w, kh, sb, n, hd);
+        for (int d = 0; d < hd; d++) {
+            double a = fabs(acc0[d]);
+            for (int i = 0; i < n; i++) a += fabs((double)w[i] * fh[(size_t)i * sf + (size_t)d]);
+            CHECK_MSG(fabs(a1[d] - a3[d]) <= 2 * bound(n + 1, a), "%s %s accum [%d]: %.9g vs scalar %.9g", name,
+                      kvq_name(dt), d, a1[d], a3[d]);
+        }
+        /* several queries */
+        K->scores_multi(q, (size_t)hd, nq, kh, sb, n, hd, scale, s1, (size_t)n);
+        A->scores_multi(q, (size_t)hd, nq, fh, sf, n, hd, scale, s2, (size_t)n);
+        CHECK_MSG(!memcmp(s1, s2, sizeof(float) * (size_t)n * (size_t)nq), "%s %s scores_multi hd=%d n=%d nq=%d: differ from f32",
+                  name, kvq_name(dt), hd, n, nq);
+        memcpy(a1, acc0, sizeof(float) * (size_t)hd * (size_t)nq);
+        memcpy(a2, acc0, sizeof(float) * (size_t)hd * (size_t)nq);
+        K->accum_multi(a1, (size_t)hd, nq, w, (size_t)n, kh, sb, n, hd);
+        A->accum_multi(a2, (size_t)hd, nq, w, (size_t)n, fh, sf, n, hd);
+        CHECK_MSG(!memcmp(a1, a2, sizeof(float) * (size_t)hd * (size_t)nq), "%s %s accum_multi hd=%d n=%d nq=%d: differs from f32",
+                  name, kvq_name(dt), hd, n, nq);
+        g_test_checks++;
+    }
+    free(kq), free(kf), free(x), free(q), free(w), free(acc0), free(s1), free(s2), free(s3), free(a1), free(a2), free(a3);
+}
+
 /* The level's softmax (several queries at once, nondecreasing key counts)
  * against attn_softmax_ref compiled here with the baseline flags (what the
  * attention used before the levels had their own), bit for bit: weights, max
@@ -557,6 +648,10 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < sizeof hds / sizeof *hds; i++) check_attention_multi(hds[i], irand(1, 140), irand(1, 11), irand(1, 4));
     for (int i = 0; i < (quick ? 12 : 40); i++) check_attention_multi(irand(1, 140), irand(1, 140), irand(1, 13), irand(1, 3));
     for (int i = 0; i < (quick ? 12 : 40); i++) check_attention_softmax(irand(1, 11), irand(1, 130));
+    static const int kv_hds[] = {8, 16, 24, 32, 64, 128, 80, 12};
+    for (int dt = KV_F16; dt <= KV_Q8; dt++)
+        for (size_t i = 0; i < sizeof kv_hds / sizeof *kv_hds; i++)
+            check_attention_kv((kv_dtype)dt, kv_hds[i], irand(1, 150), irand(1, 11), irand(1, 4));
     check_backend();
     return test_report("test_kernels");
 }

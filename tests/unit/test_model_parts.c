@@ -30,7 +30,8 @@ static int load_part(part *p, const char *path, int l0, int l1) {
     CHECK_MSG(p->m != NULL, "%s [%d, %d): %s", path, l0, l1, err.message);
     if (!p->m) return -1;
     const model_config *c = &p->m->cfg;
-    if (kv_cache_init(&p->kv, &p->m->be, p->m->layer_end - p->m->layer_begin, c->n_kv_heads, c->head_dim, B, NB, &err)) return -1;
+    if (kv_cache_init(&p->kv, &p->m->be, p->m->layer_end - p->m->layer_begin, c->n_kv_heads, c->head_dim, B, NB, KV_F32, &err))
+        return -1;
     p->kv.layer0 = p->m->layer_begin;
     return 0;
 }

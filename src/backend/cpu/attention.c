@@ -6,7 +6,9 @@
  * online softmax (no score matrix). The three strategies below share their
  * arithmetic, so the planner's per-step choice never changes results. This
  * is the CPU backend's paged-attention operation (backend_ops.attention):
- * the layer's K/V pool part and the batch come in a be_attn.
+ * the layer's K/V pool part and the batch come in a be_attn. K/V rows are
+ * read in the pool's storage (f32, f16 or q8: the level's loops for that
+ * kv_dtype dequantize as they load, kvq.h), never copied out whole.
  */
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/kernels.h"
@@ -48,10 +50,13 @@ typedef struct {
     int n_tiles;
 } attn_job;
 
-/* The K / V slot of position pos through a block table (kv_cache.h's layout). */
-static inline const float *kv_slot(const be_attn *d, const float *base, const int32_t *table, int pos) {
-    return base + ((size_t)table[pos / d->block_size] * (size_t)d->block_size + (size_t)(pos % d->block_size)) *
-                      (size_t)d->n_kv_heads * (size_t)d->head_dim;
+/* Head kvh's row at position pos through a block table (kv_cache.h's
+ * layout: slots of n_kv_heads rows of kvq_row_bytes). */
+static inline const unsigned char *kv_row(const be_attn *d, const void *base, const int32_t *table, int pos, int kvh) {
+    size_t rb = kvq_row_bytes(d->kv_type, d->head_dim);
+    return (const unsigned char *)base +
+           (((size_t)table[pos / d->block_size] * (size_t)d->block_size + (size_t)(pos % d->block_size)) *
+                (size_t)d->n_kv_heads + (size_t)kvh) * rb;
 }
 
 static int attn_first_key(const attn_job *j, int t) {
@@ -63,7 +68,8 @@ static int attn_first_key(const attn_job *j, int t) {
 static void attn_chunk(const attn_job *j, int t, int h, int p0, int n, float *sc, float *part) {
     const be_attn *d = j->d;
     int hd = d->head_dim, kvh = h / (d->n_heads / d->n_kv_heads), bs = d->block_size;
-    size_t slot_stride = (size_t)d->n_kv_heads * (size_t)hd;
+    size_t slot_stride = (size_t)d->n_kv_heads * kvq_row_bytes(d->kv_type, hd); /* bytes */
+    const cpu_attn_kv *K = &j->be->kern->attn->kv[d->kv_type];
     const float *q = d->q + ((size_t)t * d->n_heads + h) * hd;
     const int32_t *table = d->block_tables[d->seq[t]];
     float *acc = part + 2;
@@ -71,16 +77,14 @@ static void attn_chunk(const attn_job *j, int t, int h, int p0, int n, float *sc
     for (int i = 0, run; i < n; i += run) {
         int p = p0 + i;
         run = bs - p % bs < n - i ? bs - p % bs : n - i;
-        op_attn_scores(j->be, q, kv_slot(d, d->k_cache, table, p) + (size_t)kvh * hd, slot_stride,
-                       run, hd, 1.0f / sqrtf((float)hd), sc + i);
+        K->scores(q, kv_row(d, d->k_cache, table, p, kvh), slot_stride, run, hd, 1.0f / sqrtf((float)hd), sc + i);
     }
     j->be->kern->attn->softmax(sc, 0, 1, &n, part, 0);
     memset(acc, 0, sizeof(float) * (size_t)hd);
     for (int i = 0, run; i < n; i += run) {
         int p = p0 + i;
         run = bs - p % bs < n - i ? bs - p % bs : n - i;
-        op_attn_accum(j->be, acc, sc + i, kv_slot(d, d->v_cache, table, p) + (size_t)kvh * hd,
-                      slot_stride, run, hd);
+        K->accum(acc, sc + i, kv_row(d, d->v_cache, table, p, kvh), slot_stride, run, hd);
     }
 }
 
@@ -190,8 +194,9 @@ static void attention_groups(void *p, size_t i0, size_t i1, int thread) {
     attn_job *j = p;
     const be_attn *d = j->d;
     const cpu_attn_kernels *A = j->be->kern->attn;
+    const cpu_attn_kv *K = &A->kv[d->kv_type];
     int hd = d->head_dim, nh = d->n_heads, nkv = d->n_kv_heads, g = nh / nkv, bs = d->block_size;
-    size_t slot_stride = (size_t)nkv * (size_t)hd, pst = (size_t)hd + 2, n_groups = (size_t)j->n_tiles * (size_t)nkv;
+    size_t slot_stride = (size_t)nkv * kvq_row_bytes(d->kv_type, hd) /* bytes */, pst = (size_t)hd + 2, n_groups = (size_t)j->n_tiles * (size_t)nkv;
     float scale = 1.0f / sqrtf((float)hd);
     float *Q = j->be->attn_tile + (size_t)thread * j->be->attn_tile_floats;
     for (size_t it = i0; it < i1; it++) {
@@ -216,9 +221,8 @@ static void attention_groups(void *p, size_t i0, size_t i1, int thread) {
             for (int i = 0, run; i < nmax; i += run) {
                 int pk = p0 + i;
                 run = bs - pk % bs < nmax - i ? bs - pk % bs : nmax - i;
-                A->scores_multi(Q + (size_t)ra * hd, (size_t)hd, R - ra,
-                                kv_slot(d, d->k_cache, table, pk) + (size_t)kvh * hd, slot_stride, run,
-                                hd, scale, S + (size_t)ra * ATTN_CHUNK + i, ATTN_CHUNK);
+                K->scores_multi(Q + (size_t)ra * hd, (size_t)hd, R - ra, kv_row(d, d->k_cache, table, pk, kvh),
+                                slot_stride, run, hd, scale, S + (size_t)ra * ATTN_CHUNK + i, ATTN_CHUNK);
             }
             for (int r = ra; r < R; r++) {
                 int pos = d->pos[t0 + r / g];
@@ -232,9 +236,8 @@ static void attention_groups(void *p, size_t i0, size_t i1, int thread) {
                 for (int i = lo, run; i < hi; i += run) {
                     int pk = p0 + i;
                     run = bs - pk % bs < hi - i ? bs - pk % bs : hi - i;
-                    A->accum_multi(part + r0 * pst + 2, pst, R - r0, S + (size_t)r0 * ATTN_CHUNK + i, ATTN_CHUNK,
-                                   kv_slot(d, d->v_cache, table, pk) + (size_t)kvh * hd, slot_stride,
-                                   run, hd);
+                    K->accum_multi(part + r0 * pst + 2, pst, R - r0, S + (size_t)r0 * ATTN_CHUNK + i, ATTN_CHUNK,
+                                   kv_row(d, d->v_cache, table, pk, kvh), slot_stride, run, hd);
                 }
                 lo = hi > lo ? hi : lo;
             }

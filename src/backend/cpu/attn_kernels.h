@@ -13,6 +13,22 @@
 #include <math.h>
 #include <stddef.h>
 #include "base/fastmath.h"
+#include "quant/kvq.h"
+
+/* The attention loops over the KV cache's stored rows (quant/kvq.h), one set
+ * per kv_dtype: k / v point at a row's first byte, rows `stride` BYTES apart,
+ * otherwise as the f32 loops of cpu_attn_kernels below. A level's loads
+ * dequantize exactly, so kv[dt] computes the bits of kv[KV_F32] over the
+ * dequantized rows (tested at every level): the arithmetic is the f32 one,
+ * only the bytes read change. */
+typedef struct cpu_attn_kv {
+    void (*scores)(const float *q, const void *k, size_t stride, int n, int hd, float scale, float *out);
+    void (*accum)(float *acc, const float *w, const void *v, size_t stride, int n, int hd);
+    void (*scores_multi)(const float *q, size_t ldq, int nq, const void *k, size_t stride, int n, int hd, float scale,
+                         float *out, size_t ldo);
+    void (*accum_multi)(float *acc, size_t lda, int nq, const float *w, size_t ldw, const void *v, size_t stride,
+                        int n, int hd);
+} cpu_attn_kv;
 
 typedef struct cpu_attn_kernels {
     /* Over n keys/values stride floats apart: out[i] = scale * (q . k_i);
@@ -38,7 +54,54 @@ typedef struct cpu_attn_kernels {
      * Bit-identical to attn_softmax_ref at every level (the exp's operations
      * written out one by one, never fused), whatever nq. */
     void (*softmax)(float *s, size_t lds, int nq, const int *n, float *part, size_t pst);
+    /* The loops over stored KV rows, by kv_dtype (kv[KV_F32] is the f32 loops above with byte strides). */
+    cpu_attn_kv kv[KV_DTYPES];
 } cpu_attn_kernels;
+
+/* A level's table entries from its templates over a kv_dtype DT (each level
+ * defines scores_T, accum_T, scores_multi_T, accum_multi_T(const int DT, ...)
+ * with k / v as byte pointers and byte strides). */
+#define ATTN_KV_INSTANCE(DT, sfx)                                                                                      \
+    static void scores_##sfx(const float *q, const void *k, size_t stride, int n, int hd, float scale, float *out) {   \
+        scores_T(DT, q, (const unsigned char *)k, stride, n, hd, scale, out);                                          \
+    }                                                                                                                  \
+    static void accum_##sfx(float *acc, const float *w, const void *v, size_t stride, int n, int hd) {                 \
+        accum_T(DT, acc, w, (const unsigned char *)v, stride, n, hd);                                                  \
+    }                                                                                                                  \
+    static void scores_multi_##sfx(const float *q, size_t ldq, int nq, const void *k, size_t stride, int n, int hd,    \
+                                   float scale, float *out, size_t ldo) {                                              \
+        scores_multi_T(DT, q, ldq, nq, (const unsigned char *)k, stride, n, hd, scale, out, ldo);                      \
+    }                                                                                                                  \
+    static void accum_multi_##sfx(float *acc, size_t lda, int nq, const float *w, size_t ldw, const void *v,           \
+                                  size_t stride, int n, int hd) {                                                      \
+        accum_multi_T(DT, acc, lda, nq, w, ldw, (const unsigned char *)v, stride, n, hd);                              \
+    }
+#define ATTN_KV_ENTRY(sfx) {scores_##sfx, accum_##sfx, scores_multi_##sfx, accum_multi_##sfx}
+/* The whole table of a level: the f32 float-stride loops are kv[KV_F32]'s with strides x 4. */
+#define ATTN_KV_TABLE(name, softmax_fn)                                                                                \
+    ATTN_KV_INSTANCE(KV_F32, f32)                                                                                      \
+    ATTN_KV_INSTANCE(KV_F16, f16)                                                                                      \
+    ATTN_KV_INSTANCE(KV_Q8, q8)                                                                                        \
+    static void attn_scores(const float *q, const float *k, size_t stride, int n, int hd, float scale, float *out) {   \
+        scores_f32(q, k, stride * 4, n, hd, scale, out);                                                               \
+    }                                                                                                                  \
+    static void attn_accum(float *acc, const float *w, const float *v, size_t stride, int n, int hd) {                 \
+        accum_f32(acc, w, v, stride * 4, n, hd);                                                                       \
+    }                                                                                                                  \
+    static void attn_scores_multi(const float *q, size_t ldq, int nq, const float *k, size_t stride, int n, int hd,    \
+                                  float scale, float *out, size_t ldo) {                                               \
+        scores_multi_f32(q, ldq, nq, k, stride * 4, n, hd, scale, out, ldo);                                           \
+    }                                                                                                                  \
+    static void attn_accum_multi(float *acc, size_t lda, int nq, const float *w, size_t ldw, const float *v,           \
+                                 size_t stride, int n, int hd) {                                                       \
+        accum_multi_f32(acc, lda, nq, w, ldw, v, stride * 4, n, hd);                                                   \
+    }                                                                                                                  \
+    const cpu_attn_kernels name = {.scores = attn_scores,                                                              \
+                                   .accum = attn_accum,                                                                \
+                                   .scores_multi = attn_scores_multi,                                                  \
+                                   .accum_multi = attn_accum_multi,                                                    \
+                                   .softmax = softmax_fn,                                                              \
+                                   .kv = {ATTN_KV_ENTRY(f32), ATTN_KV_ENTRY(f16), ATTN_KV_ENTRY(q8)}};
 
 /* The reference softmax of one query's n scores (the arithmetic every level's
  * softmax reproduces): sequential max, xllm_exp_nonpos, sequential sum. */

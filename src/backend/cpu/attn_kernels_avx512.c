@@ -2,7 +2,10 @@
  * attn_kernels_avx512.c - attention inner loops with AVX-512F: 4 keys' dot products at once,
  * one transposing reduction; values accumulated 64 dims at a time. The multi-query loops
  * (K/V sharing) tile 4 queries x 4 keys (16 accumulators) for scores and 4 queries x 64 dims
- * for values, with the per-key arithmetic of the single-query loops.
+ * for values, with the per-key arithmetic of the single-query loops. Every loop is a template
+ * over the KV storage (kvq.h): K/V vectors come through ld16 / ld16_tail, which dequantize
+ * exactly (f16 by vcvtph2ps, q8 as int8 -> f32 times the group scales), so the f16 and q8
+ * loops do the f32 loops' arithmetic on the same values.
  */
 #if defined(__x86_64__)
 #include "backend/cpu/attn_kernels.h"
@@ -10,57 +13,96 @@
 #include "backend/cpu/simd_avx512.h"
 
 #include <immintrin.h>
+#include <string.h>
+
+typedef const unsigned char *rowp;
+
+/* 16 values of a stored row from element d (d + 16 <= hd), as f32, exactly. */
+AI __m512 ld16(const int DT, rowp r, int d, int hd) {
+    if (DT == KV_F32) return _mm512_loadu_ps((const float *)(const void *)r + d);
+    if (DT == KV_F16) return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(r + 2 * (size_t)d)));
+    int gs = kvq_group_shift(hd);
+    const unsigned char *sp = r + hd + 2 * (d >> gs);
+    __m512 sc;
+    if (gs >= 4) { /* one scale for the 16 values */
+        uint16_t h0;
+        memcpy(&h0, sp, 2);
+        sc = _mm512_set1_ps(_cvtsh_ss(h0));
+    } else if (gs == 3) { /* groups of 8: two scales, 8 lanes each */
+        uint16_t h0, h1;
+        memcpy(&h0, sp, 2);
+        memcpy(&h1, sp + 2, 2);
+        sc = _mm512_cvtph_ps(_mm256_set_m128i(_mm_set1_epi16((short)h1), _mm_set1_epi16((short)h0)));
+    } else { /* groups of 4: four scales, 4 lanes each */
+        __m128i y = _mm_loadl_epi64((const __m128i *)(const void *)sp); /* h0..h3 */
+        y = _mm_unpacklo_epi16(y, y);                                      /* h0 h0 h1 h1 h2 h2 h3 h3 */
+        sc = _mm512_cvtph_ps(_mm256_set_m128i(_mm_unpackhi_epi32(y, y), _mm_unpacklo_epi32(y, y)));
+    }
+    __m512 x = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(r + d))));
+    return _mm512_mul_ps(x, sc);
+}
+
+/* cnt (1..16) values from element d, zeros after (f32: the masked load). */
+AI __m512 ld16_tail(const int DT, rowp r, int d, int cnt, int hd) {
+    if (DT == KV_F32)
+        return _mm512_maskz_loadu_ps(cnt >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << cnt) - 1),
+                                     (const float *)(const void *)r + d);
+    if (cnt == 16) return ld16(DT, r, d, hd);
+    float t[16] = {0};
+    for (int i = 0; i < cnt; i++) t[i] = kvq_get(DT, r, hd, d + i);
+    return _mm512_loadu_ps(t);
+}
 
 /* Scores of 4 keys (k0..k3 may repeat for a partial group). */
-AI __m128 dot4(const float *q, const float *k0, const float *k1, const float *k2, const float *k3, int hd) {
+AI __m128 dot4(const int DT, const float *q, rowp k0, rowp k1, rowp k2, rowp k3, int hd) {
     __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
     int d = 0;
     for (; d + 16 <= hd; d += 16) {
         __m512 qv = _mm512_loadu_ps(q + d);
-        a0 = _mm512_fmadd_ps(qv, _mm512_loadu_ps(k0 + d), a0);
-        a1 = _mm512_fmadd_ps(qv, _mm512_loadu_ps(k1 + d), a1);
-        a2 = _mm512_fmadd_ps(qv, _mm512_loadu_ps(k2 + d), a2);
-        a3 = _mm512_fmadd_ps(qv, _mm512_loadu_ps(k3 + d), a3);
+        a0 = _mm512_fmadd_ps(qv, ld16(DT, k0, d, hd), a0);
+        a1 = _mm512_fmadd_ps(qv, ld16(DT, k1, d, hd), a1);
+        a2 = _mm512_fmadd_ps(qv, ld16(DT, k2, d, hd), a2);
+        a3 = _mm512_fmadd_ps(qv, ld16(DT, k3, d, hd), a3);
     }
     if (d < hd) {
         __mmask16 m = (__mmask16)((1u << (hd - d)) - 1);
         __m512 qv = _mm512_maskz_loadu_ps(m, q + d);
-        a0 = _mm512_fmadd_ps(qv, _mm512_maskz_loadu_ps(m, k0 + d), a0);
-        a1 = _mm512_fmadd_ps(qv, _mm512_maskz_loadu_ps(m, k1 + d), a1);
-        a2 = _mm512_fmadd_ps(qv, _mm512_maskz_loadu_ps(m, k2 + d), a2);
-        a3 = _mm512_fmadd_ps(qv, _mm512_maskz_loadu_ps(m, k3 + d), a3);
+        a0 = _mm512_fmadd_ps(qv, ld16_tail(DT, k0, d, hd - d, hd), a0);
+        a1 = _mm512_fmadd_ps(qv, ld16_tail(DT, k1, d, hd - d, hd), a1);
+        a2 = _mm512_fmadd_ps(qv, ld16_tail(DT, k2, d, hd - d, hd), a2);
+        a3 = _mm512_fmadd_ps(qv, ld16_tail(DT, k3, d, hd - d, hd), a3);
     }
     return reduce4(a0, a1, a2, a3);
 }
 
-static void attn_scores(const float *q, const float *k, size_t stride, int n, int hd, float scale, float *out) {
+AI void scores_T(const int DT, const float *q, rowp k, size_t stride, int n, int hd, float scale, float *out) {
     const __m128 sc = _mm_set1_ps(scale);
     int i = 0;
     for (; i + 4 <= n; i += 4) {
-        const float *kp = k + (size_t)i * stride;
-        _mm_storeu_ps(out + i, _mm_mul_ps(dot4(q, kp, kp + stride, kp + 2 * stride, kp + 3 * stride, hd), sc));
+        rowp kp = k + (size_t)i * stride;
+        _mm_storeu_ps(out + i, _mm_mul_ps(dot4(DT, q, kp, kp + stride, kp + 2 * stride, kp + 3 * stride, hd), sc));
     }
     if (i < n) { /* the last keys, repeated to fill the group */
-        const float *kp[4];
+        rowp kp[4];
         for (int j = 0; j < 4; j++) kp[j] = k + (size_t)(i + j < n ? i + j : n - 1) * stride;
         float r[4];
-        _mm_storeu_ps(r, _mm_mul_ps(dot4(q, kp[0], kp[1], kp[2], kp[3], hd), sc));
+        _mm_storeu_ps(r, _mm_mul_ps(dot4(DT, q, kp[0], kp[1], kp[2], kp[3], hd), sc));
         for (int j = 0; i + j < n; j++) out[i + j] = r[j];
     }
 }
 
-static void attn_accum(float *acc, const float *w, const float *v, size_t stride, int n, int hd) {
+AI void accum_T(const int DT, float *acc, const float *w, rowp v, size_t stride, int n, int hd) {
     int d = 0;
     for (; d + 64 <= hd; d += 64) {
         __m512 a0 = _mm512_loadu_ps(acc + d), a1 = _mm512_loadu_ps(acc + d + 16);
         __m512 a2 = _mm512_loadu_ps(acc + d + 32), a3 = _mm512_loadu_ps(acc + d + 48);
-        const float *vp = v + d;
+        rowp vp = v;
         for (int i = 0; i < n; i++, vp += stride) {
             __m512 wi = _mm512_set1_ps(w[i]);
-            a0 = _mm512_fmadd_ps(wi, _mm512_loadu_ps(vp), a0);
-            a1 = _mm512_fmadd_ps(wi, _mm512_loadu_ps(vp + 16), a1);
-            a2 = _mm512_fmadd_ps(wi, _mm512_loadu_ps(vp + 32), a2);
-            a3 = _mm512_fmadd_ps(wi, _mm512_loadu_ps(vp + 48), a3);
+            a0 = _mm512_fmadd_ps(wi, ld16(DT, vp, d, hd), a0);
+            a1 = _mm512_fmadd_ps(wi, ld16(DT, vp, d + 16, hd), a1);
+            a2 = _mm512_fmadd_ps(wi, ld16(DT, vp, d + 32, hd), a2);
+            a3 = _mm512_fmadd_ps(wi, ld16(DT, vp, d + 48, hd), a3);
         }
         _mm512_storeu_ps(acc + d, a0);
         _mm512_storeu_ps(acc + d + 16, a1);
@@ -70,8 +112,8 @@ static void attn_accum(float *acc, const float *w, const float *v, size_t stride
     for (; d < hd; d += 16) {
         __mmask16 m = hd - d >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (hd - d)) - 1);
         __m512 a = _mm512_maskz_loadu_ps(m, acc + d);
-        const float *vp = v + d;
-        for (int i = 0; i < n; i++, vp += stride) a = _mm512_fmadd_ps(_mm512_set1_ps(w[i]), _mm512_maskz_loadu_ps(m, vp), a);
+        rowp vp = v;
+        for (int i = 0; i < n; i++, vp += stride) a = _mm512_fmadd_ps(_mm512_set1_ps(w[i]), ld16_tail(DT, vp, d, hd - d < 16 ? hd - d : 16, hd), a);
         _mm512_mask_storeu_ps(acc + d, m, a);
     }
 }
@@ -79,14 +121,14 @@ static void attn_accum(float *acc, const float *w, const float *v, size_t stride
 /* Scores of Q (1..4, a constant after inlining) queries, rows of q ldq apart,
  * against 4 keys: each query's 4 accumulators are exactly dot4's (same fma
  * sequence over d, same masked tail) and go through the same reduce4. */
-AI void dotQ4(const int Q, const float *q, size_t ldq, const float *k0, const float *k1, const float *k2,
-              const float *k3, int hd, __m128 *res) {
+AI void dotQ4(const int DT, const int Q, const float *q, size_t ldq, rowp k0, rowp k1, rowp k2, rowp k3, int hd,
+              __m128 *res) {
     __m512 a[4][4];
     for (int r = 0; r < Q; r++) a[r][0] = a[r][1] = a[r][2] = a[r][3] = _mm512_setzero_ps();
     int d = 0;
     for (; d + 16 <= hd; d += 16) {
-        __m512 v0 = _mm512_loadu_ps(k0 + d), v1 = _mm512_loadu_ps(k1 + d);
-        __m512 v2 = _mm512_loadu_ps(k2 + d), v3 = _mm512_loadu_ps(k3 + d);
+        __m512 v0 = ld16(DT, k0, d, hd), v1 = ld16(DT, k1, d, hd);
+        __m512 v2 = ld16(DT, k2, d, hd), v3 = ld16(DT, k3, d, hd);
         for (int r = 0; r < Q; r++) {
             __m512 qv = _mm512_loadu_ps(q + (size_t)r * ldq + d);
             a[r][0] = _mm512_fmadd_ps(qv, v0, a[r][0]);
@@ -97,8 +139,8 @@ AI void dotQ4(const int Q, const float *q, size_t ldq, const float *k0, const fl
     }
     if (d < hd) {
         __mmask16 m = (__mmask16)((1u << (hd - d)) - 1);
-        __m512 v0 = _mm512_maskz_loadu_ps(m, k0 + d), v1 = _mm512_maskz_loadu_ps(m, k1 + d);
-        __m512 v2 = _mm512_maskz_loadu_ps(m, k2 + d), v3 = _mm512_maskz_loadu_ps(m, k3 + d);
+        __m512 v0 = ld16_tail(DT, k0, d, hd - d, hd), v1 = ld16_tail(DT, k1, d, hd - d, hd);
+        __m512 v2 = ld16_tail(DT, k2, d, hd - d, hd), v3 = ld16_tail(DT, k3, d, hd - d, hd);
         for (int r = 0; r < Q; r++) {
             __m512 qv = _mm512_maskz_loadu_ps(m, q + (size_t)r * ldq + d);
             a[r][0] = _mm512_fmadd_ps(qv, v0, a[r][0]);
@@ -112,10 +154,10 @@ AI void dotQ4(const int Q, const float *q, size_t ldq, const float *k0, const fl
 
 /* Queries [r0, r0 + Q) against keys i..i+3 (kp: repeated past the end; only
  * the first `keep` scores are stored). */
-AI void scores_tile(const int Q, const float *q, size_t ldq, const float *const *kp, int hd, __m128 sc, float *out,
-                    size_t ldo, int keep) {
+AI void scores_tile(const int DT, const int Q, const float *q, size_t ldq, const rowp *kp, int hd, __m128 sc,
+                    float *out, size_t ldo, int keep) {
     __m128 res[4];
-    dotQ4(Q, q, ldq, kp[0], kp[1], kp[2], kp[3], hd, res);
+    dotQ4(DT, Q, q, ldq, kp[0], kp[1], kp[2], kp[3], hd, res);
     for (int r = 0; r < Q; r++) {
         __m128 s = _mm_mul_ps(res[r], sc);
         if (keep == 4) {
@@ -128,20 +170,20 @@ AI void scores_tile(const int Q, const float *q, size_t ldq, const float *const 
     }
 }
 
-static void attn_scores_multi(const float *q, size_t ldq, int nq, const float *k, size_t stride, int n, int hd,
-                              float scale, float *out, size_t ldo) {
+AI void scores_multi_T(const int DT, const float *q, size_t ldq, int nq, rowp k, size_t stride, int n, int hd,
+                       float scale, float *out, size_t ldo) {
     const __m128 sc = _mm_set1_ps(scale);
     for (int i = 0; i < n; i += 4) {
-        const float *kp[4];
+        rowp kp[4];
         for (int j = 0; j < 4; j++) kp[j] = k + (size_t)(i + j < n ? i + j : n - 1) * stride;
         int keep = n - i < 4 ? n - i : 4, r = 0;
-        for (; r + 4 <= nq; r += 4) scores_tile(4, q + (size_t)r * ldq, ldq, kp, hd, sc, out + (size_t)r * ldo + i, ldo, keep);
+        for (; r + 4 <= nq; r += 4) scores_tile(DT, 4, q + (size_t)r * ldq, ldq, kp, hd, sc, out + (size_t)r * ldo + i, ldo, keep);
         const float *qr = q + (size_t)r * ldq;
         float *o = out + (size_t)r * ldo + i;
         switch (nq - r) {
-        case 3: scores_tile(3, qr, ldq, kp, hd, sc, o, ldo, keep); break;
-        case 2: scores_tile(2, qr, ldq, kp, hd, sc, o, ldo, keep); break;
-        case 1: scores_tile(1, qr, ldq, kp, hd, sc, o, ldo, keep); break;
+        case 3: scores_tile(DT, 3, qr, ldq, kp, hd, sc, o, ldo, keep); break;
+        case 2: scores_tile(DT, 2, qr, ldq, kp, hd, sc, o, ldo, keep); break;
+        case 1: scores_tile(DT, 1, qr, ldq, kp, hd, sc, o, ldo, keep); break;
         default: break;
         }
     }
@@ -149,17 +191,17 @@ static void attn_scores_multi(const float *q, size_t ldq, int nq, const float *k
 
 /* Q (1..4) queries' accumulators over the same values: per element the same
  * fma sequence (keys in order) as attn_accum, 64 dims then 16 (masked). */
-AI void accum_tile(const int Q, float *acc, size_t lda, const float *w, size_t ldw, const float *v, size_t stride, int n,
-                   int hd) {
+AI void accum_tile(const int DT, const int Q, float *acc, size_t lda, const float *w, size_t ldw, rowp v, size_t stride,
+                   int n, int hd) {
     int d = 0;
     for (; d + 64 <= hd; d += 64) {
         __m512 a[4][4];
         for (int r = 0; r < Q; r++)
             for (int c = 0; c < 4; c++) a[r][c] = _mm512_loadu_ps(acc + (size_t)r * lda + d + 16 * c);
-        const float *vp = v + d;
+        rowp vp = v;
         for (int i = 0; i < n; i++, vp += stride) {
-            __m512 v0 = _mm512_loadu_ps(vp), v1 = _mm512_loadu_ps(vp + 16);
-            __m512 v2 = _mm512_loadu_ps(vp + 32), v3 = _mm512_loadu_ps(vp + 48);
+            __m512 v0 = ld16(DT, vp, d, hd), v1 = ld16(DT, vp, d + 16, hd);
+            __m512 v2 = ld16(DT, vp, d + 32, hd), v3 = ld16(DT, vp, d + 48, hd);
             for (int r = 0; r < Q; r++) {
                 __m512 wi = _mm512_set1_ps(w[(size_t)r * ldw + (size_t)i]);
                 a[r][0] = _mm512_fmadd_ps(wi, v0, a[r][0]);
@@ -175,25 +217,25 @@ AI void accum_tile(const int Q, float *acc, size_t lda, const float *w, size_t l
         __mmask16 m = hd - d >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (hd - d)) - 1);
         __m512 a[4];
         for (int r = 0; r < Q; r++) a[r] = _mm512_maskz_loadu_ps(m, acc + (size_t)r * lda + d);
-        const float *vp = v + d;
+        rowp vp = v;
         for (int i = 0; i < n; i++, vp += stride) {
-            __m512 vv = _mm512_maskz_loadu_ps(m, vp);
+            __m512 vv = ld16_tail(DT, vp, d, hd - d < 16 ? hd - d : 16, hd);
             for (int r = 0; r < Q; r++) a[r] = _mm512_fmadd_ps(_mm512_set1_ps(w[(size_t)r * ldw + (size_t)i]), vv, a[r]);
         }
         for (int r = 0; r < Q; r++) _mm512_mask_storeu_ps(acc + (size_t)r * lda + d, m, a[r]);
     }
 }
 
-static void attn_accum_multi(float *acc, size_t lda, int nq, const float *w, size_t ldw, const float *v, size_t stride,
-                             int n, int hd) {
+AI void accum_multi_T(const int DT, float *acc, size_t lda, int nq, const float *w, size_t ldw, rowp v, size_t stride,
+                      int n, int hd) {
     int r = 0;
-    for (; r + 4 <= nq; r += 4) accum_tile(4, acc + (size_t)r * lda, lda, w + (size_t)r * ldw, ldw, v, stride, n, hd);
+    for (; r + 4 <= nq; r += 4) accum_tile(DT, 4, acc + (size_t)r * lda, lda, w + (size_t)r * ldw, ldw, v, stride, n, hd);
     float *a = acc + (size_t)r * lda;
     const float *wr = w + (size_t)r * ldw;
     switch (nq - r) {
-    case 3: accum_tile(3, a, lda, wr, ldw, v, stride, n, hd); break;
-    case 2: accum_tile(2, a, lda, wr, ldw, v, stride, n, hd); break;
-    case 1: accum_tile(1, a, lda, wr, ldw, v, stride, n, hd); break;
+    case 3: accum_tile(DT, 3, a, lda, wr, ldw, v, stride, n, hd); break;
+    case 2: accum_tile(DT, 2, a, lda, wr, ldw, v, stride, n, hd); break;
+    case 1: accum_tile(DT, 1, a, lda, wr, ldw, v, stride, n, hd); break;
     default: break;
     }
 }
@@ -236,11 +278,7 @@ static void attn_softmax(float *s, size_t lds, int nq, const int *n, float *part
     attn_softmax_rows(s, lds, nq, n, part, pst, exp_row);
 }
 
-const cpu_attn_kernels cpu_attn_avx512 = {.scores = attn_scores,
-                                          .accum = attn_accum,
-                                          .scores_multi = attn_scores_multi,
-                                          .accum_multi = attn_accum_multi,
-                                          .softmax = attn_softmax};
+ATTN_KV_TABLE(cpu_attn_avx512, attn_softmax)
 #else
 typedef int xllm_no_cpu_attn_avx512_on_this_arch;
 #endif

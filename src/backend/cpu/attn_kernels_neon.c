@@ -2,7 +2,10 @@
  * attn_kernels_neon.c - attention inner loops with NEON: 4 keys' dot products at once, lanes
  * summed pairwise the same way for every key. The multi-query loops (K/V sharing) tile 4
  * queries x 4 keys for scores and 4 queries x 16 dims for values, with the per-key
- * arithmetic of the single-query loops.
+ * arithmetic of the single-query loops. Every loop is a template over the KV storage (kvq.h):
+ * K/V vectors come through ld4 / ld4_tail, which dequantize exactly (f16 by fcvtl, q8 as
+ * int8 -> f32 times the group's scale), so the f16 and q8 loops do the f32 loops' arithmetic
+ * on the same values.
  */
 #if defined(__aarch64__)
 #include "backend/cpu/attn_kernels.h"
@@ -20,59 +23,86 @@ AI float32x4_t load_x(const float *x, int n) {
     return vld1q_f32(buf);
 }
 
+typedef const unsigned char *rowp;
+
+AI float h2f(rowp p) {
+    uint16_t h;
+    memcpy(&h, p, 2);
+    return vgetq_lane_f32(vcvt_f32_f16(vreinterpret_f16_u16(vdup_n_u16(h))), 0);
+}
+
+/* 4 values of a stored row from element d (d + 4 <= hd), as f32, exactly. */
+AI float32x4_t ld4(const int DT, rowp r, int d, int hd) {
+    if (DT == KV_F32) return vld1q_f32((const float *)(const void *)r + d);
+    if (DT == KV_F16) return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16((const uint16_t *)(const void *)(r + 2 * (size_t)d))));
+    int32_t w;
+    memcpy(&w, r + d, 4);
+    int32x4_t x = vmovl_s16(vget_low_s16(vmovl_s8(vreinterpret_s8_s32(vdup_n_s32(w)))));
+    return vmulq_n_f32(vcvtq_f32_s32(x), h2f(r + hd + 2 * (d >> kvq_group_shift(hd))));
+}
+
+/* cnt (1..4) values from element d, zeros after. */
+AI float32x4_t ld4_tail(const int DT, rowp r, int d, int cnt, int hd) {
+    if (DT == KV_F32) return load_x((const float *)(const void *)r + d, cnt);
+    if (cnt == 4) return ld4(DT, r, d, hd);
+    float t[4] = {0, 0, 0, 0};
+    for (int i = 0; i < cnt; i++) t[i] = kvq_get(DT, r, hd, d + i);
+    return vld1q_f32(t);
+}
+
 /* Scores of 4 keys (k0..k3 may repeat for a partial group), lanes summed
  * pairwise the same way for every key. */
-AI float32x4_t dot4(const float *q, const float *k0, const float *k1, const float *k2, const float *k3, int hd) {
+AI float32x4_t dot4(const int DT, const float *q, rowp k0, rowp k1, rowp k2, rowp k3, int hd) {
     float32x4_t a0 = vdupq_n_f32(0), a1 = a0, a2 = a0, a3 = a0;
     int d = 0;
     for (; d + 4 <= hd; d += 4) {
         float32x4_t qv = vld1q_f32(q + d);
-        a0 = vfmaq_f32(a0, qv, vld1q_f32(k0 + d));
-        a1 = vfmaq_f32(a1, qv, vld1q_f32(k1 + d));
-        a2 = vfmaq_f32(a2, qv, vld1q_f32(k2 + d));
-        a3 = vfmaq_f32(a3, qv, vld1q_f32(k3 + d));
+        a0 = vfmaq_f32(a0, qv, ld4(DT, k0, d, hd));
+        a1 = vfmaq_f32(a1, qv, ld4(DT, k1, d, hd));
+        a2 = vfmaq_f32(a2, qv, ld4(DT, k2, d, hd));
+        a3 = vfmaq_f32(a3, qv, ld4(DT, k3, d, hd));
     }
     if (d < hd) {
         float32x4_t qv = load_x(q + d, hd - d);
-        a0 = vfmaq_f32(a0, qv, load_x(k0 + d, hd - d));
-        a1 = vfmaq_f32(a1, qv, load_x(k1 + d, hd - d));
-        a2 = vfmaq_f32(a2, qv, load_x(k2 + d, hd - d));
-        a3 = vfmaq_f32(a3, qv, load_x(k3 + d, hd - d));
+        a0 = vfmaq_f32(a0, qv, ld4_tail(DT, k0, d, hd - d, hd));
+        a1 = vfmaq_f32(a1, qv, ld4_tail(DT, k1, d, hd - d, hd));
+        a2 = vfmaq_f32(a2, qv, ld4_tail(DT, k2, d, hd - d, hd));
+        a3 = vfmaq_f32(a3, qv, ld4_tail(DT, k3, d, hd - d, hd));
     }
     return vpaddq_f32(vpaddq_f32(a0, a1), vpaddq_f32(a2, a3));
 }
 
-static void attn_scores(const float *q, const float *k, size_t stride, int n, int hd, float scale, float *out) {
+AI void scores_T(const int DT, const float *q, rowp k, size_t stride, int n, int hd, float scale, float *out) {
     int i = 0;
     for (; i + 4 <= n; i += 4) {
-        const float *kp = k + (size_t)i * stride;
-        vst1q_f32(out + i, vmulq_n_f32(dot4(q, kp, kp + stride, kp + 2 * stride, kp + 3 * stride, hd), scale));
+        rowp kp = k + (size_t)i * stride;
+        vst1q_f32(out + i, vmulq_n_f32(dot4(DT, q, kp, kp + stride, kp + 2 * stride, kp + 3 * stride, hd), scale));
     }
     if (i < n) { /* the last keys, repeated to fill the group */
-        const float *kp[4];
+        rowp kp[4];
         for (int j = 0; j < 4; j++) kp[j] = k + (size_t)(i + j < n ? i + j : n - 1) * stride;
         float r[4];
-        vst1q_f32(r, vmulq_n_f32(dot4(q, kp[0], kp[1], kp[2], kp[3], hd), scale));
+        vst1q_f32(r, vmulq_n_f32(dot4(DT, q, kp[0], kp[1], kp[2], kp[3], hd), scale));
         for (int j = 0; i + j < n; j++) out[i + j] = r[j];
     }
 }
 
-static void attn_accum(float *acc, const float *w, const float *v, size_t stride, int n, int hd) {
+AI void accum_T(const int DT, float *acc, const float *w, rowp v, size_t stride, int n, int hd) {
     int d = 0;
     for (; d + 8 <= hd; d += 8) {
         float32x4_t a0 = vld1q_f32(acc + d), a1 = vld1q_f32(acc + d + 4);
-        const float *vp = v + d;
+        rowp vp = v;
         for (int i = 0; i < n; i++, vp += stride) {
-            a0 = vfmaq_n_f32(a0, vld1q_f32(vp), w[i]);
-            a1 = vfmaq_n_f32(a1, vld1q_f32(vp + 4), w[i]);
+            a0 = vfmaq_n_f32(a0, ld4(DT, vp, d, hd), w[i]);
+            a1 = vfmaq_n_f32(a1, ld4(DT, vp, d + 4, hd), w[i]);
         }
         vst1q_f32(acc + d, a0);
         vst1q_f32(acc + d + 4, a1);
     }
     for (; d < hd; d++) {
         float a = acc[d];
-        const float *vp = v + d;
-        for (int i = 0; i < n; i++, vp += stride) a = fmaf(w[i], *vp, a);
+        rowp vp = v;
+        for (int i = 0; i < n; i++, vp += stride) a = fmaf(w[i], kvq_get(DT, vp, hd, d), a);
         acc[d] = a;
     }
 }
@@ -80,13 +110,13 @@ static void attn_accum(float *acc, const float *w, const float *v, size_t stride
 /* Scores of Q (1..4, a constant after inlining) queries, rows of q ldq apart,
  * against 4 keys: each query's accumulators are exactly dot4's (same fma
  * sequence over d, same zero-filled tail) and are summed the same way. */
-AI void dotQ4(const int Q, const float *q, size_t ldq, const float *k0, const float *k1, const float *k2,
-              const float *k3, int hd, float32x4_t *res) {
+AI void dotQ4(const int DT, const int Q, const float *q, size_t ldq, rowp k0, rowp k1, rowp k2, rowp k3, int hd,
+              float32x4_t *res) {
     float32x4_t a[4][4];
     for (int r = 0; r < Q; r++) a[r][0] = a[r][1] = a[r][2] = a[r][3] = vdupq_n_f32(0);
     int d = 0;
     for (; d + 4 <= hd; d += 4) {
-        float32x4_t v0 = vld1q_f32(k0 + d), v1 = vld1q_f32(k1 + d), v2 = vld1q_f32(k2 + d), v3 = vld1q_f32(k3 + d);
+        float32x4_t v0 = ld4(DT, k0, d, hd), v1 = ld4(DT, k1, d, hd), v2 = ld4(DT, k2, d, hd), v3 = ld4(DT, k3, d, hd);
         for (int r = 0; r < Q; r++) {
             float32x4_t qv = vld1q_f32(q + (size_t)r * ldq + d);
             a[r][0] = vfmaq_f32(a[r][0], qv, v0);
@@ -96,8 +126,8 @@ AI void dotQ4(const int Q, const float *q, size_t ldq, const float *k0, const fl
         }
     }
     if (d < hd) {
-        float32x4_t v0 = load_x(k0 + d, hd - d), v1 = load_x(k1 + d, hd - d);
-        float32x4_t v2 = load_x(k2 + d, hd - d), v3 = load_x(k3 + d, hd - d);
+        float32x4_t v0 = ld4_tail(DT, k0, d, hd - d, hd), v1 = ld4_tail(DT, k1, d, hd - d, hd);
+        float32x4_t v2 = ld4_tail(DT, k2, d, hd - d, hd), v3 = ld4_tail(DT, k3, d, hd - d, hd);
         for (int r = 0; r < Q; r++) {
             float32x4_t qv = load_x(q + (size_t)r * ldq + d, hd - d);
             a[r][0] = vfmaq_f32(a[r][0], qv, v0);
@@ -111,10 +141,10 @@ AI void dotQ4(const int Q, const float *q, size_t ldq, const float *k0, const fl
 
 /* Queries [0, Q) against keys kp[0..3] (repeated past the end; only the
  * first `keep` scores are stored). */
-AI void scores_tile(const int Q, const float *q, size_t ldq, const float *const *kp, int hd, float scale, float *out,
-                    size_t ldo, int keep) {
+AI void scores_tile(const int DT, const int Q, const float *q, size_t ldq, const rowp *kp, int hd, float scale,
+                    float *out, size_t ldo, int keep) {
     float32x4_t res[4];
-    dotQ4(Q, q, ldq, kp[0], kp[1], kp[2], kp[3], hd, res);
+    dotQ4(DT, Q, q, ldq, kp[0], kp[1], kp[2], kp[3], hd, res);
     for (int r = 0; r < Q; r++) {
         float32x4_t s = vmulq_n_f32(res[r], scale);
         if (keep == 4) {
@@ -127,20 +157,20 @@ AI void scores_tile(const int Q, const float *q, size_t ldq, const float *const 
     }
 }
 
-static void attn_scores_multi(const float *q, size_t ldq, int nq, const float *k, size_t stride, int n, int hd,
-                              float scale, float *out, size_t ldo) {
+AI void scores_multi_T(const int DT, const float *q, size_t ldq, int nq, rowp k, size_t stride, int n, int hd,
+                       float scale, float *out, size_t ldo) {
     for (int i = 0; i < n; i += 4) {
-        const float *kp[4];
+        rowp kp[4];
         for (int j = 0; j < 4; j++) kp[j] = k + (size_t)(i + j < n ? i + j : n - 1) * stride;
         int keep = n - i < 4 ? n - i : 4, r = 0;
         for (; r + 4 <= nq; r += 4)
-            scores_tile(4, q + (size_t)r * ldq, ldq, kp, hd, scale, out + (size_t)r * ldo + i, ldo, keep);
+            scores_tile(DT, 4, q + (size_t)r * ldq, ldq, kp, hd, scale, out + (size_t)r * ldo + i, ldo, keep);
         const float *qr = q + (size_t)r * ldq;
         float *o = out + (size_t)r * ldo + i;
         switch (nq - r) {
-        case 3: scores_tile(3, qr, ldq, kp, hd, scale, o, ldo, keep); break;
-        case 2: scores_tile(2, qr, ldq, kp, hd, scale, o, ldo, keep); break;
-        case 1: scores_tile(1, qr, ldq, kp, hd, scale, o, ldo, keep); break;
+        case 3: scores_tile(DT, 3, qr, ldq, kp, hd, scale, o, ldo, keep); break;
+        case 2: scores_tile(DT, 2, qr, ldq, kp, hd, scale, o, ldo, keep); break;
+        case 1: scores_tile(DT, 1, qr, ldq, kp, hd, scale, o, ldo, keep); break;
         default: break;
         }
     }
@@ -149,16 +179,16 @@ static void attn_scores_multi(const float *q, size_t ldq, int nq, const float *k
 /* Q (1..4) queries' accumulators over the same values: per element the same
  * fused multiply-add sequence (keys in order) as attn_accum, 16 dims, then 8,
  * then one at a time. */
-AI void accum_tile(const int Q, float *acc, size_t lda, const float *w, size_t ldw, const float *v, size_t stride, int n,
-                   int hd) {
+AI void accum_tile(const int DT, const int Q, float *acc, size_t lda, const float *w, size_t ldw, rowp v, size_t stride,
+                   int n, int hd) {
     int d = 0;
     for (; d + 16 <= hd; d += 16) {
         float32x4_t a[4][4];
         for (int r = 0; r < Q; r++)
             for (int c = 0; c < 4; c++) a[r][c] = vld1q_f32(acc + (size_t)r * lda + d + 4 * c);
-        const float *vp = v + d;
+        rowp vp = v;
         for (int i = 0; i < n; i++, vp += stride) {
-            float32x4_t v0 = vld1q_f32(vp), v1 = vld1q_f32(vp + 4), v2 = vld1q_f32(vp + 8), v3 = vld1q_f32(vp + 12);
+            float32x4_t v0 = ld4(DT, vp, d, hd), v1 = ld4(DT, vp, d + 4, hd), v2 = ld4(DT, vp, d + 8, hd), v3 = ld4(DT, vp, d + 12, hd);
             for (int r = 0; r < Q; r++) {
                 float wi = w[(size_t)r * ldw + (size_t)i];
                 a[r][0] = vfmaq_n_f32(a[r][0], v0, wi);
@@ -173,9 +203,9 @@ AI void accum_tile(const int Q, float *acc, size_t lda, const float *w, size_t l
     for (; d + 8 <= hd; d += 8) {
         float32x4_t a[4][2];
         for (int r = 0; r < Q; r++) a[r][0] = vld1q_f32(acc + (size_t)r * lda + d), a[r][1] = vld1q_f32(acc + (size_t)r * lda + d + 4);
-        const float *vp = v + d;
+        rowp vp = v;
         for (int i = 0; i < n; i++, vp += stride) {
-            float32x4_t v0 = vld1q_f32(vp), v1 = vld1q_f32(vp + 4);
+            float32x4_t v0 = ld4(DT, vp, d, hd), v1 = ld4(DT, vp, d + 4, hd);
             for (int r = 0; r < Q; r++) {
                 float wi = w[(size_t)r * ldw + (size_t)i];
                 a[r][0] = vfmaq_n_f32(a[r][0], v0, wi);
@@ -187,22 +217,23 @@ AI void accum_tile(const int Q, float *acc, size_t lda, const float *w, size_t l
     for (; d < hd; d++)
         for (int r = 0; r < Q; r++) {
             float a = acc[(size_t)r * lda + d];
-            const float *vp = v + d, *wr = w + (size_t)r * ldw;
-            for (int i = 0; i < n; i++, vp += stride) a = fmaf(wr[i], *vp, a);
+            rowp vp = v;
+            const float *wr = w + (size_t)r * ldw;
+            for (int i = 0; i < n; i++, vp += stride) a = fmaf(wr[i], kvq_get(DT, vp, hd, d), a);
             acc[(size_t)r * lda + d] = a;
         }
 }
 
-static void attn_accum_multi(float *acc, size_t lda, int nq, const float *w, size_t ldw, const float *v, size_t stride,
-                             int n, int hd) {
+AI void accum_multi_T(const int DT, float *acc, size_t lda, int nq, const float *w, size_t ldw, rowp v, size_t stride,
+                      int n, int hd) {
     int r = 0;
-    for (; r + 4 <= nq; r += 4) accum_tile(4, acc + (size_t)r * lda, lda, w + (size_t)r * ldw, ldw, v, stride, n, hd);
+    for (; r + 4 <= nq; r += 4) accum_tile(DT, 4, acc + (size_t)r * lda, lda, w + (size_t)r * ldw, ldw, v, stride, n, hd);
     float *a = acc + (size_t)r * lda;
     const float *wr = w + (size_t)r * ldw;
     switch (nq - r) {
-    case 3: accum_tile(3, a, lda, wr, ldw, v, stride, n, hd); break;
-    case 2: accum_tile(2, a, lda, wr, ldw, v, stride, n, hd); break;
-    case 1: accum_tile(1, a, lda, wr, ldw, v, stride, n, hd); break;
+    case 3: accum_tile(DT, 3, a, lda, wr, ldw, v, stride, n, hd); break;
+    case 2: accum_tile(DT, 2, a, lda, wr, ldw, v, stride, n, hd); break;
+    case 1: accum_tile(DT, 1, a, lda, wr, ldw, v, stride, n, hd); break;
     default: break;
     }
 }
@@ -218,11 +249,7 @@ static void attn_softmax(float *s, size_t lds, int nq, const int *n, float *part
     attn_softmax_rows(s, lds, nq, n, part, pst, exp_row);
 }
 
-const cpu_attn_kernels cpu_attn_neon = {.scores = attn_scores,
-                                        .accum = attn_accum,
-                                        .scores_multi = attn_scores_multi,
-                                        .accum_multi = attn_accum_multi,
-                                        .softmax = attn_softmax};
+ATTN_KV_TABLE(cpu_attn_neon, attn_softmax)
 #else
 typedef int xllm_no_cpu_attn_neon_on_this_arch;
 #endif

@@ -143,10 +143,23 @@ static void rope_apply(float *v, int n_heads, int hd, const float *cs, const flo
     }
 }
 
-/* The K or V slot of position pos through a block table (kv_cache.h's layout). */
-static inline float *kv_slot(const be_qkv *d, float *base, const int32_t *table, int pos) {
-    return base + ((size_t)table[pos / d->block_size] * (size_t)d->block_size + (size_t)(pos % d->block_size)) *
-                      (size_t)d->n_kv_heads * (size_t)d->head_dim;
+/* The K or V slot of position pos through a block table (kv_cache.h's
+ * layout: n_kv_heads rows of kvq_row_bytes each). */
+static inline unsigned char *kv_slot(const be_qkv *d, void *base, const int32_t *table, int pos) {
+    return (unsigned char *)base + ((size_t)table[pos / d->block_size] * (size_t)d->block_size +
+                                    (size_t)(pos % d->block_size)) *
+                                       (size_t)d->n_kv_heads * kvq_row_bytes(d->kv_type, d->head_dim);
+}
+
+/* Heads [h0, h1) of one token's K or V (x: head h0's row) into its slot, in the pool's storage. */
+static void kv_store_heads(const be_qkv *d, unsigned char *slot, int h0, int h1, const float *x) {
+    size_t rb = kvq_row_bytes(d->kv_type, d->head_dim);
+    if (d->kv_type == KV_F32) {
+        memcpy(slot + (size_t)h0 * rb, x, (size_t)(h1 - h0) * rb);
+        return;
+    }
+    for (int h = h0; h < h1; h++)
+        kvq_store_row(d->kv_type, x + (size_t)(h - h0) * (size_t)d->head_dim, d->head_dim, slot + (size_t)h * rb);
 }
 
 /* Fused q/k/v: one parallel region over head blocks of head_dim rows (q
@@ -187,8 +200,7 @@ static void qkv_heads(void *p, size_t u0, size_t u1, int thread) {
             }
             if (part > 0) {
                 const int32_t *table = d->block_tables[d->seq[t]];
-                float *dst = kv_slot(d, part == 1 ? d->k_cache : d->v_cache, table, d->pos[t]);
-                memcpy(dst + (size_t)h0 * hd, v, (size_t)(h1 - h0) * (size_t)hd * sizeof(float));
+                kv_store_heads(d, kv_slot(d, part == 1 ? d->k_cache : d->v_cache, table, d->pos[t]), h0, h1, v);
             }
         }
         u = end;
@@ -219,8 +231,8 @@ static void cb_rope_kv(void *ctx, const be_qkv *d) {
         rope_apply(k, d->n_kv_heads, hd, cs, sn, d->rope_interleaved);
         /* write this token's K/V into its slot */
         const int32_t *table = d->block_tables[d->seq[t]];
-        memcpy(kv_slot(d, d->k_cache, table, d->pos[t]), k, kd * sizeof(float));
-        memcpy(kv_slot(d, d->v_cache, table, d->pos[t]), d->v + (size_t)t * kd, kd * sizeof(float));
+        kv_store_heads(d, kv_slot(d, d->k_cache, table, d->pos[t]), 0, d->n_kv_heads, k);
+        kv_store_heads(d, kv_slot(d, d->v_cache, table, d->pos[t]), 0, d->n_kv_heads, d->v + (size_t)t * kd);
     }
 }
 

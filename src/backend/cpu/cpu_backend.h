@@ -148,13 +148,6 @@ void op_run(cpu_backend *be, size_t n_units, size_t min_per_thread, op_task_fn f
 void op_matmul_rows(cpu_backend *be, const float *x, int T, const matrix *W, const float *bias, int64_t r0, int64_t r1,
                     float *y, size_t ldy, int thread);
 
-/* Attention inner loops over n consecutive KV slots `stride` floats apart:
- * out[i] = scale * (q . k_i), and acc[d] += sum_i w[i] * v_i[d] (i in order).
- * Each (token, head) is computed the same way whatever else is in the batch. */
-void op_attn_scores(const cpu_backend *be, const float *q, const float *k, size_t stride, int n, int hd, float scale,
-                    float *out);
-void op_attn_accum(const cpu_backend *be, float *acc, const float *w, const float *v, size_t stride, int n, int hd);
-
 /* out[i] = x[i] / rms(x) * w[i] per row of n, for rows rows. */
 void op_rmsnorm(const float *x, const float *w, float eps, int n, int rows, float *out);
 /* a[i] = silu(a[i]) * b[i] */

@@ -369,15 +369,6 @@ void op_matmul_silu_mul(cpu_backend *be, const float *x, int T, const matrix *G,
     threadpool_run(be->tp, units, op_units_per_thread(be, G, T, units, 2 * ROW_TILE), silu_tiles, &j);
 }
 
-void op_attn_scores(const cpu_backend *be, const float *q, const float *k, size_t stride, int n, int hd, float scale,
-                    float *out) {
-    be->kern->attn->scores(q, k, stride, n, hd, scale, out);
-}
-
-void op_attn_accum(const cpu_backend *be, float *acc, const float *w, const float *v, size_t stride, int n, int hd) {
-    be->kern->attn->accum(acc, w, v, stride, n, hd);
-}
-
 void op_rmsnorm(const float *x, const float *w, float eps, int n, int rows, float *out) {
     for (int r = 0; r < rows; r++) {
         const float *xr = x + (size_t)r * (size_t)n;
