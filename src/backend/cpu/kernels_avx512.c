@@ -757,6 +757,7 @@ AI const uint8_t *chunk_s(const uint8_t *tile, xllm_dtype t, int64_t c, int64_t 
  * 2048x4096 stream: 22-24 vs 26 GB/s, prefetch distances 0-4 KiB tried),
  * while packing gained only ~5% in prefill. Q4 and Q4M gain in both. */
 static size_t packed_bytes(const matrix *W) {
+    if (xllm_dtype_is_kq(W->dtype)) return 0; /* llama.cpp's types stay as stored */
     if (r16_type(W)) return (size_t)((W->rows + R16_ROWS - 1) / R16_ROWS) * r16_tile_bytes(W->dtype, W->cols);
     if (!xllm_dtype_is_quant(W->dtype) || W->dtype == XLLM_DT_Q8 || W->group % QK) return 0;
     return (size_t)((W->rows + 3) / 4) * packed_tile_bytes(W->dtype, W->cols);
