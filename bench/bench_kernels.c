@@ -7,6 +7,9 @@
  * --packed: quantized matrices in each level's packed layout (backend_pack_matrix),
  * as models load them; without it, as stored.
  *
+ * llama.cpp's Q4_K and Q6_K (rows named "kq ..."): matmul_kq on Q8K
+ * activations, weights from kq_quantize_row, counted in stored bytes.
+ *
  * GEMV (T = 1) figures are GB/s of weights streamed (the decode bound), on a
  * matrix bigger than the caches; GEMM figures are GFLOP/s (2 * rows * cols * T)
  * on a cache-resident matrix; activation quantization is GB/s of f32 input;
@@ -15,6 +18,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/kernels.h"
 #include "base/alloc.h"
+#include "quant/kquant.h"
 #include "quant/quant.h"
 
 #include <stdio.h>
@@ -187,6 +191,86 @@ static void bench_gemv_stream(xllm_dtype t, int group, int64_t rows, int64_t col
     free(W);
     free(x);
     free(y);
+}
+
+/* ------------------------------------------------ llama.cpp's K-quants */
+
+static void *kq_matrix(xllm_dtype t, int64_t rows, int64_t cols) {
+    size_t rb = (size_t)(cols / QK_K) * kq_block_bytes(t);
+    unsigned char *w = xllm_malloc_aligned(rb * (size_t)rows);
+    float *tmp = malloc(sizeof(float) * (size_t)cols);
+    for (int64_t r = 0; r < rows; r++) {
+        if (r < 16) {
+            for (int64_t c = 0; c < cols; c++) tmp[c] = frand();
+            kq_quantize_row(t, tmp, cols, NULL, w + (size_t)r * rb);
+        } else {
+            memcpy(w + (size_t)r * rb, w + (size_t)(r % 16) * rb, rb);
+        }
+    }
+    free(tmp);
+    return w;
+}
+
+/* matmul_kq of T tokens over W (as K reads it: level_matrix). copies > 1:
+ * cycle through that many copies (GEMV from memory). Seconds per matrix. */
+static double time_kq(const cpu_kernels *K, matrix *W, int copies, int T) {
+    int64_t cols = W[0].cols, rows = W[0].rows;
+    size_t as = kq_act_bytes(KQ_ACT_Q8K, cols);
+    unsigned char *act = xllm_malloc_aligned(as * (size_t)T);
+    void *scr = xllm_malloc_aligned(K->scratch_bytes(cols));
+    float *x = malloc(sizeof(float) * (size_t)cols), *y = malloc(sizeof(float) * (size_t)rows * (size_t)T);
+    for (int i = 0; i < T; i++) {
+        for (int64_t c = 0; c < cols; c++) x[c] = frand();
+        kq_act_prepare(KQ_ACT_Q8K, x, cols, act + (size_t)i * as);
+    }
+    matrix *Wk = malloc(sizeof(matrix) * (size_t)copies);
+    void **pk = malloc(sizeof(void *) * (size_t)copies);
+    for (int i = 0; i < copies; i++) Wk[i] = level_matrix(K, &W[i], &pk[i]);
+    double s;
+    if (K->matmul_kq)
+        TIME_IT(s, for (int i = 0; i < copies; i++) K->matmul_kq(&Wk[i], act, as, T, NULL, y, (size_t)rows, 0, rows, scr));
+    else /* the level has none: the reference, as cpu_ops falls back to */
+        TIME_IT(s, for (int i = 0; i < copies; i++)
+                       kq_matmul_ref(Wk[i].dtype, Wk[i].data, cols, act, as, T, NULL, y, (size_t)rows, 0, rows));
+    for (int i = 0; i < copies; i++) xllm_free_aligned(pk[i]);
+    free(Wk);
+    free(pk);
+    xllm_free_aligned(act);
+    xllm_free_aligned(scr);
+    free(x);
+    free(y);
+    return s / copies;
+}
+
+/* GEMM (T > 1, cache-resident matrix, GFLOP/s) or streaming GEMV (T = 1,
+ * >= 256 MB of copies, GB/s of stored bytes) of a K-quant matrix. */
+static void bench_kq(xllm_dtype t, int64_t rows, int64_t cols, int T) {
+    row_t r = {0};
+    char name[80];
+    snprintf(name, sizeof name, "kq %s %s %lldx%lld%s", T == 1 ? "gemv stream" : "gemm", xllm_dtype_name(t),
+             (long long)rows, (long long)cols, g_packed ? " packed" : "");
+    if (T > 1) snprintf(name + strlen(name), sizeof name - strlen(name), " T=%d", T);
+    r.name = name;
+    r.unit = T == 1 ? "GB/s" : "GFLOP/s";
+    if (!wanted(name)) return;
+    size_t mb = (size_t)rows * (size_t)(cols / QK_K) * kq_block_bytes(t);
+    int copies = T == 1 ? (int)(((size_t)256 << 20) / mb) + 1 : 1;
+    if (copies > 64) copies = 64;
+    matrix *W = malloc(sizeof(matrix) * (size_t)copies);
+    W[0] = (matrix){.dtype = t, .group = QK_K, .rows = rows, .cols = cols, .data = kq_matrix(t, rows, cols)};
+    for (int i = 1; i < copies; i++) {
+        void *d = xllm_malloc_aligned(mb);
+        memcpy(d, W[0].data, mb);
+        W[i] = W[0];
+        W[i].data = d;
+    }
+    for (int k = 0; k < g_nk; k++) {
+        double s = time_kq(g_k[k], W, copies, T);
+        r.value[k] = T == 1 ? (double)mb / s / 1e9 : 2.0 * (double)rows * (double)cols * T / s / 1e9;
+    }
+    print_row(&r);
+    for (int i = 0; i < copies; i++) xllm_free_aligned((void *)W[i].data);
+    free(W);
 }
 
 static volatile uint64_t g_sink;
@@ -452,6 +536,16 @@ int main(int argc, char **argv) {
     for (int i = 0; i < 3; i++) bench_quant(qt[i], 32, 512, 2048, 64, 0);
     bench_quant(XLLM_DT_Q4, 128, 512, 2048, 64, 0);
     bench_quant(XLLM_DT_Q4, 32, 512, 2048, 4, 0);
+    /* K-quants on TinyLlama-1.1B's shapes: qkv/o (2048x2048), gate/up (5632x2048), down (2048x5632) */
+    static const xllm_dtype kqt[] = {XLLM_DT_Q4_K, XLLM_DT_Q6_K};
+    for (int i = 0; i < 2; i++) {
+        bench_kq(kqt[i], 2048, 2048, 1);
+        bench_kq(kqt[i], 5632, 2048, 1);
+        bench_kq(kqt[i], 2048, 5632, 1);
+        bench_kq(kqt[i], 512, 2048, 64);
+        bench_kq(kqt[i], 512, 5632, 64);
+        bench_kq(kqt[i], 512, 2048, 4);
+    }
     static const xllm_dtype ft[] = {XLLM_DT_F32, XLLM_DT_F16, XLLM_DT_BF16};
     for (int i = 0; i < 3; i++) bench_float(ft[i], big_r / 2, big_c, 1, 1);
     for (int i = 0; i < 3; i++) bench_float(ft[i], 256, 2048, 64, 0);

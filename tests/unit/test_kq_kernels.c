@@ -77,7 +77,8 @@ static void test_levels(void) {
         kq_matmul_ref(t, w, cols, act, as, TMAX, bias, &ref[0][0], 13, 0, rows);
         for (int k = 0; k < nk; k++) {
             if (!ks[k]->matmul_kq) continue;
-            ks[k]->matmul_kq(&W, act, as, TMAX, bias, &all[0][0], 13, 0, rows, NULL);
+            void *scr = malloc(ks[k]->scratch_bytes(cols)); /* the kernels' per-thread scratch */
+            ks[k]->matmul_kq(&W, act, as, TMAX, bias, &all[0][0], 13, 0, rows, scr);
             double worst = 0, rms = 0;
             int same = 1;
             for (int tk = 0; tk < TMAX; tk++)
@@ -85,15 +86,15 @@ static void test_levels(void) {
             rms = sqrt(rms);
             for (int tk = 0; tk < TMAX; tk++) {
                 /* alone (GEMV), at its place in the batch */
-                ks[k]->matmul_kq(&W, act + (size_t)tk * as, as, 1, bias, one, 13, 0, rows, NULL);
+                ks[k]->matmul_kq(&W, act + (size_t)tk * as, as, 1, bias, one, 13, 0, rows, scr);
                 for (int r = 0; r < rows; r++) {
                     same &= memcmp(&one[r], &all[tk][r], 4) == 0;
                     worst = fmax(worst, fabs(all[tk][r] - ref[tk][r]) / rms);
                 }
             }
             /* rows in uneven ranges, tokens from an odd start */
-            ks[k]->matmul_kq(&W, act + 3 * as, as, TMAX - 3, bias, &part[3][0], 13, 0, 5, NULL);
-            ks[k]->matmul_kq(&W, act + 3 * as, as, TMAX - 3, bias, &part[3][0], 13, 5, rows, NULL);
+            ks[k]->matmul_kq(&W, act + 3 * as, as, TMAX - 3, bias, &part[3][0], 13, 0, 5, scr);
+            ks[k]->matmul_kq(&W, act + 3 * as, as, TMAX - 3, bias, &part[3][0], 13, 5, rows, scr);
             for (int tk = 3; tk < TMAX; tk++) same &= memcmp(part[tk], all[tk], sizeof part[tk]) == 0;
             CHECK_MSG(same, "%s %s: results depend on T, position or row range", ks[k]->name, xllm_dtype_name(t));
             /* float rounding only: within 1e-5 of the outputs' RMS */
@@ -101,6 +102,7 @@ static void test_levels(void) {
             if (!strncmp(ks[k]->name, "neon", 4))
                 CHECK_MSG(!memcmp(all, ref, sizeof all), "%s %s: not the reference's bits", ks[k]->name,
                           xllm_dtype_name(t));
+            free(scr);
         }
         free(act);
         free(w);

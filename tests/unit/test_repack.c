@@ -7,7 +7,12 @@
  *    128-column chunk or of the 256-column chunk pair;
  *  - T = 1 (GEMV) and batches 2..40 (GEMM), each variant (direct, pack/N);
  *  - any split of the rows in 4-row tiles (threads);
- *  - repacking in several tile ranges (threads) writes the same bytes as one.
+ *  - repacking in several tile ranges (threads) writes the same bytes as one;
+ *  - llama.cpp's Q4_K and Q6_K where a level packs them (avx512's KR16):
+ *    random blocks (negative Q6_K scales included), rows around the 16-row
+ *    tile, T = 1 .. 70 (token blocks of up to 64, a last block of one token),
+ *    uneven row pieces; and through a backend, op_matmul and op_matmul_rows
+ *    from a row inside a tile (cpu_ops' buffered head).
  * All comparisons are bit for bit (memcmp).
  */
 #include "test.h"
@@ -15,6 +20,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/kernels.h"
 #include "base/alloc.h"
+#include "quant/kquant.h"
 #include "quant/quant.h"
 
 #include <stdlib.h>
@@ -131,6 +137,123 @@ static void check_backend(const cpu_kernels *K) {
     backend_free(&be);
 }
 
+/* Random K-quant rows with finite f16 scales (d, and dmin for Q4_K). */
+static uint8_t *kq_random(xllm_dtype t, int64_t rows, int64_t cols) {
+    size_t bb = kq_block_bytes(t), nbk = (size_t)(rows * cols / QK_K);
+    uint8_t *w = xllm_malloc_aligned(nbk * bb);
+    for (size_t i = 0; i < nbk * bb; i++) w[i] = (uint8_t)(frand() * 256.0f);
+    for (size_t b = 0; b < nbk; b++) {
+        uint16_t d = xllm_f32_to_f16(0.001f + 0.01f * (frand() + 1.0f)), m = xllm_f32_to_f16(0.005f * (frand() + 1.0f));
+        uint8_t *p = w + b * bb;
+        if (t == XLLM_DT_Q4_K) memcpy(p, &d, 2), memcpy(p + 2, &m, 2);
+        else memcpy(p + 208, &d, 2);
+    }
+    return w;
+}
+
+static int g_kq_shapes;
+
+static void check_kq_shape(const cpu_kernels *K, xllm_dtype t, int64_t rows, int64_t cols) {
+    uint8_t *w = kq_random(t, rows, cols);
+    matrix S = {.dtype = t, .group = QK_K, .rows = rows, .cols = cols, .data = w};
+    size_t pb = K->packed_bytes(&S);
+    if (!pb || !K->matmul_kq) {
+        xllm_free_aligned(w);
+        return;
+    }
+    g_kq_shapes++;
+    int64_t quads = (rows + 3) / 4;
+    void *p1 = xllm_malloc_aligned(pb), *p2 = xllm_malloc_aligned(pb);
+    memset(p2, 0xA5, pb);
+    K->repack(&S, 0, quads, p1);
+    for (int64_t q0 = 0; q0 < quads; q0 += 3) K->repack(&S, q0, q0 + 3 < quads ? q0 + 3 : quads, p2);
+    CHECK_MSG(!memcmp(p1, p2, pb), "%s %s %lldx%lld: repack in pieces differs", K->name, xllm_dtype_name(t),
+              (long long)rows, (long long)cols);
+    matrix P = S;
+    P.data = p1;
+    P.packed = 1;
+    enum { MAXT = 70 };
+    const int Ts[] = {1, 2, 3, 7, 8, 9, 17, 65, 70};
+    size_t as = kq_act_bytes(KQ_ACT_Q8K, cols);
+    uint8_t *act = xllm_malloc_aligned(as * MAXT);
+    void *scr = xllm_malloc_aligned(K->scratch_bytes(cols));
+    float *x = malloc(sizeof(float) * (size_t)cols), *bias = malloc(sizeof(float) * (size_t)rows);
+    float *ys = malloc(sizeof(float) * (size_t)rows * MAXT), *yp = malloc(sizeof(float) * (size_t)rows * MAXT);
+    for (int i = 0; i < MAXT; i++) {
+        for (int64_t c = 0; c < cols; c++) x[c] = frand() * (i % 4 == 1 ? 100.0f : 1.0f);
+        kq_act_prepare(KQ_ACT_Q8K, x, cols, act + (size_t)i * as);
+    }
+    for (int64_t r = 0; r < rows; r++) bias[r] = frand();
+    for (size_t ti = 0; ti < sizeof Ts / sizeof *Ts; ti++) {
+        int T = Ts[ti];
+        const float *bs = T % 2 ? bias : NULL;
+        K->matmul_kq(&S, act, as, T, bs, ys, (size_t)rows, 0, rows, scr);
+        memset(yp, 0xFF, sizeof(float) * (size_t)rows * (size_t)T);
+        for (int64_t r0 = 0, step = 4; r0 < rows; r0 += step, step += 4) { /* pieces of whole 4-row tiles */
+            int64_t r1 = r0 + step < rows ? r0 + step : rows;
+            K->matmul_kq(&P, act, as, T, bs, yp, (size_t)rows, r0, r1, scr);
+        }
+        CHECK_MSG(!memcmp(ys, yp, sizeof(float) * (size_t)rows * (size_t)T), "%s %s %lldx%lld T=%d: packed != stored",
+                  K->name, xllm_dtype_name(t), (long long)rows, (long long)cols, T);
+        /* each token alone (GEMV) gives its bits in the batch */
+        int same = 1;
+        for (int tk = 0; tk < T; tk += 5) {
+            K->matmul_kq(&P, act + (size_t)tk * as, as, 1, bs, yp, (size_t)rows, 0, rows, scr);
+            same &= !memcmp(yp, ys + (size_t)tk * (size_t)rows, sizeof(float) * (size_t)rows);
+        }
+        CHECK_MSG(same, "%s %s %lldx%lld T=%d: GEMV != GEMM", K->name, xllm_dtype_name(t), (long long)rows,
+                  (long long)cols, T);
+    }
+    xllm_free_aligned(act);
+    xllm_free_aligned(scr);
+    xllm_free_aligned(p1);
+    xllm_free_aligned(p2);
+    xllm_free_aligned(w);
+    free(x);
+    free(bias);
+    free(ys);
+    free(yp);
+}
+
+/* Through a backend: the threaded repack, op_matmul and op_matmul_rows from a
+ * row inside a packed tile (cpu_ops' head buffer) equal the stored matrix's. */
+static void check_kq_backend(const cpu_kernels *K, xllm_dtype t) {
+    const int64_t rows = 53, cols = 512;
+    enum { BT = 11 };
+    uint8_t *w = kq_random(t, rows, cols);
+    matrix S = {.dtype = t, .group = QK_K, .rows = rows, .cols = cols, .data = w}, W = S;
+    if (!K->packed_bytes(&S)) {
+        xllm_free_aligned(w);
+        return;
+    }
+    cpu_backend be;
+    CHECK(backend_init_kernels(&be, 2, cols, BT, K, NULL) == XLLM_OK);
+    void *storage = NULL;
+    CHECK(backend_pack_matrix(&be, &W, &storage, NULL) == XLLM_OK);
+    CHECK_MSG(storage && W.packed, "%s %s: not packed", K->name, xllm_dtype_name(t));
+    float x[BT * 512], ys[BT * 53], yp[BT * 53], yr[BT * 53];
+    for (int i = 0; i < BT * 512; i++) x[i] = frand();
+    for (int T = 1; T <= BT; T += BT - 1) {
+        op_matmul(&be, x, T, &S, NULL, ys);
+        op_matmul(&be, x, T, &W, NULL, yp);
+        CHECK_MSG(!memcmp(ys, yp, sizeof(float) * (size_t)(T * rows)), "%s %s T=%d: op_matmul packed != stored",
+                  K->name, xllm_dtype_name(t), T);
+        op_act_prepare(&be, x, T, cols);
+        for (int64_t r0 = 4; r0 < rows; r0 += 20) { /* rows [r0, rows) into yr, rows - r0 per token */
+            op_matmul_rows(&be, x, T, &W, NULL, r0, rows, yr, (size_t)(rows - r0), 0);
+            int same = 1;
+            for (int tk = 0; tk < T; tk++)
+                same &= !memcmp(yr + (size_t)tk * (size_t)(rows - r0), ys + (size_t)tk * (size_t)rows + r0,
+                                sizeof(float) * (size_t)(rows - r0));
+            CHECK_MSG(same, "%s %s T=%d rows from %lld: op_matmul_rows != op_matmul", K->name, xllm_dtype_name(t), T,
+                      (long long)r0);
+        }
+    }
+    xllm_free_aligned(storage);
+    xllm_free_aligned(w);
+    backend_free(&be);
+}
+
 int main(void) {
     const cpu_kernels *all[8];
     int n = cpu_kernels_all(all, 8), tested = 0;
@@ -150,7 +273,15 @@ int main(void) {
                         check_shape(K, types[ti], groups[gi], rows[ri], cols[ci]);
                 }
         check_backend(K);
+        const xllm_dtype kt[] = {XLLM_DT_Q4_K, XLLM_DT_Q6_K};
+        const int64_t krows[] = {1, 5, 16, 17, 37}, kcols[] = {256, 768};
+        for (int ti = 0; ti < 2; ti++) {
+            for (size_t ri = 0; ri < sizeof krows / sizeof *krows; ri++)
+                for (size_t ci = 0; ci < sizeof kcols / sizeof *kcols; ci++) check_kq_shape(K, kt[ti], krows[ri], kcols[ci]);
+            check_kq_backend(K, kt[ti]);
+        }
     }
-    printf("test_repack: %d level(s) with a packed layout, %d packed matrices compared\n", tested, g_packed_shapes);
+    printf("test_repack: %d level(s) with a packed layout, %d packed matrices compared, %d of them K-quants\n", tested,
+           g_packed_shapes + g_kq_shapes, g_kq_shapes);
     return test_report("test_repack");
 }

@@ -111,18 +111,19 @@ void op_matrix_row(const matrix *W, int64_t row, float *out) {
 }
 
 /* Rows [r0, r1) of W for T tokens on this thread, y indexed by W's row:
- * y[t * ldy + r]. Quantized W reads be->act (act_stride bytes per token). */
-static void rows_abs(cpu_backend *be, const float *x, size_t act_stride, int T, const matrix *W, const float *bias,
-                     float *y, size_t ldy, int64_t r0, int64_t r1, int thread) {
+ * y[t * ldy + r]. Quantized W reads be->act from token t0 on (act_stride
+ * bytes per token); float W reads x. */
+static void rows_abs(cpu_backend *be, const float *x, size_t act_stride, int t0, int T, const matrix *W,
+                     const float *bias, float *y, size_t ldy, int64_t r0, int64_t r1, int thread) {
     const cpu_kernels *k = be->kern;
     if (xllm_dtype_is_kq(W->dtype)) {
-        const unsigned char *a = be->act + act_offset(be, W);
+        const unsigned char *a = be->act + (size_t)t0 * act_stride + act_offset(be, W);
         if (k->matmul_kq) k->matmul_kq(W, a, act_stride, T, bias, y, ldy, r0, r1, be->kscratch[thread]);
         else kq_matmul_ref(W->dtype, W->data, W->cols, a, act_stride, T, bias, y, ldy, r0, r1);
     } else if (xllm_dtype_is_quant(W->dtype))
-        k->matmul_q(W, be->act, act_stride, T, bias, y, ldy, r0, r1, be->kscratch[thread]);
+        k->matmul_q(W, be->act + (size_t)t0 * act_stride, act_stride, T, bias, y, ldy, r0, r1, be->kscratch[thread]);
     else
-        k->matmul_f(W, x, T, bias, y, ldy, r0, r1, be->kscratch[thread]);
+        k->matmul_f(W, x + (size_t)t0 * (size_t)W->cols, T, bias, y, ldy, r0, r1, be->kscratch[thread]);
 }
 
 /* Rows [r0, r1) of W into y, where y (and its rows ldy apart per token) starts
@@ -145,11 +146,11 @@ static void rows_rel(cpu_backend *be, const float *x, size_t act_stride, int T, 
         head.rows = ra;
         v.data = (const char *)W->data + be->kern->packed_bytes(&head);
         v.rows = W->rows - ra;
-        assert(tile <= 64 && xllm_dtype_is_quant(W->dtype) && !xllm_dtype_is_kq(W->dtype));
+        assert(tile <= 64 && xllm_dtype_is_quant(W->dtype));
         for (int t0 = 0; t0 < T; t0 += 64) {
             int nt = T - t0 < 64 ? T - t0 : 64;
-            be->kern->matmul_q(&v, be->act + (size_t)t0 * act_stride, act_stride, nt, bias ? bias + ra : NULL, buf,
-                               (size_t)tile, r0 - ra, re - ra, be->kscratch[thread]);
+            rows_abs(be, x, act_stride, t0, nt, &v, bias ? bias + ra : NULL, buf, (size_t)tile, r0 - ra, re - ra,
+                     thread);
             for (int t = 0; t < nt; t++)
                 memcpy(y + (size_t)(t0 + t) * ldy, buf + (size_t)t * (size_t)tile + (r0 - ra),
                        sizeof(float) * (size_t)(re - r0));
@@ -167,7 +168,7 @@ static void rows_rel(cpu_backend *be, const float *x, size_t act_stride, int T, 
     }
     v.data = (const char *)W->data + off;
     v.rows = W->rows - r0;
-    rows_abs(be, x, act_stride, T, &v, bias ? bias + r0 : NULL, y, ldy, 0, r1 - r0, thread);
+    rows_abs(be, x, act_stride, 0, T, &v, bias ? bias + r0 : NULL, y, ldy, 0, r1 - r0, thread);
 }
 
 /* Rows a fused task handles at a time (a multiple of ROW_TILE), so that its
@@ -197,14 +198,14 @@ static void matmul_tiles(void *p, size_t u0, size_t u1, int thread) {
     int64_t r0 = (int64_t)u0 * ROW_TILE, r1 = (int64_t)u1 * ROW_TILE;
     if (r1 > W->rows) r1 = W->rows;
     if (!j->add) {
-        rows_abs(j->be, j->x, j->act_stride, j->T, W, j->bias, j->y, n, r0, r1, thread);
+        rows_abs(j->be, j->x, j->act_stride, 0, j->T, W, j->bias, j->y, n, r0, r1, thread);
         return;
     }
     /* y += x W^T + bias: the rows into tmp, then added while in cache */
     int64_t step = fuse_rows(j->T);
     for (int64_t c0 = r0; c0 < r1; c0 += step) {
         int64_t c1 = c0 + step < r1 ? c0 + step : r1;
-        rows_abs(j->be, j->x, j->act_stride, j->T, W, j->bias, j->tmp, n, c0, c1, thread);
+        rows_abs(j->be, j->x, j->act_stride, 0, j->T, W, j->bias, j->tmp, n, c0, c1, thread);
         for (int t = 0; t < j->T; t++) {
             float *yr = j->y + (size_t)t * n;
             const float *tr = j->tmp + (size_t)t * n;

@@ -67,6 +67,7 @@ typedef struct cpu_kernels {
     /* The level's own weight layout (NULL where it has none): bytes of W
      * packed (0: this W stays as stored), and tiles [tile0, tile1) of 4 rows
      * of W, stored layout, written into the packed matrix at out. matmul_q
+     * (matmul_kq for llama.cpp's types the level packs: avx512's Q4_K, Q6_K)
      * reads W->packed matrices in that layout, r0 a multiple of 4. */
     size_t (*packed_bytes)(const matrix *W);
     void (*repack)(const matrix *W, int64_t tile0, int64_t tile1, void *out);

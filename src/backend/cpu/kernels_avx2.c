@@ -310,7 +310,7 @@ static size_t packed_tile_bytes(xllm_dtype t, int64_t cols) {
 }
 
 static size_t packed_bytes(const matrix *W) {
-    if (!xllm_dtype_is_quant(W->dtype) || W->group % QK) return 0;
+    if (!xllm_dtype_is_quant(W->dtype) || xllm_dtype_is_kq(W->dtype) || W->group % QK) return 0; /* kq: as stored */
     return (size_t)((W->rows + 3) / 4) * packed_tile_bytes(W->dtype, W->cols);
 }
 

@@ -757,16 +757,21 @@ AI const uint8_t *chunk_s(const uint8_t *tile, xllm_dtype t, int64_t c, int64_t 
  * 2048x4096 stream: 22-24 vs 26 GB/s, prefetch distances 0-4 KiB tried),
  * while packing gained only ~5% in prefill. Q4 and Q4M gain in both. */
 static size_t packed_bytes(const matrix *W) {
+    if (xllm_dtype_is_kq(W->dtype)) return kq_r16_packed_bytes(W); /* Q4_K, Q6_K: KR16; others as stored */
     if (r16_type(W)) return (size_t)((W->rows + R16_ROWS - 1) / R16_ROWS) * r16_tile_bytes(W->dtype, W->cols);
     if (!xllm_dtype_is_quant(W->dtype) || W->dtype == XLLM_DT_Q8 || W->group % QK) return 0;
     return (size_t)((W->rows + 3) / 4) * packed_tile_bytes(W->dtype, W->cols);
 }
 
-static int64_t packed_rows(const matrix *W) { return r16_type(W) ? R16_ROWS : 4; }
+static int64_t packed_rows(const matrix *W) { return r16_type(W) || kq_r16_type(W) ? R16_ROWS : 4; }
 
 /* Pack tiles [tile0, tile1) of W (stored layout) into out (the packed
  * matrix's start). */
 static void repack(const matrix *W, int64_t tile0, int64_t tile1, void *out) {
+    if (kq_r16_type(W)) {
+        kq_r16_repack(W, tile0, tile1, out);
+        return;
+    }
     if (r16_type(W)) {
         r16_repack(W, tile0, tile1, out);
         return;
@@ -952,12 +957,15 @@ static void matmul_q(const matrix *W, const void *act, size_t astride, int T, co
     else matmul_q_t(W, XLLM_DT_Q4M, W->group, act, astride, T, bias, y, ldy, r0, r1, scratch);
 }
 
-/* the larger of the 4-row GEMM's unpacked tile and R16's corrections plus one stored tile put in order */
+/* the largest of the 4-row GEMM's unpacked tile, R16's corrections plus one
+ * stored tile put in order, and KR16's (kq_pack_avx512.c) */
 static size_t scratch_bytes(int64_t cols) {
     size_t old = (size_t)MR * (size_t)n_chunks(cols) * PQ + 64;
     size_t r16 = (((size_t)96 * (size_t)(cols / QK) * sizeof(int32_t) + 63) & ~(size_t)63) +
                  r16_tile_bytes(XLLM_DT_Q8, cols) + 64;
-    return old > r16 ? old : r16;
+    size_t kr16 = kq_r16_scratch_bytes(cols);
+    size_t m = old > r16 ? old : r16;
+    return m > kr16 ? m : kr16;
 }
 
 /* ----------------------------------------------------------- float matmul */

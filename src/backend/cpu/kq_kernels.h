@@ -14,6 +14,20 @@ void kq_matmul_avx512(const matrix *W, const void *act, size_t act_stride, int T
                       size_t ldy, int64_t r0, int64_t r1, void *scratch);
 void kq_matmul_avx2(const matrix *W, const void *act, size_t act_stride, int T, const float *bias, float *y,
                     size_t ldy, int64_t r0, int64_t r1, void *scratch);
+
+/* kq_pack_avx512.c: Q4_K and Q6_K in 16-row tiles ("KR16") at the avx512
+ * level, for its kernel table. kq_r16_type: W is one of them;
+ * kq_r16_packed_bytes: bytes of W packed (0: another type); kq_r16_repack:
+ * tiles [q0, q1) of 4 rows of W (stored) into the packed matrix at out;
+ * kq_r16_matmul: matmul_kq on W packed or stored (the same bits), with
+ * kq_r16_scratch_bytes(cols) of scratch. Thread-safe (each writes only its
+ * rows of out / y and its scratch). */
+int kq_r16_type(const matrix *W);
+size_t kq_r16_packed_bytes(const matrix *W);
+void kq_r16_repack(const matrix *W, int64_t q0, int64_t q1, void *out);
+size_t kq_r16_scratch_bytes(int64_t cols);
+void kq_r16_matmul(const matrix *W, const void *act, size_t act_stride, int T, const float *bias, float *y,
+                   size_t ldy, int64_t r0, int64_t r1, void *scratch);
 #endif
 #if defined(__aarch64__)
 void kq_matmul_neon(const matrix *W, const void *act, size_t act_stride, int T, const float *bias, float *y,

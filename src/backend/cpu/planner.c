@@ -222,7 +222,7 @@ xllm_status cpu_planner_run(cpu_backend *be, matrix *const *ws, size_t n_ws, int
             /* then the level's kernel variants at that thread count (packed
              * matrices, batches), by the same rule against the level's own */
             const cpu_kernels *k = be->kern;
-            if (w->packed && k->n_variants > 0 && T > 1) {
+            if (w->packed && !xllm_dtype_is_kq(w->dtype) && k->n_variants > 0 && T > 1) { /* kq: no variants */
                 cJSON *vus = cJSON_AddObjectToObject(bo, "variant_us");
                 memset(slice.plan_threads, best_threads[b], sizeof slice.plan_threads);
                 double tv[16][PLAN_ROUNDS];

@@ -2,10 +2,12 @@
  * repack.c - weights rearranged once, at load, into the order the kernel
  * level streams them (backend_pack_matrix, see backend.h).
  *
- * The level says how many bytes W takes in its layout and writes tiles of 4
- * rows; tiles are split across the thread pool (a 1B model repacks in well
- * under a second). The no_repack option (XLLM_REPACK=0 in the CLI) keeps every matrix as stored (for
- * comparisons: the results are the same either way).
+ * The level says how many bytes W takes in its layout (0: W stays as stored)
+ * and writes tiles of 4 rows; tiles are split across the thread pool (a 1B
+ * model repacks in well under a second). llama.cpp's block types are packed
+ * too where the level has a layout for them (avx512: Q4_K and Q6_K). The
+ * no_repack option (XLLM_REPACK=0 in the CLI) keeps every matrix as stored
+ * (for comparisons: the results are the same either way).
  */
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/kernels.h"
@@ -31,10 +33,8 @@ static void repack_tiles(void *p, size_t t0, size_t t1, int thread) {
 xllm_status backend_pack_matrix(cpu_backend *be, matrix *W, void **storage, xllm_error *err) {
     *storage = NULL;
     const cpu_kernels *k = be->kern;
-    if (W->data && xllm_dtype_is_kq(W->dtype)) { /* read as stored, on their own activations */
+    if (W->data && xllm_dtype_is_kq(W->dtype)) /* on their own activations; packed where the level has a layout */
         be->act_kq |= (unsigned)kq_act_kind(W->dtype);
-        return XLLM_OK;
-    }
     if (!W->data || W->packed || !k->packed_bytes || !k->repack || be->no_repack) return XLLM_OK;
     size_t bytes = k->packed_bytes(W);
     if (!bytes) return XLLM_OK;
