@@ -98,6 +98,16 @@ static inline void kernels_prefetch_ahead(const void *p, size_t len, const void 
         if (q + o < (const char *)end) __builtin_prefetch(q + o);
 }
 
+/* Tokens per block of a GEMM whose prepared activations (bytes_per_token
+ * each) fit `budget` bytes (the level's share of L2): a multiple of nt (the
+ * register tile's tokens) between nt and 96. Thread-safe. */
+static inline int kernels_token_block(size_t bytes_per_token, size_t budget, int nt) {
+    size_t tb = budget / (bytes_per_token ? bytes_per_token : 1);
+    if (tb < (size_t)nt) tb = (size_t)nt;
+    if (tb > 96) tb = 96;
+    return (int)(tb / (size_t)nt * (size_t)nt);
+}
+
 void cpu_features_detect(cpu_features *f);
 const char *cpu_level_name(cpu_level l);
 /* Compiled into this binary and supported by this CPU (and its OS). */

@@ -222,11 +222,24 @@ AI __m256 fstep(__m256 acc, xllm_dtype t, __m256i s, __m256 sd, __m256 sm, const
 
 /* ------------------------------------------------------- quantized matmul */
 
+/* What unpacking a stored row needs beyond its type and group (the shared
+ * driver, kernels_driver_q.h, passes it): nothing at this level. */
+typedef struct {
+    char none;
+} qlayout;
+
+AI qlayout make_layout(xllm_dtype t, int g) {
+    (void)t, (void)g;
+    qlayout L = {0};
+    return L;
+}
+
 /* GEMV from the stored layout: one row against one token; rows are read one
  * after another, in memory order (4 interleaved row streams starve the
  * hardware prefetchers). Output = lane 0 + lane 4 (block parities). */
 AI void gemv_q(const uint8_t *W, size_t rb, xllm_dtype t, int g, size_t bb, int64_t cols, const uint8_t *act,
-               const float *bias, float *y, int64_t r, const uint8_t *end) {
+               const qlayout *L, const float *bias, float *y, int64_t r, const uint8_t *end) {
+    (void)L;
     int64_t nfull = cols / CH, nch = n_chunks(cols);
     int tail = (int)(cols % CH) / QK;
     const uint8_t *row = W + (size_t)r * rb;
@@ -264,8 +277,9 @@ AI void store_w(uint8_t *q, xllm_dtype t, wchunk w) {
 }
 
 /* Stored rows r + i (i < 4, clamped to r1 - 1) into scratch. */
-AI void pack_q(const uint8_t *W, size_t rb, xllm_dtype t, int g, size_t bb, int64_t cols, int64_t r, int64_t r1,
-               uint8_t *pack) {
+AI void pack_q(const uint8_t *W, size_t rb, xllm_dtype t, int g, size_t bb, int64_t cols, const qlayout *L, int64_t r,
+               int64_t r1, uint8_t *pack) {
+    (void)L;
     int64_t nfull = cols / CH, nch = n_chunks(cols);
     int tail = (int)(cols % CH) / QK;
     for (int64_t c = 0; c < nch; c++) {
@@ -442,8 +456,8 @@ AI void tile_q(const uint8_t *src, int64_t nch, xllm_dtype t, int packed, int nt
         else tile_q(src, nch, TY, packed, 1, act, astride, bias, y, ldy, r, r1, NULL);                             \
         break;
 
-static void tile_scr(const uint8_t *src, int64_t nch, xllm_dtype t, int nt, const uint8_t *act, size_t astride,
-                     const float *bias, float *y, size_t ldy, int64_t r, int64_t r1) {
+static void tile_q_any(const uint8_t *src, int64_t nch, xllm_dtype t, int nt, const uint8_t *act, size_t astride,
+                       const float *bias, float *y, size_t ldy, int64_t r, int64_t r1) {
     const int packed = 0;
     switch (t) {
         TQ_CASE(XLLM_DT_Q8) TQ_CASE(XLLM_DT_Q4) TQ_CASE(XLLM_DT_Q4M)
@@ -460,41 +474,10 @@ static void tile_direct(const uint8_t *src, int64_t nch, xllm_dtype t, int nt, c
     }
 }
 
-/* Tokens per L2-resident block of prepared activations. */
-static int token_block(size_t bytes_per_token) {
-    size_t tb = ((size_t)256 << 10) / (bytes_per_token ? bytes_per_token : 1);
-    if (tb < NT) tb = NT;
-    if (tb > 96) tb = 96;
-    return (int)(tb / NT * NT);
-}
-
-/* The GEMM over scratch tiles filled by fill(W, r, pack) for row tiles of r0..r1. */
-#define GEMM_BLOCKS(TB, FILL)                                                                                      \
-    for (int t0 = 0; t0 < T; t0 += (TB)) {                                                                         \
-        int t1 = t0 + (TB) < T ? t0 + (TB) : T;                                                                    \
-        for (int64_t r = r0; r < r1; r += MR) {                                                                    \
-            FILL;                                                                                                  \
-            for (int tt = t0; tt < t1; tt += NT) {                                                                 \
-                int nt = t1 - tt < NT ? t1 - tt : NT;                                                              \
-                tile_scr(pack, nch, t, nt, act + (size_t)tt * astride, astride, bias, y + (size_t)tt * ldy, ldy, r, \
-                         r1);                                                                                      \
-            }                                                                                                      \
-        }                                                                                                          \
-    }
-
-AI void matmul_q_t(const matrix *W, xllm_dtype t, int g, const void *act_, size_t astride, int T, const float *bias,
-                   float *y, size_t ldy, int64_t r0, int64_t r1, void *scratch) {
-    const uint8_t *Wd = W->data, *act = act_;
-    size_t bb = quant_block_bytes(t, g), rb = quant_row_bytes(t, g, W->cols);
-    int64_t cols = W->cols;
-    if (T == 1) {
-        for (int64_t r = r0; r < r1; r++) gemv_q(Wd, rb, t, g, bb, cols, act, bias, y, r, Wd + (size_t)r1 * rb);
-        return;
-    }
-    int64_t nch = n_chunks(cols);
-    uint8_t *pack = scratch;
-    int TB = token_block(astride);
-    GEMM_BLOCKS(TB, pack_q(Wd, rb, t, g, bb, cols, r, r1, pack))
+/* The packed GEMV: a tile's 4 rows against one token. */
+AI void gemv_packed(const uint8_t *tile, int64_t nch, xllm_dtype t, const uint8_t *act, const float *bias, float *y,
+                    int64_t r, int64_t r1, const uint8_t *end) {
+    tile_q(tile, nch, t, 1, 1, act, 0, bias, y, 0, r, r1, end);
 }
 
 /* A packed tile into scratch (pack_q's format). */
@@ -515,45 +498,15 @@ AI void pack_q_packed(const uint8_t *tile, xllm_dtype t, int64_t nch, uint8_t *p
     }
 }
 
-/* Variants (kernels.h): how the token dimension is walked. "direct": token
- * tiles straight from the packed rows; "pack/N": each 4-row tile unpacked
- * once into scratch for a block of N tokens (the block's activations stay in
- * L2). Default: direct up to DIRECT_MAX_T tokens (measured on small-120m
+/* The loops (kernels_driver_q.h). Packed variants (kernels.h): "direct"
+ * (token tiles straight from the packed rows) or "pack/N" (each 4-row tile
+ * unpacked once into scratch for a block of N tokens, whose activations stay
+ * in L2). Default: direct up to DIRECT_MAX_T tokens (measured on small-120m
  * shapes: direct about as fast as or faster than pack/N up to T = 32), then
- * pack with the block that fits 256 KiB of activations. */
-static const char *const packed_variants[] = {"direct", "pack/24", "pack/48", "pack/96"};
-
-AI void matmul_packed_t(const matrix *W, xllm_dtype t, const uint8_t *act, size_t astride, int T, const float *bias,
-                        float *y, size_t ldy, int64_t r0, int64_t r1, void *scratch) {
-    const uint8_t *P = W->data;
-    int64_t nch = n_chunks(W->cols);
-    size_t tb = packed_tile_bytes(t, W->cols);
-    if (T == 1) {
-        const uint8_t *end = P + (size_t)((r1 + 3) / 4) * tb;
-        for (int64_t r = r0; r < r1; r += 4)
-            tile_q(P + (size_t)(r / 4) * tb, nch, t, 1, 1, act, astride, bias, y, ldy, r, r1, end);
-        return;
-    }
-    int v = W->plan_kernel[mm_bucket(T)];
-    if (v == 1 || (v == 0 && T <= DIRECT_MAX_T)) {
-        for (int64_t r = r0; r < r1; r += MR)
-            for (int tt = 0; tt < T; tt += NT) {
-                int nt = T - tt < NT ? T - tt : NT;
-                tile_direct(P + (size_t)(r / 4) * tb, nch, t, nt, act + (size_t)tt * astride, astride, bias,
-                            y + (size_t)tt * ldy, ldy, r, r1);
-            }
-        return;
-    }
-    uint8_t *pack = scratch;
-    int TB = v == 2 ? 24 : v == 3 ? 48 : v == 4 ? 96 : token_block(astride);
-    GEMM_BLOCKS(TB, pack_q_packed(P + (size_t)(r / 4) * tb, t, nch, pack))
-}
-
-#define MM_CASE(TY, G)                                                                                             \
-    if (W->dtype == TY && W->group == G) {                                                                         \
-        matmul_q_t(W, TY, G, act, astride, T, bias, y, ldy, r0, r1, scratch);                                      \
-        return;                                                                                                    \
-    }
+ * pack with the block that fits QMM_BLOCK_BYTES of activations. */
+#define QMM_BLOCK_BYTES ((size_t)256 << 10)
+#define KD_PACKED
+#include "backend/cpu/kernels_driver_q.h"
 
 static void matmul_q(const matrix *W, const void *act, size_t astride, int T, const float *bias, float *y, size_t ldy,
                      int64_t r0, int64_t r1, void *scratch) {
@@ -564,12 +517,7 @@ static void matmul_q(const matrix *W, const void *act, size_t astride, int T, co
         else matmul_packed_t(W, XLLM_DT_Q4M, act, astride, T, bias, y, ldy, r0, r1, scratch);
         return;
     }
-    MM_CASE(XLLM_DT_Q8, 32) MM_CASE(XLLM_DT_Q8, 64) MM_CASE(XLLM_DT_Q8, 128)
-    MM_CASE(XLLM_DT_Q4, 32) MM_CASE(XLLM_DT_Q4, 64) MM_CASE(XLLM_DT_Q4, 128)
-    MM_CASE(XLLM_DT_Q4M, 32) MM_CASE(XLLM_DT_Q4M, 64) MM_CASE(XLLM_DT_Q4M, 128)
-    if (W->dtype == XLLM_DT_Q8) matmul_q_t(W, XLLM_DT_Q8, W->group, act, astride, T, bias, y, ldy, r0, r1, scratch);
-    else if (W->dtype == XLLM_DT_Q4) matmul_q_t(W, XLLM_DT_Q4, W->group, act, astride, T, bias, y, ldy, r0, r1, scratch);
-    else matmul_q_t(W, XLLM_DT_Q4M, W->group, act, astride, T, bias, y, ldy, r0, r1, scratch);
+    matmul_q_stored(W, act, astride, T, bias, y, ldy, r0, r1, scratch);
 }
 
 static size_t scratch_bytes(int64_t cols) { return (size_t)n_chunks(cols) * QS + 64; }
@@ -666,36 +614,10 @@ AI void gemv_f(const uint8_t *W, size_t rb, xllm_dtype t, int64_t cols, const fl
     y[r] = hsum8(_mm256_add_ps(a, b)) + (bias ? bias[r] : 0.0f);
 }
 
-AI void matmul_f_t(const matrix *W, xllm_dtype t, const float *x, int T, const float *bias, float *y, size_t ldy,
-                   int64_t r0, int64_t r1) {
-    int64_t cols = W->cols;
-    size_t rb = (size_t)cols * xllm_dtype_size(t), xs = (size_t)cols;
-    if (T == 1) {
-        for (int64_t r = r0; r < r1; r++) gemv_f(W->data, rb, t, cols, x, bias, y, r, (const uint8_t *)W->data + (size_t)r1 * rb);
-        return;
-    }
-    int TB = (int)(((size_t)192 << 10) / (xs * sizeof(float) + 1));
-    TB = TB < NTF ? NTF : TB > 120 ? 120 : TB / NTF * NTF;
-    for (int t0 = 0; t0 < T; t0 += TB) {
-        int t1 = t0 + TB < T ? t0 + TB : T;
-        for (int64_t r = r0; r < r1; r += MRF)
-            for (int tt = t0; tt < t1; tt += NTF) {
-                int nt = t1 - tt < NTF ? t1 - tt : NTF;
-                tile_f_any(W->data, rb, t, cols, nt, x + (size_t)tt * xs, xs, bias, y + (size_t)tt * ldy, ldy, r, r1);
-            }
-    }
-}
-
-static void matmul_f(const matrix *W, const float *x, int T, const float *bias, float *y, size_t ldy, int64_t r0,
-                     int64_t r1, void *scratch) {
-    (void)scratch;
-    if (r1 <= r0) return;
-    switch (W->dtype) {
-    case XLLM_DT_F16: matmul_f_t(W, XLLM_DT_F16, x, T, bias, y, ldy, r0, r1); break;
-    case XLLM_DT_BF16: matmul_f_t(W, XLLM_DT_BF16, x, T, bias, y, ldy, r0, r1); break;
-    default: matmul_f_t(W, XLLM_DT_F32, x, T, bias, y, ldy, r0, r1); break;
-    }
-}
+/* The loops (kernels_driver_f.h): blocks of tokens whose inputs fit 192 KiB. */
+#define FMM_BLOCK_BYTES ((size_t)192 << 10)
+#define FMM_BLOCK_MAX 120
+#include "backend/cpu/kernels_driver_f.h"
 
 const cpu_kernels cpu_kernels_avx2 = {
     .level = CPU_AVX2,

@@ -415,48 +415,6 @@ static void tile_q_any(const uint8_t *pack, int64_t nch, xllm_dtype t, int nt, c
     }
 }
 
-/* Tokens per L2-resident block of prepared activations. */
-static int token_block(size_t bytes_per_token) {
-    size_t tb = ((size_t)384 << 10) / (bytes_per_token ? bytes_per_token : 1);
-    if (tb < NT) tb = NT;
-    if (tb > 96) tb = 96;
-    return (int)(tb / NT * NT);
-}
-
-/* The GEMM: for blocks of TB tokens (their activations stay in L2), each
- * 4-row tile is unpacked into scratch once by FILL (which sees r), then runs
- * the register tiles over the block's tokens. */
-#define GEMM_BLOCKS(TB, FILL)                                                                                      \
-    {                                                                                                              \
-        int tb_ = (TB);                                                                                            \
-        for (int t0 = 0; t0 < T; t0 += tb_) {                                                                      \
-            int t1 = t0 + tb_ < T ? t0 + tb_ : T;                                                                  \
-            for (int64_t r = r0; r < r1; r += MR) {                                                                \
-                FILL;                                                                                              \
-                for (int tt = t0; tt < t1; tt += NT) {                                                             \
-                    int nt = t1 - tt < NT ? t1 - tt : NT;                                                          \
-                    tile_q_any(pack, nch, t, nt, act + (size_t)tt * astride, astride, bias, y + (size_t)tt * ldy,  \
-                               ldy, r, r1);                                                                        \
-                }                                                                                                  \
-            }                                                                                                      \
-        }                                                                                                          \
-    }
-
-AI void matmul_q_t(const matrix *W, xllm_dtype t, int g, const void *act_, size_t astride, int T, const float *bias,
-                   float *y, size_t ldy, int64_t r0, int64_t r1, void *scratch) {
-    const uint8_t *Wd = W->data, *act = act_;
-    size_t bb = quant_block_bytes(t, g), rb = quant_row_bytes(t, g, W->cols);
-    int64_t cols = W->cols;
-    qlayout L = make_layout(t, g);
-    if (T == 1) {
-        for (int64_t r = r0; r < r1; r++) gemv_q(Wd, rb, t, g, bb, cols, act, &L, bias, y, r, Wd + (size_t)r1 * rb);
-        return;
-    }
-    int64_t nch = n_chunks(cols);
-    uint8_t *pack = scratch;
-    GEMM_BLOCKS(token_block(astride), pack_q(Wd, rb, t, g, bb, cols, &L, r, r1, pack))
-}
-
 /* ------------------------------------------- Q4 / Q8: 16 rows in the lanes */
 
 /*
@@ -656,12 +614,7 @@ AI void r16_tile_any(const uint8_t *tile, int64_t nb, xllm_dtype t, int nt, cons
 }
 
 /* Tokens per block whose activations stay in L2 (a multiple of R16_NT). */
-static int r16_token_block(size_t astride) {
-    size_t tb = ((size_t)384 << 10) / (astride ? astride : 1);
-    if (tb < R16_NT) tb = R16_NT;
-    if (tb > 96) tb = 96;
-    return (int)(tb / R16_NT * R16_NT);
-}
+static int r16_token_block(size_t astride) { return kernels_token_block(astride, (size_t)384 << 10, R16_NT); }
 
 /* Rows [r0, r1) of W (packed R16, or stored: each 16-row tile is then put in
  * R16 order in scratch first) for T tokens. */
@@ -828,9 +781,8 @@ AI void chunk_scales(const uint8_t *p, xllm_dtype t, __m512 *sd, __m512 *sm) {
 }
 
 /* GEMV over one packed tile: rows r..r+3 (stores those below r1). */
-AI void gemv_packed(const uint8_t *P, size_t tb, xllm_dtype t, int64_t nch, const uint8_t *act, const float *bias,
-                    float *y, int64_t r, int64_t r1, const uint8_t *end) {
-    const uint8_t *tile = P + (size_t)(r / 4) * tb;
+AI void gemv_packed(const uint8_t *tile, int64_t nch, xllm_dtype t, const uint8_t *act, const float *bias, float *y,
+                    int64_t r, int64_t r1, const uint8_t *end) {
     __m512 c0 = _mm512_setzero_ps(), c1 = c0, c2 = c0, c3 = c0;
     for (int64_t c = 0; c < nch; c++) {
         achunk a = load_act(act + c * ACH, t);
@@ -858,8 +810,7 @@ AI void gemv_packed(const uint8_t *P, size_t tb, xllm_dtype t, int64_t nch, cons
 }
 
 /* The GEMM's tile unpack (pack_q's format) from a packed tile. */
-AI void pack_q_packed(const uint8_t *P, size_t tb, xllm_dtype t, int64_t nch, int64_t r, uint8_t *pack) {
-    const uint8_t *tile = P + (size_t)(r / 4) * tb;
+AI void pack_q_packed(const uint8_t *tile, xllm_dtype t, int64_t nch, uint8_t *pack) {
     for (int64_t c = 0; c < nch; c++) {
         const uint8_t *wc = chunk_w(tile, t, c);
         __m512 sd, sm;
@@ -895,45 +846,23 @@ AI void tile_q_direct(const uint8_t *tile, int64_t nch, xllm_dtype t, int nt, co
     TILE_STORE()
 }
 
-/* Variants (kernels.h): how the token dimension is walked. "direct": token
- * tiles straight from the packed rows; "pack/N": each 4-row tile unpacked
- * once into scratch for a block of N tokens (the activations of a block stay
- * in L2). Default (measured by the planner on small-120m shapes): direct for
- * up to 8 tokens, else pack with the block that fits 384 KiB of activations. */
-static const char *const packed_variants[] = {"direct", "pack/24", "pack/48", "pack/96"};
-
-AI void matmul_packed_t(const matrix *W, xllm_dtype t, const uint8_t *act, size_t astride, int T, const float *bias,
-                        float *y, size_t ldy, int64_t r0, int64_t r1, void *scratch) {
-    const uint8_t *P = W->data;
-    int64_t nch = n_chunks(W->cols);
-    size_t tb = packed_tile_bytes(t, W->cols);
-    if (T == 1) {
-        const uint8_t *end = P + (size_t)((r1 + 3) / 4) * tb;
-        for (int64_t r = r0; r < r1; r += 4) gemv_packed(P, tb, t, nch, act, bias, y, r, r1, end);
-        return;
-    }
-    int v = W->plan_kernel[mm_bucket(T)];
-    if (v == 1 || (v == 0 && T <= 8)) {
-        for (int64_t r = r0; r < r1; r += MR)
-            for (int tt = 0; tt < T; tt += NT) {
-                int nt = T - tt < NT ? T - tt : NT;
-                const uint8_t *tile = P + (size_t)(r / 4) * tb, *a = act + (size_t)tt * astride;
-                float *yt = y + (size_t)tt * ldy;
-                if (nt == 3) tile_q_direct(tile, nch, t, 3, a, astride, bias, yt, ldy, r, r1);
-                else if (nt == 2) tile_q_direct(tile, nch, t, 2, a, astride, bias, yt, ldy, r, r1);
-                else tile_q_direct(tile, nch, t, 1, a, astride, bias, yt, ldy, r, r1);
-            }
-        return;
-    }
-    uint8_t *pack = scratch;
-    GEMM_BLOCKS(v == 2 ? 24 : v == 3 ? 48 : v == 4 ? 96 : token_block(astride), pack_q_packed(P, tb, t, nch, r, pack))
+AI void tile_direct(const uint8_t *tile, int64_t nch, xllm_dtype t, int nt, const uint8_t *act, size_t astride,
+                    const float *bias, float *y, size_t ldy, int64_t r, int64_t r1) {
+    if (nt == 3) tile_q_direct(tile, nch, t, 3, act, astride, bias, y, ldy, r, r1);
+    else if (nt == 2) tile_q_direct(tile, nch, t, 2, act, astride, bias, y, ldy, r, r1);
+    else tile_q_direct(tile, nch, t, 1, act, astride, bias, y, ldy, r, r1);
 }
 
-#define MM_CASE(TY, G)                                                                                             \
-    if (W->dtype == TY && W->group == G) {                                                                         \
-        matmul_q_t(W, TY, G, act, astride, T, bias, y, ldy, r0, r1, scratch);                                      \
-        return;                                                                                                    \
-    }
+/* The loops (kernels_driver_q.h). Packed variants (kernels.h): "direct"
+ * (token tiles straight from the packed rows) or "pack/N" (each 4-row tile
+ * unpacked once into scratch for a block of N tokens, whose activations stay
+ * in L2). Default (measured by the planner on small-120m shapes): direct for
+ * up to 8 tokens, else pack with the block that fits QMM_BLOCK_BYTES of
+ * activations. */
+#define QMM_BLOCK_BYTES ((size_t)384 << 10)
+#define DIRECT_MAX_T 8
+#define KD_PACKED
+#include "backend/cpu/kernels_driver_q.h"
 
 static void matmul_q(const matrix *W, const void *act, size_t astride, int T, const float *bias, float *y, size_t ldy,
                      int64_t r0, int64_t r1, void *scratch) {
@@ -948,13 +877,7 @@ static void matmul_q(const matrix *W, const void *act, size_t astride, int T, co
         else matmul_packed_t(W, XLLM_DT_Q4M, act, astride, T, bias, y, ldy, r0, r1, scratch);
         return;
     }
-    MM_CASE(XLLM_DT_Q8, 32) MM_CASE(XLLM_DT_Q8, 64) MM_CASE(XLLM_DT_Q8, 128)
-    MM_CASE(XLLM_DT_Q4, 32) MM_CASE(XLLM_DT_Q4, 64) MM_CASE(XLLM_DT_Q4, 128)
-    MM_CASE(XLLM_DT_Q4M, 32) MM_CASE(XLLM_DT_Q4M, 64) MM_CASE(XLLM_DT_Q4M, 128)
-    /* any other group (a multiple of 32): the same code, group not constant */
-    if (W->dtype == XLLM_DT_Q8) matmul_q_t(W, XLLM_DT_Q8, W->group, act, astride, T, bias, y, ldy, r0, r1, scratch);
-    else if (W->dtype == XLLM_DT_Q4) matmul_q_t(W, XLLM_DT_Q4, W->group, act, astride, T, bias, y, ldy, r0, r1, scratch);
-    else matmul_q_t(W, XLLM_DT_Q4M, W->group, act, astride, T, bias, y, ldy, r0, r1, scratch);
+    matmul_q_stored(W, act, astride, T, bias, y, ldy, r0, r1, scratch);
 }
 
 /* the largest of the 4-row GEMM's unpacked tile, R16's corrections plus one
@@ -1048,36 +971,10 @@ AI void gemv_f(const uint8_t *W, size_t rb, xllm_dtype t, int64_t cols, const fl
     y[r] = _mm512_reduce_add_ps(acc) + (bias ? bias[r] : 0.0f);
 }
 
-AI void matmul_f_t(const matrix *W, xllm_dtype t, const float *x, int T, const float *bias, float *y, size_t ldy,
-                   int64_t r0, int64_t r1) {
-    int64_t cols = W->cols;
-    size_t rb = (size_t)cols * xllm_dtype_size(t), xs = (size_t)cols;
-    if (T == 1) {
-        for (int64_t r = r0; r < r1; r++) gemv_f(W->data, rb, t, cols, x, bias, y, r, (const uint8_t *)W->data + (size_t)r1 * rb);
-        return;
-    }
-    int TB = (int)(((size_t)256 << 10) / (xs * sizeof(float) + 1));
-    TB = TB < NTF ? NTF : TB > 128 ? 128 : TB / NTF * NTF;
-    for (int t0 = 0; t0 < T; t0 += TB) {
-        int t1 = t0 + TB < T ? t0 + TB : T;
-        for (int64_t r = r0; r < r1; r += MRF)
-            for (int tt = t0; tt < t1; tt += NTF) {
-                int nt = t1 - tt < NTF ? t1 - tt : NTF;
-                tile_f_any(W->data, rb, t, cols, nt, x + (size_t)tt * xs, xs, bias, y + (size_t)tt * ldy, ldy, r, r1);
-            }
-    }
-}
-
-static void matmul_f(const matrix *W, const float *x, int T, const float *bias, float *y, size_t ldy, int64_t r0,
-                     int64_t r1, void *scratch) {
-    (void)scratch;
-    if (r1 <= r0) return;
-    switch (W->dtype) {
-    case XLLM_DT_F16: matmul_f_t(W, XLLM_DT_F16, x, T, bias, y, ldy, r0, r1); break;
-    case XLLM_DT_BF16: matmul_f_t(W, XLLM_DT_BF16, x, T, bias, y, ldy, r0, r1); break;
-    default: matmul_f_t(W, XLLM_DT_F32, x, T, bias, y, ldy, r0, r1); break;
-    }
-}
+/* The loops (kernels_driver_f.h): blocks of tokens whose inputs fit 256 KiB. */
+#define FMM_BLOCK_BYTES ((size_t)256 << 10)
+#define FMM_BLOCK_MAX 128
+#include "backend/cpu/kernels_driver_f.h"
 
 const cpu_kernels cpu_kernels_avx512 = {
     .level = CPU_AVX512,

@@ -173,10 +173,23 @@ AI float32x4_t step(float32x4_t acc, xllm_dtype t, const int8x16_t *w, float32x4
     F(0, 0) F(0, 1) F(0, 2) F(0, 3) F(1, 0) F(1, 1) F(1, 2) F(1, 3) F(2, 0) F(2, 1) F(2, 2) F(2, 3) F(3, 0) F(3, 1)  \
         F(3, 2) F(3, 3)
 
+/* What unpacking a stored row needs beyond its type and group (the shared
+ * driver, kernels_driver_q.h, passes it): nothing at this level. */
+typedef struct {
+    char none;
+} qlayout;
+
+AI qlayout make_layout(xllm_dtype t, int g) {
+    (void)t, (void)g;
+    qlayout L = {0};
+    return L;
+}
+
 /* GEMV: one row against one token; rows are read one after another, in
  * memory order. */
 AI void gemv_q(const uint8_t *W, size_t rb, xllm_dtype t, int g, size_t bb, int64_t cols, const uint8_t *act,
-               const float *bias, float *y, int64_t r, const uint8_t *end) {
+               const qlayout *L, const float *bias, float *y, int64_t r, const uint8_t *end) {
+    (void)L;
     int64_t nfull = cols / CH, nch = n_chunks(cols);
     int tail = (int)(cols % CH) / QK;
     const uint8_t *row = W + (size_t)r * rb;
@@ -190,8 +203,9 @@ AI void gemv_q(const uint8_t *W, size_t rb, xllm_dtype t, int g, size_t bb, int6
     y[r] = vaddvq_f32(acc) + (bias ? bias[r] : 0.0f);
 }
 
-AI void pack_q(const uint8_t *W, size_t rb, xllm_dtype t, int g, size_t bb, int64_t cols, int64_t r, int64_t r1,
-               uint8_t *pack) {
+AI void pack_q(const uint8_t *W, size_t rb, xllm_dtype t, int g, size_t bb, int64_t cols, const qlayout *L, int64_t r,
+               int64_t r1, uint8_t *pack) {
+    (void)L;
     int64_t nfull = cols / CH, nch = n_chunks(cols);
     int tail = (int)(cols % CH) / QK;
     for (int64_t c = 0; c < nch; c++)
@@ -247,47 +261,14 @@ static void tile_q_any(const uint8_t *pack, int64_t nch, xllm_dtype t, int nt, c
     }
 }
 
-AI void matmul_q_t(const matrix *W, xllm_dtype t, int g, const void *act_, size_t astride, int T, const float *bias,
-                   float *y, size_t ldy, int64_t r0, int64_t r1, void *scratch) {
-    const uint8_t *Wd = W->data, *act = act_;
-    size_t bb = quant_block_bytes(t, g), rb = quant_row_bytes(t, g, W->cols);
-    int64_t cols = W->cols;
-    if (T == 1) {
-        for (int64_t r = r0; r < r1; r++) gemv_q(Wd, rb, t, g, bb, cols, act, bias, y, r, Wd + (size_t)r1 * rb);
-        return;
-    }
-    int64_t nch = n_chunks(cols);
-    uint8_t *pack = scratch;
-    size_t tbs = ((size_t)256 << 10) / astride;
-    int TB = tbs < NT ? NT : tbs > 96 ? 96 : (int)(tbs / NT * NT);
-    for (int t0 = 0; t0 < T; t0 += TB) {
-        int t1 = t0 + TB < T ? t0 + TB : T;
-        for (int64_t r = r0; r < r1; r += MR) {
-            pack_q(Wd, rb, t, g, bb, cols, r, r1, pack);
-            for (int tt = t0; tt < t1; tt += NT) {
-                int nt = t1 - tt < NT ? t1 - tt : NT;
-                tile_q_any(pack, nch, t, nt, act + (size_t)tt * astride, astride, bias, y + (size_t)tt * ldy, ldy, r,
-                           r1);
-            }
-        }
-    }
-}
-
-#define MM_CASE(TY, G)                                                                                             \
-    if (W->dtype == TY && W->group == G) {                                                                         \
-        matmul_q_t(W, TY, G, act, astride, T, bias, y, ldy, r0, r1, scratch);                                      \
-        return;                                                                                                    \
-    }
+/* The loops (kernels_driver_q.h): blocks of tokens whose activations fit 256 KiB. */
+#define QMM_BLOCK_BYTES ((size_t)256 << 10)
+#include "backend/cpu/kernels_driver_q.h"
 
 static void matmul_q(const matrix *W, const void *act, size_t astride, int T, const float *bias, float *y, size_t ldy,
                      int64_t r0, int64_t r1, void *scratch) {
     if (r1 <= r0) return;
-    MM_CASE(XLLM_DT_Q8, 32) MM_CASE(XLLM_DT_Q8, 64) MM_CASE(XLLM_DT_Q8, 128)
-    MM_CASE(XLLM_DT_Q4, 32) MM_CASE(XLLM_DT_Q4, 64) MM_CASE(XLLM_DT_Q4, 128)
-    MM_CASE(XLLM_DT_Q4M, 32) MM_CASE(XLLM_DT_Q4M, 64) MM_CASE(XLLM_DT_Q4M, 128)
-    if (W->dtype == XLLM_DT_Q8) matmul_q_t(W, XLLM_DT_Q8, W->group, act, astride, T, bias, y, ldy, r0, r1, scratch);
-    else if (W->dtype == XLLM_DT_Q4) matmul_q_t(W, XLLM_DT_Q4, W->group, act, astride, T, bias, y, ldy, r0, r1, scratch);
-    else matmul_q_t(W, XLLM_DT_Q4M, W->group, act, astride, T, bias, y, ldy, r0, r1, scratch);
+    matmul_q_stored(W, act, astride, T, bias, y, ldy, r0, r1, scratch);
 }
 
 static size_t scratch_bytes(int64_t cols) { return (size_t)MR * (size_t)n_chunks(cols) * PS + 64; }
@@ -375,6 +356,12 @@ AI void tile_f(const uint8_t *W, size_t rb, xllm_dtype t, int64_t cols, int nt, 
     FTILE_IJ(TF_STORE)
 }
 
+AI void tile_f_any(const uint8_t *W, size_t rb, xllm_dtype t, int64_t cols, int nt, const float *x, size_t xs,
+                   const float *bias, float *y, size_t ldy, int64_t r, int64_t r1) {
+    if (nt == 2) tile_f(W, rb, t, cols, 2, x, xs, bias, y, ldy, r, r1);
+    else tile_f(W, rb, t, cols, 1, x, xs, bias, y, ldy, r, r1);
+}
+
 /* GEMV: one row against one token, rows in memory order; the same
  * arithmetic per output as tile_f. */
 AI void gemv_f(const uint8_t *W, size_t rb, xllm_dtype t, int64_t cols, const float *x, const float *bias, float *y,
@@ -400,36 +387,10 @@ AI void gemv_f(const uint8_t *W, size_t rb, xllm_dtype t, int64_t cols, const fl
     y[r] = sum4q(p, q, u, v) + (bias ? bias[r] : 0.0f);
 }
 
-AI void matmul_f_t(const matrix *W, xllm_dtype t, const float *x, int T, const float *bias, float *y, size_t ldy,
-                   int64_t r0, int64_t r1) {
-    int64_t cols = W->cols;
-    size_t rb = (size_t)cols * xllm_dtype_size(t), xs = (size_t)cols;
-    if (T == 1) {
-        for (int64_t r = r0; r < r1; r++) gemv_f(W->data, rb, t, cols, x, bias, y, r, (const uint8_t *)W->data + (size_t)r1 * rb);
-        return;
-    }
-    int TB = (int)(((size_t)192 << 10) / (xs * sizeof(float) + 1));
-    TB = TB < NTF ? NTF : TB > 128 ? 128 : TB / NTF * NTF;
-    for (int t0 = 0; t0 < T; t0 += TB) {
-        int t1 = t0 + TB < T ? t0 + TB : T;
-        for (int64_t r = r0; r < r1; r += MRF)
-            for (int tt = t0; tt < t1; tt += NTF) {
-                if (t1 - tt >= 2) tile_f(W->data, rb, t, cols, 2, x + (size_t)tt * xs, xs, bias, y + (size_t)tt * ldy, ldy, r, r1);
-                else tile_f(W->data, rb, t, cols, 1, x + (size_t)tt * xs, xs, bias, y + (size_t)tt * ldy, ldy, r, r1);
-            }
-    }
-}
-
-static void matmul_f(const matrix *W, const float *x, int T, const float *bias, float *y, size_t ldy, int64_t r0,
-                     int64_t r1, void *scratch) {
-    (void)scratch;
-    if (r1 <= r0) return;
-    switch (W->dtype) {
-    case XLLM_DT_F16: matmul_f_t(W, XLLM_DT_F16, x, T, bias, y, ldy, r0, r1); break;
-    case XLLM_DT_BF16: matmul_f_t(W, XLLM_DT_BF16, x, T, bias, y, ldy, r0, r1); break;
-    default: matmul_f_t(W, XLLM_DT_F32, x, T, bias, y, ldy, r0, r1); break;
-    }
-}
+/* The loops (kernels_driver_f.h): blocks of tokens whose inputs fit 192 KiB. */
+#define FMM_BLOCK_BYTES ((size_t)192 << 10)
+#define FMM_BLOCK_MAX 128
+#include "backend/cpu/kernels_driver_f.h"
 
 /* The level's table: kernels_neon.c and kernels_neon_dot.c define NEON_TABLE
  * and NEON_NAME before including this file. */
