@@ -813,7 +813,7 @@ METHOD(m_list_copy) {
     if (no_args(c, "copy()", a)) return -1;
     tv_list *l = tv_list_new(c, L_LIST, self->u.l->n);
     if (!l) return -1;
-    memcpy(l->items, self->u.l->items, self->u.l->n * sizeof(tv));
+    if (self->u.l->n) memcpy(l->items, self->u.l->items, self->u.l->n * sizeof(tv));
     l->n = self->u.l->n;
     *out = tv_list_val(l);
     return 0;

@@ -162,6 +162,17 @@ static void work(void) {
     CASE_ERR("output limit", "{% for i in range(100000) %}{{ 'x' * 1000 }}{% endfor %}", "larger than the limit");
 }
 
+/* Empty containers: found by fuzz_template (UBSan: [].copy() passed a NULL
+ * item array to memcpy). Every method and filter that copies items runs on
+ * an empty list, dict and string. */
+static void empty_containers(void) {
+    CASE_OK("[].copy()", "{{ [].copy() }}|{{ [1, 2].copy() }}", "[]|[1, 2]");
+    CASE_OK("empty filters", "{{ []|list }}{{ []|sort }}{{ []|unique|list }}{{ []|reverse|list }}{{ ''|reverse }}"
+                             "{{ {}|items|list }}{{ ''|upper }}{{ ''|indent }}{{ [] + [] }}{{ '' * 3 }}{{ [] * 3 }}",
+            "[][][][][][][]");
+    CASE_OK("empty dict", "{% set d = {} %}{{ d.copy() if d.copy is defined else '' }}{{ d.keys()|list }}", "{}[]");
+}
+
 static void nul_bytes(void) {
     /* a NUL is text like any other (Jinja2 prints it): never a silent truncation */
     size_t base = xllm_allocated_bytes();
@@ -184,6 +195,7 @@ int main(void) {
     deep_values();
     overflow();
     work();
+    empty_containers();
     nul_bytes();
     return test_report("test_hostile_template");
 }
