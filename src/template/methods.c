@@ -545,9 +545,11 @@ static int justify(tpl_ctx *c, const tv *self, const tpl_args *a, int mode, tv *
     else left = pad;                                       /* rjust */
     tpl_buf b = tpl_buf_make(c);
     int rc = 0;
-    for (size_t k = 0; k < left && !rc; k++) rc = tpl_buf_put(&b, fill, fl);
+    if (fl == 1) rc = tpl_buf_fill(&b, fill[0], left);
+    else for (size_t k = 0; k < left && !rc; k++) rc = tpl_buf_put(&b, fill, fl);
     if (!rc) rc = tpl_buf_put(&b, SELF_STR(self));
-    for (size_t k = left; k < pad && !rc; k++) rc = tpl_buf_put(&b, fill, fl);
+    if (fl == 1 && !rc) rc = tpl_buf_fill(&b, fill[0], pad - left);
+    else for (size_t k = left; k < pad && !rc; k++) rc = tpl_buf_put(&b, fill, fl);
     return new_str(c, &b, out);
 }
 METHOD(m_center) { return justify(c, self, a, 0, out); }
@@ -565,7 +567,7 @@ METHOD(m_zfill) {
     tpl_buf b = tpl_buf_make(c);
     size_t sign = self->len && (self->u.s[0] == '+' || self->u.s[0] == '-');
     tpl_buf_put(&b, self->u.s, sign);
-    for (size_t k = 0; k < (size_t)w - n && !b.over && !b.oom; k++) tpl_buf_putc(&b, '0');
+    tpl_buf_fill(&b, '0', (size_t)w - n);
     tpl_buf_put(&b, self->u.s + sign, self->len - sign);
     return new_str(c, &b, out);
 }
@@ -634,10 +636,9 @@ static int format_field_spec(tpl_ctx *c, const tv *v, const char *spec, size_t s
         text.len--;
         left = pad;
     } else if (align == '=') left = pad;
-    int rc = 0;
-    for (size_t k = 0; k < left && !rc; k++) rc = tpl_buf_putc(b, fill);
+    int rc = tpl_buf_fill(b, fill, left);
     if (!rc) rc = tpl_buf_put(b, text.u.s, text.len);
-    for (size_t k = left; k < pad && !rc; k++) rc = tpl_buf_putc(b, fill);
+    if (!rc) rc = tpl_buf_fill(b, fill, pad - left);
     return rc;
 }
 

@@ -282,11 +282,9 @@ int tpl_compare(tpl_ctx *c, int op, const tv *a, const tv *b, int *res) {
 static int pad_text(tpl_buf *b, const char *s, size_t len, int width, int left) {
     size_t cps = py_cp_count(s, len);
     size_t padn = width > 0 && (size_t)width > cps ? (size_t)width - cps : 0;
-    if (!left)
-        for (size_t k = 0; k < padn; k++) if (tpl_buf_putc(b, ' ')) return -1;
+    if (!left && tpl_buf_fill(b, ' ', padn)) return -1;
     if (tpl_buf_put(b, s, len)) return -1;
-    if (left)
-        for (size_t k = 0; k < padn; k++) if (tpl_buf_putc(b, ' ')) return -1;
+    if (left && tpl_buf_fill(b, ' ', padn)) return -1;
     return 0;
 }
 
@@ -413,13 +411,13 @@ int tpl_percent_format(tpl_ctx *c, const tv *fmt, const tv *args, tv *out) {
             size_t body = strlen(sign) + strlen(prefix) + zeros + nd;
             size_t pad = width > 0 && (size_t)width > body ? (size_t)width - body : 0;
             int zero_pad = strchr(flags, '0') && !left;
-            if (!left && !zero_pad) for (size_t k = 0; k < pad && !rc; k++) rc = tpl_buf_putc(&b, ' ');
+            if (!left && !zero_pad) rc = tpl_buf_fill(&b, ' ', pad);
             if (!rc) rc = tpl_buf_put(&b, sign, strlen(sign));
             if (!rc) rc = tpl_buf_put(&b, prefix, strlen(prefix));
-            if (zero_pad) for (size_t k = 0; k < pad && !rc; k++) rc = tpl_buf_putc(&b, '0');
-            for (size_t k = 0; k < zeros && !rc; k++) rc = tpl_buf_putc(&b, '0');
+            if (zero_pad && !rc) rc = tpl_buf_fill(&b, '0', pad);
+            if (!rc) rc = tpl_buf_fill(&b, '0', zeros);
             if (!rc) rc = tpl_buf_put(&b, digits, nd);
-            if (left) for (size_t k = 0; k < pad && !rc; k++) rc = tpl_buf_putc(&b, ' ');
+            if (left && !rc) rc = tpl_buf_fill(&b, ' ', pad);
             break;
         }
         case 'f': case 'F': case 'e': case 'E': case 'g': case 'G': {

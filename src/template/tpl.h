@@ -183,6 +183,8 @@ typedef struct tpl_buf {
 } tpl_buf;
 int tpl_buf_put(tpl_buf *b, const char *s, size_t n);
 int tpl_buf_putc(tpl_buf *b, char ch);
+/* n copies of ch (padding: one growth and a memset, not n calls). */
+int tpl_buf_fill(tpl_buf *b, char ch, size_t n);
 int tpl_buf_printf(tpl_buf *b, const char *fmt, ...) XLLM_PRINTF(2, 3);
 void tpl_buf_release(tpl_buf *b);
 

@@ -452,7 +452,8 @@ int tv_iter(tpl_ctx *c, const tv *v, const tv **items, size_t *n) {
 
 /* ------------------------------------------------------------------ buffer */
 
-int tpl_buf_put(tpl_buf *b, const char *s, size_t n) {
+/* Room for n more bytes (and the NUL): 0, or -1 with b->over / b->oom set. */
+static int buf_reserve(tpl_buf *b, size_t n) {
     if (b->over || b->oom) return -1;
     if (n > b->max - b->n) {
         b->over = 1;
@@ -469,7 +470,20 @@ int tpl_buf_put(tpl_buf *b, const char *s, size_t n) {
         b->p = np;
         b->cap = nc;
     }
+    return 0;
+}
+
+int tpl_buf_put(tpl_buf *b, const char *s, size_t n) {
+    if (buf_reserve(b, n)) return -1;
     if (n) memcpy(b->p + b->n, s, n);
+    b->n += n;
+    b->p[b->n] = 0;
+    return 0;
+}
+
+int tpl_buf_fill(tpl_buf *b, char ch, size_t n) {
+    if (buf_reserve(b, n)) return -1;
+    memset(b->p + b->n, ch, n);
     b->n += n;
     b->p[b->n] = 0;
     return 0;

@@ -159,6 +159,11 @@ static void work(void) {
     CASE_ERR("str scan in loop", "{% set s = 'x' * 50000000 %}{% for i in range(100000) %}"
                                  "{% if 'y' in s %}{% endif %}{% endfor %}", "too much work");
     CASE_ERR("macro recursion", "{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", "nested too deeply");
+    /* padding within the output limit is one memset (found by fuzz_template:
+     * a %-format width of 66,666,666 padded byte by byte, 39 s under load) */
+    CASE_OK("wide %-format", "{{ ('%20000000d' % 1)|length }} {{ ('%-20000000s' % 'x')|length }}", "20000000 20000000");
+    CASE_OK("wide rjust, zfill", "{{ 'x'.rjust(20000000)|length }} {{ '7'.zfill(20000000)|length }}",
+            "20000000 20000000");
     CASE_ERR("output limit", "{% for i in range(100000) %}{{ 'x' * 1000 }}{% endfor %}", "larger than the limit");
 }
 
