@@ -9,7 +9,8 @@
  *    (several over the same x): equal to op_rmsnorm then op_matmul each;
  *  - op_matmul_silu_mul over a fused gate|up matrix (up rows at I) and over
  *    separate gate / up matrices: equal to op_matmul then op_silu_mul;
- *  - op_matmul_rows over sub-ranges: equal to the same rows of op_matmul.
+ *  - op_matmul_rows over sub-ranges of rows and of tokens: equal to the same
+ *    rows of op_matmul.
  * Model level: logits at every position, fused (the default) against
  * XLLM_FUSE=0, compared with memcmp, for the tiny llama / mistral / qwen2
  * (q/k/v bias) / qwen3 (q/k norm) / qwen2_moe (shared expert) / qwen3_moe /
@@ -97,7 +98,11 @@ static void rows_task(void *p, size_t u0, size_t u1, int thread) {
     rows_ctx *c = p;
     for (size_t u = u0; u < u1; u++) {
         int64_t a = c->r0 + (int64_t)u * 8, b = a + 8 < c->r1 ? a + 8 : c->r1;
-        op_matmul_rows(c->be, c->x, c->T, c->W, NULL, a, b, c->y + (a - c->r0), (size_t)(c->r1 - c->r0), thread);
+        size_t ld = (size_t)(c->r1 - c->r0);
+        /* tokens in blocks of 5 (from token t0 on, as the fused tasks call it) */
+        for (int t0 = 0; t0 < c->T; t0 += 5)
+            op_matmul_rows(c->be, c->x, t0, c->T - t0 < 5 ? c->T - t0 : 5, c->W, NULL, a, b,
+                           c->y + (size_t)t0 * ld + (size_t)(a - c->r0), ld, thread);
     }
 }
 

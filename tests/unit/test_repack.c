@@ -240,7 +240,7 @@ static void check_kq_backend(const cpu_kernels *K, xllm_dtype t) {
                   K->name, xllm_dtype_name(t), T);
         op_act_prepare(&be, x, T, cols);
         for (int64_t r0 = 4; r0 < rows; r0 += 20) { /* rows [r0, rows) into yr, rows - r0 per token */
-            op_matmul_rows(&be, x, T, &W, NULL, r0, rows, yr, (size_t)(rows - r0), 0);
+            op_matmul_rows(&be, x, 0, T, &W, NULL, r0, rows, yr, (size_t)(rows - r0), 0);
             int same = 1;
             for (int tk = 0; tk < T; tk++)
                 same &= !memcmp(yr + (size_t)tk * (size_t)(rows - r0), ys + (size_t)tk * (size_t)rows + r0,

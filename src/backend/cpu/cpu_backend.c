@@ -177,33 +177,38 @@ static void qkv_heads(void *p, size_t u0, size_t u1, int thread) {
     const be_qkv *d = j->d;
     int T = d->T, hd = d->head_dim, half = hd / 2, nh = d->n_heads, nkv = d->n_kv_heads;
     size_t qd = (size_t)nh * hd, kd = (size_t)nkv * hd;
-    /* consecutive heads of one part in one kernel call, up to ~64 KiB of outputs */
-    size_t per_call = (size_t)(16384 / T / hd);
-    if (per_call < 1) per_call = 1;
-    for (size_t u = u0; u < u1;) {
-        int part = u < (size_t)nh ? 0 : u < (size_t)(nh + nkv) ? 1 : 2;
-        size_t first = part == 0 ? 0 : part == 1 ? (size_t)nh : (size_t)(nh + nkv);
-        size_t end = part == 0 ? (size_t)nh : part == 1 ? (size_t)(nh + nkv) : (size_t)(nh + 2 * nkv);
-        if (end > u1) end = u1;
-        if (end > u + per_call) end = u + per_call;
-        int h0 = (int)(u - first), h1 = (int)(end - first);
-        float *out = (part == 0 ? d->q : part == 1 ? d->k : d->v) + (size_t)h0 * hd;
-        size_t ld = part == 0 ? qd : kd;
-        int64_t r0 = d->row0[part] + (int64_t)h0 * hd;
-        op_matmul_rows(j->be, d->x, T, d->W[part], d->bias[part], r0, r0 + (int64_t)(h1 - h0) * hd, out, ld, thread);
-        for (int t = 0; t < T; t++) {
-            float *v = out + (size_t)t * ld;
-            if (part < 2) {
-                if (d->q_norm) op_rmsnorm(v, part == 0 ? d->q_norm : d->k_norm, d->eps, hd, h1 - h0, v);
-                rope_apply(v, h1 - h0, hd, d->rope_cos + (size_t)t * half, d->rope_sin + (size_t)t * half,
-                           d->rope_interleaved);
+    int tb = op_fuse_tokens(j->be, d->W[0], T);
+    for (int t0 = 0; t0 < T; t0 += tb) {
+        int nt = T - t0 < tb ? T - t0 : tb;
+        /* consecutive heads of one part in one kernel call, up to ~64 KiB of outputs */
+        size_t per_call = (size_t)(16384 / nt / hd);
+        if (per_call < 1) per_call = 1;
+        for (size_t u = u0; u < u1;) {
+            int part = u < (size_t)nh ? 0 : u < (size_t)(nh + nkv) ? 1 : 2;
+            size_t first = part == 0 ? 0 : part == 1 ? (size_t)nh : (size_t)(nh + nkv);
+            size_t end = part == 0 ? (size_t)nh : part == 1 ? (size_t)(nh + nkv) : (size_t)(nh + 2 * nkv);
+            if (end > u1) end = u1;
+            if (end > u + per_call) end = u + per_call;
+            int h0 = (int)(u - first), h1 = (int)(end - first);
+            size_t ld = part == 0 ? qd : kd;
+            float *out = (part == 0 ? d->q : part == 1 ? d->k : d->v) + (size_t)h0 * hd + (size_t)t0 * ld;
+            int64_t r0 = d->row0[part] + (int64_t)h0 * hd;
+            op_matmul_rows(j->be, d->x, t0, nt, d->W[part], d->bias[part], r0, r0 + (int64_t)(h1 - h0) * hd, out, ld,
+                           thread);
+            for (int t = t0; t < t0 + nt; t++) {
+                float *v = out + (size_t)(t - t0) * ld;
+                if (part < 2) {
+                    if (d->q_norm) op_rmsnorm(v, part == 0 ? d->q_norm : d->k_norm, d->eps, hd, h1 - h0, v);
+                    rope_apply(v, h1 - h0, hd, d->rope_cos + (size_t)t * half, d->rope_sin + (size_t)t * half,
+                               d->rope_interleaved);
+                }
+                if (part > 0) {
+                    const int32_t *table = d->block_tables[d->seq[t]];
+                    kv_store_heads(d, kv_slot(d, part == 1 ? d->k_cache : d->v_cache, table, d->pos[t]), h0, h1, v);
+                }
             }
-            if (part > 0) {
-                const int32_t *table = d->block_tables[d->seq[t]];
-                kv_store_heads(d, kv_slot(d, part == 1 ? d->k_cache : d->v_cache, table, d->pos[t]), h0, h1, v);
-            }
+            u = end;
         }
-        u = end;
     }
 }
 

@@ -131,22 +131,27 @@ void op_matmul_silu_mul(cpu_backend *be, const float *x, int T, const matrix *G,
                         unsigned flags);
 
 /* Fused regions. The caller runs its own tasks over n units on the backend's
- * threads; each task computes some matrix rows for all T tokens on its thread
- * (op_matmul_rows) and uses them at once (activation, RoPE, residual...).
+ * threads; each task computes some matrix rows for a block of tokens on its
+ * thread (op_matmul_rows) and uses them at once (activation, RoPE,
+ * residual...), block after block of op_fuse_tokens tokens (their prepared
+ * activations stay in L2 while the rows stream past).
  * op_units_per_thread: the fewest units to give a thread when each unit is
  * rows_per_unit rows of W at T tokens: the planner's thread choice for W and
- * T's bucket (matrix.plan_threads), else op_matmul's work-size rule. */
+ * T's bucket (matrix.plan_threads), else op_matmul's work-size rule.
+ * op_fuse_tokens: tokens per block for W at a batch of T (T when it fits).
+ * All thread-safe on distinct tasks' rows (pure reads of the backend). */
 typedef void (*op_task_fn)(void *ctx, size_t u0, size_t u1, int thread);
 size_t op_units_per_thread(const cpu_backend *be, const matrix *W, int T, size_t n_units, size_t rows_per_unit);
+int op_fuse_tokens(const cpu_backend *be, const matrix *W, int T);
 void op_run(cpu_backend *be, size_t n_units, size_t min_per_thread, op_task_fn fn, void *ctx);
-/* Rows [r0, r1) of W for T tokens on the calling task's thread:
- * y[t * ldy + (r - r0)] = W[r] . x_t + bias[r] (bias indexed by W's row, may
- * be NULL). A quantized W reads the activations in be->act, which must hold x
- * (op_act_prepare / op_rmsnorm_act). r0 must be a multiple of 4 (packed
- * tiles); r1 too unless it is W.rows. Each element is computed exactly as
- * op_matmul computes it. */
-void op_matmul_rows(cpu_backend *be, const float *x, int T, const matrix *W, const float *bias, int64_t r0, int64_t r1,
-                    float *y, size_t ldy, int thread);
+/* Rows [r0, r1) of W for tokens [t0, t0 + T) on the calling task's thread:
+ * y[t * ldy + (r - r0)] = W[r] . x_(t0+t) + bias[r] (bias indexed by W's row,
+ * may be NULL; x is the whole batch's). A quantized W reads the activations
+ * in be->act, which must hold x (op_act_prepare / op_rmsnorm_act). r0 must
+ * be a multiple of 4 (packed tiles); r1 too unless it is W.rows. Each element
+ * is computed exactly as op_matmul computes it. */
+void op_matmul_rows(cpu_backend *be, const float *x, int t0, int T, const matrix *W, const float *bias, int64_t r0,
+                    int64_t r1, float *y, size_t ldy, int thread);
 
 /* out[i] = x[i] / rms(x) * w[i] per row of n, for rows rows. */
 void op_rmsnorm(const float *x, const float *w, float eps, int n, int rows, float *out);

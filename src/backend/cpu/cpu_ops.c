@@ -131,8 +131,8 @@ static void rows_abs(cpu_backend *be, const float *x, size_t act_stride, int t0,
  * that starts at r0 (its bytes: r0 stored rows, or r0 / 4 packed tiles;
  * r0 is a multiple of 4 for packed matrices). Per-row arithmetic does not
  * depend on where a row sits in the view, so the results are those of W. */
-static void rows_rel(cpu_backend *be, const float *x, size_t act_stride, int T, const matrix *W, const float *bias,
-                     float *y, size_t ldy, int64_t r0, int64_t r1, int thread) {
+static void rows_rel(cpu_backend *be, const float *x, size_t act_stride, int t0, int T, const matrix *W,
+                     const float *bias, float *y, size_t ldy, int64_t r0, int64_t r1, int thread) {
     matrix v = *W;
     size_t off;
     int64_t tile = W->packed && be->kern->packed_rows ? be->kern->packed_rows(W) : 4;
@@ -147,15 +147,15 @@ static void rows_rel(cpu_backend *be, const float *x, size_t act_stride, int T, 
         v.data = (const char *)W->data + be->kern->packed_bytes(&head);
         v.rows = W->rows - ra;
         assert(tile <= 64 && xllm_dtype_is_quant(W->dtype));
-        for (int t0 = 0; t0 < T; t0 += 64) {
-            int nt = T - t0 < 64 ? T - t0 : 64;
-            rows_abs(be, x, act_stride, t0, nt, &v, bias ? bias + ra : NULL, buf, (size_t)tile, r0 - ra, re - ra,
+        for (int tb = 0; tb < T; tb += 64) {
+            int nt = T - tb < 64 ? T - tb : 64;
+            rows_abs(be, x, act_stride, t0 + tb, nt, &v, bias ? bias + ra : NULL, buf, (size_t)tile, r0 - ra, re - ra,
                      thread);
             for (int t = 0; t < nt; t++)
-                memcpy(y + (size_t)(t0 + t) * ldy, buf + (size_t)t * (size_t)tile + (r0 - ra),
+                memcpy(y + (size_t)(tb + t) * ldy, buf + (size_t)t * (size_t)tile + (r0 - ra),
                        sizeof(float) * (size_t)(re - r0));
         }
-        if (re < r1) rows_rel(be, x, act_stride, T, W, bias, y + (re - r0), ldy, re, r1, thread);
+        if (re < r1) rows_rel(be, x, act_stride, t0, T, W, bias, y + (re - r0), ldy, re, r1, thread);
         return;
     }
     if (W->packed) {
@@ -168,12 +168,24 @@ static void rows_rel(cpu_backend *be, const float *x, size_t act_stride, int T, 
     }
     v.data = (const char *)W->data + off;
     v.rows = W->rows - r0;
-    rows_abs(be, x, act_stride, 0, T, &v, bias ? bias + r0 : NULL, y, ldy, 0, r1 - r0, thread);
+    rows_abs(be, x, act_stride, t0, T, &v, bias ? bias + r0 : NULL, y, ldy, 0, r1 - r0, thread);
 }
 
-/* Rows a fused task handles at a time (a multiple of ROW_TILE), so that its
- * T x rows outputs (about 64 KiB) are used while still in cache; at small T
- * the whole range at once (one weight stream for the prefetchers). */
+/* The order of a fused task's work: blocks of tokens whose prepared
+ * activations stay in L2 (as inside the GEMM kernels: the same ~384 KiB),
+ * and within a block, rows a few at a time (a multiple of ROW_TILE) so that
+ * the block's outputs (about 64 KiB) are used while still in cache. Rows in
+ * the outer loop instead would stream every token's activations again for
+ * each few rows (at T = 512 and 2048 columns, 1.1 MB per 64 rows). At small
+ * T, one block and the whole range at once (one weight stream for the
+ * prefetchers). Each output's arithmetic is the kernel's whatever the
+ * blocks (kernels.h), so the order does not change results. */
+int op_fuse_tokens(const cpu_backend *be, const matrix *W, int T) {
+    size_t per_token = xllm_dtype_is_quant(W->dtype) ? act_stride(be, W->cols) : (size_t)W->cols * sizeof(float);
+    int tb = kernels_token_block(per_token, (size_t)384 << 10, 8);
+    return T < tb ? T : tb;
+}
+
 static int64_t fuse_rows(int T) {
     int64_t r = 16384 / (T > 0 ? T : 1);
     if (r < 64) r = 64;
@@ -202,14 +214,18 @@ static void matmul_tiles(void *p, size_t u0, size_t u1, int thread) {
         return;
     }
     /* y += x W^T + bias: the rows into tmp, then added while in cache */
-    int64_t step = fuse_rows(j->T);
-    for (int64_t c0 = r0; c0 < r1; c0 += step) {
-        int64_t c1 = c0 + step < r1 ? c0 + step : r1;
-        rows_abs(j->be, j->x, j->act_stride, 0, j->T, W, j->bias, j->tmp, n, c0, c1, thread);
-        for (int t = 0; t < j->T; t++) {
-            float *yr = j->y + (size_t)t * n;
-            const float *tr = j->tmp + (size_t)t * n;
-            for (int64_t r = c0; r < c1; r++) yr[r] += tr[r];
+    int tb = op_fuse_tokens(j->be, W, j->T);
+    for (int t0 = 0; t0 < j->T; t0 += tb) {
+        int nt = j->T - t0 < tb ? j->T - t0 : tb;
+        int64_t step = fuse_rows(nt);
+        for (int64_t c0 = r0; c0 < r1; c0 += step) {
+            int64_t c1 = c0 + step < r1 ? c0 + step : r1;
+            rows_abs(j->be, j->x, j->act_stride, t0, nt, W, j->bias, j->tmp + (size_t)t0 * n, n, c0, c1, thread);
+            for (int t = t0; t < t0 + nt; t++) {
+                float *yr = j->y + (size_t)t * n;
+                const float *tr = j->tmp + (size_t)t * n;
+                for (int64_t r = c0; r < c1; r++) yr[r] += tr[r];
+            }
         }
     }
 }
@@ -262,15 +278,15 @@ void op_run(cpu_backend *be, size_t n_units, size_t min_per_thread, op_task_fn f
     threadpool_run(be->tp, n_units, min_per_thread, fn, ctx);
 }
 
-void op_matmul_rows(cpu_backend *be, const float *x, int T, const matrix *W, const float *bias, int64_t r0, int64_t r1,
-                    float *y, size_t ldy, int thread) {
+void op_matmul_rows(cpu_backend *be, const float *x, int t0, int T, const matrix *W, const float *bias, int64_t r0,
+                    int64_t r1, float *y, size_t ldy, int thread) {
     if (T <= 0 || r1 <= r0) return;
     size_t stride = 0;
     if (xllm_dtype_is_quant(W->dtype)) {
         stride = act_stride(be, W->cols);
-        assert(act_holds(be, x, T, W->cols, act_need(W)));
+        assert(act_holds(be, x, t0 + T, W->cols, act_need(W)));
     }
-    rows_rel(be, x, stride, T, W, bias, y, ldy, r0, r1, thread);
+    rows_rel(be, x, stride, t0, T, W, bias, y, ldy, r0, r1, thread);
 }
 
 void op_matmul_ex(cpu_backend *be, const float *x, int T, const matrix *W, const float *bias, float *y, float *tmp,
@@ -339,14 +355,19 @@ static void silu_tiles(void *p, size_t u0, size_t u1, int thread) {
     size_t I = (size_t)j->I;
     int64_t r0 = (int64_t)u0 * ROW_TILE, r1 = (int64_t)u1 * ROW_TILE;
     if (r1 > j->I) r1 = j->I;
-    int64_t step = fuse_rows(j->T);
-    for (int64_t c0 = r0; c0 < r1; c0 += step) {
-        int64_t c1 = c0 + step < r1 ? c0 + step : r1;
-        /* gate rows straight into h, up rows into tmp (both [T][I]) */
-        rows_rel(j->be, j->x, j->sg, j->T, j->G, j->gb, j->h + c0, I, j->g0 + c0, j->g0 + c1, thread);
-        rows_rel(j->be, j->x, j->su, j->T, j->U, j->ub, j->tmp + c0, I, j->u0 + c0, j->u0 + c1, thread);
-        for (int t = 0; t < j->T; t++)
-            op_silu_mul(j->h + (size_t)t * I + (size_t)c0, j->tmp + (size_t)t * I + (size_t)c0, (size_t)(c1 - c0));
+    int tb = op_fuse_tokens(j->be, j->G, j->T);
+    for (int t0 = 0; t0 < j->T; t0 += tb) {
+        int nt = j->T - t0 < tb ? j->T - t0 : tb;
+        int64_t step = fuse_rows(nt);
+        float *h = j->h + (size_t)t0 * I, *tmp = j->tmp + (size_t)t0 * I;
+        for (int64_t c0 = r0; c0 < r1; c0 += step) {
+            int64_t c1 = c0 + step < r1 ? c0 + step : r1;
+            /* gate rows straight into h, up rows into tmp (both [T][I]) */
+            rows_rel(j->be, j->x, j->sg, t0, nt, j->G, j->gb, h + c0, I, j->g0 + c0, j->g0 + c1, thread);
+            rows_rel(j->be, j->x, j->su, t0, nt, j->U, j->ub, tmp + c0, I, j->u0 + c0, j->u0 + c1, thread);
+            for (int t = 0; t < nt; t++)
+                op_silu_mul(h + (size_t)t * I + (size_t)c0, tmp + (size_t)t * I + (size_t)c0, (size_t)(c1 - c0));
+        }
     }
 }
 
