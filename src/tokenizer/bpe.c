@@ -638,7 +638,8 @@ static xllm_status tokenize_piece(const tok_bpe *m, const char *s, size_t len, t
         h = tok_hash(s, len);
         const cache_slot *c = cache_find(ws, s, len, h);
         if (c) {
-            if (tok_ids_append(out, ws->ids.v + c->ids_off, c->n_ids))
+            /* a word may tokenize to nothing (every character dropped): no ids array then */
+            if (c->n_ids && tok_ids_append(out, ws->ids.v + c->ids_off, c->n_ids))
                 return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory in BPE");
             return XLLM_OK;
         }
@@ -648,7 +649,7 @@ static xllm_status tokenize_piece(const tok_bpe *m, const char *s, size_t len, t
     int32_t id = m->ignore_merges ? tok_strmap_get(&m->vocab, s, len) : -1;
     if (id >= 0) st = tok_ids_push(out, id) ? xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory") : XLLM_OK;
     else st = merge_word(m, s, len, out, ws, err);
-    if (!st && cacheable) cache_put(ws, s, len, h, out->v + first, out->n - first);
+    if (!st && cacheable) cache_put(ws, s, len, h, out->n > first ? out->v + first : NULL, out->n - first);
     return st;
 }
 

@@ -44,7 +44,30 @@ static void load_case(const char *name, const char *vocab, const char *added, co
 #define V "\"a\": 0, \"b\": 1, \"ab\": 2"
 #define ADDED(id) "{\"id\": " id ", \"content\": \"<s>\", \"special\": true}"
 
+/* A word of characters outside the vocabulary, with no unk token, tokenizes
+ * to nothing (HF drops them); found by fuzz_xllm: the word cache was then
+ * handed a null id array plus 0 (UBSan), on the first encode and on a cache
+ * hit. */
+static void word_without_ids(void) {
+    const char *json = "{\"version\": \"1.0\", \"added_tokens\": [], \"model\": {\"type\": \"BPE\", \"vocab\": {" V
+                       "}, \"merges\": [\"a b\"]}}";
+    size_t base = xllm_allocated_bytes();
+    xllm_error err = {0};
+    tokenizer *t = tokenizer_load_text(json, strlen(json), NULL, 0, "word without ids", &err);
+    CHECK_MSG(t != NULL, "%s", err.message);
+    for (int k = 0; t && k < 3; k++) {
+        int32_t *ids = NULL;
+        size_t n = 99;
+        CHECK(!tokenizer_encode(t, k == 2 ? "zzab" : "zz", k == 2 ? 4 : 2, 0, &ids, &n, &err));
+        CHECK_MSG(n == (k == 2 ? 1u : 0u), "encode %d: %zu ids", k, n);
+        xllm_free(ids);
+    }
+    tokenizer_free(t);
+    CHECK_MSG(xllm_allocated_bytes() == base, "word without ids: leaked");
+}
+
 int main(void) {
+    word_without_ids();
     load_case("baseline", V, ADDED("3"), "", NULL);
     load_case("gap in ids", "\"a\": 0, \"b\": 1, \"ab\": 40", ADDED("3"), "", NULL); /* small gaps are fine */
     load_case("vocab id 1e9", "\"a\": 0, \"b\": 1, \"ab\": 1000000000", "", "", "far beyond");
