@@ -29,6 +29,7 @@
 #include "base/alloc.h"
 #include "base/error.h"
 #include "base/file.h"
+#include "base/tmpfile.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -259,8 +260,7 @@ xllm_status xllm_engine_save_knowledge(xllm_engine *e, const char *name, const c
     unsigned char *slot = xllm_malloc_array(2, sb); /* one position's K and V, read back from the pool */
     if (!slot) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
     char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmpXXXXXX", path);
-    int fd = mkstemp(tmp);
+    int fd = tmpfile_create(path, tmp, sizeof tmp); /* removed by xllm_remove_temp_files if interrupted */
     if (fd < 0) {
         xllm_free(slot);
         return xllm_errorf(err, XLLM_ERR_IO, "%s: cannot create a temporary file beside it", path);
@@ -270,6 +270,7 @@ xllm_status xllm_engine_save_knowledge(xllm_engine *e, const char *name, const c
         xllm_free(slot);
         close(fd);
         unlink(tmp);
+        tmpfile_forget(tmp);
         return xllm_errorf(err, XLLM_ERR_IO, "%s: cannot write", path);
     }
     XXH3_state_t *h = XXH3_createState();
@@ -295,8 +296,10 @@ xllm_status xllm_engine_save_knowledge(xllm_engine *e, const char *name, const c
     if (fclose(f)) ok = 0;
     if (!ok || rename(tmp, path)) {
         unlink(tmp);
+        tmpfile_forget(tmp);
         return xllm_errorf(err, XLLM_ERR_IO, "%s: cannot write the knowledge file", path);
     }
+    tmpfile_forget(tmp);
     return XLLM_OK;
 }
 
