@@ -40,6 +40,9 @@ static int overflow(tpl_ctx *c) {
 
 static int repeat(tpl_ctx *c, const tv *seq, int64_t times, tv *out) {
     if (times < 0) times = 0;
+    /* an empty sequence repeated is empty at once, however large times is
+     * (found by fuzz_template: [] * 4 ** 20 looped 10^12 times) */
+    if ((seq->kind == TV_STR ? seq->len : seq->u.l->n) == 0) times = 0;
     if (seq->kind == TV_STR) {
         if (seq->len && (uint64_t)times > c->max_output / seq->len)
             return tpl_fail(c, XLLM_ERR_FORMAT, "string repetition larger than the output limit");

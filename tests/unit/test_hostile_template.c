@@ -164,6 +164,7 @@ static void work(void) {
     CASE_OK("wide %-format", "{{ ('%20000000d' % 1)|length }} {{ ('%-20000000s' % 'x')|length }}", "20000000 20000000");
     CASE_OK("wide rjust, zfill", "{{ 'x'.rjust(20000000)|length }} {{ '7'.zfill(20000000)|length }}",
             "20000000 20000000");
+    CASE_OK("empty repeated 4**20", "{{ [] * 4 ** 20 }}|{{ '' * 4 ** 20 }}|{{ (4 ** 20 * ())|length }}", "[]||0");
     CASE_ERR("output limit", "{% for i in range(100000) %}{{ 'x' * 1000 }}{% endfor %}", "larger than the limit");
 }
 
