@@ -27,6 +27,21 @@
 #include <string.h>
 
 static unsigned g_seed = 777;
+/* S repacked (pb bytes) at once, and again in pieces of `piece` 4-row
+ * quads into a buffer filled with garbage first: the two must be equal.
+ * Returns the first (the caller frees it). */
+static void *repack_whole_and_in_pieces(const cpu_kernels *K, const matrix *S, size_t pb, int64_t piece) {
+    int64_t quads = (S->rows + 3) / 4;
+    void *p1 = xllm_malloc_aligned(pb), *p2 = xllm_malloc_aligned(pb);
+    memset(p2, 0xA5, pb);
+    K->repack(S, 0, quads, p1);
+    for (int64_t q0 = 0; q0 < quads; q0 += piece) K->repack(S, q0, q0 + piece < quads ? q0 + piece : quads, p2);
+    CHECK_MSG(!memcmp(p1, p2, pb), "%s %s g%d %lldx%lld: repack in pieces of %lld differs", K->name,
+              xllm_dtype_name(S->dtype), S->group, (long long)S->rows, (long long)S->cols, (long long)piece);
+    xllm_free_aligned(p2);
+    return p1;
+}
+
 static int g_packed_shapes;
 static float frand(void) {
     g_seed = g_seed * 1664525u + 1013904223u;
@@ -49,13 +64,7 @@ static void check_shape(const cpu_kernels *K, xllm_dtype t, int g, int64_t rows,
         return;
     }
     g_packed_shapes++;
-    int64_t tiles = (rows + 3) / 4;
-    void *p1 = xllm_malloc_aligned(pb), *p2 = xllm_malloc_aligned(pb);
-    memset(p2, 0xA5, pb);
-    K->repack(&S, 0, tiles, p1);
-    for (int64_t t0 = 0; t0 < tiles; t0 += 2) K->repack(&S, t0, t0 + 2 < tiles ? t0 + 2 : tiles, p2);
-    CHECK_MSG(!memcmp(p1, p2, pb), "%s %s g%d %lldx%lld: repack in pieces differs", K->name, xllm_dtype_name(t), g,
-              (long long)rows, (long long)cols);
+    void *p1 = repack_whole_and_in_pieces(K, &S, pb, 2);
     matrix P = S;
     P.data = p1;
     P.packed = 1;
@@ -90,7 +99,6 @@ static void check_shape(const cpu_kernels *K, xllm_dtype t, int g, int64_t rows,
     xllm_free_aligned(act);
     xllm_free_aligned(scr);
     xllm_free_aligned(p1);
-    xllm_free_aligned(p2);
     xllm_free_aligned(w);
     free(x);
     free(bias);
@@ -162,13 +170,7 @@ static void check_kq_shape(const cpu_kernels *K, xllm_dtype t, int64_t rows, int
         return;
     }
     g_kq_shapes++;
-    int64_t quads = (rows + 3) / 4;
-    void *p1 = xllm_malloc_aligned(pb), *p2 = xllm_malloc_aligned(pb);
-    memset(p2, 0xA5, pb);
-    K->repack(&S, 0, quads, p1);
-    for (int64_t q0 = 0; q0 < quads; q0 += 3) K->repack(&S, q0, q0 + 3 < quads ? q0 + 3 : quads, p2);
-    CHECK_MSG(!memcmp(p1, p2, pb), "%s %s %lldx%lld: repack in pieces differs", K->name, xllm_dtype_name(t),
-              (long long)rows, (long long)cols);
+    void *p1 = repack_whole_and_in_pieces(K, &S, pb, 3);
     matrix P = S;
     P.data = p1;
     P.packed = 1;
@@ -207,7 +209,6 @@ static void check_kq_shape(const cpu_kernels *K, xllm_dtype t, int64_t rows, int
     xllm_free_aligned(act);
     xllm_free_aligned(scr);
     xllm_free_aligned(p1);
-    xllm_free_aligned(p2);
     xllm_free_aligned(w);
     free(x);
     free(bias);
