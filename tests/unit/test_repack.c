@@ -29,8 +29,8 @@
 static unsigned g_seed = 777;
 /* S repacked (pb bytes) at once, and again in pieces of `piece` 4-row
  * quads into a buffer filled with garbage first: the two must be equal.
- * Returns the first (the caller frees it). */
-static void *repack_whole_and_in_pieces(const cpu_kernels *K, const matrix *S, size_t pb, int64_t piece) {
+ * Returns the packed matrix of the first (the caller frees its data). */
+static matrix repack_whole_and_in_pieces(const cpu_kernels *K, const matrix *S, size_t pb, int64_t piece) {
     int64_t quads = (S->rows + 3) / 4;
     void *p1 = xllm_malloc_aligned(pb), *p2 = xllm_malloc_aligned(pb);
     memset(p2, 0xA5, pb);
@@ -39,7 +39,10 @@ static void *repack_whole_and_in_pieces(const cpu_kernels *K, const matrix *S, s
     CHECK_MSG(!memcmp(p1, p2, pb), "%s %s g%d %lldx%lld: repack in pieces of %lld differs", K->name,
               xllm_dtype_name(S->dtype), S->group, (long long)S->rows, (long long)S->cols, (long long)piece);
     xllm_free_aligned(p2);
-    return p1;
+    matrix P = *S;
+    P.data = p1;
+    P.packed = 1;
+    return P;
 }
 
 static int g_packed_shapes;
@@ -64,10 +67,7 @@ static void check_shape(const cpu_kernels *K, xllm_dtype t, int g, int64_t rows,
         return;
     }
     g_packed_shapes++;
-    void *p1 = repack_whole_and_in_pieces(K, &S, pb, 2);
-    matrix P = S;
-    P.data = p1;
-    P.packed = 1;
+    matrix P = repack_whole_and_in_pieces(K, &S, pb, 2);
 
     const int Ts[] = {1, 2, 3, 4, 5, 8, 13, 40};
     int maxT = 40;
@@ -98,7 +98,7 @@ static void check_shape(const cpu_kernels *K, xllm_dtype t, int g, int64_t rows,
     }
     xllm_free_aligned(act);
     xllm_free_aligned(scr);
-    xllm_free_aligned(p1);
+    xllm_free_aligned((void *)P.data);
     xllm_free_aligned(w);
     free(x);
     free(bias);
@@ -170,10 +170,7 @@ static void check_kq_shape(const cpu_kernels *K, xllm_dtype t, int64_t rows, int
         return;
     }
     g_kq_shapes++;
-    void *p1 = repack_whole_and_in_pieces(K, &S, pb, 3);
-    matrix P = S;
-    P.data = p1;
-    P.packed = 1;
+    matrix P = repack_whole_and_in_pieces(K, &S, pb, 3);
     enum { MAXT = 70 };
     const int Ts[] = {1, 2, 3, 7, 8, 9, 17, 65, 70};
     size_t as = kq_act_bytes(KQ_ACT_Q8K, cols);
@@ -208,7 +205,7 @@ static void check_kq_shape(const cpu_kernels *K, xllm_dtype t, int64_t rows, int
     }
     xllm_free_aligned(act);
     xllm_free_aligned(scr);
-    xllm_free_aligned(p1);
+    xllm_free_aligned((void *)P.data);
     xllm_free_aligned(w);
     free(x);
     free(bias);
