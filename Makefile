@@ -26,16 +26,21 @@ install: build
 run: build
 	./$(BUILD)/xllm run
 
+# No test may run longer than this (seconds; the slowest takes about 70 s under
+# the sanitizers): a hang fails that test, by name, with its output so far,
+# instead of stalling the whole run.
+CTEST_TIMEOUT ?= 600
+
 # Release build: unit, end-to-end and Python tests.
 test-release: build
-	cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
+	cd $(BUILD) && ctest --output-on-failure --timeout $(CTEST_TIMEOUT) -j$(JOBS)
 
 # AddressSanitizer + UBSan build of the library, CLI and tests; all C tests again.
 test-asan: deps
 	cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DXLLM_SANITIZE=ON >/dev/null
 	cmake --build build-asan -j$(JOBS)
 	cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-		ctest --output-on-failure -j$(JOBS) -E python
+		ctest --output-on-failure --timeout $(CTEST_TIMEOUT) -j$(JOBS) -E python
 
 # The code must also be warning-free under clang.
 test-clang: deps
@@ -51,7 +56,7 @@ test-clang-asan: deps
 	CC=clang cmake -S . -B build-clang-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DXLLM_SANITIZE=ON -DXLLM_FUZZ=ON >/dev/null
 	cmake --build build-clang-asan -j$(JOBS)
 	cd build-clang-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-		ctest --output-on-failure -j$(JOBS) -E python
+		ctest --output-on-failure --timeout $(CTEST_TIMEOUT) -j$(JOBS) -E python
 	./fuzz/run.sh build-clang-asan replay
 	./fuzz/run.sh build-clang-asan $(FUZZ_SMOKE)
 
@@ -65,7 +70,7 @@ test-fuzz-smoke: deps
 	CC=clang cmake -S . -B build-clang-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DXLLM_SANITIZE=ON -DXLLM_FUZZ=ON >/dev/null
 	cmake --build build-clang-asan -j$(JOBS) --target fuzz_gguf fuzz_safetensors fuzz_xllm fuzz_tokenizer fuzz_template fuzz_config fuzz_http $(SMOKE_TESTS)
 	cd build-clang-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-		ctest --output-on-failure -j$(JOBS) -R '^($(subst $() ,|,$(SMOKE_TESTS)))$$'
+		ctest --output-on-failure --timeout $(CTEST_TIMEOUT) -j$(JOBS) -R '^($(subst $() ,|,$(SMOKE_TESTS)))$$'
 	./fuzz/run.sh build-clang-asan replay
 	./fuzz/run.sh build-clang-asan $(FUZZ_SMOKE_CI)
 
@@ -75,7 +80,7 @@ TSAN_TESTS = test_threadpool_stress test_kv_threadpool test_alloc test_engine
 test-tsan: deps
 	CC=clang cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DXLLM_TSAN=ON >/dev/null
 	cmake --build build-tsan -j$(JOBS) --target $(TSAN_TESTS)
-	cd build-tsan && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 ctest --output-on-failure \
+	cd build-tsan && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 ctest --output-on-failure --timeout $(CTEST_TIMEOUT) \
 		-R '^($(subst $() ,|,$(TSAN_TESTS)))$$'
 
 # Fuzz every parser for FUZZ_TIME seconds each (fuzz/README.md; results in docs/FUZZING.md).

@@ -35,7 +35,7 @@ for t in test_kernels test_kq_kernels; do
 done
 for t in test_kernels test_kq_kernels; do
     echo "== $t: aarch64 (qemu default CPU: NEON + dotprod)"
-    "$QEMU" -L "$SYSROOT" "$OUT/$t"
+    timeout -k 10 600 "$QEMU" -L "$SYSROOT" "$OUT/$t"
     echo "== $t: aarch64 as Cortex-A53 (NEON, no dotprod)"
-    "$QEMU" -cpu cortex-a53 -L "$SYSROOT" "$OUT/$t"
+    timeout -k 10 600 "$QEMU" -cpu cortex-a53 -L "$SYSROOT" "$OUT/$t"
 done

@@ -11,8 +11,11 @@
 # concurrent requests with the single-process text. Under the sanitizers
 # (slower) qwen3_moe stands for the three tiny models. Skipped, saying so,
 # without mpirun or in a build without MPI.
+# Every launch is bounded (timeout, then SIGKILL 10 s later) and reads no stdin (mpirun
+# forwards its stdin to rank 0; a runner's stdin may be a pipe that never closes).
 # usage: pp.sh XLLM_BINARY SOURCE_DIR BUILD_DIR
 set -u
+exec < /dev/null
 XLLM=$(cd "$(dirname "$1")" && pwd)/$(basename "$1"); SRC=$2
 T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
 . "$(dirname "$0")/lib/common.bash"
@@ -22,7 +25,7 @@ if ! command -v mpirun > /dev/null 2>&1; then
     echo "skip: mpirun not found (Debian: apt-get install openmpi-bin libopenmpi-dev; scripts/install-deps.sh does)"
     exit 0
 fi
-"$XLLM" run -m "$SRC/models/stories260k" -p x -n 1 --pp 2 > /dev/null 2> "$T/nompi"
+timeout -k 10 60 "$XLLM" run -m "$SRC/models/stories260k" -p x -n 1 --pp 2 > /dev/null 2> "$T/nompi"
 if grep -q "built without MPI" "$T/nompi"; then
     echo "skip: this xllm was built without MPI ($(cat "$T/nompi"))"
     exit 0
@@ -104,9 +107,9 @@ PY
 run_pp() {
     local name=$1 model=$2 n=$3; shift 3
     local common=(-m "$model" --prompts "$T/prompts" -n 20 -c 64 --kv-tokens 64 --json -t 1 "$@")
-    "$XLLM" run "${common[@]}" > "$T/ref" 2> "$T/ref.err"
+    timeout -k 10 120 "$XLLM" run "${common[@]}" > "$T/ref" 2> "$T/ref.err"
     local rc=$?
-    timeout 120 "${MPIRUN[@]}" -np "$n" "$XLLM" run "${common[@]}" --pp "$n" --pp-stats > "$T/got" 2> "$T/got.err"
+    timeout -k 10 120 "${MPIRUN[@]}" -np "$n" "$XLLM" run "${common[@]}" --pp "$n" --pp-stats > "$T/got" 2> "$T/got.err"
     local prc=$?
     [ $rc = 0 ] && [ $prc = 0 ] && [ -s "$T/ref" ] && cmp -s "$T/ref" "$T/got"
     check $? "$name: $n ranks, $* == one process ($(wc -l < "$T/ref") sequences)"
@@ -153,7 +156,7 @@ rank_pid() {
 }
 
 # serve over 2 ranks: concurrent requests get the single-process tokens; SIGTERM stops every rank
-timeout 120 "${MPIRUN[@]}" -np 2 "$XLLM" serve -m "$S" --port 0 -t 1 --pp 2 --pp-stats > "$T/serve.out" 2> "$T/serve.err" &
+timeout -k 10 120 "${MPIRUN[@]}" -np 2 "$XLLM" serve -m "$S" --port 0 -t 1 --pp 2 --pp-stats > "$T/serve.out" 2> "$T/serve.err" &
 sp=$!
 for _ in $(seq 300); do grep -q "listening on" "$T/serve.out" && break; sleep 0.1; done
 port=$(sed -n 's/.*listening on http:.*:\([0-9]*\)$/\1/p' "$T/serve.out")
@@ -208,11 +211,11 @@ RUN=("$XLLM" run -m "$S" -p "Once" -n 4 -t 1 --quiet)
 # (every wrong split is in test_model_parts; here: that all ranks stop)
 for bad in "2 --pp-layers 3,3:sums to 6 layers" "3 --pp-layers 1,x,3:whole numbers"; do
     args=${bad%%:*}; key=${bad#*:}; n=${args%% *}
-    timeout 60 "${MPIRUN[@]}" -np "$n" "${RUN[@]}" --pp $args > "$T/out" 2> "$T/err"; rc=$?
+    timeout -k 10 60 "${MPIRUN[@]}" -np "$n" "${RUN[@]}" --pp $args > "$T/out" 2> "$T/err"; rc=$?
     [ $rc != 0 ] && [ $rc != 124 ] && grep -q "$key" "$T/err"
     check $? "--pp $args: refused ($(grep -m1 -o "error: .*" "$T/err" | head -c 150))"
 done
-timeout 60 "${MPIRUN[@]}" -np 2 "${RUN[@]}" --pp 3 > "$T/out" 2> "$T/err"; rc=$?
+timeout -k 10 60 "${MPIRUN[@]}" -np 2 "${RUN[@]}" --pp 3 > "$T/out" 2> "$T/err"; rc=$?
 [ $rc != 0 ] && [ $rc != 124 ] && grep -q "the MPI job has 2 processes" "$T/err"
 check $? "--pp 3 in a job of 2: refused"
 
@@ -220,7 +223,7 @@ check $? "--pp 3 in a job of 2: refused"
 fail_case() {
     local name=$1 key=$2; shift 2
     local t0=$SECONDS
-    timeout 60 "${MPIRUN[@]}" -np 2 "$XLLM" run -m "$S" --prompts "$T/prompts" -n 200 -t 1 --pp 2 "$@" > "$T/out" 2> "$T/err"
+    timeout -k 10 60 "${MPIRUN[@]}" -np 2 "$XLLM" run -m "$S" --prompts "$T/prompts" -n 200 -t 1 --pp 2 "$@" > "$T/out" 2> "$T/err"
     local rc=$? dt=$((SECONDS - t0))
     [ $rc != 0 ] && [ $rc != 124 ] && grep -q "$key" "$T/err"
     check $? "$name: the job ends with an error in ${dt} s (exit $rc; $(grep -m1 -o "xllm: error: .*" "$T/err" | head -c 160))"
@@ -233,7 +236,7 @@ fail_case "rank 1 hangs after 3 steps (timeout 2 s)" "rank 1 did not answer with
 # kill -9 of rank 1 while it runs
 for _ in 1 2 3 4 5 6; do cat "$T/prompts"; done > "$T/many"
 t0=$SECONDS
-timeout 60 "${MPIRUN[@]}" -np 2 "$XLLM" run -m "$S" --prompts "$T/many" -n 480 -c 512 --ignore-eos -t 1 --pp 2 \
+timeout -k 10 60 "${MPIRUN[@]}" -np 2 "$XLLM" run -m "$S" --prompts "$T/many" -n 480 -c 512 --ignore-eos -t 1 --pp 2 \
     > "$T/out" 2> "$T/err" &
 mp=$!
 victim=""
