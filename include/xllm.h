@@ -121,6 +121,16 @@ typedef struct xllm_model_options {
      * (workspace_size's share, else the f32 pool of kv_tokens) and reports
      * it (xllm_engine_stats "kv_dtype"). Anything else: XLLM_ERR_INVALID_ARGUMENT. */
     const char *kv_dtype;
+    /* Whose floating-point arithmetic (XLLM_ARITH): "xllm" (NULL or "") or
+     * "llama": llama.cpp's CPU arithmetic where it differs from ours, to give
+     * its numbers on its GGUF files (docs/ARCHITECTURE.md, "Arithmetic"):
+     * RMSNorm's sum of squares in double, plain RoPE's angles as powers of
+     * theta^(-2/head_dim) taken in float, and, for batches under 64 tokens,
+     * its flash attention's f16 arithmetic (query, keys and values rounded to
+     * f16, the weighted sum of values kept in f16). Use with kv_dtype "f16"
+     * (llama.cpp's cache). Slower attention; results otherwise as fast.
+     * Anything else: XLLM_ERR_INVALID_ARGUMENT. */
+    const char *arithmetic;
 } xllm_model_options;
 
 xllm_model_options xllm_model_options_default(void);

@@ -68,6 +68,8 @@ static const help_entry k_help[] = {
      "  --kv-tokens N              KV pool capacity in tokens; a small pool preempts (default: context x 16, at most 1 GiB)\n"
      "  --kv-dtype D               KV cache storage: f32, f16, q8 (int8 + f16 scale per 32 values, 0.27x of f32)\n"
      "                             or auto (the widest that fits the batch's contexts) (default: f32; XLLM_KV_DTYPE)\n"
+     "  --arith A                  whose arithmetic: xllm, or llama (llama.cpp's CPU numbers on its GGUF files;\n"
+     "                             with --kv-dtype f16) (default: xllm; XLLM_ARITH)\n"
      PP_HELP
      "\n" MODEL_LINE
      "example:\n"

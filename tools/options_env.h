@@ -13,6 +13,7 @@
  *   XLLM_PROFILE=1      profile = 1
  *   XLLM_DEBUG=1        debug_checks = 1
  *   XLLM_KV_DTYPE=D     kv_dtype         (f32, f16, q8, auto; a --kv-dtype flag or a config's wins)
+ *   XLLM_ARITH=A        arithmetic       (xllm, llama; an --arith flag wins)
  *   XLLM_PLAN_CACHE=F   plan_cache       (default $XDG_CACHE_HOME/xllm/plans.json, else
  *                                         ~/.cache/xllm/plans.json; "off" or "0": none)
  *
@@ -38,6 +39,7 @@ static inline void xllm_model_options_from_env(xllm_model_options *o) {
     if ((v = getenv("XLLM_PROFILE")) && *v && strcmp(v, "0")) o->profile = 1;
     if ((v = getenv("XLLM_DEBUG")) && *v && strcmp(v, "0")) o->debug_checks = 1;
     if ((v = getenv("XLLM_KV_DTYPE")) && *v && !o->kv_dtype) o->kv_dtype = v;
+    if ((v = getenv("XLLM_ARITH")) && *v && !o->arithmetic) o->arithmetic = v;
     static char cache[4096];
     if ((v = getenv("XLLM_PLAN_CACHE")) && *v) {
         o->plan_cache = strcmp(v, "off") && strcmp(v, "0") ? v : NULL;

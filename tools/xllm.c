@@ -336,7 +336,7 @@ static int cmd_run(int argc, char **argv) {
     char mbuf[PATH_MAX + 64];
     const char *model_path = NULL, *prompt = NULL, *ids_arg = NULL, *config_path = NULL;
     int json = 0, chat = 0, quiet = 0, n_given = 0;
-    const char *chat_flag = NULL, *profile_path = NULL, *kv_dtype = NULL;
+    const char *chat_flag = NULL, *profile_path = NULL, *kv_dtype = NULL, *arith = NULL;
     chat_opts co;
     memset(&co, 0, sizeof co);
     long threads = 0, ctx = 0, v;
@@ -399,6 +399,8 @@ static int cmd_run(int argc, char **argv) {
             if (opt_int(&a, f, 1, 1L << 40, &kv_tokens)) return 1;
         } else if (!strcmp(f, "--kv-dtype")) {
             if (!(kv_dtype = arg_value(&a, f))) return 1;
+        } else if (!strcmp(f, "--arith")) {
+            if (!(arith = arg_value(&a, f))) return 1;
         }
         else {
             int r = pp_cli_parse(&pp, argc, argv, &a.i);
@@ -440,6 +442,7 @@ static int cmd_run(int argc, char **argv) {
     if (ctx) mo.max_context = (int)ctx;
     if (kv_tokens) mo.kv_tokens = kv_tokens;
     if (kv_dtype) mo.kv_dtype = kv_dtype;
+    if (arith) mo.arithmetic = arith;
     pp_cli_apply(&pp, &mo);
     double t_load = cli_now();
     xllm_model *m = cli_load_model(model_path, &mo, &err, quiet || pp.size > 1);

@@ -58,7 +58,9 @@ class _ModelOptions(ctypes.Structure):
                 # load progress (not used from Python)
                 ("progress", ctypes.c_void_p), ("progress_user", ctypes.c_void_p),
                 # KV cache storage: "f32" | "f16" | "q8" | "auto" (None: f32)
-                ("kv_dtype", ctypes.c_char_p)]
+                ("kv_dtype", ctypes.c_char_p),
+                # whose arithmetic: "xllm" | "llama" (None: xllm)
+                ("arithmetic", ctypes.c_char_p)]
 
 
 def _default_plan_cache():
@@ -87,6 +89,8 @@ def _options_from_env(opts):
             setattr(opts, field, 1)
     if env.get("XLLM_KV_DTYPE") and not opts.kv_dtype:  # an explicit kv_dtype wins
         opts.kv_dtype = env["XLLM_KV_DTYPE"].encode("utf-8")
+    if env.get("XLLM_ARITH") and not opts.arithmetic:  # an explicit arithmetic wins
+        opts.arithmetic = env["XLLM_ARITH"].encode("utf-8")
     pc = _default_plan_cache()
     if pc:
         opts.plan_cache = pc.encode("utf-8")
@@ -521,10 +525,12 @@ class LLM:
     kv_dtype: how the KV cache stores K and V, "f32" (default), "f16", "q8" (int8 with
     an f16 scale per 32 values: 0.27x of f32's memory) or "auto" (the widest that fits
     the batch's full contexts in the KV budget; stats()["kv_dtype"] says which).
+    arithmetic: "xllm" (default) or "llama": llama.cpp's CPU arithmetic where it differs
+    from ours, for its numbers on its GGUF files (use with kv_dtype="f16"; XLLM_ARITH).
     """
 
     def __init__(self, model=None, n_threads=0, max_context=0, max_batch_seqs=0, kv_tokens=0, config=None,
-                 kv_dtype=None, **engine_options):
+                 kv_dtype=None, arithmetic=None, **engine_options):
         lib = _library()
         self._lib = lib
         self._model = None
@@ -554,6 +560,10 @@ class LLM:
                 if kv_dtype not in ("f32", "f16", "q8", "auto"):
                     raise ValueError("kv_dtype must be f32, f16, q8 or auto")
                 opts.kv_dtype = kv_dtype.encode("utf-8")
+            if arithmetic is not None:
+                if arithmetic not in ("xllm", "llama"):
+                    raise ValueError("arithmetic must be xllm or llama")
+                opts.arithmetic = arithmetic.encode("utf-8")
             for k, v in engine_options.items():
                 if k == "preempt_mode":
                     if v not in _PREEMPT_MODES:

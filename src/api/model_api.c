@@ -102,6 +102,12 @@ xllm_model *xllm_model_load(const char *path, const xllm_model_options *opts, xl
         goto fail;
     }
     o.kv_dtype = kv_auto ? "auto" : kvq_name(kdt); /* a static string: engines read it after the caller's is gone */
+    int arith_llama = o.arithmetic && !strcmp(o.arithmetic, "llama");
+    if (o.arithmetic && *o.arithmetic && !arith_llama && strcmp(o.arithmetic, "xllm")) {
+        xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "arithmetic '%s' is not xllm or llama", o.arithmetic);
+        goto fail;
+    }
+    o.arithmetic = arith_llama ? "llama" : "xllm";
     model_part part = {o.layer_begin, o.layer_end, 0, 1, NULL};
     if (o.pp_size < 0 || (o.pp_size > 1 && (o.layer_begin || o.layer_end)) || o.pp_microbatches < 0 ||
         o.pp_timeout_ms < 0) {
@@ -117,7 +123,7 @@ xllm_model *xllm_model_load(const char *path, const xllm_model_options *opts, xl
         part = (model_part){0, 0, xm->pp_rank, o.pp_size, o.pp_layers};
     }
     model_load_options lo = {o.n_threads, o.max_step_tokens, o.backend, o.cpu_level, o.attention, o.no_fuse,
-                             o.no_repack, &part, o.plan_cache};
+                             o.no_repack, &part, o.plan_cache, arith_llama};
     if (o.progress) o.progress(o.progress_user, "loading", 0.0);
     load_progress_begin(o.progress, o.progress_user, "loading"); /* the weights' repacking reports (base/progress.h) */
     xm->m = model_load_ex(path, &lo, err);

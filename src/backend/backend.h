@@ -189,9 +189,11 @@ typedef struct backend_ops {
     /* x[t] = row tokens[t] of E (tokens: host; E as the model file stores it, in host
      * memory: the embedding table is looked up, never uploaded) */
     void (*embed)(void *ctx, const matrix *E, const int32_t *tokens, int T, float *x);
-    /* cos/sin [T][half] of pos[t] * inv_freq[i] (pos, inv_freq: host) */
-    void (*rope_tables)(void *ctx, const int32_t *pos, int T, const double *inv_freq, int half, float *cos,
-                        float *sin);
+    /* cos/sin [T][half] of pos[t] * inv_freq[i] (pos, inv_freq: host); theta_scale > 0:
+     * llama.cpp's angles instead (plain RoPE, arithmetic "llama"): (float)pos[t]
+     * multiplied by theta_scale i times in float, cosf / sinf */
+    void (*rope_tables)(void *ctx, const int32_t *pos, int T, const double *inv_freq, float theta_scale, int half,
+                        float *cos, float *sin);
     /* out[i] = rmsnorm(x row rows[i]) * w for i < T rows of n (rows: host, NULL: row i);
      * flags: BE_PREPARE (only with rows NULL) */
     void (*rmsnorm)(void *ctx, const float *x, const int32_t *rows, int T, const float *w, float eps, int n,
@@ -237,6 +239,7 @@ typedef struct backend_options {
     const char *attention;  /* cpu: attention strategy (per-item, split, shared; NULL: chosen per step) */
     int no_repack;          /* cpu: keep quantized matrices in their stored layout */
     const char *plan_cache; /* cpu: the planner's cache file (NULL: measure at every load) */
+    int arith_llama;        /* llama.cpp's arithmetic where it differs (xllm_model_options.arithmetic) */
 } backend_options;
 
 typedef xllm_status (*backend_create_fn)(backend *be, const backend_options *o, xllm_error *err);

@@ -267,7 +267,8 @@ void model_layers(model *m, kv_cache *kv, const fwd_batch *b, int l0, int l1) {
     assert(l0 >= m->layer_begin && l1 <= m->layer_end && l0 <= l1);
     assert(b->n_tokens > 0 && b->n_tokens <= m->s.max_tokens);
     if (l0 == m->layer_begin)
-        OPS->rope_tables(CTX, b->pos, b->n_tokens, m->inv_freq, c->head_dim / 2, s->rope_cos, s->rope_sin);
+        OPS->rope_tables(CTX, b->pos, b->n_tokens, m->inv_freq, m->rope_theta_scale, c->head_dim / 2, s->rope_cos,
+                         s->rope_sin);
     for (int l = l0; l < l1; l++) {
         attention_block(m, kv, b, l);
         mlp_block(m, l, b->n_tokens);

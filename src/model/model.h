@@ -74,6 +74,7 @@ typedef struct model {
     float *final_norm;
     layer_weights *layers;
     double *inv_freq;              /* head_dim / 2 RoPE frequencies (scaling applied) */
+    float rope_theta_scale;        /* > 0: RoPE angles as llama.cpp takes them (rope_tables) */
     model_scratch s;
     model_observer observe;        /* NULL except during calibration */
     void *observe_ctx;
@@ -108,6 +109,7 @@ typedef struct model_load_options {
     int no_repack;          /* quantized matrices in their stored layout (same bits) */
     const model_part *part; /* NULL: the whole model */
     const char *plan_cache; /* the planner's cache file; NULL: none */
+    int arith_llama;        /* llama.cpp's arithmetic where it differs from ours (xllm_model_options.arithmetic) */
 } model_load_options;
 
 /* Load config + weights from a HF checkpoint directory, an .xllm or a GGUF

@@ -417,6 +417,7 @@ static xllm_status create_backend(model *m, const model_load_options *o, xllm_er
     bo.attention = o->attention;
     bo.no_repack = o->no_repack;
     bo.plan_cache = o->plan_cache;
+    bo.arith_llama = o->arith_llama;
     return backend_create(&m->be, o->backend, &bo, err);
 }
 
@@ -556,6 +557,8 @@ model *model_load_ex(const char *dir, const model_load_options *o, xllm_error *e
     m->inv_freq = own(m, xllm_malloc_array((size_t)c->head_dim / 2, sizeof(double)));
     if (!m->inv_freq) goto fail;
     rope_frequencies(c, m->inv_freq);
+    /* llama.cpp takes plain RoPE's angles as pos * s^i in float, s = theta^(-2/head_dim) */
+    if (o->arith_llama && c->rope == ROPE_DEFAULT) m->rope_theta_scale = powf((float)c->rope_theta, -2.0f / (float)c->head_dim);
     if (alloc_scratch(m, max_tokens, err)) goto fail;
     if (pack_weights(m, err)) goto fail;
     return m;

@@ -4,7 +4,8 @@
 #    held-out text (>= 20k tokens): KL(f32 KV || q8 KV) mean below 0.002, f16's
 #    far smaller (below a tenth of q8's), top-1 agreement near 1;
 #  - run --kv-dtype: greedy text on q8 KV runs, and f32 is the default;
-#  - bad input: an unknown kv_dtype is a clean "xllm: error:" and status 1.
+#  - bad input: an unknown kv_dtype is a clean "xllm: error:" and status 1;
+#  - --arith llama (llama.cpp's arithmetic, with f16 KV) runs; an unknown --arith is refused.
 # The quality bounds run in the release build only (as quality.sh's): the sanitizer build
 # runs the rest. usage: kv_dtype.sh XLLM_BINARY SOURCE_DIR BUILD_DIR
 set -u
@@ -45,5 +46,15 @@ check $? "run --kv-dtype q8 generates text"
 rc=$?
 [ $rc = 1 ] && grep -q "^xllm: error: kv_dtype 'int3' is not f32, f16, q8 or auto" "$T/bad.err"
 check $? "an unknown --kv-dtype: status 1, a clean error ($(head -c 120 "$T/bad.err"))"
+
+# llama.cpp's arithmetic (--arith llama, with its f16 KV): runs; another name is refused
+out=$("$XLLM" run -m "$M" -p "Once upon a time" -n 24 --temp 0 --kv-dtype f16 --arith llama --quiet 2>&1)
+rc=$?
+[ $rc = 0 ] && [ -n "$out" ]
+check $? "run --arith llama --kv-dtype f16 generates text"
+"$XLLM" run -m "$M" -p "Once upon a time" -n 4 --arith ggml > "$T/bad.out" 2> "$T/bad.err"
+rc=$?
+[ $rc = 1 ] && grep -q "^xllm: error: arithmetic 'ggml' is not xllm or llama" "$T/bad.err"
+check $? "an unknown --arith: status 1, a clean error ($(head -c 120 "$T/bad.err"))"
 
 exit $fails

@@ -155,6 +155,12 @@ class TestLifetimeAndConfig(unittest.TestCase):
             llm.close()
         with self.assertRaises(ValueError):
             LLM(STORIES, kv_dtype="int4")
+        # llama.cpp's arithmetic: generates; an unknown arithmetic is refused
+        llm = LLM(STORIES, kv_dtype="f16", arithmetic="llama")
+        self.assertEqual(len(llm.generate("Once upon a time", sp)[0].token_ids), 20)
+        llm.close()
+        with self.assertRaises(ValueError):
+            LLM(STORIES, arithmetic="ggml")
         with tempfile.TemporaryDirectory() as d:
             path = os.path.join(d, "engine.yaml")
             with open(path, "w") as f:

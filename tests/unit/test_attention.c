@@ -17,7 +17,9 @@
  *    forced through the internal API), two sequences in one batch;
  *  - the same strategy and batch-shape comparisons with the KV cache stored
  *    as q8 and as f16 (kv_dtype; the best level), windows on q8, and a
- *    batch generation on q8 and on f16.
+ *    batch generation on q8 and on f16;
+ *  - llama.cpp's arithmetic (attention_f16.c): a batch generation equals each
+ *    prompt generated alone, other step size and thread count.
  */
 #include "test.h"
 #include "xllm.h"
@@ -132,6 +134,54 @@ static void check_generate(const char *rel, const char *kv) {
     xllm_results_free(res[1], N);
 }
 
+/* llama.cpp's arithmetic (arithmetic "llama": attention_f16.c for steps under
+ * 64 tokens, f16 KV): a batch of prompts (lengths 1..130, 40 tokens a step,
+ * 2 threads) generates what each prompt generates alone on 1 thread, 7 tokens
+ * a step: a token's attention does not depend on its batch, split or threads. */
+static void check_llama_arith(const char *rel) {
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/%s", XLLM_SOURCE_DIR, rel);
+    enum { N = 5 };
+    static int32_t prompts[N][160];
+    static const int lens[N] = {1, 130, 17, 64, 5};
+    xllm_request reqs[N];
+    memset(reqs, 0, sizeof reqs);
+    for (int i = 0; i < N; i++) {
+        for (int k = 0; k < lens[i]; k++) prompts[i][k] = k ? 3 + (k * 29 + i * 5) % 500 : 1;
+        reqs[i].prompt_ids = prompts[i];
+        reqs[i].n_prompt_ids = (size_t)lens[i];
+        reqs[i].params = xllm_sampling_params_default();
+        reqs[i].params.do_sample = 0;
+        reqs[i].params.max_new_tokens = 20;
+        reqs[i].params.ignore_eos = 1;
+    }
+    xllm_result *together = NULL, *alone[N] = {NULL};
+    for (int k = 0; k < 2; k++) {
+        xllm_error err;
+        xllm_model_options o = xllm_model_options_default();
+        o.arithmetic = "llama";
+        o.kv_dtype = "f16";
+        o.no_plan = 1;
+        o.max_step_tokens = k ? 7 : 40;
+        o.max_batch_seqs = 4;
+        o.n_threads = k ? 1 : 2;
+        xllm_model *m = xllm_model_load(dir, &o, &err);
+        CHECK_MSG(m != NULL, "%s", err.message);
+        if (!m) return;
+        if (!k) CHECK(xllm_generate(m, reqs, N, NULL, NULL, &together, &err) == XLLM_OK);
+        for (int i = 0; k && i < N; i++) CHECK(xllm_generate(m, &reqs[i], 1, NULL, NULL, &alone[i], &err) == XLLM_OK);
+        xllm_model_free(m);
+    }
+    for (int i = 0; together && i < N; i++) {
+        int same = alone[i] && together[i].n_ids == 20 && alone[i]->n_ids == 20;
+        for (size_t k = 0; same && k < 20; k++) same = together[i].ids[k] == alone[i]->ids[k];
+        CHECK_MSG(same, "%s (arithmetic llama): request %d: batched generation differs from alone", rel, i);
+    }
+    if (together) xllm_results_free(together, N);
+    for (int i = 0; i < N; i++)
+        if (alone[i]) xllm_results_free(alone[i], 1);
+}
+
 /* The planner's rule through the internal API: a 300-token prefill uses
  * shared-KV (its buffers are made on the first attention call), and the
  * attention option per-item keeps the per-item strategy. */
@@ -235,6 +285,8 @@ int main(void) {
     check_generate("tests/data/tiny/mistral", NULL);
     check_generate("models/stories260k", "q8");
     check_generate("models/stories260k", "f16");
+    check_llama_arith("models/stories260k");
+    check_llama_arith("tests/data/tiny/mistral");
     check_strategy_choice();
     check_windows();
     return test_report("test_attention");

@@ -56,9 +56,9 @@ static void r_embed(void *ctx, const matrix *E, const int32_t *tokens, int T, fl
     g_count[C_EMBED]++;
     FWD(embed, E, tokens, T, x);
 }
-static void r_rope_tables(void *ctx, const int32_t *pos, int T, const double *f, int half, float *c, float *s) {
+static void r_rope_tables(void *ctx, const int32_t *pos, int T, const double *f, float ts, int half, float *c, float *s) {
     g_count[C_ROPE_TABLES]++;
-    FWD(rope_tables, pos, T, f, half, c, s);
+    FWD(rope_tables, pos, T, f, ts, half, c, s);
 }
 static void r_rmsnorm(void *ctx, const float *x, const int32_t *rows, int T, const float *w, float eps, int n,
                       float *out, unsigned flags) {

@@ -136,7 +136,7 @@ static void check_ops(const cpu_kernels *k, int threads, xllm_dtype t, int T) {
     SAME(y0, y1, T * H, "%s %s T=%d threads=%d: OP_ADD differs from matmul + residual", lv, tn, T, threads);
 
     /* rmsnorm + prepared activations, used by several matmuls */
-    op_rmsnorm(x, nw, 1e-5f, (int)H, T, xn0);
+    op_rmsnorm(x, nw, 1e-5f, (int)H, T, xn0, 0);
     op_rmsnorm_act(&be, x, nw, 1e-5f, (int)H, T, xn1, 1);
     SAME(xn0, xn1, T * H, "%s T=%d: op_rmsnorm_act's rows differ from op_rmsnorm", lv, T);
     op_matmul_ex(&be, xn1, T, &o.W, NULL, y1, NULL, OP_ACT_READY);

@@ -311,6 +311,10 @@ attn_strategy cpu_attention_strategy(const cpu_backend *be, const be_attn *b, in
 /* Attention of every token of the batch for one layer: d->q (after RoPE)
  * against the cache (this step's K/V already written) into d->out. */
 void cpu_attention_run(cpu_backend *be, const be_attn *d) {
+    if (be->arith_llama && d->T < ATTN_LLAMA_TILE) {
+        cpu_attention_f16_run(be, d);
+        return;
+    }
     int T = d->T, hd = d->head_dim;
     size_t qd = (size_t)d->n_heads * hd, kd = (size_t)d->n_kv_heads * hd;
     attn_shared_ready(be);

@@ -67,21 +67,30 @@ static void cb_embed(void *ctx, const matrix *E, const int32_t *tokens, int T, f
     for (int t = 0; t < T; t++) op_matrix_row(E, tokens[t], x + (size_t)t * (size_t)E->cols);
 }
 
-static void cb_rope_tables(void *ctx, const int32_t *pos, int T, const double *inv_freq, int half, float *cs,
-                           float *sn) {
+static void cb_rope_tables(void *ctx, const int32_t *pos, int T, const double *inv_freq, float theta_scale, int half,
+                           float *cs, float *sn) {
     (void)ctx;
-    for (int t = 0; t < T; t++)
+    for (int t = 0; t < T; t++) {
+        float theta = (float)pos[t]; /* llama.cpp's angles: multiplied by theta_scale pair after pair, in float */
         for (int i = 0; i < half; i++) {
-            double a = (double)pos[t] * inv_freq[i];
-            cs[(size_t)t * half + i] = (float)cos(a);
-            sn[(size_t)t * half + i] = (float)sin(a);
+            if (theta_scale > 0) {
+                cs[(size_t)t * half + i] = cosf(theta);
+                sn[(size_t)t * half + i] = sinf(theta);
+                theta *= theta_scale;
+            } else {
+                double a = (double)pos[t] * inv_freq[i];
+                cs[(size_t)t * half + i] = (float)cos(a);
+                sn[(size_t)t * half + i] = (float)sin(a);
+            }
         }
+    }
 }
 
 static void cb_rmsnorm(void *ctx, const float *x, const int32_t *rows, int T, const float *w, float eps, int n,
                        float *out, unsigned flags) {
     if (rows) { /* a few gathered rows (the final norm): on this thread */
-        for (int i = 0; i < T; i++) op_rmsnorm(x + (size_t)rows[i] * n, w, eps, n, 1, out + (size_t)i * n);
+        for (int i = 0; i < T; i++)
+            op_rmsnorm(x + (size_t)rows[i] * n, w, eps, n, 1, out + (size_t)i * n, ((cpu_backend *)ctx)->arith_llama);
         return;
     }
     op_rmsnorm_act(ctx, x, w, eps, n, T, out, (flags & BE_PREPARE) != 0);
@@ -198,7 +207,8 @@ static void qkv_heads(void *p, size_t u0, size_t u1, int thread) {
             for (int t = t0; t < t0 + nt; t++) {
                 float *v = out + (size_t)(t - t0) * ld;
                 if (part < 2) {
-                    if (d->q_norm) op_rmsnorm(v, part == 0 ? d->q_norm : d->k_norm, d->eps, hd, h1 - h0, v);
+                    if (d->q_norm)
+                        op_rmsnorm(v, part == 0 ? d->q_norm : d->k_norm, d->eps, hd, h1 - h0, v, j->be->arith_llama);
                     rope_apply(v, h1 - h0, hd, d->rope_cos + (size_t)t * half, d->rope_sin + (size_t)t * half,
                                d->rope_interleaved);
                 }
@@ -222,14 +232,14 @@ static int cb_qkv_rope_kv(void *ctx, const be_qkv *d) {
 }
 
 static void cb_rope_kv(void *ctx, const be_qkv *d) {
-    (void)ctx;
+    cpu_backend *be = ctx;
     int hd = d->head_dim, half = hd / 2;
     size_t qd = (size_t)d->n_heads * hd, kd = (size_t)d->n_kv_heads * hd;
     for (int t = 0; t < d->T; t++) {
         float *q = d->q + (size_t)t * qd, *k = d->k + (size_t)t * kd;
         if (d->q_norm) {
-            op_rmsnorm(q, d->q_norm, d->eps, hd, d->n_heads, q);
-            op_rmsnorm(k, d->k_norm, d->eps, hd, d->n_kv_heads, k);
+            op_rmsnorm(q, d->q_norm, d->eps, hd, d->n_heads, q, be->arith_llama);
+            op_rmsnorm(k, d->k_norm, d->eps, hd, d->n_kv_heads, k, be->arith_llama);
         }
         const float *cs = d->rope_cos + (size_t)t * half, *sn = d->rope_sin + (size_t)t * half;
         rope_apply(q, d->n_heads, hd, cs, sn, d->rope_interleaved);
@@ -358,7 +368,8 @@ xllm_status cpu_backend_create(backend *out, const backend_options *o, xllm_erro
     cpu_backend *cb = xllm_calloc(1, sizeof *cb);
     if (!cb) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
     /* per-thread scratch also holds an attention item's partials and a chunk's scores */
-    size_t max_cols = o->max_cols, attn_cols = 2 * ((size_t)(o->head_dim > 0 ? o->head_dim : 0) + 2) + ATTN_CHUNK;
+    size_t max_cols = o->max_cols, hd = (size_t)(o->head_dim > 0 ? o->head_dim : 0);
+    size_t attn_cols = 2 * (hd + 2) + ATTN_CHUNK > 3 * hd ? 2 * (hd + 2) + ATTN_CHUNK : 3 * hd;
     if (attn_cols > max_cols) max_cols = attn_cols;
     if ((st = backend_init_kernels(cb, o->n_threads, max_cols, o->max_tokens, cpu_kernels_for(level), err))) {
         xllm_free(cb);
@@ -370,6 +381,7 @@ xllm_status cpu_backend_create(backend *out, const backend_options *o, xllm_erro
         return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
     }
     cb->attn_force = force;
+    cb->arith_llama = o->arith_llama != 0;
     cb->n_heads = o->n_heads;
     cb->n_kv_heads = o->n_kv_heads;
     cb->head_dim = o->head_dim;

@@ -25,6 +25,9 @@
 /* split-KV partials kept for at most this many keys per item (longer: per-item strategy) */
 #define ATTN_SPLIT_MAX_KEYS 32768
 
+/* llama.cpp's flash attention computes in f16 for batches under this many tokens */
+#define ATTN_LLAMA_TILE 64
+
 typedef enum attn_strategy { ATTN_PER_ITEM = 0, ATTN_SPLIT_KV, ATTN_SHARED_KV } attn_strategy;
 
 struct cpu_kernels;
@@ -59,6 +62,10 @@ typedef struct cpu_backend {
     /* attention (attention.c): 0 = chosen per step, 1 = per item, 2 = split-KV, 3 = shared-KV */
     int attn_force;
     attn_strategy attn_last;  /* the strategy of the last attention call (tests) */
+    /* 1: llama.cpp's arithmetic where it differs from ours (backend_options
+     * arith_llama): RMSNorm's sum in double, and its flash attention's f16
+     * arithmetic for batches under ATTN_LLAMA_TILE tokens (attention_f16.c) */
+    int arith_llama;
     int n_heads, n_kv_heads, head_dim;
     float *attn_part;         /* split-KV partials: attn_part_items x (head_dim + 2) */
     size_t attn_part_items;
@@ -153,8 +160,9 @@ void op_run(cpu_backend *be, size_t n_units, size_t min_per_thread, op_task_fn f
 void op_matmul_rows(cpu_backend *be, const float *x, int t0, int T, const matrix *W, const float *bias, int64_t r0,
                     int64_t r1, float *y, size_t ldy, int thread);
 
-/* out[i] = x[i] / rms(x) * w[i] per row of n, for rows rows. */
-void op_rmsnorm(const float *x, const float *w, float eps, int n, int rows, float *out);
+/* out[i] = x[i] / rms(x) * w[i] per row of n, for rows rows; llama: the
+ * sum of squares as llama.cpp takes it (in double). */
+void op_rmsnorm(const float *x, const float *w, float eps, int n, int rows, float *out, int llama);
 /* a[i] = silu(a[i]) * b[i] */
 void op_silu_mul(float *a, const float *b, size_t n);
 /* Convert row `row` of W to f32 (embedding lookup). */
@@ -167,6 +175,10 @@ void cpu_attention_run(cpu_backend *be, const be_attn *d);
 /* The attention scratch sized from be->n_heads.. and max_positions (at
  * create); backend_free frees it. */
 xllm_status cpu_attention_init(cpu_backend *be, int max_positions, xllm_error *err);
+/* llama.cpp's flash-attention arithmetic (attention_f16.c): the call, and its
+ * score dot product of two f16-valued vectors (exposed for tests). */
+void cpu_attention_f16_run(cpu_backend *be, const be_attn *d);
+float attn_f16_dot(const float *x, const float *y, int n);
 
 /* The load-time planner (planner.c): per weight shape and batch bucket, the
  * thread count and kernel variant measured fastest, within budget_ms. */

@@ -322,7 +322,7 @@ static void rmsnorm_tokens(void *p, size_t t0, size_t t1, int thread) {
     (void)thread;
     for (size_t t = t0; t < t1; t++) {
         float *o = j->out + t * (size_t)j->n;
-        op_rmsnorm(j->x + t * (size_t)j->n, j->w, j->eps, j->n, 1, o);
+        op_rmsnorm(j->x + t * (size_t)j->n, j->w, j->eps, j->n, 1, o, j->be->arith_llama);
         if (j->prepare) prepare_row(j->be, o, j->n, j->be->act + t * j->act_stride);
     }
 }
@@ -391,13 +391,20 @@ void op_matmul_silu_mul(cpu_backend *be, const float *x, int T, const matrix *G,
     threadpool_run(be->tp, units, op_units_per_thread(be, G, T, units, 2 * ROW_TILE), silu_tiles, &j);
 }
 
-void op_rmsnorm(const float *x, const float *w, float eps, int n, int rows, float *out) {
+void op_rmsnorm(const float *x, const float *w, float eps, int n, int rows, float *out, int llama) {
     for (int r = 0; r < rows; r++) {
         const float *xr = x + (size_t)r * (size_t)n;
         float *o = out + (size_t)r * (size_t)n;
-        float ss = 0;
-        for (int i = 0; i < n; i++) ss += xr[i] * xr[i];
-        float inv = 1.0f / sqrtf(ss / (float)n + eps);
+        float inv;
+        if (llama) { /* llama.cpp: the squares (rounded to float) summed in double, the mean rounded to float */
+            double ss = 0;
+            for (int i = 0; i < n; i++) ss += (double)(xr[i] * xr[i]);
+            inv = 1.0f / sqrtf((float)(ss / n) + eps);
+        } else {
+            float ss = 0;
+            for (int i = 0; i < n; i++) ss += xr[i] * xr[i];
+            inv = 1.0f / sqrtf(ss / (float)n + eps);
+        }
         for (int i = 0; i < n; i++) o[i] = w[i] * (xr[i] * inv);
     }
 }

@@ -1,0 +1,119 @@
+/*
+ * attention_f16.c - attention with llama.cpp's CPU flash-attention arithmetic
+ * (the `attention_arith` option "llama"), for outputs that follow llama.cpp's
+ * own to the last bits it can be followed.
+ *
+ * llama.cpp's CPU flash attention (its default in llama-server), for batches
+ * of fewer than 64 tokens, does not compute in f32: per (token, head) it
+ * rounds the query to f16, takes each key's score as an f16 x f16 dot product
+ * (summed in f32 lanes as its AVX-512 loop does: 4 x 16 lanes per 64 values,
+ * then a pairwise reduction; a tail in double), and keeps the running
+ * weighted sum of V in f16, rescaled in f16 whenever the maximum grows:
+ * one key at a time, acc = f16(acc * exp(m_old - m)), acc = f16(acc + v * w).
+ * Those f16 roundings (about 5e-4 relative per step) are far larger than the
+ * order of float additions, and through the int8 rounding of every matmul
+ * input they move quantized models' log-probabilities by ~0.1 (issue 12's
+ * fixtures, tests/unit/test_kquant_models.c). Reproducing them is the only
+ * way to match llama.cpp there. Batches of 64 tokens or more take llama.cpp's
+ * tiled path, which is f32 arithmetic over f16 K/V: the ordinary attention
+ * (attention.c) with an f16 KV cache.
+ *
+ * One task per (token, head), scalar, the same bits at every kernel level and
+ * thread count. K/V rows of any kv_dtype are read as stored and rounded to f16
+ * (exact for an f16 cache, which is what llama.cpp keeps).
+ */
+#include "backend/cpu/cpu_backend.h"
+#include "base/dtype.h"
+#include "base/profile.h"
+#include "quant/kvq.h"
+
+#include <math.h>
+#include <string.h>
+
+static inline float f16_round(float x) { return xllm_f16_to_f32(xllm_f32_to_f16(x)); }
+
+/* llama.cpp's ggml_vec_dot_f16 on AVX-512 (values already f16): per block of
+ * 64, lane l of accumulator j sums the products at 16j + l (exact in f32);
+ * the accumulators fold (0+2, 1+3, then 0+1) and the 16 lanes reduce as
+ * _mm512_reduce_add_ps does (8 + 8, 4 + 4, 2 + 2, 1 + 1); the tail past a
+ * multiple of 64 adds in double. */
+float attn_f16_dot(const float *x, const float *y, int n) {
+    float acc[4][16] = {{0}};
+    int np = n & ~63;
+    for (int i = 0; i < np; i += 64)
+        for (int j = 0; j < 4; j++)
+            for (int l = 0; l < 16; l++) acc[j][l] = fmaf(x[i + 16 * j + l], y[i + 16 * j + l], acc[j][l]);
+    double sum = 0.0;
+    if (np) {
+        float v[16], h[8], q[4];
+        for (int l = 0; l < 16; l++) v[l] = (acc[0][l] + acc[2][l]) + (acc[1][l] + acc[3][l]);
+        for (int l = 0; l < 8; l++) h[l] = v[8 + l] + v[l];
+        for (int l = 0; l < 4; l++) q[l] = h[4 + l] + h[l];
+        sum = (double)((q[0] + q[2]) + (q[1] + q[3]));
+    }
+    for (int i = np; i < n; i++) sum += (double)(x[i] * y[i]);
+    return (float)sum;
+}
+
+/* Head kvh's row at position pos, rounded to f16 into out[hd]. */
+static void load_row_f16(const be_attn *d, const void *base, const int32_t *table, int pos, int kvh, float *out) {
+    int hd = d->head_dim;
+    size_t rb = kvq_row_bytes(d->kv_type, hd);
+    const unsigned char *row = (const unsigned char *)base +
+                               (((size_t)table[pos / d->block_size] * (size_t)d->block_size +
+                                 (size_t)(pos % d->block_size)) * (size_t)d->n_kv_heads + (size_t)kvh) * rb;
+    kvq_load_row(d->kv_type, row, hd, out);
+    if (d->kv_type != KV_F16)
+        for (int i = 0; i < hd; i++) out[i] = f16_round(out[i]);
+}
+
+typedef struct {
+    cpu_backend *be;
+    const be_attn *d;
+} f16_job;
+
+static void attention_f16_items(void *p, size_t i0, size_t i1, int thread) {
+    f16_job *j = p;
+    const be_attn *d = j->d;
+    int hd = d->head_dim, nh = d->n_heads, group = d->n_heads / d->n_kv_heads;
+    float scale = 1.0f / sqrtf((float)hd);
+    float *q = j->be->scratch[thread], *row = q + hd, *acc = row + hd;
+    for (size_t it = i0; it < i1; it++) {
+        int t = (int)(it / (size_t)nh), h = (int)(it % (size_t)nh), kvh = h / group, pos = d->pos[t];
+        int first = d->window > 0 && pos - d->window + 1 > 0 ? pos - d->window + 1 : 0;
+        const int32_t *table = d->block_tables[d->seq[t]];
+        const float *qt = d->q + ((size_t)t * nh + h) * hd;
+        for (int i = 0; i < hd; i++) q[i] = f16_round(qt[i]);
+        memset(acc, 0, sizeof(float) * (size_t)hd);
+        float M = -INFINITY, S = 0.0f;
+        for (int k = first; k <= pos; k++) {
+            load_row_f16(d, d->k_cache, table, k, kvh, row);
+            float s = attn_f16_dot(row, q, hd) * scale, ms = 1.0f, vs = 1.0f;
+            if (s > M) { /* a new maximum: the sum so far rescaled (in f16), this key's weight 1 */
+                float Mold = M;
+                M = s;
+                ms = expf(Mold - M);
+                for (int i = 0; i < hd; i++) acc[i] = f16_round(acc[i] * ms);
+            } else {
+                vs = expf(s - M);
+            }
+            load_row_f16(d, d->v_cache, table, k, kvh, row);
+            for (int i = 0; i < hd; i++) acc[i] = f16_round(fmaf(row[i], vs, acc[i]));
+            S = S * ms + vs;
+        }
+        float inv = S == 0.0f ? 0.0f : 1.0f / S, *out = d->out + ((size_t)t * nh + h) * hd;
+        for (int i = 0; i < hd; i++) out[i] = acc[i] * inv;
+    }
+}
+
+void cpu_attention_f16_run(cpu_backend *be, const be_attn *d) {
+    f16_job j = {be, d};
+    double keys = 0;
+    for (int t = 0; t < d->T; t++) {
+        int w = d->window, n = d->pos[t] + 1;
+        keys += w > 0 && n > w ? w : n;
+    }
+    size_t qd = (size_t)d->n_heads * d->head_dim, kd = (size_t)d->n_kv_heads * d->head_dim;
+    PROF(PROF_ATTENTION, 4.0 * keys * (double)qd, 8.0 * keys * (double)kd,
+         threadpool_run(be->tp, (size_t)d->T * (size_t)d->n_heads, 1, attention_f16_items, &j));
+}
