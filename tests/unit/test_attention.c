@@ -89,18 +89,14 @@ static void check_logits(const char *rel, const char *level) {
     free(want);
 }
 
-/* A batch of prompts (lengths 1..130) generated together, 40 tokens a step:
- * chunked prefill mixed with decode, the same tokens under both strategies. */
-static void check_generate(const char *rel, const char *kv) {
-    char dir[512];
-    snprintf(dir, sizeof dir, "%s/%s", XLLM_SOURCE_DIR, rel);
-    enum { N = 5 };
-    static int32_t prompts[N][160];
-    static const int lens[N] = {1, 130, 17, 64, 5};
-    xllm_request reqs[N];
-    memset(reqs, 0, sizeof reqs);
-    for (int i = 0; i < N; i++) {
-        for (int k = 0; k < lens[i]; k++) prompts[i][k] = k ? 3 + (k * 31 + i * 7) % 500 : 1;
+/* BATCH_N greedy requests for 20 tokens (ignoring EOS), prompts of lengths
+ * 1..130 made of ids 3 + (k * a + i * b) % 500 after BOS. */
+#define BATCH_N 5
+static void batch_requests(xllm_request *reqs, int32_t (*prompts)[160], int a, int b) {
+    static const int lens[BATCH_N] = {1, 130, 17, 64, 5};
+    memset(reqs, 0, sizeof(xllm_request) * BATCH_N);
+    for (int i = 0; i < BATCH_N; i++) {
+        for (int k = 0; k < lens[i]; k++) prompts[i][k] = k ? 3 + (k * a + i * b) % 500 : 1;
         reqs[i].prompt_ids = prompts[i];
         reqs[i].n_prompt_ids = (size_t)lens[i];
         reqs[i].params = xllm_sampling_params_default();
@@ -108,6 +104,17 @@ static void check_generate(const char *rel, const char *kv) {
         reqs[i].params.max_new_tokens = 20;
         reqs[i].params.ignore_eos = 1;
     }
+}
+
+/* A batch of prompts (lengths 1..130) generated together, 40 tokens a step:
+ * chunked prefill mixed with decode, the same tokens under both strategies. */
+static void check_generate(const char *rel, const char *kv) {
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/%s", XLLM_SOURCE_DIR, rel);
+    enum { N = BATCH_N };
+    static int32_t prompts[N][160];
+    xllm_request reqs[N];
+    batch_requests(reqs, prompts, 31, 7);
     xllm_result *res[2];
     const char *modes[2] = {"per-item", "shared"};
     for (int k = 0; k < 2; k++) {
@@ -141,20 +148,10 @@ static void check_generate(const char *rel, const char *kv) {
 static void check_llama_arith(const char *rel) {
     char dir[512];
     snprintf(dir, sizeof dir, "%s/%s", XLLM_SOURCE_DIR, rel);
-    enum { N = 5 };
+    enum { N = BATCH_N };
     static int32_t prompts[N][160];
-    static const int lens[N] = {1, 130, 17, 64, 5};
     xllm_request reqs[N];
-    memset(reqs, 0, sizeof reqs);
-    for (int i = 0; i < N; i++) {
-        for (int k = 0; k < lens[i]; k++) prompts[i][k] = k ? 3 + (k * 29 + i * 5) % 500 : 1;
-        reqs[i].prompt_ids = prompts[i];
-        reqs[i].n_prompt_ids = (size_t)lens[i];
-        reqs[i].params = xllm_sampling_params_default();
-        reqs[i].params.do_sample = 0;
-        reqs[i].params.max_new_tokens = 20;
-        reqs[i].params.ignore_eos = 1;
-    }
+    batch_requests(reqs, prompts, 29, 5);
     xllm_result *together = NULL, *alone[N] = {NULL};
     for (int k = 0; k < 2; k++) {
         xllm_error err;

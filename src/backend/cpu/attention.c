@@ -50,15 +50,6 @@ typedef struct {
     int n_tiles;
 } attn_job;
 
-/* Head kvh's row at position pos through a block table (kv_cache.h's
- * layout: slots of n_kv_heads rows of kvq_row_bytes). */
-static inline const unsigned char *kv_row(const be_attn *d, const void *base, const int32_t *table, int pos, int kvh) {
-    size_t rb = kvq_row_bytes(d->kv_type, d->head_dim);
-    return (const unsigned char *)base +
-           (((size_t)table[pos / d->block_size] * (size_t)d->block_size + (size_t)(pos % d->block_size)) *
-                (size_t)d->n_kv_heads + (size_t)kvh) * rb;
-}
-
 static int attn_first_key(const attn_job *j, int t) {
     int pos = j->d->pos[t];
     return j->window > 0 && pos - j->window + 1 > 0 ? pos - j->window + 1 : 0;
@@ -77,14 +68,14 @@ static void attn_chunk(const attn_job *j, int t, int h, int p0, int n, float *sc
     for (int i = 0, run; i < n; i += run) {
         int p = p0 + i;
         run = bs - p % bs < n - i ? bs - p % bs : n - i;
-        K->scores(q, kv_row(d, d->k_cache, table, p, kvh), slot_stride, run, hd, 1.0f / sqrtf((float)hd), sc + i);
+        K->scores(q, attn_kv_row(d, d->k_cache, table, p, kvh), slot_stride, run, hd, 1.0f / sqrtf((float)hd), sc + i);
     }
     j->be->kern->attn->softmax(sc, 0, 1, &n, part, 0);
     memset(acc, 0, sizeof(float) * (size_t)hd);
     for (int i = 0, run; i < n; i += run) {
         int p = p0 + i;
         run = bs - p % bs < n - i ? bs - p % bs : n - i;
-        K->accum(acc, sc + i, kv_row(d, d->v_cache, table, p, kvh), slot_stride, run, hd);
+        K->accum(acc, sc + i, attn_kv_row(d, d->v_cache, table, p, kvh), slot_stride, run, hd);
     }
 }
 
@@ -221,7 +212,7 @@ static void attention_groups(void *p, size_t i0, size_t i1, int thread) {
             for (int i = 0, run; i < nmax; i += run) {
                 int pk = p0 + i;
                 run = bs - pk % bs < nmax - i ? bs - pk % bs : nmax - i;
-                K->scores_multi(Q + (size_t)ra * hd, (size_t)hd, R - ra, kv_row(d, d->k_cache, table, pk, kvh),
+                K->scores_multi(Q + (size_t)ra * hd, (size_t)hd, R - ra, attn_kv_row(d, d->k_cache, table, pk, kvh),
                                 slot_stride, run, hd, scale, S + (size_t)ra * ATTN_CHUNK + i, ATTN_CHUNK);
             }
             for (int r = ra; r < R; r++) {
@@ -237,7 +228,7 @@ static void attention_groups(void *p, size_t i0, size_t i1, int thread) {
                     int pk = p0 + i;
                     run = bs - pk % bs < hi - i ? bs - pk % bs : hi - i;
                     K->accum_multi(part + r0 * pst + 2, pst, R - r0, S + (size_t)r0 * ATTN_CHUNK + i, ATTN_CHUNK,
-                                   kv_row(d, d->v_cache, table, pk, kvh), slot_stride, run, hd);
+                                   attn_kv_row(d, d->v_cache, table, pk, kvh), slot_stride, run, hd);
                 }
                 lo = hi > lo ? hi : lo;
             }
@@ -310,11 +301,13 @@ attn_strategy cpu_attention_strategy(const cpu_backend *be, const be_attn *b, in
 
 /* Attention of every token of the batch for one layer: d->q (after RoPE)
  * against the cache (this step's K/V already written) into d->out. */
+/* llama.cpp's arithmetic (attention_f16.c): tasks are (token, head) */
+static void attention_f16_items(void *p, size_t i0, size_t i1, int thread) {
+    attn_job *j = p;
+    cpu_attention_f16_items(j->be, j->d, i0, i1, thread);
+}
+
 void cpu_attention_run(cpu_backend *be, const be_attn *d) {
-    if (be->arith_llama && d->T < ATTN_LLAMA_TILE) {
-        cpu_attention_f16_run(be, d);
-        return;
-    }
     int T = d->T, hd = d->head_dim;
     size_t qd = (size_t)d->n_heads * hd, kd = (size_t)d->n_kv_heads * hd;
     attn_shared_ready(be);
@@ -334,7 +327,9 @@ void cpu_attention_run(cpu_backend *be, const be_attn *d) {
     double group_flops = item_flops * ((double)T * d->n_heads / (double)(groups ? groups : 1));
     size_t min_groups = group_flops >= 65536 ? 1 : (size_t)(65536 / (group_flops + 1));
     PROF(PROF_ATTENTION, 4.0 * keys * (double)qd, 8.0 * keys * (double)kd,
-         if (strategy == ATTN_SPLIT_KV) {
+         if (be->arith_llama && T < ATTN_LLAMA_TILE) {
+             threadpool_run(be->tp, (size_t)T * (size_t)d->n_heads, 1, attention_f16_items, &j);
+         } else if (strategy == ATTN_SPLIT_KV) {
              threadpool_run(be->tp, (size_t)T * d->n_heads * (size_t)j.max_chunks, 1, attention_chunks, &j);
              threadpool_run(be->tp, (size_t)T * (size_t)d->n_heads, min_items, attention_fold_items, &j);
          } else if (strategy == ATTN_SHARED_KV) {

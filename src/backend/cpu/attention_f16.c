@@ -24,7 +24,6 @@
  */
 #include "backend/cpu/cpu_backend.h"
 #include "base/dtype.h"
-#include "base/profile.h"
 #include "quant/kvq.h"
 
 #include <math.h>
@@ -57,27 +56,15 @@ float attn_f16_dot(const float *x, const float *y, int n) {
 
 /* Head kvh's row at position pos, rounded to f16 into out[hd]. */
 static void load_row_f16(const be_attn *d, const void *base, const int32_t *table, int pos, int kvh, float *out) {
-    int hd = d->head_dim;
-    size_t rb = kvq_row_bytes(d->kv_type, hd);
-    const unsigned char *row = (const unsigned char *)base +
-                               (((size_t)table[pos / d->block_size] * (size_t)d->block_size +
-                                 (size_t)(pos % d->block_size)) * (size_t)d->n_kv_heads + (size_t)kvh) * rb;
-    kvq_load_row(d->kv_type, row, hd, out);
+    kvq_load_row(d->kv_type, attn_kv_row(d, base, table, pos, kvh), d->head_dim, out);
     if (d->kv_type != KV_F16)
-        for (int i = 0; i < hd; i++) out[i] = f16_round(out[i]);
+        for (int i = 0; i < d->head_dim; i++) out[i] = f16_round(out[i]);
 }
 
-typedef struct {
-    cpu_backend *be;
-    const be_attn *d;
-} f16_job;
-
-static void attention_f16_items(void *p, size_t i0, size_t i1, int thread) {
-    f16_job *j = p;
-    const be_attn *d = j->d;
+void cpu_attention_f16_items(cpu_backend *be, const be_attn *d, size_t i0, size_t i1, int thread) {
     int hd = d->head_dim, nh = d->n_heads, group = d->n_heads / d->n_kv_heads;
     float scale = 1.0f / sqrtf((float)hd);
-    float *q = j->be->scratch[thread], *row = q + hd, *acc = row + hd;
+    float *q = be->scratch[thread], *row = q + hd, *acc = row + hd;
     for (size_t it = i0; it < i1; it++) {
         int t = (int)(it / (size_t)nh), h = (int)(it % (size_t)nh), kvh = h / group, pos = d->pos[t];
         int first = d->window > 0 && pos - d->window + 1 > 0 ? pos - d->window + 1 : 0;
@@ -104,16 +91,4 @@ static void attention_f16_items(void *p, size_t i0, size_t i1, int thread) {
         float inv = S == 0.0f ? 0.0f : 1.0f / S, *out = d->out + ((size_t)t * nh + h) * hd;
         for (int i = 0; i < hd; i++) out[i] = acc[i] * inv;
     }
-}
-
-void cpu_attention_f16_run(cpu_backend *be, const be_attn *d) {
-    f16_job j = {be, d};
-    double keys = 0;
-    for (int t = 0; t < d->T; t++) {
-        int w = d->window, n = d->pos[t] + 1;
-        keys += w > 0 && n > w ? w : n;
-    }
-    size_t qd = (size_t)d->n_heads * d->head_dim, kd = (size_t)d->n_kv_heads * d->head_dim;
-    PROF(PROF_ATTENTION, 4.0 * keys * (double)qd, 8.0 * keys * (double)kd,
-         threadpool_run(be->tp, (size_t)d->T * (size_t)d->n_heads, 1, attention_f16_items, &j));
 }

@@ -175,10 +175,21 @@ void cpu_attention_run(cpu_backend *be, const be_attn *d);
 /* The attention scratch sized from be->n_heads.. and max_positions (at
  * create); backend_free frees it. */
 xllm_status cpu_attention_init(cpu_backend *be, int max_positions, xllm_error *err);
-/* llama.cpp's flash-attention arithmetic (attention_f16.c): the call, and its
- * score dot product of two f16-valued vectors (exposed for tests). */
-void cpu_attention_f16_run(cpu_backend *be, const be_attn *d);
+/* llama.cpp's flash-attention arithmetic (attention_f16.c): the (token, head)
+ * items [i0, i1) of d on thread `thread`, and its score dot product of two
+ * f16-valued vectors. */
+void cpu_attention_f16_items(cpu_backend *be, const be_attn *d, size_t i0, size_t i1, int thread);
 float attn_f16_dot(const float *x, const float *y, int n);
+
+/* Head kvh's row at position pos through a block table (kv_cache.h's layout:
+ * slots of n_kv_heads rows of kvq_row_bytes). */
+static inline const unsigned char *attn_kv_row(const be_attn *d, const void *base, const int32_t *table, int pos,
+                                               int kvh) {
+    size_t rb = kvq_row_bytes(d->kv_type, d->head_dim);
+    return (const unsigned char *)base +
+           (((size_t)table[pos / d->block_size] * (size_t)d->block_size + (size_t)(pos % d->block_size)) *
+                (size_t)d->n_kv_heads + (size_t)kvh) * rb;
+}
 
 /* The load-time planner (planner.c): per weight shape and batch bucket, the
  * thread count and kernel variant measured fastest, within budget_ms. */
