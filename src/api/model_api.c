@@ -402,9 +402,9 @@ static xllm_status generate(xllm_model *xm, const xllm_request *requests, size_t
             pthread_mutex_unlock(&w.lock);
         }
     }
-    if (st) {
+    if (st) { /* the unfinished requests end before we return: nothing of this call outlives it */
         for (size_t i = 0; i < n; i++)
-            if (items[i].id) xllm_engine_release(e, items[i].id);
+            if (items[i].id) engine_release_wait(e, items[i].id);
         xllm_results_free(res, n);
         res = NULL;
     } else {

@@ -363,11 +363,16 @@ typedef struct pending_notify {
 
 static void publish_stats(engine *e);
 
-/* Move the step's output into the outboxes; finish done requests. Under the lock. */
-static int publish(engine *e, pending_notify **notes, int *cap_notes) {
+/* Move the step's output into the outboxes; finish done requests; their
+ * notifications into notes[] (at most max; requests past that stay in the
+ * list for the next call). Under the lock. Returns the number of notes. */
+static int publish(engine *e, pending_notify *notes, int max) {
     int n_notes = 0;
-    for (int t = 0; t < e->n_touched; t++) {
-        engine_request *r = e->touched[t];
+    while (e->touched_head && n_notes < max) {
+        engine_request *r = e->touched_head;
+        e->touched_head = r->next_touched;
+        if (!e->touched_head) e->touched_tail = NULL;
+        r->next_touched = NULL;
         r->dirty = 0;
         for (int j = 0; j < r->n; j++) {
             sequence *s = &r->seqs[j];
@@ -380,7 +385,14 @@ static int publish(engine *e, pending_notify **notes, int *cap_notes) {
                 out_piece pc = {s->ids + s->n_prompt + k, (size_t)(n_gen - s->published), (s->text ? s->text : "") + start,
                                 end - start, s->tok_text_end + k, start, s->lp ? s->lp + k : NULL,
                                 s->lp ? s->top_ids + k * nt : NULL, s->lp ? s->top_lp + k * nt : NULL, s->n_top};
-                if (outbox_append(&r->out[j], &pc) == XLLM_OK) s->published = n_gen;
+                if (outbox_append(&r->out[j], &pc) == XLLM_OK) {
+                    s->published = n_gen;
+                } else if (!r->fail) { /* the tokens cannot be delivered: the request fails, and says so */
+                    r->fail = XLLM_ERR_OUT_OF_MEMORY;
+                    r->fail_msg = xllm_strdup("out of memory delivering the tokens");
+                    e->st.failed++;
+                    atomic_store(&r->abort_req, 1);
+                }
             }
             if (s->state == SEQ_DONE && s->published == n_gen && !r->out[j].finished) {
                 r->out[j].finished = 1;
@@ -420,23 +432,12 @@ static int publish(engine *e, pending_notify **notes, int *cap_notes) {
             r->sched_owned = 0;
             e->st.finished++;
         }
-        if (r->notify) {
-            if (n_notes == *cap_notes) {
-                int nc = *cap_notes ? *cap_notes * 2 : 64;
-                pending_notify *nn = xllm_realloc(*notes, (size_t)nc * sizeof *nn);
-                if (nn) {
-                    *notes = nn;
-                    *cap_notes = nc;
-                }
-            }
-            if (n_notes < *cap_notes) (*notes)[n_notes++] = (pending_notify){r->notify, r->notify_user, r->id};
-        }
+        if (r->notify) notes[n_notes++] = (pending_notify){r->notify, r->notify_user, r->id};
         if (r->done && r->released) {
             map_remove(e, r);
             request_free(r);
         }
     }
-    e->n_touched = 0;
     publish_stats(e);
     pthread_cond_broadcast(&e->out);
     return n_notes;
@@ -501,8 +502,7 @@ static int deadline_from(struct timespec *dl, int timeout_ms) {
 
 static void *engine_thread(void *arg) {
     engine *e = arg;
-    pending_notify *notes = NULL;
-    int cap_notes = 0;
+    pending_notify notes[64]; /* delivered in batches: no memory needed, none lost */
     pthread_mutex_lock(&e->lock);
     for (;;) {
         int was_idle = !sched_has_work(e);
@@ -559,18 +559,19 @@ static void *engine_thread(void *arg) {
         if (e->debug) check_pool(e, "after a step");
 
         pthread_mutex_lock(&e->lock);
-        int n_notes = publish(e, &notes, &cap_notes);
-        if (n_notes) {
-            e->notifying = 1;
-            pthread_mutex_unlock(&e->lock);
-            for (int i = 0; i < n_notes; i++) notes[i].fn(notes[i].user, notes[i].id);
-            pthread_mutex_lock(&e->lock);
-            e->notifying = 0;
-            pthread_cond_broadcast(&e->out);
-        }
+        do {
+            int n_notes = publish(e, notes, (int)(sizeof notes / sizeof *notes));
+            if (n_notes) {
+                e->notifying = 1;
+                pthread_mutex_unlock(&e->lock);
+                for (int i = 0; i < n_notes; i++) notes[i].fn(notes[i].user, notes[i].id);
+                pthread_mutex_lock(&e->lock);
+                e->notifying = 0;
+                pthread_cond_broadcast(&e->out);
+            }
+        } while (e->touched_head);
     }
     pthread_mutex_unlock(&e->lock);
-    xllm_free(notes);
     return NULL;
 }
 
@@ -743,7 +744,9 @@ engine *engine_create(model *m, const tokenizer *tok, pthread_mutex_t *model_loc
         goto fail;
     }
     e->thread_started = 1;
-    publish(e, NULL, &(int){0});
+    pthread_mutex_lock(&e->lock);
+    publish_stats(e); /* the stats readers see from the start */
+    pthread_mutex_unlock(&e->lock);
     if (eo.verbose) {
         char sc[32], kv[32], sw[32];
         fmt_bytes(sc, sizeof sc, (int64_t)e->scratch_bytes);
@@ -806,7 +809,6 @@ void engine_destroy(engine *e) {
     xllm_free(e->running);
     xllm_free(e->waiting);
     xllm_free(e->swapped);
-    xllm_free(e->touched);
     rc_free(&e->rc);
     bm_free(&e->bm);
     kv_cache_free(&e->kv);
@@ -934,6 +936,13 @@ static void wait_notifies(engine *e) {
 void engine_wait_quiet(engine *e) {
     pthread_mutex_lock(&e->lock);
     wait_notifies(e);
+    pthread_mutex_unlock(&e->lock);
+}
+
+void engine_release_wait(engine *e, xllm_request_id id) {
+    xllm_engine_release(e, id);
+    pthread_mutex_lock(&e->lock);
+    while (map_find(e, id)) pthread_cond_wait(&e->out, &e->lock); /* publish frees it, then broadcasts */
     pthread_mutex_unlock(&e->lock);
 }
 

@@ -51,6 +51,7 @@ typedef struct outbox {
 typedef struct engine_request {
     xllm_request_id id;
     struct engine_request *map_next, *next_incoming;
+    struct engine_request *next_touched; /* the scheduler's list of requests with output (dirty) */
     xllm_sampling_params params;  /* stop strings point into stop_store */
     char *stop_store;
     int32_t *prompt;
@@ -145,8 +146,9 @@ typedef struct xllm_engine {
     int n_waiting, cap_waiting;
     sequence **swapped;
     int n_swapped, cap_swapped;
-    engine_request **touched;     /* requests with output this step */
-    int n_touched, cap_touched;
+    /* requests with output to publish, in the order they got it (a list through
+     * next_touched: publishing never needs memory, so no output is lost) */
+    engine_request *touched_head, *touched_tail;
     knowledge *know;
     int n_know;
     int hold_admission;           /* a preemption happened; admit again once a sequence ends */
@@ -189,6 +191,10 @@ void engine_discard(engine_request *r);
 /* Return once the scheduler is not inside notify calls (after which no
  * notify of a finished or released request comes). */
 void engine_wait_quiet(engine *e);
+/* Release request id and wait until the scheduler has let go of it and freed
+ * it (an unfinished one is aborted first), so nothing of it outlives the
+ * call. Thread-safe; not from a notify function. */
+void engine_release_wait(engine *e, xllm_request_id id);
 /* Run a job on the scheduler thread and wait for it. */
 xllm_status engine_run_job(engine *e, engine_job *j, xllm_error *err);
 

@@ -91,15 +91,11 @@ static void list_remove(sequence **list, int *n, const sequence *s) {
 
 static void touch(engine *e, engine_request *r) {
     if (r->dirty) return;
-    if (e->n_touched == e->cap_touched) {
-        int nc = e->cap_touched ? e->cap_touched * 2 : 64;
-        engine_request **nt = xllm_realloc(e->touched, (size_t)nc * sizeof *nt);
-        if (!nt) return; /* published with the next step that has room */
-        e->touched = nt;
-        e->cap_touched = nc;
-    }
     r->dirty = 1;
-    e->touched[e->n_touched++] = r;
+    r->next_touched = NULL;
+    if (e->touched_tail) e->touched_tail->next_touched = r;
+    else e->touched_head = r;
+    e->touched_tail = r;
 }
 
 void sched_enqueue(engine *e, engine_request *r) {
