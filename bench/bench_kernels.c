@@ -135,7 +135,7 @@ static void bench_quant(xllm_dtype t, int group, int64_t rows, int64_t cols, int
         const cpu_kernels *K = g_k[k];
         size_t as = K->act_bytes(cols);
         void *act = xllm_malloc_aligned(as * (size_t)T), *scr = xllm_malloc_aligned(K->scratch_bytes(cols));
-        for (int i = 0; i < T; i++) K->act_prepare(x + (size_t)i * cols, cols, (char *)act + (size_t)i * as);
+        for (int i = 0; i < T; i++) K->act_prepare(x + (size_t)i * cols, cols, (char *)act + (size_t)i * as, 0);
         void *pk;
         matrix Wk = level_matrix(K, &W, &pk);
         double s;
@@ -175,7 +175,7 @@ static void bench_gemv_stream(xllm_dtype t, int group, int64_t rows, int64_t col
         const cpu_kernels *K = g_k[k];
         size_t as = K->act_bytes(cols);
         void *act = xllm_malloc_aligned(as), *scr = xllm_malloc_aligned(K->scratch_bytes(cols));
-        K->act_prepare(x, cols, act);
+        K->act_prepare(x, cols, act, 0);
         double s;
         int n = copies < 64 ? copies : 64;
         matrix *Wk = malloc(sizeof(matrix) * (size_t)n);
@@ -348,7 +348,7 @@ static void bench_act(int64_t cols, int T) {
         size_t as = g_k[k]->act_bytes(cols);
         char *act = xllm_malloc_aligned(as * (size_t)T);
         double s;
-        TIME_IT(s, for (int i = 0; i < T; i++) g_k[k]->act_prepare(x + (size_t)i * cols, cols, act + (size_t)i * as));
+        TIME_IT(s, for (int i = 0; i < T; i++) g_k[k]->act_prepare(x + (size_t)i * cols, cols, act + (size_t)i * as, 0));
         r.value[k] = 4.0 * cols * T / s / 1e9;
         xllm_free_aligned(act);
     }
@@ -677,7 +677,7 @@ static void bench_peak_fraction(double peak) {
     for (int64_t i = 0; i < cols * T; i++) x[i] = frand();
     size_t as = K->act_bytes(cols);
     void *act = xllm_malloc_aligned(as * (size_t)T), *scr = xllm_malloc_aligned(K->scratch_bytes(cols));
-    for (int i = 0; i < T; i++) K->act_prepare(x + (size_t)i * cols, cols, (char *)act + (size_t)i * as);
+    for (int i = 0; i < T; i++) K->act_prepare(x + (size_t)i * cols, cols, (char *)act + (size_t)i * as, 0);
     for (int i = 0; i < 2; i++) {
         char name[80];
         snprintf(name, sizeof name, "prefill %s/g32 %lldx%lld T=%d packed", xllm_dtype_name(ts[i]), (long long)rows,

@@ -89,7 +89,7 @@ static void digest_q(const cpu_kernels *K, xllm_dtype t, int g, int64_t rows, in
     fill_x(x, cols * T);
     size_t as = K->act_bytes(cols);
     void *act = xllm_malloc_aligned(as * (size_t)T), *scr = xllm_malloc_aligned(K->scratch_bytes(cols));
-    for (int i = 0; i < T; i++) K->act_prepare(x + (size_t)i * (size_t)cols, cols, (char *)act + (size_t)i * as);
+    for (int i = 0; i < T; i++) K->act_prepare(x + (size_t)i * (size_t)cols, cols, (char *)act + (size_t)i * as, 0);
     matrix W = {t, g, rows, cols, w, {0}, {0}, 0};
     const float *b = use_bias ? bias : NULL;
     printf("%s %s/g%d %lldx%lld T=%d%s stored %016llx", K->name, xllm_dtype_name(t), g, (long long)rows,

@@ -238,13 +238,14 @@ void quant_dequantize_row(xllm_dtype t, int group, const void *row, int64_t cols
 
 /* ----------------------------------------------------------- activations */
 
-void quant_activations(const float *x, int64_t cols, int8_t *q, float *d, int32_t *s) {
+void quant_activations(const float *x, int64_t cols, int8_t *q, float *d, int32_t *s, int llama) {
     for (int64_t b = 0; b < cols / QK; b++) {
         const float *xb = x + b * QK;
         float amax = 0;
         int finite = 1;
         for (int i = 0; i < QK; i++) amax = fmaxf(amax, fabsf(xb[i])), finite &= fabsf(xb[i]) <= FLT_MAX;
-        float db = amax / 127.0f, id = db != 0 ? 1.0f / db : 0.0f;
+        float db, id;
+        quant_act_scale(amax, llama, &db, &id);
         /* Every kernel level does the same: a block holding inf or NaN becomes
          * q = 0, s = 0, d = NaN (the NaN reaches the outputs, where the engine
          * can see it; lrintf(NaN) and the sum of its INT_MINs are undefined);

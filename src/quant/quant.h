@@ -54,7 +54,23 @@ typedef struct qact {
     float *d;
     int32_t *s;
 } qact;
-void quant_activations(const float *x, int64_t cols, int8_t *q, float *d, int32_t *s);
+/* llama: as llama.cpp quantizes activations for its Q4_0 / Q4_1 / Q8_0 dot
+ * products (arithmetic "llama"): the codes with 127 / amax, the block scale
+ * rounded to f16 (ours: 1 / d and d = amax / 127 in f32). */
+void quant_activations(const float *x, int64_t cols, int8_t *q, float *d, int32_t *s, int llama);
+
+/* A block's scale d and code multiplier id from its largest magnitude, as
+ * quant_activations takes them (every kernel level calls this). */
+static inline void quant_act_scale(float amax, int llama, float *d, float *id) {
+    float db = amax / 127.0f;
+    if (llama) {
+        *id = amax != 0 ? 127.0f / amax : 0.0f;
+        *d = xllm_f16_to_f32(xllm_f32_to_f16(db));
+    } else {
+        *id = db != 0 ? 1.0f / db : 0.0f;
+        *d = db;
+    }
+}
 
 /* Dot product of one quantized weight row with one quantized activation row. */
 float quant_dot(xllm_dtype t, int group, const void *row, const int8_t *q, const float *d, const int32_t *s,

@@ -105,17 +105,24 @@ static double bound(double n_terms, double abs_sum) { return (n_terms + 8) * 5.9
 
 static void check_quant_act(const cpu_kernels *k) {
     for (int it = 0; it < 40; it++) {
+        int llama = it % 2; /* ours, and llama.cpp's scales (arithmetic "llama") */
         int64_t cols = 32 * irand(1, 128);
         float *x = malloc(sizeof(float) * (size_t)cols);
         fill_act(x, cols);
         int8_t *q0 = malloc((size_t)cols), *q1 = malloc((size_t)cols);
         float *d0 = malloc(sizeof(float) * (size_t)cols / 32), *d1 = malloc(sizeof(float) * (size_t)cols / 32);
         int32_t *s0 = malloc(sizeof(int32_t) * (size_t)cols / 32), *s1 = malloc(sizeof(int32_t) * (size_t)cols / 32);
-        quant_activations(x, cols, q0, d0, s0);
-        k->quant_act(x, cols, q1, d1, s1);
+        quant_activations(x, cols, q0, d0, s0, llama);
+        k->quant_act(x, cols, q1, d1, s1, llama);
         int same = !memcmp(q0, q1, (size_t)cols) && !memcmp(d0, d1, sizeof(float) * (size_t)cols / 32) &&
                    !memcmp(s0, s1, sizeof(int32_t) * (size_t)cols / 32);
-        CHECK_MSG(same, "%s: quant_act differs from quant_activations (cols %lld)", k->name, (long long)cols);
+        CHECK_MSG(same, "%s: quant_act differs from quant_activations (cols %lld, llama %d)", k->name, (long long)cols,
+                  llama);
+        for (int64_t b = 0; llama && b < cols / 32; b++) { /* llama.cpp's scale: amax / 127 rounded to f16 */
+            float amax = 0;
+            for (int i = 0; i < 32; i++) amax = fmaxf(amax, fabsf(x[b * 32 + i]));
+            CHECK(d0[b] == xllm_f16_to_f32(xllm_f32_to_f16(amax / 127.0f)));
+        }
         free(x), free(q0), free(q1), free(d0), free(d1), free(s0), free(s1);
     }
 }
@@ -143,8 +150,8 @@ static void check_quant_act_nonfinite(const cpu_kernels *k) {
         int8_t *q0 = malloc((size_t)cols), *q1 = malloc((size_t)cols);
         float *d0 = malloc(sizeof(float) * (size_t)cols / 32), *d1 = malloc(sizeof(float) * (size_t)cols / 32);
         int32_t *s0 = malloc(sizeof(int32_t) * (size_t)cols / 32), *s1 = malloc(sizeof(int32_t) * (size_t)cols / 32);
-        quant_activations(x, cols, q0, d0, s0);
-        k->quant_act(x, cols, q1, d1, s1);
+        quant_activations(x, cols, q0, d0, s0, it % 16 >= 8);
+        k->quant_act(x, cols, q1, d1, s1, it % 16 >= 8);
         int same = !memcmp(q0, q1, (size_t)cols) && !memcmp(s0, s1, sizeof(int32_t) * (size_t)cols / 32);
         for (int64_t j = 0; j < cols / 32; j++) same &= (isnan(d0[j]) && isnan(d1[j])) || d0[j] == d1[j];
         CHECK_MSG(same, "%s: quant_act differs from quant_activations on special value %d", k->name, it % 8);
@@ -174,7 +181,7 @@ static void run_q(const cpu_kernels *k, const matrix *W, const float *x, int T, 
     size_t as = k->act_bytes(W->cols);
     unsigned char *act = xllm_malloc_aligned(as * (size_t)T);
     void *scr = xllm_malloc_aligned(k->scratch_bytes(W->cols));
-    for (int t = 0; t < T; t++) k->act_prepare(x + (size_t)t * (size_t)W->cols, W->cols, act + (size_t)t * as);
+    for (int t = 0; t < T; t++) k->act_prepare(x + (size_t)t * (size_t)W->cols, W->cols, act + (size_t)t * as, 0);
     k->matmul_q(W, act, as, T, bias, y, (size_t)W->rows, r0, r1, scr);
     xllm_free_aligned(act);
     xllm_free_aligned(scr);
@@ -197,7 +204,7 @@ static void check_qmatmul(xllm_dtype t, int group, int64_t rows, int64_t cols, i
     float *d = malloc(sizeof(float) * (size_t)cols / QK);
     int32_t *s = malloc(sizeof(int32_t) * (size_t)cols / QK);
     for (int tt = 0; tt < T; tt++) {
-        quant_activations(x + (size_t)tt * (size_t)cols, cols, q, d, s);
+        quant_activations(x + (size_t)tt * (size_t)cols, cols, q, d, s, 0);
         for (int64_t r = 0; r < rows; r++) {
             exact_qdot(t, group, w + (size_t)r * rb, q, d, cols, &ex[(size_t)tt * rows + r], &ab[(size_t)tt * rows + r]);
             if (use_bias) ex[(size_t)tt * rows + r] += bias[r];

@@ -21,9 +21,10 @@
  *  - Activations are quantized as llama.cpp does for the K-quants (Q8K; its
  *    x86 quantize_row_q8_K is the reference code) and Q5_0/Q5_1/IQ4_NL (Q80).
  *    Our own Q4_0/Q4_1/Q8_0 kernels keep the activation scale in f32 where
- *    llama.cpp rounds it to f16 (and takes 127/amax, and Q8_1's sum in f16):
- *    doing as it does there (tried in the avx512 kernel only) took the best
- *    level's average from 0.0073 to 0.0041; not done yet.
+ *    llama.cpp rounds it to f16 (and takes 127/amax): with arithmetic "llama"
+ *    they do as it does (quant_act_scale), and pure-Q4_0 matches on every
+ *    prompt. Q4_1's activation sum llama.cpp keeps as f16(d * sum) (Q8_1);
+ *    ours is the f16 d times the sum: pure-Q4_1 is the worst file (0.106).
  *  - The cause of the spread is amplification: every matmul input is rounded
  *    to int8, so an upstream difference in the last bits moves some
  *    activations to the neighbouring int8 level, and those moves compound
@@ -32,9 +33,9 @@
  *    (worst 0.124 / 0.044, average mean 0.026), as llama.cpp's own non-flash
  *    path is not (0.115 / 0.045 from the fixture). With llama.cpp's
  *    arithmetic (arithmetic "llama": its flash attention's f16 steps,
- *    attention_f16.c; RMSNorm summed in double; RoPE angles as float powers)
- *    over half the prompts match to 1e-3 and the average mean falls to
- *    0.003 - 0.007; what remains is the order of float additions inside the
+ *    attention_f16.c; RMSNorm summed in double; RoPE angles as float powers;
+ *    the activation scales above) 62% of the prompts match to 1e-3 at the
+ *    best level and the average mean falls to 0.003 - 0.005; what remains is the order of float additions inside the
  *    matmul kernels (a level's lanes vs llama.cpp's): one last-bit difference
  *    that flips an int8 level somewhere gives a prompt ~0.05 - 0.1 (scalar vs
  *    avx512 differ only in that order, yet up to 0.060 / 0.017 apart). The
@@ -61,9 +62,9 @@
 #define KQ_GREEDY 0.3  /* share of prompts whose 16 greedy tokens must all agree (measured: 0.46) */
 /* With llama.cpp's arithmetic (XLLM_ARITH=llama, f16 KV): */
 #define KQ_EXACT 1e-3        /* a prompt "matches" when its top-10 deviation is under this */
-#define KQ_LLAMA_EXACT 0.4   /* share of prompts that match (measured: 0.54 - 0.73 per level) */
-#define KQ_LLAMA_AVG 0.012   /* average of the prompts' mean deviation (measured: 0.0034 - 0.0073) */
-#define KQ_LLAMA_GREEDY 0.65 /* share of prompts whose 16 greedy tokens all agree (measured: 0.79 - 0.90) */
+#define KQ_LLAMA_EXACT 0.4   /* share of prompts that match (measured: 0.62 - 0.73 per level) */
+#define KQ_LLAMA_AVG 0.012   /* average of the prompts' mean deviation (measured: 0.0034 - 0.0051) */
+#define KQ_LLAMA_GREEDY 0.65 /* share of prompts whose 16 greedy tokens all agree (measured: 0.83 - 0.90) */
 
 static void log_softmax(float *x, int n) {
     double mx = x[0];

@@ -116,7 +116,7 @@ static void check_format(xllm_dtype t, int group, int64_t cols) {
     int8_t *qa = malloc((size_t)cols);
     float *da = malloc(sizeof(float) * cols / QK);
     int32_t *sa = malloc(sizeof(int32_t) * cols / QK);
-    quant_activations(a, cols, qa, da, sa);
+    quant_activations(a, cols, qa, da, sa, 0);
     double ref = 0, ref_true = 0;
     for (int64_t i = 0; i < cols; i++) {
         ref += (double)y[i] * (qa[i] * da[i / QK]);

@@ -79,7 +79,7 @@ static void check_shape(const cpu_kernels *K, xllm_dtype t, int g, int64_t rows,
     float *ys = malloc(sizeof(float) * (size_t)rows * (size_t)maxT), *yp = malloc(sizeof(float) * (size_t)rows * (size_t)maxT);
     for (int64_t i = 0; i < cols * maxT; i++) x[i] = frand();
     for (int64_t r = 0; r < rows; r++) bias[r] = frand();
-    for (int i = 0; i < maxT; i++) K->act_prepare(x + (size_t)i * (size_t)cols, cols, act + (size_t)i * as);
+    for (int i = 0; i < maxT; i++) K->act_prepare(x + (size_t)i * (size_t)cols, cols, act + (size_t)i * as, 0);
     for (size_t ti = 0; ti < sizeof Ts / sizeof *Ts; ti++) {
         int T = Ts[ti];
         K->matmul_q(&S, act, as, T, rows % 2 ? bias : NULL, ys, (size_t)rows, 0, rows, scr);

@@ -97,7 +97,7 @@ static size_t act_offset(const cpu_backend *be, const matrix *W) {
 static unsigned act_need(const matrix *W) { return xllm_dtype_is_kq(W->dtype) ? (unsigned)kq_act_kind(W->dtype) : 0u; }
 
 static void prepare_row(const cpu_backend *be, const float *x, int64_t cols, unsigned char *o) {
-    be->kern->act_prepare(x, cols, o);
+    be->kern->act_prepare(x, cols, o, be->arith_llama);
     size_t off = be->kern->act_bytes(cols), k8 = kq_act_bytes(KQ_ACT_Q8K, cols);
     if ((be->act_kq & KQ_ACT_Q8K) && k8) kq_act_prepare(KQ_ACT_Q8K, x, cols, o + off);
     if ((be->act_kq & KQ_ACT_Q80) && kq_act_bytes(KQ_ACT_Q80, cols)) kq_act_prepare(KQ_ACT_Q80, x, cols, o + off + k8);

@@ -42,10 +42,10 @@ typedef struct cpu_kernels {
     /* Quantized activations in the level's own layout: one row of `cols`
      * (a multiple of 32) takes act_bytes(cols) bytes (a multiple of 64). */
     size_t (*act_bytes)(int64_t cols);
-    void (*act_prepare)(const float *x, int64_t cols, void *out);
-    /* The same quantization in the reference layout (quant_activations):
-     * bit-identical to it at every level. */
-    void (*quant_act)(const float *x, int64_t cols, int8_t *q, float *d, int32_t *s);
+    void (*act_prepare)(const float *x, int64_t cols, void *out, int llama);
+    /* The same quantization in the reference layout (quant_activations, llama
+     * as there): bit-identical to it at every level. */
+    void (*quant_act)(const float *x, int64_t cols, int8_t *q, float *d, int32_t *s, int llama);
 
     /* Per-thread scratch the matmuls need for rows of up to `cols` columns. */
     size_t (*scratch_bytes)(int64_t cols);

@@ -62,7 +62,7 @@ AI int32_t hsum8i(__m256i v) {
 /* ------------------------------------------------------------ activations */
 
 /* One block of 32 as quant_activations computes it: 32 int8 levels in order. */
-AI __m256i quant_block(const float *x, float *d, int32_t *s) {
+AI __m256i quant_block(const float *x, float *d, int32_t *s, int llama) {
     const __m256 sign = _mm256_set1_ps(-0.0f);
     __m256 x0 = _mm256_loadu_ps(x), x1 = _mm256_loadu_ps(x + 8), x2 = _mm256_loadu_ps(x + 16),
            x3 = _mm256_loadu_ps(x + 24);
@@ -71,8 +71,8 @@ AI __m256i quant_block(const float *x, float *d, int32_t *s) {
     __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
     m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
     m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
-    float amax = _mm_cvtss_f32(m4);
-    float db = amax / 127.0f, id = db != 0 ? 1.0f / db : 0.0f;
+    float amax = _mm_cvtss_f32(m4), db, id;
+    quant_act_scale(amax, llama, &db, &id);
     const __m256 big = _mm256_set1_ps(FLT_MAX);
     __m256 bad = _mm256_or_ps(_mm256_or_ps(_mm256_cmp_ps(_mm256_andnot_ps(sign, x0), big, _CMP_NLE_UQ),
                                            _mm256_cmp_ps(_mm256_andnot_ps(sign, x1), big, _CMP_NLE_UQ)),
@@ -93,14 +93,14 @@ AI __m256i quant_block(const float *x, float *d, int32_t *s) {
     return _mm256_permutevar8x32_epi32(b, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
 
-static void quant_act(const float *x, int64_t cols, int8_t *q, float *d, int32_t *s) {
+static void quant_act(const float *x, int64_t cols, int8_t *q, float *d, int32_t *s, int llama) {
     for (int64_t b = 0; b < cols / QK; b++)
-        _mm256_storeu_si256((__m256i *)(q + b * QK), quant_block(x + b * QK, &d[b], &s[b]));
+        _mm256_storeu_si256((__m256i *)(q + b * QK), quant_block(x + b * QK, &d[b], &s[b], llama));
 }
 
 static size_t act_bytes(int64_t cols) { return (size_t)n_chunks(cols) * ACH; }
 
-static void act_prepare(const float *x, int64_t cols, void *out) {
+static void act_prepare(const float *x, int64_t cols, void *out, int llama) {
     int64_t nb = cols / QK;
     for (int64_t c = 0; c < n_chunks(cols); c++) {
         uint8_t *o = (uint8_t *)out + c * ACH;
@@ -112,7 +112,7 @@ static void act_prepare(const float *x, int64_t cols, void *out) {
             int32_t sb = 0;
             __m256i v = _mm256_setzero_si256(); /* a = 0 beyond the row */
             if (b < nb) {
-                v = quant_block(x + b * QK, &db, &sb);
+                v = quant_block(x + b * QK, &db, &sb, llama);
                 dsum = db * (float)sb;
             }
             _mm_storeu_si128((__m128i *)(o + 16 * j), _mm256_castsi256_si128(v));

@@ -59,10 +59,10 @@ static int64_t n_chunks(int64_t cols) { return (cols + CH - 1) / CH; }
 /* ------------------------------------------------------------ activations */
 
 /* One block of 32, exactly as quant_activations computes it. */
-AI void quant_block(const float *x, __m512i *v0, __m512i *v1, float *d, int32_t *s) {
+AI void quant_block(const float *x, __m512i *v0, __m512i *v1, float *d, int32_t *s, int llama) {
     __m512 x0 = _mm512_loadu_ps(x), x1 = _mm512_loadu_ps(x + 16);
-    float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(x0), _mm512_abs_ps(x1)));
-    float db = amax / 127.0f, id = db != 0 ? 1.0f / db : 0.0f;
+    float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(x0), _mm512_abs_ps(x1))), db, id;
+    quant_act_scale(amax, llama, &db, &id);
     const __m512 big = _mm512_set1_ps(FLT_MAX);
     __mmask16 bad = _mm512_cmp_ps_mask(_mm512_abs_ps(x0), big, _CMP_NLE_UQ) |
                     _mm512_cmp_ps_mask(_mm512_abs_ps(x1), big, _CMP_NLE_UQ); /* inf or NaN */
@@ -79,10 +79,10 @@ AI void quant_block(const float *x, __m512i *v0, __m512i *v1, float *d, int32_t 
     *s = _mm512_reduce_add_epi32(_mm512_add_epi32(*v0, *v1));
 }
 
-static void quant_act(const float *x, int64_t cols, int8_t *q, float *d, int32_t *s) {
+static void quant_act(const float *x, int64_t cols, int8_t *q, float *d, int32_t *s, int llama) {
     for (int64_t b = 0; b < cols / QK; b++) {
         __m512i v0, v1;
-        quant_block(x + b * QK, &v0, &v1, &d[b], &s[b]);
+        quant_block(x + b * QK, &v0, &v1, &d[b], &s[b], llama);
         _mm_storeu_si128((__m128i *)(q + b * QK), _mm512_cvtepi32_epi8(v0));
         _mm_storeu_si128((__m128i *)(q + b * QK + 16), _mm512_cvtepi32_epi8(v1));
     }
@@ -90,7 +90,7 @@ static void quant_act(const float *x, int64_t cols, int8_t *q, float *d, int32_t
 
 static size_t act_bytes(int64_t cols) { return (size_t)n_chunks(cols) * ACH; }
 
-static void act_prepare(const float *x, int64_t cols, void *out) {
+static void act_prepare(const float *x, int64_t cols, void *out, int llama) {
     int64_t nb = cols / QK;
     const __m512i ones = _mm512_set1_epi8(1);
     for (int64_t c = 0; c < n_chunks(cols); c++) {
@@ -103,7 +103,7 @@ static void act_prepare(const float *x, int64_t cols, void *out) {
             if (b < nb) {
                 __m512i v0, v1;
                 int32_t sb;
-                quant_block(x + b * QK, &v0, &v1, &db, &sb);
+                quant_block(x + b * QK, &v0, &v1, &db, &sb, llama);
                 lo = _mm512_cvtepi32_epi8(v0);
                 hi = _mm512_cvtepi32_epi8(v1);
                 dsum = db * (float)sb;

@@ -38,13 +38,13 @@ static int64_t n_chunks(int64_t cols) { return (cols + CH - 1) / CH; }
 /* ------------------------------------------------------------ activations */
 
 /* One block of 32 as quant_activations computes it. */
-AI void quant_block(const float *x, int8_t *q, float *d, int32_t *s) {
+AI void quant_block(const float *x, int8_t *q, float *d, int32_t *s, int llama) {
     float32x4_t v[8];
     for (int i = 0; i < 8; i++) v[i] = vld1q_f32(x + 4 * i);
     float32x4_t m = vabsq_f32(v[0]);
     for (int i = 1; i < 8; i++) m = vmaxq_f32(m, vabsq_f32(v[i]));
-    float amax = vmaxvq_f32(m);
-    float db = amax / 127.0f, id = db != 0 ? 1.0f / db : 0.0f;
+    float amax = vmaxvq_f32(m), db, id;
+    quant_act_scale(amax, llama, &db, &id);
     uint32x4_t ok = vdupq_n_u32(~0u); /* |x| <= FLT_MAX: false for inf and NaN */
     for (int i = 0; i < 8; i++) ok = vandq_u32(ok, vcleq_f32(vabsq_f32(v[i]), vdupq_n_f32(FLT_MAX)));
     int nonfinite = vminvq_u32(ok) == 0;
@@ -69,13 +69,13 @@ AI void quant_block(const float *x, int8_t *q, float *d, int32_t *s) {
     *s = vaddvq_s32(sum);
 }
 
-static void quant_act(const float *x, int64_t cols, int8_t *q, float *d, int32_t *s) {
-    for (int64_t b = 0; b < cols / QK; b++) quant_block(x + b * QK, q + b * QK, &d[b], &s[b]);
+static void quant_act(const float *x, int64_t cols, int8_t *q, float *d, int32_t *s, int llama) {
+    for (int64_t b = 0; b < cols / QK; b++) quant_block(x + b * QK, q + b * QK, &d[b], &s[b], llama);
 }
 
 static size_t act_bytes(int64_t cols) { return (size_t)n_chunks(cols) * ACH; }
 
-static void act_prepare(const float *x, int64_t cols, void *out) {
+static void act_prepare(const float *x, int64_t cols, void *out, int llama) {
     int64_t nb = cols / QK;
     for (int64_t c = 0; c < n_chunks(cols); c++) {
         uint8_t *o = (uint8_t *)out + c * ACH;
@@ -85,7 +85,7 @@ static void act_prepare(const float *x, int64_t cols, void *out) {
             int64_t b = c * 4 + j;
             float db = 0;
             int32_t sb = 0;
-            if (b < nb) quant_block(x + b * QK, (int8_t *)o + 32 * j, &db, &sb);
+            if (b < nb) quant_block(x + b * QK, (int8_t *)o + 32 * j, &db, &sb, llama);
             else memset(o + 32 * j, 0, 32); /* a = 0 beyond the row */
             dx[j] = db;
             ds[j] = db * (float)sb;

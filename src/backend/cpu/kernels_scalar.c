@@ -18,11 +18,11 @@ static size_t act_bytes(int64_t cols) {
     return (n + 63) & ~(size_t)63;
 }
 
-static void act_prepare(const float *x, int64_t cols, void *out) {
+static void act_prepare(const float *x, int64_t cols, void *out, int llama) {
     int8_t *q = out;
     float *d = (float *)(q + cols);
     int32_t *s = (int32_t *)(d + cols / QK);
-    quant_activations(x, cols, q, d, s);
+    quant_activations(x, cols, q, d, s, llama);
 }
 
 static size_t scratch_bytes(int64_t cols) { return ((size_t)cols + LANES) * sizeof(float); }
