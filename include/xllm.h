@@ -123,7 +123,8 @@ typedef struct xllm_model_options {
     const char *kv_dtype;
     /* Whose floating-point arithmetic (XLLM_ARITH): "xllm" (NULL or "") or
      * "llama": llama.cpp's CPU arithmetic where it differs from ours, to give
-     * its numbers on its GGUF files (docs/ARCHITECTURE.md, "Arithmetic"):
+     * its numbers on its GGUF files (docs/ARCHITECTURE.md, "Arithmetic"): its
+     * activation scales for Q4_0/Q4_1/Q8_0 weights (rounded to f16),
      * RMSNorm's sum of squares in double, plain RoPE's angles as powers of
      * theta^(-2/head_dim) taken in float, and, for batches under 64 tokens,
      * its flash attention's f16 arithmetic (query, keys and values rounded to

@@ -78,6 +78,8 @@ static inline float xllm_f16_to_f32(uint16_t h) {
 
 uint16_t xllm_f32_to_f16(float f);
 uint16_t xllm_f32_to_bf16(float f);
+/* f rounded to the nearest f16 value (ties to even), as a float. */
+static inline float xllm_f16_round(float f) { return xllm_f16_to_f32(xllm_f32_to_f16(f)); }
 
 /* Convert n elements of type t at src to f32 (t must be F32, F16 or BF16). */
 void xllm_to_f32(xllm_dtype t, const void *src, float *dst, size_t n);

@@ -558,7 +558,8 @@ model *model_load_ex(const char *dir, const model_load_options *o, xllm_error *e
     if (!m->inv_freq) goto fail;
     rope_frequencies(c, m->inv_freq);
     /* llama.cpp takes plain RoPE's angles as pos * s^i in float, s = theta^(-2/head_dim) */
-    if (o->arith_llama && c->rope == ROPE_DEFAULT) m->rope_theta_scale = powf((float)c->rope_theta, -2.0f / (float)c->head_dim);
+    if (o->arith_llama && c->rope == ROPE_DEFAULT)
+        m->rope_theta_scale = powf((float)c->rope_theta, -2.0f / (float)c->head_dim);
     if (alloc_scratch(m, max_tokens, err)) goto fail;
     if (pack_weights(m, err)) goto fail;
     return m;

@@ -5,6 +5,7 @@
  * tested against. Written from the format's description (docs/FORMAT.md).
  */
 #include "quant/kquant.h"
+#include "quant/quant.h"
 
 #include <math.h>
 #include <string.h>
@@ -96,15 +97,16 @@ void kq_act_prepare(int kind, const float *x, int64_t cols, void *out) {
             const float *xb = x + b * 32;
             float amax = 0;
             for (int i = 0; i < 32; i++) amax = fmaxf(amax, fabsf(xb[i]));
-            float db = amax / 127.0f, id = amax != 0 ? 127.0f / amax : 0.0f;
+            float dq, id;
+            quant_act_scale(amax, 1, &dq, &id); /* llama.cpp's Q8_0 activations */
             int sum = 0;
             for (int i = 0; i < 32; i++) {
                 int v = (int)lrintf(xb[i] * id);
                 q[b * 32 + i] = (int8_t)v;
                 sum += v;
             }
-            d[b] = xllm_f16_to_f32(xllm_f32_to_f16(db));
-            s[b] = xllm_f16_to_f32(xllm_f32_to_f16(db * (float)sum));
+            d[b] = dq;
+            s[b] = xllm_f16_round(amax / 127.0f * (float)sum); /* Q8_1's sum: the f32 scale's */
         }
     }
 }

@@ -65,7 +65,7 @@ static inline void quant_act_scale(float amax, int llama, float *d, float *id) {
     float db = amax / 127.0f;
     if (llama) {
         *id = amax != 0 ? 127.0f / amax : 0.0f;
-        *d = xllm_f16_to_f32(xllm_f32_to_f16(db));
+        *d = xllm_f16_round(db);
     } else {
         *id = db != 0 ? 1.0f / db : 0.0f;
         *d = db;

@@ -44,16 +44,10 @@
 typedef struct {
     cpu_backend *be;
     const be_attn *d;
-    int window;
     int max_chunks;       /* split-KV: chunks per item in `part` */
     const int32_t *tiles; /* shared-KV: tile i is tokens [tiles[i], tiles[i + 1]) */
     int n_tiles;
 } attn_job;
-
-static int attn_first_key(const attn_job *j, int t) {
-    int pos = j->d->pos[t];
-    return j->window > 0 && pos - j->window + 1 > 0 ? pos - j->window + 1 : 0;
-}
 
 /* Keys [p0, p0 + n) of token t, head h: part = {m, l, acc[hd]}; sc: ATTN_CHUNK scratch. */
 static void attn_chunk(const attn_job *j, int t, int h, int p0, int n, float *sc, float *part) {
@@ -105,7 +99,7 @@ static void attention_items(void *p, size_t i0, size_t i1, int thread) {
         total[0] = -INFINITY;
         total[1] = 0.0f;
         memset(total + 2, 0, sizeof(float) * (size_t)hd);
-        for (int p0 = attn_first_key(j, t); p0 <= pos; p0 += ATTN_CHUNK) {
+        for (int p0 = attn_first_key(j->d, t); p0 <= pos; p0 += ATTN_CHUNK) {
             attn_chunk(j, t, h, p0, pos + 1 - p0 < ATTN_CHUNK ? pos + 1 - p0 : ATTN_CHUNK, sc, part);
             attn_fold(total, part, hd);
         }
@@ -121,7 +115,7 @@ static void attention_chunks(void *p, size_t i0, size_t i1, int thread) {
     for (size_t it = i0; it < i1; it++) {
         size_t item = it / (size_t)j->max_chunks;
         int chunk = (int)(it % (size_t)j->max_chunks), t = (int)(item / (size_t)nh), h = (int)(item % (size_t)nh);
-        int p0 = attn_first_key(j, t) + chunk * ATTN_CHUNK, pos = j->d->pos[t];
+        int p0 = attn_first_key(j->d, t) + chunk * ATTN_CHUNK, pos = j->d->pos[t];
         float *part = j->be->attn_part + it * (size_t)(hd + 2);
         if (p0 > pos) {
             part[0] = -INFINITY; /* past this item's keys: folds as nothing */
@@ -153,11 +147,10 @@ static void attention_fold_items(void *p, size_t i0, size_t i1, int thread) {
  * position (the same chunk boundaries: always, unless a sliding window
  * moves the start). Fills starts[0..n] when starts != NULL; returns n. */
 static int attn_tiles(const be_attn *b, int tile_tokens, int32_t *starts) {
-    attn_job j = {NULL, b, b->window, 0, NULL, 0};
     int n = 0;
     for (int t = 0, t0 = 0; t < b->T; t++) {
         if (t == 0 || t - t0 == tile_tokens || b->seq[t] != b->seq[t - 1] || b->pos[t] <= b->pos[t - 1] ||
-            attn_first_key(&j, t) != attn_first_key(&j, t - 1)) {
+            attn_first_key(b, t) != attn_first_key(b, t - 1)) {
             if (starts) starts[n] = t;
             n++;
             t0 = t;
@@ -206,7 +199,7 @@ static void attention_groups(void *p, size_t i0, size_t i1, int thread) {
             memset(total + r * pst + 2, 0, sizeof(float) * (size_t)hd);
         }
         int ta = t0;
-        for (int p0 = attn_first_key(j, t0); p0 <= last; p0 += ATTN_CHUNK) {
+        for (int p0 = attn_first_key(j->d, t0); p0 <= last; p0 += ATTN_CHUNK) {
             while (d->pos[ta] < p0) ta++; /* tokens before ta end before this chunk */
             int ra = (ta - t0) * g, nmax = last + 1 - p0 < ATTN_CHUNK ? last + 1 - p0 : ATTN_CHUNK;
             for (int i = 0, run; i < nmax; i += run) {
@@ -299,19 +292,20 @@ attn_strategy cpu_attention_strategy(const cpu_backend *be, const be_attn *b, in
     return ATTN_PER_ITEM;
 }
 
-/* Attention of every token of the batch for one layer: d->q (after RoPE)
- * against the cache (this step's K/V already written) into d->out. */
 /* llama.cpp's arithmetic (attention_f16.c): tasks are (token, head) */
 static void attention_f16_items(void *p, size_t i0, size_t i1, int thread) {
     attn_job *j = p;
     cpu_attention_f16_items(j->be, j->d, i0, i1, thread);
 }
 
+/* Attention of every token of the batch for one layer: d->q (after RoPE)
+ * against the cache (this step's K/V already written) into d->out. */
 void cpu_attention_run(cpu_backend *be, const be_attn *d) {
     int T = d->T, hd = d->head_dim;
     size_t qd = (size_t)d->n_heads * hd, kd = (size_t)d->n_kv_heads * hd;
     attn_shared_ready(be);
-    attn_job j = {be, d, d->window, 0, be->attn_tiles, 0};
+    attn_job j = {be, d, 0, be->attn_tiles, 0};
+    int f16 = be->arith_llama && T < ATTN_LLAMA_TILE; /* llama.cpp's arithmetic: its own loop */
     attn_strategy strategy = cpu_attention_strategy(be, d, &j.max_chunks);
     be->attn_last = strategy;
     double keys = 0; /* keys visited: the work, and the profile's flop and byte counts */
@@ -322,12 +316,12 @@ void cpu_attention_run(cpu_backend *be, const be_attn *d) {
     /* at least ~64k flops per thread, or waking a thread costs more than it saves */
     double item_flops = 4.0 * (keys / T) * hd;
     size_t min_items = item_flops >= 65536 ? 1 : (size_t)(65536 / (item_flops + 1));
-    if (strategy == ATTN_SHARED_KV) j.n_tiles = attn_tiles(d, attn_tile_tokens(be), be->attn_tiles);
+    if (strategy == ATTN_SHARED_KV && !f16) j.n_tiles = attn_tiles(d, attn_tile_tokens(be), be->attn_tiles);
     size_t groups = (size_t)j.n_tiles * (size_t)d->n_kv_heads;
     double group_flops = item_flops * ((double)T * d->n_heads / (double)(groups ? groups : 1));
     size_t min_groups = group_flops >= 65536 ? 1 : (size_t)(65536 / (group_flops + 1));
     PROF(PROF_ATTENTION, 4.0 * keys * (double)qd, 8.0 * keys * (double)kd,
-         if (be->arith_llama && T < ATTN_LLAMA_TILE) {
+         if (f16) {
              threadpool_run(be->tp, (size_t)T * (size_t)d->n_heads, 1, attention_f16_items, &j);
          } else if (strategy == ATTN_SPLIT_KV) {
              threadpool_run(be->tp, (size_t)T * d->n_heads * (size_t)j.max_chunks, 1, attention_chunks, &j);

@@ -1,6 +1,6 @@
 /*
  * attention_f16.c - attention with llama.cpp's CPU flash-attention arithmetic
- * (the `attention_arith` option "llama"), for outputs that follow llama.cpp's
+ * (xllm_model_options.arithmetic "llama"), for outputs that follow llama.cpp's
  * own to the last bits it can be followed.
  *
  * llama.cpp's CPU flash attention (its default in llama-server), for batches
@@ -29,14 +29,12 @@
 #include <math.h>
 #include <string.h>
 
-static inline float f16_round(float x) { return xllm_f16_to_f32(xllm_f32_to_f16(x)); }
-
 /* llama.cpp's ggml_vec_dot_f16 on AVX-512 (values already f16): per block of
  * 64, lane l of accumulator j sums the products at 16j + l (exact in f32);
  * the accumulators fold (0+2, 1+3, then 0+1) and the 16 lanes reduce as
  * _mm512_reduce_add_ps does (8 + 8, 4 + 4, 2 + 2, 1 + 1); the tail past a
  * multiple of 64 adds in double. */
-float attn_f16_dot(const float *x, const float *y, int n) {
+static float attn_f16_dot(const float *x, const float *y, int n) {
     float acc[4][16] = {{0}};
     int np = n & ~63;
     for (int i = 0; i < np; i += 64)
@@ -58,7 +56,7 @@ float attn_f16_dot(const float *x, const float *y, int n) {
 static void load_row_f16(const be_attn *d, const void *base, const int32_t *table, int pos, int kvh, float *out) {
     kvq_load_row(d->kv_type, attn_kv_row(d, base, table, pos, kvh), d->head_dim, out);
     if (d->kv_type != KV_F16)
-        for (int i = 0; i < d->head_dim; i++) out[i] = f16_round(out[i]);
+        for (int i = 0; i < d->head_dim; i++) out[i] = xllm_f16_round(out[i]);
 }
 
 void cpu_attention_f16_items(cpu_backend *be, const be_attn *d, size_t i0, size_t i1, int thread) {
@@ -67,10 +65,10 @@ void cpu_attention_f16_items(cpu_backend *be, const be_attn *d, size_t i0, size_
     float *q = be->scratch[thread], *row = q + hd, *acc = row + hd;
     for (size_t it = i0; it < i1; it++) {
         int t = (int)(it / (size_t)nh), h = (int)(it % (size_t)nh), kvh = h / group, pos = d->pos[t];
-        int first = d->window > 0 && pos - d->window + 1 > 0 ? pos - d->window + 1 : 0;
+        int first = attn_first_key(d, t);
         const int32_t *table = d->block_tables[d->seq[t]];
         const float *qt = d->q + ((size_t)t * nh + h) * hd;
-        for (int i = 0; i < hd; i++) q[i] = f16_round(qt[i]);
+        for (int i = 0; i < hd; i++) q[i] = xllm_f16_round(qt[i]);
         memset(acc, 0, sizeof(float) * (size_t)hd);
         float M = -INFINITY, S = 0.0f;
         for (int k = first; k <= pos; k++) {
@@ -80,12 +78,12 @@ void cpu_attention_f16_items(cpu_backend *be, const be_attn *d, size_t i0, size_
                 float Mold = M;
                 M = s;
                 ms = expf(Mold - M);
-                for (int i = 0; i < hd; i++) acc[i] = f16_round(acc[i] * ms);
+                for (int i = 0; i < hd; i++) acc[i] = xllm_f16_round(acc[i] * ms);
             } else {
                 vs = expf(s - M);
             }
             load_row_f16(d, d->v_cache, table, k, kvh, row);
-            for (int i = 0; i < hd; i++) acc[i] = f16_round(fmaf(row[i], vs, acc[i]));
+            for (int i = 0; i < hd; i++) acc[i] = xllm_f16_round(fmaf(row[i], vs, acc[i]));
             S = S * ms + vs;
         }
         float inv = S == 0.0f ? 0.0f : 1.0f / S, *out = d->out + ((size_t)t * nh + h) * hd;

@@ -71,16 +71,15 @@ static void cb_rope_tables(void *ctx, const int32_t *pos, int T, const double *i
                            float *cs, float *sn) {
     (void)ctx;
     for (int t = 0; t < T; t++) {
-        float theta = (float)pos[t]; /* llama.cpp's angles: multiplied by theta_scale pair after pair, in float */
-        for (int i = 0; i < half; i++) {
-            if (theta_scale > 0) {
-                cs[(size_t)t * half + i] = cosf(theta);
-                sn[(size_t)t * half + i] = sinf(theta);
-                theta *= theta_scale;
-            } else {
+        float *c = cs + (size_t)t * half, *s = sn + (size_t)t * half;
+        if (theta_scale > 0) { /* llama.cpp's angles: multiplied by theta_scale pair after pair, in float */
+            float theta = (float)pos[t];
+            for (int i = 0; i < half; i++, theta *= theta_scale) c[i] = cosf(theta), s[i] = sinf(theta);
+        } else {
+            for (int i = 0; i < half; i++) {
                 double a = (double)pos[t] * inv_freq[i];
-                cs[(size_t)t * half + i] = (float)cos(a);
-                sn[(size_t)t * half + i] = (float)sin(a);
+                c[i] = (float)cos(a);
+                s[i] = (float)sin(a);
             }
         }
     }
@@ -368,8 +367,10 @@ xllm_status cpu_backend_create(backend *out, const backend_options *o, xllm_erro
     cpu_backend *cb = xllm_calloc(1, sizeof *cb);
     if (!cb) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
     /* per-thread scratch also holds an attention item's partials and a chunk's scores */
+    /* (and attention_f16.c's query, row and sum: 3 x head_dim) */
     size_t max_cols = o->max_cols, hd = (size_t)(o->head_dim > 0 ? o->head_dim : 0);
-    size_t attn_cols = 2 * (hd + 2) + ATTN_CHUNK > 3 * hd ? 2 * (hd + 2) + ATTN_CHUNK : 3 * hd;
+    size_t attn_cols = 2 * (hd + 2) + ATTN_CHUNK;
+    if (3 * hd > attn_cols) attn_cols = 3 * hd;
     if (attn_cols > max_cols) max_cols = attn_cols;
     if ((st = backend_init_kernels(cb, o->n_threads, max_cols, o->max_tokens, cpu_kernels_for(level), err))) {
         xllm_free(cb);

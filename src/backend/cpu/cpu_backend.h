@@ -63,8 +63,9 @@ typedef struct cpu_backend {
     int attn_force;
     attn_strategy attn_last;  /* the strategy of the last attention call (tests) */
     /* 1: llama.cpp's arithmetic where it differs from ours (backend_options
-     * arith_llama): RMSNorm's sum in double, and its flash attention's f16
-     * arithmetic for batches under ATTN_LLAMA_TILE tokens (attention_f16.c) */
+     * arith_llama): its Q4_0/Q4_1/Q8_0 activation scales (act_prepare),
+     * RMSNorm's sum in double, and its flash attention's f16 arithmetic for
+     * batches under ATTN_LLAMA_TILE tokens (attention_f16.c) */
     int arith_llama;
     int n_heads, n_kv_heads, head_dim;
     float *attn_part;         /* split-KV partials: attn_part_items x (head_dim + 2) */
@@ -176,10 +177,14 @@ void cpu_attention_run(cpu_backend *be, const be_attn *d);
  * create); backend_free frees it. */
 xllm_status cpu_attention_init(cpu_backend *be, int max_positions, xllm_error *err);
 /* llama.cpp's flash-attention arithmetic (attention_f16.c): the (token, head)
- * items [i0, i1) of d on thread `thread`, and its score dot product of two
- * f16-valued vectors. */
+ * items [i0, i1) of d on thread `thread`. */
 void cpu_attention_f16_items(cpu_backend *be, const be_attn *d, size_t i0, size_t i1, int thread);
-float attn_f16_dot(const float *x, const float *y, int n);
+
+/* The first key token t of d sees: its position less the sliding window, or 0. */
+static inline int attn_first_key(const be_attn *d, int t) {
+    int pos = d->pos[t];
+    return d->window > 0 && pos - d->window + 1 > 0 ? pos - d->window + 1 : 0;
+}
 
 /* Head kvh's row at position pos through a block table (kv_cache.h's layout:
  * slots of n_kv_heads rows of kvq_row_bytes). */
