@@ -35,10 +35,11 @@
  *    arithmetic (arithmetic "llama": its flash attention's f16 steps,
  *    attention_f16.c; RMSNorm summed in double; RoPE angles as float powers;
  *    the activation scales above) 62% of the prompts match to 1e-3 at the
- *    best level and the average mean falls to 0.003 - 0.005; what remains is the order of float additions inside the
- *    matmul kernels (a level's lanes vs llama.cpp's): one last-bit difference
- *    that flips an int8 level somewhere gives a prompt ~0.05 - 0.1 (scalar vs
- *    avx512 differ only in that order, yet up to 0.060 / 0.017 apart). The
+ *    best level and the average mean falls to 0.003 - 0.005; what remains is
+ *    the order of float additions inside the matmul kernels (a level's lanes
+ *    vs llama.cpp's): one last-bit difference that flips an int8 level
+ *    somewhere gives a prompt ~0.05 - 0.1 (scalar vs avx512 differ only in
+ *    that order, yet up to 0.060 / 0.017 apart). The
  *    F16 file (no int8 rounding) is within 0.006 of llama.cpp either way.
  * The tolerances below are the measured worst with a margin wide enough for a
  * kernel that adds its floats in another order.
