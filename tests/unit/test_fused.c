@@ -144,6 +144,8 @@ static void check_ops(const cpu_kernels *k, int threads, xllm_dtype t, int T) {
     op_matmul(&be, xn0, T, &gu.W, bias, y0 + (size_t)T * H);
     op_matmul(&be, xn0, T, &o.W, NULL, y0);
     SAME(y0, y1, T * (H + 2 * I), "%s %s T=%d threads=%d: OP_ACT_READY matmuls differ", lv, tn, T, threads);
+    CHECK_MSG(!xllm_dtype_is_quant(o.W.dtype) || be.act_norm_need, "%s %s: the norms did not learn what to prepare",
+              lv, tn);
 
     /* gate|up + silu * up, fused matrix */
     op_matmul(&be, x, T, &gu.W, NULL, tmp);
@@ -163,7 +165,8 @@ static void check_ops(const cpu_kernels *k, int threads, xllm_dtype t, int T) {
 
     /* rows [12, 2I - 3) of gate_up through tasks of 8 rows */
     op_matmul(&be, x, T, &gu.W, NULL, y0);
-    op_act_prepare(&be, x, T, H);
+    const matrix *Wgu = &gu.W;
+    op_act_prepare(&be, x, T, &Wgu, 1, 0);
     rows_ctx rc = {&be, x, T, &gu.W, y1, 12, 2 * I - 3};
     op_run(&be, (size_t)((rc.r1 - rc.r0 + 7) / 8), 1, rows_task, &rc);
     int same = 1;

@@ -236,7 +236,8 @@ static void check_kq_backend(const cpu_kernels *K, xllm_dtype t) {
         op_matmul(&be, x, T, &W, NULL, yp);
         CHECK_MSG(!memcmp(ys, yp, sizeof(float) * (size_t)(T * rows)), "%s %s T=%d: op_matmul packed != stored",
                   K->name, xllm_dtype_name(t), T);
-        op_act_prepare(&be, x, T, cols);
+        const matrix *Wp = &W;
+        op_act_prepare(&be, x, T, &Wp, 1, 0);
         for (int64_t r0 = 4; r0 < rows; r0 += 20) { /* rows [r0, rows) into yr, rows - r0 per token */
             op_matmul_rows(&be, x, 0, T, &W, NULL, r0, rows, yr, (size_t)(rows - r0), 0);
             int same = 1;

@@ -225,6 +225,7 @@ static int cb_qkv_rope_kv(void *ctx, const be_qkv *d) {
     cpu_backend *be = ctx;
     if (d->head_dim % 4) return 0; /* head blocks start on 4-row tiles */
     qkv_job j = {be, d};
+    op_act_prepare(be, d->x, d->T, d->W, 3, d->flags & BE_ACT_READY);
     size_t units = (size_t)(d->n_heads + 2 * d->n_kv_heads);
     op_run(be, units, op_units_per_thread(be, d->W[0], d->T, units, (size_t)d->head_dim), qkv_heads, &j);
     return 1;

@@ -47,15 +47,16 @@ typedef struct cpu_backend {
     size_t act_row_cap;
     size_t max_cols, max_tokens;
     /* what be->act holds now: T rows of x (cols wide) prepared by the last
-     * preparation (op_matmul, op_act_prepare, op_rmsnorm_act); act_x NULL: nothing */
+     * preparation (op_matmul, op_act_prepare, op_rmsnorm_act), act_stride
+     * bytes apart, with the sections in act_have (cpu_ops.c: the level's
+     * layout and llama.cpp's, KQ_ACT_* of quant/kquant.h); act_x NULL:
+     * nothing. act_norm_need: the sections op_rmsnorm_act prepares, learnt
+     * from the matmuls that read its output */
     const float *act_x;
     int64_t act_cols;
     int act_T;
-    /* llama.cpp's activation sections (KQ_ACT_* of quant/kquant.h) each
-     * preparation also writes after the level's layout: set at load by
-     * backend_pack_matrix for the matrices of those types; act_have: the
-     * sections be->act holds now */
-    unsigned act_kq, act_have;
+    size_t act_stride;
+    unsigned act_have, act_norm_need;
     /* 1: backend_pack_matrix keeps every matrix in its stored layout */
     int no_repack;
 
@@ -124,8 +125,11 @@ void op_matmul_ex(cpu_backend *be, const float *x, int T, const matrix *W, const
  * when prepare is set, each row's activations for a quantized matrix of n
  * columns into be->act in the same pass (threaded over rows). */
 void op_rmsnorm_act(cpu_backend *be, const float *x, const float *w, float eps, int n, int T, float *out, int prepare);
-/* Quantize T rows of x (cols wide) into be->act (what op_matmul does first for a quantized matrix). */
-void op_act_prepare(cpu_backend *be, const float *x, int T, int64_t cols);
+/* Quantize T rows of x into be->act for the n matrices W (same columns) that
+ * read them next (what op_matmul does first for a quantized matrix); with
+ * OP_ACT_READY (x is the last op_rmsnorm_act's output) only what that did not
+ * prepare. Before op_matmul_rows. */
+void op_act_prepare(cpu_backend *be, const float *x, int T, const matrix *const *W, int n, unsigned flags);
 
 /* h[t][r] = silu(G[g0 + r] . x_t + gb[g0 + r]) * (U[u0 + r] . x_t + ub[u0 + r])
  * for r < I, t < T (op_silu_mul's arithmetic on op_matmul's elements), in one

@@ -79,28 +79,59 @@ void backend_free(cpu_backend *be) {
 
 const char *backend_level_name(const cpu_backend *be) { return be->kern ? be->kern->name : "none"; }
 
-/* A prepared activation row: the level's layout, then llama.cpp's Q8K and
- * Q80 sections (kquant.h; present, and written when be->act_kq asks). */
-static size_t act_stride(const cpu_backend *be, int64_t cols) {
-    return be->kern->act_bytes(cols) + kq_act_bytes(KQ_ACT_Q8K, cols) + kq_act_bytes(KQ_ACT_Q80, cols);
+/* A prepared activation row holds the sections one preparation wrote (a
+ * mask: ACT_LEVEL, the level's layout for our quantized types; llama.cpp's
+ * KQ_ACT_Q8K and KQ_ACT_Q80 for its block types, quant/kquant.h), in that
+ * order, and no others: a section nobody reads next is neither computed nor
+ * spread between the rows (the stride sets how many tokens' activations the
+ * GEMMs keep in L2). */
+#define ACT_LEVEL 4u
+#define ACT_ALL (ACT_LEVEL | (unsigned)KQ_ACT_Q8K | (unsigned)KQ_ACT_Q80)
+
+static size_t act_section_bytes(const cpu_backend *be, unsigned sec, int64_t cols) {
+    return sec == ACT_LEVEL ? be->kern->act_bytes(cols) : kq_act_bytes((int)sec, cols);
 }
 
-/* Where W's activations start within a prepared row. */
-static size_t act_offset(const cpu_backend *be, const matrix *W) {
-    if (!xllm_dtype_is_kq(W->dtype)) return 0;
-    size_t off = be->kern->act_bytes(W->cols);
-    if (kq_act_kind(W->dtype) == KQ_ACT_Q80) off += kq_act_bytes(KQ_ACT_Q8K, W->cols);
+/* Bytes per token of the sections in `have`. */
+static size_t act_stride_of(const cpu_backend *be, unsigned have, int64_t cols) {
+    size_t n = 0;
+    for (unsigned sec = 1; sec <= ACT_LEVEL; sec <<= 1)
+        if (have & sec) n += act_section_bytes(be, sec, cols);
+    return n;
+}
+
+/* Where section sec starts within a row holding `have`. */
+static size_t act_section_offset(const cpu_backend *be, unsigned have, unsigned sec, int64_t cols) {
+    static const unsigned order[3] = {ACT_LEVEL, KQ_ACT_Q8K, KQ_ACT_Q80};
+    size_t off = 0;
+    for (int i = 0; i < 3 && order[i] != sec; i++)
+        if (have & order[i]) off += act_section_bytes(be, order[i], cols);
     return off;
 }
 
-/* The sections of a prepared row W reads (beyond the level's own). */
-static unsigned act_need(const matrix *W) { return xllm_dtype_is_kq(W->dtype) ? (unsigned)kq_act_kind(W->dtype) : 0u; }
+/* The section W reads (0: float W, which reads x). */
+static unsigned act_need(const matrix *W) {
+    if (xllm_dtype_is_kq(W->dtype)) return (unsigned)kq_act_kind(W->dtype);
+    return xllm_dtype_is_quant(W->dtype) ? ACT_LEVEL : 0u;
+}
 
-static void prepare_row(const cpu_backend *be, const float *x, int64_t cols, unsigned char *o) {
-    be->kern->act_prepare(x, cols, o, be->arith_llama);
-    size_t off = be->kern->act_bytes(cols), k8 = kq_act_bytes(KQ_ACT_Q8K, cols);
-    if ((be->act_kq & KQ_ACT_Q8K) && k8) kq_act_prepare(KQ_ACT_Q8K, x, cols, o + off);
-    if ((be->act_kq & KQ_ACT_Q80) && kq_act_bytes(KQ_ACT_Q80, cols)) kq_act_prepare(KQ_ACT_Q80, x, cols, o + off + k8);
+/* Where W's activations start within a row of the current preparation. */
+static size_t act_offset(const cpu_backend *be, const matrix *W) {
+    return act_section_offset(be, be->act_have, act_need(W), W->cols);
+}
+
+static void prepare_row(const cpu_backend *be, unsigned have, const float *x, int64_t cols, unsigned char *o) {
+    size_t off = 0;
+    if (have & ACT_LEVEL) {
+        be->kern->act_prepare(x, cols, o, be->arith_llama);
+        off += be->kern->act_bytes(cols);
+    }
+    size_t k8 = kq_act_bytes(KQ_ACT_Q8K, cols);
+    if ((have & KQ_ACT_Q8K) && k8) {
+        kq_act_prepare(KQ_ACT_Q8K, x, cols, o + off);
+        off += k8;
+    }
+    if ((have & KQ_ACT_Q80) && kq_act_bytes(KQ_ACT_Q80, cols)) kq_act_prepare(KQ_ACT_Q80, x, cols, o + off);
 }
 
 void op_matrix_row(const matrix *W, int64_t row, float *out) {
@@ -181,7 +212,7 @@ static void rows_rel(cpu_backend *be, const float *x, size_t act_stride, int t0,
  * prefetchers). Each output's arithmetic is the kernel's whatever the
  * blocks (kernels.h), so the order does not change results. */
 int op_fuse_tokens(const cpu_backend *be, const matrix *W, int T) {
-    size_t per_token = xllm_dtype_is_quant(W->dtype) ? act_stride(be, W->cols) : (size_t)W->cols * sizeof(float);
+    size_t per_token = xllm_dtype_is_quant(W->dtype) ? be->act_stride : (size_t)W->cols * sizeof(float);
     int tb = kernels_token_block(per_token, (size_t)384 << 10, 8);
     return T < tb ? T : tb;
 }
@@ -234,13 +265,15 @@ typedef struct {
     cpu_backend *be;
     const float *x;
     int64_t cols;
+    unsigned have;
     size_t act_stride;
 } prepare_job;
 
 static void prepare_tokens(void *p, size_t t0, size_t t1, int thread) {
     prepare_job *j = p;
     (void)thread;
-    for (size_t t = t0; t < t1; t++) prepare_row(j->be, j->x + t * (size_t)j->cols, j->cols, j->be->act + t * j->act_stride);
+    for (size_t t = t0; t < t1; t++)
+        prepare_row(j->be, j->have, j->x + t * (size_t)j->cols, j->cols, j->be->act + t * j->act_stride);
 }
 
 /* per token, so the split does not matter; threads only for big batches */
@@ -249,19 +282,50 @@ static size_t tokens_per_thread(int64_t cols) {
     return per_tok >= 65536 ? 1 : 65536 / per_tok;
 }
 
-void op_act_prepare(cpu_backend *be, const float *x, int T, int64_t cols) {
-    if (T <= 0) return;
-    prepare_job j = {be, x, cols, act_stride(be, cols)};
-    threadpool_run(be->tp, (size_t)T, tokens_per_thread(cols), prepare_tokens, &j);
-    be->act_have = be->act_kq;
+/* The preparation's record: be->act holds T rows of x (cols wide) with the
+ * sections in have. */
+static void act_record(cpu_backend *be, const float *x, int T, int64_t cols, unsigned have) {
+    be->act_have = have;
+    be->act_stride = act_stride_of(be, have, cols);
     be->act_x = x;
     be->act_cols = cols;
     be->act_T = T;
 }
 
+/* Prepare T rows of x with the sections in have (threaded over tokens). */
+static void act_prepare_sections(cpu_backend *be, const float *x, int T, int64_t cols, unsigned have) {
+    prepare_job j = {be, x, cols, have, act_stride_of(be, have, cols)};
+    threadpool_run(be->tp, (size_t)T, tokens_per_thread(cols), prepare_tokens, &j);
+    act_record(be, x, T, cols, have);
+}
+
 /* be->act holds x's rows for a matrix of cols columns, with the sections need. */
 static int act_holds(const cpu_backend *be, const float *x, int T, int64_t cols, unsigned need) {
     return be->act_x == x && be->act_cols == cols && be->act_T >= T && (be->act_have & need) == need;
+}
+
+/* Make be->act hold x's T rows with the sections need. Not ready: x is
+ * prepared (its rows may have changed since an earlier preparation of the
+ * same buffer). Ready (x is the last BE_PREPARE rmsnorm's output, so what be->act
+ * holds of it is current): prepared again only for a section it lacks, with
+ * those it has; the section is learnt, so the norms prepare it from then on. */
+static void act_ensure(cpu_backend *be, const float *x, int T, int64_t cols, unsigned need, int ready) {
+    if (!need) return;
+    if (!ready) {
+        act_prepare_sections(be, x, T, cols, need);
+        return;
+    }
+    if (act_holds(be, x, T, cols, need)) return;
+    be->act_norm_need |= need;
+    int same = be->act_x == x && be->act_cols == cols && be->act_T >= T;
+    act_prepare_sections(be, x, T, cols, need | (same ? be->act_have : 0u));
+}
+
+void op_act_prepare(cpu_backend *be, const float *x, int T, const matrix *const *W, int n, unsigned flags) {
+    if (T <= 0 || n <= 0) return;
+    unsigned need = 0;
+    for (int i = 0; i < n; i++) need |= act_need(W[i]);
+    act_ensure(be, x, T, W[0]->cols, need, (flags & OP_ACT_READY) != 0);
 }
 
 size_t op_units_per_thread(const cpu_backend *be, const matrix *W, int T, size_t n_units, size_t rows_per_unit) {
@@ -283,7 +347,7 @@ void op_matmul_rows(cpu_backend *be, const float *x, int t0, int T, const matrix
     if (T <= 0 || r1 <= r0) return;
     size_t stride = 0;
     if (xllm_dtype_is_quant(W->dtype)) {
-        stride = act_stride(be, W->cols);
+        stride = be->act_stride;
         assert(act_holds(be, x, t0 + T, W->cols, act_need(W)));
     }
     rows_rel(be, x, stride, t0, T, W, bias, y, ldy, r0, r1, thread);
@@ -294,11 +358,8 @@ void op_matmul_ex(cpu_backend *be, const float *x, int T, const matrix *W, const
     if (T <= 0) return;
     matmul_job j = {be, x, T, W, bias, y, tmp, (flags & OP_ADD) != 0, 0};
     if (xllm_dtype_is_quant(W->dtype)) {
-        j.act_stride = act_stride(be, W->cols);
-        be->act_kq |= act_need(W); /* normally already set at load (backend_pack_matrix) */
-        int ready = (flags & OP_ACT_READY) && act_holds(be, x, T, W->cols, act_need(W));
-        assert(ready || !(flags & OP_ACT_READY));
-        if (!ready) op_act_prepare(be, x, T, W->cols);
+        act_ensure(be, x, T, W->cols, act_need(W), (flags & OP_ACT_READY) != 0);
+        j.act_stride = be->act_stride;
     }
     size_t units = ((size_t)W->rows + ROW_TILE - 1) / ROW_TILE;
     threadpool_run(be->tp, units, op_units_per_thread(be, W, T, units, ROW_TILE), matmul_tiles, &j);
@@ -312,7 +373,8 @@ typedef struct {
     cpu_backend *be;
     const float *x, *w;
     float eps;
-    int n, prepare;
+    int n;
+    unsigned prepare;
     float *out;
     size_t act_stride;
 } rmsnorm_job;
@@ -323,20 +385,17 @@ static void rmsnorm_tokens(void *p, size_t t0, size_t t1, int thread) {
     for (size_t t = t0; t < t1; t++) {
         float *o = j->out + t * (size_t)j->n;
         op_rmsnorm(j->x + t * (size_t)j->n, j->w, j->eps, j->n, 1, o, j->be->arith_llama);
-        if (j->prepare) prepare_row(j->be, o, j->n, j->be->act + t * j->act_stride);
+        if (j->prepare) prepare_row(j->be, j->prepare, o, j->n, j->be->act + t * j->act_stride);
     }
 }
 
 void op_rmsnorm_act(cpu_backend *be, const float *x, const float *w, float eps, int n, int T, float *out, int prepare) {
     if (T <= 0) return;
-    rmsnorm_job j = {be, x, w, eps, n, prepare != 0, out, prepare ? act_stride(be, n) : 0};
+    unsigned have = prepare ? be->act_norm_need : 0u;
+    rmsnorm_job j = {be, x, w, eps, n, have, out, act_stride_of(be, have, n)};
     threadpool_run(be->tp, (size_t)T, tokens_per_thread(n), rmsnorm_tokens, &j);
-    if (prepare) {
-        be->act_have = be->act_kq;
-        be->act_x = out;
-        be->act_cols = n;
-        be->act_T = T;
-    }
+    if (have) act_record(be, out, T, n, have);
+    else if (be->act_x == out) be->act_x = NULL; /* its rows are no longer what was prepared */
 }
 
 typedef struct {
@@ -379,13 +438,9 @@ void op_matmul_silu_mul(cpu_backend *be, const float *x, int T, const matrix *G,
     silu_job j = {be, x, T, G, U, g0, u0, I, gb, ub, h, tmp, 0, 0};
     int qg = xllm_dtype_is_quant(G->dtype), qu = xllm_dtype_is_quant(U->dtype);
     if (qg || qu) {
-        unsigned need = act_need(G) | act_need(U);
-        be->act_kq |= need;
-        int ready = (flags & OP_ACT_READY) && act_holds(be, x, T, G->cols, need);
-        assert(ready || !(flags & OP_ACT_READY));
-        if (!ready) op_act_prepare(be, x, T, G->cols);
-        if (qg) j.sg = act_stride(be, G->cols);
-        if (qu) j.su = act_stride(be, U->cols);
+        act_ensure(be, x, T, G->cols, act_need(G) | act_need(U), (flags & OP_ACT_READY) != 0);
+        if (qg) j.sg = be->act_stride;
+        if (qu) j.su = be->act_stride;
     }
     size_t units = ((size_t)I + ROW_TILE - 1) / ROW_TILE;
     threadpool_run(be->tp, units, op_units_per_thread(be, G, T, units, 2 * ROW_TILE), silu_tiles, &j);

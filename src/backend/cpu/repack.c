@@ -33,8 +33,6 @@ static void repack_tiles(void *p, size_t t0, size_t t1, int thread) {
 xllm_status backend_pack_matrix(cpu_backend *be, matrix *W, void **storage, xllm_error *err) {
     *storage = NULL;
     const cpu_kernels *k = be->kern;
-    if (W->data && xllm_dtype_is_kq(W->dtype)) /* on their own activations; packed where the level has a layout */
-        be->act_kq |= (unsigned)kq_act_kind(W->dtype);
     if (!W->data || W->packed || !k->packed_bytes || !k->repack || be->no_repack) return XLLM_OK;
     size_t bytes = k->packed_bytes(W);
     if (!bytes) return XLLM_OK;
