@@ -492,33 +492,80 @@ AI __m512i bcast4(const uint8_t *p) {
 }
 
 /* Per token and 32-column block the int32 lanes' start: -off * (sum of the
- * block's activations), off 8 (Q4) or 128 (Q8); from the prepared -8 * lane
- * sums. corr[j * nb + b] for tokens j < nt. */
-AI void r16_corr(const uint8_t *act, size_t astride, int nt, int64_t nb, xllm_dtype t, int32_t *corr) {
-    for (int j = 0; j < nt; j++)
-        for (int64_t b = 0; b < nb; b++) {
-            const int32_t *ls = (const int32_t *)(act + (size_t)j * astride + (size_t)(b / 4) * ACH + CH + 128) + 4 * (b % 4);
-            int32_t s = ls[0] + ls[1] + ls[2] + ls[3];
-            corr[(size_t)j * (size_t)nb + (size_t)b] = t == XLLM_DT_Q8 ? s * 16 : s;
-        }
+ * block's activations), off 8 (Q4) or 128 (Q8), from the prepared -8 * lane
+ * sums of token row a. */
+AI int32_t r16_corr1(const uint8_t *a, int64_t b, xllm_dtype t) {
+    const int32_t *ls = (const int32_t *)(a + (size_t)(b / 4) * ACH + CH + 128) + 4 * (b % 4);
+    int32_t s = ls[0] + ls[1] + ls[2] + ls[3];
+    return t == XLLM_DT_Q8 ? s * 16 : s;
 }
 
 #define R16_J(F) F(0) F(1) F(2) F(3) F(4) F(5) F(6) F(7)
 #define R16_NT 8
 
-/* One 16-row tile (rows r..r+15 of the view) x nt (1..8) tokens over all
- * blocks; stores rows [rs, r1) (rs >= r). */
-AI void r16_tile(const uint8_t *tile, int64_t nb, xllm_dtype t, int nt, const uint8_t *act, size_t astride,
-                 const int32_t *corr, const float *bias, float *y, size_t ldy, int64_t r, int64_t rs, int64_t r1) {
+/*
+ * A token tile's activations for the GEMM, gathered once per block of tokens
+ * into a panel that one pointer walks with constant offsets (the register
+ * tile then spends no instructions on addresses): per 32-column block,
+ *   int32 corr[8]   each token's lanes' start (r16_corr1)
+ *   f32   da[8]     each token's block scale
+ *   q[8][32]        each token's 32 codes: columns 0..15, then 16..31
+ * 320 bytes; tokens past the tile's are zeros.
+ */
+#define R16_PB 320
+
+AI size_t r16_panel_bytes(int64_t nb) { return (size_t)nb * R16_PB; }
+
+/* Tokens [0, nt) of act (astride bytes apart) into panel, blocks [0, nb). */
+AI void r16_pack_panel(const uint8_t *act, size_t astride, int nt, int64_t nb, xllm_dtype t, uint8_t *panel) {
+    for (int64_t b = 0; b < nb; b++) {
+        uint8_t *p = panel + (size_t)b * R16_PB;
+        int32_t *corr = (int32_t *)p;
+        float *da = (float *)(p + 32);
+        const size_t ab = (size_t)(b / 4) * ACH + 16 * (size_t)(b % 4);
+        for (int j = 0; j < R16_NT; j++) {
+            uint8_t *q = p + 64 + 32 * j;
+            if (j < nt) {
+                const uint8_t *a = act + (size_t)j * astride;
+                corr[j] = r16_corr1(a, b, t);
+                memcpy(&da[j], a + (size_t)(b / 4) * ACH + CH + 16 * (size_t)(b % 4), 4);
+                _mm_storeu_si128((__m128i *)q, _mm_loadu_si128((const __m128i *)(a + ab)));
+                _mm_storeu_si128((__m128i *)(q + 16), _mm_loadu_si128((const __m128i *)(a + ab + 64)));
+            } else {
+                corr[j] = 0;
+                da[j] = 0.0f;
+                memset(q, 0, 32);
+            }
+        }
+    }
+}
+
+/* The tile's lanes that are stored: rows [rs, r1) of r..r+15. */
+AI __mmask16 r16_mask(int64_t r, int64_t rs, int64_t r1) {
+    int64_t n = r1 - r < R16_ROWS ? r1 - r : R16_ROWS, skip = rs - r;
+    return (__mmask16)(((1u << n) - 1) & ~((1u << skip) - 1));
+}
+
+/* acc + w . (the 4 bytes at p, in every lane): vpdpbusd with its memory
+ * operand broadcast, one instruction (compilers emit a separate broadcast). */
+AI __m512i dpbusd_b4(__m512i acc, __m512i w, const uint8_t *p) {
+    __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*(const int32_t *)p));
+    return acc;
+}
+
+/* One 16-row tile (rows r..r+15 of the view) x nt (1..8) tokens of a panel
+ * over all blocks; stores rows [rs, r1) (rs >= r). */
+AI void r16_tile(const uint8_t *tile, int64_t nb, xllm_dtype t, int nt, const uint8_t *panel, const float *bias,
+                 float *y, size_t ldy, int64_t r, int64_t rs, int64_t r1) {
     const size_t BB = r16_block_bytes(t);
     const __m512i m4 = _mm512_set1_epi8(0x0f);
 #define R16_DECL(j) __m512 f##j = _mm512_setzero_ps();
     R16_J(R16_DECL)
-    for (int64_t b = 0; b < nb; b++) {
+    const uint8_t *p = panel;
+    for (int64_t b = 0; b < nb; b++, p += R16_PB) {
         const uint8_t *blk = tile + (size_t)b * BB;
-        const size_t ab = (size_t)(b / 4) * ACH + 16 * (size_t)(b % 4); /* the block's first activation byte */
         __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
-#define R16_INIT(j) __m512i i##j = _mm512_set1_epi32(j < nt ? corr[(size_t)(j)*(size_t)nb + (size_t)b] : 0);
+#define R16_INIT(j) __m512i i##j = _mm512_set1_epi32(((const int32_t *)p)[j]);
         R16_J(R16_INIT)
         if (t == XLLM_DT_Q4) {
             for (int k = 0; k < 4; k++) {
@@ -526,43 +573,40 @@ AI void r16_tile(const uint8_t *tile, int64_t nb, xllm_dtype t, int nt, const ui
                 __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
 #define R16_Q4(j)                                                                                                  \
     if (j < nt) {                                                                                                  \
-        const uint8_t *a_ = act + (size_t)(j)*astride + ab + 4 * (size_t)k;                                         \
-        i##j = _mm512_dpbusd_epi32(i##j, lo, bcast4(a_));                                                          \
-        i##j = _mm512_dpbusd_epi32(i##j, hi, bcast4(a_ + 64));                                                     \
+        i##j = dpbusd_b4(i##j, lo, p + 64 + 32 * (j) + 4 * k);                                                     \
+        i##j = dpbusd_b4(i##j, hi, p + 64 + 32 * (j) + 16 + 4 * k);                                                \
     }
                 R16_J(R16_Q4)
             }
         } else {
             for (int m = 0; m < 8; m++) {
                 __m512i w = _mm512_loadu_si512(blk + 32 + 64 * m);
-                const size_t ao = ab + (m < 4 ? 4 * (size_t)m : 64 + 4 * (size_t)(m - 4));
 #define R16_Q8(j)                                                                                                  \
-    if (j < nt) i##j = _mm512_dpbusd_epi32(i##j, w, bcast4(act + (size_t)(j)*astride + ao));
+    if (j < nt) i##j = dpbusd_b4(i##j, w, p + 64 + 32 * (j) + 4 * m);
                 R16_J(R16_Q8)
             }
         }
 #define R16_STEP(j)                                                                                                \
     if (j < nt) {                                                                                                  \
         float da_;                                                                                                 \
-        memcpy(&da_, act + (size_t)(j)*astride + (size_t)(b / 4) * ACH + CH + 16 * (size_t)(b % 4), 4);           \
+        memcpy(&da_, p + 32 + 4 * (j), 4);                                                                         \
         f##j = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i##j), _mm512_mul_ps(dw, _mm512_set1_ps(da_)), f##j);           \
     }
         R16_J(R16_STEP)
     }
-    int64_t n = r1 - r < R16_ROWS ? r1 - r : R16_ROWS, skip = rs - r;
-    __mmask16 m = (__mmask16)(((1u << n) - 1) & ~((1u << skip) - 1));
+    __mmask16 m = r16_mask(r, rs, r1);
     __m512 bv = bias ? _mm512_maskz_loadu_ps(m, bias + r) : _mm512_setzero_ps();
 #define R16_STORE(j)                                                                                               \
     if (j < nt) _mm512_mask_storeu_ps(y + (size_t)(j)*ldy + (size_t)r, m, bias ? _mm512_add_ps(f##j, bv) : f##j);
     R16_J(R16_STORE)
 }
 
-/* r16_tile for one token (the GEMV): the block's 8 vpdpbusd go into 4
- * independent int32 accumulators (one chain of 8 would bound the stream by
- * their latency), summed after: integer sums are exact, so the result is
- * r16_tile's to the bit. */
-AI void r16_tile1(const uint8_t *tile, int64_t nb, xllm_dtype t, const uint8_t *act, const int32_t *corr,
-                  const float *bias, float *y, int64_t r, int64_t rs, int64_t r1) {
+/* The GEMV: one 16-row tile against one token (act: its prepared row); the
+ * block's 8 vpdpbusd go into 4 independent int32 accumulators (one chain of
+ * 8 would bound the stream by their latency), summed after: integer sums are
+ * exact, so the result is r16_tile's to the bit. */
+AI void r16_tile1(const uint8_t *tile, int64_t nb, xllm_dtype t, const uint8_t *act, const float *bias, float *y,
+                  int64_t r, int64_t rs, int64_t r1) {
     const size_t BB = r16_block_bytes(t);
     const __m512i m4 = _mm512_set1_epi8(0x0f);
     __m512 f0 = _mm512_setzero_ps();
@@ -570,7 +614,7 @@ AI void r16_tile1(const uint8_t *tile, int64_t nb, xllm_dtype t, const uint8_t *
         const uint8_t *blk = tile + (size_t)b * BB;
         const size_t ab = (size_t)(b / 4) * ACH + 16 * (size_t)(b % 4);
         __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
-        __m512i s0 = _mm512_set1_epi32(corr[b]), s1 = _mm512_setzero_si512(), s2 = s1, s3 = s1;
+        __m512i s0 = _mm512_set1_epi32(r16_corr1(act, b, t)), s1 = _mm512_setzero_si512(), s2 = s1, s3 = s1;
         if (t == XLLM_DT_Q4) {
             __m512i v0 = _mm512_loadu_si512(blk + 32), v1 = _mm512_loadu_si512(blk + 96);
             __m512i v2 = _mm512_loadu_si512(blk + 160), v3 = _mm512_loadu_si512(blk + 224);
@@ -597,37 +641,41 @@ AI void r16_tile1(const uint8_t *tile, int64_t nb, xllm_dtype t, const uint8_t *
         memcpy(&da, act + (size_t)(b / 4) * ACH + CH + 16 * (size_t)(b % 4), 4);
         f0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), _mm512_mul_ps(dw, _mm512_set1_ps(da)), f0);
     }
-    int64_t n = r1 - r < R16_ROWS ? r1 - r : R16_ROWS, skip = rs - r;
-    __mmask16 m = (__mmask16)(((1u << n) - 1) & ~((1u << skip) - 1));
+    __mmask16 m = r16_mask(r, rs, r1);
     if (bias) f0 = _mm512_add_ps(f0, _mm512_maskz_loadu_ps(m, bias + r));
     _mm512_mask_storeu_ps(y + (size_t)r, m, f0);
 }
 
-AI void r16_tile_any(const uint8_t *tile, int64_t nb, xllm_dtype t, int nt, const uint8_t *act, size_t astride,
-                     const int32_t *corr, const float *bias, float *y, size_t ldy, int64_t r, int64_t rs, int64_t r1) {
+AI void r16_tile_any(const uint8_t *tile, int64_t nb, xllm_dtype t, int nt, const uint8_t *panel, const float *bias,
+                     float *y, size_t ldy, int64_t r, int64_t rs, int64_t r1) {
     switch (nt) {
 #define R16_CASE(N)                                                                                                \
-    case N: r16_tile(tile, nb, t, N, act, astride, corr, bias, y, ldy, r, rs, r1); break;
+    case N: r16_tile(tile, nb, t, N, panel, bias, y, ldy, r, rs, r1); break;
         R16_CASE(8) R16_CASE(7) R16_CASE(6) R16_CASE(5) R16_CASE(4) R16_CASE(3) R16_CASE(2)
-    default: r16_tile1(tile, nb, t, act, corr, bias, y, r, rs, r1); break;
+    default: r16_tile(tile, nb, t, 1, panel, bias, y, ldy, r, rs, r1); break;
     }
 }
 
-/* Tokens per block whose activations stay in L2 (a multiple of R16_NT). */
-static int r16_token_block(size_t astride) { return kernels_token_block(astride, (size_t)384 << 10, R16_NT); }
+/* Tokens per block whose panels stay in L2 (a multiple of R16_NT). */
+static int r16_token_block(int64_t nb) { return kernels_token_block(r16_panel_bytes(nb) / R16_NT, (size_t)384 << 10, R16_NT); }
 
 /* Rows [r0, r1) of W (packed R16, or stored: each 16-row tile is then put in
- * R16 order in scratch first) for T tokens. */
+ * R16 order in scratch first) for T tokens. T == 1: the GEMV, straight from
+ * the prepared row. Else for each block of tokens, their panels, then every
+ * row tile with every token tile. */
 AI void r16_matmul_t(const matrix *W, xllm_dtype t, const uint8_t *act, size_t astride, int T, const float *bias,
                      float *y, size_t ldy, int64_t r0, int64_t r1, void *scratch) {
     int64_t nb = W->cols / QK;
     size_t tb = r16_tile_bytes(t, W->cols), rb = quant_row_bytes(t, W->group, W->cols);
-    int TB = r16_token_block(astride);
-    int32_t *corr = scratch;
-    uint8_t *own = (uint8_t *)scratch + (((size_t)TB * (size_t)nb * sizeof(int32_t) + 63) & ~(size_t)63);
+    int TB = T == 1 ? 1 : r16_token_block(nb);
+    uint8_t *panels = scratch;
+    uint8_t *own = panels + (T == 1 ? 0 : (size_t)(TB / R16_NT) * r16_panel_bytes(nb));
     for (int t0 = 0; t0 < T; t0 += TB) {
         int t1 = t0 + TB < T ? t0 + TB : T;
-        r16_corr(act + (size_t)t0 * astride, astride, t1 - t0, nb, t, corr);
+        if (T > 1)
+            for (int tt = t0; tt < t1; tt += R16_NT)
+                r16_pack_panel(act + (size_t)tt * astride, astride, t1 - tt < R16_NT ? t1 - tt : R16_NT, nb, t,
+                               panels + (size_t)((tt - t0) / R16_NT) * r16_panel_bytes(nb));
         for (int64_t tl = r0 / R16_ROWS; tl * R16_ROWS < r1; tl++) {
             int64_t r = tl * R16_ROWS, rs = r > r0 ? r : r0;
             const uint8_t *tile;
@@ -639,10 +687,14 @@ AI void r16_matmul_t(const matrix *W, xllm_dtype t, const uint8_t *act, size_t a
                                 r + i < W->rows ? (const uint8_t *)W->data + (size_t)(r + i) * rb : NULL, i);
                 tile = own;
             }
+            if (T == 1) {
+                r16_tile1(tile, nb, t, act, bias, y, r, rs, r1);
+                continue;
+            }
             for (int tt = t0; tt < t1; tt += R16_NT) {
                 int nt = t1 - tt < R16_NT ? t1 - tt : R16_NT;
-                r16_tile_any(tile, nb, t, nt, act + (size_t)tt * astride, astride, corr + (size_t)(tt - t0) * (size_t)nb,
-                             bias, y + (size_t)tt * ldy, ldy, r, rs, r1);
+                r16_tile_any(tile, nb, t, nt, panels + (size_t)((tt - t0) / R16_NT) * r16_panel_bytes(nb), bias,
+                             y + (size_t)tt * ldy, ldy, r, rs, r1);
             }
         }
     }
@@ -884,7 +936,7 @@ static void matmul_q(const matrix *W, const void *act, size_t astride, int T, co
  * stored tile put in order, and KR16's (kq_pack_avx512.c) */
 static size_t scratch_bytes(int64_t cols) {
     size_t old = (size_t)MR * (size_t)n_chunks(cols) * PQ + 64;
-    size_t r16 = (((size_t)96 * (size_t)(cols / QK) * sizeof(int32_t) + 63) & ~(size_t)63) +
+    size_t r16 = (size_t)(r16_token_block(cols / QK) / R16_NT) * r16_panel_bytes(cols / QK) +
                  r16_tile_bytes(XLLM_DT_Q8, cols) + 64;
     size_t kr16 = kq_r16_scratch_bytes(cols);
     size_t m = old > r16 ? old : r16;
