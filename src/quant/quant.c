@@ -238,7 +238,7 @@ void quant_dequantize_row(xllm_dtype t, int group, const void *row, int64_t cols
 
 /* ----------------------------------------------------------- activations */
 
-void quant_activations(const float *x, int64_t cols, int8_t *q, float *d, int32_t *s, int llama) {
+void quant_activations(const float *x, int64_t cols, int8_t *q, float *d, int32_t *s, float *ds, int llama) {
     for (int64_t b = 0; b < cols / QK; b++) {
         const float *xb = x + b * QK;
         float amax = 0;
@@ -254,6 +254,7 @@ void quant_activations(const float *x, int64_t cols, int8_t *q, float *d, int32_
             memset(q + b * QK, 0, QK);
             d[b] = finite ? db : NAN;
             s[b] = 0;
+            ds[b] = d[b] * 0.0f;
             continue;
         }
         int32_t sum = 0;
@@ -264,13 +265,14 @@ void quant_activations(const float *x, int64_t cols, int8_t *q, float *d, int32_
         }
         d[b] = db;
         s[b] = sum;
+        ds[b] = quant_act_dsum(amax, db, sum, llama);
     }
 }
 
 /* ------------------------------------------------------------------- dot */
 
 float quant_dot(xllm_dtype t, int group, const void *row, const int8_t *q, const float *d, const int32_t *s,
-                int64_t cols) {
+                const float *ds, int64_t cols) {
     size_t bb = quant_block_bytes(t, group);
     const unsigned char *b = row;
     int per = group / QK;
@@ -306,7 +308,7 @@ float quant_dot(xllm_dtype t, int group, const void *row, const int8_t *q, const
                 const int8_t *qa = q + ab * QK;
                 int32_t isum = 0;
                 for (int i = 0; i < 16; i++) isum += (wb[i] & 0xf) * qa[i] + (wb[i] >> 4) * qa[i + 16];
-                acc += dw * d[ab] * (float)isum + mw * d[ab] * (float)s[ab];
+                acc += dw * d[ab] * (float)isum + mw * ds[ab];
             }
         }
     }

@@ -56,8 +56,9 @@ typedef struct qact {
 } qact;
 /* llama: as llama.cpp quantizes activations for its Q4_0 / Q4_1 / Q8_0 dot
  * products (arithmetic "llama"): the codes with 127 / amax, the block scale
- * rounded to f16 (ours: 1 / d and d = amax / 127 in f32). */
-void quant_activations(const float *x, int64_t cols, int8_t *q, float *d, int32_t *s, int llama);
+ * rounded to f16 (ours: 1 / d and d = amax / 127 in f32). ds[b]: the block's
+ * d x s as Q4M's min term takes it (quant_act_dsum). */
+void quant_activations(const float *x, int64_t cols, int8_t *q, float *d, int32_t *s, float *ds, int llama);
 
 /* A block's scale d and code multiplier id from its largest magnitude, as
  * quant_activations takes them (every kernel level calls this). */
@@ -72,8 +73,15 @@ static inline void quant_act_scale(float amax, int llama, float *d, float *id) {
     }
 }
 
+/* A block's d x s for Q4M's min term (mw x ds): ours d x s in f32; llama.cpp's
+ * Q8_1 keeps f16(amax / 127 x s), the unrounded scale times the sum rounded
+ * to f16. amax, d and s as quant_act_scale and the codes give them. */
+static inline float quant_act_dsum(float amax, float d, int32_t s, int llama) {
+    return llama ? xllm_f16_round(amax / 127.0f * (float)s) : d * (float)s;
+}
+
 /* Dot product of one quantized weight row with one quantized activation row. */
 float quant_dot(xllm_dtype t, int group, const void *row, const int8_t *q, const float *d, const int32_t *s,
-                int64_t cols);
+                const float *ds, int64_t cols);
 
 #endif

@@ -112,18 +112,22 @@ static void check_quant_act(const cpu_kernels *k) {
         int8_t *q0 = malloc((size_t)cols), *q1 = malloc((size_t)cols);
         float *d0 = malloc(sizeof(float) * (size_t)cols / 32), *d1 = malloc(sizeof(float) * (size_t)cols / 32);
         int32_t *s0 = malloc(sizeof(int32_t) * (size_t)cols / 32), *s1 = malloc(sizeof(int32_t) * (size_t)cols / 32);
-        quant_activations(x, cols, q0, d0, s0, llama);
-        k->quant_act(x, cols, q1, d1, s1, llama);
+        float *e0 = malloc(sizeof(float) * (size_t)cols / 32), *e1 = malloc(sizeof(float) * (size_t)cols / 32);
+        quant_activations(x, cols, q0, d0, s0, e0, llama);
+        k->quant_act(x, cols, q1, d1, s1, e1, llama);
         int same = !memcmp(q0, q1, (size_t)cols) && !memcmp(d0, d1, sizeof(float) * (size_t)cols / 32) &&
-                   !memcmp(s0, s1, sizeof(int32_t) * (size_t)cols / 32);
+                   !memcmp(s0, s1, sizeof(int32_t) * (size_t)cols / 32) &&
+                   !memcmp(e0, e1, sizeof(float) * (size_t)cols / 32);
         CHECK_MSG(same, "%s: quant_act differs from quant_activations (cols %lld, llama %d)", k->name, (long long)cols,
                   llama);
         for (int64_t b = 0; llama && b < cols / 32; b++) { /* llama.cpp's scale: amax / 127 rounded to f16 */
             float amax = 0;
             for (int i = 0; i < 32; i++) amax = fmaxf(amax, fabsf(x[b * 32 + i]));
             CHECK(d0[b] == xllm_f16_to_f32(xllm_f32_to_f16(amax / 127.0f)));
+            /* and Q8_1's sum: f16(amax / 127 x s), the scale unrounded */
+            CHECK(e0[b] == xllm_f16_to_f32(xllm_f32_to_f16(amax / 127.0f * (float)s0[b])));
         }
-        free(x), free(q0), free(q1), free(d0), free(d1), free(s0), free(s1);
+        free(x), free(q0), free(q1), free(d0), free(d1), free(s0), free(s1), free(e0), free(e1);
     }
 }
 
@@ -150,10 +154,14 @@ static void check_quant_act_nonfinite(const cpu_kernels *k) {
         int8_t *q0 = malloc((size_t)cols), *q1 = malloc((size_t)cols);
         float *d0 = malloc(sizeof(float) * (size_t)cols / 32), *d1 = malloc(sizeof(float) * (size_t)cols / 32);
         int32_t *s0 = malloc(sizeof(int32_t) * (size_t)cols / 32), *s1 = malloc(sizeof(int32_t) * (size_t)cols / 32);
-        quant_activations(x, cols, q0, d0, s0, it % 16 >= 8);
-        k->quant_act(x, cols, q1, d1, s1, it % 16 >= 8);
+        float *e0 = malloc(sizeof(float) * (size_t)cols / 32), *e1 = malloc(sizeof(float) * (size_t)cols / 32);
+        quant_activations(x, cols, q0, d0, s0, e0, it % 16 >= 8);
+        k->quant_act(x, cols, q1, d1, s1, e1, it % 16 >= 8);
         int same = !memcmp(q0, q1, (size_t)cols) && !memcmp(s0, s1, sizeof(int32_t) * (size_t)cols / 32);
-        for (int64_t j = 0; j < cols / 32; j++) same &= (isnan(d0[j]) && isnan(d1[j])) || d0[j] == d1[j];
+        for (int64_t j = 0; j < cols / 32; j++) {
+            same &= (isnan(d0[j]) && isnan(d1[j])) || d0[j] == d1[j];
+            same &= (isnan(e0[j]) && isnan(e1[j])) || e0[j] == e1[j];
+        }
         CHECK_MSG(same, "%s: quant_act differs from quant_activations on special value %d", k->name, it % 8);
         int finite = 1;
         for (int i = 0; i < 32; i++) finite &= isfinite(x[b * 32 + i]);
@@ -170,7 +178,7 @@ static void check_quant_act_nonfinite(const cpu_kernels *k) {
             CHECK_MSG(isnan(y[0]) && isnan(y[1]), "%s: non-finite activations gave %g %g", k->name, y[0], y[1]);
             xllm_free_aligned(w);
         }
-        free(x), free(q0), free(q1), free(d0), free(d1), free(s0), free(s1);
+        free(x), free(q0), free(q1), free(d0), free(d1), free(s0), free(s1), free(e0), free(e1);
     }
 }
 
@@ -203,8 +211,9 @@ static void check_qmatmul(xllm_dtype t, int group, int64_t rows, int64_t cols, i
     int8_t *q = malloc((size_t)cols);
     float *d = malloc(sizeof(float) * (size_t)cols / QK);
     int32_t *s = malloc(sizeof(int32_t) * (size_t)cols / QK);
+    float *ds = malloc(sizeof(float) * (size_t)cols / QK);
     for (int tt = 0; tt < T; tt++) {
-        quant_activations(x + (size_t)tt * (size_t)cols, cols, q, d, s, 0);
+        quant_activations(x + (size_t)tt * (size_t)cols, cols, q, d, s, ds, 0);
         for (int64_t r = 0; r < rows; r++) {
             exact_qdot(t, group, w + (size_t)r * rb, q, d, cols, &ex[(size_t)tt * rows + r], &ab[(size_t)tt * rows + r]);
             if (use_bias) ex[(size_t)tt * rows + r] += bias[r];
@@ -257,7 +266,7 @@ static void check_qmatmul(xllm_dtype t, int group, int64_t rows, int64_t cols, i
     }
     for (int l = 0; l < g_nlevels; l++) free(yl[l]);
     xllm_free_aligned(w);
-    free(x), free(bias), free(ya), free(yb), free(ys), free(ex), free(ab), free(q), free(d), free(s);
+    free(x), free(bias), free(ya), free(yb), free(ys), free(ex), free(ab), free(q), free(d), free(s), free(ds);
 }
 
 /* ------------------------------------------------------------- float matmul */

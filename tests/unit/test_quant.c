@@ -116,13 +116,14 @@ static void check_format(xllm_dtype t, int group, int64_t cols) {
     int8_t *qa = malloc((size_t)cols);
     float *da = malloc(sizeof(float) * cols / QK);
     int32_t *sa = malloc(sizeof(int32_t) * cols / QK);
-    quant_activations(a, cols, qa, da, sa, 0);
+    float *dsa = malloc(sizeof(float) * cols / QK);
+    quant_activations(a, cols, qa, da, sa, dsa, 0);
     double ref = 0, ref_true = 0;
     for (int64_t i = 0; i < cols; i++) {
         ref += (double)y[i] * (qa[i] * da[i / QK]);
         ref_true += (double)x[i] * a[i];
     }
-    float got = quant_dot(t, group, q, qa, da, sa, cols);
+    float got = quant_dot(t, group, q, qa, da, sa, dsa, cols);
     CHECK_MSG(fabs(got - ref) <= 1e-4 * (1 + fabs(ref)) + 1e-3, "%s g%d: dot %g vs %g", xllm_dtype_name(t), group, got, ref);
     /* and close to the unquantized dot */
     double tol = t == XLLM_DT_Q8 ? 0.02 : 0.15;
@@ -141,7 +142,7 @@ static void check_format(xllm_dtype t, int group, int64_t cols) {
         e2 += imp[i] * (x[i] - y2[i]) * (x[i] - y2[i]);
     }
     CHECK_MSG(e2 <= e1 * 1.001, "%s g%d: weighted error %g > round-to-nearest %g", xllm_dtype_name(t), group, e2, e1);
-    free(x); free(y); free(a); free(q); free(qa); free(da); free(sa); free(imp); free(y2); free(q2);
+    free(x); free(y); free(a); free(q); free(qa); free(da); free(sa); free(dsa); free(imp); free(y2); free(q2);
 }
 
 int main(void) {

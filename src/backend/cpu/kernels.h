@@ -45,7 +45,7 @@ typedef struct cpu_kernels {
     void (*act_prepare)(const float *x, int64_t cols, void *out, int llama);
     /* The same quantization in the reference layout (quant_activations, llama
      * as there): bit-identical to it at every level. */
-    void (*quant_act)(const float *x, int64_t cols, int8_t *q, float *d, int32_t *s, int llama);
+    void (*quant_act)(const float *x, int64_t cols, int8_t *q, float *d, int32_t *s, float *ds, int llama);
 
     /* Per-thread scratch the matmuls need for rows of up to `cols` columns. */
     size_t (*scratch_bytes)(int64_t cols);

@@ -62,7 +62,7 @@ AI int32_t hsum8i(__m256i v) {
 /* ------------------------------------------------------------ activations */
 
 /* One block of 32 as quant_activations computes it: 32 int8 levels in order. */
-AI __m256i quant_block(const float *x, float *d, int32_t *s, int llama) {
+AI __m256i quant_block(const float *x, float *d, int32_t *s, float *ds, int llama) {
     const __m256 sign = _mm256_set1_ps(-0.0f);
     __m256 x0 = _mm256_loadu_ps(x), x1 = _mm256_loadu_ps(x + 8), x2 = _mm256_loadu_ps(x + 16),
            x3 = _mm256_loadu_ps(x + 24);
@@ -82,6 +82,7 @@ AI __m256i quant_block(const float *x, float *d, int32_t *s, int llama) {
     if (nonfinite || !(id <= FLT_MAX)) { /* as quant_activations: no int conversion of NaN or inf */
         *d = nonfinite ? NAN : db;
         *s = 0;
+        *ds = *d * 0.0f;
         return _mm256_setzero_si256();
     }
     __m256 vid = _mm256_set1_ps(id);
@@ -89,13 +90,14 @@ AI __m256i quant_block(const float *x, float *d, int32_t *s, int llama) {
     __m256i v2 = _mm256_cvtps_epi32(_mm256_mul_ps(x2, vid)), v3 = _mm256_cvtps_epi32(_mm256_mul_ps(x3, vid));
     *d = db;
     *s = hsum8i(_mm256_add_epi32(_mm256_add_epi32(v0, v1), _mm256_add_epi32(v2, v3)));
+    *ds = quant_act_dsum(amax, db, *s, llama);
     __m256i b = _mm256_packs_epi16(_mm256_packs_epi32(v0, v1), _mm256_packs_epi32(v2, v3));
     return _mm256_permutevar8x32_epi32(b, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
 
-static void quant_act(const float *x, int64_t cols, int8_t *q, float *d, int32_t *s, int llama) {
+static void quant_act(const float *x, int64_t cols, int8_t *q, float *d, int32_t *s, float *ds, int llama) {
     for (int64_t b = 0; b < cols / QK; b++)
-        _mm256_storeu_si256((__m256i *)(q + b * QK), quant_block(x + b * QK, &d[b], &s[b], llama));
+        _mm256_storeu_si256((__m256i *)(q + b * QK), quant_block(x + b * QK, &d[b], &s[b], &ds[b], llama));
 }
 
 static size_t act_bytes(int64_t cols) { return (size_t)n_chunks(cols) * ACH; }
@@ -112,8 +114,7 @@ static void act_prepare(const float *x, int64_t cols, void *out, int llama) {
             int32_t sb = 0;
             __m256i v = _mm256_setzero_si256(); /* a = 0 beyond the row */
             if (b < nb) {
-                v = quant_block(x + b * QK, &db, &sb, llama);
-                dsum = db * (float)sb;
+                v = quant_block(x + b * QK, &db, &sb, &dsum, llama);
             }
             _mm_storeu_si128((__m128i *)(o + 16 * j), _mm256_castsi256_si128(v));
             _mm_storeu_si128((__m128i *)(o + 32 + 16 * j), _mm256_extracti128_si256(v, 1));

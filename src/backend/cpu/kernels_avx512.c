@@ -59,7 +59,7 @@ static int64_t n_chunks(int64_t cols) { return (cols + CH - 1) / CH; }
 /* ------------------------------------------------------------ activations */
 
 /* One block of 32, exactly as quant_activations computes it. */
-AI void quant_block(const float *x, __m512i *v0, __m512i *v1, float *d, int32_t *s, int llama) {
+AI void quant_block(const float *x, __m512i *v0, __m512i *v1, float *d, int32_t *s, float *ds, int llama) {
     __m512 x0 = _mm512_loadu_ps(x), x1 = _mm512_loadu_ps(x + 16);
     float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(x0), _mm512_abs_ps(x1))), db, id;
     quant_act_scale(amax, llama, &db, &id);
@@ -70,6 +70,7 @@ AI void quant_block(const float *x, __m512i *v0, __m512i *v1, float *d, int32_t 
         *v0 = *v1 = _mm512_setzero_si512();
         *d = bad ? NAN : db;
         *s = 0;
+        *ds = *d * 0.0f;
         return;
     }
     __m512 vid = _mm512_set1_ps(id);
@@ -77,12 +78,13 @@ AI void quant_block(const float *x, __m512i *v0, __m512i *v1, float *d, int32_t 
     *v1 = _mm512_cvtps_epi32(_mm512_mul_ps(x1, vid));
     *d = db;
     *s = _mm512_reduce_add_epi32(_mm512_add_epi32(*v0, *v1));
+    *ds = quant_act_dsum(amax, db, *s, llama);
 }
 
-static void quant_act(const float *x, int64_t cols, int8_t *q, float *d, int32_t *s, int llama) {
+static void quant_act(const float *x, int64_t cols, int8_t *q, float *d, int32_t *s, float *ds, int llama) {
     for (int64_t b = 0; b < cols / QK; b++) {
         __m512i v0, v1;
-        quant_block(x + b * QK, &v0, &v1, &d[b], &s[b], llama);
+        quant_block(x + b * QK, &v0, &v1, &d[b], &s[b], &ds[b], llama);
         _mm_storeu_si128((__m128i *)(q + b * QK), _mm512_cvtepi32_epi8(v0));
         _mm_storeu_si128((__m128i *)(q + b * QK + 16), _mm512_cvtepi32_epi8(v1));
     }
@@ -103,10 +105,9 @@ static void act_prepare(const float *x, int64_t cols, void *out, int llama) {
             if (b < nb) {
                 __m512i v0, v1;
                 int32_t sb;
-                quant_block(x + b * QK, &v0, &v1, &db, &sb, llama);
+                quant_block(x + b * QK, &v0, &v1, &db, &sb, &dsum, llama);
                 lo = _mm512_cvtepi32_epi8(v0);
                 hi = _mm512_cvtepi32_epi8(v1);
-                dsum = db * (float)sb;
             }
             _mm_storeu_si128((__m128i *)(o + 16 * j), lo);
             _mm_storeu_si128((__m128i *)(o + 64 + 16 * j), hi);

@@ -38,7 +38,7 @@ static int64_t n_chunks(int64_t cols) { return (cols + CH - 1) / CH; }
 /* ------------------------------------------------------------ activations */
 
 /* One block of 32 as quant_activations computes it. */
-AI void quant_block(const float *x, int8_t *q, float *d, int32_t *s, int llama) {
+AI void quant_block(const float *x, int8_t *q, float *d, int32_t *s, float *ds, int llama) {
     float32x4_t v[8];
     for (int i = 0; i < 8; i++) v[i] = vld1q_f32(x + 4 * i);
     float32x4_t m = vabsq_f32(v[0]);
@@ -53,6 +53,7 @@ AI void quant_block(const float *x, int8_t *q, float *d, int32_t *s, int llama) 
         vst1q_s8(q + 16, vdupq_n_s8(0));
         *d = nonfinite ? NAN : db;
         *s = 0;
+        *ds = *d * 0.0f;
         return;
     }
     int32x4_t sum = vdupq_n_s32(0);
@@ -67,10 +68,11 @@ AI void quant_block(const float *x, int8_t *q, float *d, int32_t *s, int llama) 
     vst1q_s8(q + 16, vcombine_s8(vmovn_s16(h[2]), vmovn_s16(h[3])));
     *d = db;
     *s = vaddvq_s32(sum);
+    *ds = quant_act_dsum(amax, db, *s, llama);
 }
 
-static void quant_act(const float *x, int64_t cols, int8_t *q, float *d, int32_t *s, int llama) {
-    for (int64_t b = 0; b < cols / QK; b++) quant_block(x + b * QK, q + b * QK, &d[b], &s[b], llama);
+static void quant_act(const float *x, int64_t cols, int8_t *q, float *d, int32_t *s, float *ds, int llama) {
+    for (int64_t b = 0; b < cols / QK; b++) quant_block(x + b * QK, q + b * QK, &d[b], &s[b], &ds[b], llama);
 }
 
 static size_t act_bytes(int64_t cols) { return (size_t)n_chunks(cols) * ACH; }
@@ -83,12 +85,12 @@ static void act_prepare(const float *x, int64_t cols, void *out, int llama) {
         int32_t *c8 = (int32_t *)(ds + 4);
         for (int j = 0; j < 4; j++) {
             int64_t b = c * 4 + j;
-            float db = 0;
+            float db = 0, dsum = 0;
             int32_t sb = 0;
-            if (b < nb) quant_block(x + b * QK, (int8_t *)o + 32 * j, &db, &sb, llama);
+            if (b < nb) quant_block(x + b * QK, (int8_t *)o + 32 * j, &db, &sb, &dsum, llama);
             else memset(o + 32 * j, 0, 32); /* a = 0 beyond the row */
             dx[j] = db;
-            ds[j] = db * (float)sb;
+            ds[j] = dsum;
             c8[j] = -8 * sb;
         }
     }

@@ -4,7 +4,7 @@
  * 16-lane accumulation, attention loops in plain C. No target flags.
  *
  * Prepared activations: the reference layout, q[cols] int8, then d[cols/32]
- * f32, then s[cols/32] int32 (quant_activations).
+ * f32, s[cols/32] int32 and ds[cols/32] f32 (quant_activations).
  */
 #include "backend/cpu/kernels.h"
 #include "quant/quant.h"
@@ -14,7 +14,7 @@
 #define LANES 16
 
 static size_t act_bytes(int64_t cols) {
-    size_t n = (size_t)cols + (size_t)cols / QK * 8;
+    size_t n = (size_t)cols + (size_t)cols / QK * 12;
     return (n + 63) & ~(size_t)63;
 }
 
@@ -22,7 +22,7 @@ static void act_prepare(const float *x, int64_t cols, void *out, int llama) {
     int8_t *q = out;
     float *d = (float *)(q + cols);
     int32_t *s = (int32_t *)(d + cols / QK);
-    quant_activations(x, cols, q, d, s, llama);
+    quant_activations(x, cols, q, d, s, (float *)(s + cols / QK), llama);
 }
 
 static size_t scratch_bytes(int64_t cols) { return ((size_t)cols + LANES) * sizeof(float); }
@@ -38,7 +38,8 @@ static void matmul_q(const matrix *W, const void *act, size_t act_stride, int T,
             const int8_t *q = (const int8_t *)((const char *)act + (size_t)t * act_stride);
             const float *d = (const float *)(q + W->cols);
             const int32_t *s = (const int32_t *)(d + nb);
-            y[(size_t)t * ldy + (size_t)r] = quant_dot(W->dtype, W->group, row, q, d, s, W->cols) + b;
+            const float *ds = (const float *)(s + nb);
+            y[(size_t)t * ldy + (size_t)r] = quant_dot(W->dtype, W->group, row, q, d, s, ds, W->cols) + b;
         }
     }
 }
