@@ -657,8 +657,13 @@ AI void r16_tile_any(const uint8_t *tile, int64_t nb, xllm_dtype t, int nt, cons
     }
 }
 
-/* Tokens per block whose panels stay in L2 (a multiple of R16_NT). */
-static int r16_token_block(int64_t nb) { return kernels_token_block(r16_panel_bytes(nb) / R16_NT, (size_t)384 << 10, R16_NT); }
+/* Tokens per block whose panels stay in L2 (a multiple of R16_NT): their
+ * panels take at most R16_PANEL_BUDGET bytes, or one panel when that alone
+ * is more. */
+#define R16_PANEL_BUDGET ((size_t)384 << 10)
+static int r16_token_block(int64_t nb) {
+    return kernels_token_block(r16_panel_bytes(nb) / R16_NT, R16_PANEL_BUDGET, R16_NT);
+}
 
 /* Rows [r0, r1) of W (packed R16, or stored: each 16-row tile is then put in
  * R16 order in scratch first) for T tokens. T == 1: the GEMV, straight from
@@ -937,8 +942,10 @@ static void matmul_q(const matrix *W, const void *act, size_t astride, int T, co
  * stored tile put in order, and KR16's (kq_pack_avx512.c) */
 static size_t scratch_bytes(int64_t cols) {
     size_t old = (size_t)MR * (size_t)n_chunks(cols) * PQ + 64;
-    size_t r16 = (size_t)(r16_token_block(cols / QK) / R16_NT) * r16_panel_bytes(cols / QK) +
-                 r16_tile_bytes(XLLM_DT_Q8, cols) + 64;
+    /* a narrower W may take more tokens per block, but its panels never
+     * exceed the block budget unless one tile of 8 tokens alone does */
+    size_t panels = r16_panel_bytes(cols / QK) > R16_PANEL_BUDGET ? r16_panel_bytes(cols / QK) : R16_PANEL_BUDGET;
+    size_t r16 = panels + r16_tile_bytes(XLLM_DT_Q8, cols) + 64;
     size_t kr16 = kq_r16_scratch_bytes(cols);
     size_t m = old > r16 ? old : r16;
     return m > kr16 ? m : kr16;
