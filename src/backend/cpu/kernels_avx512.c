@@ -554,6 +554,20 @@ AI __m512i dpbusd_b4(__m512i acc, __m512i w, const uint8_t *p) {
     return acc;
 }
 
+/* Dword k (0..3) of each 128-bit lane of a, in every lane. */
+AI __m512i r16_pick(__m512i a, int k) {
+    switch (k) {
+    case 0: return _mm512_shuffle_epi32(a, (_MM_PERM_ENUM)0x00);
+    case 1: return _mm512_shuffle_epi32(a, (_MM_PERM_ENUM)0x55);
+    case 2: return _mm512_shuffle_epi32(a, (_MM_PERM_ENUM)0xaa);
+    default: return _mm512_shuffle_epi32(a, (_MM_PERM_ENUM)0xff);
+    }
+}
+
+#ifndef R16_SHUF
+#define R16_SHUF 2
+#endif
+
 /* One 16-row tile (rows r..r+15 of the view) x nt (1..8) tokens of a panel
  * over all blocks; stores rows [rs, r1) (rs >= r). */
 AI void r16_tile(const uint8_t *tile, int64_t nb, xllm_dtype t, int nt, const uint8_t *panel, const float *bias,
@@ -569,15 +583,28 @@ AI void r16_tile(const uint8_t *tile, int64_t nb, xllm_dtype t, int nt, const ui
 #define R16_INIT(j) __m512i i##j = _mm512_set1_epi32(((const int32_t *)p)[j]);
         R16_J(R16_INIT)
         if (t == XLLM_DT_Q4) {
+            __m512i a0l = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(p + 64)));
+            __m512i a0h = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(p + 80)));
+            __m512i a1l = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(p + 96)));
+            __m512i a1h = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(p + 112)));
             for (int k = 0; k < 4; k++) {
                 __m512i v = _mm512_loadu_si512(blk + 32 + 64 * k);
                 __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
 #define R16_Q4(j)                                                                                                  \
-    if (j < nt) {                                                                                                  \
+    if (j < nt && j >= R16_SHUF) {                                                                                 \
         i##j = dpbusd_b4(i##j, lo, p + 64 + 32 * (j) + 4 * k);                                                     \
         i##j = dpbusd_b4(i##j, hi, p + 64 + 32 * (j) + 16 + 4 * k);                                                \
     }
                 R16_J(R16_Q4)
+                /* the first R16_SHUF tokens' codes from their 16-byte rows in registers */
+                if (R16_SHUF > 0 && nt > 0) {
+                    i0 = _mm512_dpbusd_epi32(i0, lo, r16_pick(a0l, k));
+                    i0 = _mm512_dpbusd_epi32(i0, hi, r16_pick(a0h, k));
+                }
+                if (R16_SHUF > 1 && nt > 1) {
+                    i1 = _mm512_dpbusd_epi32(i1, lo, r16_pick(a1l, k));
+                    i1 = _mm512_dpbusd_epi32(i1, hi, r16_pick(a1h, k));
+                }
             }
         } else {
             for (int m = 0; m < 8; m++) {
