@@ -607,11 +607,17 @@ AI void r16_tile(const uint8_t *tile, int64_t nb, xllm_dtype t, int nt, const ui
                 }
             }
         } else {
+            __m512i a0l = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(p + 64)));
+            __m512i a0h = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(p + 80)));
+            __m512i a1l = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(p + 96)));
+            __m512i a1h = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(p + 112)));
             for (int m = 0; m < 8; m++) {
                 __m512i w = _mm512_loadu_si512(blk + 32 + 64 * m);
 #define R16_Q8(j)                                                                                                  \
-    if (j < nt) i##j = dpbusd_b4(i##j, w, p + 64 + 32 * (j) + 4 * m);
+    if (j < nt && j >= R16_SHUF) i##j = dpbusd_b4(i##j, w, p + 64 + 32 * (j) + 4 * m);
                 R16_J(R16_Q8)
+                if (R16_SHUF > 0 && nt > 0) i0 = _mm512_dpbusd_epi32(i0, w, r16_pick(m < 4 ? a0l : a0h, m & 3));
+                if (R16_SHUF > 1 && nt > 1) i1 = _mm512_dpbusd_epi32(i1, w, r16_pick(m < 4 ? a1l : a1h, m & 3));
             }
         }
 #define R16_STEP(j)                                                                                                \
