@@ -106,7 +106,7 @@ void kq_act_prepare(int kind, const float *x, int64_t cols, void *out) {
                 sum += v;
             }
             d[b] = dq;
-            s[b] = xllm_f16_round(amax / 127.0f * (float)sum); /* Q8_1's sum: the f32 scale's */
+            s[b] = quant_act_dsum(amax, dq, sum, 1); /* Q8_1's sum: the f32 scale's, rounded to f16 */
         }
     }
 }

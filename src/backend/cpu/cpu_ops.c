@@ -374,7 +374,7 @@ typedef struct {
     const float *x, *w;
     float eps;
     int n;
-    unsigned prepare;
+    unsigned have; /* the sections each row's activations get (0: none) */
     float *out;
     size_t act_stride;
 } rmsnorm_job;
@@ -385,7 +385,7 @@ static void rmsnorm_tokens(void *p, size_t t0, size_t t1, int thread) {
     for (size_t t = t0; t < t1; t++) {
         float *o = j->out + t * (size_t)j->n;
         op_rmsnorm(j->x + t * (size_t)j->n, j->w, j->eps, j->n, 1, o, j->be->arith_llama);
-        if (j->prepare) prepare_row(j->be, j->prepare, o, j->n, j->be->act + t * j->act_stride);
+        if (j->have) prepare_row(j->be, j->have, o, j->n, j->be->act + t * j->act_stride);
     }
 }
 

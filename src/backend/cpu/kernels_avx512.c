@@ -501,6 +501,13 @@ AI int32_t r16_corr1(const uint8_t *a, int64_t b, xllm_dtype t) {
     return t == XLLM_DT_Q8 ? s * 16 : s;
 }
 
+/* Block b's activation scale in token row a. */
+AI float r16_da1(const uint8_t *a, int64_t b) {
+    float da;
+    memcpy(&da, a + (size_t)(b / 4) * ACH + CH + 16 * (size_t)(b % 4), 4);
+    return da;
+}
+
 #define R16_J(F) F(0) F(1) F(2) F(3) F(4) F(5) F(6) F(7)
 #define R16_NT 8
 
@@ -529,7 +536,7 @@ AI void r16_pack_panel(const uint8_t *act, size_t astride, int nt, int64_t nb, x
             if (j < nt) {
                 const uint8_t *a = act + (size_t)j * astride;
                 corr[j] = r16_corr1(a, b, t);
-                memcpy(&da[j], a + (size_t)(b / 4) * ACH + CH + 16 * (size_t)(b % 4), 4);
+                da[j] = r16_da1(a, b);
                 _mm_storeu_si128((__m128i *)q, _mm_loadu_si128((const __m128i *)(a + ab)));
                 _mm_storeu_si128((__m128i *)(q + 16), _mm_loadu_si128((const __m128i *)(a + ab + 64)));
             } else {
@@ -564,10 +571,6 @@ AI __m512i r16_pick(__m512i a, int k) {
     }
 }
 
-#ifndef R16_SHUF
-#define R16_SHUF 2
-#endif
-
 /* One 16-row tile (rows r..r+15 of the view) x nt (1..8) tokens of a panel
  * over all blocks; stores rows [rs, r1) (rs >= r). */
 AI void r16_tile(const uint8_t *tile, int64_t nb, xllm_dtype t, int nt, const uint8_t *panel, const float *bias,
@@ -582,42 +585,37 @@ AI void r16_tile(const uint8_t *tile, int64_t nb, xllm_dtype t, int nt, const ui
         __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
 #define R16_INIT(j) __m512i i##j = _mm512_set1_epi32(((const int32_t *)p)[j]);
         R16_J(R16_INIT)
+        /* tokens 0 and 1 take their codes from 16-byte loads spread by shuffles
+         * (r16_pick), the others by broadcasts from memory: fewer loads */
+        __m512i a0l = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(p + 64)));
+        __m512i a0h = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(p + 80)));
+        __m512i a1l = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(p + 96)));
+        __m512i a1h = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(p + 112)));
         if (t == XLLM_DT_Q4) {
-            __m512i a0l = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(p + 64)));
-            __m512i a0h = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(p + 80)));
-            __m512i a1l = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(p + 96)));
-            __m512i a1h = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(p + 112)));
             for (int k = 0; k < 4; k++) {
                 __m512i v = _mm512_loadu_si512(blk + 32 + 64 * k);
                 __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
 #define R16_Q4(j)                                                                                                  \
-    if (j < nt && j >= R16_SHUF) {                                                                                 \
+    if (j < nt && j >= 2) {                                                                                        \
         i##j = dpbusd_b4(i##j, lo, p + 64 + 32 * (j) + 4 * k);                                                     \
         i##j = dpbusd_b4(i##j, hi, p + 64 + 32 * (j) + 16 + 4 * k);                                                \
     }
                 R16_J(R16_Q4)
-                /* the first R16_SHUF tokens' codes from their 16-byte rows in registers */
-                if (R16_SHUF > 0 && nt > 0) {
-                    i0 = _mm512_dpbusd_epi32(i0, lo, r16_pick(a0l, k));
-                    i0 = _mm512_dpbusd_epi32(i0, hi, r16_pick(a0h, k));
-                }
-                if (R16_SHUF > 1 && nt > 1) {
+                i0 = _mm512_dpbusd_epi32(i0, lo, r16_pick(a0l, k));
+                i0 = _mm512_dpbusd_epi32(i0, hi, r16_pick(a0h, k));
+                if (nt > 1) {
                     i1 = _mm512_dpbusd_epi32(i1, lo, r16_pick(a1l, k));
                     i1 = _mm512_dpbusd_epi32(i1, hi, r16_pick(a1h, k));
                 }
             }
         } else {
-            __m512i a0l = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(p + 64)));
-            __m512i a0h = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(p + 80)));
-            __m512i a1l = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(p + 96)));
-            __m512i a1h = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(p + 112)));
             for (int m = 0; m < 8; m++) {
                 __m512i w = _mm512_loadu_si512(blk + 32 + 64 * m);
 #define R16_Q8(j)                                                                                                  \
-    if (j < nt && j >= R16_SHUF) i##j = dpbusd_b4(i##j, w, p + 64 + 32 * (j) + 4 * m);
+    if (j < nt && j >= 2) i##j = dpbusd_b4(i##j, w, p + 64 + 32 * (j) + 4 * m);
                 R16_J(R16_Q8)
-                if (R16_SHUF > 0 && nt > 0) i0 = _mm512_dpbusd_epi32(i0, w, r16_pick(m < 4 ? a0l : a0h, m & 3));
-                if (R16_SHUF > 1 && nt > 1) i1 = _mm512_dpbusd_epi32(i1, w, r16_pick(m < 4 ? a1l : a1h, m & 3));
+                i0 = _mm512_dpbusd_epi32(i0, w, r16_pick(m < 4 ? a0l : a0h, m & 3));
+                if (nt > 1) i1 = _mm512_dpbusd_epi32(i1, w, r16_pick(m < 4 ? a1l : a1h, m & 3));
             }
         }
 #define R16_STEP(j)                                                                                                \
@@ -671,9 +669,7 @@ AI void r16_tile1(const uint8_t *tile, int64_t nb, xllm_dtype t, const uint8_t *
             s3 = _mm512_dpbusd_epi32(s3, _mm512_loadu_si512(blk + 480), bcast4(act + ab + 76));
         }
         __m512i is = _mm512_add_epi32(_mm512_add_epi32(s0, s1), _mm512_add_epi32(s2, s3));
-        float da;
-        memcpy(&da, act + (size_t)(b / 4) * ACH + CH + 16 * (size_t)(b % 4), 4);
-        f0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), _mm512_mul_ps(dw, _mm512_set1_ps(da)), f0);
+        f0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), _mm512_mul_ps(dw, _mm512_set1_ps(r16_da1(act, b))), f0);
     }
     __mmask16 m = r16_mask(r, rs, r1);
     if (bias) f0 = _mm512_add_ps(f0, _mm512_maskz_loadu_ps(m, bias + r));
