@@ -65,6 +65,17 @@ int kq_unpack_block(xllm_dtype t, const void *blk, int8_t *codes, int16_t *sc, i
 void kq_matmul_ref(xllm_dtype t, const void *W, int64_t cols, const void *act, size_t act_stride, int T,
                    const float *bias, float *y, size_t ldy, int64_t r0, int64_t r1);
 
+/* kquant_llama.c: llama.cpp's float steps for the matmuls the levels' kernels
+ * take otherwise (arithmetic "llama"): kq_llama_owns says which (Q8 at group
+ * 32 on Q80 activations, and the types it lists); kq_matmul_llama is
+ * kq_matmul_ref's contract plus where the T tokens sit in the batch: act's
+ * first is token tok0 of the batch tokens the activations were prepared
+ * for (llama.cpp picks kernels by batch size and by a token's place in it).
+ * Thread-safe. */
+int kq_llama_owns(xllm_dtype t, int group);
+void kq_matmul_llama(xllm_dtype t, const void *W, int64_t cols, const void *act, size_t act_stride, int T,
+                     int tok0, int batch, const float *bias, float *y, size_t ldy, int64_t r0, int64_t r1);
+
 /* Quantizers (kquant_quantize.c): the types kq_quantize_row handles (Q2_K,
  * Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL), and one row of cols (a multiple of the
  * type's block, 256 or 32) into out. importance: per column weights of the

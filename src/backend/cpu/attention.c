@@ -295,7 +295,8 @@ attn_strategy cpu_attention_strategy(const cpu_backend *be, const be_attn *b, in
 /* llama.cpp's arithmetic (attention_f16.c): tasks are (token, head) */
 static void attention_f16_items(void *p, size_t i0, size_t i1, int thread) {
     attn_job *j = p;
-    cpu_attention_f16_items(j->be, j->d, i0, i1, thread);
+    if (j->d->T < ATTN_LLAMA_TILE) cpu_attention_f16_items(j->be, j->d, i0, i1, thread);
+    else cpu_attention_tiled_items(j->be, j->d, i0, i1, thread);
 }
 
 /* Attention of every token of the batch for one layer: d->q (after RoPE)
@@ -305,7 +306,7 @@ void cpu_attention_run(cpu_backend *be, const be_attn *d) {
     size_t qd = (size_t)d->n_heads * hd, kd = (size_t)d->n_kv_heads * hd;
     attn_shared_ready(be);
     attn_job j = {be, d, 0, be->attn_tiles, 0};
-    int f16 = be->arith_llama && T < ATTN_LLAMA_TILE; /* llama.cpp's arithmetic: its own loop */
+    int f16 = be->arith_llama; /* llama.cpp's arithmetic: its own loops */
     attn_strategy strategy = cpu_attention_strategy(be, d, &j.max_chunks);
     be->attn_last = strategy;
     double keys = 0; /* keys visited: the work, and the profile's flop and byte counts */

@@ -15,14 +15,20 @@
  * input they move quantized models' log-probabilities by ~0.1 (issue 12's
  * fixtures, tests/unit/test_kquant_models.c). Reproducing them is the only
  * way to match llama.cpp there. Batches of 64 tokens or more take llama.cpp's
- * tiled path, which is f32 arithmetic over f16 K/V: the ordinary attention
- * (attention.c) with an f16 KV cache.
+ * tiled path, which is f32 arithmetic over f16 K/V in its own order,
+ * followed here too (cpu_attention_tiled_items): per tile of 64 keys, each
+ * score a sequential fma dot product of the f32 query with the key (its
+ * simd_gemm), scaled; the tile's maximum; the sum rescaled by libm's expf of
+ * the maximum's change; the weights from ggml's own vectorized exp
+ * (silu_llama.c's llama_expf) summed 16 at a time in double; and the values
+ * accumulated key after key with fma.
  *
  * One task per (token, head), scalar, the same bits at every kernel level and
  * thread count. K/V rows of any kv_dtype are read as stored and rounded to f16
  * (exact for an f16 cache, which is what llama.cpp keeps).
  */
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/llama_math.h"
 #include "base/dtype.h"
 #include "quant/kvq.h"
 
@@ -84,7 +90,63 @@ void cpu_attention_f16_items(cpu_backend *be, const be_attn *d, size_t i0, size_
             }
             load_row_f16(d, d->v_cache, table, k, kvh, row);
             for (int i = 0; i < hd; i++) acc[i] = xllm_f16_round(fmaf(row[i], vs, acc[i]));
-            S = S * ms + vs;
+            S = fmaf(S, ms, vs); /* llama.cpp's S = S*ms + vs, which its compiler fuses */
+        }
+        float inv = S == 0.0f ? 0.0f : 1.0f / S, *out = d->out + ((size_t)t * nh + h) * hd;
+        for (int i = 0; i < hd; i++) out[i] = acc[i] * inv;
+    }
+}
+
+/* _mm512_reduce_add_ps's order (halves, then quarters, pairs, the last two). */
+static float reduce16(const float *v) {
+    float h[8], q[4];
+    for (int l = 0; l < 8; l++) h[l] = v[8 + l] + v[l];
+    for (int l = 0; l < 4; l++) q[l] = h[4 + l] + h[l];
+    return (q[2] + q[0]) + (q[3] + q[1]);
+}
+
+#define LLAMA_KV_TILE 64 /* llama.cpp's GGML_FA_TILE_KV */
+
+void cpu_attention_tiled_items(cpu_backend *be, const be_attn *d, size_t i0, size_t i1, int thread) {
+    int hd = d->head_dim, nh = d->n_heads, group = d->n_heads / d->n_kv_heads;
+    float scale = 1.0f / sqrtf((float)hd);
+    float *row = be->scratch[thread], *acc = row + hd, *p = acc + hd;
+    for (size_t it = i0; it < i1; it++) {
+        int t = (int)(it / (size_t)nh), h = (int)(it % (size_t)nh), kvh = h / group, pos = d->pos[t];
+        int first = attn_first_key(d, t);
+        const int32_t *table = d->block_tables[d->seq[t]];
+        const float *q = d->q + ((size_t)t * nh + h) * hd;
+        memset(acc, 0, sizeof(float) * (size_t)hd);
+        float M = -INFINITY, S = 0.0f;
+        for (int c0 = first - first % LLAMA_KV_TILE; c0 <= pos; c0 += LLAMA_KV_TILE) {
+            float mx = -INFINITY;
+            for (int i = 0; i < LLAMA_KV_TILE; i++) {
+                int k = c0 + i;
+                p[i] = -INFINITY; /* masked, or past the cache */
+                if (k < first || k > pos) continue;
+                load_row_f16(d, d->k_cache, table, k, kvh, row);
+                float s = 0.0f;
+                for (int e = 0; e < hd; e++) s = fmaf(row[e], q[e], s);
+                p[i] = s * scale;
+                mx = p[i] > mx ? p[i] : mx;
+            }
+            float Mnew = fmaxf(M, mx);
+            if (Mnew > M) {
+                float ms = expf(M - Mnew);
+                for (int e = 0; e < hd; e++) acc[e] *= ms;
+                S *= ms;
+            }
+            M = Mnew;
+            double sum = 0.0;
+            for (int i = 0; i < LLAMA_KV_TILE; i++) p[i] = llama_expf(p[i] - M);
+            for (int g = 0; g < LLAMA_KV_TILE; g += 16) sum += (double)reduce16(p + g);
+            S = (float)((double)S + sum);
+            for (int i = 0; i < LLAMA_KV_TILE; i++) {
+                int k = c0 + i;
+                if (k < first || k > pos) continue; /* weight 0: its fma leaves acc as it is */
+                load_row_f16(d, d->v_cache, table, k, kvh, row);
+                for (int e = 0; e < hd; e++) acc[e] = fmaf(row[e], p[i], acc[e]);
+            }
         }
         float inv = S == 0.0f ? 0.0f : 1.0f / S, *out = d->out + ((size_t)t * nh + h) * hd;
         for (int i = 0; i < hd; i++) out[i] = acc[i] * inv;

@@ -110,16 +110,16 @@ static int cb_matmul_silu_mul(void *ctx, const float *x, int T, const matrix *G,
 
 static void cb_silu_mul(void *ctx, float *h, const float *g, size_t ldg, const float *u, size_t ldu, int T,
                         size_t n) {
-    (void)ctx;
+    const cpu_backend *be = ctx;
     if (h == g && ldg == n && ldu == n) { /* contiguous, in place: one pass */
-        op_silu_mul(h, u, (size_t)T * n);
+        (be->arith_llama ? op_silu_mul_llama : op_silu_mul)(h, u, (size_t)T * n);
         return;
     }
     for (int t = 0; t < T; t++) {
         float *hr = h + (size_t)t * n;
         const float *gr = g + (size_t)t * ldg;
         if (hr != gr) memcpy(hr, gr, n * sizeof(float));
-        op_silu_mul(hr, u + (size_t)t * ldu, n);
+        (be->arith_llama ? op_silu_mul_llama : op_silu_mul)(hr, u + (size_t)t * ldu, n);
     }
 }
 
@@ -137,14 +137,21 @@ static void cb_copy_rows(void *ctx, float *dst, size_t ldd, const float *src, si
 
 /* HF's rotate-half convention pairs (i, i + half); GGUF llama files store Q/K
  * rows permuted so that the pairs are interleaved (2i, 2i + 1). Same rotation,
- * different pairing; frequency i either way. */
-static void rope_apply(float *v, int n_heads, int hd, const float *cs, const float *sn, int interleaved) {
+ * different pairing; frequency i either way. llama: as llama.cpp's x86 build
+ * computes it (its compiler fuses one product of each into an fma). */
+static void rope_apply(float *v, int n_heads, int hd, const float *cs, const float *sn, int interleaved, int llama) {
     int half = hd / 2, stride = interleaved ? 2 : 1, off = interleaved ? 1 : half;
     for (int h = 0; h < n_heads; h++) {
         float *x = v + (size_t)h * hd;
         for (int i = 0; i < half; i++) {
             float *p0 = x + i * stride, *p1 = p0 + off;
             float a = *p0, c = *p1;
+            if (llama) { /* x0 c - x1 s and x0 s + x1 c, the x0 products fused */
+                float ps = c * sn[i], pc = c * cs[i];
+                *p0 = fmaf(a, cs[i], -ps);
+                *p1 = fmaf(a, sn[i], pc);
+                continue;
+            }
             *p0 = a * cs[i] - c * sn[i];
             *p1 = c * cs[i] + a * sn[i];
         }
@@ -209,7 +216,7 @@ static void qkv_heads(void *p, size_t u0, size_t u1, int thread) {
                     if (d->q_norm)
                         op_rmsnorm(v, part == 0 ? d->q_norm : d->k_norm, d->eps, hd, h1 - h0, v, j->be->arith_llama);
                     rope_apply(v, h1 - h0, hd, d->rope_cos + (size_t)t * half, d->rope_sin + (size_t)t * half,
-                               d->rope_interleaved);
+                               d->rope_interleaved, j->be->arith_llama);
                 }
                 if (part > 0) {
                     const int32_t *table = d->block_tables[d->seq[t]];
@@ -242,8 +249,8 @@ static void cb_rope_kv(void *ctx, const be_qkv *d) {
             op_rmsnorm(k, d->k_norm, d->eps, hd, d->n_kv_heads, k, be->arith_llama);
         }
         const float *cs = d->rope_cos + (size_t)t * half, *sn = d->rope_sin + (size_t)t * half;
-        rope_apply(q, d->n_heads, hd, cs, sn, d->rope_interleaved);
-        rope_apply(k, d->n_kv_heads, hd, cs, sn, d->rope_interleaved);
+        rope_apply(q, d->n_heads, hd, cs, sn, d->rope_interleaved, be->arith_llama);
+        rope_apply(k, d->n_kv_heads, hd, cs, sn, d->rope_interleaved, be->arith_llama);
         /* write this token's K/V into its slot */
         const int32_t *table = d->block_tables[d->seq[t]];
         kv_store_heads(d, kv_slot(d, d->k_cache, table, d->pos[t]), 0, d->n_kv_heads, k);
@@ -263,7 +270,7 @@ static void moe_swiglu(cpu_backend *be, const be_moe *d, int expert, const float
     MATMUL(PROF_MATMUL_GATE_UP, x, T, gate, NULL, d->h1);
     MATMUL(PROF_MATMUL_GATE_UP, x, T, up, NULL, d->h2);
     PROF(PROF_SILU_MUL, 6.0 * T * (double)gate->rows, 12.0 * T * (double)gate->rows,
-         op_silu_mul(d->h1, d->h2, (size_t)T * (size_t)gate->rows));
+         (be->arith_llama ? op_silu_mul_llama : op_silu_mul)(d->h1, d->h2, (size_t)T * (size_t)gate->rows));
     if (d->observe) d->observe(d->octx, expert, d->h1, T, (int)gate->rows);
     MATMUL(PROF_MATMUL_DOWN, d->h1, T, down, NULL, out);
 }

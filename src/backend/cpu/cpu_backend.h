@@ -170,6 +170,8 @@ void op_matmul_rows(cpu_backend *be, const float *x, int t0, int T, const matrix
 void op_rmsnorm(const float *x, const float *w, float eps, int n, int rows, float *out, int llama);
 /* a[i] = silu(a[i]) * b[i] */
 void op_silu_mul(float *a, const float *b, size_t n);
+/* The same as llama.cpp computes it (silu_llama.c; arithmetic "llama"). */
+void op_silu_mul_llama(float *a, const float *b, size_t n);
 /* Convert row `row` of W to f32 (embedding lookup). */
 void op_matrix_row(const matrix *W, int64_t row, float *out);
 
@@ -183,6 +185,8 @@ xllm_status cpu_attention_init(cpu_backend *be, int max_positions, xllm_error *e
 /* llama.cpp's flash-attention arithmetic (attention_f16.c): the (token, head)
  * items [i0, i1) of d on thread `thread`. */
 void cpu_attention_f16_items(cpu_backend *be, const be_attn *d, size_t i0, size_t i1, int thread);
+/* The same for batches of ATTN_LLAMA_TILE tokens or more (its tiled path). */
+void cpu_attention_tiled_items(cpu_backend *be, const be_attn *d, size_t i0, size_t i1, int thread);
 
 /* The first key token t of d sees: its position less the sliding window, or 0. */
 static inline int attn_first_key(const be_attn *d, int t) {

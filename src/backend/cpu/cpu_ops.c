@@ -109,15 +109,22 @@ static size_t act_section_offset(const cpu_backend *be, unsigned have, unsigned 
     return off;
 }
 
+/* With arithmetic "llama", W goes through kquant_llama.c (llama.cpp's float
+ * steps where our kernels take others). */
+static int llama_owns(const cpu_backend *be, const matrix *W) {
+    return be->arith_llama && !W->packed && kq_llama_owns(W->dtype, W->group);
+}
+
 /* The section W reads (0: float W, which reads x). */
-static unsigned act_need(const matrix *W) {
+static unsigned act_need(const cpu_backend *be, const matrix *W) {
+    if (llama_owns(be, W) && !xllm_dtype_is_kq(W->dtype)) return KQ_ACT_Q80; /* llama.cpp's Q8_0 / Q8_1 */
     if (xllm_dtype_is_kq(W->dtype)) return (unsigned)kq_act_kind(W->dtype);
     return xllm_dtype_is_quant(W->dtype) ? ACT_LEVEL : 0u;
 }
 
 /* Where W's activations start within a row of the current preparation. */
 static size_t act_offset(const cpu_backend *be, const matrix *W) {
-    return act_section_offset(be, be->act_have, act_need(W), W->cols);
+    return act_section_offset(be, be->act_have, act_need(be, W), W->cols);
 }
 
 static void prepare_row(const cpu_backend *be, unsigned have, const float *x, int64_t cols, unsigned char *o) {
@@ -147,7 +154,10 @@ void op_matrix_row(const matrix *W, int64_t row, float *out) {
 static void rows_abs(cpu_backend *be, const float *x, size_t act_stride, int t0, int T, const matrix *W,
                      const float *bias, float *y, size_t ldy, int64_t r0, int64_t r1, int thread) {
     const cpu_kernels *k = be->kern;
-    if (xllm_dtype_is_kq(W->dtype)) {
+    if (llama_owns(be, W)) {
+        const unsigned char *a = be->act + (size_t)t0 * act_stride + act_offset(be, W);
+        kq_matmul_llama(W->dtype, W->data, W->cols, a, act_stride, T, t0, be->act_T, bias, y, ldy, r0, r1);
+    } else if (xllm_dtype_is_kq(W->dtype)) {
         const unsigned char *a = be->act + (size_t)t0 * act_stride + act_offset(be, W);
         if (k->matmul_kq) k->matmul_kq(W, a, act_stride, T, bias, y, ldy, r0, r1, be->kscratch[thread]);
         else kq_matmul_ref(W->dtype, W->data, W->cols, a, act_stride, T, bias, y, ldy, r0, r1);
@@ -324,7 +334,7 @@ static void act_ensure(cpu_backend *be, const float *x, int T, int64_t cols, uns
 void op_act_prepare(cpu_backend *be, const float *x, int T, const matrix *const *W, int n, unsigned flags) {
     if (T <= 0 || n <= 0) return;
     unsigned need = 0;
-    for (int i = 0; i < n; i++) need |= act_need(W[i]);
+    for (int i = 0; i < n; i++) need |= act_need(be, W[i]);
     act_ensure(be, x, T, W[0]->cols, need, (flags & OP_ACT_READY) != 0);
 }
 
@@ -348,7 +358,7 @@ void op_matmul_rows(cpu_backend *be, const float *x, int t0, int T, const matrix
     size_t stride = 0;
     if (xllm_dtype_is_quant(W->dtype)) {
         stride = be->act_stride;
-        assert(act_holds(be, x, t0 + T, W->cols, act_need(W)));
+        assert(act_holds(be, x, t0 + T, W->cols, act_need(be, W)));
     }
     rows_rel(be, x, stride, t0, T, W, bias, y, ldy, r0, r1, thread);
 }
@@ -358,7 +368,7 @@ void op_matmul_ex(cpu_backend *be, const float *x, int T, const matrix *W, const
     if (T <= 0) return;
     matmul_job j = {be, x, T, W, bias, y, tmp, (flags & OP_ADD) != 0, 0};
     if (xllm_dtype_is_quant(W->dtype)) {
-        act_ensure(be, x, T, W->cols, act_need(W), (flags & OP_ACT_READY) != 0);
+        act_ensure(be, x, T, W->cols, act_need(be, W), (flags & OP_ACT_READY) != 0);
         j.act_stride = be->act_stride;
     }
     size_t units = ((size_t)W->rows + ROW_TILE - 1) / ROW_TILE;
@@ -425,7 +435,9 @@ static void silu_tiles(void *p, size_t u0, size_t u1, int thread) {
             rows_rel(j->be, j->x, j->sg, t0, nt, j->G, j->gb, h + c0, I, j->g0 + c0, j->g0 + c1, thread);
             rows_rel(j->be, j->x, j->su, t0, nt, j->U, j->ub, tmp + c0, I, j->u0 + c0, j->u0 + c1, thread);
             for (int t = 0; t < nt; t++)
-                op_silu_mul(h + (size_t)t * I + (size_t)c0, tmp + (size_t)t * I + (size_t)c0, (size_t)(c1 - c0));
+                (j->be->arith_llama ? op_silu_mul_llama : op_silu_mul)(h + (size_t)t * I + (size_t)c0,
+                                                                       tmp + (size_t)t * I + (size_t)c0,
+                                                                       (size_t)(c1 - c0));
         }
     }
 }
@@ -438,7 +450,7 @@ void op_matmul_silu_mul(cpu_backend *be, const float *x, int T, const matrix *G,
     silu_job j = {be, x, T, G, U, g0, u0, I, gb, ub, h, tmp, 0, 0};
     int qg = xllm_dtype_is_quant(G->dtype), qu = xllm_dtype_is_quant(U->dtype);
     if (qg || qu) {
-        act_ensure(be, x, T, G->cols, act_need(G) | act_need(U), (flags & OP_ACT_READY) != 0);
+        act_ensure(be, x, T, G->cols, act_need(be, G) | act_need(be, U), (flags & OP_ACT_READY) != 0);
         if (qg) j.sg = be->act_stride;
         if (qu) j.su = be->act_stride;
     }

@@ -34,6 +34,8 @@ xllm_status backend_pack_matrix(cpu_backend *be, matrix *W, void **storage, xllm
     *storage = NULL;
     const cpu_kernels *k = be->kern;
     if (!W->data || W->packed || !k->packed_bytes || !k->repack || be->no_repack) return XLLM_OK;
+    /* arithmetic "llama": kquant_llama.c reads these as stored */
+    if (be->arith_llama && kq_llama_owns(W->dtype, W->group)) return XLLM_OK;
     size_t bytes = k->packed_bytes(W);
     if (!bytes) return XLLM_OK;
     void *out = xllm_malloc_aligned(bytes);
