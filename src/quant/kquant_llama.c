@@ -42,31 +42,47 @@
 
 #define IQP_MIN_BATCH 8 /* llama.cpp's GGML_IQP_MIN_BATCH */
 
-static float f16(const uint8_t *p) {
+/* fmaf is one instruction where the CPU has FMA and a libm call where not
+ * (the same result either way): on x86 the matmul is compiled twice, for
+ * AVX2 + FMA and for the baseline, and picked by the CPU (its helpers inline
+ * into each). */
+#define KQL_INLINE static inline __attribute__((always_inline))
+
+KQL_INLINE float f16(const uint8_t *p) {
     uint16_t h;
     memcpy(&h, p, 2);
     return xllm_f16_to_f32(h);
 }
 
 /* ggml's hsum_float_8: halves added, then pairs, then the last two. */
-static float hsum8(const float a[8]) {
+KQL_INLINE float hsum8(const float a[8]) {
     float s0 = a[0] + a[4], s1 = a[1] + a[5], s2 = a[2] + a[6], s3 = a[3] + a[7];
     return (s0 + s2) + (s1 + s3);
 }
 
+#define KQL_TB 8 /* tokens per pass over a row: its blocks decoded once, their float chains interleaved */
+
+/* One token's running sums. */
+typedef struct {
+    float lane[8], acc, accm, summs;
+} sums;
+
 /* 32-element blocks. Lanes (vec_dot and tinyBLAS alike): 8 int32 lanes per
- * block, lane k the sum of elements 4k .. 4k + 3; acc[k] = fma(d_w * d_a,
- * float(lane k), acc[k]); hsum8; Q4_1 / Q5_1 add their m_w * s_a terms,
+ * block, lane k the sum of elements 4k .. 4k + 3; lane[k] = fma(d_w * d_a,
+ * float(lane k), lane[k]); hsum8; Q4_1 / Q5_1 add their m_w * s_a terms,
  * summed in block order apart, at the end. Q4_0 and IQ4_NL (repacked 8 rows
  * at a time, their GEMV and GEMM alike): the block's exact sum S, acc =
- * fma(float(S), d_w * d_a, acc). */
-static float dot_32(xllm_dtype t, const uint8_t *row, const int8_t *q, const float *da, int64_t cols) {
-    const float *sa = da + cols / 32;
+ * fma(float(S), d_w * d_a, acc). Tokens [0, nt) of act, each its own sums. */
+KQL_INLINE void dot_32(xllm_dtype t, const uint8_t *row, const int8_t *act, size_t stride, int nt, int64_t cols,
+                       float *out) {
     size_t bb = t == XLLM_DT_Q8 ? 34 : t == XLLM_DT_Q4M ? 20 : t == XLLM_DT_Q4 ? 18 : kq_block_bytes(t);
+    int panel = t == XLLM_DT_IQ4_NL || t == XLLM_DT_Q4, mins = t == XLLM_DT_Q5_1 || t == XLLM_DT_Q4M;
+    int64_t nb = cols / 32;
     int8_t codes[32];
     int16_t sc[1], mn[1];
-    float acc[8] = {0}, summs = 0, pacc = 0;
-    for (int64_t b = 0; b < cols / 32; b++) {
+    sums st[KQL_TB];
+    memset(st, 0, sizeof st);
+    for (int64_t b = 0; b < nb; b++) {
         const uint8_t *blk = row + (size_t)b * bb;
         float d, m = 0;
         if (t == XLLM_DT_Q8) {
@@ -82,19 +98,26 @@ static float dot_32(xllm_dtype t, const uint8_t *row, const int8_t *q, const flo
         } else {
             kq_unpack_block(t, blk, codes, sc, mn, &d, &m);
         }
-        const int8_t *a = q + b * 32;
-        float D = d * da[b];
-        int32_t S = 0;
-        for (int k = 0; k < 8; k++) {
-            int32_t l = 0;
-            for (int j = 0; j < 4; j++) l += codes[4 * k + j] * a[4 * k + j];
-            acc[k] = fmaf(D, (float)l, acc[k]);
-            S += l;
+        for (int tk = 0; tk < nt; tk++) {
+            const int8_t *a = act + (size_t)tk * stride + b * 32;
+            const float *da = (const float *)(act + (size_t)tk * stride + cols);
+            float D = d * da[b];
+            sums *u = &st[tk];
+            if (panel) {
+                int32_t S = 0;
+                for (int j = 0; j < 32; j++) S += codes[j] * a[j];
+                u->acc = fmaf((float)S, D, u->acc);
+                continue;
+            }
+            for (int k = 0; k < 8; k++) {
+                int32_t l = 0;
+                for (int j = 0; j < 4; j++) l += codes[4 * k + j] * a[4 * k + j];
+                u->lane[k] = fmaf(D, (float)l, u->lane[k]);
+            }
+            if (mins) u->summs += m * da[nb + b];
         }
-        pacc = fmaf((float)S, D, pacc);
-        if (t == XLLM_DT_Q5_1 || t == XLLM_DT_Q4M) summs += m * sa[b];
     }
-    return t == XLLM_DT_IQ4_NL || t == XLLM_DT_Q4 ? pacc : hsum8(acc) + summs;
+    for (int tk = 0; tk < nt; tk++) out[tk] = panel ? st[tk].acc : hsum8(st[tk].lane) + st[tk].summs;
 }
 
 /* A super-block type's dot product in one of llama.cpp's two forms.
@@ -102,54 +125,66 @@ static float dot_32(xllm_dtype t, const uint8_t *row, const int8_t *q, const flo
  * chunks, sub-block scale x code x activation of elements 4k .. 4k + 3 of
  * each chunk; Q6_K's lanes take the unsigned codes (code + 32) and subtract
  * 32 x the scaled activation sums of sub-blocks 2k and 2k + 1 (its
- * q8sclsub), so its lane totals differ; acc[k] = fma(d_w * d_a, float(lane
- * k), acc[k]), hsum8, plus Q5_K's mins summed apart. Panel (group > 0; the
+ * q8sclsub), so its lane totals differ; lane[k] = fma(d_w * d_a, float(lane
+ * k), lane[k]), hsum8, plus Q5_K's mins summed apart. Panel (group > 0; the
  * repacked GEMV / GEMMs and the IQ panel GEMM): per `group` elements the
  * exact sums S (codes) and M (mins x activation sums), acc = fma(float(S),
- * d_w * d_a, acc), accm = fma(float(M), dmin_w * d_a, accm); acc - accm. */
-static float dot_super(xllm_dtype t, const uint8_t *row, const int8_t *q, const float *da, const int16_t *bs,
-                       int64_t cols, int group) {
+ * d_w * d_a, acc), accm = fma(float(M), dmin_w * d_a, accm); acc - accm.
+ * Tokens [0, nt) of act, token i in form group[i]. */
+KQL_INLINE void dot_super(xllm_dtype t, const uint8_t *row, const int8_t *act, size_t stride, int nt, int64_t cols,
+                          const int *group, float *out) {
     size_t bb = kq_block_bytes(t);
+    int64_t nb = cols / QK_K;
     int8_t codes[QK_K];
     int16_t sc[16], mn[16];
-    float d, dmin, acc = 0, accm = 0, lacc[8] = {0}, summs = 0;
+    float d, dmin;
     int q6 = t == XLLM_DT_Q6_K;
-    for (int64_t b = 0; b < cols / QK_K; b++) {
+    sums st[KQL_TB];
+    memset(st, 0, sizeof st);
+    for (int64_t b = 0; b < nb; b++) {
         int sub = kq_unpack_block(t, row + (size_t)b * bb, codes, sc, mn, &d, &dmin);
-        const int8_t *a = q + b * QK_K;
-        const int16_t *bsb = bs + b * 16;
-        int32_t lane[8][8], M[16];                      /* [32-element chunk][lane]; per 16 */
-        for (int c = 0; c < QK_K / 32; c++)
+        if (q6)
+            for (int e = 0; e < QK_K; e++) codes[e] = (int8_t)(codes[e] + 32); /* its unsigned codes */
+        for (int tk = 0; tk < nt; tk++) {
+            const int8_t *a = act + (size_t)tk * stride + b * QK_K;
+            const float *da = (const float *)(act + (size_t)tk * stride + cols);
+            const int16_t *bsb = (const int16_t *)(da + nb) + b * 16;
+            sums *u = &st[tk];
+            int32_t lane[8][8], M[16]; /* [32-element chunk][lane]; per 16 */
+            for (int c = 0; c < QK_K / 32; c++)
+                for (int k = 0; k < 8; k++) {
+                    int e0 = 32 * c + 4 * k, l = 0;
+                    for (int j = 0; j < 4; j++) l += codes[e0 + j] * a[e0 + j];
+                    lane[c][k] = sc[e0 / sub] * l;
+                }
+            for (int s = 0; s < 16; s++) M[s] = mn[sub == 16 ? s : s / 2] * bsb[s];
+            float D = d * da[b], Dm = dmin * da[b];
+            int g = group[tk];
+            if (g) {
+                for (int g0 = 0; g0 < QK_K; g0 += g) {
+                    int32_t S = 0, Mg = 0;
+                    for (int c = g0 / 32; c < (g0 + g) / 32; c++)
+                        for (int k = 0; k < 8; k++) S += lane[c][k];
+                    for (int s = g0 / 16; s < (g0 + g) / 16; s++) Mg += M[s];
+                    u->acc = fmaf((float)S, D, u->acc);
+                    u->accm = fmaf((float)Mg, Dm, u->accm);
+                }
+                continue;
+            }
+            int32_t Ms = 0;
             for (int k = 0; k < 8; k++) {
-                int e0 = 32 * c + 4 * k, l = 0;
-                for (int j = 0; j < 4; j++) l += (codes[e0 + j] + (q6 ? 32 : 0)) * a[e0 + j];
-                lane[c][k] = sc[e0 / sub] * l;
+                int32_t l = 0;
+                for (int c = 0; c < QK_K / 32; c++) l += lane[c][k];
+                if (q6) l -= 32 * (bsb[2 * k] * sc[2 * k] + bsb[2 * k + 1] * sc[2 * k + 1]);
+                u->lane[k] = fmaf(D, (float)l, u->lane[k]);
             }
-        for (int s = 0; s < 16; s++) M[s] = mn[sub == 16 ? s : s / 2] * bsb[s];
-        float D = d * da[b], Dm = dmin * da[b];
-        if (group) {
-            for (int g0 = 0; g0 < QK_K; g0 += group) {
-                int32_t S = 0, Mg = 0;
-                for (int c = g0 / 32; c < (g0 + group) / 32; c++)
-                    for (int k = 0; k < 8; k++) S += lane[c][k];
-                for (int s = g0 / 16; s < (g0 + group) / 16; s++) Mg += M[s];
-                acc = fmaf((float)S, D, acc);
-                accm = fmaf((float)Mg, Dm, accm);
-            }
-            continue;
+            for (int s = 0; s < 16; s++) Ms += M[s];
+            /* Q5_K's mins: summs += -(d_a * dmin_w) * M, a product gcc fuses into the add */
+            if (t == XLLM_DT_Q5_K) u->summs = fmaf(-da[b] * dmin, (float)Ms, u->summs);
         }
-        int32_t Ms = 0;
-        for (int k = 0; k < 8; k++) {
-            int32_t l = 0;
-            for (int c = 0; c < QK_K / 32; c++) l += lane[c][k];
-            if (q6) l -= 32 * (bsb[2 * k] * sc[2 * k] + bsb[2 * k + 1] * sc[2 * k + 1]);
-            lacc[k] = fmaf(D, (float)l, lacc[k]);
-        }
-        for (int s = 0; s < 16; s++) Ms += M[s];
-        /* Q5_K's mins: summs += -(d_a * dmin_w) * M, a product gcc fuses into the add */
-        if (t == XLLM_DT_Q5_K) summs = fmaf(-da[b] * dmin, (float)Ms, summs);
     }
-    return group ? acc - accm : hsum8(lacc) + summs;
+    for (int tk = 0; tk < nt; tk++)
+        out[tk] = group[tk] ? st[tk].acc - st[tk].accm : hsum8(st[tk].lane) + st[tk].summs;
 }
 
 /* How llama.cpp v0.5.0 (x86, a machine with AVX-512) computes token `tok` of
@@ -157,7 +192,7 @@ static float dot_super(xllm_dtype t, const uint8_t *row, const int8_t *q, const 
  * -1 not a type of this file. The repacked types' GEMM takes the batch's
  * tokens four at a time and rounds per 64 (Q4_K) or 128 (Q2_K) elements;
  * the last batch % 4 tokens go through their GEMV, per super-block. */
-static int form(xllm_dtype t, int batch, int tok) {
+KQL_INLINE int form(xllm_dtype t, int batch, int tok) {
     int gemm = tok < batch - batch % 4;
     switch (t) {
     case XLLM_DT_Q2_K: return gemm ? 128 : QK_K;              /* repacked q2_K_8x8 (AVX-512 machines) */
@@ -168,7 +203,7 @@ static int form(xllm_dtype t, int batch, int tok) {
     }
 }
 
-static int is_32(xllm_dtype t) {
+KQL_INLINE int is_32(xllm_dtype t) {
     return t == XLLM_DT_Q8 || t == XLLM_DT_Q4 || t == XLLM_DT_Q4M || t == XLLM_DT_Q5_0 || t == XLLM_DT_Q5_1 ||
            t == XLLM_DT_IQ4_NL;
 }
@@ -178,8 +213,8 @@ int kq_llama_owns(xllm_dtype t, int group) {
     return is_32(t) || form(t, 1, 0) >= 0;
 }
 
-void kq_matmul_llama(xllm_dtype t, const void *W, int64_t cols, const void *act, size_t act_stride, int T,
-                     int tok0, int batch, const float *bias, float *y, size_t ldy, int64_t r0, int64_t r1) {
+KQL_INLINE void matmul(xllm_dtype t, const void *W, int64_t cols, const void *act, size_t act_stride, int T,
+                       int tok0, int batch, const float *bias, float *y, size_t ldy, int64_t r0, int64_t r1) {
     size_t rb = t == XLLM_DT_Q8    ? (size_t)(cols / 32) * 34
                 : t == XLLM_DT_Q4M ? (size_t)(cols / 32) * 20
                 : t == XLLM_DT_Q4  ? (size_t)(cols / 32) * 18
@@ -189,14 +224,40 @@ void kq_matmul_llama(xllm_dtype t, const void *W, int64_t cols, const void *act,
      * say) */
     for (int64_t r = r0; r < r1; r++) {
         const uint8_t *row = (const uint8_t *)W + (size_t)r * rb;
-        float bv = bias ? bias[r] : 0.0f;
-        for (int tk = 0; tk < T; tk++) {
-            const int8_t *q = (const int8_t *)act + (size_t)tk * act_stride;
-            const float *da = (const float *)(q + cols);
-            float v = is_32(t) ? dot_32(t, row, q, da, cols)
-                                : dot_super(t, row, q, da, (const int16_t *)(da + cols / QK_K), cols,
-                                            form(t, batch, tok0 + tk));
-            y[(size_t)tk * ldy + (size_t)r] = v + bv;
+        float bv = bias ? bias[r] : 0.0f, v[KQL_TB];
+        for (int t0 = 0; t0 < T; t0 += KQL_TB) {
+            int nt = T - t0 < KQL_TB ? T - t0 : KQL_TB, group[KQL_TB];
+            const int8_t *a = (const int8_t *)act + (size_t)t0 * act_stride;
+            /* (one token, the GEMV: a copy with nt = 1 known, its sums in registers) */
+            if (is_32(t)) {
+                if (nt == 1) dot_32(t, row, a, act_stride, 1, cols, v);
+                else dot_32(t, row, a, act_stride, nt, cols, v);
+            } else {
+                for (int i = 0; i < nt; i++) group[i] = form(t, batch, tok0 + t0 + i);
+                if (nt == 1) dot_super(t, row, a, act_stride, 1, cols, group, v);
+                else dot_super(t, row, a, act_stride, nt, cols, group, v);
+            }
+            for (int i = 0; i < nt; i++) y[(size_t)(t0 + i) * ldy + (size_t)r] = v[i] + bv;
         }
     }
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx2,fma"))) static void matmul_fma(xllm_dtype t, const void *W, int64_t cols, const void *act,
+                                                          size_t act_stride, int T, int tok0, int batch,
+                                                          const float *bias, float *y, size_t ldy, int64_t r0,
+                                                          int64_t r1) {
+    matmul(t, W, cols, act, act_stride, T, tok0, batch, bias, y, ldy, r0, r1);
+}
+#endif
+
+void kq_matmul_llama(xllm_dtype t, const void *W, int64_t cols, const void *act, size_t act_stride, int T, int tok0,
+                     int batch, const float *bias, float *y, size_t ldy, int64_t r0, int64_t r1) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+        matmul_fma(t, W, cols, act, act_stride, T, tok0, batch, bias, y, ldy, r0, r1);
+        return;
+    }
+#endif
+    matmul(t, W, cols, act, act_stride, T, tok0, batch, bias, y, ldy, r0, r1);
 }
