@@ -295,8 +295,7 @@ attn_strategy cpu_attention_strategy(const cpu_backend *be, const be_attn *b, in
 /* llama.cpp's arithmetic (attention_f16.c): tasks are (token, head) */
 static void attention_f16_items(void *p, size_t i0, size_t i1, int thread) {
     attn_job *j = p;
-    if (j->d->T < ATTN_LLAMA_TILE) cpu_attention_f16_items(j->be, j->d, i0, i1, thread);
-    else cpu_attention_tiled_items(j->be, j->d, i0, i1, thread);
+    cpu_attention_llama_items(j->be, j->d, i0, i1, thread);
 }
 
 /* Attention of every token of the batch for one layer: d->q (after RoPE)

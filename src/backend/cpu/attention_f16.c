@@ -16,7 +16,7 @@
  * fixtures, tests/unit/test_kquant_models.c). Reproducing them is the only
  * way to match llama.cpp there. Batches of 64 tokens or more take llama.cpp's
  * tiled path, which is f32 arithmetic over f16 K/V in its own order,
- * followed here too (cpu_attention_tiled_items): per tile of 64 keys, each
+ * followed here too (task_tiled): per tile of 64 keys, each
  * score a sequential fma dot product of the f32 query with the key (its
  * simd_gemm), scaled; the tile's maximum; the sum rescaled by libm's expf of
  * the maximum's change; the weights from ggml's own vectorized exp
@@ -32,8 +32,17 @@
 #include "base/dtype.h"
 #include "quant/kvq.h"
 
+#include <assert.h>
 #include <math.h>
 #include <string.h>
+
+/* _mm512_reduce_add_ps's order (halves, then quarters, pairs, the last two). */
+static float reduce16(const float *v) {
+    float h[8], q[4];
+    for (int l = 0; l < 8; l++) h[l] = v[8 + l] + v[l];
+    for (int l = 0; l < 4; l++) q[l] = h[4 + l] + h[l];
+    return (q[2] + q[0]) + (q[3] + q[1]);
+}
 
 /* llama.cpp's ggml_vec_dot_f16 on AVX-512 (values already f16): per block of
  * 64, lane l of accumulator j sums the products at 16j + l (exact in f32);
@@ -48,11 +57,9 @@ static float attn_f16_dot(const float *x, const float *y, int n) {
             for (int l = 0; l < 16; l++) acc[j][l] = fmaf(x[i + 16 * j + l], y[i + 16 * j + l], acc[j][l]);
     double sum = 0.0;
     if (np) {
-        float v[16], h[8], q[4];
+        float v[16];
         for (int l = 0; l < 16; l++) v[l] = (acc[0][l] + acc[2][l]) + (acc[1][l] + acc[3][l]);
-        for (int l = 0; l < 8; l++) h[l] = v[8 + l] + v[l];
-        for (int l = 0; l < 4; l++) q[l] = h[4 + l] + h[l];
-        sum = (double)((q[0] + q[2]) + (q[1] + q[3]));
+        sum = (double)reduce16(v);
     }
     for (int i = np; i < n; i++) sum += (double)(x[i] * y[i]);
     return (float)sum;
@@ -65,90 +72,91 @@ static void load_row_f16(const be_attn *d, const void *base, const int32_t *tabl
         for (int i = 0; i < d->head_dim; i++) out[i] = xllm_f16_round(out[i]);
 }
 
-void cpu_attention_f16_items(cpu_backend *be, const be_attn *d, size_t i0, size_t i1, int thread) {
-    int hd = d->head_dim, nh = d->n_heads, group = d->n_heads / d->n_kv_heads;
-    float scale = 1.0f / sqrtf((float)hd);
-    float *q = be->scratch[thread], *row = q + hd, *acc = row + hd;
-    for (size_t it = i0; it < i1; it++) {
-        int t = (int)(it / (size_t)nh), h = (int)(it % (size_t)nh), kvh = h / group, pos = d->pos[t];
-        int first = attn_first_key(d, t);
-        const int32_t *table = d->block_tables[d->seq[t]];
-        const float *qt = d->q + ((size_t)t * nh + h) * hd;
-        for (int i = 0; i < hd; i++) q[i] = xllm_f16_round(qt[i]);
-        memset(acc, 0, sizeof(float) * (size_t)hd);
-        float M = -INFINITY, S = 0.0f;
-        for (int k = first; k <= pos; k++) {
-            load_row_f16(d, d->k_cache, table, k, kvh, row);
-            float s = attn_f16_dot(row, q, hd) * scale, ms = 1.0f, vs = 1.0f;
-            if (s > M) { /* a new maximum: the sum so far rescaled (in f16), this key's weight 1 */
-                float Mold = M;
-                M = s;
-                ms = expf(Mold - M);
-                for (int i = 0; i < hd; i++) acc[i] = xllm_f16_round(acc[i] * ms);
-            } else {
-                vs = expf(s - M);
-            }
-            load_row_f16(d, d->v_cache, table, k, kvh, row);
-            for (int i = 0; i < hd; i++) acc[i] = xllm_f16_round(fmaf(row[i], vs, acc[i]));
-            S = fmaf(S, ms, vs); /* llama.cpp's S = S*ms + vs, which its compiler fuses */
-        }
-        float inv = S == 0.0f ? 0.0f : 1.0f / S, *out = d->out + ((size_t)t * nh + h) * hd;
-        for (int i = 0; i < hd; i++) out[i] = acc[i] * inv;
-    }
-}
+/* One (token, head) task: its query and output, keys first..pos of KV head kvh. */
+typedef struct {
+    const float *q;
+    float *out;
+    const int32_t *table;
+    int kvh, first, pos;
+} attn_task;
 
-/* _mm512_reduce_add_ps's order (halves, then quarters, pairs, the last two). */
-static float reduce16(const float *v) {
-    float h[8], q[4];
-    for (int l = 0; l < 8; l++) h[l] = v[8 + l] + v[l];
-    for (int l = 0; l < 4; l++) q[l] = h[4 + l] + h[l];
-    return (q[2] + q[0]) + (q[3] + q[1]);
+/* Under ATTN_LLAMA_TILE tokens (its one_chunk loop): acc = the f16 sum of
+ * the values, weighted; returns the weights' sum. w: 2 x hd floats. */
+static float task_f16(const be_attn *d, const attn_task *k, float scale, float *w, float *acc) {
+    int hd = d->head_dim;
+    float *q = w, *row = w + hd, M = -INFINITY, S = 0.0f;
+    for (int i = 0; i < hd; i++) q[i] = xllm_f16_round(k->q[i]);
+    for (int j = k->first; j <= k->pos; j++) {
+        load_row_f16(d, d->k_cache, k->table, j, k->kvh, row);
+        float s = attn_f16_dot(row, q, hd) * scale, ms = 1.0f, vs = 1.0f;
+        if (s > M) { /* a new maximum: the sum so far rescaled (in f16), this key's weight 1 */
+            float Mold = M;
+            M = s;
+            ms = expf(Mold - M);
+            for (int i = 0; i < hd; i++) acc[i] = xllm_f16_round(acc[i] * ms);
+        } else {
+            vs = expf(s - M);
+        }
+        load_row_f16(d, d->v_cache, k->table, j, k->kvh, row);
+        for (int i = 0; i < hd; i++) acc[i] = xllm_f16_round(fmaf(row[i], vs, acc[i]));
+        S = fmaf(S, ms, vs); /* llama.cpp's S = S*ms + vs, which its compiler fuses */
+    }
+    return S;
 }
 
 #define LLAMA_KV_TILE 64 /* llama.cpp's GGML_FA_TILE_KV */
 
-void cpu_attention_tiled_items(cpu_backend *be, const be_attn *d, size_t i0, size_t i1, int thread) {
-    int hd = d->head_dim, nh = d->n_heads, group = d->n_heads / d->n_kv_heads;
-    float scale = 1.0f / sqrtf((float)hd);
-    float *row = be->scratch[thread], *acc = row + hd, *p = acc + hd;
-    for (size_t it = i0; it < i1; it++) {
-        int t = (int)(it / (size_t)nh), h = (int)(it % (size_t)nh), kvh = h / group, pos = d->pos[t];
-        int first = attn_first_key(d, t);
-        const int32_t *table = d->block_tables[d->seq[t]];
-        const float *q = d->q + ((size_t)t * nh + h) * hd;
-        memset(acc, 0, sizeof(float) * (size_t)hd);
-        float M = -INFINITY, S = 0.0f;
-        for (int c0 = first - first % LLAMA_KV_TILE; c0 <= pos; c0 += LLAMA_KV_TILE) {
-            float mx = -INFINITY;
-            for (int i = 0; i < LLAMA_KV_TILE; i++) {
-                int k = c0 + i;
-                p[i] = -INFINITY; /* masked, or past the cache */
-                if (k < first || k > pos) continue;
-                load_row_f16(d, d->k_cache, table, k, kvh, row);
-                float s = 0.0f;
-                for (int e = 0; e < hd; e++) s = fmaf(row[e], q[e], s);
-                p[i] = s * scale;
-                mx = p[i] > mx ? p[i] : mx;
-            }
-            float Mnew = fmaxf(M, mx);
-            if (Mnew > M) {
-                float ms = expf(M - Mnew);
-                for (int e = 0; e < hd; e++) acc[e] *= ms;
-                S *= ms;
-            }
-            M = Mnew;
-            double sum = 0.0;
-            for (int i = 0; i < LLAMA_KV_TILE; i++) p[i] = llama_expf(p[i] - M);
-            for (int g = 0; g < LLAMA_KV_TILE; g += 16) sum += (double)reduce16(p + g);
-            S = (float)((double)S + sum);
-            for (int i = 0; i < LLAMA_KV_TILE; i++) {
-                int k = c0 + i;
-                if (k < first || k > pos) continue; /* weight 0: its fma leaves acc as it is */
-                load_row_f16(d, d->v_cache, table, k, kvh, row);
-                for (int e = 0; e < hd; e++) acc[e] = fmaf(row[e], p[i], acc[e]);
-            }
+/* From ATTN_LLAMA_TILE tokens (its tiled path), the same contract; w: hd +
+ * LLAMA_KV_TILE floats. A tile's keys that the token does not see weigh 0
+ * (their fma leaves acc as it is), and tiles it sees none of change nothing. */
+static float task_tiled(const be_attn *d, const attn_task *k, float scale, float *w, float *acc) {
+    int hd = d->head_dim, first = k->first, pos = k->pos;
+    float *row = w, *p = w + hd, M = -INFINITY, S = 0.0f;
+    for (int c0 = first - first % LLAMA_KV_TILE; c0 <= pos; c0 += LLAMA_KV_TILE) {
+        float mx = -INFINITY;
+        for (int i = 0; i < LLAMA_KV_TILE; i++) {
+            int j = c0 + i;
+            p[i] = -INFINITY; /* masked, or past the cache */
+            if (j < first || j > pos) continue;
+            load_row_f16(d, d->k_cache, k->table, j, k->kvh, row);
+            float s = 0.0f;
+            for (int e = 0; e < hd; e++) s = fmaf(row[e], k->q[e], s);
+            p[i] = s * scale;
+            mx = p[i] > mx ? p[i] : mx;
         }
-        float inv = S == 0.0f ? 0.0f : 1.0f / S, *out = d->out + ((size_t)t * nh + h) * hd;
-        for (int i = 0; i < hd; i++) out[i] = acc[i] * inv;
+        float Mnew = fmaxf(M, mx);
+        if (Mnew > M) {
+            float ms = expf(M - Mnew);
+            for (int e = 0; e < hd; e++) acc[e] *= ms;
+            S *= ms;
+        }
+        M = Mnew;
+        double sum = 0.0;
+        for (int i = 0; i < LLAMA_KV_TILE; i++) p[i] = llama_expf(p[i] - M);
+        for (int g = 0; g < LLAMA_KV_TILE; g += 16) sum += (double)reduce16(p + g);
+        S = (float)((double)S + sum);
+        for (int i = 0; i < LLAMA_KV_TILE; i++) {
+            int j = c0 + i;
+            if (j < first || j > pos) continue;
+            load_row_f16(d, d->v_cache, k->table, j, k->kvh, row);
+            for (int e = 0; e < hd; e++) acc[e] = fmaf(row[e], p[i], acc[e]);
+        }
+    }
+    return S;
+}
+
+void cpu_attention_llama_items(cpu_backend *be, const be_attn *d, size_t i0, size_t i1, int thread) {
+    int hd = d->head_dim, nh = d->n_heads;
+    float scale = 1.0f / sqrtf((float)hd), *acc = be->scratch[thread], *w = acc + hd;
+    assert((size_t)(2 * hd + (hd > LLAMA_KV_TILE ? hd : LLAMA_KV_TILE)) <= be->scratch_floats);
+    for (size_t it = i0; it < i1; it++) {
+        int t = (int)(it / (size_t)nh), h = (int)(it % (size_t)nh);
+        size_t off = ((size_t)t * nh + h) * (size_t)hd;
+        attn_task k = {d->q + off, d->out + off, d->block_tables[d->seq[t]], h / (nh / d->n_kv_heads),
+                       attn_first_key(d, t), d->pos[t]};
+        memset(acc, 0, sizeof(float) * (size_t)hd);
+        float S = d->T < ATTN_LLAMA_TILE ? task_f16(d, &k, scale, w, acc) : task_tiled(d, &k, scale, w, acc);
+        float inv = S == 0.0f ? 0.0f : 1.0f / S; /* as llama.cpp scales its sum */
+        for (int i = 0; i < hd; i++) k.out[i] = acc[i] * inv;
     }
 }

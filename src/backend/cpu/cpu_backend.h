@@ -182,11 +182,10 @@ void cpu_attention_run(cpu_backend *be, const be_attn *d);
 /* The attention scratch sized from be->n_heads.. and max_positions (at
  * create); backend_free frees it. */
 xllm_status cpu_attention_init(cpu_backend *be, int max_positions, xllm_error *err);
-/* llama.cpp's flash-attention arithmetic (attention_f16.c): the (token, head)
+/* llama.cpp's flash-attention arithmetic (attention_f16.c; its f16 loop under
+ * ATTN_LLAMA_TILE tokens, its tiled path from there): the (token, head)
  * items [i0, i1) of d on thread `thread`. */
-void cpu_attention_f16_items(cpu_backend *be, const be_attn *d, size_t i0, size_t i1, int thread);
-/* The same for batches of ATTN_LLAMA_TILE tokens or more (its tiled path). */
-void cpu_attention_tiled_items(cpu_backend *be, const be_attn *d, size_t i0, size_t i1, int thread);
+void cpu_attention_llama_items(cpu_backend *be, const be_attn *d, size_t i0, size_t i1, int thread);
 
 /* The first key token t of d sees: its position less the sliding window, or 0. */
 static inline int attn_first_key(const be_attn *d, int t) {
