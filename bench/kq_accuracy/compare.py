@@ -13,7 +13,9 @@ llamacpp_logprobs.c: KV cache type, flash attention on/off).
       -I$L/include -I$L/ggml/include -L$L/build/bin -lllama -lggml -lggml-base -lm -Wl,-rpath,$L/build/bin
     make build
     python3 bench/kq_accuracy/compare.py all 'ours~fix' 'lc:f16:f16:0~fix' 'ours@scalar~ours@avx512'
-FILES: comma-separated names from tests/data/kquants, or all.
+FILES: comma-separated names from tests/data/kquants, or all; or paths of other GGUF files of
+the same model (e.g. `xllm convert tests/data/kquants/kq-F16.gguf -o /tmp/m.gguf --dtype q4_k_m
+--to gguf`), which take the F16 file's prompts (only sources ours and lc, no fix).
 """
 import json, math, os, subprocess, sys, tempfile
 
@@ -30,16 +32,20 @@ def log_softmax(x):
     return [v - l for v in x]
 
 
+def path_of(file):
+    return file if os.sep in file else os.path.join(D, file)
+
+
 def get(file, src):
     if (file, src) in cache:
         return cache[file, src]
-    cases = exp[file]
+    cases = exp[file] if file in exp else exp["kq-F16.gguf"]
     if src == "fix":
         r = [c["logprobs_last"] for c in cases]
     elif src.startswith("ours"):
         code = ("import sys, json; sys.path.insert(0, %r); import xllm\nm = xllm.LLM(%r)\n"
                 "print(json.dumps([m.logits(i) for i in %r]))") % (
-            os.path.join(ROOT, "python"), os.path.join(D, file), [c["ids"] for c in cases])
+            os.path.join(ROOT, "python"), path_of(file), [c["ids"] for c in cases])
         env = dict(os.environ, XLLM_PLAN="0")
         if "@" in src:
             env["XLLM_CPU"] = src.split("@")[1]
@@ -49,7 +55,7 @@ def get(file, src):
         _, kt, vt, fa = src.split(":")
         with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
             f.write("".join(" ".join(map(str, c["ids"])) + "\n" for c in cases))
-        out = subprocess.run([TOOL, os.path.join(D, file), f.name, kt, vt, fa], capture_output=True, text=True,
+        out = subprocess.run([TOOL, path_of(file), f.name, kt, vt, fa], capture_output=True, text=True,
                              check=True)
         os.unlink(f.name)
         r = [list(map(float, l.split())) for l in out.stdout.strip().split("\n")]
