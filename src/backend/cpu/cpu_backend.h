@@ -168,9 +168,9 @@ void op_matmul_rows(cpu_backend *be, const float *x, int t0, int T, const matrix
 /* out[i] = x[i] / rms(x) * w[i] per row of n, for rows rows; llama: the
  * sum of squares as llama.cpp takes it (in double). */
 void op_rmsnorm(const float *x, const float *w, float eps, int n, int rows, float *out, int llama);
-/* a[i] = silu(a[i]) * b[i] */
+/* a[i] = silu(a[i]) * b[i]; _llama: as llama.cpp computes it (silu_llama.c,
+ * arithmetic "llama"). Thread-safe on distinct ranges (pure). */
 void op_silu_mul(float *a, const float *b, size_t n);
-/* The same as llama.cpp computes it (silu_llama.c; arithmetic "llama"). */
 void op_silu_mul_llama(float *a, const float *b, size_t n);
 /* Convert row `row` of W to f32 (embedding lookup). */
 void op_matrix_row(const matrix *W, int64_t row, float *out);
@@ -184,7 +184,8 @@ void cpu_attention_run(cpu_backend *be, const be_attn *d);
 xllm_status cpu_attention_init(cpu_backend *be, int max_positions, xllm_error *err);
 /* llama.cpp's flash-attention arithmetic (attention_f16.c; its f16 loop under
  * ATTN_LLAMA_TILE tokens, its tiled path from there): the (token, head)
- * items [i0, i1) of d on thread `thread`. */
+ * items [i0, i1) of d on thread `thread` (its scratch; thread-safe on
+ * distinct items and threads). */
 void cpu_attention_llama_items(cpu_backend *be, const be_attn *d, size_t i0, size_t i1, int thread);
 
 /* The first key token t of d sees: its position less the sliding window, or 0. */
