@@ -26,15 +26,15 @@ C="$SRC/src/backend/cpu"
 "$CC" "${FLAGS[@]}" -march=armv8.2-a+dotprod -c "$C/kernels_neon_dot.c" -o "$OUT/kernels_neon_dot.o"
 "$CC" "${FLAGS[@]}" -march=armv8.2-a+dotprod -c "$C/kq_kernels_neon_dot.c" -o "$OUT/kq_kernels_neon_dot.o"
 # llama.cpp's float steps, no contraction (as CMakeLists.txt compiles them)
-for f in "$C/silu_llama.c" "$C/attention_f16.c" "$SRC/src/quant/kquant_llama.c"; do
+for f in "$C/silu.c" "$C/attention_f16.c" "$SRC/src/quant/kquant_llama.c"; do
     "$CC" "${FLAGS[@]}" -ffp-contract=off -c "$f" -o "$OUT/$(basename "$f" .c).o"
 done
 for t in test_kernels test_kq_kernels; do
     "$CC" "${FLAGS[@]}" -o "$OUT/$t" "$SRC/tests/unit/$t.c" \
         $(ls "$C"/*.c | grep -v -e /kernels_neon_dot.c -e /kq_kernels_neon_dot.c -e /cpu_backend.c -e /attention.c \
-            -e /planner.c -e /plan_cache.c -e /silu_llama.c -e /attention_f16.c) \
+            -e /planner.c -e /plan_cache.c -e /silu.c -e /attention_f16.c) \
         "$OUT/kernels_neon_dot.o" "$OUT/kq_kernels_neon_dot.o" \
-        "$OUT/silu_llama.o" "$OUT/attention_f16.o" "$OUT/kquant_llama.o" \
+        "$OUT/silu.o" "$OUT/attention_f16.o" "$OUT/kquant_llama.o" \
         "$SRC/src/quant/quant.c" "$SRC/src/quant/kquant.c" "$SRC/src/quant/kvq.c" "$SRC/src/base/dtype.c" "$SRC/src/base/alloc.c" "$SRC/src/base/error.c" \
         "$SRC/src/base/threadpool.c" -lm -lpthread
 done

@@ -29,7 +29,7 @@
  * (Q8K, Q80 / Q8_1 with f16 scales), its flash attention (f16 steps under 64
  * tokens, its tiled f32 order from 64: attention_f16.c), RMSNorm summed in
  * double, RoPE's angles and its fused rotation, its own exp in SwiGLU
- * (silu_llama.c), and each block type's matmul in llama.cpp's own form for
+ * (silu.c), and each block type's matmul in llama.cpp's own form for
  * the batch at hand (kquant_llama.c: vec_dot's lanes, the repacked GEMV /
  * GEMM, the IQ panel GEMM). Each step was found by comparing the layers'
  * outputs with llama.cpp's (its eval callback) until none differed.

@@ -19,7 +19,6 @@
 #include "backend/cpu/kernels.h"
 #include "base/alloc.h"
 #include "base/error.h"
-#include "base/fastmath.h"
 #include "quant/kquant.h"
 #include "quant/quant.h"
 
@@ -476,13 +475,3 @@ void op_rmsnorm(const float *x, const float *w, float eps, int n, int rows, floa
     }
 }
 
-/* silu(g) = g * sigmoid(g), with e = exp(-|g|) in (0, 1]: sigmoid(g) is
- * 1 / (1 + e) for g >= 0 and e / (1 + e) below. Branch-free on
- * xllm_exp_nonpos (relative error ~2e-7), so the loop vectorizes; NaN stays NaN. */
-void op_silu_mul(float *a, const float *b, size_t n) {
-    for (size_t i = 0; i < n; i++) {
-        float g = a[i];
-        float e = xllm_exp_nonpos(-fabsf(g));
-        a[i] = g * ((g >= 0.0f ? 1.0f : e) / (1.0f + e)) * b[i];
-    }
-}

@@ -1,7 +1,7 @@
 /*
  * llama_math.h - llama.cpp's own exp (ggml_v_expf, its AVX-512 form, one
  * lane at a time) for the ops that follow its arithmetic (arithmetic
- * "llama": silu_llama.c, attention_f16.c). Not libm's: a Cody-Waite
+ * "llama": silu.c, attention_f16.c). Not libm's: a Cody-Waite
  * reduction by ln 2 in two parts, a degree-5 polynomial in fmas, scaled by
  * 2^n; it differs from a correctly rounded exp in the last bits, and those
  * bits move llama.cpp's outputs. fmaf is exact wherever it runs; the steps
