@@ -145,6 +145,23 @@ int kq_unpack_block(xllm_dtype t, const void *blk, int8_t *codes, int16_t *sc, i
         sc[0] = 1, mn[0] = 0;
         return 32;
     }
+    case XLLM_DT_Q8: /* xLLM's Q8 / Q4 / Q4M at group 32: GGUF's Q8_0 / Q4_0 / Q4_1 blocks */
+        memcpy(codes, b + 2, 32);
+        *d = f16at(b);
+        sc[0] = 1, mn[0] = 0;
+        return 32;
+    case XLLM_DT_Q4:
+    case XLLM_DT_Q4M: {
+        int hdr = t == XLLM_DT_Q4M ? 4 : 2, off = t == XLLM_DT_Q4 ? 8 : 0;
+        for (int j = 0; j < 16; j++) {
+            codes[j] = (int8_t)((b[hdr + j] & 0xf) - off);
+            codes[j + 16] = (int8_t)((b[hdr + j] >> 4) - off);
+        }
+        *d = f16at(b);
+        if (t == XLLM_DT_Q4M) *dmin = f16at(b + 2);
+        sc[0] = 1, mn[0] = 0;
+        return 32;
+    }
     case XLLM_DT_IQ4_NL:
         for (int j = 0; j < 16; j++) {
             codes[j] = kq_iq4_values[b[2 + j] & 0xf];

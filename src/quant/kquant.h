@@ -55,8 +55,10 @@ void kq_dequantize_row(xllm_dtype t, const void *row, int64_t cols, float *out);
 
 /* One block's contents as integers: codes[e] (the signed value the block
  * scale multiplies: Q6_K's q - 32, Q3_K's q - 4, IQ4's table value), the
- * sub-block scales and mins (sub-block e / sub), and the f16 scales as f32.
- * Returns the sub-block size (16 or 32). For tests and kernels' unpacking. */
+ * sub-block scales and mins (sub-block e / sub), and the f16 scales as f32
+ * (dmin: Q4_1's / Q5_1's m). Also xLLM's Q8 / Q4 / Q4M blocks of 32 (the same
+ * bytes as GGUF's Q8_0 / Q4_0 / Q4_1). Returns the sub-block size (16 or 32).
+ * For tests and kernels' unpacking. */
 int kq_unpack_block(xllm_dtype t, const void *blk, int8_t *codes, int16_t *sc, int16_t *mn, float *d, float *dmin);
 
 /* y[t * ldy + r] = W[r] . act_t + bias[r], rows [r0, r1), tokens t < T, acts

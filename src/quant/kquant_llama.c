@@ -35,7 +35,7 @@
  * level. Thread-safe: writes only the rows of y it is given.
  */
 #include "quant/kquant.h"
-#include "base/dtype.h"
+#include "quant/quant.h"
 
 #include <math.h>
 #include <string.h>
@@ -47,12 +47,6 @@
  * AVX2 + FMA and for the baseline, and picked by the CPU (its helpers inline
  * into each). */
 #define KQL_INLINE static inline __attribute__((always_inline))
-
-KQL_INLINE float f16(const uint8_t *p) {
-    uint16_t h;
-    memcpy(&h, p, 2);
-    return xllm_f16_to_f32(h);
-}
 
 /* ggml's hsum_float_8: halves added, then pairs, then the last two. */
 KQL_INLINE float hsum8(const float a[8]) {
@@ -75,7 +69,7 @@ typedef struct {
  * fma(float(S), d_w * d_a, acc). Tokens [0, nt) of act, each its own sums. */
 KQL_INLINE void dot_32(xllm_dtype t, const uint8_t *row, const int8_t *act, size_t stride, int nt, int64_t cols,
                        float *out) {
-    size_t bb = t == XLLM_DT_Q8 ? 34 : t == XLLM_DT_Q4M ? 20 : t == XLLM_DT_Q4 ? 18 : kq_block_bytes(t);
+    size_t bb = quant_block_bytes(t, 32);
     int panel = t == XLLM_DT_IQ4_NL || t == XLLM_DT_Q4, mins = t == XLLM_DT_Q5_1 || t == XLLM_DT_Q4M;
     int64_t nb = cols / 32;
     int8_t codes[32];
@@ -83,21 +77,8 @@ KQL_INLINE void dot_32(xllm_dtype t, const uint8_t *row, const int8_t *act, size
     sums st[KQL_TB];
     memset(st, 0, sizeof st);
     for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *blk = row + (size_t)b * bb;
-        float d, m = 0;
-        if (t == XLLM_DT_Q8) {
-            memcpy(codes, blk + 2, 32);
-            d = f16(blk);
-        } else if (t == XLLM_DT_Q4M || t == XLLM_DT_Q4) {
-            /* [f16 d]([f16 m])[16 bytes]: element j the low nibble of byte j, j + 16 its high one */
-            int h = t == XLLM_DT_Q4M ? 4 : 2, o = t == XLLM_DT_Q4 ? 8 : 0;
-            for (int j = 0; j < 16; j++)
-                codes[j] = (int8_t)((blk[h + j] & 0xf) - o), codes[j + 16] = (int8_t)((blk[h + j] >> 4) - o);
-            d = f16(blk);
-            if (t == XLLM_DT_Q4M) m = f16(blk + 2);
-        } else {
-            kq_unpack_block(t, blk, codes, sc, mn, &d, &m);
-        }
+        float d, m;
+        kq_unpack_block(t, row + (size_t)b * bb, codes, sc, mn, &d, &m);
         for (int tk = 0; tk < nt; tk++) {
             const int8_t *a = act + (size_t)tk * stride + b * 32;
             const float *da = (const float *)(act + (size_t)tk * stride + cols);
@@ -215,10 +196,7 @@ int kq_llama_owns(xllm_dtype t, int group) {
 
 KQL_INLINE void matmul(xllm_dtype t, const void *W, int64_t cols, const void *act, size_t act_stride, int T,
                        int tok0, int batch, const float *bias, float *y, size_t ldy, int64_t r0, int64_t r1) {
-    size_t rb = t == XLLM_DT_Q8    ? (size_t)(cols / 32) * 34
-                : t == XLLM_DT_Q4M ? (size_t)(cols / 32) * 20
-                : t == XLLM_DT_Q4  ? (size_t)(cols / 32) * 18
-                                   : (size_t)(cols / kq_block_elems(t)) * kq_block_bytes(t);
+    size_t rb = quant_row_bytes(t, is_32(t) ? 32 : QK_K, cols);
     /* (llama.cpp's repacked and panel forms also want the matrix's rows a
      * multiple of 8, as every model's are; the view a thread gets does not
      * say) */
