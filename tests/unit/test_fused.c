@@ -151,14 +151,14 @@ static void check_ops(const cpu_kernels *k, int threads, xllm_dtype t, int T) {
     op_matmul(&be, x, T, &gu.W, NULL, tmp);
     for (int tt = 0; tt < T; tt++) {
         memcpy(y0 + (size_t)tt * I, tmp + (size_t)tt * 2 * I, sizeof(float) * (size_t)I);
-        op_silu_mul(y0 + (size_t)tt * I, tmp + (size_t)tt * 2 * I + I, (size_t)I);
+        op_silu_mul(y0 + (size_t)tt * I, tmp + (size_t)tt * 2 * I + I, (size_t)I, 0);
     }
     op_matmul_silu_mul(&be, x, T, &gu.W, 0, NULL, &gu.W, I, NULL, I, y1, tmp, 0);
     SAME(y0, y1, T * I, "%s %s T=%d threads=%d: fused gate_up + silu differs", lv, tn, T, threads);
     /* separate gate / up with biases, activations prepared by the norm */
     op_matmul(&be, xn0, T, &g.W, bias, y0);
     op_matmul(&be, xn0, T, &u.W, bias + I, tmp);
-    op_silu_mul(y0, tmp, (size_t)T * (size_t)I);
+    op_silu_mul(y0, tmp, (size_t)T * (size_t)I, 0);
     op_rmsnorm_act(&be, x, nw, 1e-5f, (int)H, T, xn1, 1);
     op_matmul_silu_mul(&be, xn1, T, &g.W, 0, bias, &u.W, 0, bias + I, I, y1, tmp, OP_ACT_READY);
     SAME(y0, y1, T * I, "%s %s T=%d threads=%d: gate/up + silu differs", lv, tn, T, threads);

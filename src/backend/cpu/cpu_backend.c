@@ -112,14 +112,14 @@ static void cb_silu_mul(void *ctx, float *h, const float *g, size_t ldg, const f
                         size_t n) {
     const cpu_backend *be = ctx;
     if (h == g && ldg == n && ldu == n) { /* contiguous, in place: one pass */
-        (be->arith_llama ? op_silu_mul_llama : op_silu_mul)(h, u, (size_t)T * n);
+        op_silu_mul(h, u, (size_t)T * n, be->arith_llama);
         return;
     }
     for (int t = 0; t < T; t++) {
         float *hr = h + (size_t)t * n;
         const float *gr = g + (size_t)t * ldg;
         if (hr != gr) memcpy(hr, gr, n * sizeof(float));
-        (be->arith_llama ? op_silu_mul_llama : op_silu_mul)(hr, u + (size_t)t * ldu, n);
+        op_silu_mul(hr, u + (size_t)t * ldu, n, be->arith_llama);
     }
 }
 
@@ -270,7 +270,7 @@ static void moe_swiglu(cpu_backend *be, const be_moe *d, int expert, const float
     MATMUL(PROF_MATMUL_GATE_UP, x, T, gate, NULL, d->h1);
     MATMUL(PROF_MATMUL_GATE_UP, x, T, up, NULL, d->h2);
     PROF(PROF_SILU_MUL, 6.0 * T * (double)gate->rows, 12.0 * T * (double)gate->rows,
-         (be->arith_llama ? op_silu_mul_llama : op_silu_mul)(d->h1, d->h2, (size_t)T * (size_t)gate->rows));
+         op_silu_mul(d->h1, d->h2, (size_t)T * (size_t)gate->rows, be->arith_llama));
     if (d->observe) d->observe(d->octx, expert, d->h1, T, (int)gate->rows);
     MATMUL(PROF_MATMUL_DOWN, d->h1, T, down, NULL, out);
 }

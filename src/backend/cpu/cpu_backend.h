@@ -168,10 +168,9 @@ void op_matmul_rows(cpu_backend *be, const float *x, int t0, int T, const matrix
 /* out[i] = x[i] / rms(x) * w[i] per row of n, for rows rows; llama: the
  * sum of squares as llama.cpp takes it (in double). */
 void op_rmsnorm(const float *x, const float *w, float eps, int n, int rows, float *out, int llama);
-/* a[i] = silu(a[i]) * b[i]; _llama: as llama.cpp computes it (silu.c,
+/* a[i] = silu(a[i]) * b[i]; llama: as llama.cpp computes it (silu.c,
  * arithmetic "llama"). Thread-safe on distinct ranges (pure). */
-void op_silu_mul(float *a, const float *b, size_t n);
-void op_silu_mul_llama(float *a, const float *b, size_t n);
+void op_silu_mul(float *a, const float *b, size_t n, int llama);
 /* Convert row `row` of W to f32 (embedding lookup). */
 void op_matrix_row(const matrix *W, int64_t row, float *out);
 

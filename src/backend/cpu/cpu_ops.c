@@ -434,9 +434,8 @@ static void silu_tiles(void *p, size_t u0, size_t u1, int thread) {
             rows_rel(j->be, j->x, j->sg, t0, nt, j->G, j->gb, h + c0, I, j->g0 + c0, j->g0 + c1, thread);
             rows_rel(j->be, j->x, j->su, t0, nt, j->U, j->ub, tmp + c0, I, j->u0 + c0, j->u0 + c1, thread);
             for (int t = 0; t < nt; t++)
-                (j->be->arith_llama ? op_silu_mul_llama : op_silu_mul)(h + (size_t)t * I + (size_t)c0,
-                                                                       tmp + (size_t)t * I + (size_t)c0,
-                                                                       (size_t)(c1 - c0));
+                op_silu_mul(h + (size_t)t * I + (size_t)c0, tmp + (size_t)t * I + (size_t)c0, (size_t)(c1 - c0),
+                            j->be->arith_llama);
         }
     }
 }

@@ -1,17 +1,16 @@
 /*
  * silu.c - SwiGLU's silu(g) * u, ours and llama.cpp's.
  *
- * Ours (op_silu_mul): g * sigmoid(g), with e = exp(-|g|) in (0, 1]: sigmoid(g)
- * is 1 / (1 + e) for g >= 0 and e / (1 + e) below. Branch-free on
- * xllm_exp_nonpos (relative error ~2e-7), so the loop vectorizes; NaN stays
- * NaN. On x86 a copy for AVX-512 (16 values an instruction; the baseline
+ * op_silu_mul takes ours or, with llama set, llama.cpp's. Ours: g * sigmoid(g),
+ * with e = exp(-|g|) in (0, 1]: sigmoid(g) is 1 / (1 + e) for g >= 0 and
+ * e / (1 + e) below. Branch-free on xllm_exp_nonpos (relative error ~2e-7),
+ * so the loop vectorizes; NaN stays NaN. On x86 a copy for AVX-512 (16 values an instruction; the baseline
  * copy has SSE2's 4) is picked by the CPU: this file is compiled without
  * floating-point contraction, so both copies round every step alike and give
  * the same bits.
  *
- * llama.cpp's (op_silu_mul_llama, arithmetic "llama"), as its x86 build
- * computes it: its vectorized silu, x / (1 + expf(-x)), takes e^x
- * from its own polynomial (ggml_v_expf: a Cody-Waite reduction by ln 2 in
+ * llama.cpp's (arithmetic "llama"), as its x86 build computes it: its
+ * vectorized silu, x / (1 + expf(-x)), takes e^x from its own polynomial (ggml_v_expf: a Cody-Waite reduction by ln 2 in
  * two parts, a degree-5 polynomial in fmas, scaled by 2^n), not from libm.
  * Its results differ from a correctly rounded exp in the last bits, and the
  * MLP's next matmul rounds its input to int8, so those bits move llama.cpp's
@@ -40,7 +39,18 @@ __attribute__((target("avx512f"))) static void silu_mul_avx512(float *a, const f
 }
 #endif
 
-void op_silu_mul(float *a, const float *b, size_t n) {
+static void silu_mul_llama(float *a, const float *b, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        float x = a[i];
+        a[i] = x / (1.0f + llama_expf(0.0f - x)) * b[i];
+    }
+}
+
+void op_silu_mul(float *a, const float *b, size_t n, int llama) {
+    if (llama) {
+        silu_mul_llama(a, b, n);
+        return;
+    }
 #if defined(__x86_64__) && defined(__GNUC__)
     if (__builtin_cpu_supports("avx512f")) {
         silu_mul_avx512(a, b, n);
@@ -50,9 +60,3 @@ void op_silu_mul(float *a, const float *b, size_t n) {
     silu_mul(a, b, n);
 }
 
-void op_silu_mul_llama(float *a, const float *b, size_t n) {
-    for (size_t i = 0; i < n; i++) {
-        float x = a[i];
-        a[i] = x / (1.0f + llama_expf(0.0f - x)) * b[i];
-    }
-}
