@@ -293,7 +293,7 @@ attn_strategy cpu_attention_strategy(const cpu_backend *be, const be_attn *b, in
 }
 
 /* llama.cpp's arithmetic (attention_f16.c): tasks are (token, head) */
-static void attention_f16_items(void *p, size_t i0, size_t i1, int thread) {
+static void attention_llama_items(void *p, size_t i0, size_t i1, int thread) {
     attn_job *j = p;
     cpu_attention_llama_items(j->be, j->d, i0, i1, thread);
 }
@@ -305,7 +305,7 @@ void cpu_attention_run(cpu_backend *be, const be_attn *d) {
     size_t qd = (size_t)d->n_heads * hd, kd = (size_t)d->n_kv_heads * hd;
     attn_shared_ready(be);
     attn_job j = {be, d, 0, be->attn_tiles, 0};
-    int f16 = be->arith_llama; /* llama.cpp's arithmetic: its own loops */
+    int llama = be->arith_llama; /* llama.cpp's arithmetic: its own loops */
     attn_strategy strategy = cpu_attention_strategy(be, d, &j.max_chunks);
     be->attn_last = strategy;
     double keys = 0; /* keys visited: the work, and the profile's flop and byte counts */
@@ -316,13 +316,13 @@ void cpu_attention_run(cpu_backend *be, const be_attn *d) {
     /* at least ~64k flops per thread, or waking a thread costs more than it saves */
     double item_flops = 4.0 * (keys / T) * hd;
     size_t min_items = item_flops >= 65536 ? 1 : (size_t)(65536 / (item_flops + 1));
-    if (strategy == ATTN_SHARED_KV && !f16) j.n_tiles = attn_tiles(d, attn_tile_tokens(be), be->attn_tiles);
+    if (strategy == ATTN_SHARED_KV && !llama) j.n_tiles = attn_tiles(d, attn_tile_tokens(be), be->attn_tiles);
     size_t groups = (size_t)j.n_tiles * (size_t)d->n_kv_heads;
     double group_flops = item_flops * ((double)T * d->n_heads / (double)(groups ? groups : 1));
     size_t min_groups = group_flops >= 65536 ? 1 : (size_t)(65536 / (group_flops + 1));
     PROF(PROF_ATTENTION, 4.0 * keys * (double)qd, 8.0 * keys * (double)kd,
-         if (f16) {
-             threadpool_run(be->tp, (size_t)T * (size_t)d->n_heads, 1, attention_f16_items, &j);
+         if (llama) {
+             threadpool_run(be->tp, (size_t)T * (size_t)d->n_heads, 1, attention_llama_items, &j);
          } else if (strategy == ATTN_SPLIT_KV) {
              threadpool_run(be->tp, (size_t)T * d->n_heads * (size_t)j.max_chunks, 1, attention_chunks, &j);
              threadpool_run(be->tp, (size_t)T * (size_t)d->n_heads, min_items, attention_fold_items, &j);

@@ -153,12 +153,11 @@ void op_matrix_row(const matrix *W, int64_t row, float *out) {
 static void rows_abs(cpu_backend *be, const float *x, size_t act_stride, int t0, int T, const matrix *W,
                      const float *bias, float *y, size_t ldy, int64_t r0, int64_t r1, int thread) {
     const cpu_kernels *k = be->kern;
-    if (llama_owns(be, W)) {
+    int llama = llama_owns(be, W);
+    if (llama || xllm_dtype_is_kq(W->dtype)) {
         const unsigned char *a = be->act + (size_t)t0 * act_stride + act_offset(be, W);
-        kq_matmul_llama(W->dtype, W->data, W->cols, a, act_stride, T, t0, be->act_T, bias, y, ldy, r0, r1);
-    } else if (xllm_dtype_is_kq(W->dtype)) {
-        const unsigned char *a = be->act + (size_t)t0 * act_stride + act_offset(be, W);
-        if (k->matmul_kq) k->matmul_kq(W, a, act_stride, T, bias, y, ldy, r0, r1, be->kscratch[thread]);
+        if (llama) kq_matmul_llama(W->dtype, W->data, W->cols, a, act_stride, T, t0, be->act_T, bias, y, ldy, r0, r1);
+        else if (k->matmul_kq) k->matmul_kq(W, a, act_stride, T, bias, y, ldy, r0, r1, be->kscratch[thread]);
         else kq_matmul_ref(W->dtype, W->data, W->cols, a, act_stride, T, bias, y, ldy, r0, r1);
     } else if (xllm_dtype_is_quant(W->dtype))
         k->matmul_q(W, be->act + (size_t)t0 * act_stride, act_stride, T, bias, y, ldy, r0, r1, be->kscratch[thread]);
