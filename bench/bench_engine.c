@@ -15,6 +15,7 @@
  *  - with --prefix N: TTFT of a request whose first N tokens were computed by
  *    an earlier request (prefix-cache hit) against the same request on an
  *    engine with the cache off.
+ * --profile FILE.json: the per-operator profile of the burst (xllm_profile_report).
  * Prompts are fixed pseudo-random ids; greedy decoding with ignore_eos, so
  * every request generates exactly -n tokens. Figures, never pass/fail.
  */
@@ -164,9 +165,25 @@ static double first_token_time(xllm_engine *e, const int32_t *ids, int n) {
     return t;
 }
 
+/* The per-operator profile (xllm_profile_report's JSON) into path. */
+static void write_profile(const char *path) {
+    char *json = NULL;
+    xllm_error err;
+    xllm_profile_enable(0);
+    if (xllm_profile_report(&json, &err)) {
+        fprintf(stderr, "profile: %s\n", err.message);
+        return;
+    }
+    FILE *f = fopen(path, "w");
+    if (!f || fputs(json, f) < 0) fprintf(stderr, "profile: cannot write %s\n", path);
+    if (f) fclose(f);
+    xllm_free(json);
+}
+
 int main(int argc, char **argv) {
     const char *path = NULL;
     int R = 64, P = 128, N = 128, threads = 0, pool_blocks = 0, prefix = 0, rounds = 5, n_seq = 0;
+    const char *profile_path = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-m") && i + 1 < argc) path = argv[++i];
         else if (!strcmp(argv[i], "-r") && i + 1 < argc) R = atoi(argv[++i]);
@@ -177,9 +194,10 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--seq") && i + 1 < argc) n_seq = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--prefix") && i + 1 < argc) prefix = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--rounds") && i + 1 < argc) rounds = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--profile") && i + 1 < argc) profile_path = argv[++i];
         else {
             fprintf(stderr, "usage: bench_engine -m MODEL [-r 64] [-p 128] [-n 128] [-t THREADS] [--pool-blocks N] "
-                            "[--prefix TOKENS] [--rounds 5] [--seq N]\n");
+                            "[--prefix TOKENS] [--rounds 5] [--seq N] [--profile FILE.json]\n");
             return 2;
         }
     }
@@ -219,7 +237,12 @@ int main(int argc, char **argv) {
         printf("sequential (%d calls): %.1f s, %.1f generated tok/s, TTFT p50 %.3f s p99 %.3f s\n", S, seq.wall,
                seq.tok_s, seq.ttft_p50, seq.ttft_p99);
         fflush(stdout);
+        if (profile_path) {
+            xllm_profile_reset();
+            xllm_profile_enable(1);
+        }
         run_stats bur = run(e, prompts, R, P, N, 1);
+        if (profile_path) write_profile(profile_path);
         printf("burst:      %.1f s, %.1f generated tok/s (%.2fx sequential), TTFT p50 %.3f s p99 %.3f s, %ld "
                "preemptions\n", bur.wall, bur.tok_s, bur.tok_s / seq.tok_s, bur.ttft_p50, bur.ttft_p99,
                bur.preemptions);

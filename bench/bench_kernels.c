@@ -151,11 +151,21 @@ static void bench_quant(xllm_dtype t, int group, int64_t rows, int64_t cols, int
     free(y);
 }
 
-/* GEMV on a model's shapes, cycling through enough copies of the matrix
- * (>= 256 MB) that every call streams its weights from memory, as decode does. */
-static void bench_gemv_stream(xllm_dtype t, int group, int64_t rows, int64_t cols) {
+/* GEMV (T = 1) or a small-batch GEMM (T > 1, decode of T sequences) on a
+ * model's shapes, cycling through enough copies of the matrix (>= 256 MB)
+ * that every call streams its weights from memory, as decode does. GB/s of
+ * weights; for T > 1 also GFLOP/s. */
+static void bench_stream_t(xllm_dtype t, int group, int64_t rows, int64_t cols, int T) {
     size_t rb = quant_row_bytes(t, group, cols), mb = rb * (size_t)rows;
     int copies = (int)(((size_t)256 << 20) / mb) + 1;
+    char name[80];
+    if (T == 1)
+        snprintf(name, sizeof name, "gemv stream %s/g%d %lldx%lld%s", xllm_dtype_name(t), group, (long long)rows,
+                 (long long)cols, g_packed ? " packed" : "");
+    else
+        snprintf(name, sizeof name, "gemm stream %s/g%d %lldx%lld T=%d%s", xllm_dtype_name(t), group,
+                 (long long)rows, (long long)cols, T, g_packed ? " packed" : "");
+    if (!wanted(name)) return;
     matrix *W = malloc(sizeof(matrix) * (size_t)copies);
     W[0] = (matrix){.dtype = t, .group = group, .rows = rows, .cols = cols, .data = quant_matrix(t, group, rows, cols)};
     for (int i = 1; i < copies; i++) {
@@ -163,37 +173,44 @@ static void bench_gemv_stream(xllm_dtype t, int group, int64_t rows, int64_t col
         memcpy(d, W[0].data, mb);
         W[i] = (matrix){.dtype = t, .group = group, .rows = rows, .cols = cols, .data = d};
     }
-    float *x = malloc(sizeof(float) * (size_t)cols), *y = malloc(sizeof(float) * (size_t)rows);
-    for (int64_t i = 0; i < cols; i++) x[i] = frand();
-    row_t r = {0};
-    char name[80];
-    snprintf(name, sizeof name, "gemv stream %s/g%d %lldx%lld%s", xllm_dtype_name(t), group, (long long)rows,
-             (long long)cols, g_packed ? " packed" : "");
+    float *x = malloc(sizeof(float) * (size_t)cols * (size_t)T), *y = malloc(sizeof(float) * (size_t)rows * (size_t)T);
+    for (int64_t i = 0; i < cols * T; i++) x[i] = frand();
+    row_t r = {0}, rf = {0};
+    char fname[96];
+    snprintf(fname, sizeof fname, "%s (compute)", name);
     r.name = name;
     r.unit = "GB/s";
-    for (int k = 0; k < g_nk && wanted(name); k++) {
+    rf.name = fname;
+    rf.unit = "GFLOP/s";
+    for (int k = 0; k < g_nk; k++) {
         const cpu_kernels *K = g_k[k];
         size_t as = K->act_bytes(cols);
-        void *act = xllm_malloc_aligned(as), *scr = xllm_malloc_aligned(K->scratch_bytes(cols));
-        K->act_prepare(x, cols, act, 0);
+        void *act = xllm_malloc_aligned(as * (size_t)T), *scr = xllm_malloc_aligned(K->scratch_bytes(cols));
+        for (int i = 0; i < T; i++) K->act_prepare(x + (size_t)i * cols, cols, (char *)act + (size_t)i * as, 0);
         double s;
         int n = copies < 64 ? copies : 64;
         matrix *Wk = malloc(sizeof(matrix) * (size_t)n);
         void **pk = malloc(sizeof(void *) * (size_t)n);
         for (int i = 0; i < n; i++) Wk[i] = level_matrix(K, &W[i], &pk[i]);
-        TIME_IT(s, for (int i = 0; i < n; i++) K->matmul_q(&Wk[i], act, as, 1, NULL, y, (size_t)rows, 0, rows, scr));
+        TIME_IT(s, for (int i = 0; i < n; i++) K->matmul_q(&Wk[i], act, as, T, NULL, y, (size_t)rows, 0, rows, scr));
         r.value[k] = (double)mb * n / s / 1e9;
+        rf.value[k] = 2.0 * (double)rows * (double)cols * T * n / s / 1e9;
         for (int i = 0; i < n; i++) xllm_free_aligned(pk[i]);
         free(Wk);
         free(pk);
         xllm_free_aligned(act);
         xllm_free_aligned(scr);
     }
-    if (wanted(name)) print_row(&r);
+    print_row(&r);
+    if (T > 1) print_row(&rf);
     for (int i = 0; i < copies; i++) xllm_free_aligned((void *)W[i].data);
     free(W);
     free(x);
     free(y);
+}
+
+static void bench_gemv_stream(xllm_dtype t, int group, int64_t rows, int64_t cols) {
+    bench_stream_t(t, group, rows, cols, 1);
 }
 
 /* ------------------------------------------------ llama.cpp's K-quants */
@@ -245,19 +262,21 @@ static double time_kq(const cpu_kernels *K, matrix *W, int copies, int T) {
     return s / copies;
 }
 
-/* GEMM (T > 1, cache-resident matrix, GFLOP/s) or streaming GEMV (T = 1,
- * >= 256 MB of copies, GB/s of stored bytes) of a K-quant matrix. */
-static void bench_kq(xllm_dtype t, int64_t rows, int64_t cols, int T) {
+/* GEMM (T > 1, cache-resident matrix, GFLOP/s; stream: >= 256 MB of copies,
+ * as decode of T sequences reads them) or streaming GEMV (T = 1, GB/s of
+ * stored bytes) of a K-quant matrix. */
+static void bench_kq_s(xllm_dtype t, int64_t rows, int64_t cols, int T, int stream) {
     row_t r = {0};
     char name[80];
-    snprintf(name, sizeof name, "kq %s %s %lldx%lld%s", T == 1 ? "gemv stream" : "gemm", xllm_dtype_name(t),
-             (long long)rows, (long long)cols, g_packed ? " packed" : "");
+    if (T == 1) stream = 1;
+    snprintf(name, sizeof name, "kq %s %s %lldx%lld%s", T == 1 ? "gemv stream" : stream ? "gemm stream" : "gemm",
+             xllm_dtype_name(t), (long long)rows, (long long)cols, g_packed ? " packed" : "");
     if (T > 1) snprintf(name + strlen(name), sizeof name - strlen(name), " T=%d", T);
     r.name = name;
     r.unit = T == 1 ? "GB/s" : "GFLOP/s";
     if (!wanted(name)) return;
     size_t mb = (size_t)rows * (size_t)(cols / QK_K) * kq_block_bytes(t);
-    int copies = T == 1 ? (int)(((size_t)256 << 20) / mb) + 1 : 1;
+    int copies = stream ? (int)(((size_t)256 << 20) / mb) + 1 : 1;
     if (copies > 64) copies = 64;
     matrix *W = malloc(sizeof(matrix) * (size_t)copies);
     W[0] = (matrix){.dtype = t, .group = QK_K, .rows = rows, .cols = cols, .data = kq_matrix(t, rows, cols)};
@@ -275,6 +294,8 @@ static void bench_kq(xllm_dtype t, int64_t rows, int64_t cols, int T) {
     for (int i = 0; i < copies; i++) xllm_free_aligned((void *)W[i].data);
     free(W);
 }
+
+static void bench_kq(xllm_dtype t, int64_t rows, int64_t cols, int T) { bench_kq_s(t, rows, cols, T, 0); }
 
 static volatile uint64_t g_sink;
 static void sum_words(const uint64_t *buf, size_t n) {
@@ -767,6 +788,10 @@ int main(int argc, char **argv) {
     bench_gemv_stream(XLLM_DT_Q8, 32, 32000, 768); /* lm_head */
     bench_gemv_stream(XLLM_DT_Q8, 32, 2048, 4096);
     bench_gemv_stream(XLLM_DT_Q4, 32, 2048, 4096);
+    /* decode of 16 sequences (the server's 16 clients), TinyLlama's gate/up and down */
+    bench_stream_t(XLLM_DT_Q4, 32, 5632, 2048, 16);
+    bench_stream_t(XLLM_DT_Q4, 32, 2048, 5632, 16);
+    bench_stream_t(XLLM_DT_Q4, 32, 5632, 2048, 8);
     if (wanted("int8 peak") || wanted("prefill")) { /* the bound for quantized GEMM, and the prefill GEMMs against it */
         double ghz, pk = int8_peak_report(&ghz);
         if (pk > 0) bench_peak_fraction(pk);
@@ -783,6 +808,7 @@ int main(int argc, char **argv) {
         bench_kq(kqt[i], 512, 2048, 64);
         bench_kq(kqt[i], 512, 5632, 64);
         bench_kq(kqt[i], 512, 2048, 4);
+        bench_kq_s(kqt[i], 5632, 2048, 16, 1); /* decode of 16 sequences */
     }
     static const xllm_dtype ft[] = {XLLM_DT_F32, XLLM_DT_F16, XLLM_DT_BF16};
     for (int i = 0; i < 3; i++) bench_float(ft[i], big_r / 2, big_c, 1, 1);

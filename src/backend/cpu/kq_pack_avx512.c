@@ -427,6 +427,11 @@ AI void kr_store(__m512 f, const float *bias, float *y, int64_t r, int64_t rs, i
     _mm512_mask_storeu_ps(y + r, m, f);
 }
 
+/* How far ahead (bytes) the GEMM fetches the super-blocks it is about to
+ * decode: the hardware prefetchers alone leave it waiting on memory when the
+ * weights stream (decode of a few sequences). */
+#define KR_PREFETCH 8192
+
 AI void kr_matmul_t(xllm_dtype t, const matrix *W, const uint8_t *act, size_t astride, int T, const float *bias,
                     float *y, size_t ldy, int64_t r0, int64_t r1, void *scratch) {
     const int q4 = t == XLLM_DT_Q4_K;
@@ -460,6 +465,8 @@ AI void kr_matmul_t(xllm_dtype t, const matrix *W, const uint8_t *act, size_t as
             memset(F, 0, sizeof(float) * 16 * (size_t)n);
             for (int64_t b = 0; b < nb; b++) {
                 kdec u;
+                const char *ahead = (const char *)tile + (size_t)b * sbb + KR_PREFETCH;
+                for (size_t o = 0; o < sbb; o += 64) _mm_prefetch(ahead + o, _MM_HINT_T0);
                 if (q4) decode_q4k(tile + (size_t)b * sbb, &u);
                 else decode_q6k(tile + (size_t)b * sbb, &u);
                 const size_t bn = (size_t)b * (size_t)n;
