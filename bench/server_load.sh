@@ -87,7 +87,12 @@ run_engine() { # ENGINE ROUND
         local k=$K; [ "$c" -ge 64 ] && k=1
         echo "[round $2] $1, $c clients x $k requests" >&2
         printf '%s %s ' "$1" "$2" >> "$OUT"
-        node "$SRC/bench/server_load.mjs" --url "$url" --model "$NAME" -c "$c" -k "$k" -p "$P" -n "$N" --seed "$2" >> "$OUT"
+        if ! node "$SRC/bench/server_load.mjs" --url "$url" --model "$NAME" -c "$c" -k "$k" -p "$P" -n "$N" \
+                --seed "$2" >> "$OUT"; then
+            echo "the load client failed against $1; the server's log ends:" >&2
+            tail -n 30 "$T/log" >&2
+            exit 1
+        fi
     done
     kill "$PID"; wait "$PID" 2>/dev/null || true; PID=""
 }
