@@ -19,12 +19,26 @@ function prompt(i) { // distinct prompts: no prefix sharing between clients
   return ids;
 }
 
+// A request whose connection the server closed before any response (a
+// kept-alive connection it had just timed out: llama-server's HTTP library
+// closes idle ones after 5 s) is sent again once on a new connection, as the
+// official clients do; the retries are counted in the output. TTFT still
+// counts from the first attempt.
+let retries = 0;
+async function post(body) {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await fetch(`${url}/v1/completions`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body });
+    } catch (e) {
+      if (attempt >= 1 || !e.cause || e.cause.code !== 'UND_ERR_SOCKET') throw e;
+      retries++;
+    }
+  }
+}
+
 async function one(ids) {
   const t0 = performance.now();
-  const r = await fetch(`${url}/v1/completions`, {
-    method: 'POST', headers: { 'Content-Type': 'application/json' },
-    body: JSON.stringify({ model, prompt: ids, max_tokens: N, temperature: 0, ignore_eos: true, stream: true, stream_options: { include_usage: true } }),
-  });
+  const r = await post(JSON.stringify({ model, prompt: ids, max_tokens: N, temperature: 0, ignore_eos: true, stream: true, stream_options: { include_usage: true } }));
   if (r.status !== 200) throw new Error(`status ${r.status}: ${await r.text()}`);
   let ttft = null, tokens = null, chunks = 0, buf = '';
   const dec = new TextDecoder();
@@ -54,4 +68,4 @@ const wall = (Math.max(...results.map((r) => r.end)) - t0) / 1000;
 const tokens = results.reduce((a, r) => a + r.tokens, 0);
 const ttfts = results.map((r) => r.ttft).filter((x) => x !== null);
 console.log(JSON.stringify({ clients: C, requests: results.length, tokens, wall_s: +wall.toFixed(3), tok_s: +(tokens / wall).toFixed(2),
-  ttft_p50_ms: +pct(ttfts, 0.5).toFixed(1), ttft_p99_ms: +pct(ttfts, 0.99).toFixed(1), tokens_from_usage: results.every((r) => r.fromUsage) }));
+  ttft_p50_ms: +pct(ttfts, 0.5).toFixed(1), ttft_p99_ms: +pct(ttfts, 0.99).toFixed(1), tokens_from_usage: results.every((r) => r.fromUsage), retries }));

@@ -129,4 +129,10 @@ for c in sorted({c for _, c in runs}):
         a = statistics.median([r["tok_s"] for r in x]) / statistics.median([r["tok_s"] for r in l])
         b = statistics.median([r["ttft_p50_ms"] for r in x]) / statistics.median([r["ttft_p50_ms"] for r in l])
         print("| %d | %.2fx | %.2fx |" % (c, a, b))
+re = {}
+for (eng, c), rs in runs.items():
+    re[eng] = re.get(eng, 0) + sum(r.get("retries", 0) for r in rs)
+print()
+print("requests sent again after the server closed a kept-alive connection before answering: " +
+      ", ".join("%s %d" % (e, n) for e, n in sorted(re.items())))
 PY
