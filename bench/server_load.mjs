@@ -19,11 +19,11 @@ function prompt(i) { // distinct prompts: no prefix sharing between clients
   return ids;
 }
 
-// A request whose connection the server closed before any response (a
-// kept-alive connection it had just timed out: llama-server's HTTP library
-// closes idle ones after 5 s) is sent again once on a new connection, as the
-// official clients do; the retries are counted in the output. TTFT still
-// counts from the first attempt.
+// A request whose kept-alive connection the server closed before any
+// response ("other side closed": seen against llama-server, whose HTTP
+// library closes kept-alive connections on its own terms) is sent again,
+// once, on a new connection, as the official clients do; the retries are
+// counted in the output. TTFT still counts from the first attempt.
 let retries = 0;
 async function post(body) {
   for (let attempt = 0; ; attempt++) {
