@@ -788,6 +788,8 @@ int main(int argc, char **argv) {
     bench_gemv_stream(XLLM_DT_Q8, 32, 32000, 768); /* lm_head */
     bench_gemv_stream(XLLM_DT_Q8, 32, 2048, 4096);
     bench_gemv_stream(XLLM_DT_Q4, 32, 2048, 4096);
+    bench_gemv_stream(XLLM_DT_Q4, 32, 5632, 2048); /* TinyLlama's gate/up and down at decode */
+    bench_gemv_stream(XLLM_DT_Q4, 32, 2048, 5632);
     /* decode of 16 sequences (the server's 16 clients), TinyLlama's gate/up and down */
     bench_stream_t(XLLM_DT_Q4, 32, 5632, 2048, 16);
     bench_stream_t(XLLM_DT_Q4, 32, 2048, 5632, 16);
