@@ -71,7 +71,8 @@ typedef struct xllm_model_options {
     int max_context;      /* 0 = the model's max_position_embeddings (capped at 8192) */
     int kv_block_size;    /* tokens per KV block; 0 = 16 */
     int max_batch_seqs;   /* sequences in flight at once; 0 = 16 */
-    int64_t kv_tokens;    /* KV pool capacity in tokens; 0 = max_context * max_batch_seqs (capped at 1 GiB) */
+    int64_t kv_tokens;    /* KV pool capacity in tokens; 0 = max_batch_seqs sequences of max_context
+                             tokens, each in whole KV blocks (capped at 1 GiB) */
     int max_step_tokens;  /* most tokens in one forward step (prefill is chunked to fit); 0 = 512 */
     /* A part of the model: layers [layer_begin, layer_end) only, their tensors
      * alone bound (and so read from the file), plus the embedding when

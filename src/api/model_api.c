@@ -66,10 +66,14 @@ static void resolve_options(const model_config *c, xllm_model_options *o) {
         int is_auto;
         if (kvq_parse(o->kv_dtype, &dt, &is_auto)) dt = KV_F32;
         int64_t per_token = (int64_t)kv_bytes_per_token(dt, c->n_layers, c->n_kv_heads, c->head_dim);
-        int64_t want = (int64_t)o->max_context * o->max_batch_seqs;
+        /* max_batch_seqs sequences at full context, each in whole blocks (a pool of
+         * max_context * max_batch_seqs tokens is short of that when blocks do not
+         * divide max_context: the last sequence would be preempted) */
+        int64_t seq_tokens = ((int64_t)o->max_context + o->kv_block_size - 1) / o->kv_block_size * o->kv_block_size;
+        int64_t want = seq_tokens * o->max_batch_seqs;
         int64_t cap = DEFAULT_KV_BYTES_CAP / per_token;
         if (want > cap) want = cap;
-        if (want < o->max_context) want = o->max_context;
+        if (want < seq_tokens) want = seq_tokens;
         o->kv_tokens = want;
     }
 }

@@ -761,6 +761,28 @@ static void long_context_copy(char *dir, size_t cap) {
     CHECK(system(cmd) == 0);
 }
 
+/* The default pool holds max_batch_seqs sequences at full context in whole
+ * blocks, also when the block size does not divide max_context (100 tokens:
+ * 7 blocks of 16 each, 21 for 3; 300 tokens would be only 19 blocks). */
+static void default_pool(const char *stories) {
+    xllm_model_options mo = *test_env_options();
+    mo.max_context = 100;
+    mo.max_batch_seqs = 3;
+    xllm_error err;
+    xllm_model *m = xllm_model_load(stories, &mo, &err);
+    CHECK_MSG(m != NULL, "%s", err.message);
+    if (!m) return;
+    xllm_engine_options o = xllm_engine_options_default();
+    xllm_engine *e = xllm_engine_create(m, &o, &err);
+    CHECK_MSG(e != NULL, "%s", err.message);
+    if (e) {
+        long bs = xllm_engine_stat(e, "kv", "block_size"), blocks = xllm_engine_stat(e, "kv", "blocks_total");
+        CHECK_MSG(bs == 16 && blocks == 3 * 7, "default pool: %ld blocks of %ld tokens, expected 21 of 16", blocks, bs);
+        xllm_engine_free(e);
+    }
+    xllm_model_free(m);
+}
+
 int main(void) {
     setenv("XLLM_DEBUG", "1", 1); /* pool invariants after every step */
     setenv("XLLM_PLAN", "0", 1);
@@ -772,6 +794,7 @@ int main(void) {
     mo.n_threads = 2;
     char stories[512];
     snprintf(stories, sizeof stories, "%s/models/stories260k", XLLM_SOURCE_DIR);
+    default_pool(stories);
     xllm_model *m = xllm_model_load(stories, &mo, &err);
     CHECK_MSG(m != NULL, "%s", err.message);
     if (m) {
