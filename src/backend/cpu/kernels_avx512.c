@@ -574,8 +574,9 @@ AI __m512i r16_pick(__m512i a, int k) {
 /* How far ahead (bytes) the GEMM's first pass over a tile fetches the weights
  * it is about to stream: the hardware prefetchers alone leave that pass
  * waiting on memory (bench_kernels "gemm stream", one thread, TinyLlama's
- * gate/up at T = 16: 455 GFLOP/s without, 575-590 at 4-12 KiB ahead, 470 at
- * 1 KiB, 350 at 8 KiB with a per-block branch the compiler could not hoist). */
+ * gate/up at T = 16: 455 GFLOP/s without, 470 at 1 KiB ahead, 525-556 at
+ * 2 KiB, 575-590 at 4-12 KiB). A prefetch past the tile or the matrix is
+ * harmless: prefetches do not fault. */
 #define R16_PREFETCH 8192
 
 /* One 16-row tile (rows r..r+15 of the view) x nt (1..8) tokens of a panel
