@@ -19,6 +19,7 @@
 #include "base/file.h"
 #include "engine/engine.h"
 #include "engine/sampler.h"
+#include "model/kv_cache.h"
 #include "dist/pipeline.h"
 #include "tokenizer/tokenizer.h"
 
@@ -69,7 +70,8 @@ static void resolve_options(const model_config *c, xllm_model_options *o) {
         /* max_batch_seqs sequences at full context, each in whole blocks (a pool of
          * max_context * max_batch_seqs tokens is short of that when blocks do not
          * divide max_context: the last sequence would be preempted) */
-        int64_t seq_tokens = ((int64_t)o->max_context + o->kv_block_size - 1) / o->kv_block_size * o->kv_block_size;
+        int64_t seq_tokens = (int64_t)kv_blocks_for_tokens(&(kv_cache){.block_size = o->kv_block_size}, o->max_context) *
+                             o->kv_block_size;
         int64_t want = seq_tokens * o->max_batch_seqs;
         int64_t cap = DEFAULT_KV_BYTES_CAP / per_token;
         if (want > cap) want = cap;

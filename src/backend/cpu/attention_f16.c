@@ -20,7 +20,7 @@
  * score a sequential fma dot product of the f32 query with the key (its
  * simd_gemm), scaled; the tile's maximum; the sum rescaled by libm's expf of
  * the maximum's change; the weights from ggml's own vectorized exp
- * (silu.c's llama_expf) summed 16 at a time in double; and the values
+ * (llama_math.h's llama_expf) summed 16 at a time in double; and the values
  * accumulated key after key with fma.
  *
  * One task per (token, head), scalar, the same bits at every kernel level and
