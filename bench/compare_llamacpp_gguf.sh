@@ -10,8 +10,10 @@
 # empty context; xllm bench: after an 8-token prompt). The summary gives, per engine, the
 # median over rounds with min-max, the per-round ratio xLLM / llama.cpp (median, min-max),
 # and xLLM's decode against the memory-bandwidth bound xllm bench measures in the same run
-# (weights plus the K/V a step reads at that depth), and each engine's spread across rounds
-# ((max - min) / median).
+# (weights plus the K/V a step reads at that depth; probed before and after each tg run),
+# llama.cpp's against the same probe run before and after each llama-bench, how many rounds
+# left room for the 1.3x decode target at all (bound >= 1.3x llama.cpp's tg), and
+# each engine's spread across rounds ((max - min) / median).
 #
 # DEPTH=D runs both after a D-token context (`xllm bench -d`, `llama-bench -d`). FA="on off"
 # runs llama-bench once per flash-attention setting in each round (reported as separate
@@ -58,13 +60,21 @@ for type in $TYPES; do
         j=$("$XLLM" bench -m "$g" -p "$P" -n "$N" -d "$DEPTH" -t "$THREADS" -r "$R" --json 2>"$ERR")
         bw=$(grep -o 'tg achieves [0-9.]*' "$ERR" | awk '{print $3}')
         bound=$(grep -o 'tg bound [0-9.]*' "$ERR" | awk '{print $3}')
+        gbs=$(grep -o 'bandwidth *[0-9.]* GB/s' "$ERR" | awk '{print $2}')
+        # bytes a decode step reads, as xllm bench counts them (bound = bandwidth / bytes)
+        step=$(python3 -c "import sys; b, g = float(sys.argv[1] or 0), float(sys.argv[2] or 0); print(g * 1e9 / b if b > 0 else 0)" "${bound:-}" "${gbs:-}")
         echo "$type xllm $round $j ${bound:-0} ${bw:-0}" >> "$OUT"
         for fa in $FA; do
             eng=llama.cpp; [ "$fa" = auto ] || eng="llama.cpp-fa-$fa"
             echo "[$type round $round/$ROUNDS] llama-bench -fa $fa" >&2
+            # the same probe as xllm bench's, before and after: llama.cpp's decode against the
+            # bound of its own minutes (the host's bandwidth drifts)
+            b0=$("$XLLM" bench --bandwidth-only -t "$THREADS" || echo 0)
             j=$("$LLAMA_BIN/llama-bench" -m "$g" -p "$P" -n "$N" -d "$DEPTH" -fa "$fa" -t "$THREADS" -r "$R" -o json 2>/dev/null |
                 python3 -c 'import json,sys; a=json.load(sys.stdin); pp=[x for x in a if x["n_gen"]==0][0]; tg=[x for x in a if x["n_prompt"]==0][0]; print(json.dumps({"pp_tok_s":pp["avg_ts"],"tg_tok_s":tg["avg_ts"]}))')
-            echo "$type $eng $round $j 0 0" >> "$OUT"
+            b1=$("$XLLM" bench --bandwidth-only -t "$THREADS" || echo 0)
+            lb=$(python3 -c "import json,sys; s, b0, b1 = float(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]); b = (b0 + b1) / 2 * 1e9 / s if s > 0 and b0 > 0 and b1 > 0 else 0; t = json.loads(sys.argv[4])['tg_tok_s']; print('%.3f %.4f' % (b, t / b if b else 0))" "$step" "$b0" "$b1" "$j")
+            echo "$type $eng $round $j $lb" >> "$OUT"
         done
     done
     if [ "$RSS" = 1 ]; then
@@ -109,13 +119,17 @@ if rss:
     for (typ, eng), g in rss.items():
         print("| %s | %s | %.2f |" % (typ, eng, g))
 print()
-print("| type | xLLM / llama.cpp pp%s, per round: median (min-max) | tg%s | xLLM tg / bandwidth bound (median, min-max) |" % (P, N))
-print("|---|---|---|---|")
+print("| type | xLLM / llama.cpp pp%s, per round: median (min-max) | tg%s | xLLM tg / bandwidth bound (median, min-max) | llama.cpp tg / bound | rounds with bound >= 1.3x llama.cpp tg |" % (P, N))
+print("|---|---|---|---|---|---|")
 for typ, peer in dict.fromkeys((t, e) for t, e in runs if e != "xllm"):
     x, l = runs.get((typ, "xllm")), runs.get((typ, peer))
     if not x or not l:
         continue
     rp = [a["pp_tok_s"] / b["pp_tok_s"] for a, b in zip(x, l)]
     rt = [a["tg_tok_s"] / b["tg_tok_s"] for a, b in zip(x, l)]
-    print("| %s vs %s | %s | %s | %s (bound %s tok/s) |" % (typ, peer, mm(rp), mm(rt), mm([a["frac"] for a in x]), mm([a["bound"] for a in x])))
+    lf = [b["frac"] for b in l if b["bound"] > 0]
+    room = sum(1 for b in l if b["bound"] >= 1.3 * b["tg_tok_s"])
+    print("| %s vs %s | %s | %s | %s (bound %s tok/s) | %s | %s |" % (typ, peer, mm(rp), mm(rt), mm([a["frac"] for a in x]),
+          mm([a["bound"] for a in x]), mm(lf) + " (bound %s)" % mm([b["bound"] for b in l if b["bound"] > 0]) if lf else "-",
+          "%d of %d" % (room, len(l)) if lf else "-"))
 PY

@@ -21,11 +21,16 @@
  * the R per-run rates. Token ids are fixed pseudo-random ids past the first
  * three (the usual special tokens), so no tokenizer is needed.
  *
- * Beside them: peak RSS of the process (before the bandwidth probe below),
- * and the decode bandwidth bound: the bytes of weights one decode step reads
- * (every tensor except an untied embedding table, of which it reads one row)
- * over the machine's read bandwidth measured now with the same number of
- * threads, and the fraction of that bound tg achieves.
+ * Beside them: peak RSS of the process, and the decode bandwidth bound: the
+ * bytes of weights one decode step reads (every tensor except an untied
+ * embedding table, of which it reads one row) over the machine's read
+ * bandwidth with the same number of threads, and the fraction of that bound
+ * tg achieves. A shared host's bandwidth drifts within seconds, so it is
+ * measured right before and right after each tg run, and each run is set
+ * against the mean of its two probes; the line gives the medians over runs.
+ * The probe runs in a child process (`xllm bench --bandwidth-only`), so its
+ * 512 MiB buffer never counts in this process's peak RSS; where no child can
+ * be started it runs once here, after the runs and the RSS reading.
  *
  * --json prints exactly {"pp_tok_s","pp_sd","tg_tok_s","tg_sd","threads"} on
  * stdout; the other lines then go to stderr.
@@ -40,11 +45,13 @@
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
+#include <spawn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -127,6 +134,58 @@ static double read_bandwidth_gbs(int threads) {
     (void)sink;
     free(buf);
     return best;
+}
+
+extern char **environ;
+
+/* read_bandwidth_gbs(threads) measured by a child process (`xllm bench
+ * --bandwidth-only -t threads`, this very binary), so that its buffer is
+ * never part of this process's memory; 0 when no child could be run or it
+ * printed no figure. Not thread-safe (it reads /proc/self/exe and waits for
+ * its child); bench calls it from its one thread. */
+static double child_bandwidth_gbs(int threads) {
+    char t[16];
+    snprintf(t, sizeof t, "%d", threads);
+    char *args[] = {"xllm", "bench", "--bandwidth-only", "-t", t, NULL};
+    int fd[2];
+    if (pipe(fd)) return 0;
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, fd[1], STDOUT_FILENO);
+    posix_spawn_file_actions_addclose(&fa, fd[0]);
+    pid_t pid;
+    int bad = posix_spawn(&pid, "/proc/self/exe", &fa, NULL, args, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    close(fd[1]);
+    double gbs = 0;
+    if (!bad) {
+        char out[64];
+        size_t got = 0;
+        ssize_t k;
+        while (got + 1 < sizeof out && ((k = read(fd[0], out + got, sizeof out - 1 - got)) > 0 || (k < 0 && errno == EINTR)))
+            if (k > 0) got += (size_t)k;
+        out[got] = 0;
+        int status;
+        while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+        char *end;
+        double v = strtod(out, &end);
+        if (end != out && WIFEXITED(status) && WEXITSTATUS(status) == 0 && v > 0 && isfinite(v)) gbs = v;
+    }
+    close(fd[0]);
+    return gbs;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* median, min and max of n > 0 values (sorts x) */
+static double median_min_max(double *x, int n, double *lo, double *hi) {
+    qsort(x, (size_t)n, sizeof *x, cmp_double);
+    *lo = x[0];
+    *hi = x[n - 1];
+    return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
 }
 
 /* ---------------------------------------------------------- weight bytes */
@@ -226,12 +285,13 @@ static void fill_ids(int32_t *ids, size_t n, int V, uint64_t salt) {
 
 int cmd_bench(int argc, char **argv) {
     const char *path = NULL, *profile_path = NULL, *kv_dtype = NULL;
-    int P = 512, N = 128, threads = 0, R = 3, D = 0, json = 0, probe = 1;
+    int P = 512, N = 128, threads = 0, R = 3, D = 0, json = 0, probe = 1, bw_only = 0;
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(f, "--json")) { json = 1; continue; }
         if (!strcmp(f, "--no-bandwidth")) { probe = 0; continue; } /* its 512 MiB would count in an outside RSS figure */
+        if (!strcmp(f, "--bandwidth-only")) { bw_only = 1; continue; }
         if (!strcmp(f, "--profile") || !strcmp(f, "--enable-kernel-profiling")) {
             /* the file is optional: the next argument is it unless it is an option */
             if (v && v[0] != '-') {
@@ -262,12 +322,18 @@ int cmd_bench(int argc, char **argv) {
         long lo = (dst == &threads || dst == &D) ? 0 : 1, hi = dst == &R ? 1000 : dst == &threads ? 1024 : 1 << 20;
         if (!parse_int(v, lo, hi, dst)) return cli_fail("%s needs an integer from %ld to %ld, got \"%s\"", f, lo, hi, v);
     }
-    if (!path) return cli_fail("bench needs -m MODEL (see 'xllm bench --help')");
-    if (cli_check_model(path)) return 1;
     if (threads == 0) {
         long c = sysconf(_SC_NPROCESSORS_ONLN);
         threads = c > 0 ? (int)c : 1;
     }
+    if (bw_only) {
+        double gbs = read_bandwidth_gbs(threads);
+        if (!(gbs > 0)) return fail("could not measure the read bandwidth (out of memory?)", NULL);
+        printf("%.3f\n", gbs);
+        return 0;
+    }
+    if (!path) return cli_fail("bench needs -m MODEL (see 'xllm bench --help')");
+    if (cli_check_model(path)) return 1;
     xllm_error err;
     double total_bytes = 0, read_bytes = 0;
     if (!weight_bytes(path, &total_bytes, &read_bytes, &err)) return fail(err.message, NULL);
@@ -318,8 +384,9 @@ int cmd_bench(int argc, char **argv) {
     int32_t *ids = malloc(sizeof *ids * n_ids);
     float *logits = malloc(sizeof *logits * (size_t)V);
     double *pp = malloc(sizeof *pp * (size_t)R), *tg = malloc(sizeof *tg * (size_t)R);
+    double *bw_run = calloc((size_t)R, sizeof *bw_run); /* GB/s around tg run r; 0: not measured */
     int rc = 0;
-    if (!ids || !logits || !pp || !tg) {
+    if (!ids || !logits || !pp || !tg || !bw_run) {
         rc = fail("out of memory", NULL);
         goto out;
     }
@@ -358,10 +425,13 @@ int cmd_bench(int argc, char **argv) {
         }
         pp[r] = P / secs;
         fill_ids(ids + D, TG_PROMPT, V, 1);
+        double bw_before = probe ? child_bandwidth_gbs(threads) : 0;
         if ((tg[r] = run_tg(m, ids, (size_t)D + TG_PROMPT, N, &err)) < 0) {
             rc = fail(err.message, NULL);
             goto out;
         }
+        double bw_after = bw_before > 0 ? child_bandwidth_gbs(threads) : 0;
+        if (bw_after > 0) bw_run[r] = 0.5 * (bw_before + bw_after);
     }
     cli_progress_cb(&prog, "measuring", 1);
     /* the depth's context must have come from the prefix cache in every
@@ -383,9 +453,14 @@ int cmd_bench(int argc, char **argv) {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     double peak_mb = (double)ru.ru_maxrss / 1024.0;
-    cli_progress_cb(&prog, "bandwidth", 0);
-    double bw = probe ? read_bandwidth_gbs(threads) : 0;
-    cli_progress_cb(&prog, "bandwidth", 1);
+    int probed = probe;
+    for (int r = 0; r < R; r++) probed = probed && bw_run[r] > 0;
+    if (probe && !probed) { /* no child: once, here, after the RSS reading */
+        cli_progress_cb(&prog, "bandwidth", 0);
+        double bw = read_bandwidth_gbs(threads);
+        for (int r = 0; r < R; r++) bw_run[r] = bw;
+        cli_progress_cb(&prog, "bandwidth", 1);
+    }
     cli_progress_end(&prog);
     double pp_mean, pp_sd, tg_mean, tg_sd;
     mean_sd(pp, R, &pp_mean, &pp_sd);
@@ -408,10 +483,27 @@ int cmd_bench(int argc, char **argv) {
     fprintf(o, "KV cache   %s, %.0f bytes per token (K and V, every layer)\n", kv_name[0] ? kv_name : "?", kv_token_bytes);
     /* a decode step at depth D also reads the D tokens' K and V */
     double step_bytes = read_bytes + kv_per_token * (D + TG_PROMPT + N / 2.0);
-    if (bw > 0 && step_bytes > 0) {
-        double bound = bw * 1e9 / step_bytes;
-        fprintf(o, "bandwidth  %.1f GB/s read with %d threads (measured now) -> tg bound %.2f tokens/s; tg achieves %.2f of it\n",
-                bw, threads, bound, tg_mean / bound);
+    if (probe && bw_run[0] > 0 && step_bytes > 0) {
+        /* per run: its bound from the bandwidth around it, and its fraction */
+        double *bound = malloc(sizeof *bound * (size_t)R * 3), *frac = bound + R, *bws = frac + R;
+        if (bound) {
+            for (int r = 0; r < R; r++) {
+                bws[r] = bw_run[r];
+                bound[r] = bw_run[r] * 1e9 / step_bytes;
+                frac[r] = tg[r] / bound[r];
+            }
+            double bw_lo, bw_hi, b_lo, b_hi, f_lo, f_hi;
+            double bw_med = median_min_max(bws, R, &bw_lo, &bw_hi), b_med = median_min_max(bound, R, &b_lo, &b_hi);
+            double f_med = median_min_max(frac, R, &f_lo, &f_hi);
+            if (probed)
+                fprintf(o, "bandwidth  %.1f GB/s read with %d threads (around each tg run; %.1f-%.1f) -> tg bound %.2f "
+                        "tokens/s; tg achieves %.2f of it (per run %.2f-%.2f)\n",
+                        bw_med, threads, bw_lo, bw_hi, b_med, f_med, f_lo, f_hi);
+            else
+                fprintf(o, "bandwidth  %.1f GB/s read with %d threads (after the runs) -> tg bound %.2f tokens/s; "
+                        "tg achieves %.2f of it\n", bw_med, threads, b_med, tg_mean / b_med);
+            free(bound);
+        }
     }
     if (json)
         printf("{\"pp_tok_s\":%.3f,\"pp_sd\":%.3f,\"tg_tok_s\":%.3f,\"tg_sd\":%.3f,\"threads\":%d,\"kv_dtype\":\"%s\","
@@ -422,6 +514,7 @@ out:
     free(logits);
     free(pp);
     free(tg);
+    free(bw_run);
     xllm_model_free(m);
     if (!rc && profile_path) rc = profile_write(profile_path);
     return rc;
