@@ -6,13 +6,17 @@ Usage: bench/ab_bench.py OLD_XLLM NEW_XLLM MODEL [-r ROUNDS] [--old-args "A..."]
 
 Each round runs `OLD bench -m MODEL --json ARGS` then `NEW bench ...` (the order
 swaps every round, so drift on a shared machine falls on both alike) and keeps
-prefill (pp) and decode (tg) tokens/s. Prints per binary the median and min-max
-of each, and the new/old ratio of medians. --old-args / --new-args add bench
+prefill (pp) and decode (tg) tokens/s, and decode as a fraction of the
+bandwidth bound that xllm bench probes around each of its tg runs (frac; not
+with --no-bandwidth): on a host whose bandwidth drifts, the steadier figure to
+compare. Prints per binary the median and min-max of each, and the new/old
+ratio of medians. --old-args / --new-args add bench
 arguments to one side only, so one binary can be compared with itself under
 two settings (e.g. --old-args "--kv-dtype f32" --new-args "--kv-dtype q8").
 Timing is information, never pass/fail. Standard library only.
 """
 import json
+import re
 import shlex
 import statistics
 import subprocess
@@ -20,10 +24,10 @@ import sys
 
 
 def run(binary, model, extra):
-    out = subprocess.run([binary, "bench", "-m", model, "--json"] + extra, check=True, capture_output=True,
-                         text=True).stdout
-    j = json.loads(out.strip().splitlines()[-1])
-    return j["pp_tok_s"], j["tg_tok_s"]
+    p = subprocess.run([binary, "bench", "-m", model, "--json"] + extra, check=True, capture_output=True, text=True)
+    j = json.loads(p.stdout.strip().splitlines()[-1])
+    m = re.search(r"tg achieves ([0-9.]+)", p.stderr)
+    return j["pp_tok_s"], j["tg_tok_s"], float(m.group(1)) if m else None
 
 
 def main(argv):
@@ -46,22 +50,27 @@ def main(argv):
     if len(argv) != 3:
         sys.exit(__doc__)
     old, new, model = argv
-    res = {"old": ([], []), "new": ([], [])}
+    res = {"old": ([], [], []), "new": ([], [], [])}
     for r in range(rounds):
         order = [("old", old), ("new", new)] if r % 2 == 0 else [("new", new), ("old", old)]
         for name, b in order:
-            pp, tg = run(b, model, extra + side[name])
+            pp, tg, frac = run(b, model, extra + side[name])
             res[name][0].append(pp)
             res[name][1].append(tg)
-            print("round %d %s: pp %.2f tg %.2f" % (r + 1, name, pp, tg), file=sys.stderr)
+            if frac is not None:
+                res[name][2].append(frac)
+            print("round %d %s: pp %.2f tg %.2f frac %s" % (r + 1, name, pp, tg, frac), file=sys.stderr)
     summary = {}
     for name in ("old", "new"):
-        for k, vals in zip(("pp", "tg"), res[name]):
-            summary[name + "_" + k] = {"median": statistics.median(vals), "min": min(vals), "max": max(vals)}
-    for k in ("pp", "tg"):
+        for k, vals in zip(("pp", "tg", "frac"), res[name]):
+            if vals:
+                summary[name + "_" + k] = {"median": statistics.median(vals), "min": min(vals), "max": max(vals)}
+    for k, unit in (("pp", "tok/s"), ("tg", "tok/s"), ("frac", "of the bound")):
+        if "old_" + k not in summary or "new_" + k not in summary:
+            continue
         o, n = summary["old_" + k], summary["new_" + k]
-        print("%s tok/s: old %.2f (%.2f-%.2f)  new %.2f (%.2f-%.2f)  new/old %.3f" %
-              (k, o["median"], o["min"], o["max"], n["median"], n["min"], n["max"], n["median"] / o["median"]))
+        print("%s %s: old %.2f (%.2f-%.2f)  new %.2f (%.2f-%.2f)  new/old %.3f" %
+              (k, unit, o["median"], o["min"], o["max"], n["median"], n["min"], n["max"], n["median"] / o["median"]))
     print(json.dumps(summary))
 
 

@@ -3,6 +3,7 @@
  * runs, one thread, scalar as the reference ratio in the same run.
  *
  *   bench_kernels [--quick] [--level NAME] [--only SUBSTRING] [--no-scalar] [--prefetch-sweep] [--packed]
+ *                 [--attn-decode [DEPTH]]
  *
  * --packed: quantized matrices in each level's packed layout (backend_pack_matrix),
  * as models load them; without it, as stored.
@@ -729,6 +730,93 @@ static double int8_peak_report(double *ghz) { return *ghz = 0, 0; }
 static void bench_peak_fraction(double peak) { (void)peak; }
 #endif
 
+/*
+ * --attn-decode: one decode step's attention over a deep context, as a model
+ * runs it (the backend's attention operation, its threads, a paged pool):
+ * TinyLlama's heads (32 query heads, 4 KV heads, head_dim 64), 22 layers of
+ * their own K/V so the step reads its 4096 positions' rows from memory, a
+ * block table in allocation order, the best level, 2 threads. K/V prefetch
+ * hints on and off alternate in each round (cpu_backend.attn_no_prefetch);
+ * ms per step (median of rounds, min-max) and GB/s of K/V read.
+ */
+static int cmp_dbl(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static int bench_attn_decode(int depth) {
+    enum { L = 22, NH = 32, NKV = 4, HD = 64, BS = 16, ROUNDS = 15 };
+    int nb = (depth + BS) / BS + 1;
+    static const kv_dtype dts[] = {KV_F32, KV_F16, KV_Q8};
+    printf("attention of one decode step at depth %d: %d layers, %d heads / %d KV heads, head_dim %d, 2 threads\n", depth,
+           L, NH, NKV, HD);
+    for (size_t di = 0; di < sizeof dts / sizeof *dts; di++) {
+        kv_dtype dt = dts[di];
+        backend be;
+        backend_options o = {0};
+        o.n_threads = 2;
+        o.max_cols = 2048;
+        o.max_tokens = 1;
+        o.n_heads = NH;
+        o.n_kv_heads = NKV;
+        o.head_dim = HD;
+        o.max_positions = depth + 1;
+        xllm_error err;
+        if (backend_create(&be, "cpu", &o, &err)) {
+            fprintf(stderr, "%s\n", err.message);
+            return 1;
+        }
+        cpu_backend *cb = cpu_backend_of(&be);
+        size_t rb = kvq_row_bytes(dt, HD), layer = (size_t)nb * BS * NKV * rb;
+        unsigned char *k = xllm_malloc_aligned(layer * L), *v = xllm_malloc_aligned(layer * L);
+        int32_t *table = malloc(sizeof *table * (size_t)nb);
+        float *q = malloc(sizeof *q * NH * HD), *out = malloc(sizeof *out * NH * HD), row[HD];
+        if (!k || !v || !table || !q || !out) return 1;
+        for (size_t r = 0; r < layer * L / rb; r++) {
+            for (int i = 0; i < HD; i++) row[i] = frand();
+            kvq_store_row(dt, row, HD, k + r * rb);
+            for (int i = 0; i < HD; i++) row[i] = frand();
+            kvq_store_row(dt, row, HD, v + r * rb);
+        }
+        for (int i = 0; i < nb; i++) table[i] = i;
+        for (int i = 0; i < NH * HD; i++) q[i] = frand();
+        int32_t pos = depth, seq = 0;
+        const int32_t *tables[1] = {table};
+        be_attn d = {1, q, out, NULL, NULL, BS, NH, NKV, HD, 0, &pos, &seq, tables, dt};
+        /* setting s: prefetch on / off over the 22 layers' rows (from memory),
+         * then prefetch on over layer 0's 22 times (from the caches: the
+         * compute's own time) */
+        double t[3][ROUNDS];
+        for (int r = 0; r < ROUNDS; r++)
+            for (int st = 0; st < 3; st++) {
+                cb->attn_no_prefetch = st == 1;
+                double t0 = now();
+                for (int l = 0; l < L; l++) {
+                    size_t ll = st == 2 ? 0 : (size_t)l;
+                    d.k_cache = k + ll * layer;
+                    d.v_cache = v + ll * layer;
+                    be.ops->attention(be.ctx, &d);
+                }
+                t[st][r] = now() - t0;
+            }
+        double kv_bytes = 2.0 * L * (depth + 1) * NKV * (double)rb;
+        static const char *what[3] = {"prefetch on ", "prefetch off", "cached      "};
+        for (int st = 0; st < 3; st++) {
+            qsort(t[st], ROUNDS, sizeof(double), cmp_dbl);
+            double med = t[st][ROUNDS / 2];
+            printf("attn decode %s d=%d %s %8.3f ms (%.3f-%.3f)  %6.2f GB/s of K/V\n", kvq_name(dt), depth, what[st],
+                   1e3 * med, 1e3 * t[st][0], 1e3 * t[st][ROUNDS - 1], kv_bytes / med / 1e9);
+        }
+        xllm_free_aligned(k);
+        xllm_free_aligned(v);
+        free(table);
+        free(q);
+        free(out);
+        backend_destroy(&be);
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
     int quick = 0, no_scalar = 0, sweep = 0;
     const char *only = NULL;
@@ -739,8 +827,9 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--no-scalar")) no_scalar = 1; /* for profiling one level */
         else if (!strcmp(argv[i], "--prefetch-sweep")) sweep = 1;
         else if (!strcmp(argv[i], "--packed")) g_packed = 1;
+        else if (!strcmp(argv[i], "--attn-decode")) return bench_attn_decode(i + 1 < argc ? atoi(argv[i + 1]) : 4096);
         else {
-            fprintf(stderr, "usage: %s [--quick] [--level NAME] [--only SUBSTRING] [--no-scalar] [--prefetch-sweep] [--packed]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--quick] [--level NAME] [--only SUBSTRING] [--no-scalar] [--prefetch-sweep] [--packed] [--attn-decode [DEPTH]]\n", argv[0]);
             return 2;
         }
     }

@@ -165,11 +165,12 @@ static double child_bandwidth_gbs(int threads) {
         while (got + 1 < sizeof out && ((k = read(fd[0], out + got, sizeof out - 1 - got)) > 0 || (k < 0 && errno == EINTR)))
             if (k > 0) got += (size_t)k;
         out[got] = 0;
-        int status;
-        while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+        int status = 0;
+        pid_t w;
+        while ((w = waitpid(pid, &status, 0)) < 0 && errno == EINTR) {}
         char *end;
         double v = strtod(out, &end);
-        if (end != out && WIFEXITED(status) && WEXITSTATUS(status) == 0 && v > 0 && isfinite(v)) gbs = v;
+        if (w == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0 && end != out && v > 0 && isfinite(v)) gbs = v;
     }
     close(fd[0]);
     return gbs;

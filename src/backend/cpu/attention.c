@@ -49,6 +49,43 @@ typedef struct {
     int n_tiles;
 } attn_job;
 
+/*
+ * Fetching ahead. One head's K (or V) rows are a strided walk through the
+ * pool (one row of every slot, slots n_kv_heads rows wide, blocks wherever
+ * the block table puts them) that the hardware prefetchers follow poorly: at
+ * depth the loops waited on memory at every row (perf at 4096 tokens: over
+ * half of the score loop's samples on its K loads). So while the scores of a
+ * run of keys are computed, the caches are asked for that run's V rows
+ * (read after the chunk's softmax) and for the K rows of the same run in the
+ * next chunk, a run at a time so the requests spread over the work. Hints
+ * only: no arithmetic changes.
+ */
+
+/* Rows of positions [p0, p1) of head kvh through a block table (p1 past the
+ * sequence's last key is cut by the caller: the table ends there). */
+static void attn_prefetch_rows(const be_attn *d, const void *base, const int32_t *table, int p0, int p1, int kvh) {
+    size_t rb = kvq_row_bytes(d->kv_type, d->head_dim), slot = (size_t)d->n_kv_heads * rb;
+    int bs = d->block_size;
+    for (int p = p0, n; p < p1; p += n) { /* a block's slots are consecutive: one table lookup each */
+        const unsigned char *r = attn_kv_row(d, base, table, p, kvh);
+        n = bs - p % bs < p1 - p ? bs - p % bs : p1 - p;
+        for (int i = 0; i < n; i++, r += slot) {
+            uintptr_t a = (uintptr_t)r & ~(uintptr_t)63, end = (uintptr_t)r + rb;
+            for (; a < end; a += 64) __builtin_prefetch((const void *)a, 0, 3);
+        }
+    }
+}
+
+/* The hints for the run [pk, pk + run) of a chunk whose keys end at last:
+ * its V rows, and the K rows ATTN_CHUNK positions on. */
+static void attn_prefetch_run(const cpu_backend *be, const be_attn *d, const int32_t *table, int pk, int run, int last,
+                              int kvh) {
+    if (be->attn_no_prefetch) return;
+    attn_prefetch_rows(d, d->v_cache, table, pk, pk + run, kvh);
+    int n0 = pk + ATTN_CHUNK, n1 = n0 + run <= last + 1 ? n0 + run : last + 1;
+    if (n0 < n1) attn_prefetch_rows(d, d->k_cache, table, n0, n1, kvh);
+}
+
 /* Keys [p0, p0 + n) of token t, head h: part = {m, l, acc[hd]}; sc: ATTN_CHUNK scratch. */
 static void attn_chunk(const attn_job *j, int t, int h, int p0, int n, float *sc, float *part) {
     const be_attn *d = j->d;
@@ -62,6 +99,7 @@ static void attn_chunk(const attn_job *j, int t, int h, int p0, int n, float *sc
     for (int i = 0, run; i < n; i += run) {
         int p = p0 + i;
         run = bs - p % bs < n - i ? bs - p % bs : n - i;
+        attn_prefetch_run(j->be, d, table, p, run, d->pos[t], kvh);
         K->scores(q, attn_kv_row(d, d->k_cache, table, p, kvh), slot_stride, run, hd, 1.0f / sqrtf((float)hd), sc + i);
     }
     j->be->kern->attn->softmax(sc, 0, 1, &n, part, 0);
@@ -205,6 +243,7 @@ static void attention_groups(void *p, size_t i0, size_t i1, int thread) {
             for (int i = 0, run; i < nmax; i += run) {
                 int pk = p0 + i;
                 run = bs - pk % bs < nmax - i ? bs - pk % bs : nmax - i;
+                attn_prefetch_run(j->be, d, table, pk, run, last, kvh);
                 K->scores_multi(Q + (size_t)ra * hd, (size_t)hd, R - ra, attn_kv_row(d, d->k_cache, table, pk, kvh),
                                 slot_stride, run, hd, scale, S + (size_t)ra * ATTN_CHUNK + i, ATTN_CHUNK);
             }

@@ -63,6 +63,7 @@ typedef struct cpu_backend {
     /* attention (attention.c): 0 = chosen per step, 1 = per item, 2 = split-KV, 3 = shared-KV */
     int attn_force;
     attn_strategy attn_last;  /* the strategy of the last attention call (tests) */
+    int attn_no_prefetch;     /* 1: no K/V prefetch hints (attention.c; bench_kernels --attn-decode compares) */
     /* 1: llama.cpp's arithmetic where it differs from ours (backend_options
      * arith_llama): its Q4_0/Q4_1/Q8_0 activation scales (act_prepare),
      * RMSNorm's sum in double, and its flash attention's f16 arithmetic for
