@@ -9,7 +9,8 @@
 #  - the HF directory of a q8 synth holds exactly the .xllm's values (requantizing it gives
 #    the same logits); weights depend on the seed, not on the thread count;
 #  - `xllm bench --json` prints exactly its seven keys, with positive numbers (timings are
-#    never asserted);
+#    never asserted); its bandwidth bound comes from probes around each tg run (a child
+#    process, `xllm bench --bandwidth-only`, which prints one positive figure);
 #  - bad arguments: exit status 1 and a message.
 # usage: bench_synth.sh XLLM_BINARY SOURCE_DIR BUILD_DIR
 set -u
@@ -83,8 +84,13 @@ PY
 check $? "bench --json: exactly its seven keys, positive figures"
 
 "$XLLM" bench -m "$T/tiny-test-qwen3/f32.gguf" -p 8 -n 4 -r 1 -t 1 > "$T/bench.txt" &&
-grep -q "pp8" "$T/bench.txt" && grep -q "tg4" "$T/bench.txt" && grep -q "tg bound" "$T/bench.txt"
-check $? "bench on a GGUF file: table, memory and bandwidth bound"
+grep -q "pp8" "$T/bench.txt" && grep -q "tg4" "$T/bench.txt" && grep -q "tg bound" "$T/bench.txt" &&
+grep -q "around each tg run" "$T/bench.txt"
+check $? "bench on a GGUF file: table, memory and bandwidth bound (probed by a child around each tg run)"
+
+bw=$("$XLLM" bench --bandwidth-only -t 1) &&
+python3 -c "import sys; v = float(sys.argv[1]); sys.exit(0 if v > 0 else 1)" "$bw"
+check $? "bench --bandwidth-only: one positive figure (GB/s), no model needed"
 
 # --depth: the context comes from the prefix cache (bench itself fails if it
 # was prefilled again), beyond the model's trained context too
