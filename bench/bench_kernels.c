@@ -736,8 +736,10 @@ static void bench_peak_fraction(double peak) { (void)peak; }
  * TinyLlama's heads (32 query heads, 4 KV heads, head_dim 64), 22 layers of
  * their own K/V so the step reads its 4096 positions' rows from memory, a
  * block table in allocation order, the best level, 2 threads. K/V prefetch
- * hints on and off alternate in each round (cpu_backend.attn_no_prefetch);
- * ms per step (median of rounds, min-max) and GB/s of K/V read.
+ * hints on and off alternate in each round (cpu_backend.attn_no_prefetch),
+ * with a third setting that reads layer 0's rows 22 times (from the caches:
+ * the loops' own time); ms per step (median of rounds, min-max) and GB/s of
+ * K/V read.
  */
 static int cmp_dbl(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -771,7 +773,16 @@ static int bench_attn_decode(int depth) {
         unsigned char *k = xllm_malloc_aligned(layer * L), *v = xllm_malloc_aligned(layer * L);
         int32_t *table = malloc(sizeof *table * (size_t)nb);
         float *q = malloc(sizeof *q * NH * HD), *out = malloc(sizeof *out * NH * HD), row[HD];
-        if (!k || !v || !table || !q || !out) return 1;
+        if (!k || !v || !table || !q || !out) {
+            fprintf(stderr, "out of memory\n");
+            xllm_free_aligned(k);
+            xllm_free_aligned(v);
+            free(table);
+            free(q);
+            free(out);
+            backend_destroy(&be);
+            return 1;
+        }
         for (size_t r = 0; r < layer * L / rb; r++) {
             for (int i = 0; i < HD; i++) row[i] = frand();
             kvq_store_row(dt, row, HD, k + r * rb);
@@ -827,7 +838,14 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--no-scalar")) no_scalar = 1; /* for profiling one level */
         else if (!strcmp(argv[i], "--prefetch-sweep")) sweep = 1;
         else if (!strcmp(argv[i], "--packed")) g_packed = 1;
-        else if (!strcmp(argv[i], "--attn-decode")) return bench_attn_decode(i + 1 < argc ? atoi(argv[i + 1]) : 4096);
+        else if (!strcmp(argv[i], "--attn-decode")) {
+            int depth = i + 1 < argc ? atoi(argv[i + 1]) : 4096;
+            if (depth < 1 || depth > 32768) {
+                fprintf(stderr, "--attn-decode DEPTH: 1 to 32768\n");
+                return 2;
+            }
+            return bench_attn_decode(depth);
+        }
         else {
             fprintf(stderr, "usage: %s [--quick] [--level NAME] [--only SUBSTRING] [--no-scalar] [--prefetch-sweep] [--packed] [--attn-decode [DEPTH]]\n", argv[0]);
             return 2;
