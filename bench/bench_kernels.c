@@ -773,24 +773,16 @@ static int bench_attn_decode(int depth) {
         unsigned char *k = xllm_malloc_aligned(layer * L), *v = xllm_malloc_aligned(layer * L);
         int32_t *table = malloc(sizeof *table * (size_t)nb);
         float *q = malloc(sizeof *q * NH * HD), *out = malloc(sizeof *out * NH * HD), row[HD];
-        if (!k || !v || !table || !q || !out) {
-            fprintf(stderr, "out of memory\n");
-            xllm_free_aligned(k);
-            xllm_free_aligned(v);
-            free(table);
-            free(q);
-            free(out);
-            backend_destroy(&be);
-            return 1;
-        }
-        for (size_t r = 0; r < layer * L / rb; r++) {
+        int ok = k && v && table && q && out;
+        if (!ok) fprintf(stderr, "out of memory\n");
+        for (size_t r = 0; ok && r < layer * L / rb; r++) {
             for (int i = 0; i < HD; i++) row[i] = frand();
             kvq_store_row(dt, row, HD, k + r * rb);
             for (int i = 0; i < HD; i++) row[i] = frand();
             kvq_store_row(dt, row, HD, v + r * rb);
         }
-        for (int i = 0; i < nb; i++) table[i] = i;
-        for (int i = 0; i < NH * HD; i++) q[i] = frand();
+        for (int i = 0; ok && i < nb; i++) table[i] = i;
+        for (int i = 0; ok && i < NH * HD; i++) q[i] = frand();
         int32_t pos = depth, seq = 0;
         const int32_t *tables[1] = {table};
         be_attn d = {1, q, out, NULL, NULL, BS, NH, NKV, HD, 0, &pos, &seq, tables, dt};
@@ -798,7 +790,7 @@ static int bench_attn_decode(int depth) {
          * then prefetch on over layer 0's 22 times (from the caches: the
          * compute's own time) */
         double t[3][ROUNDS];
-        for (int r = 0; r < ROUNDS; r++)
+        for (int r = 0; ok && r < ROUNDS; r++)
             for (int st = 0; st < 3; st++) {
                 cb->attn_no_prefetch = st == 1;
                 double t0 = now();
@@ -812,7 +804,7 @@ static int bench_attn_decode(int depth) {
             }
         double kv_bytes = 2.0 * L * (depth + 1) * NKV * (double)rb;
         static const char *what[3] = {"prefetch on ", "prefetch off", "cached      "};
-        for (int st = 0; st < 3; st++) {
+        for (int st = 0; ok && st < 3; st++) {
             qsort(t[st], ROUNDS, sizeof(double), cmp_dbl);
             double med = t[st][ROUNDS / 2];
             printf("attn decode %s d=%d %s %8.3f ms (%.3f-%.3f)  %6.2f GB/s of K/V\n", kvq_name(dt), depth, what[st],
@@ -824,6 +816,7 @@ static int bench_attn_decode(int depth) {
         free(q);
         free(out);
         backend_destroy(&be);
+        if (!ok) return 1;
     }
     return 0;
 }
