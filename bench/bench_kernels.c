@@ -454,6 +454,11 @@ static void bench_attn_softmax(int n, int nq) {
     free(ns);
 }
 
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
 #if defined(__x86_64__)
 /*
  * int8 peak: what one core's vpdpbusd can do, measured as instruction tables
@@ -575,11 +580,6 @@ __attribute__((noinline)) static double clock_ghz(int imul, long iters, int reps
 #undef I16
 #undef A16
     return 16.0 * (double)iters * (imul ? 3 : 1) / best / 1e9;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
 }
 
 /* A rate measured between two clock readings, per cycle. The clock moves on
@@ -741,11 +741,6 @@ static void bench_peak_fraction(double peak) { (void)peak; }
  * the loops' own time); ms per step (median of rounds, min-max) and GB/s of
  * K/V read.
  */
-static int cmp_dbl(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 static int bench_attn_decode(int depth) {
     enum { L = 22, NH = 32, NKV = 4, HD = 64, BS = 16, ROUNDS = 15 };
     int nb = (depth + BS) / BS + 1;
@@ -805,7 +800,7 @@ static int bench_attn_decode(int depth) {
         double kv_bytes = 2.0 * L * (depth + 1) * NKV * (double)rb;
         static const char *what[3] = {"prefetch on ", "prefetch off", "cached      "};
         for (int st = 0; ok && st < 3; st++) {
-            qsort(t[st], ROUNDS, sizeof(double), cmp_dbl);
+            qsort(t[st], ROUNDS, sizeof(double), cmp_double);
             double med = t[st][ROUNDS / 2];
             printf("attn decode %s d=%d %s %8.3f ms (%.3f-%.3f)  %6.2f GB/s of K/V\n", kvq_name(dt), depth, what[st],
                    1e3 * med, 1e3 * t[st][0], 1e3 * t[st][ROUNDS - 1], kv_bytes / med / 1e9);

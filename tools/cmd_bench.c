@@ -157,23 +157,17 @@ static double child_bandwidth_gbs(int threads) {
     int bad = posix_spawn(&pid, "/proc/self/exe", &fa, NULL, args, environ);
     posix_spawn_file_actions_destroy(&fa);
     close(fd[1]);
-    double gbs = 0;
+    double v = 0;
+    FILE *out = fdopen(fd[0], "r");
+    if (!out) close(fd[0]);
     if (!bad) {
-        char out[64];
-        size_t got = 0;
-        ssize_t k;
-        while (got + 1 < sizeof out && ((k = read(fd[0], out + got, sizeof out - 1 - got)) > 0 || (k < 0 && errno == EINTR)))
-            if (k > 0) got += (size_t)k;
-        out[got] = 0;
-        int status = 0;
+        int got = out && fscanf(out, "%lf", &v) == 1, status = 0;
         pid_t w;
         while ((w = waitpid(pid, &status, 0)) < 0 && errno == EINTR) {}
-        char *end;
-        double v = strtod(out, &end);
-        if (w == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0 && end != out && v > 0 && isfinite(v)) gbs = v;
+        if (!got || w != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0 || !(v > 0) || !isfinite(v)) v = 0;
     }
-    close(fd[0]);
-    return gbs;
+    if (out) fclose(out);
+    return v;
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -486,15 +480,14 @@ int cmd_bench(int argc, char **argv) {
     double step_bytes = read_bytes + kv_per_token * (D + TG_PROMPT + N / 2.0);
     if (probe && bw_run[0] > 0 && step_bytes > 0) {
         /* per run: its bound from the bandwidth around it, and its fraction */
-        double *bound = malloc(sizeof *bound * (size_t)R * 3), *frac = bound + R, *bws = frac + R;
+        double *bound = malloc(sizeof *bound * (size_t)R * 2), *frac = bound + R;
         if (bound) {
             for (int r = 0; r < R; r++) {
-                bws[r] = bw_run[r];
                 bound[r] = bw_run[r] * 1e9 / step_bytes;
                 frac[r] = tg[r] / bound[r];
             }
             double bw_lo, bw_hi, b_lo, b_hi, f_lo, f_hi;
-            double bw_med = median_min_max(bws, R, &bw_lo, &bw_hi), b_med = median_min_max(bound, R, &b_lo, &b_hi);
+            double bw_med = median_min_max(bw_run, R, &bw_lo, &bw_hi), b_med = median_min_max(bound, R, &b_lo, &b_hi);
             double f_med = median_min_max(frac, R, &f_lo, &f_hi);
             if (probed)
                 fprintf(o, "bandwidth  %.1f GB/s read with %d threads (around each tg run; %.1f-%.1f) -> tg bound %.2f "
