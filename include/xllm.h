@@ -195,7 +195,29 @@ typedef struct xllm_sampling_params {
                                   model's raw logits, before penalties and temperature) */
     int top_logprobs;          /* with logprobs: also the top_logprobs most likely ids and their
                                   log-probabilities at each step (0..XLLM_MAX_TOP_LOGPROBS) */
+    /* Constrained decoding, off when grammar_kind is XLLM_GRAMMAR_NONE (the default): every
+     * generated token keeps the output a prefix of some string the constraint accepts, and
+     * generation stops when the constraint is complete. grammar: the JSON Schema text
+     * (XLLM_GRAMMAR_JSON_SCHEMA), GBNF text (XLLM_GRAMMAR_GBNF) or a regular expression
+     * (XLLM_GRAMMAR_REGEX); unused (may be NULL) for XLLM_GRAMMAR_JSON_OBJECT.
+     * grammar_prefix / grammar_suffix: literal text the output must start / end with around the
+     * constrained value (NULL = none), e.g. "<tool_call>\n" and "\n</tool_call>" for a forced
+     * tool call. All three strings are caller-owned and copied at submit. A constraint that does
+     * not compile, or uses a feature that is not supported, fails the submit with
+     * XLLM_ERR_INVALID_ARGUMENT and a message naming what is not supported. */
+    int grammar_kind;          /* xllm_grammar_kind */
+    const char *grammar;
+    const char *grammar_prefix;
+    const char *grammar_suffix;
 } xllm_sampling_params;
+
+typedef enum xllm_grammar_kind {
+    XLLM_GRAMMAR_NONE = 0,
+    XLLM_GRAMMAR_JSON_SCHEMA = 1,
+    XLLM_GRAMMAR_JSON_OBJECT = 2,   /* any JSON object */
+    XLLM_GRAMMAR_GBNF = 3,          /* llama.cpp's GBNF, root rule "root" */
+    XLLM_GRAMMAR_REGEX = 4
+} xllm_grammar_kind;
 
 xllm_sampling_params xllm_sampling_params_default(void);
 

@@ -105,7 +105,9 @@ class _SamplingParams(ctypes.Structure):
                 ("ignore_eos", ctypes.c_int), ("n_stop", ctypes.c_int),
                 ("stop", ctypes.c_char_p * MAX_STOP_STRINGS), ("n_stop_ids", ctypes.c_int),
                 ("stop_ids", ctypes.c_int32 * MAX_STOP_IDS), ("logprobs", ctypes.c_int),
-                ("top_logprobs", ctypes.c_int)]
+                ("top_logprobs", ctypes.c_int), ("grammar_kind", ctypes.c_int),
+                ("grammar", ctypes.c_char_p), ("grammar_prefix", ctypes.c_char_p),
+                ("grammar_suffix", ctypes.c_char_p)]
 
 
 class _Request(ctypes.Structure):
