@@ -6,6 +6,7 @@
  */
 #include "chat_cli.h"
 #include "cli.h"
+#include "read_text.h"
 #include "xllm.h"
 
 #include <cjson/cJSON.h>
@@ -15,28 +16,12 @@
 
 static int fail(const char *fmt, const char *a) { return cli_fail(fmt, a); }
 
-/* Whole file (or stdin for "-"), NUL-terminated. */
+/* Whole file (or stdin for "-"), NUL-terminated; NULL when it cannot be read. */
 static char *read_all(const char *path, size_t *len) {
-    FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
-    if (!f) return NULL;
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        if (n + 1 >= cap) {
-            char *nb = realloc(buf, cap *= 2);
-            if (!nb) { free(buf); buf = NULL; break; }
-            buf = nb;
-        }
-        size_t got = fread(buf + n, 1, cap - n - 1, f);
-        n += got;
-        if (got == 0) break;
-    }
-    int bad = ferror(f);
-    if (f != stdin) fclose(f);
-    if (!buf || bad) { free(buf); return NULL; }
-    buf[n] = 0;
-    if (len) *len = n;
-    return buf;
+    char *text;
+    const char *why;
+    int errnum;
+    return read_text_file(path, &text, len, &why, &errnum) ? NULL : text;
 }
 
 int chat_opts_parse(chat_opts *o, int argc, char **argv, int *i) {

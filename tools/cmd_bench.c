@@ -278,192 +278,232 @@ static void fill_ids(int32_t *ids, size_t n, int V, uint64_t salt) {
         ids[i] = 3 + (int32_t)(((uint64_t)i * 7919u + 13u + salt * 104729u) % (uint64_t)(V - 3));
 }
 
-int cmd_bench(int argc, char **argv) {
-    const char *path = NULL, *profile_path = NULL, *kv_dtype = NULL;
-    int P = 512, N = 128, threads = 0, R = 3, D = 0, json = 0, probe = 1, bw_only = 0;
+/* What the command line asks for. */
+typedef struct bench_args {
+    const char *path, *profile_path, *kv_dtype;
+    int P, N, threads, R, D, json, probe, bw_only;
+} bench_args;
+
+/* A run's model, buffers and measurements. */
+typedef struct bench_run {
+    xllm_model *m;
+    double load_s, total_bytes, read_bytes;
+    int V;
+    int32_t *ids;
+    float *logits;
+    double *pp, *tg, *bw_run; /* per measured run: tokens/s, and GB/s around tg run r (0: not measured) */
+    int probed;               /* every bw_run came from probes around its run */
+} bench_run;
+
+/* The engine's figures, read after the runs. */
+typedef struct bench_engine {
+    double kv_bytes, kv_per_token, scratch_bytes, kv_token_bytes, peak_mb;
+    char kv_name[16];
+} bench_engine;
+
+/* Parse: -1 to go on, else the exit code (0 after --help). */
+static int bench_parse(int argc, char **argv, bench_args *a) {
+    memset(a, 0, sizeof *a);
+    a->P = 512, a->N = 128, a->R = 3, a->probe = 1;
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(f, "--json")) { json = 1; continue; }
-        if (!strcmp(f, "--no-bandwidth")) { probe = 0; continue; } /* its 512 MiB would count in an outside RSS figure */
-        if (!strcmp(f, "--bandwidth-only")) { bw_only = 1; continue; }
+        if (!strcmp(f, "--json")) { a->json = 1; continue; }
+        if (!strcmp(f, "--no-bandwidth")) { a->probe = 0; continue; } /* its 512 MiB would count in an outside RSS figure */
+        if (!strcmp(f, "--bandwidth-only")) { a->bw_only = 1; continue; }
         if (!strcmp(f, "--profile") || !strcmp(f, "--enable-kernel-profiling")) {
             /* the file is optional: the next argument is it unless it is an option */
             if (v && v[0] != '-') {
-                profile_path = v;
+                a->profile_path = v;
                 i++;
-            } else profile_path = "xllm-profile.json";
+            } else a->profile_path = "xllm-profile.json";
             continue;
         }
         if (cli_is_help(f)) {
             cli_print_help(stdout, "bench");
             return 0;
         }
-        int *dst = (!strcmp(f, "-p") || !strcmp(f, "--n-prompt")) ? &P
-                 : (!strcmp(f, "-n") || !strcmp(f, "--n-gen")) ? &N
-                 : (!strcmp(f, "-t") || !strcmp(f, "--threads")) ? &threads
-                 : (!strcmp(f, "-r") || !strcmp(f, "--repetitions")) ? &R
-                 : (!strcmp(f, "-d") || !strcmp(f, "--depth") || !strcmp(f, "--n-depth")) ? &D : NULL;
+        int *dst = (!strcmp(f, "-p") || !strcmp(f, "--n-prompt")) ? &a->P
+                 : (!strcmp(f, "-n") || !strcmp(f, "--n-gen")) ? &a->N
+                 : (!strcmp(f, "-t") || !strcmp(f, "--threads")) ? &a->threads
+                 : (!strcmp(f, "-r") || !strcmp(f, "--repetitions")) ? &a->R
+                 : (!strcmp(f, "-d") || !strcmp(f, "--depth") || !strcmp(f, "--n-depth")) ? &a->D : NULL;
         if (!strcmp(f, "--kv-dtype")) {
             if (!v) return cli_needs_value(f);
-            kv_dtype = v;
+            a->kv_dtype = v;
             i++;
             continue;
         }
         if (!dst && strcmp(f, "-m") && strcmp(f, "--model")) return cli_unknown_option("bench", f);
         if (!v) return cli_needs_value(f);
         i++;
-        if (!dst) { path = v; continue; }
-        long lo = (dst == &threads || dst == &D) ? 0 : 1, hi = dst == &R ? 1000 : dst == &threads ? 1024 : 1 << 20;
+        if (!dst) { a->path = v; continue; }
+        long lo = (dst == &a->threads || dst == &a->D) ? 0 : 1, hi = dst == &a->R ? 1000 : dst == &a->threads ? 1024 : 1 << 20;
         if (!parse_int(v, lo, hi, dst)) return cli_fail("%s needs an integer from %ld to %ld, got \"%s\"", f, lo, hi, v);
     }
-    if (threads == 0) {
+    if (a->threads == 0) {
         long c = sysconf(_SC_NPROCESSORS_ONLN);
-        threads = c > 0 ? (int)c : 1;
+        a->threads = c > 0 ? (int)c : 1;
     }
-    if (bw_only) {
-        double gbs = read_bandwidth_gbs(threads);
-        if (!(gbs > 0)) return fail("could not measure the read bandwidth (out of memory?)", NULL);
-        printf("%.3f\n", gbs);
-        return 0;
-    }
-    if (!path) return cli_fail("bench needs -m MODEL (see 'xllm bench --help')");
-    if (cli_check_model(path)) return 1;
-    xllm_error err;
-    double total_bytes = 0, read_bytes = 0;
-    if (!weight_bytes(path, &total_bytes, &read_bytes, &err)) return fail(err.message, NULL);
+    return -1;
+}
 
+/* The model, loaded with a KV pool (and, past its trained positions, a
+ * context) for the longest sequence the runs make. 0 or 1 (reported). */
+static int bench_load(const bench_args *a, bench_run *b, cli_progress *prog) {
+    xllm_error err;
+    int D = a->D, P = a->P, N = a->N;
     /* the longest sequence: D context tokens, then P prompt tokens or an
      * 8-token prompt and N + 1 generated ones */
     int need = D + (P > TG_PROMPT + N + 1 ? P : TG_PROMPT + N + 1) + 16;
     xllm_model_options mo = xllm_model_options_default();
-    mo.n_threads = threads;
-    mo.kv_dtype = kv_dtype;
+    mo.n_threads = a->threads;
+    mo.kv_dtype = a->kv_dtype;
     xllm_model_options_from_env(&mo);
     mo.max_batch_seqs = 1;
     /* the KV pool holds one such sequence plus the blocks of the cached
      * prefix that the next pp run's prompt shares with it (2 blocks' slack:
      * a partial block is copied on write) */
     mo.kv_tokens = need + D + 32;
-
-    cli_progress prog;
-    cli_progress_init(&prog, "bench");
-    cli_progress_cb(&prog, "loading", 0);
+    cli_progress_cb(prog, "loading", 0);
     mo.progress = cli_progress_cb; /* the load's own stages: loading (repacking) and planning */
-    mo.progress_user = &prog;
+    mo.progress_user = prog;
     double t0 = now_s();
-    xllm_model *m = xllm_model_load(path, &mo, &err);
-    if (!m) return fail(err.message, NULL);
-    double load_s = now_s() - t0;
-    int trained = xllm_model_context_size(m);
+    if (!(b->m = xllm_model_load(a->path, &mo, &err))) return fail(err.message, NULL);
+    b->load_s = now_s() - t0;
+    int trained = xllm_model_context_size(b->m);
     if (need > trained) {
         /* past the model's trained positions, as llama-bench allows: a speed
          * measurement only; load again with the context the run needs */
-        xllm_model_free(m);
+        xllm_model_free(b->m);
         fprintf(stderr, "xllm bench: note: -d %d / -p %d / -n %d need a context of %d tokens, beyond the model's %d: "
                 "the figures measure speed only\n", D, P, N, need, trained);
         mo.max_context = need;
         t0 = now_s();
-        if (!(m = xllm_model_load(path, &mo, &err))) return fail(err.message, NULL);
-        load_s = now_s() - t0;
+        if (!(b->m = xllm_model_load(a->path, &mo, &err))) return fail(err.message, NULL);
+        b->load_s = now_s() - t0;
     }
-    cli_progress_cb(&prog, "loading", 1);
-    int V = xllm_model_vocab_size(m);
-    if (V < 4) {
-        xllm_model_free(m);
-        return fail("the model's vocabulary is too small", NULL);
-    }
+    cli_progress_cb(prog, "loading", 1);
+    b->V = xllm_model_vocab_size(b->m);
+    if (b->V < 4) return fail("the model's vocabulary is too small", NULL);
     /* ids: the D-token context, then room for P prompt tokens (pp) or the
      * 8-token tg prompt after it */
     size_t n_ids = (size_t)D + (size_t)(P > TG_PROMPT ? P : TG_PROMPT);
-    int32_t *ids = malloc(sizeof *ids * n_ids);
-    float *logits = malloc(sizeof *logits * (size_t)V);
-    double *pp = malloc(sizeof *pp * (size_t)R), *tg = malloc(sizeof *tg * (size_t)R);
-    double *bw_run = calloc((size_t)R, sizeof *bw_run); /* GB/s around tg run r; 0: not measured */
-    int rc = 0;
-    if (!ids || !logits || !pp || !tg || !bw_run) {
-        rc = fail("out of memory", NULL);
-        goto out;
-    }
+    b->ids = malloc(sizeof *b->ids * n_ids);
+    b->logits = malloc(sizeof *b->logits * (size_t)b->V);
+    b->pp = malloc(sizeof *b->pp * (size_t)a->R);
+    b->tg = malloc(sizeof *b->tg * (size_t)a->R);
+    b->bw_run = calloc((size_t)a->R, sizeof *b->bw_run);
+    if (!b->ids || !b->logits || !b->pp || !b->tg || !b->bw_run) return fail("out of memory", NULL);
+    return 0;
+}
+
+/* Execute: the warm-up (and, with a depth, the context prefilled into the
+ * prefix cache), then R measured runs of pp and tg. 0 or 1 (reported). */
+static int bench_measure(const bench_args *a, bench_run *b, cli_progress *prog) {
+    xllm_error err;
+    xllm_model *m = b->m;
+    int32_t *ids = b->ids;
+    int D = a->D, P = a->P, V = b->V, R = a->R;
     fill_ids(ids, (size_t)D, V, 0);
     /* pp run r's prompt: fill_ids(ids + D, P, V, r + 1); tg's: the first 8 of salt 1 */
-
-    /* warm-up (and, with a depth, the context prefilled into the prefix
-     * cache), then R measured runs of each */
-    cli_progress_cb(&prog, "warm-up", 0);
+    cli_progress_cb(prog, "warm-up", 0);
     fill_ids(ids + D, (size_t)P, V, 1);
     int warm_ok = D ? run_prefill(m, ids, (size_t)D, &err) >= 0 && run_prefill(m, ids, (size_t)D + P, &err) >= 0
-                    : !xllm_model_logits(m, ids, (size_t)P, 0, logits, &err);
+                    : !xllm_model_logits(m, ids, (size_t)P, 0, b->logits, &err);
     fill_ids(ids + D, TG_PROMPT, V, 1);
-    if (!warm_ok || run_tg(m, ids, (size_t)D + TG_PROMPT, N < 4 ? N : 4, &err) < 0) {
-        rc = fail(err.message, NULL);
-        goto out;
-    }
+    if (!warm_ok || run_tg(m, ids, (size_t)D + TG_PROMPT, a->N < 4 ? a->N : 4, &err) < 0) return fail(err.message, NULL);
     double hits_before = engine_stat(m, "prefix_cache", "hit_tokens");
-    if (profile_path) { /* the measured runs only, not the warm-up */
+    if (a->profile_path) { /* the measured runs only, not the warm-up */
         xllm_profile_enable(1);
         xllm_profile_reset();
     }
     for (int r = 0; r < R; r++) {
-        cli_progress_cb(&prog, "measuring", (double)r / R);
+        cli_progress_cb(prog, "measuring", (double)r / R);
         fill_ids(ids + D, (size_t)P, V, (uint64_t)r + 2);
         double secs;
         if (D) {
             secs = run_prefill(m, ids, (size_t)D + P, &err);
         } else {
-            double a = now_s();
-            secs = xllm_model_logits(m, ids, (size_t)P, 0, logits, &err) ? -1 : now_s() - a;
+            double t = now_s();
+            secs = xllm_model_logits(m, ids, (size_t)P, 0, b->logits, &err) ? -1 : now_s() - t;
         }
-        if (secs < 0) {
-            rc = fail(err.message, NULL);
-            goto out;
-        }
-        pp[r] = P / secs;
+        if (secs < 0) return fail(err.message, NULL);
+        b->pp[r] = P / secs;
         fill_ids(ids + D, TG_PROMPT, V, 1);
-        double bw_before = probe ? child_bandwidth_gbs(threads) : 0;
-        if ((tg[r] = run_tg(m, ids, (size_t)D + TG_PROMPT, N, &err)) < 0) {
-            rc = fail(err.message, NULL);
-            goto out;
-        }
-        double bw_after = bw_before > 0 ? child_bandwidth_gbs(threads) : 0;
-        if (bw_after > 0) bw_run[r] = 0.5 * (bw_before + bw_after);
+        double bw_before = a->probe ? child_bandwidth_gbs(a->threads) : 0;
+        if ((b->tg[r] = run_tg(m, ids, (size_t)D + TG_PROMPT, a->N, &err)) < 0) return fail(err.message, NULL);
+        double bw_after = bw_before > 0 ? child_bandwidth_gbs(a->threads) : 0;
+        if (bw_after > 0) b->bw_run[r] = 0.5 * (bw_before + bw_after);
     }
-    cli_progress_cb(&prog, "measuring", 1);
+    cli_progress_cb(prog, "measuring", 1);
     /* the depth's context must have come from the prefix cache in every
      * measured pp and tg run, or the figures time a longer prefill */
     double hit_tokens = engine_stat(m, "prefix_cache", "hit_tokens") - hits_before;
     int block = (int)engine_stat(m, "kv", "block_size");
     double want_hits = block > 0 ? 2.0 * R * (double)(D / block * block) : 0;
-    if (D && hit_tokens < want_hits) {
-        rc = cli_fail("the %d-token context was not reused from the prefix cache in every run (%.0f of %.0f tokens): "
-                      "the figures would time its prefill", D, hit_tokens, want_hits);
-        goto out;
-    }
-    double kv_bytes = engine_stat(m, "memory", "kv_bytes"), kv_blocks = engine_stat(m, "kv", "blocks_total");
-    double kv_per_token = kv_bytes > 0 && kv_blocks > 0 && block > 0 ? kv_bytes / (kv_blocks * block) : 0;
-    double scratch_bytes = engine_stat(m, "memory", "scratch_bytes");
-    char kv_name[16];
-    xllm_engine_stat_str(xllm_model_engine(m), "kv_dtype", kv_name, sizeof kv_name);
-    double kv_token_bytes = engine_stat(m, "kv_bytes_per_token", NULL);
+    if (D && hit_tokens < want_hits)
+        return cli_fail("the %d-token context was not reused from the prefix cache in every run (%.0f of %.0f tokens): "
+                        "the figures would time its prefill", D, hit_tokens, want_hits);
+    return 0;
+}
+
+/* The engine's memory figures and the peak RSS; then, where no probe child
+ * ran, the bandwidth once, here, after the RSS reading. */
+static void bench_figures(const bench_args *a, bench_run *b, bench_engine *g, cli_progress *prog) {
+    xllm_model *m = b->m;
+    int block = (int)engine_stat(m, "kv", "block_size");
+    g->kv_bytes = engine_stat(m, "memory", "kv_bytes");
+    double kv_blocks = engine_stat(m, "kv", "blocks_total");
+    g->kv_per_token = g->kv_bytes > 0 && kv_blocks > 0 && block > 0 ? g->kv_bytes / (kv_blocks * block) : 0;
+    g->scratch_bytes = engine_stat(m, "memory", "scratch_bytes");
+    xllm_engine_stat_str(xllm_model_engine(m), "kv_dtype", g->kv_name, sizeof g->kv_name);
+    g->kv_token_bytes = engine_stat(m, "kv_bytes_per_token", NULL);
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    double peak_mb = (double)ru.ru_maxrss / 1024.0;
-    int probed = probe;
-    for (int r = 0; r < R; r++) probed = probed && bw_run[r] > 0;
-    if (probe && !probed) { /* no child: once, here, after the RSS reading */
-        cli_progress_cb(&prog, "bandwidth", 0);
-        double bw = read_bandwidth_gbs(threads);
-        for (int r = 0; r < R; r++) bw_run[r] = bw;
-        cli_progress_cb(&prog, "bandwidth", 1);
+    g->peak_mb = (double)ru.ru_maxrss / 1024.0;
+    b->probed = a->probe;
+    for (int r = 0; r < a->R; r++) b->probed = b->probed && b->bw_run[r] > 0;
+    if (a->probe && !b->probed) {
+        cli_progress_cb(prog, "bandwidth", 0);
+        double bw = read_bandwidth_gbs(a->threads);
+        for (int r = 0; r < a->R; r++) b->bw_run[r] = bw;
+        cli_progress_cb(prog, "bandwidth", 1);
     }
-    cli_progress_end(&prog);
-    double pp_mean, pp_sd, tg_mean, tg_sd;
-    mean_sd(pp, R, &pp_mean, &pp_sd);
-    mean_sd(tg, R, &tg_mean, &tg_sd);
+}
 
-    FILE *o = json ? stderr : stdout;
-    fprintf(o, "model      %s (%.1f MB of weights; a decode step reads %.1f MB)\n", path, total_bytes / 1e6, read_bytes / 1e6);
-    fprintf(o, "load       %.3f s; threads %d; %d runs after one warm-up", load_s, threads, R);
+/* The bandwidth line: per run its bound from the bandwidth around it, and its fraction. */
+static void report_bandwidth(FILE *o, const bench_args *a, bench_run *b, double step_bytes, double tg_mean) {
+    int R = a->R;
+    double *bound = malloc(sizeof *bound * (size_t)R * 2), *frac = bound + R;
+    if (!bound) return;
+    for (int r = 0; r < R; r++) {
+        bound[r] = b->bw_run[r] * 1e9 / step_bytes;
+        frac[r] = b->tg[r] / bound[r];
+    }
+    double bw_lo, bw_hi, b_lo, b_hi, f_lo, f_hi;
+    double bw_med = median_min_max(b->bw_run, R, &bw_lo, &bw_hi), b_med = median_min_max(bound, R, &b_lo, &b_hi);
+    double f_med = median_min_max(frac, R, &f_lo, &f_hi);
+    if (b->probed)
+        fprintf(o, "bandwidth  %.1f GB/s read with %d threads (around each tg run; %.1f-%.1f) -> tg bound %.2f "
+                "tokens/s; tg achieves %.2f of it (per run %.2f-%.2f)\n",
+                bw_med, a->threads, bw_lo, bw_hi, b_med, f_med, f_lo, f_hi);
+    else
+        fprintf(o, "bandwidth  %.1f GB/s read with %d threads (after the runs) -> tg bound %.2f tokens/s; "
+                "tg achieves %.2f of it\n", bw_med, a->threads, b_med, tg_mean / b_med);
+    free(bound);
+}
+
+/* Report: the table and figures (stderr with --json), then the JSON line. */
+static void bench_report(const bench_args *a, bench_run *b, const bench_engine *g) {
+    int P = a->P, N = a->N, D = a->D;
+    double pp_mean, pp_sd, tg_mean, tg_sd;
+    mean_sd(b->pp, a->R, &pp_mean, &pp_sd);
+    mean_sd(b->tg, a->R, &tg_mean, &tg_sd);
+    FILE *o = a->json ? stderr : stdout;
+    fprintf(o, "model      %s (%.1f MB of weights; a decode step reads %.1f MB)\n", a->path, b->total_bytes / 1e6,
+            b->read_bytes / 1e6);
+    fprintf(o, "load       %.3f s; threads %d; %d runs after one warm-up", b->load_s, a->threads, a->R);
     if (D) fprintf(o, "; after a context of %d tokens (-d)", D);
     fprintf(o, "\n");
     char pp_name[32], tg_name[32];
@@ -473,43 +513,52 @@ int cmd_bench(int argc, char **argv) {
     fprintf(o, "| %-*s |      tokens/s |\n|-%.*s-|---------------|\n", w, "test", w, "--------------------------------");
     fprintf(o, "| %-*s | %8.2f ± %.2f |\n", w, pp_name, pp_mean, pp_sd);
     fprintf(o, "| %-*s | %8.2f ± %.2f |\n", w, tg_name, tg_mean, tg_sd);
-    fprintf(o, "peak RSS   %.1f MiB (weights mapped %.1f MiB, KV pool %.1f MiB, scratch %.1f MiB)\n", peak_mb,
-            total_bytes / 1048576.0, kv_bytes > 0 ? kv_bytes / 1048576.0 : 0, scratch_bytes > 0 ? scratch_bytes / 1048576.0 : 0);
-    fprintf(o, "KV cache   %s, %.0f bytes per token (K and V, every layer)\n", kv_name[0] ? kv_name : "?", kv_token_bytes);
+    fprintf(o, "peak RSS   %.1f MiB (weights mapped %.1f MiB, KV pool %.1f MiB, scratch %.1f MiB)\n", g->peak_mb,
+            b->total_bytes / 1048576.0, g->kv_bytes > 0 ? g->kv_bytes / 1048576.0 : 0,
+            g->scratch_bytes > 0 ? g->scratch_bytes / 1048576.0 : 0);
+    fprintf(o, "KV cache   %s, %.0f bytes per token (K and V, every layer)\n", g->kv_name[0] ? g->kv_name : "?",
+            g->kv_token_bytes);
     /* a decode step at depth D also reads the D tokens' K and V */
-    double step_bytes = read_bytes + kv_per_token * (D + TG_PROMPT + N / 2.0);
-    if (probe && bw_run[0] > 0 && step_bytes > 0) {
-        /* per run: its bound from the bandwidth around it, and its fraction */
-        double *bound = malloc(sizeof *bound * (size_t)R * 2), *frac = bound + R;
-        if (bound) {
-            for (int r = 0; r < R; r++) {
-                bound[r] = bw_run[r] * 1e9 / step_bytes;
-                frac[r] = tg[r] / bound[r];
-            }
-            double bw_lo, bw_hi, b_lo, b_hi, f_lo, f_hi;
-            double bw_med = median_min_max(bw_run, R, &bw_lo, &bw_hi), b_med = median_min_max(bound, R, &b_lo, &b_hi);
-            double f_med = median_min_max(frac, R, &f_lo, &f_hi);
-            if (probed)
-                fprintf(o, "bandwidth  %.1f GB/s read with %d threads (around each tg run; %.1f-%.1f) -> tg bound %.2f "
-                        "tokens/s; tg achieves %.2f of it (per run %.2f-%.2f)\n",
-                        bw_med, threads, bw_lo, bw_hi, b_med, f_med, f_lo, f_hi);
-            else
-                fprintf(o, "bandwidth  %.1f GB/s read with %d threads (after the runs) -> tg bound %.2f tokens/s; "
-                        "tg achieves %.2f of it\n", bw_med, threads, b_med, tg_mean / b_med);
-            free(bound);
-        }
-    }
-    if (json)
+    double step_bytes = b->read_bytes + g->kv_per_token * (D + TG_PROMPT + N / 2.0);
+    if (a->probe && b->bw_run[0] > 0 && step_bytes > 0) report_bandwidth(o, a, b, step_bytes, tg_mean);
+    if (a->json)
         printf("{\"pp_tok_s\":%.3f,\"pp_sd\":%.3f,\"tg_tok_s\":%.3f,\"tg_sd\":%.3f,\"threads\":%d,\"kv_dtype\":\"%s\","
                "\"kv_bytes_per_token\":%.0f}\n",
-               pp_mean, pp_sd, tg_mean, tg_sd, threads, kv_name, kv_token_bytes);
-out:
-    free(ids);
-    free(logits);
-    free(pp);
-    free(tg);
-    free(bw_run);
-    xllm_model_free(m);
-    if (!rc && profile_path) rc = profile_write(profile_path);
+               pp_mean, pp_sd, tg_mean, tg_sd, a->threads, g->kv_name, g->kv_token_bytes);
+}
+
+int cmd_bench(int argc, char **argv) {
+    bench_args a;
+    int rc = bench_parse(argc, argv, &a);
+    if (rc >= 0) return rc;
+    if (a.bw_only) {
+        double gbs = read_bandwidth_gbs(a.threads);
+        if (!(gbs > 0)) return fail("could not measure the read bandwidth (out of memory?)", NULL);
+        printf("%.3f\n", gbs);
+        return 0;
+    }
+    if (!a.path) return cli_fail("bench needs -m MODEL (see 'xllm bench --help')");
+    if (cli_check_model(a.path)) return 1;
+    bench_run b;
+    memset(&b, 0, sizeof b);
+    xllm_error err;
+    if (!weight_bytes(a.path, &b.total_bytes, &b.read_bytes, &err)) return fail(err.message, NULL);
+    cli_progress prog;
+    cli_progress_init(&prog, "bench");
+    rc = bench_load(&a, &b, &prog) || bench_measure(&a, &b, &prog);
+    if (!rc) {
+        bench_engine g;
+        memset(&g, 0, sizeof g);
+        bench_figures(&a, &b, &g, &prog);
+        cli_progress_end(&prog);
+        bench_report(&a, &b, &g);
+    }
+    free(b.ids);
+    free(b.logits);
+    free(b.pp);
+    free(b.tg);
+    free(b.bw_run);
+    xllm_model_free(b.m);
+    if (!rc && a.profile_path) rc = profile_write(a.profile_path);
     return rc;
 }

@@ -28,6 +28,7 @@
  */
 #include "cli.h"
 #include "commands.h"
+#include "read_text.h"
 #include "xllm.h"
 
 #include <errno.h>
@@ -58,37 +59,11 @@ static EVAL_PRINTF(1, 2) int eval_fail(const char *fmt, ...) {
 
 /* The whole file (or stdin for "-") into *buf (malloc) / *len. 0 on success. */
 static int read_text(const char *path, char **buf, size_t *len) {
-    FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
-    if (!f) return eval_fail("cannot open %s: %s", path, strerror(errno));
-    size_t cap = 1 << 16, n = 0;
-    char *b = malloc(cap);
-    int rc = 0;
-    if (!b) rc = eval_fail("out of memory reading %s", path);
-    while (!rc) {
-        if (n == cap) {
-            char *nb = cap > SIZE_MAX / 2 ? NULL : realloc(b, cap * 2);
-            if (!nb) {
-                rc = eval_fail("out of memory reading %s", path);
-                break;
-            }
-            b = nb;
-            cap *= 2;
-        }
-        size_t got = fread(b + n, 1, cap - n, f);
-        n += got;
-        if (got == 0) {
-            if (ferror(f)) rc = eval_fail("cannot read %s: %s", path, strerror(errno ? errno : EIO));
-            break;
-        }
-    }
-    if (f != stdin) fclose(f);
-    if (rc) {
-        free(b);
-        return rc;
-    }
-    *buf = b;
-    *len = n;
-    return 0;
+    const char *why;
+    int errnum;
+    if (!read_text_file(path, buf, len, &why, &errnum)) return 0;
+    if (!errnum) return eval_fail("%s reading %s", why, path);
+    return eval_fail("%s %s: %s", why, path, strerror(errnum));
 }
 
 /* Numerically stable log-sum-exp of z[0..V) in double; *argmax gets the
@@ -147,10 +122,29 @@ static long special_prefix_len(const int32_t *sp, size_t n_sp, const int32_t *ns
     return -1;
 }
 
-int cmd_eval(int argc, char **argv) {
-    const char *model_path = NULL, *ref_path = NULL, *text_path = NULL, *kv_dtype = NULL, *ref_kv_dtype = NULL;
-    long threads = 0, ctx_arg = 0;
-    int json = 0;
+/* What the command line asks for. */
+typedef struct eval_args {
+    const char *model_path, *ref_path, *text_path, *kv_dtype, *ref_kv_dtype;
+    long threads, ctx_arg;
+    int json, show_kv;
+} eval_args;
+
+/* What a run holds: the models, the token streams, the windows' buffers. */
+typedef struct eval_run {
+    xllm_model *m, *r;
+    const xllm_tokenizer *tok;
+    const char *tok_from;   /* whose tokenizer (the model's, else the reference's) */
+    int32_t *sp, *ns, *win; /* tokens with / without special tokens; one window */
+    size_t n_sp, n_ns;
+    size_t P, first;        /* leading special tokens; 1 when the first token has no context */
+    size_t W, C, V;         /* window, stream tokens per window, vocabulary */
+    size_t n_windows;
+    float *lm, *lr;         /* logits of a window: model, reference */
+} eval_run;
+
+/* Parse: -1 to go on, else the exit code (0 after --help). */
+static int eval_parse(int argc, char **argv, eval_args *a) {
+    memset(a, 0, sizeof *a);
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i];
         int has_value = i + 1 < argc;
@@ -158,215 +152,208 @@ int cmd_eval(int argc, char **argv) {
             cli_print_help(stdout, "eval");
             return 0;
         } else if (!strcmp(f, "--json")) {
-            json = 1;
+            a->json = 1;
         } else if (!strcmp(f, "-m") || !strcmp(f, "--model") || !strcmp(f, "--ref") || !strcmp(f, "--text") ||
                    !strcmp(f, "-t") || !strcmp(f, "--threads") || !strcmp(f, "--ctx") || !strcmp(f, "--kv-dtype") ||
                    !strcmp(f, "--ref-kv-dtype")) {
             if (!has_value) return eval_fail("%s needs a value", f);
             const char *v = argv[++i];
-            if (!strcmp(f, "--ref")) ref_path = v;
-            else if (!strcmp(f, "--kv-dtype")) kv_dtype = v;
-            else if (!strcmp(f, "--ref-kv-dtype")) ref_kv_dtype = v;
-            else if (!strcmp(f, "--text")) text_path = v;
+            if (!strcmp(f, "--ref")) a->ref_path = v;
+            else if (!strcmp(f, "--kv-dtype")) a->kv_dtype = v;
+            else if (!strcmp(f, "--ref-kv-dtype")) a->ref_kv_dtype = v;
+            else if (!strcmp(f, "--text")) a->text_path = v;
             else if (!strcmp(f, "--ctx")) {
-                if (cli_int(f, v, 1, INT_MAX, &ctx_arg)) return 1;
+                if (cli_int(f, v, 1, INT_MAX, &a->ctx_arg)) return 1;
             } else if (!strcmp(f, "-t") || !strcmp(f, "--threads")) {
-                if (cli_int(f, v, 1, 1024, &threads)) return 1;
-            } else model_path = v;
+                if (cli_int(f, v, 1, 1024, &a->threads)) return 1;
+            } else a->model_path = v;
         } else {
             return cli_unknown_option("eval", f);
         }
     }
-    if (!model_path) return eval_fail("eval needs -m MODEL (see 'xllm eval --help')");
-    if (!text_path) return eval_fail("eval needs --text FILE (see 'xllm eval --help')");
-    if (!kv_dtype && getenv("XLLM_KV_DTYPE") && *getenv("XLLM_KV_DTYPE")) kv_dtype = getenv("XLLM_KV_DTYPE");
-    int show_kv = kv_dtype || ref_kv_dtype;
-    if (ref_kv_dtype && !ref_path) ref_path = model_path; /* the same model, its KV stored otherwise */
-    if (cli_check_model(model_path) || (ref_path && cli_check_model(ref_path))) return 1;
+    if (!a->model_path) return eval_fail("eval needs -m MODEL (see 'xllm eval --help')");
+    if (!a->text_path) return eval_fail("eval needs --text FILE (see 'xllm eval --help')");
+    if (!a->kv_dtype && getenv("XLLM_KV_DTYPE") && *getenv("XLLM_KV_DTYPE")) a->kv_dtype = getenv("XLLM_KV_DTYPE");
+    a->show_kv = a->kv_dtype || a->ref_kv_dtype;
+    if (a->ref_kv_dtype && !a->ref_path) a->ref_path = a->model_path; /* the same model, its KV stored otherwise */
+    if (cli_check_model(a->model_path) || (a->ref_path && cli_check_model(a->ref_path))) return 1;
+    return -1;
+}
 
-    int rc = 0;
-    char *text = NULL;
-    size_t text_len = 0;
-    xllm_model *m = NULL, *r = NULL;
-    int32_t *sp = NULL, *ns = NULL, *win = NULL;
-    size_t n_sp = 0, n_ns = 0;
-    float *lm = NULL, *lr = NULL;
+/* The model, the reference, and whose tokenizer to use. 0 or 1 (reported). */
+static int eval_load(const eval_args *a, eval_run *e) {
     xllm_error err;
-    eval_stats st = {0};
-
-    if (read_text(text_path, &text, &text_len)) return 1;
-    if (text_len == 0) {
-        rc = eval_fail("%s is empty: nothing to evaluate", text_path);
-        goto done;
-    }
-
     xllm_model_options mo = xllm_model_options_default();
-    mo.n_threads = (int)threads;
+    mo.n_threads = (int)a->threads;
     mo.max_batch_seqs = 1; /* one sequence at a time: keep the KV pool small */
-    mo.kv_dtype = kv_dtype;
-    if (!(m = cli_load_model(model_path, &mo, &err, 0))) {
-        rc = eval_fail("%s", err.message);
-        goto done;
-    }
-    const xllm_tokenizer *tok = xllm_model_tokenizer(m);
-    const char *tok_from = model_path;
-    if (ref_path) {
+    mo.kv_dtype = a->kv_dtype;
+    if (!(e->m = cli_load_model(a->model_path, &mo, &err, 0))) return eval_fail("%s", err.message);
+    e->tok = xllm_model_tokenizer(e->m);
+    e->tok_from = a->model_path;
+    if (a->ref_path) {
         xllm_model_options ro = mo;
-        ro.kv_dtype = ref_kv_dtype ? ref_kv_dtype : "f32"; /* a reference is exact unless asked */
-        if (!(r = cli_load_model(ref_path, &ro, &err, 0))) {
-            rc = eval_fail("%s", err.message);
-            goto done;
-        }
-        int32_t vm = xllm_model_vocab_size(m), vr = xllm_model_vocab_size(r);
-        const xllm_tokenizer *rtok = xllm_model_tokenizer(r);
+        ro.kv_dtype = a->ref_kv_dtype ? a->ref_kv_dtype : "f32"; /* a reference is exact unless asked */
+        if (!(e->r = cli_load_model(a->ref_path, &ro, &err, 0))) return eval_fail("%s", err.message);
+        int32_t vm = xllm_model_vocab_size(e->m), vr = xllm_model_vocab_size(e->r);
+        const xllm_tokenizer *tok = e->tok, *rtok = xllm_model_tokenizer(e->r);
         int32_t tm = tok ? xllm_tokenizer_vocab_size(tok) : -1, tr = rtok ? xllm_tokenizer_vocab_size(rtok) : -1;
-        if (vm != vr || (tok && rtok && tm != tr)) {
-            rc = eval_fail("vocabularies differ: %s has %d tokens (tokenizer %d), the reference %s has %d (tokenizer %d)",
-                           model_path, (int)vm, (int)tm, ref_path, (int)vr, (int)tr);
-            goto done;
-        }
+        if (vm != vr || (tok && rtok && tm != tr))
+            return eval_fail("vocabularies differ: %s has %d tokens (tokenizer %d), the reference %s has %d (tokenizer %d)",
+                             a->model_path, (int)vm, (int)tm, a->ref_path, (int)vr, (int)tr);
         if (!tok && rtok) { /* same vocabulary: the reference's tokenizer gives the same ids */
-            tok = rtok;
-            tok_from = ref_path;
+            e->tok = rtok;
+            e->tok_from = a->ref_path;
         }
     }
-    if (!tok) {
-        rc = eval_fail("%s has no tokenizer: eval needs one (or a --ref model that has it)", model_path);
-        goto done;
-    }
+    if (!e->tok) return eval_fail("%s has no tokenizer: eval needs one (or a --ref model that has it)", a->model_path);
+    return 0;
+}
 
-    if (xllm_tokenize(tok, text, text_len, 1, &sp, &n_sp, &err) ||
-        xllm_tokenize(tok, text, text_len, 0, &ns, &n_ns, &err)) {
-        rc = eval_fail("%s: %s", text_path, err.message);
-        goto done;
-    }
-    if (n_ns == 0) {
-        rc = eval_fail("%s holds no tokens: nothing to evaluate", text_path);
-        goto done;
-    }
-    long pl = special_prefix_len(sp, n_sp, ns, n_ns);
-    if (pl < 0) {
-        rc = eval_fail("%s: the tokenizer's special tokens do not just surround the text's tokens", text_path);
-        goto done;
-    }
+/* The text's token streams and the windows over them. 0 or 1 (reported). */
+static int eval_plan(const eval_args *a, eval_run *e, const char *text, size_t text_len) {
+    xllm_error err;
+    if (xllm_tokenize(e->tok, text, text_len, 1, &e->sp, &e->n_sp, &err) ||
+        xllm_tokenize(e->tok, text, text_len, 0, &e->ns, &e->n_ns, &err))
+        return eval_fail("%s: %s", a->text_path, err.message);
+    if (e->n_ns == 0) return eval_fail("%s holds no tokens: nothing to evaluate", a->text_path);
+    long pl = special_prefix_len(e->sp, e->n_sp, e->ns, e->n_ns);
+    if (pl < 0) return eval_fail("%s: the tokenizer's special tokens do not just surround the text's tokens", a->text_path);
     size_t P = (size_t)pl, first = P == 0 ? 1 : 0; /* without BOS the first token has no context */
-    if (n_ns <= first) {
-        rc = eval_fail("%s is too short: %zu token(s), nothing to predict", text_path, n_ns);
-        goto done;
-    }
-
-    size_t max_ctx = (size_t)xllm_model_context_size(m);
-    if (r && (size_t)xllm_model_context_size(r) < max_ctx) max_ctx = (size_t)xllm_model_context_size(r);
-    size_t W = ctx_arg ? (size_t)ctx_arg : max_ctx;
-    if (W > max_ctx) {
-        rc = eval_fail("--ctx %zu exceeds the context of %zu tokens", W, max_ctx);
-        goto done;
-    }
-    if (W < P + 1 + first) {
-        rc = eval_fail("a window of %zu tokens is too small: it needs at least %zu (%zu special + 1)", W,
-                       P + 1 + first, P + first);
-        goto done;
-    }
+    if (e->n_ns <= first) return eval_fail("%s is too short: %zu token(s), nothing to predict", a->text_path, e->n_ns);
+    size_t max_ctx = (size_t)xllm_model_context_size(e->m);
+    if (e->r && (size_t)xllm_model_context_size(e->r) < max_ctx) max_ctx = (size_t)xllm_model_context_size(e->r);
+    size_t W = a->ctx_arg ? (size_t)a->ctx_arg : max_ctx;
+    if (W > max_ctx) return eval_fail("--ctx %zu exceeds the context of %zu tokens", W, max_ctx);
+    if (W < P + 1 + first)
+        return eval_fail("a window of %zu tokens is too small: it needs at least %zu (%zu special + 1)", W,
+                         P + 1 + first, P + first);
     size_t C = W - P; /* stream tokens per window */
-    size_t V = (size_t)xllm_model_vocab_size(m);
-    win = malloc(W * sizeof *win);
-    lm = malloc(W * V * sizeof *lm);
-    if (r) lr = malloc(W * V * sizeof *lr);
-    if (!win || !lm || (r && !lr)) {
-        rc = eval_fail("out of memory: %zu x %zu logits", W, V);
-        goto done;
-    }
-    memcpy(win, sp, P * sizeof *win);
-
-    size_t n_windows = 0;
-    for (size_t tgt = first; tgt < n_ns; n_windows++) {
+    size_t V = (size_t)xllm_model_vocab_size(e->m);
+    e->win = malloc(W * sizeof *e->win);
+    e->lm = malloc(W * V * sizeof *e->lm);
+    if (e->r) e->lr = malloc(W * V * sizeof *e->lr);
+    if (!e->win || !e->lm || (e->r && !e->lr)) return eval_fail("out of memory: %zu x %zu logits", W, V);
+    memcpy(e->win, e->sp, P * sizeof *e->win);
+    e->n_windows = 0;
+    for (size_t tgt = first; tgt < e->n_ns; e->n_windows++) {
         size_t s = tgt - first;
-        tgt = s + C < n_ns ? s + C : n_ns;
+        tgt = s + C < e->n_ns ? s + C : e->n_ns;
     }
-    int bar = isatty(STDERR_FILENO);
-    st.kld_max = 0;
-    size_t w = 0;
-    for (size_t tgt = first; tgt < n_ns; w++) {
-        if (bar) progress(w, n_windows);
-        size_t s = tgt - first; /* stream index of the window's first token */
-        size_t end = s + C < n_ns ? s + C : n_ns;
-        size_t L = P + (end - s);
-        memcpy(win + P, ns + s, (end - s) * sizeof *win);
-        if (xllm_model_logits(m, win, L, 1, lm, &err) || (r && xllm_model_logits(r, win, L, 1, lr, &err))) {
-            if (bar) fputc('\n', stderr);
-            rc = eval_fail("%s", err.message);
-            goto done;
-        }
-        for (size_t j = tgt; j < end; j++) {
-            size_t row = P + (j - s) - 1; /* logits that predict stream token j */
-            const float *z = lm + row * V;
-            size_t am_z, am_r;
-            double lse_z = log_sum_exp(z, V, &am_z);
-            st.nll_sum += lse_z - (double)z[ns[j]];
-            if (r) {
-                const float *rz = lr + row * V;
-                double lse_r = log_sum_exp(rz, V, &am_r);
-                double kl = kl_divergence(rz, lse_r, z, lse_z, V);
-                st.kld_sum += kl;
-                if (kl > st.kld_max || isnan(kl)) {
-                    if (!isnan(st.kld_max)) st.kld_max_at = j;
-                    st.kld_max = kl;
-                }
-                st.agree += am_z == am_r;
+    e->P = P, e->first = first, e->W = W, e->C = C, e->V = V;
+    return 0;
+}
+
+/* The predictions of stream tokens [tgt, end) of the window starting at s. */
+static void eval_score(const eval_run *e, size_t s, size_t tgt, size_t end, eval_stats *st) {
+    size_t V = e->V;
+    for (size_t j = tgt; j < end; j++) {
+        size_t row = e->P + (j - s) - 1; /* logits that predict stream token j */
+        const float *z = e->lm + row * V;
+        size_t am_z, am_r;
+        double lse_z = log_sum_exp(z, V, &am_z);
+        st->nll_sum += lse_z - (double)z[e->ns[j]];
+        if (e->r) {
+            const float *rz = e->lr + row * V;
+            double lse_r = log_sum_exp(rz, V, &am_r);
+            double kl = kl_divergence(rz, lse_r, z, lse_z, V);
+            st->kld_sum += kl;
+            if (kl > st->kld_max || isnan(kl)) {
+                if (!isnan(st->kld_max)) st->kld_max_at = j;
+                st->kld_max = kl;
             }
-            st.n++;
+            st->agree += am_z == am_r;
         }
+        st->n++;
+    }
+}
+
+/* Execute: every window through the model (and the reference). 0 or 1 (reported). */
+static int eval_windows(eval_run *e, eval_stats *st) {
+    xllm_error err;
+    int bar = isatty(STDERR_FILENO);
+    st->kld_max = 0;
+    size_t w = 0, P = e->P;
+    for (size_t tgt = e->first; tgt < e->n_ns; w++) {
+        if (bar) progress(w, e->n_windows);
+        size_t s = tgt - e->first; /* stream index of the window's first token */
+        size_t end = s + e->C < e->n_ns ? s + e->C : e->n_ns;
+        size_t L = P + (end - s);
+        memcpy(e->win + P, e->ns + s, (end - s) * sizeof *e->win);
+        if (xllm_model_logits(e->m, e->win, L, 1, e->lm, &err) ||
+            (e->r && xllm_model_logits(e->r, e->win, L, 1, e->lr, &err))) {
+            if (bar) fputc('\n', stderr);
+            return eval_fail("%s", err.message);
+        }
+        eval_score(e, s, tgt, end, st);
         tgt = end;
     }
     if (bar) {
-        progress(n_windows, n_windows);
+        progress(e->n_windows, e->n_windows);
         fputc('\n', stderr);
     }
+    return 0;
+}
 
-    double mean_nll = st.nll_sum / (double)st.n, ppl = exp(mean_nll);
-    double kld_mean = st.kld_sum / (double)st.n, agree = (double)st.agree / (double)st.n;
-    if (json) {
-        printf("{\"tokens\":%zu,", st.n);
-        if (show_kv) { /* only when a KV storage was asked for: the plain object stays as it was */
-            printf("\"kv_dtype\":\"%s\",", kv_dtype ? kv_dtype : "f32");
-            if (r) printf("\"ref_kv_dtype\":\"%s\",", ref_kv_dtype ? ref_kv_dtype : "f32");
+/* Report: JSON or the text table. 0 or 1 (stdout could not be written). */
+static int eval_report(const eval_args *a, const eval_run *e, const eval_stats *st) {
+    double mean_nll = st->nll_sum / (double)st->n, ppl = exp(mean_nll);
+    double kld_mean = st->kld_sum / (double)st->n, agree = (double)st->agree / (double)st->n;
+    const char *kv = a->kv_dtype ? a->kv_dtype : "f32", *ref_kv = a->ref_kv_dtype ? a->ref_kv_dtype : "f32";
+    if (a->json) {
+        printf("{\"tokens\":%zu,", st->n);
+        if (a->show_kv) { /* only when a KV storage was asked for: the plain object stays as it was */
+            printf("\"kv_dtype\":\"%s\",", kv);
+            if (e->r) printf("\"ref_kv_dtype\":\"%s\",", ref_kv);
         }
         printf("\"ppl\":");
         print_json_number(ppl);
-        if (r) {
+        if (e->r) {
             printf(",\"kld_mean\":");
             print_json_number(kld_mean);
             printf(",\"kld_max\":");
-            print_json_number(st.kld_max);
+            print_json_number(st->kld_max);
             printf(",\"top1_agree\":");
             print_json_number(agree);
         }
         printf("}\n");
     } else {
-        if (show_kv) printf("model        %s (KV cache %s)\n", model_path, kv_dtype ? kv_dtype : "f32");
-        else printf("model        %s\n", model_path);
-        if (tok_from != model_path) printf("tokenizer    %s's (the model has none)\n", tok_from);
+        if (a->show_kv) printf("model        %s (KV cache %s)\n", a->model_path, kv);
+        else printf("model        %s\n", a->model_path);
+        if (e->tok_from != a->model_path) printf("tokenizer    %s's (the model has none)\n", e->tok_from);
         printf("text         %s: %zu tokens predicted, %zu window(s) of up to %zu tokens (%zu special + %zu)\n",
-               text_path, st.n, n_windows, W, P, C);
+               a->text_path, st->n, e->n_windows, e->W, e->P, e->C);
         printf("perplexity   %.6f  (mean NLL %.6f nats/token)\n", ppl, mean_nll);
-        if (r) {
-            if (show_kv) printf("reference    %s (KV cache %s)\n", ref_path, ref_kv_dtype ? ref_kv_dtype : "f32");
-            else printf("reference    %s\n", ref_path);
+        if (e->r) {
+            if (a->show_kv) printf("reference    %s (KV cache %s)\n", a->ref_path, ref_kv);
+            else printf("reference    %s\n", a->ref_path);
             printf("KLD mean     %.9f  (KL(ref || model), nats/token)\n", kld_mean);
-            printf("KLD max      %.9f  (at token %zu of the stream)\n", st.kld_max, st.kld_max_at);
-            printf("top-1 agree  %.4f %%  (%zu of %zu tokens)\n", 100.0 * agree, st.agree, st.n);
+            printf("KLD max      %.9f  (at token %zu of the stream)\n", st->kld_max, st->kld_max_at);
+            printf("top-1 agree  %.4f %%  (%zu of %zu tokens)\n", 100.0 * agree, st->agree, st->n);
         }
     }
-    if (fflush(stdout) != 0) rc = eval_fail("cannot write the output: %s", strerror(errno));
+    if (fflush(stdout) != 0) return eval_fail("cannot write the output: %s", strerror(errno));
+    return 0;
+}
 
-done:
-    free(lm);
-    free(lr);
-    free(win);
-    xllm_free(sp);
-    xllm_free(ns);
-    xllm_model_free(r);
-    xllm_model_free(m);
+int cmd_eval(int argc, char **argv) {
+    eval_args a;
+    int rc = eval_parse(argc, argv, &a);
+    if (rc >= 0) return rc;
+    char *text = NULL;
+    size_t text_len = 0;
+    if (read_text(a.text_path, &text, &text_len)) return 1;
+    eval_run e;
+    memset(&e, 0, sizeof e);
+    eval_stats st = {0};
+    if (text_len == 0) rc = eval_fail("%s is empty: nothing to evaluate", a.text_path);
+    else rc = eval_load(&a, &e) || eval_plan(&a, &e, text, text_len) || eval_windows(&e, &st) || eval_report(&a, &e, &st);
+    free(e.lm);
+    free(e.lr);
+    free(e.win);
+    xllm_free(e.sp);
+    xllm_free(e.ns);
+    xllm_model_free(e.r);
+    xllm_model_free(e.m);
     free(text);
     return rc;
 }

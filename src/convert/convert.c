@@ -18,6 +18,7 @@
  */
 #include "xllm.h"
 #include "base/alloc.h"
+#include "base/buf.h"
 #include "base/error.h"
 #include "base/file.h"
 #include "convert/calibrate.h"
@@ -130,13 +131,8 @@ static xllm_status fetch_name(conv *c, const char *name, out_t *o, int *found, x
 static xllm_status sink_add(conv *c, const char *name, xllm_dtype dtype, int group, int ndim, const int64_t *shape,
                             const void *data, size_t nbytes, xllm_error *err) {
     if (!c->to_gguf) return xf_writer_add(c->w, name, dtype, group, ndim, shape, data, nbytes, err);
-    if (c->gn == c->gcap) {
-        size_t cap = c->gcap ? c->gcap * 2 : 64;
-        st_tensor *t = xllm_realloc(c->gt, cap * sizeof *t);
-        if (!t) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
-        c->gt = t;
-        c->gcap = cap;
-    }
+    if (xllm_array_reserve(&c->gt, &c->gcap, c->gn + 1, sizeof *c->gt, 64))
+        return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
     st_tensor *t = &c->gt[c->gn];
     memset(t, 0, sizeof *t);
     t->name = xllm_strdup(name);
@@ -511,6 +507,106 @@ static cJSON *load_json_or_null(const char *dir, const char *file, xllm_error *e
     return j;
 }
 
+/* Step 1: the source (an HF directory or a GGUF file): its tensors, config,
+ * generation config and tokenizer texts. */
+static xllm_status open_source(conv *c, const char *src, cJSON **config, cJSON **gen, xllm_error *err) {
+    xllm_status st = XLLM_OK;
+    if (xllm_is_dir(src)) {
+        *config = load_json_or_null(src, "config.json", err, &st);
+        if (!st && cJSON_IsNull(*config)) st = xllm_errorf(err, XLLM_ERR_IO, "%s/config.json: missing", src);
+        if (!st) *gen = load_json_or_null(src, "generation_config.json", err, &st);
+        if (!st) st = read_optional(src, "tokenizer.json", &c->tok_json, &c->tok_json_len, err);
+        if (!st) st = read_optional(src, "tokenizer_config.json", &c->tok_cfg, &c->tok_cfg_len, err);
+        if (st) return st;
+        c->src = st_open(src, err);
+        return c->src ? XLLM_OK : err ? err->code : XLLM_ERR_FORMAT;
+    }
+    if (gguf_is_gguf(src)) {
+        if ((st = gguf_open(src, &c->gsrc, err))) return st;
+        c->src = c->gsrc.tensors; /* closed by gguf_close */
+        *config = c->gsrc.config;
+        *gen = c->gsrc.generation_config ? c->gsrc.generation_config : cJSON_CreateNull();
+        c->gsrc.config = c->gsrc.generation_config = NULL;
+        c->tok_json = c->gsrc.tokenizer_json;
+        c->tok_cfg = c->gsrc.tokenizer_config_json;
+        c->gsrc.tokenizer_json = c->gsrc.tokenizer_config_json = NULL;
+        c->tok_json_len = c->tok_json ? strlen(c->tok_json) : 0;
+        c->tok_cfg_len = c->tok_cfg ? strlen(c->tok_cfg) : 0;
+        return XLLM_OK;
+    }
+    return xllm_errorf(err, xllm_file_exists(src) ? XLLM_ERR_FORMAT : XLLM_ERR_IO,
+                       "%s: not a HuggingFace checkpoint directory or a GGUF file", src);
+}
+
+/* Step 3: every tensor the layers did not write, in name order. */
+static xllm_status convert_rest(conv *c, xllm_error *err) {
+    xllm_status st = XLLM_OK;
+    for (size_t i = 0; i < st_count(c->src) && !st; i++) {
+        if (c->done[i]) continue;
+        const st_tensor *t = st_at(c->src, i);
+        out_t o;
+        if ((st = fetch(c, t, &o, err))) break;
+        int layer = -1;
+        if (!strncmp(t->name, "model.layers.", 13)) layer = atoi(t->name + 13);
+        if (layer >= 0 && layer < c->cfg.n_layers && (o.cls == TC_MLP || o.cls == TC_ATTN)) {
+            observe_point p;
+            int expert;
+            moe_source(t->name, &p, &expert);
+            st = attach_importance(c, &o, layer, p, expert, err);
+        }
+        if (!st) st = emit(c, &o, err);
+        out_free(&o);
+    }
+    return st;
+}
+
+/* Step 4: the .xllm metadata; takes config, gen, c->types and (when it has
+ * entries) c->fallbacks over. */
+static cJSON *make_meta(conv *c, const char *src, cJSON **config, cJSON **gen) {
+    cJSON *meta = cJSON_CreateObject();
+    cJSON_AddStringToObject(meta, "format", "xllm");
+    cJSON_AddNumberToObject(meta, "format_version", XF_VERSION);
+    cJSON_AddItemToObject(meta, "config", *config);
+    *config = NULL;
+    cJSON_AddItemToObject(meta, "generation_config", *gen);
+    *gen = NULL;
+    cJSON *pol = cJSON_AddObjectToObject(meta, "policy");
+    char tname[32];
+    for (int k = 0; k < TC_COUNT; k++) cJSON_AddStringToObject(pol, tensor_class_name((tensor_class)k), qtype_name(c->pol.cls[k], tname, sizeof tname));
+    if (policy_mix_rule(&c->pol)) {
+        cJSON_AddStringToObject(pol, "mix", c->o->dtype);
+        cJSON_AddStringToObject(pol, "mix_rule", policy_mix_rule(&c->pol));
+    }
+    cJSON_AddBoolToObject(meta, "fused", !(c->o->no_fuse || c->to_gguf || c->pol.mix));
+    cJSON_AddItemToObject(meta, "tensor_types", c->types);
+    if (cJSON_GetArraySize(c->fallbacks) > 0) {
+        cJSON_AddItemToObject(meta, "fallbacks", c->fallbacks);
+        c->fallbacks = NULL;
+    }
+    c->types = NULL;
+    if (c->have_calib) {
+        cJSON *cal = cJSON_AddObjectToObject(meta, "calibration");
+        cJSON_AddStringToObject(cal, "file", c->o->calib_file);
+        cJSON_AddNumberToObject(cal, "tokens", c->calib.tokens);
+        cJSON_AddStringToObject(cal, "method",
+                                "activation-aware channel scaling (alpha grid 0..1), then GPTQ error feedback where "
+                                "the input covariance fits the budget, else activation-weighted clip search");
+        cJSON_AddNumberToObject(cal, "scaled_groups", c->awq_groups);
+        cJSON_AddNumberToObject(cal, "mean_alpha", c->awq_groups ? c->awq_alpha_sum / c->awq_groups : 0);
+        cJSON_AddNumberToObject(cal, "gptq_matrices", c->gptq_matrices);
+    }
+    cJSON *prov = cJSON_AddObjectToObject(meta, "provenance");
+    char abs_src[4096];
+    cJSON_AddStringToObject(prov, "source", realpath(src, abs_src) ? abs_src : src);
+    cJSON_AddStringToObject(prov, "source_format", c->gsrc.tensors ? "gguf" : "huggingface");
+    cJSON_AddStringToObject(prov, "converted_by", "xllm " XLLM_VERSION);
+    char when[32];
+    time_t now = time(NULL);
+    strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+    cJSON_AddStringToObject(prov, "created", when);
+    return meta;
+}
+
 xllm_status xllm_convert(const char *src, const char *dst, const xllm_convert_options *opts, xllm_error *err) {
     xllm_error_clear(err);
     xllm_convert_options def = xllm_convert_options_default();
@@ -522,34 +618,8 @@ xllm_status xllm_convert(const char *src, const char *dst, const xllm_convert_op
     if (!src || !dst) return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "convert needs a source and a destination");
     c.to_gguf = c.o->to_gguf;
     if ((st = policy_make(c.o->dtype, c.o->group_size, c.o->policy, &c.pol, err))) return st;
-    if (xllm_is_dir(src)) {
-        config = load_json_or_null(src, "config.json", err, &st);
-        if (!st && cJSON_IsNull(config)) st = xllm_errorf(err, XLLM_ERR_IO, "%s/config.json: missing", src);
-        if (!st) gen = load_json_or_null(src, "generation_config.json", err, &st);
-        if (!st) st = read_optional(src, "tokenizer.json", &c.tok_json, &c.tok_json_len, err);
-        if (!st) st = read_optional(src, "tokenizer_config.json", &c.tok_cfg, &c.tok_cfg_len, err);
-        if (st) goto done;
-        c.src = st_open(src, err);
-        if (!c.src) {
-            st = err ? err->code : XLLM_ERR_FORMAT;
-            goto done;
-        }
-    } else if (gguf_is_gguf(src)) {
-        if ((st = gguf_open(src, &c.gsrc, err))) goto done;
-        c.src = c.gsrc.tensors; /* closed by gguf_close */
-        config = c.gsrc.config;
-        gen = c.gsrc.generation_config ? c.gsrc.generation_config : cJSON_CreateNull();
-        c.gsrc.config = c.gsrc.generation_config = NULL;
-        c.tok_json = c.gsrc.tokenizer_json;
-        c.tok_cfg = c.gsrc.tokenizer_config_json;
-        c.gsrc.tokenizer_json = c.gsrc.tokenizer_config_json = NULL;
-        c.tok_json_len = c.tok_json ? strlen(c.tok_json) : 0;
-        c.tok_cfg_len = c.tok_cfg ? strlen(c.tok_cfg) : 0;
-    } else {
-        st = xllm_errorf(err, xllm_file_exists(src) ? XLLM_ERR_FORMAT : XLLM_ERR_IO,
-                         "%s: not a HuggingFace checkpoint directory or a GGUF file", src);
-        goto done;
-    }
+    if ((st = open_source(&c, src, &config, &gen, err))) goto done;
+    /* Step 2: the model's config, the calibration, the writer */
     if ((st = model_config_parse(config, cJSON_IsNull(gen) ? NULL : gen, "config.json", "generation_config.json",
                                  &c.cfg, err)))
         goto done;
@@ -577,23 +647,7 @@ xllm_status xllm_convert(const char *src, const char *dst, const xllm_convert_op
         }
     }
     for (int l = 0; l < c.cfg.n_layers && !st; l++) st = convert_layer(&c, l, err);
-    /* everything not written yet, in name order */
-    for (size_t i = 0; i < st_count(c.src) && !st; i++) {
-        if (c.done[i]) continue;
-        const st_tensor *t = st_at(c.src, i);
-        out_t o;
-        if ((st = fetch(&c, t, &o, err))) break;
-        int layer = -1;
-        if (!strncmp(t->name, "model.layers.", 13)) layer = atoi(t->name + 13);
-        if (layer >= 0 && layer < c.cfg.n_layers && (o.cls == TC_MLP || o.cls == TC_ATTN)) {
-            observe_point p;
-            int expert;
-            moe_source(t->name, &p, &expert);
-            st = attach_importance(&c, &o, layer, p, expert, err);
-        }
-        if (!st) st = emit(&c, &o, err);
-        out_free(&o);
-    }
+    if (!st) st = convert_rest(&c, err);
     if (st) goto done;
     if (c.to_gguf) { /* the tokenizer goes into GGUF metadata; no xllm metadata */
         st = gguf_write(dst, c.gt, c.gn, config, c.tok_json, c.tok_cfg, err);
@@ -603,49 +657,7 @@ xllm_status xllm_convert(const char *src, const char *dst, const xllm_convert_op
     if ((st = add_blob(&c, "tokenizer.json", c.tok_json, c.tok_json_len, err)) ||
         (st = add_blob(&c, "tokenizer_config.json", c.tok_cfg, c.tok_cfg_len, err)))
         goto done;
-
-    /* metadata */
-    meta = cJSON_CreateObject();
-    cJSON_AddStringToObject(meta, "format", "xllm");
-    cJSON_AddNumberToObject(meta, "format_version", XF_VERSION);
-    cJSON_AddItemToObject(meta, "config", config);
-    config = NULL;
-    cJSON_AddItemToObject(meta, "generation_config", gen);
-    gen = NULL;
-    cJSON *pol = cJSON_AddObjectToObject(meta, "policy");
-    char tname[32];
-    for (int k = 0; k < TC_COUNT; k++) cJSON_AddStringToObject(pol, tensor_class_name((tensor_class)k), qtype_name(c.pol.cls[k], tname, sizeof tname));
-    if (policy_mix_rule(&c.pol)) {
-        cJSON_AddStringToObject(pol, "mix", c.o->dtype);
-        cJSON_AddStringToObject(pol, "mix_rule", policy_mix_rule(&c.pol));
-    }
-    cJSON_AddBoolToObject(meta, "fused", !(c.o->no_fuse || c.to_gguf || c.pol.mix));
-    cJSON_AddItemToObject(meta, "tensor_types", c.types);
-    if (cJSON_GetArraySize(c.fallbacks) > 0) {
-        cJSON_AddItemToObject(meta, "fallbacks", c.fallbacks);
-        c.fallbacks = NULL;
-    }
-    c.types = NULL;
-    if (c.have_calib) {
-        cJSON *cal = cJSON_AddObjectToObject(meta, "calibration");
-        cJSON_AddStringToObject(cal, "file", c.o->calib_file);
-        cJSON_AddNumberToObject(cal, "tokens", c.calib.tokens);
-        cJSON_AddStringToObject(cal, "method",
-                                "activation-aware channel scaling (alpha grid 0..1), then GPTQ error feedback where "
-                                "the input covariance fits the budget, else activation-weighted clip search");
-        cJSON_AddNumberToObject(cal, "scaled_groups", c.awq_groups);
-        cJSON_AddNumberToObject(cal, "mean_alpha", c.awq_groups ? c.awq_alpha_sum / c.awq_groups : 0);
-        cJSON_AddNumberToObject(cal, "gptq_matrices", c.gptq_matrices);
-    }
-    cJSON *prov = cJSON_AddObjectToObject(meta, "provenance");
-    char abs_src[4096];
-    cJSON_AddStringToObject(prov, "source", realpath(src, abs_src) ? abs_src : src);
-    cJSON_AddStringToObject(prov, "source_format", c.gsrc.tensors ? "gguf" : "huggingface");
-    cJSON_AddStringToObject(prov, "converted_by", "xllm " XLLM_VERSION);
-    char when[32];
-    time_t now = time(NULL);
-    strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
-    cJSON_AddStringToObject(prov, "created", when);
+    meta = make_meta(&c, src, &config, &gen);
     st = xf_writer_finish(c.w, meta, err);
     c.w = NULL;
     if (!st && c.o->progress) c.o->progress(c.o->progress_user, "converting", 1.0);

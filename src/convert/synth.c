@@ -31,6 +31,7 @@
  */
 #include "xllm.h"
 #include "base/alloc.h"
+#include "base/buf.h"
 #include "base/error.h"
 #include "base/file.h"
 #include "base/tmpfile.h"
@@ -130,39 +131,16 @@ static cJSON *make_config(const shape_def *s) {
 
 /* --------------------------------------------------------------- tokenizer */
 
-typedef struct sbuf {
-    char *p;
-    size_t len, cap;
-    int oom;
-} sbuf;
-
-static void sb_put(sbuf *b, const char *s, size_t n) {
-    if (b->oom) return;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->len + n + 1) cap *= 2;
-        char *p = xllm_realloc(b->p, cap);
-        if (!p) {
-            b->oom = 1;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = 0;
-}
-static void sb_str(sbuf *b, const char *s) { sb_put(b, s, strlen(s)); }
+/* Text is built in base/buf.h buffers; their sticky error is checked once. */
 
 /* A JSON string of a piece (ASCII plus U+2581, so only " and \ need escapes). */
-static void sb_json(sbuf *b, const char *s) {
-    sb_put(b, "\"", 1);
+static void sb_json(xllm_buf *b, const char *s) {
+    xllm_buf_append(b, "\"", 1);
     for (; *s; s++) {
-        if (*s == '"' || *s == '\\') sb_put(b, "\\", 1);
-        sb_put(b, s, 1);
+        if (*s == '"' || *s == '\\') xllm_buf_append(b, "\\", 1);
+        xllm_buf_append(b, s, 1);
     }
-    sb_put(b, "\"", 1);
+    xllm_buf_append(b, "\"", 1);
 }
 
 #define SP "\xe2\x96\x81" /* U+2581, SentencePiece's space */
@@ -182,15 +160,14 @@ static xllm_status make_tokenizer(const shape_def *s, char **tok_json, char **to
     if (s->vocab < base)
         return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "synth: vocabulary %d is smaller than the %d base pieces",
                            s->vocab, base);
-    sbuf vb = {0}, mb = {0}, b = {0};
-    char piece[16], num[32];
+    xllm_buf vb = {0}, mb = {0}, b = {0};
+    char piece[16];
     int id = 0;
-#define VOCAB(str)                                             \
-    do {                                                       \
-        if (id) sb_put(&vb, ",", 1);                           \
-        sb_json(&vb, str);                                     \
-        snprintf(num, sizeof num, ":%d", id++);                \
-        sb_str(&vb, num);                                      \
+#define VOCAB(str)                                \
+    do {                                          \
+        if (id) xllm_buf_append(&vb, ",", 1);     \
+        sb_json(&vb, str);                        \
+        xllm_buf_printf(&vb, ":%d", id++);        \
     } while (0)
     VOCAB("<unk>");
     VOCAB("<s>");
@@ -208,7 +185,7 @@ static xllm_status make_tokenizer(const shape_def *s, char **tok_json, char **to
                 if (i != m && j != m) continue;
                 snprintf(piece, sizeof piece, "%s%s", alpha[i], alpha[j]);
                 VOCAB(piece);
-                if (n_merges++) sb_put(&mb, ",", 1);
+                if (n_merges++) xllm_buf_append(&mb, ",", 1);
                 snprintf(piece, sizeof piece, "%s %s", alpha[i], alpha[j]);
                 sb_json(&mb, piece);
             }
@@ -220,7 +197,7 @@ static xllm_status make_tokenizer(const shape_def *s, char **tok_json, char **to
                 for (int k = 1; k < na && id < s->vocab; k++) {
                     snprintf(piece, sizeof piece, "%s%s%s", alpha[i], alpha[j], alpha[k]);
                     VOCAB(piece);
-                    sb_put(&mb, ",", 1);
+                    xllm_buf_append(&mb, ",", 1);
                     n_merges++;
                     snprintf(piece, sizeof piece, "%s%s %s", alpha[i], alpha[j], alpha[k]);
                     sb_json(&mb, piece);
@@ -232,15 +209,14 @@ static xllm_status make_tokenizer(const shape_def *s, char **tok_json, char **to
         xllm_free(mb.p);
         return xllm_errorf(err, XLLM_ERR_INTERNAL, "synth: tokenizer stops at %d pieces", id);
     }
-    sb_str(&b, "{\"version\":\"1.0\",\"truncation\":null,\"padding\":null,\"added_tokens\":[");
+    xllm_buf_puts(&b, "{\"version\":\"1.0\",\"truncation\":null,\"padding\":null,\"added_tokens\":[");
     const char *sp[3] = {"<unk>", "<s>", "</s>"};
     for (int i = 0; i < 3; i++) {
-        snprintf(num, sizeof num, "%s{\"id\":%d,\"content\":", i ? "," : "", i);
-        sb_str(&b, num);
+        xllm_buf_printf(&b, "%s{\"id\":%d,\"content\":", i ? "," : "", i);
         sb_json(&b, sp[i]);
-        sb_str(&b, ",\"single_word\":false,\"lstrip\":false,\"rstrip\":false,\"normalized\":false,\"special\":true}");
+        xllm_buf_puts(&b, ",\"single_word\":false,\"lstrip\":false,\"rstrip\":false,\"normalized\":false,\"special\":true}");
     }
-    sb_str(&b, "],\"normalizer\":{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"Prepend\",\"prepend\":\"" SP
+    xllm_buf_puts(&b, "],\"normalizer\":{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"Prepend\",\"prepend\":\"" SP
                "\"},{\"type\":\"Replace\",\"pattern\":{\"String\":\" \"},\"content\":\"" SP "\"}]},"
                "\"pre_tokenizer\":null,"
                "\"post_processor\":{\"type\":\"TemplateProcessing\","
@@ -253,22 +229,19 @@ static xllm_status make_tokenizer(const shape_def *s, char **tok_json, char **to
                "{\"type\":\"Strip\",\"content\":\" \",\"start\":1,\"stop\":0}]},"
                "\"model\":{\"type\":\"BPE\",\"dropout\":null,\"unk_token\":\"<unk>\",\"continuing_subword_prefix\":null,"
                "\"end_of_word_suffix\":null,\"fuse_unk\":true,\"byte_fallback\":true,\"vocab\":{");
-    if (vb.p) sb_put(&b, vb.p, vb.len);
-    sb_str(&b, "},\"merges\":[");
-    if (mb.p) sb_put(&b, mb.p, mb.len);
-    sb_str(&b, "]}}\n");
-    int oom = vb.oom || mb.oom || b.oom;
+    if (vb.p) xllm_buf_append(&b, vb.p, vb.len);
+    xllm_buf_puts(&b, "},\"merges\":[");
+    if (mb.p) xllm_buf_append(&b, mb.p, mb.len);
+    xllm_buf_puts(&b, "]}}\n");
+    int oom = vb.err || mb.err || b.err;
     xllm_free(vb.p);
     xllm_free(mb.p);
-    sbuf cb = {0};
-    char ctx[64];
-    snprintf(ctx, sizeof ctx, "%d", s->ctx);
-    sb_str(&cb, "{\"add_bos_token\":true,\"add_eos_token\":false,\"bos_token\":\"<s>\",\"eos_token\":\"</s>\","
+    xllm_buf cb = {0};
+    xllm_buf_puts(&cb, "{\"add_bos_token\":true,\"add_eos_token\":false,\"bos_token\":\"<s>\",\"eos_token\":\"</s>\","
                 "\"unk_token\":\"<unk>\",\"pad_token\":null,\"clean_up_tokenization_spaces\":false,\"legacy\":false,"
                 "\"tokenizer_class\":\"LlamaTokenizer\",\"model_max_length\":");
-    sb_str(&cb, ctx);
-    sb_str(&cb, "}\n");
-    if (oom || cb.oom) {
+    xllm_buf_printf(&cb, "%d}\n", s->ctx);
+    if (oom || cb.err) {
         xllm_free(b.p);
         xllm_free(cb.p);
         return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "synth: out of memory making the tokenizer");
@@ -409,6 +382,10 @@ typedef struct synth {
     unsigned char **qrow; /* per thread: one quantized row (HF rounding) */
     int64_t max_cols;
     size_t rows_done, rows_total;
+    int nt;             /* threads (rows of row / qrow) */
+    int64_t chunk_rows; /* rows per pass (HF rows go out in chunks of ~8M values) */
+    int scratch_made;   /* sink[n_sink - 1] is the GGUF scratch .xllm */
+    char hf_tmp[4200];  /* the HF safetensors' temporary name while it is written */
 } synth;
 
 /* fn of the thread pool: rows [b, e) of the current chunk */
@@ -503,29 +480,27 @@ static xllm_status hf_open(synth *S, const unit *u, size_t nu, char *tmp, size_t
     const char *dir = S->o->hf_dir;
     if (mkdir(dir, 0755) != 0 && errno != EEXIST) return xllm_errorf(err, XLLM_ERR_IO, "%s: %s", dir, strerror(errno));
     if (!xllm_is_dir(dir)) return xllm_errorf(err, XLLM_ERR_IO, "%s: not a directory", dir);
-    sbuf h = {0};
-    char num[160];
+    xllm_buf h = {0};
     uint64_t off = 0;
-    sb_str(&h, "{\"__metadata__\":{\"format\":\"pt\"}");
+    xllm_buf_puts(&h, "{\"__metadata__\":{\"format\":\"pt\"}");
     for (size_t i = 0; i < nu; i++)
         for (int p = 0; p < u[i].nparts; p++) {
             const part *pp = &u[i].p[p];
             uint64_t bytes = (uint64_t)(u[i].ndim == 1 ? 1 : pp->rows) * (uint64_t)u[i].cols * 4;
-            sb_str(&h, ",");
+            xllm_buf_puts(&h, ",");
             sb_json(&h, pp->name);
             if (u[i].ndim == 1)
-                snprintf(num, sizeof num, ":{\"dtype\":\"F32\",\"shape\":[%lld],\"data_offsets\":[%llu,%llu]}",
-                         (long long)u[i].cols, (unsigned long long)off, (unsigned long long)(off + bytes));
+                xllm_buf_printf(&h, ":{\"dtype\":\"F32\",\"shape\":[%lld],\"data_offsets\":[%llu,%llu]}",
+                                (long long)u[i].cols, (unsigned long long)off, (unsigned long long)(off + bytes));
             else
-                snprintf(num, sizeof num, ":{\"dtype\":\"F32\",\"shape\":[%lld,%lld],\"data_offsets\":[%llu,%llu]}",
-                         (long long)pp->rows, (long long)u[i].cols, (unsigned long long)off,
-                         (unsigned long long)(off + bytes));
-            sb_str(&h, num);
+                xllm_buf_printf(&h, ":{\"dtype\":\"F32\",\"shape\":[%lld,%lld],\"data_offsets\":[%llu,%llu]}",
+                                (long long)pp->rows, (long long)u[i].cols, (unsigned long long)off,
+                                (unsigned long long)(off + bytes));
             off += bytes;
         }
-    sb_str(&h, "}");
-    while (!h.oom && h.len % 8) sb_put(&h, " ", 1);
-    if (h.oom) {
+    xllm_buf_puts(&h, "}");
+    xllm_buf_fill(&h, ' ', (8 - h.len % 8) % 8); /* the header's length a multiple of 8 */
+    if (h.err) {
         xllm_free(h.p);
         return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
     }
@@ -597,8 +572,9 @@ static xllm_status gguf_from_xllm(const char *xpath, const char *dest, const cJS
     return st;
 }
 
-xllm_status xllm_synth(const xllm_synth_options *opts, xllm_error *err) {
-    xllm_error_clear(err);
+/* Step 1: the options, checked; the shape, the .xllm dtype and the GGUF's. */
+static xllm_status check_options(const xllm_synth_options *opts, const shape_def **shape, const char **dtype_out,
+                                 const char **gdtype, xllm_error *err) {
     if (!opts || !opts->shape) return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "synth needs a shape (%s)", xllm_synth_shapes());
     const shape_def *s = NULL;
     for (size_t i = 0; i < N_SHAPES; i++)
@@ -610,20 +586,185 @@ xllm_status xllm_synth(const xllm_synth_options *opts, xllm_error *err) {
     if (strcmp(dtype, "f32") && strcmp(dtype, "f16") && strcmp(dtype, "bf16") && strcmp(dtype, "q8") && strcmp(dtype, "q4") &&
         strcmp(dtype, "q4m"))
         return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "unknown dtype \"%s\" (use f32, f16, bf16, q8, q4 or q4m)", dtype);
-    const char *gdtype = NULL;
-    xllm_status st;
+    *gdtype = NULL;
     if (opts->gguf_type && !opts->gguf_out)
         return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "a GGUF type was given without a GGUF output");
     if (opts->gguf_out) {
         if (opts->gguf_type) {
-            if ((st = gguf_policy_name(opts->gguf_type, &gdtype, err))) return st;
+            xllm_status st = gguf_policy_name(opts->gguf_type, gdtype, err);
+            if (st) return st;
         } else if (!strcmp(dtype, "bf16") || !strcmp(dtype, "q4m")) {
             return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "give a GGUF type for dtype %s (F32, F16, Q8_0 or Q4_0)", dtype);
         } else {
-            gdtype = dtype;
+            *gdtype = dtype;
         }
     }
+    *shape = s;
+    *dtype_out = dtype;
+    return XLLM_OK;
+}
 
+/* Step 2: the .xllm writers (the output, and a scratch one in the GGUF's
+ * types when they differ) and the HF directory's safetensors. */
+static xllm_status open_outputs(synth *S, const unit *u, size_t nu, const char *dtype, const char *gdtype, int scratch,
+                                xllm_error *err) {
+    const xllm_synth_options *opts = S->o;
+    xllm_status st = policy_make(dtype, 32, NULL, &S->hf_pol, err);
+    if (st) return st;
+    if (opts->out) {
+        xsink *x = &S->sink[S->n_sink++];
+        snprintf(x->path, sizeof x->path, "%s", opts->out);
+        x->pol = S->hf_pol;
+    }
+    if (scratch) {
+        xsink *x = &S->sink[S->n_sink++];
+        snprintf(x->path, sizeof x->path, "%s.synth-scratch.xllm", opts->gguf_out);
+        if ((st = policy_make(gdtype, 32, NULL, &x->pol, err))) return st;
+        S->scratch_made = 1;
+        tmpfile_remember(x->path); /* removed at the end, or by xllm_remove_temp_files */
+    }
+    S->hf_pol.n_layers = S->s->layers; /* K-quant mixes pick v_proj / down_proj by layer (fused q/k/v: one type) */
+    for (int i = 0; i < S->n_sink; i++) {
+        S->sink[i].pol.n_layers = S->s->layers;
+        S->sink[i].types = cJSON_CreateObject();
+        if (!(S->sink[i].w = xf_writer_open(S->sink[i].path, err))) return err ? err->code : XLLM_ERR_IO;
+    }
+    if (opts->hf_dir) return hf_open(S, u, nu, S->hf_tmp, sizeof S->hf_tmp, err);
+    return XLLM_OK;
+}
+
+/* Step 3: the thread pool and its per-thread rows, and the HF chunk. */
+static xllm_status make_workers(synth *S, const unit *u, size_t nu, xllm_error *err) {
+    S->tp = threadpool_create(S->o->n_threads);
+    S->nt = S->tp ? threadpool_size(S->tp) : 0;
+    for (size_t i = 0; i < nu; i++) {
+        if (u[i].cols > S->max_cols) S->max_cols = u[i].cols;
+        S->rows_total += (size_t)u[i].rows;
+    }
+    S->row = xllm_calloc((size_t)(S->nt ? S->nt : 1), sizeof *S->row);
+    S->qrow = xllm_calloc((size_t)(S->nt ? S->nt : 1), sizeof *S->qrow);
+    if (!S->tp || !S->row || !S->qrow) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+    for (int i = 0; i < S->nt; i++) {
+        S->row[i] = xllm_malloc_array((size_t)S->max_cols, sizeof(float));
+        S->qrow[i] = xllm_malloc(quant_row_bytes(XLLM_DT_F32, 0, S->max_cols)); /* >= any quantized row */
+        if (!S->row[i] || !S->qrow[i]) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+    }
+    S->chunk_rows = S->max_cols > 0 ? ((int64_t)1 << 23) / S->max_cols : 1;
+    if (S->chunk_rows < 1) S->chunk_rows = 1;
+    if (S->hf && !(S->hf_chunk = xllm_malloc_array((size_t)(S->chunk_rows * S->max_cols), sizeof(float))))
+        return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+    return XLLM_OK;
+}
+
+/* Step 4: one unit's rows, generated in chunks on the pool into every sink
+ * (and the HF file), then added to each .xllm. */
+static xllm_status write_unit(synth *S, const unit *un, xllm_error *err) {
+    const xllm_synth_options *opts = S->o;
+    xllm_status st = XLLM_OK;
+    char tname[32];
+    S->u = un;
+    int64_t cols = un->cols, rows = un->rows;
+    S->hf_t = policy_pick_named(&S->hf_pol, un->name, un->cls, un->ndim, cols);
+    for (int k = 0; k < S->n_sink; k++) {
+        xsink *x = &S->sink[k];
+        x->t = policy_pick_named(&x->pol, un->name, un->cls, un->ndim, cols);
+        x->row_bytes = quant_row_bytes(x->t.dtype, x->t.group, cols);
+        x->buf = xllm_malloc((size_t)rows * x->row_bytes);
+        if (!x->buf) st = xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory making %s", un->name);
+    }
+    for (int64_t r0 = 0; r0 < rows && !st; r0 += S->chunk_rows) {
+        int64_t nr = rows - r0 < S->chunk_rows ? rows - r0 : S->chunk_rows;
+        S->chunk_r0 = r0;
+        threadpool_run(S->tp, (size_t)nr, 1, do_rows, S);
+        if (S->hf && fwrite(S->hf_chunk, sizeof(float), (size_t)(nr * cols), S->hf) != (size_t)(nr * cols))
+            st = xllm_errorf(err, XLLM_ERR_IO, "%s: write failed", S->hf_tmp);
+        S->rows_done += (size_t)nr;
+        if (opts->progress) opts->progress(opts->progress_user, "synthesizing", 0.99 * (double)S->rows_done / (double)S->rows_total);
+    }
+    for (int k = 0; k < S->n_sink && !st; k++) {
+        xsink *x = &S->sink[k];
+        int64_t shape[2] = {un->ndim == 1 ? cols : rows, cols};
+        st = xf_writer_add(x->w, un->name, x->t.dtype, x->t.group, un->ndim, shape, x->buf, (size_t)rows * x->row_bytes, err);
+        cJSON_AddStringToObject(x->types, un->name, qtype_name(x->t, tname, sizeof tname));
+    }
+    for (int k = 0; k < S->n_sink; k++) {
+        xllm_free(S->sink[k].buf);
+        S->sink[k].buf = NULL;
+    }
+    return st;
+}
+
+/* Step 5: each .xllm's tokenizer blobs and metadata; the file is finished. */
+static xllm_status finish_sinks(synth *S, const cJSON *config, const char *tok_json, const char *tok_cfg, xllm_error *err) {
+    xllm_status st = XLLM_OK;
+    for (int k = 0; k < S->n_sink && !st; k++) {
+        xsink *x = &S->sink[k];
+        int64_t shape[1];
+        shape[0] = (int64_t)strlen(tok_json);
+        st = xf_writer_add(x->w, XF_BLOB_PREFIX "tokenizer.json", XLLM_DT_U8, 0, 1, shape, tok_json, (size_t)shape[0], err);
+        shape[0] = (int64_t)strlen(tok_cfg);
+        if (!st)
+            st = xf_writer_add(x->w, XF_BLOB_PREFIX "tokenizer_config.json", XLLM_DT_U8, 0, 1, shape, tok_cfg,
+                               (size_t)shape[0], err);
+        if (!st) st = sink_meta(S, x, config, err);
+    }
+    return st;
+}
+
+/* Step 6: the HF directory: the safetensors renamed into place, the JSON files beside it. */
+static xllm_status finish_hf(synth *S, const cJSON *config, const char *tok_json, const char *tok_cfg, xllm_error *err) {
+    const char *dir = S->o->hf_dir;
+    int bad = fflush(S->hf) != 0 || fsync(fileno(S->hf)) != 0;
+    bad |= fclose(S->hf) != 0;
+    S->hf = NULL;
+    char path[4096];
+    xllm_path_join(path, sizeof path, dir, "model.safetensors");
+    if (bad || rename(S->hf_tmp, path) != 0) return xllm_errorf(err, XLLM_ERR_IO, "%s: write failed", path);
+    tmpfile_forget(S->hf_tmp);
+    S->hf_tmp[0] = 0;
+    cJSON *gen = cJSON_CreateObject();
+    cJSON_AddNumberToObject(gen, "bos_token_id", 1);
+    cJSON_AddNumberToObject(gen, "eos_token_id", 2);
+    xllm_status st = write_json(dir, "config.json", config, err);
+    if (!st) st = write_json(dir, "generation_config.json", gen, err);
+    cJSON_Delete(gen);
+    if (!st) st = write_text(dir, "tokenizer.json", tok_json, err);
+    if (!st) st = write_text(dir, "tokenizer_config.json", tok_cfg, err);
+    return st;
+}
+
+/* Everything a synth run holds, released (unfinished outputs removed). */
+static void synth_release(synth *S) {
+    for (int k = 0; k < S->n_sink; k++) {
+        if (S->sink[k].w) xf_writer_abort(S->sink[k].w);
+        xllm_free(S->sink[k].buf);
+        cJSON_Delete(S->sink[k].types);
+    }
+    if (S->scratch_made) {
+        unlink(S->sink[S->n_sink - 1].path);
+        tmpfile_forget(S->sink[S->n_sink - 1].path);
+    }
+    if (S->hf) fclose(S->hf);
+    if (S->hf_tmp[0]) {
+        unlink(S->hf_tmp);
+        tmpfile_forget(S->hf_tmp);
+    }
+    if (S->tp) threadpool_free(S->tp);
+    if (S->row)
+        for (int i = 0; i < S->nt; i++) xllm_free(S->row[i]);
+    if (S->qrow)
+        for (int i = 0; i < S->nt; i++) xllm_free(S->qrow[i]);
+    xllm_free(S->row);
+    xllm_free(S->qrow);
+    xllm_free(S->hf_chunk);
+}
+
+xllm_status xllm_synth(const xllm_synth_options *opts, xllm_error *err) {
+    xllm_error_clear(err);
+    const shape_def *s = NULL;
+    const char *dtype = NULL, *gdtype = NULL;
+    xllm_status st = check_options(opts, &s, &dtype, &gdtype, err);
+    if (st) return st;
     synth S;
     memset(&S, 0, sizeof S);
     S.s = s;
@@ -632,161 +773,23 @@ xllm_status xllm_synth(const xllm_synth_options *opts, xllm_error *err) {
     unit *u = NULL;
     cJSON *config = make_config(s);
     char *tok_json = NULL, *tok_cfg = NULL;
-    char hf_tmp[4200] = "";
-    int scratch = opts->gguf_out && (!opts->out || strcmp(gdtype, dtype) != 0), scratch_made = 0, nt = 0;
+    int scratch = opts->gguf_out && (!opts->out || strcmp(gdtype, dtype) != 0);
     if (!config) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
     if ((st = make_tokenizer(s, &tok_json, &tok_cfg, err))) goto done;
     if (!(u = make_units(s, opts->seed, &nu))) {
         st = xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
         goto done;
     }
-    if ((st = policy_make(dtype, 32, NULL, &S.hf_pol, err))) goto done;
-    if (opts->out) {
-        xsink *x = &S.sink[S.n_sink++];
-        snprintf(x->path, sizeof x->path, "%s", opts->out);
-        x->pol = S.hf_pol;
-    }
-    if (scratch) {
-        xsink *x = &S.sink[S.n_sink++];
-        snprintf(x->path, sizeof x->path, "%s.synth-scratch.xllm", opts->gguf_out);
-        if ((st = policy_make(gdtype, 32, NULL, &x->pol, err))) goto done;
-        scratch_made = 1;
-        tmpfile_remember(x->path); /* removed at the end, or by xllm_remove_temp_files */
-    }
-    S.hf_pol.n_layers = s->layers; /* K-quant mixes pick v_proj / down_proj by layer (fused q/k/v: one type) */
-    for (int i = 0; i < S.n_sink; i++) {
-        S.sink[i].pol.n_layers = s->layers;
-        S.sink[i].types = cJSON_CreateObject();
-        if (!(S.sink[i].w = xf_writer_open(S.sink[i].path, err))) {
-            st = err ? err->code : XLLM_ERR_IO;
-            goto done;
-        }
-    }
-    if (opts->hf_dir && (st = hf_open(&S, u, nu, hf_tmp, sizeof hf_tmp, err))) goto done;
-
-    S.tp = threadpool_create(opts->n_threads);
-    nt = S.tp ? threadpool_size(S.tp) : 0;
-    for (size_t i = 0; i < nu; i++) {
-        if (u[i].cols > S.max_cols) S.max_cols = u[i].cols;
-        S.rows_total += (size_t)u[i].rows;
-    }
-    S.row = xllm_calloc((size_t)(nt ? nt : 1), sizeof *S.row);
-    S.qrow = xllm_calloc((size_t)(nt ? nt : 1), sizeof *S.qrow);
-    if (!S.tp || !S.row || !S.qrow) {
-        st = xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
-        goto done;
-    }
-    for (int i = 0; i < nt; i++) {
-        S.row[i] = xllm_malloc_array((size_t)S.max_cols, sizeof(float));
-        S.qrow[i] = xllm_malloc(quant_row_bytes(XLLM_DT_F32, 0, S.max_cols)); /* >= any quantized row */
-        if (!S.row[i] || !S.qrow[i]) {
-            st = xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
-            goto done;
-        }
-    }
-    /* HF rows go out in chunks of ~8M values */
-    int64_t chunk_rows = S.max_cols > 0 ? ((int64_t)1 << 23) / S.max_cols : 1;
-    if (chunk_rows < 1) chunk_rows = 1;
-    if (S.hf && !(S.hf_chunk = xllm_malloc_array((size_t)(chunk_rows * S.max_cols), sizeof(float)))) {
-        st = xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
-        goto done;
-    }
-
-    char tname[32];
-    for (size_t i = 0; i < nu && !st; i++) {
-        S.u = &u[i];
-        int64_t cols = u[i].cols, rows = u[i].rows;
-        S.hf_t = policy_pick_named(&S.hf_pol, u[i].name, u[i].cls, u[i].ndim, cols);
-        for (int k = 0; k < S.n_sink; k++) {
-            xsink *x = &S.sink[k];
-            x->t = policy_pick_named(&x->pol, u[i].name, u[i].cls, u[i].ndim, cols);
-            x->row_bytes = quant_row_bytes(x->t.dtype, x->t.group, cols);
-            x->buf = xllm_malloc((size_t)rows * x->row_bytes);
-            if (!x->buf) st = xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory making %s", u[i].name);
-        }
-        for (int64_t r0 = 0; r0 < rows && !st; r0 += chunk_rows) {
-            int64_t nr = rows - r0 < chunk_rows ? rows - r0 : chunk_rows;
-            S.chunk_r0 = r0;
-            threadpool_run(S.tp, (size_t)nr, 1, do_rows, &S);
-            if (S.hf && fwrite(S.hf_chunk, sizeof(float), (size_t)(nr * cols), S.hf) != (size_t)(nr * cols))
-                st = xllm_errorf(err, XLLM_ERR_IO, "%s: write failed", hf_tmp);
-            S.rows_done += (size_t)nr;
-            if (opts->progress) opts->progress(opts->progress_user, "synthesizing", 0.99 * (double)S.rows_done / (double)S.rows_total);
-        }
-        for (int k = 0; k < S.n_sink && !st; k++) {
-            xsink *x = &S.sink[k];
-            int64_t shape[2] = {u[i].ndim == 1 ? cols : rows, cols};
-            st = xf_writer_add(x->w, u[i].name, x->t.dtype, x->t.group, u[i].ndim, shape, x->buf, (size_t)rows * x->row_bytes, err);
-            cJSON_AddStringToObject(x->types, u[i].name, qtype_name(x->t, tname, sizeof tname));
-        }
-        for (int k = 0; k < S.n_sink; k++) {
-            xllm_free(S.sink[k].buf);
-            S.sink[k].buf = NULL;
-        }
-    }
-    if (st) goto done;
-    for (int k = 0; k < S.n_sink && !st; k++) {
-        xsink *x = &S.sink[k];
-        int64_t shape[1];
-        shape[0] = (int64_t)strlen(tok_json);
-        st = xf_writer_add(x->w, XF_BLOB_PREFIX "tokenizer.json", XLLM_DT_U8, 0, 1, shape, tok_json, (size_t)shape[0], err);
-        shape[0] = (int64_t)strlen(tok_cfg);
-        if (!st)
-            st = xf_writer_add(x->w, XF_BLOB_PREFIX "tokenizer_config.json", XLLM_DT_U8, 0, 1, shape, tok_cfg,
-                               (size_t)shape[0], err);
-        if (!st) st = sink_meta(&S, x, config, err);
-    }
-    if (st) goto done;
-    if (S.hf) {
-        int bad = fflush(S.hf) != 0 || fsync(fileno(S.hf)) != 0;
-        bad |= fclose(S.hf) != 0;
-        S.hf = NULL;
-        char path[4096];
-        xllm_path_join(path, sizeof path, opts->hf_dir, "model.safetensors");
-        if (bad || rename(hf_tmp, path) != 0) {
-            st = xllm_errorf(err, XLLM_ERR_IO, "%s: write failed", path);
-            goto done;
-        }
-        tmpfile_forget(hf_tmp);
-        hf_tmp[0] = 0;
-        cJSON *gen = cJSON_CreateObject();
-        cJSON_AddNumberToObject(gen, "bos_token_id", 1);
-        cJSON_AddNumberToObject(gen, "eos_token_id", 2);
-        st = write_json(opts->hf_dir, "config.json", config, err);
-        if (!st) st = write_json(opts->hf_dir, "generation_config.json", gen, err);
-        cJSON_Delete(gen);
-        if (!st) st = write_text(opts->hf_dir, "tokenizer.json", tok_json, err);
-        if (!st) st = write_text(opts->hf_dir, "tokenizer_config.json", tok_cfg, err);
-        if (st) goto done;
-    }
-    if (opts->gguf_out) {
+    if ((st = open_outputs(&S, u, nu, dtype, gdtype, scratch, err))) goto done;
+    if ((st = make_workers(&S, u, nu, err))) goto done;
+    for (size_t i = 0; i < nu && !st; i++) st = write_unit(&S, &u[i], err);
+    if (!st) st = finish_sinks(&S, config, tok_json, tok_cfg, err);
+    if (!st && S.hf) st = finish_hf(&S, config, tok_json, tok_cfg, err);
+    if (!st && opts->gguf_out)
         st = gguf_from_xllm(scratch ? S.sink[S.n_sink - 1].path : opts->out, opts->gguf_out, config, tok_json, tok_cfg, err);
-        if (st) goto done;
-    }
-    if (opts->progress) opts->progress(opts->progress_user, "synthesizing", 1.0);
+    if (!st && opts->progress) opts->progress(opts->progress_user, "synthesizing", 1.0);
 done:
-    for (int k = 0; k < S.n_sink; k++) {
-        if (S.sink[k].w) xf_writer_abort(S.sink[k].w);
-        xllm_free(S.sink[k].buf);
-        cJSON_Delete(S.sink[k].types);
-    }
-    if (scratch_made) {
-        unlink(S.sink[S.n_sink - 1].path);
-        tmpfile_forget(S.sink[S.n_sink - 1].path);
-    }
-    if (S.hf) fclose(S.hf);
-    if (hf_tmp[0]) {
-        unlink(hf_tmp);
-        tmpfile_forget(hf_tmp);
-    }
-    if (S.tp) threadpool_free(S.tp);
-    if (S.row)
-        for (int i = 0; i < nt; i++) xllm_free(S.row[i]);
-    if (S.qrow)
-        for (int i = 0; i < nt; i++) xllm_free(S.qrow[i]);
-    xllm_free(S.row);
-    xllm_free(S.qrow);
-    xllm_free(S.hf_chunk);
+    synth_release(&S);
     xllm_free(u);
     xllm_free(tok_json);
     xllm_free(tok_cfg);

@@ -24,6 +24,7 @@
  */
 #include "format/gguf_internal.h"
 #include "base/alloc.h"
+#include "base/buf.h"
 #include "base/error.h"
 
 #include <math.h>
@@ -97,25 +98,16 @@ static int32_t pmap_get(const pmap *m, const char *p, size_t len) {
 typedef struct {
     gguf_ctx *c;
     int oom;
-    char *buf; /* scratch for NUL-terminated copies */
-    size_t cap;
+    xllm_buf scratch; /* NUL-terminated copies of file strings */
 } jb;
 
 static const char *cstr(jb *b, const char *p, size_t len) {
-    if (len + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < len + 1) cap *= 2;
-        char *n = xllm_realloc(b->buf, cap);
-        if (!n) {
-            b->oom = 1;
-            return "";
-        }
-        b->buf = n;
-        b->cap = cap;
+    xllm_buf_clear(&b->scratch);
+    if (xllm_buf_append(&b->scratch, p, len)) {
+        b->oom = 1;
+        return "";
     }
-    memcpy(b->buf, p, len);
-    b->buf[len] = 0;
-    return b->buf;
+    return b->scratch.p;
 }
 
 static cJSON *add(jb *b, cJSON *parent, const char *key, cJSON *item) {
@@ -143,56 +135,34 @@ static void add_tok(jb *b, cJSON *parent, const char *key, const gguf_str *t) {
 }
 
 /* The vocabulary and merges (hundreds of thousands of strings) are written
- * as JSON text directly; cJSON builds only the small components. */
-typedef struct {
-    char *p;
-    size_t len, cap;
-    int oom;
-} sbuf;
-
-static void sb_put(sbuf *s, const char *p, size_t n) {
-    if (s->oom) return;
-    if (s->len + n + 1 > s->cap) {
-        size_t cap = s->cap ? s->cap : 1 << 16;
-        while (cap < s->len + n + 1) cap *= 2;
-        char *q = xllm_realloc(s->p, cap);
-        if (!q) {
-            s->oom = 1;
-            return;
-        }
-        s->p = q;
-        s->cap = cap;
-    }
-    memcpy(s->p + s->len, p, n);
-    s->len += n;
-    s->p[s->len] = 0;
-}
+ * as JSON text directly (into an xllm_buf, its error checked once at the
+ * end); cJSON builds only the small components. */
 
 /* the bytes of p as the inside of a JSON string */
-static void sb_esc(sbuf *s, const char *p, size_t n) {
+static void sb_esc(xllm_buf *s, const char *p, size_t n) {
     size_t run = 0;
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)p[i];
         if (c >= 0x20 && c != '"' && c != '\\') continue;
-        sb_put(s, p + run, i - run);
+        xllm_buf_append(s, p + run, i - run);
         char e[8];
         if (c == '"' || c == '\\') e[0] = '\\', e[1] = (char)c, e[2] = 0;
         else snprintf(e, sizeof e, "\\u%04x", c);
-        sb_put(s, e, strlen(e));
+        xllm_buf_append(s, e, strlen(e));
         run = i + 1;
     }
-    sb_put(s, p + run, n - run);
+    xllm_buf_append(s, p + run, n - run);
 }
 
 /* a cJSON object's text without its closing brace ("{...") */
-static void sb_open_object(sbuf *s, const cJSON *o) {
+static void sb_open_object(xllm_buf *s, const cJSON *o) {
     char *t = cJSON_PrintUnformatted(o);
     if (!t) {
-        s->oom = 1;
+        if (!s->err) s->err = XLLM_BUF_OOM;
         return;
     }
     size_t n = strlen(t);
-    sb_put(s, t, n ? n - 1 : 0);
+    xllm_buf_append(s, t, n ? n - 1 : 0);
     cJSON_free(t);
 }
 
@@ -313,14 +283,9 @@ static xllm_status spm_merges(gguf_ctx *c, const gguf_str *tok, const float *sco
             if (((unsigned char)t->p[cut] & 0xC0) == 0x80) continue; /* not a character boundary */
             int32_t l = pmap_get(pm, t->p, cut), r = pmap_get(pm, t->p + cut, t->len - cut);
             if (l < 0 || r < 0) continue;
-            if (len == cap) {
-                smerge *g = xllm_realloc(m, 2 * cap * sizeof *m);
-                if (!g) {
-                    xllm_free(m);
-                    return xllm_errorf(c->err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", c->path);
-                }
-                m = g;
-                cap *= 2;
+            if (xllm_array_reserve(&m, &cap, len + 1, sizeof *m, 1024)) {
+                xllm_free(m);
+                return xllm_errorf(c->err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", c->path);
             }
             m[len++] = (smerge){l, r, score[id], chars_left, total - chars_left, 0};
         }
@@ -350,377 +315,431 @@ static int str_is(const gguf_str *s, const char *v) { return s->len == strlen(v)
 
 /* ------------------------------------------------------------ synthesis */
 
-xllm_status gguf_tok_synthesize(gguf_ctx *c, int64_t model_max_length, char **tokenizer_json,
-                                char **tokenizer_config_json) {
-    *tokenizer_json = *tokenizer_config_json = NULL;
+/* What the steps below read from the file and derive, in one place. */
+typedef struct {
+    int spm, gpt2;         /* tokenizer.ggml.model: llama (SentencePiece) or gpt2 */
+    const bpe_family *fam; /* gpt2: the family's components */
+    const char *regex;     /* gpt2: the family's split regex; NULL = ByteLevel's own */
+    gguf_str *tok;         /* the vocabulary */
+    size_t n;
+    float *score;
+    uint8_t *type;         /* TT_* per id */
+    uint8_t *in_vocab;     /* 1: in the BPE model's vocab */
+    uint8_t *added;        /* 0 no, 1 plain added token, 2 special added token */
+    int64_t sp_ids[4];     /* bos, eos, unk, pad (-1 none) */
+    int add_bos, add_eos, space_prefix;
+    gguf_str chat_template;
+    int has_template;
+    gguf_str *merges;      /* gpt2 */
+    size_t n_merges;
+    smerge *sm;            /* spm: the derived merges */
+    size_t n_sm;
+    pmap pm;               /* spm: piece -> id */
+} tok_src;
+
+enum { SP_BOS, SP_EOS, SP_UNK, SP_PAD };
+
+static void tok_src_free(tok_src *t) {
+    xllm_free(t->pm.slots);
+    xllm_free(t->sm);
+    xllm_free(t->tok);
+    xllm_free(t->merges);
+    xllm_free(t->score);
+    xllm_free(t->type);
+    xllm_free(t->in_vocab);
+    xllm_free(t->added);
+}
+
+/* A file string in a message: at most 40 bytes, control bytes as '?'. */
+static void printable(char b[64], const gguf_str *v) {
+    snprintf(b, 64, "%.*s", (int)(v->len > 40 ? 40 : v->len), v->p);
+    for (char *q = b; *q; q++)
+        if ((unsigned char)*q < 0x20) *q = '?';
+}
+
+/* Step 1: which tokenizer (model and, for gpt2, the pre-tokenizer family).
+ * *none = 1 for a file without a vocabulary. */
+static xllm_status read_kind(gguf_ctx *c, tok_src *t, int *none) {
     gguf_str model;
-    if (!gguf_get_str(c, "tokenizer.ggml.model", &model)) return c->st;
-    int spm = str_is(&model, "llama"), gpt2 = str_is(&model, "gpt2");
-    if (str_is(&model, "none") || str_is(&model, "no_vocab")) return XLLM_OK;
-    if (!spm && !gpt2) {
-        char b[64];
-        snprintf(b, sizeof b, "%.*s", (int)(model.len > 40 ? 40 : model.len), model.p);
-        for (char *q = b; *q; q++)
-            if ((unsigned char)*q < 0x20) *q = '?';
+    *none = 0;
+    if (!gguf_get_str(c, "tokenizer.ggml.model", &model)) { /* no tokenizer (or a bad key: c->st) */
+        *none = 1;
+        return c->st;
+    }
+    t->spm = str_is(&model, "llama");
+    t->gpt2 = str_is(&model, "gpt2");
+    if (str_is(&model, "none") || str_is(&model, "no_vocab")) {
+        *none = 1;
+        return XLLM_OK;
+    }
+    char b[64];
+    if (!t->spm && !t->gpt2) {
+        printable(b, &model);
         return xllm_errorf(c->err, XLLM_ERR_UNSUPPORTED,
                            "%s: tokenizer model \"%s\" is not supported (supported: llama, gpt2)", c->path, b);
     }
-
-    const bpe_family *fam = &k_gpt2;
-    const char *regex = NULL;
-    if (gpt2) {
-        gguf_str pre;
-        if (gguf_get_str(c, "tokenizer.ggml.pre", &pre)) {
-            if (str_is(&pre, "llama-bpe") || str_is(&pre, "llama3") || str_is(&pre, "llama-v3")) {
-                fam = &k_llama3;
-                regex = gguf_regex_llama3;
-            } else if (str_is(&pre, "qwen2") || str_is(&pre, "deepseek-r1-qwen")) {
-                fam = &k_qwen2;
-                regex = gguf_regex_qwen2;
-            } else if (!str_is(&pre, "default") && !str_is(&pre, "gpt2")) {
-                char b[64];
-                snprintf(b, sizeof b, "%.*s", (int)(pre.len > 40 ? 40 : pre.len), pre.p);
-                for (char *q = b; *q; q++)
-                    if ((unsigned char)*q < 0x20) *q = '?';
-                return xllm_errorf(c->err, XLLM_ERR_UNSUPPORTED,
-                                   "%s: pre-tokenizer \"%s\" (tokenizer.ggml.pre) is not supported (supported: "
-                                   "llama-bpe, qwen2, deepseek-r1-qwen, default, gpt2)", c->path, b);
-            }
+    t->fam = &k_gpt2;
+    if (!t->gpt2) return XLLM_OK;
+    gguf_str pre;
+    if (gguf_get_str(c, "tokenizer.ggml.pre", &pre)) {
+        if (str_is(&pre, "llama-bpe") || str_is(&pre, "llama3") || str_is(&pre, "llama-v3")) {
+            t->fam = &k_llama3;
+            t->regex = gguf_regex_llama3;
+        } else if (str_is(&pre, "qwen2") || str_is(&pre, "deepseek-r1-qwen")) {
+            t->fam = &k_qwen2;
+            t->regex = gguf_regex_qwen2;
+        } else if (!str_is(&pre, "default") && !str_is(&pre, "gpt2")) {
+            printable(b, &pre);
+            return xllm_errorf(c->err, XLLM_ERR_UNSUPPORTED,
+                               "%s: pre-tokenizer \"%s\" (tokenizer.ggml.pre) is not supported (supported: "
+                               "llama-bpe, qwen2, deepseek-r1-qwen, default, gpt2)", c->path, b);
         }
-        if (c->st) return c->st;
     }
+    return c->st;
+}
 
-    xllm_status st = XLLM_OK;
-    gguf_str *tok = NULL, *merges = NULL;
-    size_t n = 0, n_merges = 0, n_sm = 0;
-    float *score = NULL;
-    uint8_t *type = NULL, *in_vocab = NULL, *added = NULL;
-    smerge *sm = NULL;
-    pmap pm = {0};
-    cJSON *root = NULL, *cfg = NULL, *mo = NULL;
-    char *t2 = NULL;
-    jb b = {c, 0, NULL, 0};
+#define OOM(c) xllm_errorf((c)->err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory building the tokenizer", (c)->path)
 
-    if (!gguf_get_str_array(c, "tokenizer.ggml.tokens", &tok, &n)) {
-        st = c->st ? c->st : xllm_errorf(c->err, XLLM_ERR_FORMAT, "%s: tokenizer.ggml.tokens is missing", c->path);
-        goto done;
-    }
-    if (n == 0 || n > (1u << 24)) {
-        st = xllm_errorf(c->err, XLLM_ERR_FORMAT, "%s: tokenizer.ggml.tokens has %zu entries", c->path, n);
-        goto done;
-    }
+/* Step 2: tokens, scores, types, special ids and flags. */
+static xllm_status read_vocab(gguf_ctx *c, tok_src *t) {
+    if (!gguf_get_str_array(c, "tokenizer.ggml.tokens", &t->tok, &t->n))
+        return c->st ? c->st : xllm_errorf(c->err, XLLM_ERR_FORMAT, "%s: tokenizer.ggml.tokens is missing", c->path);
+    size_t n = t->n;
+    if (n == 0 || n > (1u << 24))
+        return xllm_errorf(c->err, XLLM_ERR_FORMAT, "%s: tokenizer.ggml.tokens has %zu entries", c->path, n);
     for (size_t i = 0; i < n; i++)
-        if (memchr(tok[i].p, 0, tok[i].len)) {
-            st = xllm_errorf(c->err, XLLM_ERR_FORMAT, "%s: token %zu holds a NUL byte", c->path, i);
-            goto done;
-        }
-    score = xllm_calloc(n, sizeof *score);
-    type = xllm_malloc(n);
-    in_vocab = xllm_malloc(n);
-    if (!score || !type || !in_vocab) goto oom;
-    memset(type, TT_NORMAL, n);
-    memset(in_vocab, 1, n);
+        if (memchr(t->tok[i].p, 0, t->tok[i].len))
+            return xllm_errorf(c->err, XLLM_ERR_FORMAT, "%s: token %zu holds a NUL byte", c->path, i);
+    t->score = xllm_calloc(n, sizeof *t->score);
+    t->type = xllm_malloc(n);
+    t->in_vocab = xllm_malloc(n);
+    if (!t->score || !t->type || !t->in_vocab) return OOM(c);
+    memset(t->type, TT_NORMAL, n);
+    memset(t->in_vocab, 1, n);
     const gguf_kv *arr;
     if (gguf_get_num_array(c, "tokenizer.ggml.scores", &arr)) {
-        if (arr->arr_n != n) {
-            st = xllm_errorf(c->err, XLLM_ERR_FORMAT, "%s: %llu scores for %zu tokens", c->path,
-                             (unsigned long long)arr->arr_n, n);
-            goto done;
-        }
+        if (arr->arr_n != n)
+            return xllm_errorf(c->err, XLLM_ERR_FORMAT, "%s: %llu scores for %zu tokens", c->path,
+                               (unsigned long long)arr->arr_n, n);
         for (size_t i = 0; i < n; i++) {
             double v = gguf_arr_num(arr, i);
-            score[i] = isnan(v) ? -INFINITY : (float)v;
+            t->score[i] = isnan(v) ? -INFINITY : (float)v;
         }
     }
     if (gguf_get_num_array(c, "tokenizer.ggml.token_type", &arr)) {
-        if (arr->arr_n != n) {
-            st = xllm_errorf(c->err, XLLM_ERR_FORMAT, "%s: %llu token types for %zu tokens", c->path,
-                             (unsigned long long)arr->arr_n, n);
-            goto done;
-        }
+        if (arr->arr_n != n)
+            return xllm_errorf(c->err, XLLM_ERR_FORMAT, "%s: %llu token types for %zu tokens", c->path,
+                               (unsigned long long)arr->arr_n, n);
         for (size_t i = 0; i < n; i++) {
             int64_t v = gguf_arr_int(arr, i);
-            type[i] = (uint8_t)(v >= 1 && v <= 6 ? v : TT_NORMAL);
+            t->type[i] = (uint8_t)(v >= 1 && v <= 6 ? v : TT_NORMAL);
         }
     }
-    if (c->st) {
-        st = c->st;
-        goto done;
+    if (c->st) return c->st;
+    static const char *const keys[4] = {"tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id",
+                                        "tokenizer.ggml.unknown_token_id", "tokenizer.ggml.padding_token_id"};
+    for (int k = 0; k < 4; k++) {
+        int64_t v;
+        t->sp_ids[k] = gguf_get_int(c, keys[k], &v) && v >= 0 && (uint64_t)v < n ? v : -1;
     }
-    int64_t bos = -1, eos = -1, unk = -1, pad = -1, v;
-    if (gguf_get_int(c, "tokenizer.ggml.bos_token_id", &v) && v >= 0 && (uint64_t)v < n) bos = v;
-    if (gguf_get_int(c, "tokenizer.ggml.eos_token_id", &v) && v >= 0 && (uint64_t)v < n) eos = v;
-    if (gguf_get_int(c, "tokenizer.ggml.unknown_token_id", &v) && v >= 0 && (uint64_t)v < n) unk = v;
-    if (gguf_get_int(c, "tokenizer.ggml.padding_token_id", &v) && v >= 0 && (uint64_t)v < n) pad = v;
-    if (spm && unk < 0)
-        for (size_t i = 0; i < n && unk < 0; i++)
-            if (type[i] == TT_UNKNOWN) unk = (int64_t)i;
-    int add_bos = spm, add_eos = 0, space_prefix = 1;
-    gguf_get_bool(c, "tokenizer.ggml.add_bos_token", &add_bos);
-    gguf_get_bool(c, "tokenizer.ggml.add_eos_token", &add_eos);
-    gguf_get_bool(c, "tokenizer.ggml.add_space_prefix", &space_prefix);
-    gguf_str chat_template = {NULL, 0};
-    int has_template = gguf_get_str(c, "tokenizer.chat_template", &chat_template);
-    if (c->st) {
-        st = c->st;
-        goto done;
-    }
-    if (spm && pmap_init(&pm, tok, n, NULL)) goto oom;
-
+    if (t->spm && t->sp_ids[SP_UNK] < 0)
+        for (size_t i = 0; i < n && t->sp_ids[SP_UNK] < 0; i++)
+            if (t->type[i] == TT_UNKNOWN) t->sp_ids[SP_UNK] = (int64_t)i;
+    t->add_bos = t->spm;
+    t->space_prefix = 1;
+    gguf_get_bool(c, "tokenizer.ggml.add_bos_token", &t->add_bos);
+    gguf_get_bool(c, "tokenizer.ggml.add_eos_token", &t->add_eos);
+    gguf_get_bool(c, "tokenizer.ggml.add_space_prefix", &t->space_prefix);
+    t->has_template = gguf_get_str(c, "tokenizer.chat_template", &t->chat_template);
+    if (c->st) return c->st;
+    if (t->spm && pmap_init(&t->pm, t->tok, n, NULL)) return OOM(c);
     /* added tokens: control / unknown (special), user-defined (not), and bos/eos/unk/pad */
-    added = xllm_calloc(n, 1); /* 0 no, 1 plain, 2 special */
-    if (!added) goto oom;
+    t->added = xllm_calloc(n, 1);
+    if (!t->added) return OOM(c);
     for (size_t i = 0; i < n; i++) {
-        if (type[i] == TT_CONTROL || type[i] == TT_UNKNOWN) added[i] = 2;
-        else if (type[i] == TT_USER) added[i] = 1;
+        if (t->type[i] == TT_CONTROL || t->type[i] == TT_UNKNOWN) t->added[i] = 2;
+        else if (t->type[i] == TT_USER) t->added[i] = 1;
     }
-    int64_t sp_ids[4] = {bos, eos, unk, pad};
     for (int k = 0; k < 4; k++)
-        if (sp_ids[k] >= 0) added[sp_ids[k]] = 2;
+        if (t->sp_ids[k] >= 0) t->added[t->sp_ids[k]] = 2;
+    return XLLM_OK;
+}
 
-    if (gpt2) {
-        if (!gguf_get_str_array(c, "tokenizer.ggml.merges", &merges, &n_merges)) {
-            st = c->st ? c->st : xllm_errorf(c->err, XLLM_ERR_FORMAT, "%s: gpt2 tokenizer without tokenizer.ggml.merges",
-                                              c->path);
-            goto done;
-        }
-        /* added tokens of type control / user-defined stay out of the model vocabulary
-         * unless a merge uses them (whether the merges are consistent is the
-         * tokenizer loader's check) */
-        uint8_t *excluded = xllm_calloc(n, 1);
-        if (!excluded) goto oom;
-        size_t n_ex = 0;
-        for (size_t i = 0; i < n; i++)
-            if (type[i] == TT_CONTROL || type[i] == TT_USER) excluded[i] = 1, in_vocab[i] = 0, n_ex++;
-        pmap ex = {0};
-        if (n_ex && pmap_init(&ex, tok, n, excluded)) {
-            xllm_free(excluded);
-            goto oom;
-        }
+/* Step 3 (gpt2): the merges; added tokens of type control / user-defined stay
+ * out of the model vocabulary unless a merge uses them (whether the merges
+ * are consistent is the tokenizer loader's check). */
+static xllm_status read_bpe_merges(gguf_ctx *c, tok_src *t, jb *b) {
+    if (!gguf_get_str_array(c, "tokenizer.ggml.merges", &t->merges, &t->n_merges))
+        return c->st ? c->st
+                     : xllm_errorf(c->err, XLLM_ERR_FORMAT, "%s: gpt2 tokenizer without tokenizer.ggml.merges", c->path);
+    size_t n = t->n;
+    uint8_t *excluded = xllm_calloc(n, 1);
+    if (!excluded) return OOM(c);
+    size_t n_ex = 0;
+    for (size_t i = 0; i < n; i++)
+        if (t->type[i] == TT_CONTROL || t->type[i] == TT_USER) excluded[i] = 1, t->in_vocab[i] = 0, n_ex++;
+    pmap ex = {0};
+    if (n_ex && pmap_init(&ex, t->tok, n, excluded)) {
         xllm_free(excluded);
-        for (size_t k = 0; k < n_merges && !st; k++) {
-            const gguf_str *mg = &merges[k];
-            const char *sp = mg->len > 1 ? memchr(mg->p + 1, ' ', mg->len - 1) : NULL;
-            if (!sp || memchr(mg->p, 0, mg->len)) {
-                st = xllm_errorf(c->err, XLLM_ERR_FORMAT,
-                                 "%s: tokenizer.ggml.merges entry %zu is not two tokens separated by a space", c->path, k);
-                break;
-            }
-            if (!n_ex) continue;
-            size_t ll = (size_t)(sp - mg->p), rl = mg->len - ll - 1;
-            int32_t ids[3] = {pmap_get(&ex, mg->p, ll), pmap_get(&ex, sp + 1, rl), -1};
-            const char *joined = cstr(&b, mg->p, mg->len);
-            if (b.oom) break;
-            memmove(b.buf + ll, b.buf + ll + 1, rl + 1);
-            ids[2] = pmap_get(&ex, joined, mg->len - 1);
-            for (int q = 0; q < 3; q++)
-                if (ids[q] >= 0) in_vocab[ids[q]] = 1;
-        }
-        xllm_free(ex.slots);
-        if (b.oom) goto oom;
-        if (st) goto done;
-    } else if ((st = spm_merges(c, tok, score, n, &pm, &sm, &n_sm))) {
-        goto done;
+        return OOM(c);
     }
-
-    /* tokenizer.json */
-    root = cJSON_CreateObject();
-    if (!root) goto oom;
-    add_s(&b, root, "version", "1.0");
-    add_null(&b, root, "truncation");
-    add_null(&b, root, "padding");
-    cJSON *at = add_arr(&b, root, "added_tokens");
-    for (size_t i = 0; i < n && at; i++)
-        if (added[i]) added_token(&b, at, (int64_t)i, &tok[i], added[i] == 2);
-    if (spm) {
-        cJSON *nz = add_obj(&b, root, "normalizer");
-        if (nz) {
-            add_s(&b, nz, "type", "Sequence");
-            cJSON *list = add_arr(&b, nz, "normalizers");
-            if (list && space_prefix) {
-                cJSON *p = add_obj(&b, list, NULL);
-                if (p) add_s(&b, p, "type", "Prepend"), add_s(&b, p, "prepend", "\xe2\x96\x81");
-            }
-            cJSON *r = list ? add_obj(&b, list, NULL) : NULL;
-            if (r) {
-                add_s(&b, r, "type", "Replace");
-                cJSON *pat = add_obj(&b, r, "pattern");
-                if (pat) add_s(&b, pat, "String", " ");
-                add_s(&b, r, "content", "\xe2\x96\x81");
-            }
+    xllm_free(excluded);
+    xllm_status st = XLLM_OK;
+    for (size_t k = 0; k < t->n_merges && !st; k++) {
+        const gguf_str *mg = &t->merges[k];
+        const char *sp = mg->len > 1 ? memchr(mg->p + 1, ' ', mg->len - 1) : NULL;
+        if (!sp || memchr(mg->p, 0, mg->len)) {
+            st = xllm_errorf(c->err, XLLM_ERR_FORMAT,
+                             "%s: tokenizer.ggml.merges entry %zu is not two tokens separated by a space", c->path, k);
+            break;
         }
-        add_null(&b, root, "pre_tokenizer");
-        if (add_bos || add_eos)
-            template_processing(&b, root, "post_processor", tok, add_bos ? bos : -1, add_eos ? eos : -1);
-        else
-            add_null(&b, root, "post_processor");
-        cJSON *dec = add_obj(&b, root, "decoder");
-        if (dec) {
-            add_s(&b, dec, "type", "Sequence");
-            cJSON *list = add_arr(&b, dec, "decoders");
-            cJSON *o = list ? add_obj(&b, list, NULL) : NULL;
-            if (o) {
-                add_s(&b, o, "type", "Replace");
-                cJSON *pat = add_obj(&b, o, "pattern");
-                if (pat) add_s(&b, pat, "String", "\xe2\x96\x81");
-                add_s(&b, o, "content", " ");
+        if (!n_ex) continue;
+        size_t ll = (size_t)(sp - mg->p), rl = mg->len - ll - 1;
+        int32_t ids[3] = {pmap_get(&ex, mg->p, ll), pmap_get(&ex, sp + 1, rl), -1};
+        const char *joined = cstr(b, mg->p, mg->len);
+        if (b->oom) break;
+        memmove(b->scratch.p + ll, b->scratch.p + ll + 1, rl + 1);
+        ids[2] = pmap_get(&ex, joined, mg->len - 1);
+        for (int q = 0; q < 3; q++)
+            if (ids[q] >= 0) t->in_vocab[ids[q]] = 1;
+    }
+    xllm_free(ex.slots);
+    if (b->oom) return OOM(c);
+    return st;
+}
+
+/* {"type": "Replace", "pattern": {"String": from}, "content": to} appended to list */
+static void add_replace(jb *b, cJSON *list, const char *from, const char *to) {
+    cJSON *r = add_obj(b, list, NULL);
+    if (!r) return;
+    add_s(b, r, "type", "Replace");
+    cJSON *pat = add_obj(b, r, "pattern");
+    if (pat) add_s(b, pat, "String", from);
+    add_s(b, r, "content", to);
+}
+
+/* Step 4a (llama): normalizer, post-processor and decoder of HF's legacy Llama form. */
+static void spm_components(jb *b, cJSON *root, const tok_src *t) {
+    cJSON *nz = add_obj(b, root, "normalizer");
+    if (nz) {
+        add_s(b, nz, "type", "Sequence");
+        cJSON *list = add_arr(b, nz, "normalizers");
+        if (list && t->space_prefix) {
+            cJSON *p = add_obj(b, list, NULL);
+            if (p) add_s(b, p, "type", "Prepend"), add_s(b, p, "prepend", "\xe2\x96\x81");
+        }
+        if (list) add_replace(b, list, " ", "\xe2\x96\x81");
+    }
+    add_null(b, root, "pre_tokenizer");
+    if (t->add_bos || t->add_eos)
+        template_processing(b, root, "post_processor", t->tok, t->add_bos ? t->sp_ids[SP_BOS] : -1,
+                            t->add_eos ? t->sp_ids[SP_EOS] : -1);
+    else
+        add_null(b, root, "post_processor");
+    cJSON *dec = add_obj(b, root, "decoder");
+    if (!dec) return;
+    add_s(b, dec, "type", "Sequence");
+    cJSON *list = add_arr(b, dec, "decoders");
+    cJSON *o;
+    if (list) add_replace(b, list, "\xe2\x96\x81", " ");
+    if (list && (o = add_obj(b, list, NULL))) add_s(b, o, "type", "ByteFallback");
+    if (list && (o = add_obj(b, list, NULL))) add_s(b, o, "type", "Fuse");
+    if (list && t->space_prefix && (o = add_obj(b, list, NULL))) {
+        add_s(b, o, "type", "Strip");
+        add_s(b, o, "content", " ");
+        add_n(b, o, "start", 1);
+        add_n(b, o, "stop", 0);
+    }
+}
+
+/* Step 4b (gpt2): the family's normalizer, pre-tokenizer, post-processor and decoder. */
+static void bpe_components(jb *b, cJSON *root, const tok_src *t) {
+    const bpe_family *fam = t->fam;
+    if (fam->nfc) {
+        cJSON *nz = add_obj(b, root, "normalizer");
+        if (nz) add_s(b, nz, "type", "NFC");
+    } else {
+        add_null(b, root, "normalizer");
+    }
+    if (t->regex) {
+        cJSON *pt = add_obj(b, root, "pre_tokenizer");
+        if (pt) {
+            add_s(b, pt, "type", "Sequence");
+            cJSON *list = add_arr(b, pt, "pretokenizers");
+            cJSON *sp = list ? add_obj(b, list, NULL) : NULL;
+            if (sp) {
+                add_s(b, sp, "type", "Split");
+                cJSON *pat = add_obj(b, sp, "pattern");
+                if (pat) add_s(b, pat, "Regex", t->regex);
+                add_s(b, sp, "behavior", "Isolated");
+                add_b(b, sp, "invert", 0);
             }
-            if (list && (o = add_obj(&b, list, NULL))) add_s(&b, o, "type", "ByteFallback");
-            if (list && (o = add_obj(&b, list, NULL))) add_s(&b, o, "type", "Fuse");
-            if (list && space_prefix && (o = add_obj(&b, list, NULL))) {
-                add_s(&b, o, "type", "Strip");
-                add_s(&b, o, "content", " ");
-                add_n(&b, o, "start", 1);
-                add_n(&b, o, "stop", 0);
+            if (list) byte_level(b, list, NULL, 0, fam->pre_trim, 0);
+        }
+    } else {
+        byte_level(b, root, "pre_tokenizer", 0, fam->pre_trim, 1);
+    }
+    if (t->add_bos || t->add_eos) {
+        cJSON *pp = add_obj(b, root, "post_processor");
+        if (pp) {
+            add_s(b, pp, "type", "Sequence");
+            cJSON *list = add_arr(b, pp, "processors");
+            if (list) {
+                byte_level(b, list, NULL, fam->post[0], fam->post[1], fam->post[2]);
+                template_processing(b, list, NULL, t->tok, t->add_bos ? t->sp_ids[SP_BOS] : -1,
+                                    t->add_eos ? t->sp_ids[SP_EOS] : -1);
             }
         }
     } else {
-        if (fam->nfc) {
-            cJSON *nz = add_obj(&b, root, "normalizer");
-            if (nz) add_s(&b, nz, "type", "NFC");
-        } else {
-            add_null(&b, root, "normalizer");
-        }
-        if (regex) {
-            cJSON *pt = add_obj(&b, root, "pre_tokenizer");
-            if (pt) {
-                add_s(&b, pt, "type", "Sequence");
-                cJSON *list = add_arr(&b, pt, "pretokenizers");
-                cJSON *sp = list ? add_obj(&b, list, NULL) : NULL;
-                if (sp) {
-                    add_s(&b, sp, "type", "Split");
-                    cJSON *pat = add_obj(&b, sp, "pattern");
-                    if (pat) add_s(&b, pat, "Regex", regex);
-                    add_s(&b, sp, "behavior", "Isolated");
-                    add_b(&b, sp, "invert", 0);
-                }
-                if (list) byte_level(&b, list, NULL, 0, fam->pre_trim, 0);
-            }
-        } else {
-            byte_level(&b, root, "pre_tokenizer", 0, fam->pre_trim, 1);
-        }
-        if (add_bos || add_eos) {
-            cJSON *pp = add_obj(&b, root, "post_processor");
-            if (pp) {
-                add_s(&b, pp, "type", "Sequence");
-                cJSON *list = add_arr(&b, pp, "processors");
-                if (list) {
-                    byte_level(&b, list, NULL, fam->post[0], fam->post[1], fam->post[2]);
-                    template_processing(&b, list, NULL, tok, add_bos ? bos : -1, add_eos ? eos : -1);
-                }
-            }
-        } else {
-            byte_level(&b, root, "post_processor", fam->post[0], fam->post[1], fam->post[2]);
-        }
-        byte_level(&b, root, "decoder", fam->dec[0], fam->dec[1], fam->dec[2]);
+        byte_level(b, root, "post_processor", fam->post[0], fam->post[1], fam->post[2]);
     }
-    mo = cJSON_CreateObject(); /* the model's small fields; vocab and merges are written as text */
-    if (!mo) b.oom = 1;
-    if (mo) {
-        add_s(&b, mo, "type", "BPE");
-        add_null(&b, mo, "dropout");
-        if (spm && unk >= 0) add_tok(&b, mo, "unk_token", &tok[unk]);
-        else add_null(&b, mo, "unk_token");
-        if (fam->empty_affixes && gpt2) {
-            add_s(&b, mo, "continuing_subword_prefix", "");
-            add_s(&b, mo, "end_of_word_suffix", "");
-        } else {
-            add_null(&b, mo, "continuing_subword_prefix");
-            add_null(&b, mo, "end_of_word_suffix");
-        }
-        add_b(&b, mo, "fuse_unk", spm);
-        add_b(&b, mo, "byte_fallback", spm);
-        if (gpt2) add_b(&b, mo, "ignore_merges", fam->ignore_merges);
-    }
+    byte_level(b, root, "decoder", fam->dec[0], fam->dec[1], fam->dec[2]);
+}
 
-    /* tokenizer_config.json */
-    cfg = cJSON_CreateObject();
-    if (cfg) {
-        add_b(&b, cfg, "add_bos_token", add_bos);
-        add_b(&b, cfg, "add_eos_token", add_eos);
-        cJSON *dec = add_obj(&b, cfg, "added_tokens_decoder");
-        for (size_t i = 0; i < n && dec && !b.oom; i++) {
-            if (!added[i]) continue;
-            char idb[24];
-            snprintf(idb, sizeof idb, "%zu", i);
-            cJSON *e = add_obj(&b, dec, idb);
-            if (!e) break;
-            add_tok(&b, e, "content", &tok[i]);
-            add_b(&b, e, "single_word", 0);
-            add_b(&b, e, "lstrip", 0);
-            add_b(&b, e, "rstrip", 0);
-            add_b(&b, e, "normalized", 0);
-            add_b(&b, e, "special", added[i] == 2);
-        }
-        const char *names[4] = {"bos_token", "eos_token", "unk_token", "pad_token"};
-        for (int k = 0; k < 4; k++) {
-            if (sp_ids[k] >= 0 && (k != 2 || spm)) add_tok(&b, cfg, names[k], &tok[sp_ids[k]]);
-            else add_null(&b, cfg, names[k]);
-        }
-        add_b(&b, cfg, "clean_up_tokenization_spaces", 0);
-        if (spm) {
-            add_b(&b, cfg, "legacy", 1);
-            add_obj(&b, cfg, "sp_model_kwargs");
-            add_b(&b, cfg, "spaces_between_special_tokens", 0);
-            add_b(&b, cfg, "use_default_system_prompt", 0);
-        }
-        if (model_max_length > 0) add_n(&b, cfg, "model_max_length", (double)model_max_length);
-        add_s(&b, cfg, "tokenizer_class", spm ? "LlamaTokenizer" : "PreTrainedTokenizerFast");
-        if (has_template) add_tok(&b, cfg, "chat_template", &chat_template);
+/* Step 4: tokenizer.json's fields but the model (NULL when out of memory). */
+static cJSON *json_root(jb *b, const tok_src *t) {
+    cJSON *root = cJSON_CreateObject();
+    if (!root) return NULL;
+    add_s(b, root, "version", "1.0");
+    add_null(b, root, "truncation");
+    add_null(b, root, "padding");
+    cJSON *at = add_arr(b, root, "added_tokens");
+    for (size_t i = 0; i < t->n && at; i++)
+        if (t->added[i]) added_token(b, at, (int64_t)i, &t->tok[i], t->added[i] == 2);
+    if (t->spm) spm_components(b, root, t);
+    else bpe_components(b, root, t);
+    return root;
+}
+
+/* Step 5: the model's small fields (vocab and merges are written as text). */
+static cJSON *json_model(jb *b, const tok_src *t) {
+    cJSON *mo = cJSON_CreateObject();
+    if (!mo) return NULL;
+    add_s(b, mo, "type", "BPE");
+    add_null(b, mo, "dropout");
+    if (t->spm && t->sp_ids[SP_UNK] >= 0) add_tok(b, mo, "unk_token", &t->tok[t->sp_ids[SP_UNK]]);
+    else add_null(b, mo, "unk_token");
+    if (t->fam->empty_affixes && t->gpt2) {
+        add_s(b, mo, "continuing_subword_prefix", "");
+        add_s(b, mo, "end_of_word_suffix", "");
+    } else {
+        add_null(b, mo, "continuing_subword_prefix");
+        add_null(b, mo, "end_of_word_suffix");
     }
-    if (!cfg || !mo || b.oom) goto oom;
-    /* {root fields..., "model": {fields..., "vocab": {...}, "merges": [...]}} */
-    sbuf out = {0};
-    char num[32];
+    add_b(b, mo, "fuse_unk", t->spm);
+    add_b(b, mo, "byte_fallback", t->spm);
+    if (t->gpt2) add_b(b, mo, "ignore_merges", t->fam->ignore_merges);
+    return mo;
+}
+
+/* Step 6: tokenizer_config.json. */
+static cJSON *json_config(jb *b, const tok_src *t, int64_t model_max_length) {
+    cJSON *cfg = cJSON_CreateObject();
+    if (!cfg) return NULL;
+    add_b(b, cfg, "add_bos_token", t->add_bos);
+    add_b(b, cfg, "add_eos_token", t->add_eos);
+    cJSON *dec = add_obj(b, cfg, "added_tokens_decoder");
+    for (size_t i = 0; i < t->n && dec && !b->oom; i++) {
+        if (!t->added[i]) continue;
+        char idb[24];
+        snprintf(idb, sizeof idb, "%zu", i);
+        cJSON *e = add_obj(b, dec, idb);
+        if (!e) break;
+        add_tok(b, e, "content", &t->tok[i]);
+        add_b(b, e, "single_word", 0);
+        add_b(b, e, "lstrip", 0);
+        add_b(b, e, "rstrip", 0);
+        add_b(b, e, "normalized", 0);
+        add_b(b, e, "special", t->added[i] == 2);
+    }
+    const char *names[4] = {"bos_token", "eos_token", "unk_token", "pad_token"};
+    for (int k = 0; k < 4; k++) {
+        if (t->sp_ids[k] >= 0 && (k != SP_UNK || t->spm)) add_tok(b, cfg, names[k], &t->tok[t->sp_ids[k]]);
+        else add_null(b, cfg, names[k]);
+    }
+    add_b(b, cfg, "clean_up_tokenization_spaces", 0);
+    if (t->spm) {
+        add_b(b, cfg, "legacy", 1);
+        add_obj(b, cfg, "sp_model_kwargs");
+        add_b(b, cfg, "spaces_between_special_tokens", 0);
+        add_b(b, cfg, "use_default_system_prompt", 0);
+    }
+    if (model_max_length > 0) add_n(b, cfg, "model_max_length", (double)model_max_length);
+    add_s(b, cfg, "tokenizer_class", t->spm ? "LlamaTokenizer" : "PreTrainedTokenizerFast");
+    if (t->has_template) add_tok(b, cfg, "chat_template", &t->chat_template);
+    return cfg;
+}
+
+/* Step 7: {root fields..., "model": {fields..., "vocab": {...}, "merges": [...]}}
+ * as text; NULL when out of memory. */
+static char *json_text(const cJSON *root, const cJSON *mo, const tok_src *t) {
+    xllm_buf out = XLLM_BUF_INIT;
     sb_open_object(&out, root);
-    sb_put(&out, ",\"model\":", 9);
+    xllm_buf_append(&out, ",\"model\":", 9);
     sb_open_object(&out, mo);
-    sb_put(&out, ",\"vocab\":{", 10);
+    xllm_buf_append(&out, ",\"vocab\":{", 10);
     int first = 1;
-    for (size_t i = 0; i < n && !out.oom; i++) {
-        if (!in_vocab[i]) continue;
-        sb_put(&out, first ? "\"" : ",\"", first ? 1 : 2);
-        sb_esc(&out, tok[i].p, tok[i].len);
-        int k = snprintf(num, sizeof num, "\":%zu", i);
-        sb_put(&out, num, (size_t)k);
+    for (size_t i = 0; i < t->n && !out.err; i++) {
+        if (!t->in_vocab[i]) continue;
+        xllm_buf_append(&out, first ? "\"" : ",\"", first ? 1 : 2);
+        sb_esc(&out, t->tok[i].p, t->tok[i].len);
+        xllm_buf_printf(&out, "\":%zu", i);
         first = 0;
     }
-    sb_put(&out, "},\"merges\":[", 12);
-    size_t nm_out = gpt2 ? n_merges : n_sm;
-    for (size_t k = 0; k < nm_out && !out.oom; k++) {
-        sb_put(&out, k ? ",\"" : "\"", k ? 2 : 1);
-        if (gpt2) {
-            sb_esc(&out, merges[k].p, merges[k].len);
+    xllm_buf_append(&out, "},\"merges\":[", 12);
+    size_t nm_out = t->gpt2 ? t->n_merges : t->n_sm;
+    for (size_t k = 0; k < nm_out && !out.err; k++) {
+        xllm_buf_append(&out, k ? ",\"" : "\"", k ? 2 : 1);
+        if (t->gpt2) {
+            sb_esc(&out, t->merges[k].p, t->merges[k].len);
         } else {
-            sb_esc(&out, tok[sm[k].l].p, tok[sm[k].l].len);
-            sb_put(&out, " ", 1);
-            sb_esc(&out, tok[sm[k].r].p, tok[sm[k].r].len);
+            sb_esc(&out, t->tok[t->sm[k].l].p, t->tok[t->sm[k].l].len);
+            xllm_buf_append(&out, " ", 1);
+            sb_esc(&out, t->tok[t->sm[k].r].p, t->tok[t->sm[k].r].len);
         }
-        sb_put(&out, "\"", 1);
+        xllm_buf_append(&out, "\"", 1);
     }
-    sb_put(&out, "]}}", 3);
+    xllm_buf_append(&out, "]}}", 3);
+    return xllm_buf_steal(&out, NULL);
+}
+
+xllm_status gguf_tok_synthesize(gguf_ctx *c, int64_t model_max_length, char **tokenizer_json,
+                                char **tokenizer_config_json) {
+    *tokenizer_json = *tokenizer_config_json = NULL;
+    tok_src t;
+    memset(&t, 0, sizeof t);
+    int none;
+    xllm_status st = read_kind(c, &t, &none);
+    if (st || none) return st;
+    jb b = {c, 0, XLLM_BUF_INIT};
+    cJSON *root = NULL, *cfg = NULL, *mo = NULL;
+    char *t2 = NULL;
+    if ((st = read_vocab(c, &t))) goto done;
+    if (t.gpt2) st = read_bpe_merges(c, &t, &b);
+    else st = spm_merges(c, t.tok, t.score, t.n, &t.pm, &t.sm, &t.n_sm);
+    if (st) goto done;
+    root = json_root(&b, &t);
+    if (!root) goto oom;
+    mo = json_model(&b, &t);
+    if (!mo) b.oom = 1;
+    if (mo) cfg = json_config(&b, &t, model_max_length);
+    if (!cfg || !mo || b.oom) goto oom;
+    char *text = json_text(root, mo, &t);
     t2 = cJSON_PrintUnformatted(cfg);
-    if (out.oom || !t2 || !(*tokenizer_config_json = xllm_strdup(t2))) {
-        xllm_free(out.p);
+    if (!text || !t2 || !(*tokenizer_config_json = xllm_strdup(t2))) {
+        xllm_free(text);
         goto oom;
     }
-    *tokenizer_json = out.p;
+    *tokenizer_json = text;
     goto done;
 oom:
-    st = xllm_errorf(c->err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory building the tokenizer", c->path);
+    st = OOM(c);
 done:
     cJSON_free(t2);
     cJSON_Delete(root);
     cJSON_Delete(mo);
     cJSON_Delete(cfg);
-    xllm_free(b.buf);
-    xllm_free(pm.slots);
-    xllm_free(sm);
-    xllm_free(tok);
-    xllm_free(merges);
-    xllm_free(score);
-    xllm_free(type);
-    xllm_free(in_vocab);
-    xllm_free(added);
+    xllm_buf_free(&b.scratch);
+    tok_src_free(&t);
     return st;
 }

@@ -9,6 +9,7 @@
 #include "base/alloc.h"
 
 #include <stdint.h>
+#include <string.h>
 
 #define BLOCK_MIN (64 * 1024)
 
@@ -45,6 +46,18 @@ void *tpl_alloc(tpl_arena *a, size_t size) {
     b->used += size;
     a->used += size;
     return p;
+}
+
+int tpl_arena_grow(tpl_arena *a, void *items, size_t n, size_t *cap, size_t size, size_t first) {
+    size_t nc = *cap ? *cap * 2 : first;
+    if (nc < *cap || (size && nc > SIZE_MAX / size)) return -1;
+    void *old, *p = tpl_alloc(a, nc * size);
+    if (!p) return -1;
+    memcpy(&old, items, sizeof old);
+    if (n) memcpy(p, old, n * size);
+    memcpy(items, &p, sizeof p);
+    *cap = nc;
+    return 0;
 }
 
 void tpl_arena_free(tpl_arena *a) {

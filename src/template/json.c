@@ -55,20 +55,20 @@ static int jstring(jp *p, tv *out) {
     size_t k = start;
     while (k < p->n && p->s[k] != '"' && p->s[k] != '\\' && (unsigned char)p->s[k] >= 0x20) k++;
     if (k < p->n && p->s[k] == '"') {
-        if (!py_utf8_valid(p->s + start, k - start)) return jfail(p, "string is not valid UTF-8");
+        if (!xllm_utf8_valid(p->s + start, k - start)) return jfail(p, "string is not valid UTF-8");
         p->i = k + 1;
         return tv_str_copy(p->c, p->s + start, k - start, out);
     }
-    tpl_buf b = tpl_buf_make(p->c);
+    xllm_buf b = tpl_buf_make(p->c);
     b.max = (size_t)-1;
     while (p->i < p->n && p->s[p->i] != '"') {
         char ch = p->s[p->i];
-        if ((unsigned char)ch < 0x20) { tpl_buf_release(&b); return jfail(p, "control character in string"); }
+        if ((unsigned char)ch < 0x20) { xllm_buf_free(&b); return jfail(p, "control character in string"); }
         if (ch != '\\') {
             size_t st = p->i;
             while (p->i < p->n && p->s[p->i] != '"' && p->s[p->i] != '\\' && (unsigned char)p->s[p->i] >= 0x20) p->i++;
-            if (!py_utf8_valid(p->s + st, p->i - st)) { tpl_buf_release(&b); return jfail(p, "string is not valid UTF-8"); }
-            if (tpl_buf_put(&b, p->s + st, p->i - st)) break;
+            if (!xllm_utf8_valid(p->s + st, p->i - st)) { xllm_buf_free(&b); return jfail(p, "string is not valid UTF-8"); }
+            if (xllm_buf_append(&b, p->s + st, p->i - st)) break;
             continue;
         }
         if (p->i + 1 >= p->n) break;
@@ -85,7 +85,7 @@ static int jstring(jp *p, tv *out) {
         case 't': o = '\t'; break;
         case 'u': {
             uint32_t cp, lo;
-            if (p->i + 4 > p->n || hex4(p->s + p->i, &cp)) { tpl_buf_release(&b); return jfail(p, "bad \\u escape"); }
+            if (p->i + 4 > p->n || hex4(p->s + p->i, &cp)) { xllm_buf_free(&b); return jfail(p, "bad \\u escape"); }
             p->i += 4;
             if (cp >= 0xD800 && cp < 0xDC00 && p->i + 6 <= p->n && p->s[p->i] == '\\' && p->s[p->i + 1] == 'u' &&
                 !hex4(p->s + p->i + 2, &lo) && lo >= 0xDC00 && lo < 0xE000) {
@@ -95,18 +95,18 @@ static int jstring(jp *p, tv *out) {
                 cp = 0xFFFD; /* a lone surrogate cannot be UTF-8 */
             }
             char u[4];
-            if (tpl_buf_put(&b, u, py_utf8_put(u, cp))) goto oom;
+            if (xllm_buf_append(&b, u, xllm_utf8_encode(cp, u))) goto oom;
             continue;
         }
-        default: tpl_buf_release(&b); return jfail(p, "bad escape in string");
+        default: xllm_buf_free(&b); return jfail(p, "bad escape in string");
         }
-        if (tpl_buf_putc(&b, o)) goto oom;
+        if (xllm_buf_putc(&b, o)) goto oom;
     }
-    if (p->i >= p->n) { tpl_buf_release(&b); return jfail(p, "unterminated string"); }
+    if (p->i >= p->n) { xllm_buf_free(&b); return jfail(p, "unterminated string"); }
     p->i++;
     return tpl_buf_to_value(p->c, &b, out);
 oom:
-    tpl_buf_release(&b);
+    xllm_buf_free(&b);
     return tpl_oom(p->c);
 }
 
@@ -247,8 +247,8 @@ int tpl_json_parse(tpl_ctx *c, const char *text, size_t len, const char *what, t
 
 /* ----------------------------------------------------------------- dumping */
 
-static int dump_string(tpl_buf *b, const char *s, size_t len, int ascii) {
-    if (tpl_buf_putc(b, '"')) return -1;
+static int dump_string(xllm_buf *b, const char *s, size_t len, int ascii) {
+    if (xllm_buf_putc(b, '"')) return -1;
     size_t i = 0;
     while (i < len) {
         size_t st = i;
@@ -258,68 +258,68 @@ static int dump_string(tpl_buf *b, const char *s, size_t len, int ascii) {
             if (ch < 0x20 || ch == '"' || ch == '\\' || (ascii && ch >= 0x7F)) break;
             i++;
         }
-        if (i > st && tpl_buf_put(b, s + st, i - st)) return -1;
+        if (i > st && xllm_buf_append(b, s + st, i - st)) return -1;
         if (i >= len) break;
         uint32_t cp = py_utf8_next(s, len, &i);
         int rc;
         switch (cp) {
-        case '"': rc = tpl_buf_put(b, "\\\"", 2); break;
-        case '\\': rc = tpl_buf_put(b, "\\\\", 2); break;
-        case '\n': rc = tpl_buf_put(b, "\\n", 2); break;
-        case '\r': rc = tpl_buf_put(b, "\\r", 2); break;
-        case '\t': rc = tpl_buf_put(b, "\\t", 2); break;
-        case '\b': rc = tpl_buf_put(b, "\\b", 2); break;
-        case '\f': rc = tpl_buf_put(b, "\\f", 2); break;
+        case '"': rc = xllm_buf_append(b, "\\\"", 2); break;
+        case '\\': rc = xllm_buf_append(b, "\\\\", 2); break;
+        case '\n': rc = xllm_buf_append(b, "\\n", 2); break;
+        case '\r': rc = xllm_buf_append(b, "\\r", 2); break;
+        case '\t': rc = xllm_buf_append(b, "\\t", 2); break;
+        case '\b': rc = xllm_buf_append(b, "\\b", 2); break;
+        case '\f': rc = xllm_buf_append(b, "\\f", 2); break;
         default:
             if (cp >= 0x10000) {
                 uint32_t v = cp - 0x10000;
-                rc = tpl_buf_printf(b, "\\u%04x\\u%04x", 0xD800 + (v >> 10), 0xDC00 + (v & 0x3FF));
+                rc = xllm_buf_printf(b, "\\u%04x\\u%04x", 0xD800 + (v >> 10), 0xDC00 + (v & 0x3FF));
             } else {
-                rc = tpl_buf_printf(b, "\\u%04x", cp);
+                rc = xllm_buf_printf(b, "\\u%04x", cp);
             }
         }
         if (rc) return -1;
     }
-    return tpl_buf_putc(b, '"');
+    return xllm_buf_putc(b, '"');
 }
 
-static int dump_float(tpl_buf *b, double f) {
-    if (isnan(f)) return tpl_buf_put(b, "NaN", 3);
-    if (isinf(f)) return f < 0 ? tpl_buf_put(b, "-Infinity", 9) : tpl_buf_put(b, "Infinity", 8);
+static int dump_float(xllm_buf *b, double f) {
+    if (isnan(f)) return xllm_buf_append(b, "NaN", 3);
+    if (isinf(f)) return f < 0 ? xllm_buf_append(b, "-Infinity", 9) : xllm_buf_append(b, "Infinity", 8);
     char num[40];
     py_float_repr(f, num);
-    return tpl_buf_put(b, num, strlen(num));
+    return xllm_buf_append(b, num, strlen(num));
 }
 
-static int newline_indent(tpl_buf *b, const tpl_json_opts *o, int level) {
-    if (tpl_buf_putc(b, '\n')) return -1;
+static int newline_indent(xllm_buf *b, const tpl_json_opts *o, int level) {
+    if (xllm_buf_putc(b, '\n')) return -1;
     for (int k = 0; k < level; k++)
-        if (tpl_buf_put(b, o->indent, o->indent_len)) return -1;
+        if (xllm_buf_append(b, o->indent, o->indent_len)) return -1;
     return 0;
 }
 
-static int dump(tpl_ctx *c, const tv *v, const tpl_json_opts *o, tpl_buf *b, int level);
+static int dump(tpl_ctx *c, const tv *v, const tpl_json_opts *o, xllm_buf *b, int level);
 
-static int dump_key(tpl_ctx *c, const tv *k, const tpl_json_opts *o, tpl_buf *b) {
+static int dump_key(tpl_ctx *c, const tv *k, const tpl_json_opts *o, xllm_buf *b) {
     char num[40];
     switch (k->kind) {
     case TV_STR: return dump_string(b, k->u.s, k->len, o->ensure_ascii);
-    case TV_INT: return tpl_buf_printf(b, "\"%" PRId64 "\"", k->u.i);
-    case TV_BOOL: return tpl_buf_put(b, k->u.b ? "\"true\"" : "\"false\"", k->u.b ? 6 : 7);
-    case TV_NONE: return tpl_buf_put(b, "\"null\"", 6);
+    case TV_INT: return xllm_buf_printf(b, "\"%" PRId64 "\"", k->u.i);
+    case TV_BOOL: return xllm_buf_append(b, k->u.b ? "\"true\"" : "\"false\"", k->u.b ? 6 : 7);
+    case TV_NONE: return xllm_buf_append(b, "\"null\"", 6);
     case TV_FLOAT:
-        if (isnan(k->u.f)) return tpl_buf_put(b, "\"NaN\"", 5);
-        if (isinf(k->u.f)) return k->u.f < 0 ? tpl_buf_put(b, "\"-Infinity\"", 11) : tpl_buf_put(b, "\"Infinity\"", 10);
+        if (isnan(k->u.f)) return xllm_buf_append(b, "\"NaN\"", 5);
+        if (isinf(k->u.f)) return k->u.f < 0 ? xllm_buf_append(b, "\"-Infinity\"", 11) : xllm_buf_append(b, "\"Infinity\"", 10);
         py_float_repr(k->u.f, num);
-        return tpl_buf_printf(b, "\"%s\"", num);
+        return xllm_buf_printf(b, "\"%s\"", num);
     default:
         return tpl_fail(c, XLLM_ERR_FORMAT, "tojson: keys must be str, int, float, bool or None, not %s",
                         tv_type_name(k));
     }
 }
 
-static int dump_dict(tpl_ctx *c, const tv_dict *d, const tpl_json_opts *o, tpl_buf *b, int level) {
-    if (d->n == 0) return tpl_buf_put(b, "{}", 2);
+static int dump_dict(tpl_ctx *c, const tv_dict *d, const tpl_json_opts *o, xllm_buf *b, int level) {
+    if (d->n == 0) return xllm_buf_append(b, "{}", 2);
     size_t *order = tpl_alloc(c->arena, d->n * sizeof *order);
     if (!order) return tpl_oom(c);
     for (size_t i = 0; i < d->n; i++) order[i] = i;
@@ -336,45 +336,45 @@ static int dump_dict(tpl_ctx *c, const tv_dict *d, const tpl_json_opts *o, tpl_b
             order[j] = cur;
         }
     }
-    if (tpl_buf_putc(b, '{')) return -1;
+    if (xllm_buf_putc(b, '{')) return -1;
     if (o->has_indent && newline_indent(b, o, level + 1)) return -1;
     for (size_t k = 0; k < d->n; k++) {
         size_t i = order[k];
         if (k) {
-            if (tpl_buf_put(b, o->item_sep, o->item_sep_len)) return -1;
+            if (xllm_buf_append(b, o->item_sep, o->item_sep_len)) return -1;
             if (o->has_indent && newline_indent(b, o, level + 1)) return -1;
         }
-        if (dump_key(c, &d->keys[i], o, b) || tpl_buf_put(b, o->key_sep, o->key_sep_len) ||
+        if (dump_key(c, &d->keys[i], o, b) || xllm_buf_append(b, o->key_sep, o->key_sep_len) ||
             dump(c, &d->vals[i], o, b, level + 1))
             return -1;
     }
     if (o->has_indent && newline_indent(b, o, level)) return -1;
-    return tpl_buf_putc(b, '}');
+    return xllm_buf_putc(b, '}');
 }
 
-static int dump(tpl_ctx *c, const tv *v, const tpl_json_opts *o, tpl_buf *b, int level) {
+static int dump(tpl_ctx *c, const tv *v, const tpl_json_opts *o, xllm_buf *b, int level) {
     if (level > JSON_MAX_DEPTH) return tpl_fail(c, XLLM_ERR_FORMAT, "tojson: value nested too deeply");
     switch (v->kind) {
-    case TV_NONE: return tpl_buf_put(b, "null", 4);
-    case TV_BOOL: return v->u.b ? tpl_buf_put(b, "true", 4) : tpl_buf_put(b, "false", 5);
-    case TV_INT: return tpl_buf_printf(b, "%" PRId64, v->u.i);
+    case TV_NONE: return xllm_buf_append(b, "null", 4);
+    case TV_BOOL: return v->u.b ? xllm_buf_append(b, "true", 4) : xllm_buf_append(b, "false", 5);
+    case TV_INT: return xllm_buf_printf(b, "%" PRId64, v->u.i);
     case TV_FLOAT: return dump_float(b, v->u.f);
     case TV_STR: return dump_string(b, v->u.s, v->len, o->ensure_ascii);
     case TV_LIST: {
         const tv_list *l = v->u.l;
         if (l->kind != L_LIST && l->kind != L_TUPLE) break;
-        if (l->n == 0) return tpl_buf_put(b, "[]", 2);
-        if (tpl_buf_putc(b, '[')) return -1;
+        if (l->n == 0) return xllm_buf_append(b, "[]", 2);
+        if (xllm_buf_putc(b, '[')) return -1;
         if (o->has_indent && newline_indent(b, o, level + 1)) return -1;
         for (size_t i = 0; i < l->n; i++) {
             if (i) {
-                if (tpl_buf_put(b, o->item_sep, o->item_sep_len)) return -1;
+                if (xllm_buf_append(b, o->item_sep, o->item_sep_len)) return -1;
                 if (o->has_indent && newline_indent(b, o, level + 1)) return -1;
             }
             if (dump(c, &l->items[i], o, b, level + 1)) return -1;
         }
         if (o->has_indent && newline_indent(b, o, level)) return -1;
-        return tpl_buf_putc(b, ']');
+        return xllm_buf_putc(b, ']');
     }
     case TV_DICT:
         if (v->u.d->kind != D_DICT) break;
@@ -384,10 +384,10 @@ static int dump(tpl_ctx *c, const tv *v, const tpl_json_opts *o, tpl_buf *b, int
     return tpl_fail(c, XLLM_ERR_FORMAT, "tojson: Object of type %s is not JSON serializable", tv_type_name(v));
 }
 
-int tpl_json_dump(tpl_ctx *c, const tv *v, const tpl_json_opts *o, tpl_buf *b) {
+int tpl_json_dump(tpl_ctx *c, const tv *v, const tpl_json_opts *o, xllm_buf *b) {
     if (dump(c, v, o, b, 0)) {
         if (c->failed) return -1;
-        if (b->oom) return tpl_oom(c);
+        if (b->err == XLLM_BUF_OOM) return tpl_oom(c);
         return tpl_fail(c, XLLM_ERR_FORMAT, "the rendered text is larger than the limit (%zu bytes)", b->max);
     }
     return 0;

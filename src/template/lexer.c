@@ -33,14 +33,8 @@ static int lfail(lx *l, xllm_status code, const char *msg, const char *arg) {
 }
 
 static int push(lx *l, tok_type t, int line, const char *s, size_t len) {
-    if (l->nt == l->cap) {
-        size_t nc = l->cap ? l->cap * 2 : 256;
-        token *nt = tpl_alloc(l->a, nc * sizeof *nt);
-        if (!nt) return lfail(l, XLLM_ERR_OUT_OF_MEMORY, "out of memory", NULL);
-        if (l->nt) memcpy(nt, l->t, l->nt * sizeof *nt);
-        l->t = nt;
-        l->cap = nc;
-    }
+    if (l->nt == l->cap && tpl_arena_grow(l->a, &l->t, l->nt, &l->cap, sizeof *l->t, 256))
+        return lfail(l, XLLM_ERR_OUT_OF_MEMORY, "out of memory", NULL);
     token *k = &l->t[l->nt++];
     memset(k, 0, sizeof *k);
     k->t = t;
@@ -135,7 +129,7 @@ static int decode_string(lx *l, const char *s, size_t n, token *tk) {
             if (e >= '0' && e <= '7') {
                 cp = (uint32_t)(e - '0');
                 for (int d = 0; d < 2 && i < n && s[i] >= '0' && s[i] <= '7'; d++) cp = cp * 8 + (uint32_t)(s[i++] - '0');
-                k += py_utf8_put(o + k, cp);
+                k += xllm_utf8_encode(cp, o + k);
                 continue;
             }
             o[k++] = '\\'; /* unknown escapes stay as written */
@@ -151,7 +145,7 @@ static int decode_string(lx *l, const char *s, size_t n, token *tk) {
         }
         if (cp > 0x10FFFF || (cp >= 0xD800 && cp < 0xE000))
             return lfail(l, XLLM_ERR_FORMAT, "bad escape in a string literal", NULL);
-        k += py_utf8_put(o + k, cp); /* the escape is never shorter than its UTF-8 */
+        k += xllm_utf8_encode(cp, o + k); /* the escape is never shorter than its UTF-8 */
     }
     o[k] = 0;
     tk->s = o;

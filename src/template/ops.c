@@ -92,9 +92,9 @@ static void float_divmod(double vx, double wx, double *floordiv, double *mod) {
 
 int tpl_binop(tpl_ctx *c, int op, const tv *a, const tv *b, tv *out) {
     if (op == OP_CONCAT) {
-        tpl_buf buf = tpl_buf_make(c);
+        xllm_buf buf = tpl_buf_make(c);
         if (tv_to_str(c, a, &buf) || tv_to_str(c, b, &buf)) {
-            tpl_buf_release(&buf);
+            xllm_buf_free(&buf);
             return -1;
         }
         return tpl_buf_to_value(c, &buf, out);
@@ -282,12 +282,135 @@ int tpl_compare(tpl_ctx *c, int op, const tv *a, const tv *b, int *res) {
 
 /* ------------------------------------------------------ printf-style % */
 
-static int pad_text(tpl_buf *b, const char *s, size_t len, int width, int left) {
+static int pad_text(xllm_buf *b, const char *s, size_t len, int width, int left) {
     size_t cps = py_cp_count(s, len);
     size_t padn = width > 0 && (size_t)width > cps ? (size_t)width - cps : 0;
-    if (!left && tpl_buf_fill(b, ' ', padn)) return -1;
-    if (tpl_buf_put(b, s, len)) return -1;
-    if (left && tpl_buf_fill(b, ' ', padn)) return -1;
+    if (!left && xllm_buf_fill(b, ' ', padn)) return -1;
+    if (xllm_buf_append(b, s, len)) return -1;
+    if (left && xllm_buf_fill(b, ' ', padn)) return -1;
+    return 0;
+}
+
+/* One conversion's flags, width, precision and letter. */
+typedef struct pct_spec {
+    char flags[8];
+    int width, prec, left;
+    char conv;
+} pct_spec;
+
+/* %s %r %a */
+static int pct_str(tpl_ctx *c, xllm_buf *b, const tv *arg, const pct_spec *p) {
+    tv sv;
+    int rc;
+    if (p->conv == 's') rc = tv_stringify(c, arg, &sv);
+    else {
+        xllm_buf rb = tpl_buf_make(c);
+        rc = tv_repr(c, arg, &rb) || tpl_buf_to_value(c, &rb, &sv);
+        if (rc) xllm_buf_free(&rb);
+    }
+    if (rc) return rc;
+    size_t len = sv.len;
+    if (p->prec >= 0) len = py_cp_offset(sv.u.s, sv.len, (size_t)p->prec);
+    return pad_text(b, sv.u.s, len, p->width, p->left);
+}
+
+/* %c: a one-character string, or a code point */
+static int pct_char(tpl_ctx *c, xllm_buf *b, const tv *arg, const pct_spec *p) {
+    if (arg->kind == TV_STR && py_cp_count(arg->u.s, arg->len) == 1) return pad_text(b, arg->u.s, arg->len, p->width, p->left);
+    if (!is_intlike(arg)) return tpl_fail(c, XLLM_ERR_FORMAT, "%%c requires int or char");
+    if (ival(arg) < 0 || ival(arg) > 0x10FFFF) return tpl_fail(c, XLLM_ERR_FORMAT, "%%c arg not in range(0x110000)");
+    uint32_t cp = (uint32_t)ival(arg);
+    if (cp >= 0xD800 && cp < 0xE000) return tpl_fail(c, XLLM_ERR_UNSUPPORTED, "%%c of a surrogate");
+    char u[4];
+    return pad_text(b, u, xllm_utf8_encode(cp, u), p->width, p->left);
+}
+
+/* %d %i %u %x %X %o in Python's layout: sign, 0x/0X/0o prefix with '#',
+ * digits (precision = least digits), padding */
+static int pct_int(tpl_ctx *c, xllm_buf *b, const tv *arg, const pct_spec *p) {
+    char conv = p->conv;
+    const char *flags = p->flags;
+    int64_t v = 0;
+    const char *big = NULL; /* a float beyond 64 bits: its exact integer digits */
+    char bigbuf[400];
+    if (is_intlike(arg)) v = ival(arg);
+    else if (arg->kind == TV_FLOAT && (conv == 'd' || conv == 'i' || conv == 'u')) {
+        if (!isfinite(arg->u.f)) return tpl_fail(c, XLLM_ERR_FORMAT, "cannot convert float %s to integer", isnan(arg->u.f) ? "NaN" : "infinity");
+        if (fabs(arg->u.f) >= 9.2e18) {
+            snprintf(bigbuf, sizeof bigbuf, "%.0f", fabs(trunc(arg->u.f)));
+            big = bigbuf;
+            v = arg->u.f < 0 ? -1 : 1;
+        } else {
+            v = (int64_t)arg->u.f;
+        }
+    } else {
+        return tpl_fail(c, XLLM_ERR_FORMAT, "%%%c format: %s is required, not %s", conv,
+                        conv == 'x' || conv == 'X' || conv == 'o' ? "an integer" : "a real number", tv_type_name(arg));
+    }
+    uint64_t mag = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+    char digits[400], sign[2] = {0, 0};
+    const char *prefix = "";
+    if (conv == 'x') snprintf(digits, sizeof digits, "%llx", (unsigned long long)mag);
+    else if (conv == 'X') snprintf(digits, sizeof digits, "%llX", (unsigned long long)mag);
+    else if (conv == 'o') snprintf(digits, sizeof digits, "%llo", (unsigned long long)mag);
+    else snprintf(digits, sizeof digits, "%llu", (unsigned long long)mag);
+    if (big) snprintf(digits, sizeof digits, "%s", big);
+    if (strchr(flags, '#')) prefix = conv == 'x' ? "0x" : conv == 'X' ? "0X" : conv == 'o' ? "0o" : "";
+    if (v < 0) sign[0] = '-';
+    else if (strchr(flags, '+')) sign[0] = '+';
+    else if (strchr(flags, ' ')) sign[0] = ' ';
+    int width = p->width, prec = p->prec, left = p->left;
+    size_t nd = strlen(digits), zeros = prec > 0 && (size_t)prec > nd ? (size_t)prec - nd : 0;
+    if (prec > 300) return tpl_fail(c, XLLM_ERR_UNSUPPORTED, "precision too large");
+    size_t body = strlen(sign) + strlen(prefix) + zeros + nd;
+    size_t pad = width > 0 && (size_t)width > body ? (size_t)width - body : 0;
+    int zero_pad = strchr(flags, '0') && !left;
+    int rc = 0;
+    if (!left && !zero_pad) rc = xllm_buf_fill(b, ' ', pad);
+    if (!rc) rc = xllm_buf_append(b, sign, strlen(sign));
+    if (!rc) rc = xllm_buf_append(b, prefix, strlen(prefix));
+    if (zero_pad && !rc) rc = xllm_buf_fill(b, '0', pad);
+    if (!rc) rc = xllm_buf_fill(b, '0', zeros);
+    if (!rc) rc = xllm_buf_append(b, digits, nd);
+    if (left && !rc) rc = xllm_buf_fill(b, ' ', pad);
+    return rc;
+}
+
+/* %f %F %e %E %g %G through C's printf (the same digits as Python's) */
+static int pct_float(tpl_ctx *c, xllm_buf *b, const tv *arg, const pct_spec *p) {
+    char conv = p->conv, spec[48], num[400];
+    if (!tv_is_number(arg)) return tpl_fail(c, XLLM_ERR_FORMAT, "%%%c format: a real number is required, not %s", conv, tv_type_name(arg));
+    if (p->width > 300 || p->prec > 100) /* num[] holds the whole field; Python would print it */
+        return tpl_fail(c, XLLM_ERR_UNSUPPORTED, "%%%c format: width over 300 or precision over 100 is not supported", conv);
+    int k = snprintf(spec, sizeof spec, "%%%s", p->flags);
+    if (p->width >= 0) k += snprintf(spec + k, sizeof spec - (size_t)k, "%d", p->width);
+    if (p->prec >= 0) k += snprintf(spec + k, sizeof spec - (size_t)k, ".%d", p->prec);
+    snprintf(spec + k, sizeof spec - (size_t)k, "%c", conv);
+    snprintf(num, sizeof num, spec, tv_as_double(arg));
+    return xllm_buf_append(b, num, strlen(num));
+}
+
+/* The flags, width, precision and letter at s[*i] (after the '%' and any
+ * "(key)"); -1 (reported) for a form that is not supported. */
+static int pct_parse(tpl_ctx *c, const char *s, size_t n, size_t *pi, pct_spec *p) {
+    size_t i = *pi, nf = 0;
+    while (i < n && strchr("-+ #0", s[i]) && nf < sizeof p->flags - 1) p->flags[nf++] = s[i++];
+    p->flags[nf] = 0;
+    p->width = -1, p->prec = -1;
+    if (i < n && s[i] == '*') return tpl_fail(c, XLLM_ERR_UNSUPPORTED, "'*' widths in %% formats are not supported");
+    /* widths and precisions saturate (no int overflow) and are bounded by the output limit */
+    if (i < n && s[i] >= '0' && s[i] <= '9') p->width = (int)tpl_digits_sat(s, n, &i, INT32_MAX);
+    if (i < n && s[i] == '.') {
+        i++;
+        p->prec = (int)tpl_digits_sat(s, n, &i, INT32_MAX);
+    }
+    if ((p->width > 0 && (size_t)p->width > c->max_output) || (p->prec > 0 && (size_t)p->prec > c->max_output))
+        return tpl_fail(c, XLLM_ERR_FORMAT, "%% format width or precision larger than the output limit");
+    while (i < n && (s[i] == 'l' || s[i] == 'h' || s[i] == 'L')) i++;
+    if (i >= n) return tpl_fail(c, XLLM_ERR_FORMAT, "incomplete format");
+    p->conv = s[i++];
+    p->left = strchr(p->flags, '-') != NULL;
+    *pi = i;
     return 0;
 }
 
@@ -301,14 +424,14 @@ int tpl_percent_format(tpl_ctx *c, const tv *fmt, const tv *args, tv *out) {
     } else if (args->kind == TV_DICT && args->u.d->kind == D_DICT) {
         map = args->u.d;
     }
-    tpl_buf b = tpl_buf_make(c);
+    xllm_buf b = tpl_buf_make(c);
     const char *s = fmt->u.s;
     size_t n = fmt->len, i = 0;
     int rc = 0;
     while (i < n && !rc) {
         const char *pct = memchr(s + i, '%', n - i);
         size_t lit = pct ? (size_t)(pct - (s + i)) : n - i;
-        if (lit && tpl_buf_put(&b, s + i, lit)) { rc = -1; break; }
+        if (lit && xllm_buf_append(&b, s + i, lit)) { rc = -1; break; }
         i += lit;
         if (i >= n) break;
         i++; /* '%' */
@@ -321,123 +444,20 @@ int tpl_percent_format(tpl_ctx *c, const tv *fmt, const tv *args, tv *out) {
             if (!arg) { rc = tpl_fail(c, XLLM_ERR_FORMAT, "KeyError in %% format: '%.*s'", (int)(e - i - 1), s + i + 1); break; }
             i = e + 1;
         }
-        char flags[8];
-        size_t nf = 0;
-        while (i < n && strchr("-+ #0", s[i]) && nf < sizeof flags - 1) flags[nf++] = s[i++];
-        flags[nf] = 0;
-        int width = -1, prec = -1;
-        if (i < n && s[i] == '*') { rc = tpl_fail(c, XLLM_ERR_UNSUPPORTED, "'*' widths in %% formats are not supported"); break; }
-        /* widths and precisions saturate (no int overflow) and are bounded by the output limit */
-        if (i < n && s[i] >= '0' && s[i] <= '9') width = (int)tpl_digits_sat(s, n, &i, INT32_MAX);
-        if (i < n && s[i] == '.') {
-            i++;
-            prec = (int)tpl_digits_sat(s, n, &i, INT32_MAX);
-        }
-        if ((width > 0 && (size_t)width > c->max_output) || (prec > 0 && (size_t)prec > c->max_output)) {
-            rc = tpl_fail(c, XLLM_ERR_FORMAT, "%% format width or precision larger than the output limit");
-            break;
-        }
-        while (i < n && (s[i] == 'l' || s[i] == 'h' || s[i] == 'L')) i++;
-        if (i >= n) { rc = tpl_fail(c, XLLM_ERR_FORMAT, "incomplete format"); break; }
-        char conv = s[i++];
-        if (conv == '%') { rc = tpl_buf_putc(&b, '%'); continue; }
+        pct_spec p;
+        if ((rc = pct_parse(c, s, n, &i, &p))) break;
+        if (p.conv == '%') { rc = xllm_buf_putc(&b, '%'); continue; }
         if (!arg) {
             if (map) arg = args;
             else if (used >= nargs) { rc = tpl_fail(c, XLLM_ERR_FORMAT, "not enough arguments for format string"); break; }
             else arg = &items[used++];
         }
-        int left = strchr(flags, '-') != NULL;
-        char spec[48], num[400];
-        switch (conv) {
-        case 's': case 'r': case 'a': {
-            tv sv;
-            if (conv == 's') rc = tv_stringify(c, arg, &sv);
-            else {
-                tpl_buf rb = tpl_buf_make(c);
-                rc = tv_repr(c, arg, &rb) || tpl_buf_to_value(c, &rb, &sv);
-                if (rc) tpl_buf_release(&rb);
-            }
-            if (rc) break;
-            size_t len = sv.len;
-            if (prec >= 0) len = py_cp_offset(sv.u.s, sv.len, (size_t)prec);
-            rc = pad_text(&b, sv.u.s, len, width, left);
-            break;
-        }
-        case 'c': {
-            uint32_t cp;
-            if (arg->kind == TV_STR && py_cp_count(arg->u.s, arg->len) == 1) {
-                rc = pad_text(&b, arg->u.s, arg->len, width, left);
-                break;
-            }
-            if (!is_intlike(arg)) { rc = tpl_fail(c, XLLM_ERR_FORMAT, "%%c requires int or char"); break; }
-            if (ival(arg) < 0 || ival(arg) > 0x10FFFF) { rc = tpl_fail(c, XLLM_ERR_FORMAT, "%%c arg not in range(0x110000)"); break; }
-            cp = (uint32_t)ival(arg);
-            if (cp >= 0xD800 && cp < 0xE000) { rc = tpl_fail(c, XLLM_ERR_UNSUPPORTED, "%%c of a surrogate"); break; }
-            char u[4];
-            rc = pad_text(&b, u, py_utf8_put(u, cp), width, left);
-            break;
-        }
-        case 'd': case 'i': case 'u': case 'x': case 'X': case 'o': {
-            int64_t v = 0;
-            const char *big = NULL; /* a float beyond 64 bits: its exact integer digits */
-            char bigbuf[400];
-            if (is_intlike(arg)) v = ival(arg);
-            else if (arg->kind == TV_FLOAT && (conv == 'd' || conv == 'i' || conv == 'u')) {
-                if (!isfinite(arg->u.f)) { rc = tpl_fail(c, XLLM_ERR_FORMAT, "cannot convert float %s to integer", isnan(arg->u.f) ? "NaN" : "infinity"); break; }
-                if (fabs(arg->u.f) >= 9.2e18) {
-                    snprintf(bigbuf, sizeof bigbuf, "%.0f", fabs(trunc(arg->u.f)));
-                    big = bigbuf;
-                    v = arg->u.f < 0 ? -1 : 1;
-                } else {
-                    v = (int64_t)arg->u.f;
-                }
-            } else {
-                rc = tpl_fail(c, XLLM_ERR_FORMAT, "%%%c format: %s is required, not %s", conv,
-                              conv == 'x' || conv == 'X' || conv == 'o' ? "an integer" : "a real number", tv_type_name(arg));
-                break;
-            }
-            /* Python's layout: sign, 0x/0X/0o prefix with '#', digits (precision = least digits), padding */
-            uint64_t mag = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
-            char digits[400], sign[2] = {0, 0};
-            const char *prefix = "";
-            if (conv == 'x') snprintf(digits, sizeof digits, "%llx", (unsigned long long)mag);
-            else if (conv == 'X') snprintf(digits, sizeof digits, "%llX", (unsigned long long)mag);
-            else if (conv == 'o') snprintf(digits, sizeof digits, "%llo", (unsigned long long)mag);
-            else snprintf(digits, sizeof digits, "%llu", (unsigned long long)mag);
-            if (big) snprintf(digits, sizeof digits, "%s", big);
-            if (strchr(flags, '#')) prefix = conv == 'x' ? "0x" : conv == 'X' ? "0X" : conv == 'o' ? "0o" : "";
-            if (v < 0) sign[0] = '-';
-            else if (strchr(flags, '+')) sign[0] = '+';
-            else if (strchr(flags, ' ')) sign[0] = ' ';
-            size_t nd = strlen(digits), zeros = prec > 0 && (size_t)prec > nd ? (size_t)prec - nd : 0;
-            if (prec > 300) { rc = tpl_fail(c, XLLM_ERR_UNSUPPORTED, "precision too large"); break; }
-            size_t body = strlen(sign) + strlen(prefix) + zeros + nd;
-            size_t pad = width > 0 && (size_t)width > body ? (size_t)width - body : 0;
-            int zero_pad = strchr(flags, '0') && !left;
-            if (!left && !zero_pad) rc = tpl_buf_fill(&b, ' ', pad);
-            if (!rc) rc = tpl_buf_put(&b, sign, strlen(sign));
-            if (!rc) rc = tpl_buf_put(&b, prefix, strlen(prefix));
-            if (zero_pad && !rc) rc = tpl_buf_fill(&b, '0', pad);
-            if (!rc) rc = tpl_buf_fill(&b, '0', zeros);
-            if (!rc) rc = tpl_buf_put(&b, digits, nd);
-            if (left && !rc) rc = tpl_buf_fill(&b, ' ', pad);
-            break;
-        }
-        case 'f': case 'F': case 'e': case 'E': case 'g': case 'G': {
-            if (!tv_is_number(arg)) { rc = tpl_fail(c, XLLM_ERR_FORMAT, "%%%c format: a real number is required, not %s", conv, tv_type_name(arg)); break; }
-            if (width > 300 || prec > 100) { /* num[] holds the whole field; Python would print it */
-                rc = tpl_fail(c, XLLM_ERR_UNSUPPORTED, "%%%c format: width over 300 or precision over 100 is not supported", conv);
-                break;
-            }
-            int k = snprintf(spec, sizeof spec, "%%%s", flags);
-            if (width >= 0) k += snprintf(spec + k, sizeof spec - (size_t)k, "%d", width);
-            if (prec >= 0) k += snprintf(spec + k, sizeof spec - (size_t)k, ".%d", prec);
-            snprintf(spec + k, sizeof spec - (size_t)k, "%c", conv);
-            snprintf(num, sizeof num, spec, tv_as_double(arg));
-            rc = tpl_buf_put(&b, num, strlen(num));
-            break;
-        }
-        default: rc = tpl_fail(c, XLLM_ERR_UNSUPPORTED, "unsupported format character '%c'", conv); break;
+        switch (p.conv) {
+        case 's': case 'r': case 'a': rc = pct_str(c, &b, arg, &p); break;
+        case 'c': rc = pct_char(c, &b, arg, &p); break;
+        case 'd': case 'i': case 'u': case 'x': case 'X': case 'o': rc = pct_int(c, &b, arg, &p); break;
+        case 'f': case 'F': case 'e': case 'E': case 'g': case 'G': rc = pct_float(c, &b, arg, &p); break;
+        default: rc = tpl_fail(c, XLLM_ERR_UNSUPPORTED, "unsupported format character '%c'", p.conv); break;
         }
     }
     /* leftover arguments are an error, except for mapping-like ones (anything
@@ -452,7 +472,7 @@ int tpl_percent_format(tpl_ctx *c, const tv *fmt, const tv *args, tv *out) {
             tpl_buf_to_value(c, &b, out); /* reports the buffer's problem */
             return -1;
         }
-        tpl_buf_release(&b);
+        xllm_buf_free(&b);
         return -1;
     }
     return tpl_buf_to_value(c, &b, out);

@@ -105,14 +105,8 @@ static node *mk(ps *p, node_kind k, int line) {
 }
 
 static int vpush(ps *p, nvec *v, node *x) {
-    if (v->n == v->cap) {
-        size_t nc = v->cap ? v->cap * 2 : 4;
-        node **nv = tpl_alloc(&p->t->arena, nc * sizeof *nv);
-        if (!nv) return pfail(p, XLLM_ERR_OUT_OF_MEMORY, cur(p)->line, "out of memory");
-        if (v->n) memcpy(nv, v->v, v->n * sizeof *nv);
-        v->v = nv;
-        v->cap = nc;
-    }
+    if (v->n == v->cap && tpl_arena_grow(&p->t->arena, &v->v, v->n, &v->cap, sizeof *v->v, 4))
+        return pfail(p, XLLM_ERR_OUT_OF_MEMORY, cur(p)->line, "out of memory");
     v->v[v->n++] = x;
     return 0;
 }
@@ -573,13 +567,9 @@ static node *parse_args_into(ps *p, node *n) {
             adv(p);
             node *v = parse_expression(p, 1);
             if (!v) return NULL;
-            if (kwv.n == kwcap) {
-                size_t nc = kwcap ? kwcap * 2 : 4;
-                const char **nk = tpl_alloc(&p->t->arena, nc * sizeof *nk);
-                if (!nk) { pfail(p, XLLM_ERR_OUT_OF_MEMORY, cur(p)->line, "out of memory"); return NULL; }
-                if (kwv.n) memcpy(nk, kwn, kwv.n * sizeof *nk);
-                kwn = nk;
-                kwcap = nc;
+            if (kwv.n == kwcap && tpl_arena_grow(&p->t->arena, &kwn, kwv.n, &kwcap, sizeof *kwn, 4)) {
+                pfail(p, XLLM_ERR_OUT_OF_MEMORY, cur(p)->line, "out of memory");
+                return NULL;
             }
             kwn[kwv.n] = key;
             if (vpush(p, &kwv, v)) return NULL;

@@ -14,7 +14,7 @@ tpl_template *tpl_compile(const char *src, size_t len, xllm_error *err) {
         xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "chat template: source is NULL");
         return NULL;
     }
-    if (!py_utf8_valid(src, len)) {
+    if (!xllm_utf8_valid(src, len)) {
         xllm_errorf(err, XLLM_ERR_FORMAT, "chat template: not valid UTF-8");
         return NULL;
     }
@@ -97,7 +97,7 @@ xllm_status tpl_render(const tpl_template *t, const char *messages_json, const c
     c.max_output = TPL_MAX_OUTPUT;
     tv_dict *vars = tv_dict_new(&c, D_DICT);
     tv messages;
-    tpl_buf b;
+    xllm_buf b;
     memset(&b, 0, sizeof b);
     b.max = c.max_output;
     if (!vars || tpl_json_parse(&c, messages_json, strlen(messages_json), "messages", &messages)) goto fail;
@@ -123,11 +123,11 @@ xllm_status tpl_render(const tpl_template *t, const char *messages_json, const c
         b.p[0] = 0;
     }
     *out = b.p;
-    if (out_len) *out_len = b.n;
+    if (out_len) *out_len = b.len;
     tpl_arena_free(&arena);
     return XLLM_OK;
 fail:
-    tpl_buf_release(&b);
+    xllm_buf_free(&b);
     tpl_arena_free(&arena);
     if (!c.failed) xllm_errorf(err, XLLM_ERR_INTERNAL, "chat template: render failed");
     return err->code != XLLM_OK ? err->code : XLLM_ERR_INTERNAL;

@@ -19,6 +19,8 @@
 
 #include "xllm.h"
 #include "base/error.h"
+#include "base/buf.h"
+#include "base/utf8.h" /* xllm_utf8_encode / xllm_utf8_valid */
 
 /* ------------------------------------------------------------------ arena */
 
@@ -32,6 +34,12 @@ typedef struct tpl_arena {
 /* 16-byte aligned memory that lives until tpl_arena_free; NULL when the cap
  * is reached or malloc fails. */
 void *tpl_alloc(tpl_arena *a, size_t size);
+/* Room for element n of an arena array (*items, a T **; capacity *cap,
+ * elements of `size` bytes; called when n == *cap): a new block of twice
+ * the capacity (`first` when 0) holding the n elements; the old block stays
+ * in the arena until it is freed. 0, or -1 (out of memory, overflow or the
+ * arena's cap; *items and *cap unchanged). */
+int tpl_arena_grow(tpl_arena *a, void *items, size_t n, size_t *cap, size_t size, size_t first);
 void tpl_arena_free(tpl_arena *a);
 
 /* ----------------------------------------------------------------- values */
@@ -174,37 +182,24 @@ int tv_iter(tpl_ctx *c, const tv *v, const tv **items, size_t *n);
 
 /* ----------------------------------------------------- growable byte buffer */
 
-typedef struct tpl_buf {
-    char *p;
-    size_t n, cap;
-    size_t max; /* the most it may hold */
-    int over;   /* set when max was hit */
-    int oom;
-} tpl_buf;
-int tpl_buf_put(tpl_buf *b, const char *s, size_t n);
-int tpl_buf_putc(tpl_buf *b, char ch);
-/* n copies of ch (padding: one growth and a memset, not n calls). */
-int tpl_buf_fill(tpl_buf *b, char ch, size_t n);
-int tpl_buf_printf(tpl_buf *b, const char *fmt, ...) XLLM_PRINTF(2, 3);
-void tpl_buf_release(tpl_buf *b);
+/* Output text is base/buf.h's xllm_buf, bounded by the render's max_output
+ * (tpl_buf_make); its sticky error becomes the render's error at the end. */
 
 /* Python str() and repr() appended to b; -1 (reported) for values that have
  * no stable text (functions, generators). */
-int tv_to_str(tpl_ctx *c, const tv *v, tpl_buf *b);
-int tv_repr(tpl_ctx *c, const tv *v, tpl_buf *b);
+int tv_to_str(tpl_ctx *c, const tv *v, xllm_buf *b);
+int tv_repr(tpl_ctx *c, const tv *v, xllm_buf *b);
 /* str(v) as a value (strings are returned as they are). */
 int tv_stringify(tpl_ctx *c, const tv *v, tv *out);
 /* Buffer contents moved into an arena string value. */
-int tpl_buf_to_value(tpl_ctx *c, tpl_buf *b, tv *out);
-tpl_buf tpl_buf_make(tpl_ctx *c);
+int tpl_buf_to_value(tpl_ctx *c, xllm_buf *b, tv *out);
+xllm_buf tpl_buf_make(tpl_ctx *c);
 
 /* ---------------------------------------------------- Python string helpers */
 
 /* Decode one UTF-8 code point at s[*i] (advancing *i); template strings are
  * validated UTF-8, but stray bytes decode as themselves. */
 uint32_t py_utf8_next(const char *s, size_t len, size_t *i);
-size_t py_utf8_put(char *o, uint32_t cp);
-int py_utf8_valid(const char *s, size_t len);
 size_t py_cp_count(const char *s, size_t len);
 /* Byte offset of code point index k (k <= count). */
 size_t py_cp_offset(const char *s, size_t len, size_t k);
@@ -222,16 +217,16 @@ uint32_t py_toupper(uint32_t cp);
 uint32_t py_tolower(uint32_t cp);
 uint32_t py_totitle(uint32_t cp);
 /* Append one code point (s[0..len)) in title case (Python's str.title). */
-int py_title_char(tpl_buf *b, const char *s, size_t len);
+int py_title_char(xllm_buf *b, const char *s, size_t len);
 /* Append s upper/lower-cased (Python's full mapping for the common cases). */
-int py_upper(tpl_buf *b, const char *s, size_t len);
-int py_lower(tpl_buf *b, const char *s, size_t len);
+int py_upper(xllm_buf *b, const char *s, size_t len);
+int py_lower(xllm_buf *b, const char *s, size_t len);
 /* Lower-case s[from..to) with the whole of s as the context (final sigma). */
-int py_lower_range(tpl_buf *b, const char *s, size_t len, size_t from, size_t to);
+int py_lower_range(xllm_buf *b, const char *s, size_t len, size_t from, size_t to);
 int py_final_sigma(const char *s, size_t len, size_t pos, size_t after);
-int py_casefold(tpl_buf *b, const char *s, size_t len);
+int py_casefold(xllm_buf *b, const char *s, size_t len);
 /* repr(str) with Python's choice of quotes. */
-int py_str_repr(tpl_buf *b, const char *s, size_t len);
+int py_str_repr(xllm_buf *b, const char *s, size_t len);
 /* repr(float): shortest round-trip, Python's layout ("1.0", "1e+16", "inf"). */
 void py_float_repr(double x, char out[40]);
 
@@ -252,7 +247,7 @@ typedef struct tpl_json_opts {
     size_t item_sep_len, key_sep_len;
     int sort_keys;
 } tpl_json_opts;
-int tpl_json_dump(tpl_ctx *c, const tv *v, const tpl_json_opts *o, tpl_buf *b);
+int tpl_json_dump(tpl_ctx *c, const tv *v, const tpl_json_opts *o, xllm_buf *b);
 
 /* -------------------------------------------------------------------- AST */
 
@@ -374,7 +369,7 @@ int tpl_fold(tpl_template *t, xllm_error *err);
 int tpl_eval_const(tpl_ctx *c, const node *n, tv *out);
 
 /* Render the template with variables; *out is arena-owned. */
-int tpl_render_ast(tpl_ctx *c, const tpl_template *t, tpl_buf *out);
+int tpl_render_ast(tpl_ctx *c, const tpl_template *t, xllm_buf *out);
 
 /* Evaluation helpers other files call. */
 int tpl_getattr(tpl_ctx *c, const tv *obj, const char *name, size_t len, tv *out);

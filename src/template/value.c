@@ -44,14 +44,7 @@ tv_list *tv_list_new(tpl_ctx *c, int kind, size_t cap) {
 }
 
 int tv_list_push(tpl_ctx *c, tv_list *l, tv v) {
-    if (l->n == l->cap) {
-        size_t nc = l->cap ? l->cap * 2 : 4;
-        tv *ni = tpl_alloc(c->arena, nc * sizeof(tv));
-        if (!ni) return tpl_oom(c);
-        if (l->n) memcpy(ni, l->items, l->n * sizeof(tv));
-        l->items = ni;
-        l->cap = nc;
-    }
+    if (l->n == l->cap && tpl_arena_grow(c->arena, &l->items, l->n, &l->cap, sizeof(tv), 4)) return tpl_oom(c);
     l->items[l->n++] = v;
     return 0;
 }
@@ -192,17 +185,11 @@ int tv_dict_set(tpl_ctx *c, tv_dict *d, tv key, tv val) {
         return 0;
     }
     if (d->n >= UINT32_MAX - 1) return tpl_fail(c, XLLM_ERR_UNSUPPORTED, "dict too large");
-    if (d->n == d->cap) {
-        size_t nc = d->cap ? d->cap * 2 : 4;
-        tv *nk = tpl_alloc(c->arena, nc * sizeof(tv)), *nv = tpl_alloc(c->arena, nc * sizeof(tv));
-        if (!nk || !nv) return tpl_oom(c);
-        if (d->n) {
-            memcpy(nk, d->keys, d->n * sizeof(tv));
-            memcpy(nv, d->vals, d->n * sizeof(tv));
-        }
-        d->keys = nk;
-        d->vals = nv;
-        d->cap = nc;
+    if (d->n == d->cap) { /* keys and values share the capacity */
+        size_t kcap = d->cap;
+        if (tpl_arena_grow(c->arena, &d->keys, d->n, &kcap, sizeof(tv), 4) ||
+            tpl_arena_grow(c->arena, &d->vals, d->n, &d->cap, sizeof(tv), 4))
+            return tpl_oom(c);
     }
     d->keys[d->n] = key;
     d->vals[d->n] = val;
@@ -452,136 +439,80 @@ int tv_iter(tpl_ctx *c, const tv *v, const tv **items, size_t *n) {
 
 /* ------------------------------------------------------------------ buffer */
 
-/* Room for n more bytes (and the NUL): 0, or -1 with b->over / b->oom set. */
-static int buf_reserve(tpl_buf *b, size_t n) {
-    if (b->over || b->oom) return -1;
-    if (n > b->max - b->n) {
-        b->over = 1;
-        return -1;
-    }
-    if (b->n + n + 1 > b->cap) {
-        size_t nc = b->cap ? b->cap : 256;
-        while (nc < b->n + n + 1) nc *= 2;
-        char *np = xllm_realloc(b->p, nc);
-        if (!np) {
-            b->oom = 1;
-            return -1;
-        }
-        b->p = np;
-        b->cap = nc;
-    }
-    return 0;
-}
-
-int tpl_buf_put(tpl_buf *b, const char *s, size_t n) {
-    if (buf_reserve(b, n)) return -1;
-    if (n) memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = 0;
-    return 0;
-}
-
-int tpl_buf_fill(tpl_buf *b, char ch, size_t n) {
-    if (buf_reserve(b, n)) return -1;
-    memset(b->p + b->n, ch, n);
-    b->n += n;
-    b->p[b->n] = 0;
-    return 0;
-}
-
-int tpl_buf_putc(tpl_buf *b, char ch) { return tpl_buf_put(b, &ch, 1); }
-
-int tpl_buf_printf(tpl_buf *b, const char *fmt, ...) {
-    char tmp[256];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    if (n < 0) return -1;
-    if ((size_t)n >= sizeof tmp) n = sizeof tmp - 1;
-    return tpl_buf_put(b, tmp, (size_t)n);
-}
-
-void tpl_buf_release(tpl_buf *b) {
-    xllm_free(b->p);
-    b->p = NULL;
-    b->n = b->cap = 0;
-}
-
-tpl_buf tpl_buf_make(tpl_ctx *c) {
-    tpl_buf b;
+xllm_buf tpl_buf_make(tpl_ctx *c) {
+    xllm_buf b;
     memset(&b, 0, sizeof b);
     b.max = c->max_output;
     return b;
 }
 
 /* A buffer failure becomes the render's error. */
-static int buf_fail(tpl_ctx *c, const tpl_buf *b) {
-    if (b->oom) return tpl_oom(c);
-    if (b->over) return tpl_fail(c, XLLM_ERR_FORMAT, "the rendered text is larger than the limit (%zu bytes)", b->max);
+static int buf_fail(tpl_ctx *c, const xllm_buf *b) {
+    if (b->err == XLLM_BUF_OOM) return tpl_oom(c);
+    if (b->err == XLLM_BUF_OVER) return tpl_fail(c, XLLM_ERR_FORMAT, "the rendered text is larger than the limit (%zu bytes)", b->max);
     return -1; /* an error was reported already */
 }
 
-int tpl_buf_to_value(tpl_ctx *c, tpl_buf *b, tv *out) {
-    if (b->over || b->oom) {
+int tpl_buf_to_value(tpl_ctx *c, xllm_buf *b, tv *out) {
+    if (b->err) {
         int rc = buf_fail(c, b);
-        tpl_buf_release(b);
+        xllm_buf_free(b);
         return rc;
     }
-    int rc = tv_str_copy(c, b->p ? b->p : "", b->n, out);
-    tpl_buf_release(b);
+    int rc = tv_str_copy(c, b->p ? b->p : "", b->len, out);
+    xllm_buf_free(b);
     return rc;
 }
 
 /* ---------------------------------------------------------- str() / repr() */
 
-static int write_value(tpl_ctx *c, const tv *v, tpl_buf *b, int repr, int depth);
+static int write_value(tpl_ctx *c, const tv *v, xllm_buf *b, int repr, int depth);
 
-static int write_seq(tpl_ctx *c, const tv *items, size_t n, tpl_buf *b, int depth) {
+static int write_seq(tpl_ctx *c, const tv *items, size_t n, xllm_buf *b, int depth) {
     for (size_t i = 0; i < n; i++) {
-        if (i && tpl_buf_put(b, ", ", 2)) return -1;
+        if (i && xllm_buf_append(b, ", ", 2)) return -1;
         if (write_value(c, &items[i], b, 1, depth + 1)) return -1;
     }
     return 0;
 }
 
-static int write_dict(tpl_ctx *c, const tv_dict *d, tpl_buf *b, int depth) {
-    if (tpl_buf_putc(b, '{')) return -1;
+static int write_dict(tpl_ctx *c, const tv_dict *d, xllm_buf *b, int depth) {
+    if (xllm_buf_putc(b, '{')) return -1;
     for (size_t i = 0; i < d->n; i++) {
-        if (i && tpl_buf_put(b, ", ", 2)) return -1;
-        if (write_value(c, &d->keys[i], b, 1, depth + 1) || tpl_buf_put(b, ": ", 2) ||
+        if (i && xllm_buf_append(b, ", ", 2)) return -1;
+        if (write_value(c, &d->keys[i], b, 1, depth + 1) || xllm_buf_append(b, ": ", 2) ||
             write_value(c, &d->vals[i], b, 1, depth + 1))
             return -1;
     }
-    return tpl_buf_putc(b, '}');
+    return xllm_buf_putc(b, '}');
 }
 
-static int write_value(tpl_ctx *c, const tv *v, tpl_buf *b, int repr, int depth) {
+static int write_value(tpl_ctx *c, const tv *v, xllm_buf *b, int repr, int depth) {
     if (depth > TPL_MAX_DEPTH) return tpl_fail(c, XLLM_ERR_FORMAT, "value nested too deeply to print");
     char num[48];
     switch (v->kind) {
     case TV_MISSING:
-    case TV_UNDEF: return repr ? tpl_buf_put(b, "Undefined", 9) : 0;
-    case TV_NONE: return tpl_buf_put(b, "None", 4);
-    case TV_BOOL: return v->u.b ? tpl_buf_put(b, "True", 4) : tpl_buf_put(b, "False", 5);
-    case TV_INT: return tpl_buf_printf(b, "%" PRId64, v->u.i);
-    case TV_FLOAT: py_float_repr(v->u.f, num); return tpl_buf_put(b, num, strlen(num));
-    case TV_STR: return repr ? py_str_repr(b, v->u.s, v->len) : tpl_buf_put(b, v->u.s, v->len);
+    case TV_UNDEF: return repr ? xllm_buf_append(b, "Undefined", 9) : 0;
+    case TV_NONE: return xllm_buf_append(b, "None", 4);
+    case TV_BOOL: return v->u.b ? xllm_buf_append(b, "True", 4) : xllm_buf_append(b, "False", 5);
+    case TV_INT: return xllm_buf_printf(b, "%" PRId64, v->u.i);
+    case TV_FLOAT: py_float_repr(v->u.f, num); return xllm_buf_append(b, num, strlen(num));
+    case TV_STR: return repr ? py_str_repr(b, v->u.s, v->len) : xllm_buf_append(b, v->u.s, v->len);
     case TV_LIST: {
         const tv_list *l = v->u.l;
         switch (l->kind) {
         case L_LIST:
-            return tpl_buf_putc(b, '[') || write_seq(c, l->items, l->n, b, depth) || tpl_buf_putc(b, ']') ? -1 : 0;
+            return xllm_buf_putc(b, '[') || write_seq(c, l->items, l->n, b, depth) || xllm_buf_putc(b, ']') ? -1 : 0;
         case L_TUPLE:
-            if (tpl_buf_putc(b, '(') || write_seq(c, l->items, l->n, b, depth)) return -1;
-            if (l->n == 1 && tpl_buf_putc(b, ',')) return -1;
-            return tpl_buf_putc(b, ')');
+            if (xllm_buf_putc(b, '(') || write_seq(c, l->items, l->n, b, depth)) return -1;
+            if (l->n == 1 && xllm_buf_putc(b, ',')) return -1;
+            return xllm_buf_putc(b, ')');
         case L_RANGE:
-            if (l->r_step == 1) return tpl_buf_printf(b, "range(%" PRId64 ", %" PRId64 ")", l->r_start, l->r_stop);
-            return tpl_buf_printf(b, "range(%" PRId64 ", %" PRId64 ", %" PRId64 ")", l->r_start, l->r_stop, l->r_step);
+            if (l->r_step == 1) return xllm_buf_printf(b, "range(%" PRId64 ", %" PRId64 ")", l->r_start, l->r_stop);
+            return xllm_buf_printf(b, "range(%" PRId64 ", %" PRId64 ", %" PRId64 ")", l->r_start, l->r_stop, l->r_step);
         case L_KEYS: case L_VALUES: case L_ITEMS: {
             const char *pre = l->kind == L_KEYS ? "dict_keys([" : l->kind == L_VALUES ? "dict_values([" : "dict_items([";
-            return tpl_buf_put(b, pre, strlen(pre)) || write_seq(c, l->items, l->n, b, depth) || tpl_buf_put(b, "])", 2)
+            return xllm_buf_append(b, pre, strlen(pre)) || write_seq(c, l->items, l->n, b, depth) || xllm_buf_append(b, "])", 2)
                        ? -1 : 0;
         }
         default:
@@ -591,9 +522,9 @@ static int write_value(tpl_ctx *c, const tv *v, tpl_buf *b, int repr, int depth)
     }
     case TV_DICT: {
         const tv_dict *d = v->u.d;
-        if (d->kind == D_LOOP) return tpl_buf_printf(b, "<LoopContext %zu/%zu>", d->loop->index0 + 1, d->loop->length);
+        if (d->kind == D_LOOP) return xllm_buf_printf(b, "<LoopContext %zu/%zu>", d->loop->index0 + 1, d->loop->length);
         if (d->kind == D_NAMESPACE)
-            return tpl_buf_put(b, "<Namespace ", 11) || write_dict(c, d, b, depth) || tpl_buf_putc(b, '>') ? -1 : 0;
+            return xllm_buf_append(b, "<Namespace ", 11) || write_dict(c, d, b, depth) || xllm_buf_putc(b, '>') ? -1 : 0;
         return write_dict(c, d, b, depth);
     }
     case TV_FUNC:
@@ -603,12 +534,12 @@ static int write_value(tpl_ctx *c, const tv *v, tpl_buf *b, int repr, int depth)
     return -1;
 }
 
-int tv_to_str(tpl_ctx *c, const tv *v, tpl_buf *b) {
+int tv_to_str(tpl_ctx *c, const tv *v, xllm_buf *b) {
     if (write_value(c, v, b, 0, 0)) return c->failed ? -1 : buf_fail(c, b);
     return 0;
 }
 
-int tv_repr(tpl_ctx *c, const tv *v, tpl_buf *b) {
+int tv_repr(tpl_ctx *c, const tv *v, xllm_buf *b) {
     if (write_value(c, v, b, 1, 0)) return c->failed ? -1 : buf_fail(c, b);
     return 0;
 }
@@ -616,9 +547,9 @@ int tv_repr(tpl_ctx *c, const tv *v, tpl_buf *b) {
 int tv_stringify(tpl_ctx *c, const tv *v, tv *out) {
     if (v->kind == TV_STR) { *out = *v; return 0; }
     if (v->kind == TV_UNDEF || v->kind == TV_MISSING) { *out = tv_str("", 0); return 0; }
-    tpl_buf b = tpl_buf_make(c);
+    xllm_buf b = tpl_buf_make(c);
     if (tv_to_str(c, v, &b)) {
-        tpl_buf_release(&b);
+        xllm_buf_free(&b);
         return -1;
     }
     return tpl_buf_to_value(c, &b, out);

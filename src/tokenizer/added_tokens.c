@@ -43,13 +43,7 @@ static void trie_free(trie *t) {
 }
 
 static int trie_node(trie *t) {
-    if (t->n_nodes == t->cap_nodes) {
-        size_t cap = t->cap_nodes ? t->cap_nodes * 2 : 64;
-        int32_t *term = xllm_realloc(t->term, cap * sizeof *term);
-        if (!term) return -1;
-        t->term = term;
-        t->cap_nodes = cap;
-    }
+    if (xllm_array_reserve(&t->term, &t->cap_nodes, t->n_nodes + 1, sizeof *t->term, 64)) return -1;
     t->term[t->n_nodes] = -1;
     return (int)t->n_nodes++;
 }
@@ -124,7 +118,7 @@ xllm_status tok_added_parse(const cJSON *arr, const tok_normalizer *norm, const 
     if (arr && !cJSON_IsNull(arr) && !cJSON_IsArray(arr))
         return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: \"added_tokens\" is not an array", path);
     size_t cnt = arr && cJSON_IsArray(arr) ? (size_t)cJSON_GetArraySize(arr) : 0;
-    tok_buf nb = {0}, scratch = {0}; /* a normalized content */
+    xllm_buf nb = {0}, scratch = {0}; /* a normalized content */
     tok_rx_ws *rx = tok_rx_ws_new();
     tok_added *a = rx ? xllm_calloc(1, sizeof *a) : NULL;
     if (a) {
@@ -139,8 +133,8 @@ xllm_status tok_added_parse(const cJSON *arr, const tok_normalizer *norm, const 
         const cJSON *content = cJSON_GetObjectItemCaseSensitive(e, "content");
         int32_t idv;
         if (!tok_json_int(id, 0, 0x7ffffffe, &idv) || !cJSON_IsString(content)) {
-            tok_buf_free(&nb);
-            tok_buf_free(&scratch);
+            xllm_buf_free(&nb);
+            xllm_buf_free(&scratch);
             tok_rx_ws_free(rx);
             tok_added_free(a);
             return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: added token without an id and a content", path);
@@ -164,8 +158,8 @@ xllm_status tok_added_parse(const cJSON *arr, const tok_normalizer *norm, const 
         if (t->single_word && !a->word) {
             xllm_status st = tok_regex_compile("\\w", 2, path, "single_word", &a->word, err);
             if (st) {
-                tok_buf_free(&nb);
-                tok_buf_free(&scratch);
+                xllm_buf_free(&nb);
+                xllm_buf_free(&scratch);
                 tok_rx_ws_free(rx);
                 tok_added_free(a);
                 return st;
@@ -181,14 +175,14 @@ xllm_status tok_added_parse(const cJSON *arr, const tok_normalizer *norm, const 
         a->patterns[idx] = xllm_strndup(nb.p, nb.len);
         if (!a->patterns[idx] || trie_insert(&a->norm, nb.p, nb.len, idx)) goto oom;
     }
-    tok_buf_free(&nb);
-    tok_buf_free(&scratch);
+    xllm_buf_free(&nb);
+    xllm_buf_free(&scratch);
     tok_rx_ws_free(rx);
     *out = a;
     return XLLM_OK;
 oom:
-    tok_buf_free(&nb);
-    tok_buf_free(&scratch);
+    xllm_buf_free(&nb);
+    xllm_buf_free(&scratch);
     tok_rx_ws_free(rx);
     tok_added_free(a);
     return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
@@ -200,7 +194,7 @@ oom:
 static int word_char_at(const tok_added *a, tok_rx_ws *rx, const char *s, size_t len, size_t at, int before) {
     if (before) {
         size_t st;
-        if (tok_utf8_before(s, at, &st) < 0) return 0;
+        if (xllm_utf8_before(s, at, &st) < 0) return 0;
         at = st;
     }
     return tok_regex_match_at(a->word, rx, s, len, at) == 1;
@@ -232,12 +226,12 @@ int tok_added_split(const tok_added *a, int normalized, const char *s, size_t le
             }
             if (tk->lstrip) {
                 size_t b = start, cs;
-                while (b > 0 && tok_is_whitespace(tok_utf8_before(s, b, &cs))) b = cs;
+                while (b > 0 && tok_is_whitespace(xllm_utf8_before(s, b, &cs))) b = cs;
                 start = b > done ? b : done; /* HF: max(new start, end of the last split) */
             }
             if (tk->rstrip) {
                 size_t l;
-                while (stop < len && tok_is_whitespace(tok_utf8_decode((const unsigned char *)s + stop, len - stop, &l)))
+                while (stop < len && tok_is_whitespace(xllm_utf8_decode((const unsigned char *)s + stop, len - stop, &l)))
                     stop += l;
             }
             if (push_text(out, s, done, start, base_flag)) return -1;

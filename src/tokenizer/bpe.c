@@ -68,11 +68,11 @@ struct tok_bpe_ws {
     size_t n_syms, cap_syms;
     bpe_cand *heap;
     size_t n_heap, cap_heap;
-    tok_buf tmp;
+    xllm_buf tmp;
     /* word cache (NULL slots = no cache) */
     cache_slot *slots;
     size_t n_entries;
-    tok_buf keys;
+    xllm_buf keys;
     tok_ids ids;
 };
 
@@ -123,7 +123,7 @@ static xllm_status parse_vocab(const char *raw, const size_t span[2], const char
     char *a = m->arena;
     vocab_entry *ents = NULL;
     size_t n = 0, cap = 0;
-    tok_buf scratch = {0};
+    xllm_buf scratch = {0};
     xllm_status st = XLLM_OK;
     m->max_id = -1;
     p = tok_js_ws(p + 1, end);
@@ -143,12 +143,7 @@ static xllm_status parse_vocab(const char *raw, const size_t span[2], const char
                              (int)(klen > 64 ? 64 : klen), k);
             break;
         }
-        if (n == cap) {
-            cap = cap ? cap * 2 : 1024;
-            vocab_entry *e = xllm_realloc(ents, cap * sizeof *e);
-            if (!e) { st = OOM(); break; }
-            ents = e;
-        }
+        if (xllm_array_reserve(&ents, &cap, n + 1, sizeof *ents, 1024)) { st = OOM(); break; }
         memcpy(a, k, klen);
         a[klen] = 0;
         ents[n++] = (vocab_entry){a, (uint32_t)klen, (int32_t)id};
@@ -159,7 +154,7 @@ static xllm_status parse_vocab(const char *raw, const size_t span[2], const char
         if (!p || p >= end || *p != ',') { st = BAD("vocab"); break; }
         p++;
     }
-    tok_buf_free(&scratch);
+    xllm_buf_free(&scratch);
     /* tables are indexed by id: ids must be about as many as the entries, or
      * one id of 10^9 would cost gigabytes (real vocabularies are dense) */
     if (!st && m->max_id >= 0 && (size_t)m->max_id >= 2 * n + 1024)
@@ -202,7 +197,7 @@ static xllm_status build_char_table(tok_bpe *m, const char *path, xllm_error *er
         const tok_strslot *s = &m->vocab.slots[i];
         if (!s->key || s->len == 0 || s->len > 3) continue;
         size_t l;
-        int32_t cp = tok_utf8_decode((const unsigned char *)s->key, s->len, &l);
+        int32_t cp = xllm_utf8_decode((const unsigned char *)s->key, s->len, &l);
         if (cp >= 0 && l == s->len && cp < 65536) m->char_ids[cp] = s->val;
     }
     return XLLM_OK;
@@ -215,7 +210,7 @@ static xllm_status build_char_table(tok_bpe *m, const char *path, xllm_error *er
 #define MERGE_BATCH 64
 
 typedef struct {
-    tok_buf arena;
+    xllm_buf arena;
     size_t off[MERGE_BATCH][3];
     uint32_t len[MERGE_BATCH][3];
     uint32_t rank[MERGE_BATCH];
@@ -237,13 +232,7 @@ static xllm_status flush_batch(tok_bpe *m, merge_batch *b, const char *path, xll
             h[3 * i + j] = tok_hash(keys[3 * i + j], lens[3 * i + j]);
         }
     tok_strmap_get_many(&m->vocab, 3 * n, keys, lens, h, ids);
-    if (b->n_kv + n > b->cap_kv) {
-        size_t cap = b->cap_kv ? b->cap_kv * 2 : 4096;
-        tok_u64slot *kv = xllm_realloc(b->kv, cap * sizeof *kv);
-        if (!kv) return OOM();
-        b->kv = kv;
-        b->cap_kv = cap;
-    }
+    if (xllm_array_reserve(&b->kv, &b->cap_kv, b->n_kv + n, sizeof *b->kv, 4096)) return OOM();
     for (size_t i = 0; i < n; i++) {
         int32_t ia = ids[3 * i], ib = ids[3 * i + 1], inew = ids[3 * i + 2];
         if (ia < 0 || ib < 0 || inew < 0)
@@ -253,25 +242,25 @@ static xllm_status flush_batch(tok_bpe *m, merge_batch *b, const char *path, xll
                                          (uint64_t)b->rank[i] << 32 | (uint32_t)inew};
     }
     b->n = 0;
-    b->arena.len = 0;
+    xllm_buf_clear(&b->arena);
     return XLLM_OK;
 }
 
 static xllm_status add_merge(tok_bpe *m, merge_batch *bt, const char *a, size_t alen, const char *b, size_t blen,
                              uint32_t rank, const char *path, xllm_error *err) {
     size_t i = bt->n;
-    tok_buf *ar = &bt->arena;
+    xllm_buf *ar = &bt->arena;
     size_t cut = m->plen < blen ? m->plen : blen; /* HF drops the prefix's length from b, unchecked */
     if (alen > UINT32_MAX / 2 || blen > UINT32_MAX / 2) return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: merge too long", path);
     bt->off[i][0] = ar->len;
     bt->len[i][0] = (uint32_t)alen;
-    if (tok_buf_append(ar, a, alen)) return OOM();
+    if (xllm_buf_append(ar, a, alen)) return OOM();
     bt->off[i][1] = ar->len;
     bt->len[i][1] = (uint32_t)blen;
-    if (tok_buf_append(ar, b, blen)) return OOM();
+    if (xllm_buf_append(ar, b, blen)) return OOM();
     bt->off[i][2] = ar->len;
     bt->len[i][2] = (uint32_t)(alen + blen - cut);
-    if (tok_buf_append(ar, a, alen) || tok_buf_append(ar, b + cut, blen - cut)) return OOM();
+    if (xllm_buf_append(ar, a, alen) || xllm_buf_append(ar, b + cut, blen - cut)) return OOM();
     bt->rank[i] = rank;
     bt->n++;
     return bt->n == MERGE_BATCH ? flush_batch(m, bt, path, err) : XLLM_OK;
@@ -283,7 +272,7 @@ static xllm_status parse_merges(const char *raw, const size_t span[2], const cha
     const char *p = raw + span[0], *end = raw + span[1];
     if (*p == 'n') return tok_u64map_init(&m->merges, 0) ? OOM() : XLLM_OK; /* null */
     if (*p != '[') return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: BPE \"merges\" is not an array", path);
-    tok_buf sa = {0}, sb = {0};
+    xllm_buf sa = {0}, sb = {0};
     merge_batch bt;
     memset(&bt, 0, sizeof bt);
     xllm_status st = XLLM_OK;
@@ -337,9 +326,9 @@ static xllm_status parse_merges(const char *raw, const size_t span[2], const cha
     if (!st && bt.n) st = flush_batch(m, &bt, path, err);
     if (!st && tok_u64map_init_load(&m->merges, bt.n_kv, 70)) st = OOM();
     if (!st) tok_u64map_put_many(&m->merges, bt.kv, bt.n_kv);
-    tok_buf_free(&sa);
-    tok_buf_free(&sb);
-    tok_buf_free(&bt.arena);
+    xllm_buf_free(&sa);
+    xllm_buf_free(&sb);
+    xllm_buf_free(&bt.arena);
     xllm_free(bt.kv);
     return st;
 }
@@ -369,14 +358,9 @@ static xllm_status build_cuts(tok_bpe *m, const char *path, xllm_error *err) {
         for (const char *p = t; (p = tok_find(p, len - (size_t)(p - t), META_SP, 3)) != NULL; p += 3) {
             if (p == t) continue;
             size_t st;
-            int32_t x = tok_utf8_before(t, (size_t)(p - t), &st);
+            int32_t x = xllm_utf8_before(t, (size_t)(p - t), &st);
             if (x == 0x2581) continue;
-            if (m->n_cut_bad == cap) {
-                cap = cap ? cap * 2 : 16;
-                int32_t *v = xllm_realloc(m->cut_bad, cap * sizeof *v);
-                if (!v) return OOM();
-                m->cut_bad = v;
-            }
+            if (xllm_array_reserve(&m->cut_bad, &cap, m->n_cut_bad + 1, sizeof *m->cut_bad, 16)) return OOM();
             m->cut_bad[m->n_cut_bad++] = x;
         }
     }
@@ -431,9 +415,9 @@ void tok_bpe_ws_free(tok_bpe_ws *ws) {
     if (!ws) return;
     xllm_free(ws->syms);
     xllm_free(ws->heap);
-    tok_buf_free(&ws->tmp);
+    xllm_buf_free(&ws->tmp);
     xllm_free(ws->slots);
-    tok_buf_free(&ws->keys);
+    xllm_buf_free(&ws->keys);
     xllm_free(ws->ids.v);
     xllm_free(ws);
 }
@@ -453,11 +437,15 @@ static void cache_put(tok_bpe_ws *ws, const char *s, size_t len, uint64_t h, con
     if (ws->n_entries >= CACHE_MAX_ENTRIES || ws->keys.len + len > UINT32_MAX / 2 || ws->ids.n + n > UINT32_MAX / 2) {
         memset(ws->slots, 0xff, CACHE_SLOTS * sizeof *ws->slots); /* full: start over */
         ws->n_entries = 0;
-        ws->keys.len = 0;
+        xllm_buf_clear(&ws->keys);
         ws->ids.n = 0;
     }
     size_t key_off = ws->keys.len, ids_off = ws->ids.n;
-    if (tok_buf_append(&ws->keys, s, len) || tok_ids_append(&ws->ids, ids, n)) return; /* no room: not cached */
+    if (xllm_buf_append(&ws->keys, s, len) || tok_ids_append(&ws->ids, ids, n)) {
+        xllm_buf_truncate(&ws->keys, key_off); /* no room: not cached, the cache still usable */
+        ws->ids.n = ids_off;
+        return;
+    }
     size_t i = (size_t)h & (CACHE_SLOTS - 1);
     while (ws->slots[i].ids_off != UINT32_MAX) i = (i + 1) & (CACHE_SLOTS - 1);
     ws->slots[i] = (cache_slot){h, (uint32_t)key_off, (uint32_t)ids_off, (uint16_t)len, (uint16_t)n};
@@ -465,13 +453,7 @@ static void cache_put(tok_bpe_ws *ws, const char *s, size_t len, uint64_t h, con
 }
 
 static int add_sym(tok_bpe_ws *ws, int32_t c, uint32_t len) {
-    if (ws->n_syms == ws->cap_syms) {
-        size_t cap = ws->cap_syms ? ws->cap_syms * 2 : 64;
-        bpe_sym *s = xllm_realloc(ws->syms, cap * sizeof *s);
-        if (!s) return -1;
-        ws->syms = s;
-        ws->cap_syms = cap;
-    }
+    if (xllm_array_reserve(&ws->syms, &ws->cap_syms, ws->n_syms + 1, sizeof *ws->syms, 64)) return -1;
     int32_t i = (int32_t)ws->n_syms++;
     ws->syms[i] = (bpe_sym){c, i - 1, i + 1, len};
     return 0;
@@ -480,13 +462,7 @@ static int add_sym(tok_bpe_ws *ws, int32_t c, uint32_t len) {
 static inline int cand_less(bpe_cand a, bpe_cand b) { return a.rank != b.rank ? a.rank < b.rank : a.pos < b.pos; }
 
 static int heap_push(tok_bpe_ws *ws, bpe_cand c) {
-    if (ws->n_heap == ws->cap_heap) {
-        size_t cap = ws->cap_heap ? ws->cap_heap * 2 : 64;
-        bpe_cand *h = xllm_realloc(ws->heap, cap * sizeof *h);
-        if (!h) return -1;
-        ws->heap = h;
-        ws->cap_heap = cap;
-    }
+    if (xllm_array_reserve(&ws->heap, &ws->cap_heap, ws->n_heap + 1, sizeof *ws->heap, 64)) return -1;
     size_t i = ws->n_heap++;
     while (i > 0) {
         size_t parent = (i - 1) / 2;
@@ -566,13 +542,13 @@ static int32_t char_id(const tok_bpe *m, tok_bpe_ws *ws, const char *piece, size
     *full_len = cl;
     if (m->char_ids && cl <= 3) {
         size_t l;
-        int32_t cp = tok_utf8_decode((const unsigned char *)piece, cl, &l);
+        int32_t cp = xllm_utf8_decode((const unsigned char *)piece, cl, &l);
         if (cp >= 0 && l == cl) return m->char_ids[cp];
     }
     if ((m->prefix && !first) || (m->suffix && last)) {
-        ws->tmp.len = 0;
-        if ((m->prefix && !first && tok_buf_append(&ws->tmp, m->prefix, m->plen)) ||
-            tok_buf_append(&ws->tmp, piece, cl) || (m->suffix && last && tok_buf_append(&ws->tmp, m->suffix, m->slen)))
+        xllm_buf_clear(&ws->tmp);
+        if ((m->prefix && !first && xllm_buf_append(&ws->tmp, m->prefix, m->plen)) ||
+            xllm_buf_append(&ws->tmp, piece, cl) || (m->suffix && last && xllm_buf_append(&ws->tmp, m->suffix, m->slen)))
             return -2;
         *full = ws->tmp.p;
         *full_len = ws->tmp.len;
@@ -587,7 +563,7 @@ static xllm_status merge_word(const tok_bpe *m, const char *s, size_t len, tok_i
     uint32_t unk_len = 0;
     const unsigned char *u = (const unsigned char *)s;
     for (size_t i = 0; i < len;) {
-        size_t cl = tok_utf8_len(u + i, len - i);
+        size_t cl = xllm_utf8_len(u + i, len - i);
         const char *piece;
         size_t plen;
         int32_t id = char_id(m, ws, s + i, cl, i == 0, i + cl == len, &piece, &plen);
@@ -656,7 +632,7 @@ static xllm_status tokenize_piece(const tok_bpe *m, const char *s, size_t len, t
 /* May the word be cut before the U+2581 at s[k] (k > 0)? */
 static int can_cut(const tok_bpe *m, const char *s, size_t k) {
     size_t st;
-    int32_t x = tok_utf8_before(s, k, &st);
+    int32_t x = xllm_utf8_before(s, k, &st);
     if (x < 0 || x == 0x2581) return 0;
     if (x < 65536 ? m->char_ids[x] < 0 : tok_strmap_get(&m->vocab, s + st, k - st) < 0) return 0; /* not a plain symbol */
     size_t lo = 0, hi = m->n_cut_bad;

@@ -49,7 +49,7 @@ static xllm_status parse_char(const cJSON *j, const char *field, const char *pat
                               xllm_error *err) {
     const cJSON *c = cJSON_GetObjectItemCaseSensitive(j, field);
     size_t len = cJSON_IsString(c) ? strlen(c->valuestring) : 0;
-    if (!len || len >= sizeof d->ch || tok_utf8_len((const unsigned char *)c->valuestring, len) != len)
+    if (!len || len >= sizeof d->ch || xllm_utf8_len((const unsigned char *)c->valuestring, len) != len)
         return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: %s decoder needs a one-character \"%s\"", path, what, field);
     memcpy(d->ch, c->valuestring, len);
     d->ch_len = len;
@@ -174,7 +174,7 @@ static int flush_bytes(tok_list *out, int *open) {
     if (!*open) return 0;
     *open = 0;
     tok_span run = out->items[out->n - 1];
-    if (tok_utf8_valid(out->text.p + run.off, run.len)) return 0;
+    if (xllm_utf8_valid(out->text.p + run.off, run.len)) return 0;
     out->n--;
     out->text.len = run.off;
     for (size_t i = 0; i < run.len; i++)
@@ -183,27 +183,27 @@ static int flush_bytes(tok_list *out, int *open) {
 }
 
 /* All tokens back to bytes through the byte-level map, one lossy string. */
-static int byte_level(const tok_list *l, tok_list *sc, tok_buf *bytes) {
-    bytes->len = 0;
+static int byte_level(const tok_list *l, tok_list *sc, xllm_buf *bytes) {
+    xllm_buf_clear(bytes);
     for (size_t i = 0; i < l->n; i++) {
         const unsigned char *s = (const unsigned char *)tok_list_str(l, i);
         size_t len = l->items[i].len, start = bytes->len, k = 0;
         while (k < len) {
             size_t cl;
-            int b = tok_bytelevel_byte(tok_utf8_decode(s + k, len - k, &cl));
+            int b = tok_bytelevel_byte(xllm_utf8_decode(s + k, len - k, &cl));
             if (b < 0) break;
             unsigned char c = (unsigned char)b;
-            if (tok_buf_append(bytes, &c, 1)) return -1;
+            if (xllm_buf_append(bytes, &c, 1)) return -1;
             k += cl;
         }
         if (k < len) { /* a character outside the map: the token's own bytes */
             bytes->len = start;
-            if (tok_buf_append(bytes, s, len)) return -1;
+            if (xllm_buf_append(bytes, s, len)) return -1;
         }
     }
     if (tok_list_begin(sc, -1, 0)) return -1;
     size_t before = sc->text.len;
-    if (tok_utf8_lossy_append(&sc->text, bytes->p ? bytes->p : "", bytes->len)) return -1;
+    if (xllm_utf8_lossy_append(&sc->text, bytes->p ? bytes->p : "", bytes->len)) return -1;
     sc->items[sc->n - 1].len = sc->text.len - before;
     return 0;
 }

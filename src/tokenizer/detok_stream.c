@@ -30,7 +30,7 @@ struct detok_stream {
     size_t n, cap;
     size_t read;  /* ids[0..read) have been emitted */
     tok_list toks, scratch;
-    tok_buf prefix_text, new_text;
+    xllm_buf prefix_text, new_text;
     tok_rx_ws *rx;
 };
 
@@ -52,15 +52,15 @@ void detok_stream_free(detok_stream *s) {
     xllm_free(s->ids);
     tok_list_free(&s->toks);
     tok_list_free(&s->scratch);
-    tok_buf_free(&s->prefix_text);
-    tok_buf_free(&s->new_text);
+    xllm_buf_free(&s->prefix_text);
+    xllm_buf_free(&s->new_text);
     tok_rx_ws_free(s->rx);
     xllm_free(s);
 }
 
-static int ends_unfinished(const tok_buf *b) {
+static int ends_unfinished(const xllm_buf *b) {
     if (b->len >= 3 && memcmp(b->p + b->len - 3, "\xef\xbf\xbd", 3) == 0) return 1;
-    return tok_utf8_complete_prefix(b->p, b->len) != b->len;
+    return xllm_utf8_complete_prefix(b->p, b->len) != b->len;
 }
 
 /* Decode the window; emit what is new (force: even if unfinished). */
@@ -70,7 +70,7 @@ static xllm_status emit(detok_stream *s, int force, const char **out, size_t *ou
     if (tok_decode_into(s->t, s->ids, s->read, 0, &s->toks, &s->scratch, &s->prefix_text, s->rx) ||
         tok_decode_into(s->t, s->ids, s->n, 0, &s->toks, &s->scratch, &s->new_text, s->rx))
         return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "detok_stream: out of memory");
-    const tok_buf *pre = &s->prefix_text, *cur = &s->new_text;
+    const xllm_buf *pre = &s->prefix_text, *cur = &s->new_text;
     if (cur->len <= pre->len || (!force && ends_unfinished(cur))) return XLLM_OK;
     size_t k = 0;
     while (k < pre->len && pre->p[k] == cur->p[k]) k++;
@@ -93,13 +93,8 @@ xllm_status detok_stream_push(detok_stream *s, int32_t id, const char **out, siz
         return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "detok_stream_push: id %ld is not in the vocabulary (size %d)",
                            (long)id, (int)t->n_pieces);
     if (s->skip_special && t->special[id]) return XLLM_OK;
-    if (s->n == s->cap) {
-        size_t cap = s->cap ? s->cap * 2 : 16;
-        int32_t *v = xllm_realloc(s->ids, cap * sizeof *v);
-        if (!v) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "detok_stream: out of memory");
-        s->ids = v;
-        s->cap = cap;
-    }
+    if (xllm_array_reserve(&s->ids, &s->cap, s->n + 1, sizeof *s->ids, 16))
+        return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "detok_stream: out of memory");
     s->ids[s->n++] = id;
     return emit(s, 0, out, out_len, err);
 }

@@ -131,47 +131,47 @@ xllm_status tok_normalizer_parse(const cJSON *j, const char *path, tok_normalize
 }
 
 /* Replace every match of the pattern in s by rep, into out. */
-static int replace_all(const tok_normalizer *n, const char *s, size_t len, tok_buf *out, tok_rx_ws *rx, int *kept) {
+static int replace_all(const tok_normalizer *n, const char *s, size_t len, xllm_buf *out, tok_rx_ws *rx, int *kept) {
     tok_ranges *m = tok_rx_ranges(rx);
     int rc = tok_pattern_find(&n->pat, rx, s, len, m);
     if (rc < 0) return rc;
     if (m->n && m->v[0] == 0 && m->v[1] > 0 && n->a_len == 0) *kept = 0;
-    out->len = 0;
-    if (tok_buf_reserve(out, len)) return TOK_ERR_OOM;
+    xllm_buf_clear(out);
+    if (xllm_buf_reserve(out, len)) return TOK_ERR_OOM;
     size_t start = 0;
     for (size_t i = 0; i < m->n; i++) {
         size_t a = m->v[2 * i], b = m->v[2 * i + 1];
-        if (tok_buf_append(out, s + start, a - start) || tok_buf_append(out, n->a, n->a_len)) return TOK_ERR_OOM;
+        if (xllm_buf_append(out, s + start, a - start) || xllm_buf_append(out, n->a, n->a_len)) return TOK_ERR_OOM;
         start = b;
     }
-    return tok_buf_append(out, s + start, len - start) ? TOK_ERR_OOM : 0;
+    return xllm_buf_append(out, s + start, len - start) ? TOK_ERR_OOM : 0;
 }
 
-static int strip(const tok_normalizer *n, const char *s, size_t len, tok_buf *out, int *kept) {
+static int strip(const tok_normalizer *n, const char *s, size_t len, xllm_buf *out, int *kept) {
     size_t a = 0, b = len, l;
-    while (n->left && a < b && tok_is_whitespace(tok_utf8_decode((const unsigned char *)s + a, b - a, &l))) a += l;
+    while (n->left && a < b && tok_is_whitespace(xllm_utf8_decode((const unsigned char *)s + a, b - a, &l))) a += l;
     if (a) *kept = 0;
     while (n->right && b > a) {
         size_t st;
-        if (!tok_is_whitespace(tok_utf8_before(s, b, &st)) || st < a) break;
+        if (!tok_is_whitespace(xllm_utf8_before(s, b, &st)) || st < a) break;
         b = st;
     }
-    out->len = 0;
-    return tok_buf_append(out, s + a, b - a);
+    xllm_buf_clear(out);
+    return xllm_buf_append(out, s + a, b - a);
 }
 
-static int byte_level(const char *s, size_t len, tok_buf *out) {
-    out->len = 0;
+static int byte_level(const char *s, size_t len, xllm_buf *out) {
+    xllm_buf_clear(out);
     for (size_t i = 0; i < len; i++) {
         size_t l;
         const char *c = tok_bytelevel_char((unsigned char)s[i], &l);
-        if (tok_buf_append(out, c, l)) return -1;
+        if (xllm_buf_append(out, c, l)) return -1;
     }
-    return tok_buf_reserve(out, 0);
+    return xllm_buf_reserve(out, 0);
 }
 
 /* Transform *cur in place (through scratch). */
-static int norm_apply(const tok_normalizer *n, tok_buf *cur, tok_buf *scratch, tok_rx_ws *rx, int *kept) {
+static int norm_apply(const tok_normalizer *n, xllm_buf *cur, xllm_buf *scratch, tok_rx_ws *rx, int *kept) {
     int rc = 0;
     switch (n->type) {
     case NORM_SEQUENCE:
@@ -180,8 +180,8 @@ static int norm_apply(const tok_normalizer *n, tok_buf *cur, tok_buf *scratch, t
         return 0;
     case NORM_PREPEND:
         if (cur->len == 0) return 0;
-        scratch->len = 0;
-        rc = tok_buf_append(scratch, n->a, n->a_len) || tok_buf_append(scratch, cur->p, cur->len) ? TOK_ERR_OOM : 0;
+        xllm_buf_clear(scratch);
+        rc = xllm_buf_append(scratch, n->a, n->a_len) || xllm_buf_append(scratch, cur->p, cur->len) ? TOK_ERR_OOM : 0;
         break;
     case NORM_REPLACE: rc = replace_all(n, cur->p, cur->len, scratch, rx, kept); break;
     case NORM_NF: rc = tok_uni_normalize(n->form, cur->p, cur->len, scratch) ? TOK_ERR_OOM : 0; break;
@@ -190,24 +190,24 @@ static int norm_apply(const tok_normalizer *n, tok_buf *cur, tok_buf *scratch, t
     case NORM_STRIP_ACCENTS:
         rc = tok_uni_strip_accents(cur->p, cur->len, scratch) ? TOK_ERR_OOM : 0;
         if (!rc && scratch->len < cur->len) { /* was the first character dropped? */
-            int32_t c0 = tok_utf8_decode((const unsigned char *)cur->p, cur->len, &(size_t){0});
+            int32_t c0 = xllm_utf8_decode((const unsigned char *)cur->p, cur->len, &(size_t){0});
             if (c0 >= 0 && tok_uni_is_mark(c0)) *kept = 0;
         }
         break;
     case NORM_BYTE_LEVEL: rc = byte_level(cur->p, cur->len, scratch) ? TOK_ERR_OOM : 0; break;
     }
     if (rc) return rc;
-    tok_buf t = *cur;
+    xllm_buf t = *cur;
     *cur = *scratch;
     *scratch = t;
     return 0;
 }
 
-int tok_normalize(const tok_normalizer *n, const char *in, size_t len, tok_buf *out, tok_buf *scratch,
+int tok_normalize(const tok_normalizer *n, const char *in, size_t len, xllm_buf *out, xllm_buf *scratch,
                   tok_rx_ws *rx, int *start_kept) {
     int kept = 1;
-    out->len = 0;
-    if (tok_buf_append(out, in, len)) return TOK_ERR_OOM;
+    xllm_buf_clear(out);
+    if (xllm_buf_append(out, in, len)) return TOK_ERR_OOM;
     int rc = n ? norm_apply(n, out, scratch, rx, &kept) : 0;
     if (start_kept) *start_kept = kept;
     return rc;

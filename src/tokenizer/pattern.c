@@ -13,13 +13,7 @@
 #include <string.h>
 
 int tok_ranges_push(tok_ranges *r, size_t a, size_t b) {
-    if (r->n == r->cap) {
-        size_t cap = r->cap ? r->cap * 2 : 64;
-        size_t *v = xllm_realloc(r->v, cap * 2 * sizeof *v);
-        if (!v) return -1;
-        r->v = v;
-        r->cap = cap;
-    }
+    if (xllm_array_reserve(&r->v, &r->cap, r->n + 1, 2 * sizeof *r->v, 64)) return -1; /* (start, end) pairs */
     r->v[2 * r->n] = a;
     r->v[2 * r->n + 1] = b;
     r->n++;

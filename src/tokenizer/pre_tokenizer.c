@@ -63,7 +63,7 @@ static xllm_status one_char(const cJSON *j, const char *field, const char *path,
                             xllm_error *err) {
     const cJSON *r = cJSON_GetObjectItemCaseSensitive(j, field);
     size_t len = cJSON_IsString(r) ? strlen(r->valuestring) : 0;
-    if (!len || len >= sizeof p->repl || tok_utf8_len((const unsigned char *)r->valuestring, len) != len)
+    if (!len || len >= sizeof p->repl || xllm_utf8_len((const unsigned char *)r->valuestring, len) != len)
         return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: %s needs a one-character \"%s\"", path, what, field);
     memcpy(p->repl, r->valuestring, len);
     p->repl_len = len;
@@ -186,7 +186,7 @@ static int char_matches(const char *s, size_t len, char_pred pred, const tok_pre
     const unsigned char *u = (const unsigned char *)s;
     for (size_t i = 0; i < len;) {
         size_t l;
-        int32_t cp = tok_utf8_decode(u + i, len - i, &l);
+        int32_t cp = xllm_utf8_decode(u + i, len - i, &l);
         if (cp >= 0 && pred(cp, p) && tok_ranges_push(m, i, i + l)) return TOK_ERR_OOM;
         i += l;
     }
@@ -208,16 +208,16 @@ static int literal_matches(const char *s, size_t len, const char *lit, size_t li
 /* Metaspace on one piece: replace ' ', prepend, split before replacements. */
 static int metaspace_piece(const tok_pretok *p, const char *s, size_t len, int32_t flag, tok_list *out,
                            tok_rx_ws *rx) {
-    tok_buf *t = tok_rx_buf(rx);
-    t->len = 0;
+    xllm_buf *t = tok_rx_buf(rx);
+    xllm_buf_clear(t);
     int starts = (len && s[0] == ' ') || (len >= p->repl_len && memcmp(s, p->repl, p->repl_len) == 0);
     int prepend = p->scheme == PREPEND_ALWAYS || (p->scheme == PREPEND_FIRST && flag);
-    if (prepend && !starts && tok_buf_append(t, p->repl, p->repl_len)) return TOK_ERR_OOM;
+    if (prepend && !starts && xllm_buf_append(t, p->repl, p->repl_len)) return TOK_ERR_OOM;
     for (size_t i = 0; i < len;) {
         const char *sp = memchr(s + i, ' ', len - i);
         size_t j = sp ? (size_t)(sp - s) : len;
-        if (tok_buf_append(t, s + i, j - i)) return TOK_ERR_OOM;
-        if (j < len && tok_buf_append(t, p->repl, p->repl_len)) return TOK_ERR_OOM;
+        if (xllm_buf_append(t, s + i, j - i)) return TOK_ERR_OOM;
+        if (j < len && xllm_buf_append(t, p->repl, p->repl_len)) return TOK_ERR_OOM;
         i = j + 1;
     }
     if (!p->split) return t->len && tok_list_push(out, t->p, t->len, -1, flag) ? TOK_ERR_OOM : 0;
@@ -228,10 +228,10 @@ static int metaspace_piece(const tok_pretok *p, const char *s, size_t len, int32
 
 static int byte_level_piece(const tok_pretok *p, const char *s, size_t len, int32_t flag, tok_list *out,
                             tok_rx_ws *rx) {
-    tok_buf *t = tok_rx_buf(rx);
+    xllm_buf *t = tok_rx_buf(rx);
     if (p->add_prefix_space && !(len && s[0] == ' ')) {
-        t->len = 0;
-        if (tok_buf_append(t, " ", 1) || tok_buf_append(t, s, len)) return TOK_ERR_OOM;
+        xllm_buf_clear(t);
+        if (xllm_buf_append(t, " ", 1) || xllm_buf_append(t, s, len)) return TOK_ERR_OOM;
         s = t->p;
         len = t->len;
     }

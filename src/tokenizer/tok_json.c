@@ -70,7 +70,7 @@ static int hex4(const char *p, unsigned *out) {
     return 0;
 }
 
-const char *tok_js_string(const char *p, const char *end, tok_buf *scratch, const char **s, size_t *len) {
+const char *tok_js_string(const char *p, const char *end, xllm_buf *scratch, const char **s, size_t *len) {
     p = tok_js_ws(p, end);
     if (!p || p >= end || *p != '"') return NULL;
     const char *stop = skip_string(p, end);
@@ -81,8 +81,8 @@ const char *tok_js_string(const char *p, const char *end, tok_buf *scratch, cons
         *len = (size_t)(b - a);
         return stop;
     }
-    scratch->len = 0;
-    if (tok_buf_reserve(scratch, (size_t)(b - a))) return NULL;
+    xllm_buf_clear(scratch);
+    if (xllm_buf_reserve(scratch, (size_t)(b - a))) return NULL;
     char *o = scratch->p;
     while (a < b) {
         if (*a != '\\') {
@@ -110,7 +110,7 @@ const char *tok_js_string(const char *p, const char *end, tok_buf *scratch, cons
             } else if (cp >= 0xd800 && cp < 0xe000) {
                 cp = 0xfffd; /* a lone surrogate (serde would reject it) */
             }
-            o += tok_utf8_encode((int32_t)cp, o);
+            o += xllm_utf8_encode((int32_t)cp, o);
             break;
         }
         default: return NULL;
@@ -129,7 +129,7 @@ const char *tok_js_string(const char *p, const char *end, tok_buf *scratch, cons
 typedef const char *(*member_fn)(void *ctx, const char *key, size_t klen, const char *v0, const char *end);
 
 static const char *walk_object(const char *p, const char *end, member_fn fn, void *ctx) {
-    tok_buf scratch = {0};
+    xllm_buf scratch = {0};
     p = tok_js_ws(p, end);
     if (!p || p >= end || *p != '{') return NULL;
     p = tok_js_ws(p + 1, end);
@@ -146,13 +146,13 @@ static const char *walk_object(const char *p, const char *end, member_fn fn, voi
         p = tok_js_ws(v1, end);
         if (!p || p >= end) break;
         if (*p == '}') {
-            tok_buf_free(&scratch);
+            xllm_buf_free(&scratch);
             return p + 1;
         }
         if (*p != ',') break;
         p = tok_js_ws(p + 1, end);
     }
-    tok_buf_free(&scratch);
+    xllm_buf_free(&scratch);
     return NULL;
 }
 

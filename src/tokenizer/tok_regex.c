@@ -33,7 +33,7 @@ struct tok_rx_ws {
     pcre2_match_context *mctx;
     pcre2_jit_stack *stack;
     tok_ranges ranges;
-    tok_buf buf;
+    xllm_buf buf;
 };
 
 static void *rx_malloc(size_t n, void *data) {
@@ -49,7 +49,7 @@ static void rx_free(void *p, void *data) {
 #define WORD_CLASS "\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\p{Join_Control}"
 
 /* Oniguruma -> PCRE2 for the escapes whose meaning differs. */
-static int translate(const char *pat, size_t len, tok_buf *out) {
+static int translate(const char *pat, size_t len, xllm_buf *out) {
     int in_class = 0;
     for (size_t i = 0; i < len; i++) {
         char c = pat[i];
@@ -61,8 +61,8 @@ static int translate(const char *pat, size_t len, tok_buf *out) {
             else if (e == 'w') rep = in_class ? WORD_CLASS : "[" WORD_CLASS "]";
             else if (e == 'W' && !in_class) rep = "[^" WORD_CLASS "]";
             if (rep) {
-                if (tok_buf_append(out, rep, strlen(rep))) return -1;
-            } else if (tok_buf_append(out, pat + i, 2)) {
+                if (xllm_buf_append(out, rep, strlen(rep))) return -1;
+            } else if (xllm_buf_append(out, pat + i, 2)) {
                 return -1;
             }
             i++;
@@ -70,21 +70,21 @@ static int translate(const char *pat, size_t len, tok_buf *out) {
         }
         if (c == '[' && !in_class) {
             in_class = 1;
-            if (tok_buf_append(out, &c, 1)) return -1;
+            if (xllm_buf_append(out, &c, 1)) return -1;
             /* a ']' or '^]' right after '[' is literal */
             if (i + 1 < len && pat[i + 1] == '^') {
-                if (tok_buf_append(out, "^", 1)) return -1;
+                if (xllm_buf_append(out, "^", 1)) return -1;
                 i++;
             }
             if (i + 1 < len && pat[i + 1] == ']') {
-                if (tok_buf_append(out, "\\]", 2)) return -1;
+                if (xllm_buf_append(out, "\\]", 2)) return -1;
                 i++;
             }
             continue;
         }
         if (c == '[' && in_class) in_class++; /* nested class (Oniguruma) or [:alpha:] */
         else if (c == ']' && in_class) in_class--;
-        if (tok_buf_append(out, &c, 1)) return -1;
+        if (xllm_buf_append(out, &c, 1)) return -1;
     }
     return 0;
 }
@@ -99,11 +99,11 @@ void tok_regex_free(tok_regex *re) {
 xllm_status tok_regex_compile(const char *pat, size_t len, const char *path, const char *what, tok_regex **out,
                               xllm_error *err) {
     *out = NULL;
-    tok_buf t = {0};
+    xllm_buf t = {0};
     tok_regex *re = xllm_calloc(1, sizeof *re);
-    if (!re || translate(pat, len, &t) || tok_buf_reserve(&t, 0) ||
+    if (!re || translate(pat, len, &t) || xllm_buf_reserve(&t, 0) ||
         !(re->gctx = pcre2_general_context_create(rx_malloc, rx_free, NULL))) {
-        tok_buf_free(&t);
+        xllm_buf_free(&t);
         tok_regex_free(re);
         return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
     }
@@ -113,7 +113,7 @@ xllm_status tok_regex_compile(const char *pat, size_t len, const char *path, con
     re->code = pcre2_compile((PCRE2_SPTR)t.p, t.len, PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &code, &off,
                              cctx);
     pcre2_compile_context_free(cctx);
-    tok_buf_free(&t);
+    xllm_buf_free(&t);
     if (!re->code) {
         PCRE2_UCHAR msg[256];
         pcre2_get_error_message(code, msg, sizeof msg);
@@ -142,12 +142,12 @@ tok_rx_ws *tok_rx_ws_new(void) {
 }
 
 tok_ranges *tok_rx_ranges(tok_rx_ws *ws) { return &ws->ranges; }
-tok_buf *tok_rx_buf(tok_rx_ws *ws) { return &ws->buf; }
+xllm_buf *tok_rx_buf(tok_rx_ws *ws) { return &ws->buf; }
 
 void tok_rx_ws_free(tok_rx_ws *ws) {
     if (!ws) return;
     tok_ranges_free(&ws->ranges);
-    tok_buf_free(&ws->buf);
+    xllm_buf_free(&ws->buf);
     pcre2_jit_stack_free(ws->stack);
     pcre2_match_context_free(ws->mctx);
     pcre2_match_data_free(ws->md);
@@ -182,7 +182,7 @@ int tok_regex_next(const tok_regex *re, tok_rx_ws *ws, const char *s, size_t len
         int rc = run(re, ws, s, len, *pos, 0, ms, me);
         if (rc <= 0) return rc;
         if (*ms == *me && *last == *me) { /* empty, right after the last match */
-            *pos += *pos < len ? tok_utf8_len((const unsigned char *)s + *pos, len - *pos) : 1;
+            *pos += *pos < len ? xllm_utf8_len((const unsigned char *)s + *pos, len - *pos) : 1;
             continue;
         }
         *pos = *me;

@@ -1,9 +1,9 @@
 /*
- * tok_util.c - the small utilities the tokenizer stages share: growable
- * buffers and string lists, two open-addressing hash maps (string -> id for
+ * tok_util.c - the small utilities the tokenizer stages share: string
+ * lists (over base/buf.h), two open-addressing hash maps (string -> id for
  * vocabularies, u64 -> u64 for merge pairs and trie edges) over one fast
- * byte hash, UTF-8 walking that never fails on invalid bytes (and Rust's
- * lossy decoding), and JSON string helpers.
+ * byte hash, Unicode White_Space, and JSON string helpers. UTF-8 walking is
+ * base/utf8.h's.
  */
 #include "tokenizer/tok_internal.h"
 #include "base/alloc.h"
@@ -13,42 +13,9 @@
 
 /* ------------------------------------------------------------ containers */
 
-int tok_buf_reserve(tok_buf *b, size_t extra) {
-    if (extra > SIZE_MAX - b->len - 1) return -1;
-    size_t need = b->len + extra + 1; /* room for a NUL */
-    if (need <= b->cap) return 0;
-    size_t cap = b->cap ? b->cap : 64;
-    while (cap < need) cap = cap > SIZE_MAX / 2 ? need : cap * 2;
-    char *p = xllm_realloc(b->p, cap);
-    if (!p) return -1;
-    b->p = p;
-    b->cap = cap;
-    return 0;
-}
-
-int tok_buf_append(tok_buf *b, const void *s, size_t n) {
-    if (tok_buf_reserve(b, n)) return -1;
-    if (n) memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = 0;
-    return 0;
-}
-
-void tok_buf_free(tok_buf *b) {
-    xllm_free(b->p);
-    b->p = NULL;
-    b->len = b->cap = 0;
-}
-
 int tok_list_begin(tok_list *l, int32_t id, int32_t flag) {
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 16;
-        tok_span *it = xllm_realloc(l->items, cap * sizeof *it);
-        if (!it) return -1;
-        l->items = it;
-        l->cap = cap;
-    }
-    if (tok_buf_reserve(&l->text, 0)) return -1;
+    if (xllm_array_reserve(&l->items, &l->cap, l->n + 1, sizeof *l->items, 16)) return -1;
+    if (xllm_buf_reserve(&l->text, 0)) return -1;
     l->items[l->n].off = l->text.len;
     l->items[l->n].len = 0;
     l->items[l->n].id = id;
@@ -58,7 +25,7 @@ int tok_list_begin(tok_list *l, int32_t id, int32_t flag) {
 }
 
 int tok_list_extend(tok_list *l, const void *s, size_t n) {
-    if (tok_buf_append(&l->text, s, n)) return -1;
+    if (xllm_buf_append(&l->text, s, n)) return -1;
     l->items[l->n - 1].len += n;
     return 0;
 }
@@ -70,11 +37,11 @@ int tok_list_push(tok_list *l, const void *s, size_t n, int32_t id, int32_t flag
 
 void tok_list_clear(tok_list *l) {
     l->n = 0;
-    l->text.len = 0;
+    xllm_buf_clear(&l->text);
 }
 
 void tok_list_free(tok_list *l) {
-    tok_buf_free(&l->text);
+    xllm_buf_free(&l->text);
     xllm_free(l->items);
     l->items = NULL;
     l->n = l->cap = 0;
@@ -87,26 +54,13 @@ void tok_list_swap(tok_list *a, tok_list *b) {
 }
 
 int tok_ids_push(tok_ids *a, int32_t id) {
-    if (a->n == a->cap) {
-        size_t cap = a->cap ? a->cap * 2 : 32;
-        int32_t *v = xllm_realloc(a->v, cap * sizeof *v);
-        if (!v) return -1;
-        a->v = v;
-        a->cap = cap;
-    }
+    if (xllm_array_reserve(&a->v, &a->cap, a->n + 1, sizeof *a->v, 32)) return -1;
     a->v[a->n++] = id;
     return 0;
 }
 
 int tok_ids_append(tok_ids *a, const int32_t *ids, size_t n) {
-    if (a->n + n > a->cap) {
-        size_t cap = a->cap ? a->cap : 32;
-        while (cap < a->n + n) cap *= 2;
-        int32_t *v = xllm_realloc(a->v, cap * sizeof *v);
-        if (!v) return -1;
-        a->v = v;
-        a->cap = cap;
-    }
+    if (n > SIZE_MAX - a->n || xllm_array_reserve(&a->v, &a->cap, a->n + n, sizeof *a->v, 32)) return -1;
     if (n) memcpy(a->v + a->n, ids, n * sizeof *ids);
     a->n += n;
     return 0;
@@ -318,126 +272,12 @@ void tok_u64map_free(tok_u64map *m) {
     memset(m, 0, sizeof *m);
 }
 
-/* ------------------------------------------------------------------ UTF-8 */
-
-int32_t tok_utf8_decode(const unsigned char *s, size_t n, size_t *len) {
-    unsigned c = s[0];
-    *len = 1;
-    if (c < 0x80) return (int32_t)c;
-    size_t need;
-    uint32_t cp, min;
-    if (c >= 0xc2 && c <= 0xdf) { need = 2; cp = c & 0x1f; min = 0x80; }
-    else if (c >= 0xe0 && c <= 0xef) { need = 3; cp = c & 0x0f; min = 0x800; }
-    else if (c >= 0xf0 && c <= 0xf4) { need = 4; cp = c & 0x07; min = 0x10000; }
-    else return -1;
-    if (n < need) return -1;
-    for (size_t i = 1; i < need; i++) {
-        if ((s[i] & 0xc0) != 0x80) return -1;
-        cp = (cp << 6) | (s[i] & 0x3f);
-    }
-    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return -1;
-    *len = need;
-    return (int32_t)cp;
-}
-
-size_t tok_utf8_len(const unsigned char *s, size_t n) {
-    size_t len;
-    tok_utf8_decode(s, n, &len);
-    return len;
-}
+/* ------------------------------------------------------------- White_Space */
 
 int tok_is_whitespace(int32_t c) {
     return (c >= 0x09 && c <= 0x0d) || c == 0x20 || c == 0x85 || c == 0xa0 || c == 0x1680 ||
            (c >= 0x2000 && c <= 0x200a) || c == 0x2028 || c == 0x2029 || c == 0x202f || c == 0x205f ||
            c == 0x3000;
-}
-
-int tok_utf8_valid(const char *s, size_t n) {
-    const unsigned char *u = (const unsigned char *)s;
-    size_t i = 0, l;
-    while (i < n) {
-        if (tok_utf8_decode(u + i, n - i, &l) < 0) return 0;
-        i += l;
-    }
-    return 1;
-}
-
-size_t tok_utf8_complete_prefix(const char *s, size_t n) {
-    /* look back at most 3 bytes for a lead byte whose sequence is cut short */
-    const unsigned char *u = (const unsigned char *)s;
-    for (size_t back = 1; back <= 3 && back <= n; back++) {
-        unsigned c = u[n - back];
-        if ((c & 0xc0) == 0x80) continue; /* continuation: keep looking */
-        size_t need = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc0 ? 2 : 1;
-        return need > back ? n - back : n;
-    }
-    return n;
-}
-
-int32_t tok_utf8_before(const char *s, size_t end, size_t *start) {
-    size_t b = end - 1;
-    for (size_t k = 0; k < 3 && b > 0 && ((unsigned char)s[b] & 0xc0) == 0x80; k++) b--;
-    size_t l;
-    int32_t cp = tok_utf8_decode((const unsigned char *)s + b, end - b, &l);
-    if (cp < 0 || b + l != end) {
-        *start = end - 1;
-        return -1;
-    }
-    *start = b;
-    return cp;
-}
-
-size_t tok_utf8_encode(int32_t cp, char out[4]) {
-    uint32_t c = (uint32_t)cp;
-    if (c < 0x80) { out[0] = (char)c; return 1; }
-    if (c < 0x800) { out[0] = (char)(0xc0 | c >> 6); out[1] = (char)(0x80 | (c & 63)); return 2; }
-    if (c < 0x10000) {
-        out[0] = (char)(0xe0 | c >> 12);
-        out[1] = (char)(0x80 | ((c >> 6) & 63));
-        out[2] = (char)(0x80 | (c & 63));
-        return 3;
-    }
-    out[0] = (char)(0xf0 | c >> 18);
-    out[1] = (char)(0x80 | ((c >> 12) & 63));
-    out[2] = (char)(0x80 | ((c >> 6) & 63));
-    out[3] = (char)(0x80 | (c & 63));
-    return 4;
-}
-
-/* How many bytes of s (n > 0 left) form the maximal prefix of a valid
- * sequence (Unicode's "maximal subpart"); *ok = 1 when it is complete. */
-static size_t utf8_subpart(const unsigned char *s, size_t n, int *ok) {
-    unsigned c = s[0];
-    *ok = 0;
-    if (c < 0x80) { *ok = 1; return 1; }
-    size_t need;
-    unsigned lo = 0x80, hi = 0xbf; /* range of the second byte */
-    if (c >= 0xc2 && c <= 0xdf) need = 2;
-    else if (c >= 0xe0 && c <= 0xef) { need = 3; if (c == 0xe0) lo = 0xa0; if (c == 0xed) hi = 0x9f; }
-    else if (c >= 0xf0 && c <= 0xf4) { need = 4; if (c == 0xf0) lo = 0x90; if (c == 0xf4) hi = 0x8f; }
-    else return 1;
-    size_t k = 1;
-    for (; k < need && k < n; k++) {
-        unsigned b = s[k];
-        if (k == 1 ? (b < lo || b > hi) : (b & 0xc0) != 0x80) break;
-    }
-    *ok = k == need;
-    return k;
-}
-
-int tok_utf8_lossy_append(tok_buf *out, const char *s, size_t n) {
-    const unsigned char *u = (const unsigned char *)s;
-    size_t i = 0, run = 0; /* valid bytes not yet copied start at run */
-    while (i < n) {
-        if (u[i] < 0x80) { i++; continue; }
-        int ok;
-        size_t k = utf8_subpart(u + i, n - i, &ok);
-        if (ok) { i += k; continue; }
-        if (tok_buf_append(out, s + run, i - run) || tok_buf_append(out, "\xef\xbf\xbd", 3)) return -1;
-        i += k;
-        run = i;
-    }
-    return tok_buf_append(out, s + run, n - run);
 }
 
 /* ------------------------------------------------------------ JSON helpers */

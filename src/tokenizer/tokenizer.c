@@ -31,7 +31,7 @@
 
 struct encode_ws {
     tok_list splits, pieces, words, scratch;
-    tok_buf norm, norm_scratch;
+    xllm_buf norm, norm_scratch;
     tok_ids ids, out;
     tok_bpe_ws *bpe;
     tok_rx_ws *rx;
@@ -43,8 +43,8 @@ static void encode_ws_free(encode_ws *w) {
     tok_list_free(&w->pieces);
     tok_list_free(&w->words);
     tok_list_free(&w->scratch);
-    tok_buf_free(&w->norm);
-    tok_buf_free(&w->norm_scratch);
+    xllm_buf_free(&w->norm);
+    xllm_buf_free(&w->norm_scratch);
     xllm_free(w->ids.v);
     xllm_free(w->out.v);
     tok_bpe_ws_free(w->bpe);
@@ -264,14 +264,14 @@ static xllm_status parse_json_text(tokenizer *t, const char *raw, size_t len, xl
         fill[0] = "[]";
         fill[1] = "{}";
     }
-    tok_buf skel = {0};
+    xllm_buf skel = {0};
     size_t at = 0;
     for (int k = 0; k < 2; k++) {
         if (cut[k][1] <= cut[k][0]) continue;
-        if (tok_buf_append(&skel, raw + at, cut[k][0] - at) || tok_buf_append(&skel, fill[k], 2)) goto oom;
+        if (xllm_buf_append(&skel, raw + at, cut[k][0] - at) || xllm_buf_append(&skel, fill[k], 2)) goto oom;
         at = cut[k][1];
     }
-    if (tok_buf_append(&skel, raw + at, len - at)) goto oom;
+    if (xllm_buf_append(&skel, raw + at, len - at)) goto oom;
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(skel.p, skel.len, &end, 0);
     if (!root) {
@@ -280,10 +280,10 @@ static xllm_status parse_json_text(tokenizer *t, const char *raw, size_t len, xl
         st = parse_root(t, root, raw, vocab, merges, err);
         cJSON_Delete(root);
     }
-    tok_buf_free(&skel);
+    xllm_buf_free(&skel);
     return st;
 oom:
-    tok_buf_free(&skel);
+    xllm_buf_free(&skel);
     return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", t->path);
 }
 
@@ -465,10 +465,10 @@ xllm_status tokenizer_encode(const tokenizer *t, const char *text, size_t len, i
 /* -------------------------------------------------------------- decode */
 
 int tok_decode_into(const tokenizer *t, const int32_t *ids, size_t n, int skip_special, tok_list *toks,
-                    tok_list *scratch, tok_buf *out, tok_rx_ws *rx) {
+                    tok_list *scratch, xllm_buf *out, tok_rx_ws *rx) {
     tok_list_clear(toks);
-    out->len = 0;
-    if (tok_buf_reserve(out, 0)) return -1;
+    xllm_buf_clear(out);
+    if (xllm_buf_reserve(out, 0)) return -1;
     out->p[0] = 0;
     for (size_t i = 0; i < n; i++) {
         if (skip_special && t->special[ids[i]]) continue;
@@ -476,8 +476,8 @@ int tok_decode_into(const tokenizer *t, const int32_t *ids, size_t n, int skip_s
     }
     if (t->decoder && tok_decode_chain(t->decoder, toks, scratch, rx)) return -1;
     for (size_t i = 0; i < toks->n; i++) {
-        if (!t->decoder && i && tok_buf_append(out, " ", 1)) return -1;
-        if (tok_buf_append(out, tok_list_str(toks, i), toks->items[i].len)) return -1;
+        if (!t->decoder && i && xllm_buf_append(out, " ", 1)) return -1;
+        if (xllm_buf_append(out, tok_list_str(toks, i), toks->items[i].len)) return -1;
     }
     return 0;
 }
@@ -495,11 +495,11 @@ xllm_status tokenizer_decode(const tokenizer *t, const int32_t *ids, size_t n_id
     int shared;
     encode_ws *w = ws_take(t, &shared);
     if (!w) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "tokenizer: out of memory while decoding");
-    tok_buf out = {0};
+    xllm_buf out = {0};
     int rc = tok_decode_into(t, ids, n_ids, skip_special, &w->words, &w->scratch, &out, w->rx);
     ws_give(t, w, shared);
     if (rc) {
-        tok_buf_free(&out);
+        xllm_buf_free(&out);
         return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "tokenizer: out of memory while decoding");
     }
     *text = out.p;

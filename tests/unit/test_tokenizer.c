@@ -699,7 +699,7 @@ static void test_byte_level(void) {
         size_t full_len = 0;
         CHECK(tokenizer_decode(t, rid, nr, skip, &full, &full_len, NULL) == XLLM_OK);
         detok_stream *st = detok_stream_new(t, skip);
-        tok_buf acc = {0};
+        xllm_buf acc = {0};
         int whole = 1;
         for (size_t i = 0; i <= nr; i++) {
             const char *out;
@@ -708,12 +708,12 @@ static void test_byte_level(void) {
                                     : detok_stream_flush(st, &out, &out_len, NULL);
             CHECK(rc == XLLM_OK);
             if (!utf8_ok(out, out_len)) whole = 0;
-            tok_buf_append(&acc, out, out_len);
+            xllm_buf_append(&acc, out, out_len);
         }
         CHECK_MSG(whole, "iter %d: a stream chunk splits a character", iter);
         CHECK_MSG(acc.len == full_len && memcmp(acc.p, full, full_len) == 0, "iter %d: stream \"%s\" != decode \"%s\"",
                   iter, acc.p, full);
-        tok_buf_free(&acc);
+        xllm_buf_free(&acc);
         detok_stream_free(st);
         xllm_free(full);
     }

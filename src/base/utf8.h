@@ -1,0 +1,37 @@
+/*
+ * utf8.h - UTF-8 as every module reads and writes it: strict decoding (the
+ * Unicode standard's well-formed sequences: no overlongs, no surrogates,
+ * nothing past U+10FFFF), encoding, validation, the longest prefix that does
+ * not end inside a character, and Rust's lossy decoding (each maximal
+ * invalid subpart becomes U+FFFD), appended to an xllm_buf.
+ *
+ * Pure functions, thread-safe. None reads past the n bytes it is given.
+ */
+#ifndef XLLM_BASE_UTF8_H
+#define XLLM_BASE_UTF8_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/buf.h"
+
+/* The code point starting at s (n >= 1 bytes left) and its length in *len;
+ * -1 with *len = 1 for an invalid or cut sequence. */
+int32_t xllm_utf8_decode(const unsigned char *s, size_t n, size_t *len);
+/* The length of the sequence at s (1 for an invalid byte). */
+size_t xllm_utf8_len(const unsigned char *s, size_t n);
+/* The code point that ends at `end` (end >= 1) and where it starts; -1
+ * (with *start = end - 1) when the bytes before end are not one. */
+int32_t xllm_utf8_before(const char *s, size_t end, size_t *start);
+/* cp (<= 0x10FFFF) as 1-4 bytes in out; returns the count. */
+size_t xllm_utf8_encode(uint32_t cp, char out[4]);
+/* Is s[0..n) well-formed UTF-8? */
+int xllm_utf8_valid(const char *s, size_t n);
+/* The longest prefix of s[0..n) that does not end inside a sequence that
+ * more bytes could complete (streaming text is cut there). */
+size_t xllm_utf8_complete_prefix(const char *s, size_t n);
+/* s[0..n) appended with each maximal invalid subpart replaced by U+FFFD
+ * (String::from_utf8_lossy). 0 or -1 (the buffer's err set). */
+int xllm_utf8_lossy_append(xllm_buf *out, const char *s, size_t n);
+
+#endif
