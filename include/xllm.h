@@ -133,6 +133,9 @@ typedef struct xllm_model_options {
      * (llama.cpp's cache). Slower attention; results otherwise as fast.
      * Anything else: XLLM_ERR_INVALID_ARGUMENT. */
     const char *arithmetic;
+    /* Which device a device backend (backend "vulkan") runs on: 0 = the
+     * first the driver lists (xllm info --devices lists them; XLLM_DEVICE). */
+    int device;
 } xllm_model_options;
 
 xllm_model_options xllm_model_options_default(void);
@@ -508,6 +511,12 @@ xllm_status xllm_synth(const xllm_synth_options *opts, xllm_error *err);
  * (the .xllm metadata, or config.json), "tensors": [{"name","type","shape",
  * "bytes"}...], "total_bytes"}. *json is freed with xllm_free. */
 xllm_status xllm_model_info(const char *path, char **json, xllm_error *err);
+
+/* The execution backends this build has and the devices each sees, as text
+ * (one line per device; for "vulkan", what the Vulkan loader lists, or why
+ * there is nothing: no loader, no driver, a device lacking a feature).
+ * *text is freed with xllm_free. Thread-safe. */
+xllm_status xllm_backend_devices(char **text, xllm_error *err);
 
 /* ----------------------------------------------------------- chat templates */
 

@@ -6,6 +6,10 @@ PKGS="build-essential cmake clang libclang-rt-14-dev pkg-config libcjson-dev lib
 PKGS="$PKGS libopenmpi-dev openmpi-bin"
 # the aarch64 (NEON) kernel tests: a cross compiler and qemu-user (make test-arm)
 PKGS="$PKGS gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user-static"
+# the Vulkan backend (src/backend/vulkan): headers and glslc to build it;
+# Mesa's lavapipe (a Vulkan driver on the CPU), the loader and the validation
+# layer so its tests run on a machine without a GPU; vulkaninfo to look
+PKGS="$PKGS mesa-vulkan-drivers libvulkan-dev glslc glslang-tools spirv-tools vulkan-validationlayers vulkan-tools"
 missing=""
 for p in $PKGS; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 # node + npm run the tokenizer conformance tests against HF tokenizers (an npm

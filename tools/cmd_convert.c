@@ -228,9 +228,10 @@ static int print_plan(const char *path, int json) {
 
 int cmd_info(int argc, char **argv) {
     const char *path = NULL;
-    int json = 0, plan = 0;
+    int json = 0, plan = 0, devices = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--json")) json = 1;
+        else if (!strcmp(argv[i], "--devices")) devices = 1;
         else if (!strcmp(argv[i], "--plan")) plan = 1;
         else if (cli_is_help(argv[i])) {
             cli_print_help(stdout, "info");
@@ -238,7 +239,15 @@ int cmd_info(int argc, char **argv) {
         } else if (argv[i][0] == '-' || path) return cli_unknown_option("info", argv[i]);
         else path = argv[i];
     }
-    if (!path) return cli_fail("info needs MODEL (see 'xllm info --help')");
+    if (devices && !path) { /* what the backends see: xllm info --devices */
+        xllm_error e;
+        char *t;
+        if (xllm_backend_devices(&t, &e)) return fail(e.message, NULL);
+        fputs(t, stdout);
+        xllm_free(t);
+        return 0;
+    }
+    if (!path) return cli_fail("info needs MODEL or --devices (see 'xllm info --help')");
     if (cli_check_model(path)) return 1;
     if (plan) return print_plan(path, json);
     xllm_error err;

@@ -168,11 +168,13 @@ static const help_entry k_help[] = {
      "example:\n"
      "  xllm convert models/stories260k -o s.xllm --dtype q4 --calib tests/data/eval/stories_calib.txt\n"},
     {"info",
-     "usage: xllm info MODEL [--json] [--plan]\n"
+     "usage: xllm info MODEL [--json] [--plan]   |   xllm info --devices\n"
      "What a model holds: format, architecture, conversion policy, each tensor's type and size.\n"
      "\n"
      "  --json              the same as JSON\n"
      "  --plan              load the model and show the planner's thread and kernel choices\n"
+     "  --devices           (no MODEL) the execution backends and the devices each sees\n"
+     "                      (for --backend vulkan --device N on any command that loads a model)\n"
      "\n" MODEL_LINE
      "example:\n"
      "  xllm info s.xllm\n"},
@@ -272,12 +274,14 @@ void cli_print_usage(FILE *f) {
             "  eval      perplexity, KL      -m MODEL --text FILE [--ref MODEL] [--kv-dtype D] [--ctx N] [--json]\n"
             "  convert   HF/GGUF -> .xllm    SRC -o OUT [--dtype f32] [--group-size 32] [--policy ...] [--calib FILE]\n"
             "                                [--calib-tokens 8192] [-t THREADS] [--no-fuse] [--to xllm]\n"
-            "  info      what a model holds  MODEL [--json] [--plan]\n"
+            "  info      what a model holds  MODEL [--json] [--plan] | --devices\n"
             "  synth     random-weight model --shape SHAPE [--dtype f32] [-o FILE.xllm] [--gguf FILE.gguf] [--hf DIR]\n"
             "  bench     tokens/s            -m MODEL [-p 512] [-n 128] [-t THREADS] [-r 3] [--json]\n"
             "  serve     OpenAI HTTP server  -m MODEL [--host 127.0.0.1] [--port 8080] [--api-key KEY] [--config F.yaml]\n"
             "\n"
             "MODEL is %s.\n"
+            "Every command that loads a model takes --backend cpu|vulkan [cpu] and --device N [0]\n"
+            "(xllm info --devices lists what Vulkan sees).\n"
             "Defaults are shown in brackets; 'xllm COMMAND --help' lists every option of a command with\n"
             "its default and an example. 'xllm --version' prints the version.\n",
             XLLM_VERSION, CLI_MODEL_FORMATS);

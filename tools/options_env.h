@@ -4,7 +4,8 @@
  * (and the C test programs the scripts drive with these variables) call
  * this before loading a model. python/xllm/__init__.py does the same in Python.
  *
- *   XLLM_BACKEND=NAME   backend          (cpu)
+ *   XLLM_BACKEND=NAME   backend          (cpu, vulkan; the --backend flag sets it)
+ *   XLLM_DEVICE=N       device           (a device backend's device; the --device flag sets it)
  *   XLLM_CPU=LEVEL      cpu_level        (scalar, avx2, avx512, neon, auto)
  *   XLLM_ATTN=S         attention        (per-item, split, shared)
  *   XLLM_FUSE=0         no_fuse = 1
@@ -31,6 +32,7 @@
 static inline void xllm_model_options_from_env(xllm_model_options *o) {
     const char *v;
     if ((v = getenv("XLLM_BACKEND")) && *v) o->backend = v;
+    if ((v = getenv("XLLM_DEVICE")) && *v) o->device = atoi(v);
     if ((v = getenv("XLLM_CPU")) && *v) o->cpu_level = v;
     if ((v = getenv("XLLM_ATTN")) && *v) o->attention = v;
     if ((v = getenv("XLLM_FUSE")) && !strcmp(v, "0")) o->no_fuse = 1;

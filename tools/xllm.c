@@ -726,7 +726,40 @@ static const command k_commands[] = {
     {"bench", cmd_bench},     {"serve", cmd_serve},
 };
 
+/* --backend NAME and --device N, on every command that loads a model (run,
+ * serve, bench, logits, eval, ...): taken out of argv here and handed on as
+ * XLLM_BACKEND / XLLM_DEVICE, which every command's model options read
+ * (options_env.h). Returns 0, or 1 after printing what is wrong. */
+static int take_backend_flags(int *argc, char **argv) {
+    int o = 1;
+    for (int i = 1; i < *argc; i++) {
+        int b = !strcmp(argv[i], "--backend"), d = !strcmp(argv[i], "--device");
+        if (!b && !d) {
+            argv[o++] = argv[i];
+            continue;
+        }
+        if (i + 1 >= *argc) {
+            fprintf(stderr, "xllm: %s needs a value (%s)\n", argv[i], b ? "cpu or vulkan" : "a device number, 0 = the first");
+            return 1;
+        }
+        const char *v = argv[++i];
+        if (d) {
+            char *end;
+            long n = strtol(v, &end, 10);
+            if (*end || end == v || n < 0 || n > 15) {
+                fprintf(stderr, "xllm: --device takes a device number 0..15 (xllm info --devices lists them), not '%s'\n", v);
+                return 1;
+            }
+        }
+        setenv(b ? "XLLM_BACKEND" : "XLLM_DEVICE", v, 1);
+    }
+    argv[o] = NULL;
+    *argc = o;
+    return 0;
+}
+
 int main(int argc, char **argv) {
+    if (take_backend_flags(&argc, argv)) return 2;
     if (argc < 2) return cmd_run(argc, argv);
     const char *cmd = argv[1];
     for (size_t i = 0; i < sizeof k_commands / sizeof *k_commands; i++)

@@ -60,7 +60,9 @@ class _ModelOptions(ctypes.Structure):
                 # KV cache storage: "f32" | "f16" | "q8" | "auto" (None: f32)
                 ("kv_dtype", ctypes.c_char_p),
                 # whose arithmetic: "xllm" | "llama" (None: xllm)
-                ("arithmetic", ctypes.c_char_p)]
+                ("arithmetic", ctypes.c_char_p),
+                # which device a device backend ("vulkan") runs on (XLLM_DEVICE)
+                ("device", ctypes.c_int)]
 
 
 def _default_plan_cache():
@@ -81,6 +83,8 @@ def _options_from_env(opts):
     for var, field in (("XLLM_BACKEND", "backend"), ("XLLM_CPU", "cpu_level"), ("XLLM_ATTN", "attention")):
         if env.get(var):
             setattr(opts, field, env[var].encode("utf-8"))
+    if env.get("XLLM_DEVICE"):
+        opts.device = int(env["XLLM_DEVICE"])
     for var, field in (("XLLM_FUSE", "no_fuse"), ("XLLM_REPACK", "no_repack"), ("XLLM_PLAN", "no_plan")):
         if env.get(var) == "0":
             setattr(opts, field, 1)
@@ -229,6 +233,7 @@ def _load_library():
         "xllm_convert_options_default": (_ConvertOptions, []),
         "xllm_convert": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_char_p, P(_ConvertOptions), P(_Error)]),
         "xllm_model_info": (ctypes.c_int, [ctypes.c_char_p, P(ctypes.c_void_p), P(_Error)]),
+        "xllm_backend_devices": (ctypes.c_int, [P(ctypes.c_void_p), P(_Error)]),
         "xllm_chat_template_render": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p,
                                                      P(ctypes.c_void_p), P(ctypes.c_size_t), P(_Error)]),
         "xllm_chat_template_load": (ctypes.c_void_p, [ctypes.c_char_p, P(_Error)]),
@@ -529,10 +534,12 @@ class LLM:
     the batch's full contexts in the KV budget; stats()["kv_dtype"] says which).
     arithmetic: "xllm" (default) or "llama": llama.cpp's CPU arithmetic where it differs
     from ours, for its numbers on its GGUF files (use with kv_dtype="f16"; XLLM_ARITH).
+    backend: "cpu" (default) or "vulkan" (a GPU through Vulkan; devices() lists them), and
+    device: which of its devices (0 = the first); XLLM_BACKEND / XLLM_DEVICE when not given.
     """
 
     def __init__(self, model=None, n_threads=0, max_context=0, max_batch_seqs=0, kv_tokens=0, config=None,
-                 kv_dtype=None, arithmetic=None, **engine_options):
+                 kv_dtype=None, arithmetic=None, backend=None, device=None, **engine_options):
         lib = _library()
         self._lib = lib
         self._model = None
@@ -585,6 +592,13 @@ class LLM:
                     raise TypeError("unknown engine option: %s" % k)
                 setattr(eopts, k, v)
             _options_from_env(opts)
+            if backend is not None:  # explicit arguments win over the environment
+                if backend not in ("cpu", "vulkan"):
+                    raise ValueError("backend must be cpu or vulkan")
+                opts.backend = backend.encode("utf-8")
+            if device is not None:
+                _check_int("device", device, 0, 15)
+                opts.device = device
             handle = lib.xllm_model_load(os.fspath(model).encode("utf-8"), ctypes.byref(opts), ctypes.byref(err))
             if not handle:
                 _raise(err)
@@ -1071,6 +1085,19 @@ class ModelConverter:
             return json.loads(ctypes.string_at(text.value).decode("utf-8"))
         finally:
             lib.xllm_free(text)
+
+
+def devices():
+    """The execution backends of this build and the devices each sees (text, one line per device)."""
+    lib = _library()
+    text = ctypes.c_void_p()
+    err = _Error()
+    if lib.xllm_backend_devices(ctypes.byref(text), ctypes.byref(err)):
+        _raise(err)
+    try:
+        return ctypes.string_at(text.value).decode("utf-8")
+    finally:
+        lib.xllm_free(text)
 
 
 # ---------------------------------------------------------------- profiling

@@ -389,8 +389,10 @@ static xllm_status need_mapping(cfg_reader *r, const char *key, const char *what
     return fail(r, XLLM_ERR_INVALID_ARGUMENT, ev_line(&r->ev), "%s: must be %s (got %s)", key, what, kind_name(&r->ev));
 }
 
-static const char *const EXEC_KEYS[] = {"max_batch_size", "timeout_ms", "preempt_mode", "max_step_tokens"};
+static const char *const EXEC_KEYS[] = {"max_batch_size", "timeout_ms", "preempt_mode", "max_step_tokens", "backend",
+                                        "device"};
 static const char *const PREEMPT_NAMES[] = {"recompute", "swap", "elastic"};
+static const char *const BACKEND_NAMES[] = {"cpu", "vulkan"};
 
 static xllm_status exec_key(cfg_reader *r, int key, const char *path) {
     int v = 0;
@@ -402,7 +404,12 @@ static xllm_status exec_key(cfg_reader *r, int key, const char *path) {
         if ((st = get_enum(r, path, PREEMPT_NAMES, 3, &v))) return st;
         r->e.preempt_mode = v == 0 ? XLLM_PREEMPT_RECOMPUTE : v == 1 ? XLLM_PREEMPT_SWAP : XLLM_PREEMPT_ELASTIC;
         return XLLM_OK;
-    default: return get_int(r, path, 1, 65536, &r->m.max_step_tokens);
+    case 3: return get_int(r, path, 1, 65536, &r->m.max_step_tokens);
+    case 4:
+        if ((st = get_enum(r, path, BACKEND_NAMES, 2, &v))) return st;
+        r->m.backend = BACKEND_NAMES[v]; /* static strings */
+        return XLLM_OK;
+    default: return get_int(r, path, 0, 15, &r->m.device);
     }
 }
 
@@ -508,7 +515,7 @@ static xllm_status top_key(cfg_reader *r, int key, const char *path) {
     case 2: return get_int(r, path, 0, 1 << 20, &r->m.max_context);
     case 3:
         if ((st = need_mapping(r, path, "a mapping of keys"))) return st;
-        return walk_mapping(r, path, EXEC_KEYS, 4, exec_key);
+        return walk_mapping(r, path, EXEC_KEYS, 6, exec_key);
     case 4:
         if ((st = need_mapping(r, path, "a mapping of keys"))) return st;
         return walk_mapping(r, path, MEM_KEYS, 5, mem_key);

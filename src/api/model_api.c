@@ -21,6 +21,7 @@
 #include "engine/sampler.h"
 #include "model/kv_cache.h"
 #include "dist/pipeline.h"
+#include "backend/vulkan/vulkan_backend.h"
 #include "tokenizer/tokenizer.h"
 
 #include <pthread.h>
@@ -129,7 +130,7 @@ xllm_model *xllm_model_load(const char *path, const xllm_model_options *opts, xl
         part = (model_part){0, 0, xm->pp_rank, o.pp_size, o.pp_layers};
     }
     model_load_options lo = {o.n_threads, o.max_step_tokens, o.backend, o.cpu_level, o.attention, o.no_fuse,
-                             o.no_repack, &part, o.plan_cache, arith_llama};
+                             o.no_repack, &part, o.plan_cache, arith_llama, o.device};
     if (o.progress) o.progress(o.progress_user, "loading", 0.0);
     load_progress_begin(o.progress, o.progress_user, "loading"); /* the weights' repacking reports (base/progress.h) */
     xm->m = model_load_ex(path, &lo, err);
@@ -479,4 +480,19 @@ xllm_status xllm_model_plan(const xllm_model *xm, char **json, xllm_error *err) 
     xllm_error_clear(err);
     *json = xllm_strdup(xm->plan_json ? xm->plan_json : "{\"planned\":false}");
     return *json ? XLLM_OK : xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+}
+
+xllm_status xllm_backend_devices(char **text, xllm_error *err) {
+    if (!text) return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "xllm_backend_devices: text is NULL");
+    char *vk = vulkan_describe_devices();
+    size_t n = (vk ? strlen(vk) : 0) + 128;
+    char *out = xllm_malloc(n);
+    if (!out) {
+        xllm_free(vk);
+        return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+    }
+    snprintf(out, n, "backends: %s\ncpu: the host's CPUs\n%s", backend_names(), vk ? vk : "");
+    xllm_free(vk);
+    *text = out;
+    return XLLM_OK;
 }

@@ -5,6 +5,8 @@
  */
 #include "backend/backend.h"
 #include "backend/cpu/cpu_backend.h"
+#include "backend/vulkan/vulkan_backend.h"
+#include "base/alloc.h"
 #include "base/error.h"
 
 #include <stdio.h>
@@ -15,8 +17,22 @@ typedef struct {
     backend_create_fn create;
 } backend_entry;
 
+#ifndef XLLM_HAVE_VULKAN
+/* a build without the Vulkan headers or glslc: "vulkan" says so */
+xllm_status vulkan_backend_create(backend *be, const backend_options *o, xllm_error *err) {
+    (void)be, (void)o;
+    return xllm_errorf(err, XLLM_ERR_UNSUPPORTED,
+                       "backend 'vulkan': this build has no Vulkan backend (built without the Vulkan headers or "
+                       "glslc: Debian's libvulkan-dev and glslc)");
+}
+char *vulkan_describe_devices(void) { return xllm_strdup("vulkan: this build has no Vulkan backend\n"); }
+long vulkan_validation_messages(void) { return 0; }
+int vulkan_backend_built(void) { return 0; }
+#endif
+
 static const backend_entry k_builtin[] = {
     {"cpu", cpu_backend_create},
+    {"vulkan", vulkan_backend_create},
 };
 
 #define MAX_REGISTERED 8

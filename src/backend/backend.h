@@ -161,6 +161,21 @@ typedef struct be_moe {
     void *octx;
 } be_moe;
 
+/* What a model may need of a backend beyond the always-present operations
+ * (backend_ops.supports). New model features get a new entry here; a backend
+ * that does not know an entry answers 0, so the model refuses to load with a
+ * clear error instead of running something the backend ignores. */
+typedef enum be_feature {
+    BE_FEAT_WEIGHT_DTYPE = 0, /* arg: an xllm_dtype of a weight matrix */
+    BE_FEAT_KV_DTYPE,         /* arg: a kv_dtype */
+    BE_FEAT_HEAD_DIM,         /* arg: head_dim */
+    BE_FEAT_ATTN_WINDOW,      /* sliding-window attention (be_attn.window) */
+    BE_FEAT_QK_NORM,          /* per-head q/k RMSNorm (be_qkv.q_norm) */
+    BE_FEAT_BIAS,             /* matmul biases */
+    BE_FEAT_MOE,              /* mixture-of-experts layers (moe) */
+    BE_FEAT_COUNT
+} be_feature;
+
 typedef struct backend_ops {
     const char *name;
     /* 1: device memory is host memory (the model layer may hand host buffers as outputs) */
@@ -220,6 +235,11 @@ typedef struct backend_ops {
     void (*rope_kv)(void *ctx, const be_qkv *d);
     void (*attention)(void *ctx, const be_attn *d);
     void (*moe)(void *ctx, const be_moe *d);
+    /* ------------------------------------------------ capabilities */
+    /* 1 when the backend implements feature f (for arg, see be_feature);
+     * NULL: everything. Asked at load, so what a backend lacks is a clear
+     * error there, never a crash in the middle of a step. */
+    int (*supports)(void *ctx, be_feature f, int arg);
 } backend_ops;
 
 /* A backend instance: its table and its context. */
@@ -227,6 +247,11 @@ typedef struct backend {
     const backend_ops *ops;
     void *ctx;
 } backend;
+
+/* backend_ops.supports, or 1 when the backend answers for everything. */
+static inline int backend_supports(const backend *be, be_feature f, int arg) {
+    return !be->ops->supports || be->ops->supports(be->ctx, f, arg);
+}
 
 /* What a model asks of a backend at creation: sizes its scratch once. Fields
  * a backend has no use for are ignored. */
@@ -240,6 +265,7 @@ typedef struct backend_options {
     int no_repack;          /* cpu: keep quantized matrices in their stored layout */
     const char *plan_cache; /* cpu: the planner's cache file (NULL: measure at every load) */
     int arith_llama;        /* llama.cpp's arithmetic where it differs (xllm_model_options.arithmetic) */
+    int device;             /* device backends (vulkan): which device, 0 = the first */
 } backend_options;
 
 typedef xllm_status (*backend_create_fn)(backend *be, const backend_options *o, xllm_error *err);

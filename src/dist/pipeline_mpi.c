@@ -518,7 +518,9 @@ xllm_status pipeline_forward(pipeline_link *l, model *m, kv_cache *kv, const fwd
             progress(p);
         }
         float *dst = p->hid_send + (size_t)r->t0 * (size_t)H;
-        memcpy(dst, model_hidden(m), (size_t)mbb.n_tokens * (size_t)H * sizeof(float));
+        /* the hidden states are backend memory: read through its copy (backend.h) */
+        m->be.ops->copy(m->be.ctx, dst, model_hidden(m), (size_t)mbb.n_tokens * (size_t)H * sizeof(float),
+                        BE_DEVICE_TO_HOST);
         isend(p, dst, mbb.n_tokens * H, MPI_FLOAT, 1, TAG_HIDDEN + k);
         t_compute += now_s() - t0;
     }
@@ -670,7 +672,8 @@ static void worker_step(pipeline *p, model *m, const int32_t *q, size_t n) {
         wait_req(p, &hr[k], "hidden states", p->rank - 1, &t_wait);
         double t0 = now_s();
         size_t nf = (size_t)b->n_tokens * (size_t)H;
-        memcpy(model_hidden(m), p->hid_recv + (size_t)mb[k].t0 * H, nf * sizeof(float));
+        m->be.ops->copy(m->be.ctx, model_hidden(m), p->hid_recv + (size_t)mb[k].t0 * H, nf * sizeof(float),
+                        BE_HOST_TO_DEVICE);
         for (int ly = m->layer_begin; ly < m->layer_end; ly++) {
             model_layers(m, kv, b, ly, ly + 1);
             progress(p);
@@ -683,7 +686,7 @@ static void worker_step(pipeline *p, model *m, const int32_t *q, size_t n) {
             }
         } else {
             float *dst = p->hid_send + (size_t)mb[k].t0 * H;
-            memcpy(dst, model_hidden(m), nf * sizeof(float));
+            m->be.ops->copy(m->be.ctx, dst, model_hidden(m), nf * sizeof(float), BE_DEVICE_TO_HOST);
             isend(p, dst, (int)nf, MPI_FLOAT, p->rank + 1, TAG_HIDDEN + k);
         }
         t_compute += now_s() - t0;

@@ -22,6 +22,7 @@
  * (tests/unit/test_fused.c).
  */
 #include "model/model.h"
+#include "base/alloc.h"
 #include "base/error.h"
 #include "base/profile.h"
 #include "quant/quant.h"
@@ -40,6 +41,21 @@
 static int any_quant(const matrix *a, const matrix *b, const matrix *c) {
     return (a && a->data && xllm_dtype_is_quant(a->dtype)) || (b && b->data && xllm_dtype_is_quant(b->dtype)) ||
            (c && c->data && xllm_dtype_is_quant(c->dtype));
+}
+
+/* Calibration's observer sees host memory: on a backend whose memory is not
+ * the host's, the rows are read back through its copy first (backend.h). */
+static void observe(model *m, int layer, observe_point point, int expert, const float *x, int T, int cols) {
+    if (OPS->unified_memory) {
+        m->observe(m->observe_ctx, layer, point, expert, x, T, cols);
+        return;
+    }
+    size_t bytes = (size_t)T * (size_t)cols * sizeof(float);
+    float *h = xllm_malloc(bytes);
+    if (!h) return; /* out of memory: this observation is lost (calibration statistics only) */
+    OPS->copy(CTX, h, x, bytes, BE_DEVICE_TO_HOST);
+    m->observe(m->observe_ctx, layer, point, expert, h, T, cols);
+    xllm_free(h);
 }
 
 /* RMSNorm of s->x into s->xn. When prep is set (fused, quantized weights
@@ -72,7 +88,7 @@ static void attention_block(model *m, kv_cache *kv, const fwd_batch *b, int l) {
     unsigned ready = prep ? BE_ACT_READY : 0;
 
     norm_block(m, L->attn_norm, T, prep);
-    if (m->observe) m->observe(m->observe_ctx, l, OBS_ATTN_IN, -1, s->xn, T, c->hidden);
+    if (m->observe) observe(m, l, OBS_ATTN_IN, -1, s->xn, T, c->hidden);
     be_qkv d = {0};
     d.T = T;
     d.x = s->xn;
@@ -124,7 +140,7 @@ static void attention_block(model *m, kv_cache *kv, const fwd_batch *b, int l) {
     be_attn a = {T, s->q, s->att, d.k_cache, d.v_cache, kv->block_size, c->n_heads, c->n_kv_heads, hd,
                  c->layer_window[l], b->pos, b->seq, b->block_tables, kv->dtype};
     OPS->attention(CTX, &a);
-    if (m->observe) m->observe(m->observe_ctx, l, OBS_O_IN, -1, s->att, T, (int)qd);
+    if (m->observe) observe(m, l, OBS_O_IN, -1, s->att, T, (int)qd);
     if (fuse) { /* x += o(att), per element as the separate pass below */
         PROF(PROF_MATMUL_O_RESIDUAL, mm_flops(&L->o, T) + (double)T * c->hidden, mm_bytes(&L->o, T) + 4.0 * T * c->hidden,
              OPS->matmul(CTX, s->att, T, &L->o, L->o_bias, s->x, s->tmp, BE_ADD));
@@ -144,7 +160,7 @@ static void swiglu(model *m, int layer, int expert, const float *x, int T, const
     MATMUL(PROF_MATMUL_GATE_UP, x, T, up, ub, m->s.h2);
     PROF(PROF_SILU_MUL, 6.0 * T * (double)I, 12.0 * T * (double)I,
          OPS->silu_mul(CTX, m->s.h1, m->s.h1, I, m->s.h2, I, T, I));
-    if (m->observe) m->observe(m->observe_ctx, layer, OBS_DOWN_IN, expert, m->s.h1, T, (int)I);
+    if (m->observe) observe(m, layer, OBS_DOWN_IN, expert, m->s.h1, T, (int)I);
     MATMUL(PROF_MATMUL_DOWN, m->s.h1, T, down, db, out);
 }
 
@@ -156,7 +172,7 @@ typedef struct {
 
 static void moe_observe(void *p, int expert, const float *x, int T, int cols) {
     moe_observe_ctx *o = p;
-    o->m->observe(o->m->observe_ctx, o->layer, OBS_DOWN_IN, expert, x, T, cols);
+    observe(o->m, o->layer, OBS_DOWN_IN, expert, x, T, cols);
 }
 
 /* Route each token to its top-k experts, run each expert once over the tokens
@@ -192,7 +208,7 @@ static void mlp_block(model *m, int l, int T) {
     int prep = fuse && (L->gate_up.data ? any_quant(&L->gate_up, NULL, NULL) : any_quant(&L->gate, &L->up, NULL));
     unsigned ready = prep ? BE_ACT_READY : 0;
     norm_block(m, L->mlp_norm, T, prep);
-    if (m->observe) m->observe(m->observe_ctx, l, OBS_MLP_IN, -1, s->xn, T, c->hidden);
+    if (m->observe) observe(m, l, OBS_MLP_IN, -1, s->xn, T, c->hidden);
     if (fuse) { /* h1 = silu(gate(xn)) * up(xn) in one region, then x += down(h1) */
         const matrix *G = L->gate_up.data ? &L->gate_up : &L->gate, *U = L->gate_up.data ? &L->gate_up : &L->up;
         double fl = 2.0 * T * (double)I * c->hidden * 2 + 6.0 * T * (double)I;
@@ -203,7 +219,7 @@ static void mlp_block(model *m, int l, int T) {
                                          L->gate_up.data ? (int64_t)I : 0, L->gate_up.data ? NULL : L->up_bias,
                                          (int64_t)I, s->h1, s->h2, ready));
         if (done) {
-            if (m->observe) m->observe(m->observe_ctx, l, OBS_DOWN_IN, -1, s->h1, T, (int)I);
+            if (m->observe) observe(m, l, OBS_DOWN_IN, -1, s->h1, T, (int)I);
             PROF(PROF_MATMUL_DOWN_RESIDUAL, mm_flops(&L->down, T) + (double)T * c->hidden,
                  mm_bytes(&L->down, T) + 4.0 * T * c->hidden,
                  OPS->matmul(CTX, s->h1, T, &L->down, L->gate_up.data ? NULL : L->down_bias, s->x, s->tmp, BE_ADD));
@@ -217,7 +233,7 @@ static void mlp_block(model *m, int l, int T) {
              OPS->matmul(CTX, s->xn, T, &L->gate_up, NULL, s->fused, NULL, ready));
         PROF(PROF_SILU_MUL, 6.0 * T * (double)I, 12.0 * T * (double)I,
              OPS->silu_mul(CTX, s->h1, s->fused, 2 * I, s->fused + I, 2 * I, T, I));
-        if (m->observe) m->observe(m->observe_ctx, l, OBS_DOWN_IN, -1, s->h1, T, (int)I);
+        if (m->observe) observe(m, l, OBS_DOWN_IN, -1, s->h1, T, (int)I);
         MATMUL(PROF_MATMUL_DOWN, s->h1, T, &L->down, NULL, s->tmp);
     } else
         swiglu(m, l, -1, s->xn, T, &L->gate, &L->up, &L->down, L->gate_bias, L->up_bias, L->down_bias, s->tmp);

@@ -19,6 +19,9 @@ xllm_status kv_cache_init(kv_cache *kv, const backend *be, int n_layers, int n_k
     kv->head_dim = head_dim;
     kv->block_size = block_size;
     kv->n_blocks = n_blocks;
+    if (!backend_supports(be, BE_FEAT_KV_DTYPE, (int)dtype))
+        return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "backend '%s' does not implement a %s KV cache",
+                           be->ops->name, kvq_name(dtype));
     kv->dtype = dtype;
     kv->slot_bytes = (size_t)n_kv_heads * kvq_row_bytes(dtype, head_dim);
     kv->layer_stride = (size_t)n_blocks * (size_t)block_size * kv->slot_bytes;

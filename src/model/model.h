@@ -110,6 +110,7 @@ typedef struct model_load_options {
     const model_part *part; /* NULL: the whole model */
     const char *plan_cache; /* the planner's cache file; NULL: none */
     int arith_llama;        /* llama.cpp's arithmetic where it differs from ours (xllm_model_options.arithmetic) */
+    int device;             /* device backends: which device (xllm_model_options.device) */
 } model_load_options;
 
 /* Load config + weights from a HF checkpoint directory, an .xllm or a GGUF

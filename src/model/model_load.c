@@ -303,7 +303,7 @@ static xllm_status pack_weights(model *m, xllm_error *err) {
     for (int l = m->layer_begin; l < m->layer_end && !st; l++) {
         layer_weights *L = &m->layers[l];
         matrix *ws[] = {&L->q, &L->k, &L->v, &L->o, &L->qkv, &L->gate, &L->up, &L->down, &L->gate_up,
-                        &L->sh_gate, &L->sh_up, &L->sh_down};
+                        &L->sh_gate, &L->sh_up, &L->sh_down, &L->router, &L->sh_router};
         for (size_t k = 0; k < sizeof ws / sizeof *ws && !st; k++) st = pack_one(m, ws[k], err);
         if (c->layer_is_moe[l])
             for (int e = 0; e < c->n_experts && !st; e++) {
@@ -418,7 +418,26 @@ static xllm_status create_backend(model *m, const model_load_options *o, xllm_er
     bo.no_repack = o->no_repack;
     bo.plan_cache = o->plan_cache;
     bo.arith_llama = o->arith_llama;
+    bo.device = o->device;
     return backend_create(&m->be, o->backend, &bo, err);
+}
+
+/* What this model needs that the backend may lack (backend_ops.supports):
+ * refused here, at load, with the feature named. Weight types are checked
+ * as each matrix is uploaded (upload_matrix). */
+static xllm_status check_backend(const model *m, xllm_error *err) {
+    const model_config *c = &m->cfg;
+    const char *name = m->be.ops->name, *lack = NULL;
+    int moe = 0, window = 0;
+    for (int l = 0; l < c->n_layers && l < MODEL_MAX_LAYERS; l++) moe |= c->layer_is_moe[l], window |= c->layer_window[l] > 0;
+    if (!backend_supports(&m->be, BE_FEAT_HEAD_DIM, c->head_dim)) lack = "this head_dim";
+    else if (moe && !backend_supports(&m->be, BE_FEAT_MOE, 0)) lack = "mixture-of-experts layers";
+    else if (window && !backend_supports(&m->be, BE_FEAT_ATTN_WINDOW, 0)) lack = "sliding-window attention";
+    else if (c->qk_norm && !backend_supports(&m->be, BE_FEAT_QK_NORM, 0)) lack = "q/k norms";
+    if (lack)
+        return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "backend '%s' does not implement %s (head_dim %d): use --backend cpu",
+                           name, lack, c->head_dim);
+    return XLLM_OK;
 }
 
 model *model_load_part(const char *dir, int n_threads, int max_tokens, const model_part *part, xllm_error *err) {
@@ -499,7 +518,7 @@ model *model_load_ex(const char *dir, const model_load_options *o, xllm_error *e
     }
     const model_config *c = &m->cfg;
     m->fuse = !o->no_fuse;
-    if ((st = create_backend(m, o, err))) goto fail;
+    if ((st = create_backend(m, o, err)) || (st = check_backend(m, err))) goto fail;
     m->layer_begin = 0;
     m->layer_end = c->n_layers;
     if (part && part->n_stages > 1) {

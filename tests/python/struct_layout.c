@@ -51,6 +51,7 @@ int main(void) {
     F(xllm_model_options, progress_user);
     F(xllm_model_options, kv_dtype);
     F(xllm_model_options, arithmetic);
+    F(xllm_model_options, device);
     S(xllm_sampling_params);
     F(xllm_sampling_params, max_new_tokens);
     F(xllm_sampling_params, do_sample);

@@ -118,3 +118,25 @@ class TestTinyModels(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class TestBackend(unittest.TestCase):
+    """backend= / device= and xllm.devices() (docs/VULKAN.md)."""
+
+    def test_devices_lists_backends(self):
+        text = xllm.devices()
+        self.assertTrue(text.startswith("backends: cpu, vulkan"), text)
+
+    def test_bad_backend_and_device(self):
+        with self.assertRaises(ValueError):
+            LLM(STORIES, backend="nope")
+        with self.assertRaises(ValueError):
+            LLM(STORIES, device=-1)
+
+    def test_vulkan_greedy_equals_cpu(self):
+        if "vulkan device 0:" not in xllm.devices():
+            self.skipTest("no Vulkan device here")
+        sp = SamplingParams(max_new_tokens=24, do_sample=False)
+        with LLM(STORIES, backend="vulkan", device=0) as vk:
+            got = vk.generate("Once upon a time", sp)[0].token_ids
+        self.assertEqual(got, EXPECTED["prompt_greedy_200_ids"][:24])

@@ -25,6 +25,7 @@
 #include "test_env.h"
 #include "../../tools/engine_stat.h"
 #include "xllm.h"
+#include "backend/vulkan/vulkan_backend.h"
 
 #include <cjson/cJSON.h>
 #include <pthread.h>
@@ -783,7 +784,38 @@ static void default_pool(const char *stories) {
     xllm_model_free(m);
 }
 
-int main(void) {
+/* `test_engine --exactness BACKEND`: only the exactness test (random
+ * arrivals from 4 threads, preemption by recompute and swap, the prefix
+ * cache, aborts; every request equal to its solo run on that backend; the
+ * pool whole at the end), on that backend - ctest runs it on "vulkan"
+ * (exit 77, skipped, when the backend cannot start here). */
+static int exactness_only(const char *backend) {
+    setenv("XLLM_DEBUG", "1", 1);
+    if (!strcmp(backend, "vulkan")) setenv("XLLM_VULKAN_VALIDATE", "1", 1);
+    xllm_model_options mo = *test_env_options();
+    mo.backend = backend;
+    mo.max_context = 256;
+    mo.n_threads = 2;
+    mo.no_plan = 1;
+    char stories[512];
+    snprintf(stories, sizeof stories, "%s/models/stories260k", XLLM_SOURCE_DIR);
+    default_pool(stories);
+    xllm_error err;
+    xllm_model *m = xllm_model_load(stories, &mo, &err);
+    if (!m && err.code == XLLM_ERR_UNSUPPORTED && !strstr(err.message, "VALIDATE")) {
+        fprintf(stderr, "SKIP test_engine --exactness %s: %s\n", backend, err.message);
+        return 77;
+    }
+    CHECK_MSG(m != NULL, "%s", err.message);
+    if (m) exactness_under_load(m);
+    xllm_model_free(m);
+    CHECK_MSG(vulkan_validation_messages() == 0, "%ld messages from the Vulkan validation layer",
+              vulkan_validation_messages());
+    return test_report("test_engine --exactness");
+}
+
+int main(int argc, char **argv) {
+    if (argc == 3 && !strcmp(argv[1], "--exactness")) return exactness_only(argv[2]);
     setenv("XLLM_DEBUG", "1", 1); /* pool invariants after every step */
     setenv("XLLM_PLAN", "0", 1);
     char dir[256];

@@ -1,0 +1,154 @@
+/*
+ * vk_internal.h - the Vulkan backend's context, shared by its files:
+ * vk_device.c (loader, device, memory, command recording) and vk_ops.c (the
+ * backend_ops table).
+ *
+ * Device pointers: the model layer does pointer arithmetic on the buffers it
+ * gets from alloc() (backend.h), so every allocation gets a unique address
+ * range in a reserved, inaccessible part of the process's address space
+ * (PROT_NONE: a host read through one faults at once). An address maps back
+ * to (allocation, offset) by binary search, and from there to a Vulkan
+ * buffer device address, which the shaders take in push constants.
+ *
+ * Execution: operations are recorded into one command buffer, a barrier
+ * between each, and submitted when the host needs a result (copy to the
+ * host, free, destroy) - so one forward step is one submission. Small host
+ * inputs of an operation (positions, block tables, rope tables, embedded
+ * rows) go into a host-visible ring the shaders read directly.
+ */
+#ifndef XLLM_VK_INTERNAL_H
+#define XLLM_VK_INTERNAL_H
+#define VK_NO_PROTOTYPES
+#include <vulkan/vulkan.h>
+#include "backend/backend.h"
+#include "backend/vulkan/vulkan_backend.h"
+
+#define VK_FUNCS_INSTANCE(X)                    \
+    X(vkDestroyInstance)                        \
+    X(vkEnumeratePhysicalDevices)               \
+    X(vkGetPhysicalDeviceProperties)            \
+    X(vkGetPhysicalDeviceProperties2)           \
+    X(vkGetPhysicalDeviceFeatures2)             \
+    X(vkGetPhysicalDeviceMemoryProperties)      \
+    X(vkGetPhysicalDeviceQueueFamilyProperties) \
+    X(vkCreateDevice)                           \
+    X(vkGetDeviceProcAddr)                      \
+    X(vkCreateDebugUtilsMessengerEXT)           \
+    X(vkDestroyDebugUtilsMessengerEXT)
+
+#define VK_FUNCS_DEVICE(X)              \
+    X(vkDestroyDevice)                  \
+    X(vkGetDeviceQueue)                 \
+    X(vkCreateBuffer)                   \
+    X(vkDestroyBuffer)                  \
+    X(vkGetBufferMemoryRequirements)    \
+    X(vkAllocateMemory)                 \
+    X(vkFreeMemory)                     \
+    X(vkBindBufferMemory)               \
+    X(vkMapMemory)                      \
+    X(vkUnmapMemory)                    \
+    X(vkGetBufferDeviceAddress)         \
+    X(vkCreateShaderModule)             \
+    X(vkDestroyShaderModule)            \
+    X(vkCreatePipelineLayout)           \
+    X(vkDestroyPipelineLayout)          \
+    X(vkCreateComputePipelines)         \
+    X(vkDestroyPipeline)                \
+    X(vkCreateCommandPool)              \
+    X(vkDestroyCommandPool)             \
+    X(vkAllocateCommandBuffers)         \
+    X(vkBeginCommandBuffer)             \
+    X(vkEndCommandBuffer)               \
+    X(vkResetCommandBuffer)             \
+    X(vkCmdBindPipeline)                \
+    X(vkCmdPushConstants)               \
+    X(vkCmdDispatch)                    \
+    X(vkCmdPipelineBarrier)             \
+    X(vkCmdCopyBuffer)                  \
+    X(vkCmdFillBuffer)                  \
+    X(vkQueueSubmit)                    \
+    X(vkQueueWaitIdle)                  \
+    X(vkCreateFence)                    \
+    X(vkDestroyFence)                   \
+    X(vkWaitForFences)                  \
+    X(vkResetFences)
+
+typedef struct vk_fns {
+    PFN_vkGetInstanceProcAddr vkGetInstanceProcAddr;
+    PFN_vkCreateInstance vkCreateInstance;
+    PFN_vkEnumerateInstanceLayerProperties vkEnumerateInstanceLayerProperties;
+#define X(f) PFN_##f f;
+    VK_FUNCS_INSTANCE(X) VK_FUNCS_DEVICE(X)
+#undef X
+} vk_fns;
+
+/* one device allocation: [base, base + size) in the reserved address range */
+typedef struct vk_alloc {
+    uintptr_t base;
+    size_t size;
+    VkBuffer buf;
+    VkDeviceMemory mem;
+    VkDeviceAddress addr;
+    unsigned char *mapped; /* host-visible: its mapping; else NULL */
+} vk_alloc;
+
+enum {
+    VK_P_MM_F32, VK_P_MM_F16, VK_P_MM_BF16, VK_P_MM_Q8, VK_P_MM_Q4, VK_P_MM_Q4M, VK_P_MM_KQ,
+    VK_P_QUANT_ACT, VK_P_RMSNORM, VK_P_ROPE_KV, VK_P_ATTENTION, VK_P_ELTWISE, VK_P_COUNT
+};
+
+typedef struct vk_ctx {
+    void *lib;
+    vk_fns f;
+    VkInstance inst;
+    VkDebugUtilsMessengerEXT messenger;
+    VkPhysicalDevice phys;
+    VkPhysicalDeviceProperties props;
+    VkDevice dev;
+    VkQueue queue;
+    uint32_t queue_family;
+    uint32_t mem_type_device, mem_type_host; /* device-local; host-visible coherent */
+    int unified;                             /* device memory is host-visible (lavapipe, integrated) */
+    VkCommandPool pool;
+    VkCommandBuffer cmd;
+    VkFence fence;
+    int recording, pending; /* a command buffer is open; it holds work */
+    VkPipelineLayout layout;
+    VkPipeline pipes[VK_P_COUNT];
+    /* the address range handed out as device pointers */
+    unsigned char *va;
+    size_t va_size, va_used;
+    vk_alloc *allocs;
+    size_t n_allocs, cap_allocs;
+    /* the host-visible ring for an operation's small inputs (reset at each submit) */
+    vk_alloc ring;
+    size_t ring_used;
+    /* the staging buffer for copies to / from memory the host cannot map */
+    vk_alloc staging;
+    /* scratch: quantized activations for quantized matmuls */
+    void *qact;
+    size_t qact_bytes;
+    const float *qact_src; /* what qact holds now (BE_ACT_READY reuse); NULL: nothing */
+    int qact_T, qact_cols;
+    size_t max_tokens, max_cols;
+    size_t device_bytes; /* allocated device memory now */
+    char describe[256];
+} vk_ctx;
+
+/* vk_device.c */
+xllm_status vk_open(vk_ctx *c, int device, xllm_error *err);
+void vk_close(vk_ctx *c);
+void *vk_alloc_device(vk_ctx *c, size_t bytes);
+void vk_free_device(vk_ctx *c, void *p);
+/* the device address of a device pointer (0 for NULL); aborts on a pointer not from alloc */
+VkDeviceAddress vk_addr(vk_ctx *c, const void *p);
+const vk_alloc *vk_find(const vk_ctx *c, const void *p, size_t *off);
+/* host bytes in the ring: returns the host pointer, *addr its device address (may submit first) */
+void *vk_ring(vk_ctx *c, size_t bytes, VkDeviceAddress *addr);
+/* record a dispatch of pipeline `pipe` with push constants pc, groups counted over a 2-D grid */
+void vk_dispatch(vk_ctx *c, int pipe, const void *pc, uint32_t pc_bytes, uint64_t groups, uint32_t gz);
+void vk_record_copy(vk_ctx *c, VkBuffer src, VkDeviceSize so, VkBuffer dst, VkDeviceSize d0, VkDeviceSize bytes);
+/* submit what is recorded and wait */
+void vk_flush(vk_ctx *c);
+void vk_copy(vk_ctx *c, void *dst, const void *src, size_t bytes, be_copy_kind kind);
+#endif

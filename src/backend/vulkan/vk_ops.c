@@ -1,0 +1,549 @@
+/*
+ * vk_ops.c - the Vulkan backend's operation table (backend.h): each
+ * operation records one or two compute dispatches (shaders/) into the step's
+ * command buffer; host inputs (token rows of the embedding, RoPE tables,
+ * positions, block tables) go through the ring. Pipelines are created once,
+ * at backend creation.
+ *
+ * What it implements: weights F32, F16, BF16, Q8 / Q4 / Q4M (any group that
+ * is a multiple of 32: GGUF's Q8_0, Q4_0, Q4_1 at 32); KV f32, f16, q8;
+ * dense (SwiGLU) and mixture-of-experts layers (routing on the host: one
+ * wait per MoE layer), q/k norm, GQA, sliding windows, head_dim up to 512.
+ * What it refuses at load (vk_supports, upload_matrix): llama.cpp's other
+ * block types (K-quants, IQ4, Q5), llama.cpp's arithmetic. The fused operations (qkv_rope_kv,
+ * matmul_silu_mul) answer 0, so the model layer runs their unfused sequence.
+ */
+#include "backend/vulkan/vk_internal.h"
+#include "base/alloc.h"
+#include "base/error.h"
+#include "quant/kquant.h"
+#include "quant/quant.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+extern const struct {
+    const char *name;
+    const uint32_t *code;
+    size_t bytes;
+} vk_shader_blobs[];
+
+static const char *const k_pipe_names[VK_P_COUNT] = {"matmul_f32", "matmul_f16", "matmul_bf16", "matmul_q8",
+                                                     "matmul_q4", "matmul_q4m", "matmul_kq", "quant_act",
+                                                     "rmsnorm", "rope_kv", "attention", "eltwise"};
+
+#define PC_BYTES 128
+
+static xllm_status make_pipelines(vk_ctx *c, xllm_error *err) {
+    VkPushConstantRange pr = {VK_SHADER_STAGE_COMPUTE_BIT, 0, PC_BYTES};
+    VkPipelineLayoutCreateInfo li = {.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
+    li.pushConstantRangeCount = 1;
+    li.pPushConstantRanges = &pr;
+    if (c->f.vkCreatePipelineLayout(c->dev, &li, NULL, &c->layout) != VK_SUCCESS)
+        return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "backend 'vulkan': creating the pipeline layout failed");
+    for (int p = 0; p < VK_P_COUNT; p++) {
+        int k = 0;
+        while (vk_shader_blobs[k].name && strcmp(vk_shader_blobs[k].name, k_pipe_names[p])) k++;
+        if (!vk_shader_blobs[k].name)
+            return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "backend 'vulkan': shader %s is not in this build", k_pipe_names[p]);
+        VkShaderModuleCreateInfo si = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
+        si.codeSize = vk_shader_blobs[k].bytes;
+        si.pCode = vk_shader_blobs[k].code;
+        VkShaderModule mod;
+        if (c->f.vkCreateShaderModule(c->dev, &si, NULL, &mod) != VK_SUCCESS)
+            return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "backend 'vulkan': shader %s was refused", k_pipe_names[p]);
+        VkComputePipelineCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
+        ci.stage.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO;
+        ci.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
+        ci.stage.module = mod;
+        ci.stage.pName = "main";
+        ci.layout = c->layout;
+        VkResult r = c->f.vkCreateComputePipelines(c->dev, VK_NULL_HANDLE, 1, &ci, NULL, &c->pipes[p]);
+        c->f.vkDestroyShaderModule(c->dev, mod, NULL);
+        if (r != VK_SUCCESS)
+            return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "backend 'vulkan': building pipeline %s failed (VkResult %d)",
+                               k_pipe_names[p], (int)r);
+    }
+    return XLLM_OK;
+}
+
+/* ------------------------------------------------------------ helpers */
+
+#define A(p) ((uint64_t)vk_addr(c, (p)))
+
+/* a host array into the ring; its device address */
+static uint64_t ring_put(vk_ctx *c, const void *data, size_t bytes) {
+    VkDeviceAddress a;
+    void *h = vk_ring(c, bytes, &a);
+    memcpy(h, data, bytes);
+    return (uint64_t)a;
+}
+
+/* the ring's bytes at device address ra copied into device memory dst */
+static void ring_to_device(vk_ctx *c, uint64_t ra, void *dst, size_t bytes) {
+    size_t off;
+    const vk_alloc *d = vk_find(c, dst, &off);
+    if (!d) {
+        fprintf(stderr, "xllm vulkan: an output buffer is not device memory of this backend\n");
+        abort();
+    }
+    vk_record_copy(c, c->ring.buf, ra - c->ring.addr, d->buf, off, bytes);
+}
+
+static uint64_t groups_of(uint64_t threads) { return (threads + 63) / 64; }
+
+static int pipe_for(xllm_dtype t) {
+    switch (t) {
+    case XLLM_DT_F32: return VK_P_MM_F32;
+    case XLLM_DT_F16: return VK_P_MM_F16;
+    case XLLM_DT_BF16: return VK_P_MM_BF16;
+    case XLLM_DT_Q8: return VK_P_MM_Q8;
+    case XLLM_DT_Q4: return VK_P_MM_Q4;
+    case XLLM_DT_Q4M: return VK_P_MM_Q4M;
+    default: return xllm_dtype_is_kq(t) ? VK_P_MM_KQ : -1;
+    }
+}
+
+/* Bytes of one row of W as the backend stores it: llama.cpp's block types in
+ * the unpacked layout of matmul.comp's WT_KQ (codes, then a scale and a
+ * minimum per 16), the others as stored. */
+static size_t vk_row_bytes(const matrix *W) {
+    if (xllm_dtype_is_kq(W->dtype)) return (size_t)W->cols + (size_t)W->cols / 16 * 8;
+    return quant_row_bytes(W->dtype, W->group, W->cols);
+}
+
+/* One row of a llama.cpp block type into the WT_KQ layout (kq_unpack_block:
+ * weight = d * sc * code - dmin * mn per sub-block of 16 or 32). */
+static void kq_unpack_row(xllm_dtype t, const unsigned char *src, int64_t cols, unsigned char *dst) {
+    int be = kq_block_elems(t);
+    size_t bb = kq_block_bytes(t);
+    int8_t codes[QK_K];
+    int16_t sc[16], mn[16];
+    float *scale = (float *)(dst + cols), *mins = scale + cols / 16;
+    for (int64_t b = 0; b < cols / be; b++) {
+        float d, dmin;
+        int sub = kq_unpack_block(t, src + (size_t)b * bb, codes, sc, mn, &d, &dmin);
+        memcpy(dst + b * be, codes, (size_t)be);
+        for (int u = 0; u < be / 16; u++) { /* as kq_dequantize_row: Q5_1 adds its m */
+            int k = u * 16 / sub;
+            scale[b * be / 16 + u] = d * (float)sc[k];
+            mins[b * be / 16 + u] = t == XLLM_DT_Q5_1 ? -dmin : dmin * (float)mn[k];
+        }
+    }
+}
+
+/* --------------------------------------------------------- the table */
+
+static void vb_destroy(void *ctx) {
+    vk_ctx *c = ctx;
+    vk_close(c);
+    xllm_free(c);
+}
+
+static const char *vb_describe(const void *ctx) { return ((const vk_ctx *)ctx)->describe; }
+
+static void *vb_alloc(void *ctx, size_t bytes) { return vk_alloc_device(ctx, bytes); }
+static void vb_free(void *ctx, void *p) {
+    vk_ctx *c = ctx;
+    if (c->qact == p) c->qact_src = NULL;
+    vk_free_device(ctx, p);
+}
+static void vb_copy(void *ctx, void *dst, const void *src, size_t bytes, be_copy_kind kind) {
+    vk_copy(ctx, dst, src, bytes, kind);
+}
+
+static xllm_status vb_upload_matrix(void *ctx, matrix *W, void **storage, xllm_error *err) {
+    vk_ctx *c = ctx;
+    *storage = NULL;
+    if (pipe_for(W->dtype) < 0)
+        return xllm_errorf(err, XLLM_ERR_UNSUPPORTED,
+                           "backend 'vulkan' does not implement weights of type %s; use --backend cpu",
+                           xllm_dtype_name(W->dtype));
+    if (xllm_dtype_is_quant(W->dtype) && (W->group % 32 || W->cols % 32))
+        return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "backend 'vulkan': quantized rows of %lld with group %d (needs multiples of 32)",
+                           (long long)W->cols, W->group);
+    if (xllm_dtype_is_kq(W->dtype) && W->cols % 256 && W->cols % kq_block_elems(W->dtype))
+        return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "backend 'vulkan': rows of %lld %s weights", (long long)W->cols,
+                           xllm_dtype_name(W->dtype));
+    size_t bytes = (size_t)W->rows * vk_row_bytes(W);
+    void *d = vk_alloc_device(c, bytes);
+    if (!d)
+        return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "backend 'vulkan': out of device memory for a %lldx%lld %s matrix (%zu bytes; %zu in use)",
+                           (long long)W->rows, (long long)W->cols, xllm_dtype_name(W->dtype), bytes, c->device_bytes);
+    if (xllm_dtype_is_kq(W->dtype)) { /* unpacked on the host, row by row, through a bounded buffer */
+        size_t rb = vk_row_bytes(W), src_rb = quant_row_bytes(W->dtype, W->group, W->cols);
+        size_t per = ((size_t)8 << 20) / rb ? ((size_t)8 << 20) / rb : 1;
+        unsigned char *tmp = xllm_malloc(per * rb);
+        if (!tmp) {
+            vk_free_device(c, d);
+            return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+        }
+        for (int64_t r0 = 0; r0 < W->rows; r0 += (int64_t)per) {
+            int64_t n = W->rows - r0 < (int64_t)per ? W->rows - r0 : (int64_t)per;
+            for (int64_t r = 0; r < n; r++)
+                kq_unpack_row(W->dtype, (const unsigned char *)W->data + (size_t)(r0 + r) * src_rb, W->cols,
+                              tmp + (size_t)r * rb);
+            vk_copy(c, (char *)d + (size_t)r0 * rb, tmp, (size_t)n * rb, BE_HOST_TO_DEVICE);
+        }
+        xllm_free(tmp);
+    } else {
+        vk_copy(c, d, W->data, bytes, BE_HOST_TO_DEVICE);
+    }
+    W->data = d;
+    W->packed = 1;
+    *storage = d;
+    return XLLM_OK;
+}
+
+static void vb_embed(void *ctx, const matrix *E, const int32_t *tokens, int T, float *x) {
+    vk_ctx *c = ctx;
+    size_t n = (size_t)E->cols, rb = quant_row_bytes(E->dtype, E->group, E->cols);
+    VkDeviceAddress ra;
+    float *h = vk_ring(c, (size_t)T * n * sizeof(float), &ra);
+    for (int t = 0; t < T; t++) { /* the table stays in host memory (backend.h): rows looked up here */
+        const char *p = (const char *)E->data + (size_t)tokens[t] * rb;
+        if (xllm_dtype_is_quant(E->dtype)) quant_dequantize_row(E->dtype, E->group, p, E->cols, h + (size_t)t * n);
+        else xllm_to_f32(E->dtype, p, h + (size_t)t * n, n);
+    }
+    ring_to_device(c, ra, x, (size_t)T * n * sizeof(float));
+}
+
+/* cos / sin on the host (the CPU backend's arithmetic, bit for bit), then to the device */
+static void vb_rope_tables(void *ctx, const int32_t *pos, int T, const double *inv_freq, float theta_scale, int half,
+                           float *cs, float *sn) {
+    vk_ctx *c = ctx;
+    size_t n = (size_t)T * (size_t)half;
+    VkDeviceAddress ra;
+    float *hc = vk_ring(c, 2 * n * sizeof(float), &ra), *hs = hc + n;
+    for (int t = 0; t < T; t++) {
+        float *co = hc + (size_t)t * half, *so = hs + (size_t)t * half;
+        if (theta_scale > 0) {
+            float theta = (float)pos[t];
+            for (int i = 0; i < half; i++, theta *= theta_scale) co[i] = cosf(theta), so[i] = sinf(theta);
+        } else {
+            for (int i = 0; i < half; i++) {
+                double a = (double)pos[t] * inv_freq[i];
+                co[i] = (float)cos(a);
+                so[i] = (float)sin(a);
+            }
+        }
+    }
+    ring_to_device(c, ra, cs, n * sizeof(float));
+    ring_to_device(c, ra + n * sizeof(float), sn, n * sizeof(float));
+}
+
+static void vb_rmsnorm(void *ctx, const float *x, const int32_t *rows, int T, const float *w, float eps, int n,
+                       float *out, unsigned flags) {
+    vk_ctx *c = ctx;
+    (void)flags;
+    struct {
+        uint64_t x, rows, w, out;
+        uint32_t T, n, ldx, ldo;
+        float eps;
+    } pc = {A(x), rows ? ring_put(c, rows, (size_t)T * sizeof(int32_t)) : 0, A(w), A(out), (uint32_t)T,
+            (uint32_t)n, (uint32_t)n, (uint32_t)n, eps};
+    c->qact_src = NULL; /* what follows may mark its input ready: quantize it afresh */
+    vk_dispatch(c, VK_P_RMSNORM, &pc, sizeof pc, (uint64_t)T, 1);
+}
+
+/* The activations of x quantized per 32 into c->qact (quant_act.comp). */
+static void quantize_act(vk_ctx *c, const float *x, int T, int64_t cols, int ready) {
+    if (ready && c->qact_src == x && c->qact_T == T && c->qact_cols == cols) return;
+    uint64_t nb = (uint64_t)cols / 32;
+    uint64_t qa = A(c->qact), qd = qa + ((uint64_t)c->max_tokens * c->max_cols + 255) / 256 * 256;
+    struct {
+        uint64_t x, q, d;
+        uint32_t T, cols, ldx;
+    } pc = {A(x), qa, qd, (uint32_t)T, (uint32_t)cols, (uint32_t)cols};
+    vk_dispatch(c, VK_P_QUANT_ACT, &pc, sizeof pc, groups_of((uint64_t)T * nb), 1);
+    c->qact_src = x, c->qact_T = T, c->qact_cols = (int)cols;
+}
+
+typedef struct {
+    uint64_t x, xd, w, bias, y;
+    uint32_t rows, cols, T, ldx, ldy, add, group, row_bytes;
+} mm_pc;
+
+/* y[t][r] (+)= x[t] . W[r0 + r] + bias[r0 + r] for r < rows, y rows ldy apart */
+static void matmul_rows(vk_ctx *c, const float *x, int T, const matrix *W, int64_t r0, int64_t rows, const float *bias,
+                        float *y, size_t ldy, int add, int ready) {
+    int pipe = pipe_for(W->dtype);
+    if (pipe < 0 || !W->packed) {
+        fprintf(stderr, "xllm vulkan: a %s matrix reached a matmul without upload (refused at load)\n",
+                xllm_dtype_name(W->dtype));
+        abort();
+    }
+    size_t rb = vk_row_bytes(W);
+    mm_pc pc = {0};
+    if (xllm_dtype_is_quant(W->dtype) && !xllm_dtype_is_kq(W->dtype)) {
+        quantize_act(c, x, T, W->cols, ready);
+        pc.x = A(c->qact);
+        pc.xd = pc.x + ((uint64_t)c->max_tokens * c->max_cols + 255) / 256 * 256;
+    } else {
+        pc.x = A(x);
+    }
+    pc.w = A(W->data) + (uint64_t)r0 * rb;
+    pc.bias = bias ? A(bias + r0) : 0;
+    pc.y = A(y);
+    pc.rows = (uint32_t)rows, pc.cols = (uint32_t)W->cols, pc.T = (uint32_t)T, pc.ldx = (uint32_t)W->cols;
+    pc.ldy = (uint32_t)ldy, pc.add = (uint32_t)add, pc.group = (uint32_t)W->group, pc.row_bytes = (uint32_t)rb;
+    vk_dispatch(c, pipe, &pc, sizeof pc, (uint64_t)rows, (uint32_t)((T + 7) / 8));
+}
+
+static void vb_matmul(void *ctx, const float *x, int T, const matrix *W, const float *bias, float *y, float *tmp,
+                      unsigned flags) {
+    (void)tmp;
+    matmul_rows(ctx, x, T, W, 0, W->rows, bias, y, (size_t)W->rows, (flags & BE_ADD) != 0, (flags & BE_ACT_READY) != 0);
+}
+
+static int vb_matmul_silu_mul(void *ctx, const float *x, int T, const matrix *G, int64_t g0, const float *gb,
+                              const matrix *U, int64_t u0, const float *ub, int64_t I, float *h, float *tmp,
+                              unsigned flags) {
+    (void)ctx, (void)x, (void)T, (void)G, (void)g0, (void)gb, (void)U, (void)u0, (void)ub, (void)I, (void)h, (void)tmp;
+    (void)flags;
+    return 0; /* no fused form: the model layer runs matmul + silu_mul */
+}
+
+typedef struct {
+    uint64_t a, b, c;
+    uint32_t T, n, lda, ldb, ldc, op;
+} elt_pc;
+
+static void eltwise(vk_ctx *c, int op, float *a, size_t lda, const float *b, size_t ldb, const float *cc, size_t ldc,
+                    int T, size_t n) {
+    elt_pc pc = {A(a), A(b), cc ? A(cc) : 0, (uint32_t)T, (uint32_t)n, (uint32_t)lda, (uint32_t)ldb, (uint32_t)ldc,
+                 (uint32_t)op};
+    vk_dispatch(c, VK_P_ELTWISE, &pc, sizeof pc, groups_of((uint64_t)T * n), 1);
+}
+
+static void vb_silu_mul(void *ctx, float *h, const float *g, size_t ldg, const float *u, size_t ldu, int T, size_t n) {
+    eltwise(ctx, 1, h, n, g, ldg, u, ldu, T, n);
+}
+
+static void vb_add(void *ctx, float *x, const float *y, size_t n) {
+    /* as rows of at most 2^20 so T * n fits the shader's 32-bit index */
+    size_t w = n < ((size_t)1 << 20) ? n : ((size_t)1 << 20);
+    size_t rows = n / w;
+    if (rows) eltwise(ctx, 0, x, w, y, w, NULL, 0, (int)rows, w);
+    if (n % w) eltwise(ctx, 0, x + rows * w, 0, y + rows * w, 0, NULL, 0, 1, n % w);
+}
+
+static void vb_copy_rows(void *ctx, float *dst, size_t ldd, const float *src, size_t lds, int T, size_t n) {
+    eltwise(ctx, 2, dst, ldd, src, lds, NULL, 0, T, n);
+}
+
+static int vb_qkv_rope_kv(void *ctx, const be_qkv *d) {
+    (void)ctx, (void)d;
+    return 0; /* no fused form: matmuls, then rope_kv */
+}
+
+static void vb_rope_kv(void *ctx, const be_qkv *d) {
+    vk_ctx *c = ctx;
+    int T = d->T;
+    VkDeviceAddress ra;
+    int32_t *slots = vk_ring(c, (size_t)T * sizeof(int32_t), &ra);
+    for (int t = 0; t < T; t++) {
+        const int32_t *table = d->block_tables[d->seq[t]];
+        slots[t] = table[d->pos[t] / d->block_size] * d->block_size + d->pos[t] % d->block_size;
+    }
+    struct {
+        uint64_t q, k, v, qn, kn, cs, sn, slots, kc, vc;
+        uint32_t T, nh, nkv, hd, interleaved, kvtype, gshift;
+        float eps;
+    } pc = {A(d->q), A(d->k), A(d->v), d->q_norm ? A(d->q_norm) : 0, d->k_norm ? A(d->k_norm) : 0, A(d->rope_cos),
+            A(d->rope_sin), (uint64_t)ra, A(d->k_cache), A(d->v_cache), (uint32_t)T, (uint32_t)d->n_heads,
+            (uint32_t)d->n_kv_heads, (uint32_t)d->head_dim, (uint32_t)(d->rope_interleaved != 0), (uint32_t)d->kv_type,
+            (uint32_t)(d->kv_type == KV_Q8 ? kvq_group_shift(d->head_dim) : 0), d->eps};
+    vk_dispatch(c, VK_P_ROPE_KV, &pc, sizeof pc, groups_of((uint64_t)T * (uint64_t)(d->n_heads + 2 * d->n_kv_heads)), 1);
+}
+
+static void vb_attention(void *ctx, const be_attn *d) {
+    vk_ctx *c = ctx;
+    int T = d->T;
+    /* each sequence's block table once (as far as this batch reaches), and per
+     * token: where its table starts, its first key, one past its last key */
+    int32_t *useq = xllm_malloc((size_t)T * 3 * sizeof(int32_t)), *umax = useq + T, *uoff = umax + T;
+    if (!useq) {
+        fprintf(stderr, "xllm vulkan: out of memory\n");
+        abort();
+    }
+    int nu = 0;
+    size_t total = 0;
+    for (int t = 0; t < T; t++) {
+        int u = 0;
+        while (u < nu && useq[u] != d->seq[t]) u++;
+        if (u == nu) useq[nu] = d->seq[t], umax[nu] = d->pos[t], nu++;
+        else if (d->pos[t] > umax[u]) umax[u] = d->pos[t];
+    }
+    for (int u = 0; u < nu; u++) uoff[u] = (int32_t)total, total += (size_t)(umax[u] / d->block_size + 1);
+    /* one ring request for both (a second could submit and reset the ring under the first) */
+    VkDeviceAddress ia;
+    int32_t *info = vk_ring(c, ((size_t)T * 3 + total) * sizeof(int32_t), &ia), *tabs = info + (size_t)T * 3;
+    VkDeviceAddress ta = ia + (VkDeviceAddress)T * 3 * sizeof(int32_t);
+    for (int u = 0; u < nu; u++)
+        memcpy(tabs + uoff[u], d->block_tables[useq[u]], (size_t)(umax[u] / d->block_size + 1) * sizeof(int32_t));
+    for (int t = 0; t < T; t++) {
+        int u = 0;
+        while (useq[u] != d->seq[t]) u++;
+        int pos = d->pos[t], first = d->window > 0 && pos - d->window + 1 > 0 ? pos - d->window + 1 : 0;
+        info[3 * t] = uoff[u], info[3 * t + 1] = first, info[3 * t + 2] = pos + 1;
+    }
+    xllm_free(useq);
+    struct {
+        uint64_t q, out, kc, vc, tables, info;
+        uint32_t T, nh, nkv, hd, bs, kvtype, gshift;
+        float scale;
+    } pc = {A(d->q), A(d->out), A(d->k_cache), A(d->v_cache), (uint64_t)ta, (uint64_t)ia, (uint32_t)T,
+            (uint32_t)d->n_heads, (uint32_t)d->n_kv_heads, (uint32_t)d->head_dim, (uint32_t)d->block_size,
+            (uint32_t)d->kv_type, (uint32_t)(d->kv_type == KV_Q8 ? kvq_group_shift(d->head_dim) : 0),
+            1.0f / sqrtf((float)d->head_dim)};
+    vk_dispatch(c, VK_P_ATTENTION, &pc, sizeof pc, (uint64_t)T * (uint64_t)d->n_heads, 1);
+}
+
+/* out = down(silu(gate(x)) * up(x)) for T rows of x (h1, h2: scratch) */
+static void moe_swiglu(vk_ctx *c, const be_moe *d, int expert, const float *x, int T, const matrix *gate,
+                       const matrix *up, const matrix *down, float *out) {
+    int64_t I = gate->rows;
+    matmul_rows(c, x, T, gate, 0, I, NULL, d->h1, (size_t)I, 0, 0);
+    matmul_rows(c, x, T, up, 0, I, NULL, d->h2, (size_t)I, 0, 1);
+    eltwise(c, 1, d->h1, (size_t)I, d->h1, (size_t)I, d->h2, (size_t)I, T, (size_t)I);
+    if (d->observe) d->observe(d->octx, expert, d->h1, T, (int)I);
+    matmul_rows(c, d->h1, T, down, 0, down->rows, NULL, out, (size_t)down->rows, 0, 0);
+}
+
+/* The router on the device, its logits read back (one wait per MoE layer), the
+ * routing on the host as the CPU backend does it (softmax, top-k with ties to
+ * the lower id), then each expert once over its tokens: gather, SwiGLU, and
+ * its weighted output added to each token's sum, experts in order. */
+static void vb_moe(void *ctx, const be_moe *d) {
+    vk_ctx *c = ctx;
+    int T = d->T, E = d->n_experts, K = d->n_used, H = d->hidden;
+    matmul_rows(c, d->x, T, d->router, 0, E, NULL, d->router_logits, (size_t)E, 0, 0);
+    float *rl = xllm_malloc((size_t)T * E * sizeof(float) + (size_t)T * K * (sizeof(float) + sizeof(int32_t)));
+    if (!rl) {
+        fprintf(stderr, "xllm vulkan: out of memory\n");
+        abort();
+    }
+    float *rw = rl + (size_t)T * E;
+    int32_t *rid = (int32_t *)(rw + (size_t)T * K);
+    vk_copy(c, rl, d->router_logits, (size_t)T * E * sizeof(float), BE_DEVICE_TO_HOST);
+    for (int t = 0; t < T; t++) {
+        float *r = rl + (size_t)t * E;
+        float mx = -INFINITY, sum = 0;
+        for (int e = 0; e < E; e++) mx = r[e] > mx ? r[e] : mx;
+        for (int e = 0; e < E; e++) sum += (r[e] = expf(r[e] - mx));
+        for (int e = 0; e < E; e++) r[e] /= sum;
+        int32_t *ids = rid + (size_t)t * K;
+        float *w = rw + (size_t)t * K, wsum = 0;
+        for (int k = 0; k < K; k++) {
+            int best = -1;
+            for (int e = 0; e < E; e++) {
+                int taken = 0;
+                for (int q = 0; q < k; q++) taken |= ids[q] == e;
+                if (!taken && (best < 0 || r[e] > r[best])) best = e;
+            }
+            ids[k] = best;
+            w[k] = r[best];
+            wsum += w[k];
+        }
+        if (d->norm_topk)
+            for (int k = 0; k < K; k++) w[k] /= wsum;
+    }
+    eltwise(c, 5, d->acc, (size_t)H, d->acc, (size_t)H, NULL, 0, T, (size_t)H);
+    for (int e = 0; e < E; e++) {
+        int n = 0;
+        for (int t = 0; t < T; t++)
+            for (int k = 0; k < K; k++) n += rid[(size_t)t * K + k] == e;
+        if (!n) continue;
+        VkDeviceAddress ra;
+        int32_t *idx = vk_ring(c, (size_t)n * 8, &ra);
+        float *wt = (float *)(idx + n);
+        int i = 0;
+        for (int t = 0; t < T; t++)
+            for (int k = 0; k < K; k++)
+                if (rid[(size_t)t * K + k] == e) idx[i] = t, wt[i] = rw[(size_t)t * K + k], i++;
+        elt_pc g = {A(d->xg), A(d->x), (uint64_t)ra, (uint32_t)n, (uint32_t)H, (uint32_t)H, (uint32_t)H, 0, 3};
+        vk_dispatch(c, VK_P_ELTWISE, &g, sizeof g, groups_of((uint64_t)n * H), 1);
+        moe_swiglu(c, d, e, d->xg, n, &d->exp_gate[e], &d->exp_up[e], &d->exp_down[e], d->yg);
+        elt_pc s = {A(d->acc), A(d->yg), (uint64_t)ra, (uint32_t)n, (uint32_t)H, (uint32_t)H, (uint32_t)H, 0, 4};
+        vk_dispatch(c, VK_P_ELTWISE, &s, sizeof s, groups_of((uint64_t)n * H), 1);
+    }
+    xllm_free(rl);
+    if (d->sh_gate && d->sh_gate->data) {
+        moe_swiglu(c, d, -2, d->x, T, d->sh_gate, d->sh_up, d->sh_down, d->out); /* -2: the shared expert */
+        matmul_rows(c, d->x, T, d->sh_router, 0, 1, NULL, d->router_logits, 1, 0, 0);
+        eltwise(c, 6, d->acc, (size_t)H, d->out, (size_t)H, d->router_logits, 1, T, (size_t)H);
+    }
+    eltwise(c, 2, d->out, (size_t)H, d->acc, (size_t)H, NULL, 0, T, (size_t)H);
+}
+
+static int vb_supports(void *ctx, be_feature f, int arg) {
+    (void)ctx;
+    switch (f) {
+    case BE_FEAT_WEIGHT_DTYPE: return pipe_for((xllm_dtype)arg) >= 0;
+    case BE_FEAT_KV_DTYPE: return arg == KV_F32 || arg == KV_F16 || arg == KV_Q8;
+    case BE_FEAT_HEAD_DIM: return arg > 0 && arg <= 512 && arg % 2 == 0;
+    case BE_FEAT_ATTN_WINDOW: return 1;
+    case BE_FEAT_QK_NORM: return 1;
+    case BE_FEAT_BIAS: return 1;
+    case BE_FEAT_MOE: return 1;
+    default: return 0; /* anything newer than this file: refused until implemented */
+    }
+}
+
+static const backend_ops vulkan_backend_ops = {
+    .name = "vulkan",
+    .unified_memory = 0,
+    .destroy = vb_destroy,
+    .describe = vb_describe,
+    .alloc = vb_alloc,
+    .free = vb_free,
+    .copy = vb_copy,
+    .upload_matrix = vb_upload_matrix,
+    .plan = NULL,
+    .embed = vb_embed,
+    .rope_tables = vb_rope_tables,
+    .rmsnorm = vb_rmsnorm,
+    .matmul = vb_matmul,
+    .matmul_silu_mul = vb_matmul_silu_mul,
+    .silu_mul = vb_silu_mul,
+    .add = vb_add,
+    .copy_rows = vb_copy_rows,
+    .qkv_rope_kv = vb_qkv_rope_kv,
+    .rope_kv = vb_rope_kv,
+    .attention = vb_attention,
+    .moe = vb_moe,
+    .supports = vb_supports,
+};
+
+xllm_status vulkan_backend_create(backend *out, const backend_options *o, xllm_error *err) {
+    if (o->arith_llama)
+        return xllm_errorf(err, XLLM_ERR_UNSUPPORTED,
+                           "backend 'vulkan' does not implement llama.cpp's arithmetic (arithmetic \"llama\"): use the cpu backend");
+    vk_ctx *c = xllm_calloc(1, sizeof *c);
+    if (!c) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+    xllm_status st = vk_open(c, o->device, err);
+    if (!st) st = make_pipelines(c, err);
+    if (st) {
+        vk_close(c);
+        xllm_free(c);
+        return st;
+    }
+    c->max_tokens = o->max_tokens ? o->max_tokens : 1;
+    c->max_cols = (o->max_cols + 31) / 32 * 32;
+    /* quantized activations: codes [max_tokens][max_cols], then d, s, ds per block */
+    size_t codes = (c->max_tokens * c->max_cols + 255) / 256 * 256;
+    c->qact_bytes = codes + 3 * 4 * c->max_tokens * (c->max_cols / 32) + 256;
+    if (!(c->qact = vk_alloc_device(c, c->qact_bytes))) {
+        vk_close(c);
+        xllm_free(c);
+        return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "backend 'vulkan': out of device memory for its scratch");
+    }
+    snprintf(c->describe, sizeof c->describe, "vulkan %.200s (%s memory)", c->props.deviceName,
+             c->unified ? "unified" : "device-local");
+    out->ops = &vulkan_backend_ops;
+    out->ctx = c;
+    return XLLM_OK;
+}

@@ -1,0 +1,313 @@
+/*
+ * test_vulkan_ops.c - every operation of the Vulkan backend against the CPU
+ * backend, in the spirit of llama.cpp's test-backend-ops: random inputs, odd
+ * shapes (T = 1, 3, 17, 64; rows not a multiple of any tile; columns a
+ * multiple of 32 but not of 64), each weight type and each KV storage; with
+ * the validation layer on and zero messages allowed. Exit 77 (skipped)
+ * without a Vulkan device.
+ *
+ * Error measure: NMSE = sum (vk - cpu)^2 / sum cpu^2 over the output.
+ * Bounds, per operation (float32 has 24 bits: a different summation order
+ * gives ~1e-14 of NMSE; the bounds leave room and still catch any wrong
+ * element, which moves NMSE to ~1e-4 or more):
+ *   matmul (every type, bias, BE_ADD): 1e-10   rmsnorm: 1e-12
+ *   (llama.cpp's block types that kq_quantize_row makes: against their
+ *   dequantized weights dotted in double, 1e-10)
+ *   silu_mul: 1e-12   add / copy_rows / embed / rope_tables: 0 (exact)
+ *   rope_kv (q, k): 1e-12; K/V rows written: f32 exact, f16 / q8 NMSE 1e-6
+ *   (one rounding step may differ where the inputs differ in the last bit)
+ *   attention (f32, f16, q8 KV; GQA; window): 1e-10
+ */
+#include "test.h"
+#include "backend/backend.h"
+#include "backend/vulkan/vulkan_backend.h"
+#include "base/alloc.h"
+#include "quant/kquant.h"
+#include "quant/quant.h"
+#include "xllm.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static backend g_cpu, g_vk;
+static uint64_t g_rng = 88172645463325252ull;
+static float frand(void) {
+    g_rng ^= g_rng << 13, g_rng ^= g_rng >> 7, g_rng ^= g_rng << 17;
+    return (float)((double)(g_rng >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+}
+
+/* a device copy of host data on backend b */
+static void *dev(backend *b, const void *h, size_t bytes) {
+    void *p = b->ops->alloc(b->ctx, bytes ? bytes : 4);
+    if (h && bytes) b->ops->copy(b->ctx, p, h, bytes, BE_HOST_TO_DEVICE);
+    return p;
+}
+static void back(backend *b, void *h, const void *d, size_t bytes) { b->ops->copy(b->ctx, h, d, bytes, BE_DEVICE_TO_HOST); }
+static void drop(backend *b, void *p) { b->ops->free(b->ctx, p); }
+
+static double nmse(const float *a, const float *ref, size_t n) {
+    double e = 0, s = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)a[i] - ref[i];
+        e += d * d, s += (double)ref[i] * ref[i];
+    }
+    if (e != e) return 1e30;
+    return s > 0 ? e / s : e;
+}
+
+static float *rnd(size_t n, float scale) {
+    float *x = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) x[i] = frand() * scale;
+    return x;
+}
+
+/* ------------------------------------------------------------ matmul */
+
+static void test_matmul(xllm_dtype t, int group, int T, int64_t rows, int64_t cols, int bias, int add) {
+    float *wf = rnd((size_t)(rows * cols), 0.5f), *x = rnd((size_t)T * cols, 1.0f), *b = rnd((size_t)rows, 0.1f);
+    float *y0 = rnd((size_t)T * rows, 1.0f);
+    size_t rb = quant_row_bytes(t, group, cols);
+    unsigned char *w = malloc((size_t)rows * rb);
+    for (int64_t r = 0; r < rows; r++) {
+        if (xllm_dtype_is_quant(t)) quant_quantize_row(t, group, wf + r * cols, cols, NULL, w + r * rb);
+        else if (t == XLLM_DT_F32) memcpy(w + r * rb, wf + r * cols, (size_t)cols * 4);
+        else
+            for (int64_t c = 0; c < cols; c++) {
+                uint16_t h = t == XLLM_DT_F16 ? xllm_f32_to_f16(wf[r * cols + c]) : xllm_f32_to_bf16(wf[r * cols + c]);
+                memcpy(w + r * rb + c * 2, &h, 2);
+            }
+    }
+    float *out[2];
+    backend *bs[2] = {&g_cpu, &g_vk};
+    for (int k = 0; k < 2; k++) {
+        backend *be = bs[k];
+        matrix W;
+        memset(&W, 0, sizeof W);
+        W.dtype = t, W.group = group, W.rows = rows, W.cols = cols, W.data = w;
+        void *storage = NULL;
+        xllm_error err;
+        CHECK_MSG(be->ops->upload_matrix(be->ctx, &W, &storage, &err) == XLLM_OK, "%s", err.message);
+        float *dx = dev(be, x, (size_t)T * cols * 4), *dy = dev(be, y0, (size_t)T * rows * 4);
+        float *db = bias ? dev(be, b, (size_t)rows * 4) : NULL, *tmp = dev(be, NULL, (size_t)T * rows * 4);
+        be->ops->matmul(be->ctx, dx, T, &W, db, dy, tmp, add ? BE_ADD : 0);
+        out[k] = malloc((size_t)T * rows * 4);
+        back(be, out[k], dy, (size_t)T * rows * 4);
+        drop(be, dx), drop(be, dy), drop(be, tmp);
+        if (db) drop(be, db);
+        if (storage) drop(be, storage);
+    }
+    double e = nmse(out[1], out[0], (size_t)T * rows);
+    CHECK_MSG(e <= 1e-10, "matmul %s g%d T=%d %lldx%lld bias %d add %d: NMSE %g", xllm_dtype_name(t), group, T,
+              (long long)rows, (long long)cols, bias, add, e);
+    free(out[0]), free(out[1]), free(wf), free(x), free(b), free(y0), free(w);
+}
+
+/* llama.cpp's block types (unpacked at upload, f32 activations): against the
+ * dequantized weights dotted in double on the host (NMSE bound 1e-10) */
+static void test_matmul_kq(xllm_dtype t, int T) {
+    const int64_t rows = 19, cols = 512;
+    float *wf = rnd((size_t)(rows * cols), 0.5f), *x = rnd((size_t)T * cols, 1.0f), *b = rnd((size_t)rows, 0.1f);
+    size_t rb = quant_row_bytes(t, kq_block_elems(t), cols);
+    unsigned char *w = malloc((size_t)rows * rb);
+    float *deq = malloc((size_t)cols * sizeof(float)), *ref = malloc((size_t)T * rows * sizeof(float));
+    for (int64_t r = 0; r < rows; r++) {
+        kq_quantize_row(t, wf + r * cols, cols, NULL, w + r * rb);
+        kq_dequantize_row(t, w + r * rb, cols, deq);
+        for (int tt = 0; tt < T; tt++) {
+            double acc = 0;
+            for (int64_t c = 0; c < cols; c++) acc += (double)deq[c] * x[(size_t)tt * cols + c];
+            ref[(size_t)tt * rows + r] = (float)(acc + b[r]);
+        }
+    }
+    matrix W;
+    memset(&W, 0, sizeof W);
+    W.dtype = t, W.group = kq_block_elems(t), W.rows = rows, W.cols = cols, W.data = w;
+    void *storage = NULL;
+    xllm_error err;
+    CHECK_MSG(g_vk.ops->upload_matrix(g_vk.ctx, &W, &storage, &err) == XLLM_OK, "%s", err.message);
+    float *dx = dev(&g_vk, x, (size_t)T * cols * 4), *dy = dev(&g_vk, NULL, (size_t)T * rows * 4);
+    float *db = dev(&g_vk, b, (size_t)rows * 4), *out = malloc((size_t)T * rows * 4);
+    g_vk.ops->matmul(g_vk.ctx, dx, T, &W, db, dy, NULL, 0);
+    back(&g_vk, out, dy, (size_t)T * rows * 4);
+    double e = nmse(out, ref, (size_t)T * rows);
+    CHECK_MSG(e <= 1e-10, "matmul %s T=%d: NMSE %g vs the dequantized weights", xllm_dtype_name(t), T, e);
+    drop(&g_vk, dx), drop(&g_vk, dy), drop(&g_vk, db);
+    if (storage) drop(&g_vk, storage);
+    free(wf), free(x), free(b), free(w), free(deq), free(ref), free(out);
+}
+
+/* ------------------------------------------------------------ simple ops */
+
+static void test_simple(int T) {
+    int n = 96;
+    float *x = rnd((size_t)T * n, 2.0f), *w = rnd((size_t)n, 1.0f), *y = rnd((size_t)T * 2 * n, 3.0f);
+    int32_t rows[64];
+    for (int i = 0; i < T; i++) rows[i] = (i * 7) % T;
+    const char *names[] = {"rmsnorm", "rmsnorm rows", "silu_mul", "add", "copy_rows", "embed", "rope_tables"};
+    double bound[] = {1e-12, 1e-12, 1e-12, 0, 0, 0, 0};
+    for (int op = 0; op < 7; op++) {
+        float *out[2];
+        size_t on = (size_t)T * 2 * n;
+        for (int k = 0; k < 2; k++) {
+            backend *be = k ? &g_vk : &g_cpu;
+            float *dx = dev(be, x, (size_t)T * n * 4), *dw = dev(be, w, (size_t)n * 4), *dy = dev(be, y, on * 4);
+            float *dout = dev(be, y, on * 4);
+            if (op == 0) be->ops->rmsnorm(be->ctx, dx, NULL, T, dw, 1e-5f, n, dout, 0);
+            if (op == 1) be->ops->rmsnorm(be->ctx, dx, rows, T, dw, 1e-5f, n, dout, 0);
+            if (op == 2) be->ops->silu_mul(be->ctx, dout, dy, 2 * (size_t)n, dy + n, 2 * (size_t)n, T, (size_t)n);
+            if (op == 3) be->ops->add(be->ctx, dout, dy, on - 5);
+            if (op == 4) be->ops->copy_rows(be->ctx, dout + 3, 2 * (size_t)n, dy + 1, 2 * (size_t)n, T, (size_t)n - 7);
+            if (op == 5) {
+                matrix E;
+                memset(&E, 0, sizeof E);
+                E.dtype = XLLM_DT_F32, E.rows = 2 * T, E.cols = n, E.data = y;
+                int32_t tok[64];
+                for (int i = 0; i < T; i++) tok[i] = (i * 5 + 1) % (2 * T);
+                be->ops->embed(be->ctx, &E, tok, T, dout);
+            }
+            if (op == 6) {
+                double inv[48];
+                int32_t pos[64];
+                for (int i = 0; i < 48; i++) inv[i] = pow(10000.0, -2.0 * i / 96);
+                for (int i = 0; i < T; i++) pos[i] = i * 13 + 2;
+                be->ops->rope_tables(be->ctx, pos, T, inv, 0.0f, 48, dout, dout + (size_t)T * 48);
+            }
+            out[k] = malloc(on * 4);
+            back(be, out[k], dout, on * 4);
+            drop(be, dx), drop(be, dw), drop(be, dy), drop(be, dout);
+        }
+        double e = nmse(out[1], out[0], on);
+        CHECK_MSG(e <= bound[op], "%s T=%d: NMSE %g (bound %g)", names[op], T, e, bound[op]);
+        free(out[0]), free(out[1]);
+    }
+    free(x), free(w), free(y);
+}
+
+/* ------------------------------------------- rope_kv + paged attention */
+
+static void test_attention(int T, kv_dtype kvt, int window, int qk_norm) {
+    const int nh = 4, nkv = 2, hd = 32, bs = 4, nblk = 64, n_seq = 3;
+    size_t qd = (size_t)nh * hd, kd = (size_t)nkv * hd, rb = kvq_row_bytes(kvt, hd);
+    size_t pool = (size_t)nblk * bs * nkv * rb;
+    /* tokens spread over 3 sequences, each continuing from a prefix already in the cache */
+    int32_t pos[64], seq[64], tab[3][16];
+    int next[3] = {5, 0, 11};
+    for (int s = 0; s < n_seq; s++)
+        for (int i = 0; i < 16; i++) tab[s][i] = (s * 16 + i * 7) % nblk; /* scattered blocks */
+    for (int t = 0; t < T; t++) {
+        seq[t] = t % 5 == 4 ? 0 : t % 3 == 1 ? 1 : 2;
+        pos[t] = next[seq[t]]++;
+    }
+    const int32_t *tables[3] = {tab[0], tab[1], tab[2]};
+    float *q = rnd((size_t)T * qd, 1.0f), *k = rnd((size_t)T * kd, 1.0f), *v = rnd((size_t)T * kd, 1.0f);
+    float *qn = rnd((size_t)hd, 1.0f), *kn = rnd((size_t)hd, 1.0f), *cs = rnd((size_t)T * hd / 2, 1.0f);
+    float *sn = rnd((size_t)T * hd / 2, 1.0f);
+    unsigned char *kv0 = malloc(pool);
+    for (size_t i = 0; i < pool; i++) kv0[i] = 0;
+    /* the prefix rows: valid stored values */
+    float *row = rnd((size_t)hd, 1.0f);
+    for (size_t r = 0; r < pool / rb; r++) {
+        for (int i = 0; i < hd; i++) row[i] = frand();
+        kvq_store_row(kvt, row, hd, kv0 + r * rb);
+    }
+    float *res[2][4];
+    for (int b = 0; b < 2; b++) {
+        backend *be = b ? &g_vk : &g_cpu;
+        float *dq = dev(be, q, (size_t)T * qd * 4), *dk = dev(be, k, (size_t)T * kd * 4), *dv = dev(be, v, (size_t)T * kd * 4);
+        float *dqn = dev(be, qn, (size_t)hd * 4), *dkn = dev(be, kn, (size_t)hd * 4);
+        float *dcs = dev(be, cs, (size_t)T * hd / 2 * 4), *dsn = dev(be, sn, (size_t)T * hd / 2 * 4);
+        void *kc = dev(be, kv0, pool), *vc = dev(be, kv0, pool);
+        float *out = dev(be, NULL, (size_t)T * qd * 4);
+        be_qkv d;
+        memset(&d, 0, sizeof d);
+        d.T = T, d.q = dq, d.k = dk, d.v = dv;
+        if (qk_norm) d.q_norm = dqn, d.k_norm = dkn;
+        d.eps = 1e-6f, d.rope_cos = dcs, d.rope_sin = dsn, d.rope_interleaved = T % 2;
+        d.n_heads = nh, d.n_kv_heads = nkv, d.head_dim = hd, d.k_cache = kc, d.v_cache = vc, d.kv_type = kvt;
+        d.block_size = bs, d.pos = pos, d.seq = seq, d.block_tables = tables;
+        be->ops->rope_kv(be->ctx, &d);
+        be_attn a = {T, dq, out, kc, vc, bs, nh, nkv, hd, window, pos, seq, tables, kvt};
+        be->ops->attention(be->ctx, &a);
+        res[b][0] = malloc((size_t)T * qd * 4), res[b][1] = malloc((size_t)T * kd * 4);
+        res[b][2] = malloc(2 * pool), res[b][3] = malloc((size_t)T * qd * 4);
+        back(be, res[b][0], dq, (size_t)T * qd * 4);
+        back(be, res[b][1], dk, (size_t)T * kd * 4);
+        back(be, res[b][2], kc, pool);
+        back(be, (char *)res[b][2] + pool, vc, pool);
+        back(be, res[b][3], out, (size_t)T * qd * 4);
+        drop(be, dq), drop(be, dk), drop(be, dv), drop(be, dqn), drop(be, dkn), drop(be, dcs), drop(be, dsn);
+        drop(be, kc), drop(be, vc), drop(be, out);
+    }
+    double eq = nmse(res[1][0], res[0][0], (size_t)T * qd), ek = nmse(res[1][1], res[0][1], (size_t)T * kd);
+    /* the pools: compare as stored values */
+    size_t nrows = 2 * pool / rb;
+    float *pa = malloc(nrows * hd * 4), *pb = malloc(nrows * hd * 4);
+    for (size_t r = 0; r < nrows; r++) {
+        kvq_load_row(kvt, (char *)res[0][2] + r * rb, hd, pa + r * hd);
+        kvq_load_row(kvt, (char *)res[1][2] + r * rb, hd, pb + r * hd);
+    }
+    double ep = nmse(pb, pa, nrows * hd), eo = nmse(res[1][3], res[0][3], (size_t)T * qd);
+    double pool_bound = kvt == KV_F32 ? 1e-12 : 1e-6;
+    CHECK_MSG(eq <= 1e-12 && ek <= 1e-12, "rope_kv T=%d kv %s norm %d: NMSE q %g k %g", T, kvq_name(kvt), qk_norm, eq, ek);
+    CHECK_MSG(ep <= pool_bound, "rope_kv T=%d kv %s: KV pool NMSE %g", T, kvq_name(kvt), ep);
+    CHECK_MSG(eo <= 1e-10, "attention T=%d kv %s window %d: NMSE %g", T, kvq_name(kvt), window, eo);
+    for (int b = 0; b < 2; b++)
+        for (int i = 0; i < 4; i++) free(res[b][i]);
+    free(pa), free(pb), free(q), free(k), free(v), free(qn), free(kn), free(cs), free(sn), free(kv0), free(row);
+}
+
+int main(void) {
+    char *devs = vulkan_describe_devices();
+    if (!devs || !strstr(devs, "vulkan device 0:")) {
+        fprintf(stderr, "SKIP test_vulkan_ops: no Vulkan device here (%s)", devs ? devs : "?\n");
+        xllm_free(devs);
+        return 77;
+    }
+    xllm_free(devs);
+    setenv("XLLM_VULKAN_VALIDATE", "1", 1);
+    backend_options bo;
+    memset(&bo, 0, sizeof bo);
+    bo.n_threads = 1, bo.max_cols = 512, bo.max_tokens = 64, bo.n_heads = 4, bo.n_kv_heads = 2, bo.head_dim = 32;
+    bo.max_positions = 256;
+    xllm_error err;
+    CHECK_MSG(backend_create(&g_cpu, "cpu", &bo, &err) == XLLM_OK, "%s", err.message);
+    CHECK_MSG(backend_create(&g_vk, "vulkan", &bo, &err) == XLLM_OK, "%s", err.message);
+    if (!g_vk.ops) return test_report("test_vulkan_ops");
+
+    const int Ts[] = {1, 3, 17, 64};
+    struct { xllm_dtype t; int g; } types[] = {{XLLM_DT_F32, 0}, {XLLM_DT_F16, 0}, {XLLM_DT_BF16, 0}, {XLLM_DT_Q8, 32},
+                                               {XLLM_DT_Q4, 32}, {XLLM_DT_Q4M, 32}, {XLLM_DT_Q4, 64}, {XLLM_DT_Q4M, 128}};
+    for (size_t i = 0; i < sizeof types / sizeof *types; i++)
+        for (int j = 0; j < 4; j++) {
+            int64_t cols = types[i].g == 128 ? 384 : 160 + (types[i].g == 64 ? 32 : 0);
+            test_matmul(types[i].t, types[i].g, Ts[j], 67, cols, j % 2, j >= 2);
+        }
+    test_matmul(XLLM_DT_Q8, 32, 1, 5, 512, 1, 0); /* more columns than threads x 32 */
+    int n_kq = 0;
+    for (int t = XLLM_DT_Q5_0; t <= XLLM_DT_IQ4_XS; t++)
+        if (kq_can_quantize((xllm_dtype)t)) {
+            n_kq++;
+            test_matmul_kq((xllm_dtype)t, 1);
+            test_matmul_kq((xllm_dtype)t, 17);
+        }
+    CHECK(n_kq >= 5);
+    /* what the backend refuses: a clear error at upload, not a crash */
+    matrix K;
+    memset(&K, 0, sizeof K);
+    K.dtype = XLLM_DT_I32, K.group = 0, K.rows = 2, K.cols = 256;
+    void *st = NULL;
+    CHECK(g_vk.ops->upload_matrix(g_vk.ctx, &K, &st, &err) == XLLM_ERR_UNSUPPORTED && strstr(err.message, "I32"));
+    CHECK(g_vk.ops->supports(g_vk.ctx, BE_FEAT_COUNT, 0) == 0); /* a feature newer than the backend: refused */
+    CHECK(g_vk.ops->supports(g_vk.ctx, BE_FEAT_WEIGHT_DTYPE, XLLM_DT_I32) == 0);
+
+    for (int j = 0; j < 4; j++) test_simple(Ts[j]);
+    const kv_dtype kvs[] = {KV_F32, KV_F16, KV_Q8};
+    for (int j = 0; j < 4; j++)
+        for (int k = 0; k < 3; k++) test_attention(Ts[j], kvs[k], k == 1 ? 5 : 0, j % 2);
+
+    backend_destroy(&g_vk);
+    backend_destroy(&g_cpu);
+    long msgs = vulkan_validation_messages();
+    CHECK_MSG(msgs == 0, "%ld messages from the Vulkan validation layer", msgs);
+    return test_report("test_vulkan_ops");
+}
