@@ -171,6 +171,32 @@ xllm_status xllm_model_pp_worker(xllm_model *model, xllm_error *err);
 xllm_status xllm_model_logits(xllm_model *model, const int32_t *ids, size_t n_ids,
                               int all_positions, float *out, xllm_error *err);
 
+/* ------------------------------------------------------------- embeddings */
+
+/* Exported from libxllm.so (hidden visibility elsewhere, where the build sets it). */
+#ifndef XLLM_API
+#define XLLM_API __attribute__((visibility("default")))
+#endif
+
+typedef enum xllm_pooling {
+    XLLM_POOLING_MEAN = 0,   /* the mean over the sequence's tokens */
+    XLLM_POOLING_LAST = 1,   /* the last token's (decoder embedding models) */
+    XLLM_POOLING_CLS = 2     /* the first token's */
+} xllm_pooling;
+
+/* Floats per embedding (the model's hidden size). */
+XLLM_API int32_t xllm_model_hidden_size(const xllm_model *model);
+
+/* Embeddings of n_inputs id sequences (no BOS added): the final hidden
+ * states, after the model's final norm, pooled per sequence, L2-normalized
+ * when normalize is 1; out holds n_inputs x xllm_model_hidden_size floats.
+ * Short sequences share forward passes (packed up to the model's step size,
+ * each attending only to itself); a sequence longer than the context is
+ * XLLM_ERR_CONTEXT_OVERFLOW. Thread-safe: serialized with the model's other
+ * forward passes (an engine's steps wait meanwhile). */
+XLLM_API xllm_status xllm_model_embed(xllm_model *model, const int32_t *const *ids, const size_t *n_ids, size_t n_inputs,
+                             xllm_pooling pooling, int normalize, float *out, xllm_error *err);
+
 /* ------------------------------------------------------------- generation */
 
 #define XLLM_MAX_STOP_STRINGS 16
@@ -223,6 +249,39 @@ typedef enum xllm_grammar_kind {
 } xllm_grammar_kind;
 
 xllm_sampling_params xllm_sampling_params_default(void);
+
+/* The scalar sampling parameters as one table (src/api/params.c): what the
+ * HTTP server, `xllm run`, the response cache and the Python package read,
+ * so a new parameter is one row. name is the xllm_sampling_params field (and
+ * Python's SamplingParams keyword); http the OpenAI request field (NULL: not
+ * on the HTTP API); cli the `xllm run` flag and cli_alias its other
+ * spellings, space-separated (NULL: none); [min, max] what the library and
+ * CLI accept (min excluded when min_open), [http_min, http_max] what the
+ * HTTP API accepts (OpenAI's ranges); offset the field's place in
+ * xllm_sampling_params (a float for XLLM_PARAM_FLOAT, else an int);
+ * cache_key: the response cache keys on it. Static, thread-safe. */
+typedef enum xllm_param_type { XLLM_PARAM_FLOAT = 0, XLLM_PARAM_INT = 1, XLLM_PARAM_BOOL = 2 } xllm_param_type;
+typedef struct xllm_param_info {
+    const char *name;
+    const char *http;
+    const char *cli;
+    const char *cli_alias;
+    int type;                  /* xllm_param_type */
+    double min, max;
+    int min_open;
+    double http_min, http_max;
+    double default_value;
+    size_t offset;
+    int cache_key;
+    const char *help;
+} xllm_param_info;
+XLLM_API const xllm_param_info *xllm_sampling_params_table(size_t *n);
+/* The row named name (an xllm_sampling_params field), or NULL. */
+XLLM_API const xllm_param_info *xllm_sampling_param_find(const char *name);
+/* Read a row's field of p as a double. */
+XLLM_API double xllm_sampling_param_get(const xllm_sampling_params *p, const xllm_param_info *row);
+/* Set a row's field of p: 1, or 0 (p unchanged) when v is outside [min, max] or not whole for an int/bool. */
+XLLM_API int xllm_sampling_param_set(xllm_sampling_params *p, const xllm_param_info *row, double v);
 
 /* Scheduling class of a request (the elastic preemption policy, see
  * xllm_engine_options.preempt_mode): online work preempts offline work. */

@@ -59,6 +59,23 @@ static int opt_float(args *a, const char *f, double lo, double hi, int lo_open, 
     return v ? cli_float(f, v, lo, hi, lo_open, out) : 1;
 }
 
+/* The sampling parameter whose `xllm run` flag (or one of its aliases) is f. */
+static const xllm_param_info *run_param(const char *f) {
+    size_t n;
+    const xllm_param_info *rows = xllm_sampling_params_table(&n);
+    size_t fl = strlen(f);
+    for (size_t i = 0; i < n; i++) {
+        if (rows[i].cli && !strcmp(rows[i].cli, f)) return &rows[i];
+        for (const char *p = rows[i].cli_alias; p && *p;) {
+            const char *e = strchr(p, ' ');
+            size_t l = e ? (size_t)(e - p) : strlen(p);
+            if (l == fl && !memcmp(p, f, l)) return &rows[i];
+            p = e ? e + 1 : p + l;
+        }
+    }
+    return NULL;
+}
+
 /* "1,2,3" -> ids (malloc); at least one. */
 static int parse_ids(const char *s, int32_t **ids, size_t *n) {
     size_t cap = 16, k = 0;
@@ -341,6 +358,7 @@ static int cmd_run(int argc, char **argv) {
     memset(&co, 0, sizeof co);
     long threads = 0, ctx = 0, v;
     xllm_sampling_params sp = xllm_sampling_params_default();
+    const xllm_param_info *row;
     sp.temperature = 0.8f;
     sp.top_p = 0.9f;
     for (; a.i < argc && !a.bad; a.i++) {
@@ -352,27 +370,15 @@ static int cmd_run(int argc, char **argv) {
         else if (!strcmp(f, "--config")) config_path = arg_value(&a, f);
         else if (!strcmp(f, "-p") || !strcmp(f, "--prompt")) prompt = arg_value(&a, f);
         else if (!strcmp(f, "--ids")) ids_arg = arg_value(&a, f);
-        else if (!strcmp(f, "-n") || !strcmp(f, "--max-new-tokens") || !strcmp(f, "--n-predict")) {
-            if (opt_int(&a, f, 0, 1 << 30, &v)) return 1;
-            sp.max_new_tokens = (int)v;
-            n_given = 1;
+        else if ((row = run_param(f))) { /* the sampling parameters' table (xllm_sampling_params_table) */
+            float x = 0;
+            if (row->type == XLLM_PARAM_BOOL) x = 1;
+            else if (row->type == XLLM_PARAM_INT && opt_int(&a, f, (long)row->min, (long)row->max, &v)) return 1;
+            else if (row->type == XLLM_PARAM_FLOAT && opt_float(&a, f, row->min, row->max, row->min_open, &x)) return 1;
+            xllm_sampling_param_set(&sp, row, row->type == XLLM_PARAM_INT ? (double)v : (double)x);
+            if (!strcmp(row->name, "max_new_tokens")) n_given = 1;
         } else if (!strcmp(f, "-c") || !strcmp(f, "--ctx-size")) {
             if (opt_int(&a, f, 1, 1 << 24, &ctx)) return 1;
-        } else if (!strcmp(f, "--temp") || !strcmp(f, "--temperature")) {
-            if (opt_float(&a, f, 0, 100, 0, &sp.temperature)) return 1;
-        } else if (!strcmp(f, "--top-k")) {
-            if (opt_int(&a, f, 0, INT_MAX, &v)) return 1;
-            sp.top_k = (int)v;
-        } else if (!strcmp(f, "--top-p")) {
-            if (opt_float(&a, f, 0, 1, 1, &sp.top_p)) return 1;
-        } else if (!strcmp(f, "--min-p")) {
-            if (opt_float(&a, f, 0, 1, 0, &sp.min_p)) return 1;
-        } else if (!strcmp(f, "--repetition-penalty")) {
-            if (opt_float(&a, f, 0, 100, 1, &sp.repetition_penalty)) return 1;
-        } else if (!strcmp(f, "--presence-penalty")) {
-            if (opt_float(&a, f, -100, 100, 0, &sp.presence_penalty)) return 1;
-        } else if (!strcmp(f, "--frequency-penalty")) {
-            if (opt_float(&a, f, -100, 100, 0, &sp.frequency_penalty)) return 1;
         } else if (!strcmp(f, "--seed")) {
             const char *s = arg_value(&a, f);
             unsigned long long x = 0;
@@ -391,7 +397,6 @@ static int cmd_run(int argc, char **argv) {
         } else if (!strcmp(f, "--json")) json = 1;
         else if (!strcmp(f, "--quiet")) quiet = 1;
         else if (!strcmp(f, "--chat")) chat = 1;
-        else if (!strcmp(f, "--ignore-eos")) sp.ignore_eos = 1;
         else if (!strcmp(f, "--prompts")) prompts_file = arg_value(&a, f);
         else if (!strcmp(f, "--samples")) {
             if (opt_int(&a, f, 1, XLLM_MAX_SAMPLES, &samples)) return 1;

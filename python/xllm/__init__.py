@@ -114,6 +114,15 @@ class _SamplingParams(ctypes.Structure):
                 ("grammar_suffix", ctypes.c_char_p)]
 
 
+class _ParamInfo(ctypes.Structure):
+    """xllm_param_info: one row of the sampling parameters' table (xllm_sampling_params_table)."""
+    _fields_ = [("name", ctypes.c_char_p), ("http", ctypes.c_char_p), ("cli", ctypes.c_char_p),
+                ("cli_alias", ctypes.c_char_p), ("type", ctypes.c_int), ("min", ctypes.c_double),
+                ("max", ctypes.c_double), ("min_open", ctypes.c_int), ("http_min", ctypes.c_double),
+                ("http_max", ctypes.c_double), ("default_value", ctypes.c_double), ("offset", ctypes.c_size_t),
+                ("cache_key", ctypes.c_int), ("help", ctypes.c_char_p)]
+
+
 class _Request(ctypes.Structure):
     _fields_ = [("prompt", ctypes.c_char_p), ("prompt_ids", ctypes.POINTER(ctypes.c_int32)),
                 ("n_prompt_ids", ctypes.c_size_t), ("params", _SamplingParams), ("n", ctypes.c_int),
@@ -207,7 +216,11 @@ def _load_library():
         "xllm_model_context_size": (ctypes.c_int32, [ctypes.c_void_p]),
         "xllm_model_logits": (ctypes.c_int, [ctypes.c_void_p, P(ctypes.c_int32), ctypes.c_size_t, ctypes.c_int,
                                              P(ctypes.c_float), P(_Error)]),
+        "xllm_model_hidden_size": (ctypes.c_int32, [ctypes.c_void_p]),
+        "xllm_model_embed": (ctypes.c_int, [ctypes.c_void_p, P(P(ctypes.c_int32)), P(ctypes.c_size_t), ctypes.c_size_t,
+                                            ctypes.c_int, ctypes.c_int, P(ctypes.c_float), P(_Error)]),
         "xllm_sampling_params_default": (_SamplingParams, []),
+        "xllm_sampling_params_table": (P(_ParamInfo), [P(ctypes.c_size_t)]),
         "xllm_generate": (ctypes.c_int, [ctypes.c_void_p, P(_Request), ctypes.c_size_t, _TokenCallback,
                                          ctypes.c_void_p, P(P(_Result)), P(_Error)]),
         "xllm_results_free": (None, [P(_Result), ctypes.c_size_t]),
@@ -288,6 +301,27 @@ def _check_float(name, value, lo=-3.4028234663852886e38, hi=3.4028234663852886e3
 
 # ------------------------------------------------------------ public types
 
+def sampling_params_table():
+    """The library's table of scalar sampling parameters: one dict per row
+    (name, http, cli, cli_alias, type, min, max, min_open, http_min, http_max,
+    default, cache_key, help) - the same rows the server, the CLI and the
+    response cache read."""
+    global _PARAM_TABLE
+    if _PARAM_TABLE is None:
+        n = ctypes.c_size_t()
+        rows = _library().xllm_sampling_params_table(ctypes.byref(n))
+        dec = lambda b: b.decode("utf-8") if b is not None else None
+        _PARAM_TABLE = [dict(name=dec(r.name), http=dec(r.http), cli=dec(r.cli), cli_alias=dec(r.cli_alias),
+                             type=("float", "int", "bool")[r.type], min=r.min, max=r.max, min_open=bool(r.min_open),
+                             http_min=r.http_min, http_max=r.http_max, default=r.default_value,
+                             cache_key=bool(r.cache_key), help=dec(r.help), offset=r.offset)
+                        for r in (rows[i] for i in range(n.value))]
+    return _PARAM_TABLE
+
+
+_PARAM_TABLE = None
+
+
 class SamplingParams:
     """Per-request generation settings (HF generate / OpenAI names).
 
@@ -345,13 +379,10 @@ class SamplingParams:
         p = _library().xllm_sampling_params_default()
         p.max_new_tokens = int(self.max_new_tokens)
         p.do_sample = 1 if self.do_sample else 0
-        p.temperature = _check_float("temperature", self.temperature)
         p.top_k = int(self.top_k or 0)
-        p.top_p = _check_float("top_p", self.top_p)
-        p.min_p = _check_float("min_p", self.min_p)
-        p.repetition_penalty = _check_float("repetition_penalty", self.repetition_penalty)
-        p.presence_penalty = _check_float("presence_penalty", self.presence_penalty)
-        p.frequency_penalty = _check_float("frequency_penalty", self.frequency_penalty)
+        for row in sampling_params_table():  # the float parameters, by the library's table
+            if row["type"] == "float" and hasattr(self, row["name"]):
+                setattr(p, row["name"], _check_float(row["name"], getattr(self, row["name"])))
         if self.seed is not None:
             p.seed = int(self.seed) & 0xFFFFFFFFFFFFFFFF
             p.has_seed = 1
@@ -748,6 +779,29 @@ class LLM:
         if not all_positions:
             return list(out)
         return [list(out[i * V:(i + 1) * V]) for i in range(n)]
+
+    _POOLING = {"mean": 0, "last": 1, "cls": 2}
+
+    def embed(self, inputs, pooling="mean", normalize=True):
+        """Embeddings of token-id lists (no BOS added) or strings (tokenized
+        with the model's special tokens): one list of hidden-size floats per
+        input, the final hidden states pooled ("mean", "last" or "cls") and
+        L2-normalized unless normalize=False. Inputs share forward passes."""
+        self._check_open()
+        if pooling not in self._POOLING:
+            raise ValueError("pooling must be one of %s" % ", ".join(self._POOLING))
+        seqs = [self.tokenize(x) if isinstance(x, str) else list(x) for x in inputs]
+        k = len(seqs)
+        H = self._lib.xllm_model_hidden_size(self._model)
+        arrs = [(ctypes.c_int32 * max(len(q), 1))(*q) for q in seqs]
+        ptrs = (ctypes.POINTER(ctypes.c_int32) * max(k, 1))(*[ctypes.cast(a, ctypes.POINTER(ctypes.c_int32)) for a in arrs])
+        lens = (ctypes.c_size_t * max(k, 1))(*[len(q) for q in seqs])
+        out = (ctypes.c_float * max(k * H, 1))()
+        err = _Error()
+        if self._lib.xllm_model_embed(self._model, ptrs, lens, k, self._POOLING[pooling], 1 if normalize else 0, out,
+                                      ctypes.byref(err)):
+            _raise(err)
+        return [list(out[i * H:(i + 1) * H]) for i in range(k)]
 
     def generate(self, prompts, sampling_params=None, callback=None, **overrides):
         """Generate for one prompt or a list of prompts in one batched call.

@@ -282,6 +282,32 @@ xllm_status xllm_model_logits(xllm_model *xm, const int32_t *ids, size_t n_ids, 
     return st;
 }
 
+int32_t xllm_model_hidden_size(const xllm_model *xm) { return xm ? xm->m->cfg.hidden : 0; }
+
+xllm_status xllm_model_embed(xllm_model *xm, const int32_t *const *ids, const size_t *n_ids, size_t n_inputs,
+                             xllm_pooling pooling, int normalize, float *out, xllm_error *err) {
+    xllm_error_clear(err);
+    if (!xm || (n_inputs && (!ids || !n_ids || !out)))
+        return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "xllm_model_embed: NULL argument");
+    for (size_t i = 0; i < n_inputs; i++)
+        if (n_ids[i] > (size_t)xm->opts.max_context)
+            return xllm_errorf(err, XLLM_ERR_CONTEXT_OVERFLOW, "input %zu: %zu ids exceed the context of %d", i, n_ids[i],
+                               xm->opts.max_context);
+    if (xm->pp || !xm->eng)
+        return xm->pp ? xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "xllm_model_embed is not available with --pp yet")
+                      : no_engine(xm, err);
+    if (!n_inputs) return XLLM_OK;
+    call_begin(xm);
+    pthread_mutex_lock(&xm->forward_lock);
+    kv_dtype kdt = KV_F32;
+    int kv_auto;
+    kvq_parse(xm->opts.kv_dtype, &kdt, &kv_auto);
+    xllm_status st = model_embed_batch(xm->m, ids, n_ids, n_inputs, (int)pooling, normalize, kdt, out, err);
+    pthread_mutex_unlock(&xm->forward_lock);
+    call_end(xm);
+    return st;
+}
+
 /* ------------------------------------------------------------- generate */
 
 typedef struct gen_wait {

@@ -218,5 +218,9 @@ uint64_t engine_model_fingerprint(const model *m);
 /* logits.c: logits of one sequence of ids, on a private KV pool. */
 xllm_status model_logits_once(model *m, const int32_t *ids, size_t n, int all_positions, kv_dtype kv_type, float *out,
                               xllm_error *err);
+/* embed.c: k sequences' final hidden states pooled (0 mean, 1 last, 2 first),
+ * L2-normalized when normalize, into out[k][hidden]; on private KV pools. */
+xllm_status model_embed_batch(model *m, const int32_t *const *ids, const size_t *n, size_t k, int pooling, int normalize,
+                              kv_dtype kv_type, float *out, xllm_error *err);
 
 #endif

@@ -86,21 +86,19 @@ unsigned char *rc_key(const int32_t *prompt, size_t n_prompt, const xllm_samplin
         q.has_seed = 0;
     }
     if (!q.has_seed) q.seed = 0;
-    uint32_t version = 1;
+    uint32_t version = 2;
     PUT(&k, version);
     PUT(&k, n);
-    PUT(&k, q.max_new_tokens);
-    PUT(&k, q.do_sample);
-    PUT(&k, q.temperature);
-    PUT(&k, q.top_k);
-    PUT(&k, q.top_p);
-    PUT(&k, q.min_p);
-    PUT(&k, q.repetition_penalty);
-    PUT(&k, q.presence_penalty);
-    PUT(&k, q.frequency_penalty);
+    /* the scalar parameters the table marks as part of the key (src/api/params.c) */
+    size_t n_rows;
+    const xllm_param_info *rows = xllm_sampling_params_table(&n_rows);
+    for (size_t i = 0; i < n_rows; i++)
+        if (rows[i].cache_key) {
+            double v = xllm_sampling_param_get(&q, &rows[i]);
+            PUT(&k, v);
+        }
     PUT(&k, q.seed);
     PUT(&k, q.has_seed);
-    PUT(&k, q.ignore_eos);
     PUT(&k, q.n_stop);
     for (int i = 0; i < q.n_stop && i < XLLM_MAX_STOP_STRINGS; i++) {
         uint64_t sl = strlen(q.stop[i]);

@@ -45,7 +45,8 @@ xllm_status seq_init(sequence *s, const int32_t *prompt, int n_prompt, const xll
         return st;
     }
     sampler_set_prompt(&s->smp, s->ids, (size_t)n_prompt);
-    if (tok && !(s->ds = detok_stream_new(tok, 1))) {
+    /* seeded with the prompt: the text is the exact continuation of the prompt's text */
+    if (tok && (!(s->ds = detok_stream_new(tok, 1)) || detok_stream_seed(s->ds, prompt, (size_t)n_prompt, NULL))) {
         seq_free(s);
         return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
     }

@@ -125,6 +125,7 @@ srv_model *model_open(const char *name, const char *path, const char *engine_con
     } else {
         m->tmpl = xllm_chat_template_load(path, &xe); /* none is fine: chat requests get a 400 */
     }
+    chat_features_detect(m);
     m->created = (long)time(NULL);
     return m;
 fail:

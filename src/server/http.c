@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -41,6 +42,7 @@ typedef struct conn {
     size_t sse_pos;
     int counted; /* the request is already in the metrics (a stream, at its end) */
     srv_state *s;
+    srv_call call;           /* endpoints with a transport-neutral handler (endpoints.c) */
     char path[96];
     char method[12];
 } conn;
@@ -90,8 +92,7 @@ static enum MHD_Result fail(struct MHD_Connection *c, conn *k, int status, const
 /* Constant-time (in the candidate's content) comparison with the key. */
 static int key_ok(const char *key, const char *auth) {
     if (!auth) return 0;
-    const char *p = "Bearer ";
-    if (strncmp(auth, p, 7)) return 0;
+    if (strncasecmp(auth, "Bearer ", 7)) return 0; /* the scheme is case-insensitive (RFC 9110) */
     const char *cand = auth + 7;
     size_t kl = strlen(key), cl = strlen(cand);
     unsigned diff = (unsigned)(kl ^ cl);
@@ -278,7 +279,7 @@ static enum MHD_Result handle_tokens(struct MHD_Connection *c, conn *k, int deto
         if (cJSON_IsString(p) && utf8_valid(p->valuestring, strlen(p->valuestring))) {
             text = p->valuestring;
         } else if (cJSON_IsArray(msgs)) {
-            st = render_chat(m, msgs, cJSON_GetObjectItemCaseSensitive(o, "tools"), &rendered, &e);
+            st = render_request_messages(m, o, &rendered, &e);
             text = rendered;
         } else {
             st = http_err(&e, 400, "invalid_request_error", "prompt", NULL, "'prompt' (a UTF-8 string) or 'messages' is required");
@@ -302,6 +303,53 @@ static enum MHD_Result handle_tokens(struct MHD_Connection *c, conn *k, int deto
     sb_free(&b);
     cJSON_Delete(o);
     return r;
+}
+
+static ssize_t call_reader(void *cls, uint64_t pos, char *buf, size_t max) {
+    (void)pos;
+    conn *k = cls;
+    if (k->sse_pos == k->sse.len) {
+        k->sse.len = 0;
+        k->sse_pos = 0;
+        int r = k->call.next(k->call.st, &k->sse);
+        if (r < 0 || k->sse.oom) return MHD_CONTENT_READER_END_WITH_ERROR;
+        if (k->sse.len == 0) {
+            if (!k->counted) metrics_request(k->endpoint, k->status);
+            k->counted = 1;
+            return MHD_CONTENT_READER_END_OF_STREAM;
+        }
+    }
+    size_t n = k->sse.len - k->sse_pos;
+    if (n > max) n = max;
+    memcpy(buf, k->sse.p + k->sse_pos, n);
+    k->sse_pos += n;
+    return (ssize_t)n;
+}
+
+/* An endpoint with a transport-neutral handler (endpoints.c). */
+static enum MHD_Result handle_call(struct MHD_Connection *c, conn *k, const srv_endpoint *ep, const char *url) {
+    srv_call *call = &k->call;
+    call->s = k->s;
+    call->path = url;
+    call->body = k->body.p ? k->body.p : "";
+    call->len = k->body.len;
+    call->fd = conn_fd(c);
+    MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
+    int st = ep->handler(call);
+    if (st) return send_error(c, k, &call->err);
+    if (call->next) {
+        struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, call_reader, k, NULL);
+        if (!r) return MHD_NO;
+        MHD_add_response_header(r, "Content-Type", call->ctype ? call->ctype : "text/event-stream");
+        MHD_add_response_header(r, "Cache-Control", "no-cache");
+        k->status = 200;
+        enum MHD_Result ret = MHD_queue_response(c, 200, r);
+        MHD_destroy_response(r);
+        return ret;
+    }
+    if (call->status < 0 || client_gone(call->fd)) { k->status = 499; return MHD_NO; }
+    return send_buf(c, k, call->status ? call->status : 200, call->ctype ? call->ctype : "application/json",
+                    call->out.p ? call->out.p : "", call->out.len);
 }
 
 static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *url, const char *method,
@@ -342,33 +390,20 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     }
     if (k->too_large) return fail(c, k, 413, "invalid_request_error", "request_too_large", "the request body is over the limit");
     if (k->body.oom) return fail(c, k, 500, "server_error", NULL, "out of memory");
-    int get = !strcmp(method, "GET"), post = !strcmp(method, "POST");
-    if (!strcmp(url, "/health")) {
-        k->endpoint = EP_HEALTH;
-        if (!get) return fail(c, k, 405, "invalid_request_error", NULL, "use GET");
+    int known = 0;
+    const srv_endpoint *ep = endpoint_find(url, method, &known);
+    if (ep) k->endpoint = ep->id;
+    if ((!ep || ep->auth) && s->opt.api_key &&
+        !key_ok(s->opt.api_key, MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization")))
+        return fail(c, k, 401, "invalid_request_error", "invalid_api_key", "Incorrect or missing API key");
+    if (!ep) return fail(c, k, 404, "invalid_request_error", "not_found", "no such path");
+    if (strcmp(method, ep->method))
+        return fail(c, k, 405, "invalid_request_error", NULL, !strcmp(ep->method, "POST") ? "use POST" : "use GET");
+    if (k->endpoint == EP_HEALTH) {
         int ready = atomic_load(&s->ready) && !atomic_load(&s->stopping);
         const char *b = ready ? "{\"status\":\"ok\"}" : "{\"status\":\"loading\"}";
         return send_buf(c, k, ready ? 200 : 503, "application/json", b, strlen(b));
     }
-    if (s->opt.api_key && !key_ok(s->opt.api_key, MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization")))
-        return fail(c, k, 401, "invalid_request_error", "invalid_api_key", "Incorrect or missing API key");
-    struct { const char *path; int ep, post; } routes[] = {
-        {"/v1/completions", EP_COMPLETIONS, 1}, {"/v1/chat/completions", EP_CHAT, 1}, {"/v1/models", EP_MODELS, 0},
-        {"/metrics", EP_METRICS, 0}, {"/tokenize", EP_TOKENIZE, 1}, {"/detokenize", EP_DETOKENIZE, 1},
-    };
-    int route = -1;
-    for (int i = 0; i < (int)(sizeof routes / sizeof routes[0]); i++)
-        if (!strcmp(url, routes[i].path)) route = i;
-    const char *one_model = !strncmp(url, "/v1/models/", 11) ? url + 11 : NULL;
-    if (route < 0 && !one_model) return fail(c, k, 404, "invalid_request_error", "not_found", "no such path");
-    if (one_model) {
-        k->endpoint = EP_MODELS;
-        if (!get) return fail(c, k, 405, "invalid_request_error", NULL, "use GET");
-        return handle_models(c, k, one_model);
-    }
-    k->endpoint = routes[route].ep;
-    if (routes[route].post ? !post : !get)
-        return fail(c, k, 405, "invalid_request_error", NULL, routes[route].post ? "use POST" : "use GET");
     if (k->endpoint == EP_METRICS) {
         sbuf b = {0};
         metrics_render(s, &b);
@@ -378,8 +413,9 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     }
     if (!atomic_load(&s->ready) || atomic_load(&s->stopping))
         return fail(c, k, 503, "server_error", "not_ready", "the server is loading its models or shutting down");
+    if (ep->handler) return handle_call(c, k, ep, url);
     switch (k->endpoint) {
-    case EP_MODELS: return handle_models(c, k, NULL);
+    case EP_MODELS: return handle_models(c, k, ep->prefix ? url + strlen(ep->path) : NULL);
     case EP_COMPLETIONS: return handle_generate(c, k, 0);
     case EP_CHAT: return handle_generate(c, k, 1);
     case EP_TOKENIZE: return handle_tokens(c, k, 0);
@@ -405,6 +441,8 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum 
                 1e3 * (srv_now() - k->t0), toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (connection closed)");
     run_free(k->run);
     if (k->has_req) srv_req_free(&k->req);
+    if (k->call.free_state) k->call.free_state(k->call.st);
+    sb_free(&k->call.out);
     sb_free(&k->body);
     sb_free(&k->sse);
     free(k);

@@ -18,8 +18,6 @@
 #include <malloc.h>
 #endif
 
-static const char *ep_name[EP_COUNT] = {"completions", "chat_completions", "models", "health",
-                                        "metrics", "tokenize", "detokenize", "other"};
 static const int status_list[] = {200, 400, 401, 404, 405, 413, 429, 500, 503};
 #define N_STATUS ((int)(sizeof status_list / sizeof status_list[0]))
 
@@ -117,7 +115,7 @@ void metrics_render(srv_state *s, sbuf *o) {
     for (int e = 0; e < EP_COUNT; e++)
         for (int k = 0; k <= N_STATUS; k++)
             if (g_req[e][k] || e <= EP_CHAT)
-                sb_printf(o, "xllm_http_requests_total{endpoint=\"%s\",status=\"%s%d\"} %llu\n", ep_name[e],
+                sb_printf(o, "xllm_http_requests_total{endpoint=\"%s\",status=\"%s%d\"} %llu\n", endpoint_label(e),
                           k == N_STATUS ? "other" : "", k == N_STATUS ? 0 : status_list[k], g_req[e][k]);
     hist ttft = g_ttft, tok = g_tok;
     pthread_mutex_unlock(&g_mu);

@@ -10,6 +10,7 @@
  * tokenized, and checked against the context (context_length_exceeded).
  */
 #include "srv.h"
+#include "tool_calls.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -97,76 +98,17 @@ int tokenize_prompt(srv_model *m, const char *text, size_t len, int add_special,
     return 0;
 }
 
-/* The text of a message's content: a string, or an array of parts of which
- * the {"type": "text", "text": ...} ones are joined. */
-static int content_text(const cJSON *c, sbuf *out, http_error *e) {
-    if (cJSON_IsString(c)) { sb_puts(out, c->valuestring); return 0; }
-    if (!cJSON_IsArray(c)) return BAD(e, "messages", "a message's 'content' must be a string or an array of parts");
-    const cJSON *p;
-    cJSON_ArrayForEach(p, c) {
-        const cJSON *t = cJSON_GetObjectItemCaseSensitive(p, "type");
-        const cJSON *x = cJSON_GetObjectItemCaseSensitive(p, "text");
-        if (!cJSON_IsObject(p) || !cJSON_IsString(t)) return BAD(e, "messages", "a content part must be an object with a 'type'");
-        if (strcmp(t->valuestring, "text")) return BAD(e, "messages", "content parts of type '%.32s' are not supported", t->valuestring);
-        if (!cJSON_IsString(x)) return BAD(e, "messages", "a text part needs a string 'text'");
-        sb_puts(out, x->valuestring);
-    }
-    return 0;
-}
-
-/* Messages normalized for the template (content as a string), PII-masked
- * when the model masks. Returns a new array. */
-static int normalize_messages(srv_model *m, const cJSON *msgs, pii_map *map, cJSON **out, sbuf *user_text,
-                              http_error *e) {
-    if (!cJSON_IsArray(msgs) || cJSON_GetArraySize(msgs) == 0)
-        return BAD(e, "messages", "'messages' must be a non-empty array");
-    cJSON *arr = cJSON_CreateArray();
-    const cJSON *msg;
-    cJSON_ArrayForEach(msg, msgs) {
-        const cJSON *role = cJSON_GetObjectItemCaseSensitive(msg, "role");
-        if (!cJSON_IsObject(msg) || !cJSON_IsString(role)) {
-            cJSON_Delete(arr);
-            return BAD(e, "messages", "each message must be an object with a string 'role'");
-        }
-        const char *r = role->valuestring;
-        if (strcmp(r, "system") && strcmp(r, "user") && strcmp(r, "assistant") && strcmp(r, "tool") &&
-            strcmp(r, "developer")) {
-            cJSON_Delete(arr);
-            return BAD(e, "messages", "unknown message role '%.32s'", r);
-        }
-        cJSON *copy = cJSON_Duplicate(msg, 1);
-        cJSON_AddItemToArray(arr, copy);
-        const cJSON *c = cJSON_GetObjectItemCaseSensitive(msg, "content");
-        if (!c || cJSON_IsNull(c)) {
-            if (strcmp(r, "assistant")) {
-                cJSON_Delete(arr);
-                return BAD(e, "messages", "a '%s' message needs 'content'", r);
-            }
-            continue;
-        }
-        sbuf t = {0};
-        if (content_text(c, &t, e)) { sb_free(&t); cJSON_Delete(arr); return e->status; }
-        if (!strcmp(r, "user")) { user_text->len = 0; sb_put(user_text, t.p ? t.p : "", t.len); }
-        if (m->pii && m->pii != NULL) {
-            sbuf masked = {0};
-            atomic_fetch_add(&m->pii_masked, pii_mask(m->pii, map, t.p ? t.p : "", t.len, &masked));
-            sb_free(&t);
-            t = masked;
-        }
-        cJSON_ReplaceItemInObjectCaseSensitive(copy, "content", cJSON_CreateString(t.p ? t.p : ""));
-        sb_free(&t);
-    }
-    *out = arr;
-    return 0;
-}
-
-int render_chat(srv_model *m, const cJSON *messages, const cJSON *tools, char **out, http_error *e) {
+int render_chat(srv_model *m, const cJSON *messages, const cJSON *tools, const cJSON *kwargs, char **out,
+                http_error *e) {
     if (!m->tmpl && !m->tmpl_src)
         return BAD(e, "messages", "model '%s' has no chat template; use /v1/completions", m->name);
     char *mj = cJSON_PrintUnformatted(messages);
-    cJSON *o = cJSON_CreateObject();
+    cJSON *o = cJSON_IsObject(kwargs) ? cJSON_Duplicate(kwargs, 1) : cJSON_CreateObject();
+    cJSON_DeleteItemFromObjectCaseSensitive(o, "add_generation_prompt");
+    cJSON_DeleteItemFromObjectCaseSensitive(o, "tools");
+    cJSON_DeleteItemFromObjectCaseSensitive(o, "messages");
     cJSON_AddTrueToObject(o, "add_generation_prompt");
-    if (tools) cJSON_AddItemToObject(o, "tools", cJSON_Duplicate(tools, 1));
+    if (tools && cJSON_GetArraySize(tools)) cJSON_AddItemToObject(o, "tools", cJSON_Duplicate(tools, 1));
     char *oj = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
     xllm_error xe;
@@ -199,6 +141,62 @@ int check_context(srv_req *r, http_error *e) {
                         ctx, longest + (size_t)r->params.max_new_tokens, longest, r->params.max_new_tokens);
     }
     return 0;
+}
+
+/* Chat: messages rendered and tokenized; tools, tool_choice,
+ * parallel_tool_calls and chat_template_kwargs read (chat_out.c uses them). */
+static int parse_chat(srv_req *r, const cJSON *o, const cJSON *msgs, http_error *e) {
+    srv_model *m = r->m;
+    const cJSON *tools = field(o, "tools");
+    const cJSON *kw = field(o, "chat_template_kwargs");
+    int st;
+    if (tools && (st = tools_validate(tools, e))) return st;
+    if ((st = chat_kwargs_check(kw, e))) return st;
+    int parallel = 1;
+    if ((st = get_bool(o, "parallel_tool_calls", &parallel, e))) return st;
+    const cJSON *tc = field(o, "tool_choice");
+    const char *named = NULL;
+    int none = 0, required = 0;
+    if (tc) {
+        const cJSON *fn = cJSON_GetObjectItemCaseSensitive(tc, "function");
+        const cJSON *nm = cJSON_GetObjectItemCaseSensitive(fn, "name");
+        if (cJSON_IsString(tc) && !strcmp(tc->valuestring, "none")) none = 1;
+        else if (cJSON_IsString(tc) && !strcmp(tc->valuestring, "required")) required = 1;
+        else if (cJSON_IsString(tc) && !strcmp(tc->valuestring, "auto")) {}
+        else if (cJSON_IsObject(tc) && cJSON_IsString(nm)) named = nm->valuestring;
+        else return BAD(e, "tool_choice", "'tool_choice' must be \"none\", \"auto\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": ...}}");
+        if (!none && !tools) return BAD(e, "tool_choice", "'tool_choice' needs 'tools'");
+    }
+    r->tool_fmt = m->tool_fmt;
+    r->max_tool_calls = parallel ? 64 : 1;
+    r->tool_parse = tools && cJSON_GetArraySize(tools) > 0 && !none;
+    if (r->tool_parse && (required || named)) {
+        const char *pre, *suf;
+        if ((st = tool_choice_constraint((tool_format)m->tool_fmt, tools, named, parallel, &r->grammar_store, &pre,
+                                         &suf, e)))
+            return st;
+        r->params.grammar_kind = XLLM_GRAMMAR_JSON_SCHEMA;
+        r->params.grammar = r->grammar_store;
+        r->params.grammar_prefix = pre;
+        r->params.grammar_suffix = suf;
+    }
+    cJSON *norm = NULL;
+    sbuf ut = {0};
+    if (m->pii) r->pii[0] = pii_map_create();
+    if ((st = chat_messages_normalize(m, msgs, r->pii[0], &norm, &ut, e))) { sb_free(&ut); return st; }
+    r->user_text = sb_take(&ut);
+    char *text = NULL;
+    /* tool_choice none: the tools stay out of the prompt too */
+    st = render_chat(m, norm, none ? NULL : tools, kw, &text, e);
+    cJSON_Delete(norm);
+    if (st) return st;
+    size_t tl = strlen(text);
+    r->think = m->thinks;
+    r->think_open = m->thinks && prompt_opens_think(text, tl);
+    r->n_prompts = 1;
+    st = tokenize_prompt(m, text, tl, 0, &r->ids[0], &r->n_ids[0], e);
+    xllm_free(text);
+    return st;
 }
 
 /* prompt: a string, a list of strings, a list of ids, or a list of id lists. */
@@ -245,7 +243,7 @@ static int parse_prompt(srv_req *r, const cJSON *p, http_error *e) {
                 len = masked.len;
             }
             if (i == 0 && !r->user_text) r->user_text = strdup(it->valuestring);
-            if (r->echo) r->echo_text[i] = strndup(text, len);
+            if (r->echo) r->echo_text[i] = strndup(text, len); /* what the model saw (masked) */
             int st = tokenize_prompt(m, text, len, 1, &r->ids[i], &r->n_ids[i], e);
             sb_free(&masked);
             if (st) { e->param = "prompt"; return st; }
@@ -340,39 +338,38 @@ int srv_req_parse(srv_state *s, int chat, const char *body, size_t len, srv_req 
     }
     r->model_name = strdup(r->m->name);
     if (r->m->n_stages) { st = BAD(e, "model", "internal: cascade handled elsewhere"); goto out; }
-    double d;
     long long ll;
     xllm_sampling_params *p = &r->params;
-    d = 1.0;
-    if ((st = get_num(o, "temperature", 0, 2, &d, e))) goto out;
-    p->temperature = (float)d;
-    d = 1.0;
-    if ((st = get_num(o, "top_p", 0, 1, &d, e))) goto out;
-    if (field(o, "top_p") && d <= 0) { st = BAD(e, "top_p", "'top_p' must be in (0, 1]"); goto out; }
-    p->top_p = (float)d;
-    d = 0;
-    if ((st = get_num(o, "presence_penalty", -2, 2, &d, e))) goto out;
-    p->presence_penalty = (float)d;
-    d = 0;
-    if ((st = get_num(o, "frequency_penalty", -2, 2, &d, e))) goto out;
-    p->frequency_penalty = (float)d;
-    d = 1;
-    if ((st = get_num(o, "repetition_penalty", 0.01, 100, &d, e))) goto out;
-    p->repetition_penalty = (float)d;
-    d = 0;
-    if ((st = get_num(o, "min_p", 0, 1, &d, e))) goto out;
-    p->min_p = (float)d;
-    ll = 0;
-    if ((st = get_int(o, "top_k", -1, 1 << 30, &ll, e))) goto out;
-    p->top_k = ll < 0 ? 0 : (int)ll;
+    /* the scalar sampling parameters, by the library's table (xllm_sampling_params_table) */
+    size_t n_rows;
+    const xllm_param_info *rows = xllm_sampling_params_table(&n_rows);
+    for (size_t i = 0; i < n_rows; i++) {
+        const xllm_param_info *pi = &rows[i];
+        if (!pi->http || !strcmp(pi->http, "max_tokens") || !field(o, pi->http)) continue; /* max_tokens: below */
+        double v = 0;
+        if (pi->type == XLLM_PARAM_BOOL) {
+            int bv = 0;
+            if ((st = get_bool(o, pi->http, &bv, e))) goto out;
+            v = bv;
+        } else if (pi->type == XLLM_PARAM_INT) {
+            long long x = 0;
+            if ((st = get_int(o, pi->http, pi->http_min, pi->http_max, &x, e))) goto out;
+            v = (double)x;
+        } else {
+            if ((st = get_num(o, pi->http, pi->http_min, pi->http_max, &v, e))) goto out;
+        }
+        if (pi->min_open && v <= pi->min) {
+            st = BAD(e, pi->http, "'%s' must be in (%g, %g]", pi->http, pi->min, pi->http_max);
+            goto out;
+        }
+        if (!strcmp(pi->name, "top_k") && v < 0) v = 0; /* -1 = off, as vLLM takes it */
+        xllm_sampling_param_set(p, pi, v);
+    }
     if (field(o, "seed")) {
         if ((st = get_int(o, "seed", -9007199254740991.0, 9007199254740991.0, &ll, e))) goto out;
         p->seed = (uint64_t)ll;
         p->has_seed = 1;
     }
-    int b = 0;
-    if ((st = get_bool(o, "ignore_eos", &b, e))) goto out;
-    p->ignore_eos = b;
     ll = 1;
     if ((st = get_int(o, "n", 1, XLLM_MAX_SAMPLES, &ll, e))) goto out;
     r->n = (int)ll;
@@ -426,23 +423,9 @@ int srv_req_parse(srv_state *s, int chat, const char *body, size_t len, srv_req 
     if (lb && (!cJSON_IsObject(lb) || lb->child)) { st = BAD(e, "logit_bias", "'logit_bias' is not supported"); goto out; }
     if ((st = parse_stop(r, o, e))) goto out;
     if (chat) {
-        const cJSON *tools = field(o, "tools");
-        if (tools && !cJSON_IsArray(tools)) { st = BAD(e, "tools", "'tools' must be an array"); goto out; }
         const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(o, "messages");
         if (!msgs) { st = BAD(e, "messages", "'messages' is required"); goto out; }
-        cJSON *norm = NULL;
-        sbuf ut = {0};
-        if (r->m->pii) r->pii[0] = pii_map_create();
-        if ((st = normalize_messages(r->m, msgs, r->pii[0], &norm, &ut, e))) { sb_free(&ut); goto out; }
-        r->user_text = sb_take(&ut);
-        char *text = NULL;
-        st = render_chat(r->m, norm, tools, &text, e);
-        cJSON_Delete(norm);
-        if (st) goto out;
-        r->n_prompts = 1;
-        st = tokenize_prompt(r->m, text, strlen(text), 0, &r->ids[0], &r->n_ids[0], e);
-        xllm_free(text);
-        if (st) goto out;
+        if ((st = parse_chat(r, o, msgs, e))) goto out;
     } else {
         if ((st = parse_prompt(r, field(o, "prompt"), e))) goto out;
     }
@@ -465,5 +448,6 @@ void srv_req_free(srv_req *r) {
     for (int i = 0; i < XLLM_MAX_STOP_STRINGS; i++) free(r->stop_store[i]);
     free(r->model_name);
     free(r->user_text);
+    free(r->grammar_store);
     memset(r, 0, sizeof *r);
 }

@@ -17,6 +17,7 @@
  * come with the chunks; a token's text is its share of the chunk's text.
  */
 #include "srv.h"
+#include "chat_out.h"
 
 #include <math.h>
 #include <poll.h>
@@ -134,6 +135,9 @@ typedef struct choice {
     int finished;
     xllm_finish_reason reason;
     pii_stream *ps;
+    chat_out *co;              /* chat: reasoning / content / tool calls split (NULL: none) */
+    sbuf reasoning;            /* non-streamed reasoning_content */
+    int32_t last_id;           /* the token before the next one (the prompt's last at first) */
 } choice;
 
 struct run {
@@ -184,6 +188,8 @@ void run_free(run *u) {
         sb_free(&c->lp_tops);
         sb_free(&c->lp_offs);
         if (c->ps) pii_stream_free(c->ps);
+        chat_out_free(c->co);
+        sb_free(&c->reasoning);
     }
     free(u->ch);
     waiter_put(u->w);
@@ -212,6 +218,12 @@ int run_start(srv_state *s, srv_req *r, int fd, run **out, http_error *e) {
             u->ch[i].ps = pii_stream_create(m->pii, r->pii[i / r->n]);
             if (!u->ch[i].ps) { run_free(u); return http_err(e, 500, "server_error", NULL, NULL, "out of memory"); }
         }
+    for (int i = 0; r->chat && i < u->n_choices; i++) u->ch[i].co = chat_out_new(r);
+    for (int i = 0; i < u->n_choices; i++) {
+        const srv_req *q = r;
+        size_t n = q->n_ids[i / q->n];
+        u->ch[i].last_id = n ? q->ids[i / q->n][n - 1] : -1;
+    }
     int limit = m->max_batch + s->opt.max_queue;
     for (int i = 0; i < r->n_prompts; i++) {
         if (atomic_fetch_add(&m->inflight, 1) >= limit) {
@@ -252,10 +264,28 @@ static void json_bytes(sbuf *b, const char *s, size_t n) {
     sb_puts(b, "]");
 }
 
-static char *token_text(srv_model *m, int32_t id, size_t *len) {
-    char *t = NULL;
+/* A token's text where it stands: after `prev` (the token before it), so that
+ * a SentencePiece word start keeps its space (" time", not "time"), as in the
+ * completion text; alone when there is no previous token or the pair does
+ * not decode to prev's text plus more. */
+static char *token_text(srv_model *m, int32_t prev, int32_t id, size_t *len) {
+    char *t = NULL, *p = NULL;
+    size_t pl = 0;
     xllm_error xe;
-    if (!m->tok || xllm_detokenize(m->tok, &id, 1, 0, &t, len, &xe)) {
+    *len = 0;
+    if (!m->tok) return NULL;
+    int32_t two[2] = {prev, id};
+    if (prev >= 0 && !xllm_detokenize(m->tok, &prev, 1, 0, &p, &pl, &xe) &&
+        !xllm_detokenize(m->tok, two, 2, 0, &t, len, &xe) && *len >= pl && !memcmp(t, p, pl)) {
+        memmove(t, t + pl, *len - pl + 1);
+        *len -= pl;
+        xllm_free(p);
+        return t;
+    }
+    xllm_free(p);
+    xllm_free(t);
+    t = NULL;
+    if (xllm_detokenize(m->tok, &id, 1, 0, &t, len, &xe)) {
         *len = 0;
         return NULL;
     }
@@ -282,7 +312,7 @@ static void add_logprobs(run *u, choice *c, const xllm_chunk *k, sbuf *content, 
             sb_puts(content, ",\"top_logprobs\":[");
             for (int j = 0; k->top_ids && j < k->n_top; j++) {
                 size_t al;
-                char *alt = token_text(u->m, k->top_ids[t * (size_t)k->n_top + j], &al);
+                char *alt = token_text(u->m, c->last_id, k->top_ids[t * (size_t)k->n_top + j], &al);
                 sb_puts(content, j ? ",{\"token\":" : "{\"token\":");
                 sb_json_str(content, alt ? alt : "", al);
                 sb_puts(content, ",\"logprob\":");
@@ -306,12 +336,12 @@ static void add_logprobs(run *u, choice *c, const xllm_chunk *k, sbuf *content, 
                 int wrote = 0;
                 for (int j = 0; j < k->n_top; j++) {
                     size_t al;
-                    char *alt = token_text(u->m, k->top_ids[t * (size_t)k->n_top + j], &al);
+                    char *alt = token_text(u->m, c->last_id, k->top_ids[t * (size_t)k->n_top + j], &al);
                     /* a JSON object cannot hold one key twice: keep the first (most likely) */
                     int dup = 0;
                     for (int q = 0; q < j && !dup; q++) {
                         size_t bl;
-                        char *b = token_text(u->m, k->top_ids[t * (size_t)k->n_top + q], &bl);
+                        char *b = token_text(u->m, c->last_id, k->top_ids[t * (size_t)k->n_top + q], &bl);
                         dup = b && alt && bl == al && !memcmp(b, alt, al);
                         xllm_free(b);
                     }
@@ -326,6 +356,7 @@ static void add_logprobs(run *u, choice *c, const xllm_chunk *k, sbuf *content, 
                 sb_puts(tops, "}");
             }
         }
+        c->last_id = k->ids[t];
     }
 }
 
@@ -370,6 +401,60 @@ static void sse_choice(run *u, int idx, const char *text, size_t len, int with_t
     chunk_tail(u, b);
 }
 
+/* One chat SSE event whose delta holds the given members (e.g. "reasoning_content":"..."). */
+static void sse_delta(run *u, int idx, const char *members, size_t n, const char *finish) {
+    sbuf *b = u->sse;
+    chunk_head(u, b);
+    sb_printf(b, "{\"index\":%d,\"delta\":{", idx);
+    sb_put(b, members, n);
+    sb_puts(b, "},\"logprobs\":null,\"finish_reason\":");
+    if (finish) sb_printf(b, "\"%s\"", finish);
+    else sb_puts(b, "null");
+    sb_puts(b, "}");
+    chunk_tail(u, b);
+}
+
+static const char *finish_str(const choice *c, xllm_finish_reason r) {
+    return chat_out_n_calls(c->co) && r != XLLM_FINISH_CANCELLED ? "tool_calls" : reason_str(r);
+}
+
+/* Streamed: a choice's reasoning delta, and at its end its tool-call deltas. */
+static void sse_chat_extra(run *u, int idx, const sbuf *reasoning, int final) {
+    choice *c = &u->ch[idx];
+    if (reasoning->len) {
+        sbuf d = {0};
+        sb_puts(&d, "\"reasoning_content\":");
+        sb_json_str(&d, reasoning->p, reasoning->len);
+        sse_delta(u, idx, d.p, d.len, NULL);
+        sb_free(&d);
+    }
+    for (int i = 0; final && i < chat_out_n_calls(c->co); i++)
+        for (int piece = 0;; piece++) {
+            sbuf d = {0};
+            int more = chat_out_call_deltas(c->co, i, piece, &d);
+            if (more) sse_delta(u, idx, d.p, d.len, NULL);
+            sb_free(&d);
+            if (!more) break;
+        }
+}
+
+/* A choice that ends without a final chunk (cancelled): flush its split. */
+static void co_flush(run *u, int idx) {
+    choice *c = &u->ch[idx];
+    if (!c->co) return;
+    sbuf ct = {0}, rs = {0};
+    chat_out_push(c->co, "", 0, 1, &ct, &rs);
+    if (u->r->stream) {
+        sse_chat_extra(u, idx, &rs, 1);
+        if (ct.len) sse_choice(u, idx, ct.p, ct.len, 1, NULL, NULL, 0);
+    } else {
+        sb_put(&c->reasoning, rs.p, rs.len);
+        sb_put(&c->text, ct.p, ct.len);
+    }
+    sb_free(&ct);
+    sb_free(&rs);
+}
+
 static void on_chunk(run *u, int prompt, const xllm_chunk *k) {
     srv_req *r = u->r;
     int idx = prompt * r->n + k->sample;
@@ -401,7 +486,14 @@ static void on_chunk(run *u, int prompt, const xllm_chunk *k) {
         c->finished = 1;
         c->reason = k->finish_reason;
     }
+    sbuf co_c = {0}, co_r = {0};
+    if (c->co) {
+        chat_out_push(c->co, text, len, k->finished, &co_c, &co_r);
+        text = co_c.p ? co_c.p : "";
+        len = co_c.len;
+    }
     if (r->stream) {
+        if (c->co) sse_chat_extra(u, idx, &co_r, 0);
         sbuf lp = {0}, toks = {0}, vals = {0}, tops = {0}, offs = {0};
         int has_lp = r->logprobs && k->n_ids;
         if (has_lp) {
@@ -419,13 +511,17 @@ static void on_chunk(run *u, int prompt, const xllm_chunk *k) {
             }
         }
         if (len || has_lp) sse_choice(u, idx, text, len, 1, has_lp ? &lp : NULL, NULL, 0);
-        if (k->finished) sse_choice(u, idx, "", 0, 0, NULL, reason_str(k->finish_reason), 0);
+        if (k->finished && c->co) sse_chat_extra(u, idx, &(sbuf){0}, 1);
+        if (k->finished) sse_choice(u, idx, "", 0, 0, NULL, finish_str(c, k->finish_reason), 0);
         sb_free(&lp), sb_free(&toks), sb_free(&vals), sb_free(&tops), sb_free(&offs);
     } else {
         sb_put(&c->text, text, len);
+        sb_put(&c->reasoning, co_r.p, co_r.len);
         if (r->logprobs && k->n_ids) add_logprobs(u, c, k, &c->lp_content, &c->lp_tokens, &c->lp_vals, &c->lp_tops, &c->lp_offs);
     }
     sb_free(&proc);
+    sb_free(&co_c);
+    sb_free(&co_r);
 }
 
 /* Drain what is ready; wait up to ms when nothing was. Returns 1 when every
@@ -498,10 +594,19 @@ int run_wait_json(run *u, sbuf *b, http_error *e) {
             sb_put(&c->text, rest.p, rest.len);
             sb_free(&rest);
         }
+        if (!c->finished) co_flush(u, i);
+        int n_calls = chat_out_n_calls(c->co);
         sb_printf(b, "%s{\"index\":%d,", i ? "," : "", i);
         if (r->chat) {
             sb_puts(b, "\"message\":{\"role\":\"assistant\",\"content\":");
-            sb_json_str(b, c->text.p ? c->text.p : "", c->text.len);
+            if (n_calls && !c->text.len) sb_puts(b, "null");
+            else sb_json_str(b, c->text.p ? c->text.p : "", c->text.len);
+            if (r->think) {
+                sb_puts(b, ",\"reasoning_content\":");
+                if (c->reasoning.len) sb_json_str(b, c->reasoning.p, c->reasoning.len);
+                else sb_puts(b, "null");
+            }
+            if (n_calls) sb_puts(b, ",\"tool_calls\":"), chat_out_calls_json(c->co, b);
             sb_puts(b, ",\"refusal\":null},\"logprobs\":");
             if (r->logprobs) sb_puts(b, "{\"content\":["), sb_put(b, c->lp_content.p, c->lp_content.len), sb_puts(b, "]}");
             else sb_puts(b, "null");
@@ -527,7 +632,7 @@ int run_wait_json(run *u, sbuf *b, http_error *e) {
                 sb_puts(b, "null");
             }
         }
-        sb_printf(b, ",\"finish_reason\":\"%s\"}", reason_str(c->finished ? c->reason : XLLM_FINISH_CANCELLED));
+        sb_printf(b, ",\"finish_reason\":\"%s\"}", finish_str(c, c->finished ? c->reason : XLLM_FINISH_CANCELLED));
     }
     sb_puts(b, "],\"usage\":");
     usage_json(u, b);
@@ -561,6 +666,7 @@ int run_next_sse(run *u, sbuf *out) {
                     if (rest.len) sse_choice(u, i, rest.p, rest.len, 1, NULL, NULL, 0);
                     sb_free(&rest);
                 }
+                if (!c->finished) co_flush(u, i);
                 if (!c->finished) sse_choice(u, i, "", 0, 0, NULL, reason_str(XLLM_FINISH_CANCELLED), 0);
             }
             if (u->failed) {

@@ -19,6 +19,10 @@
  *   metrics.c   counters and histograms, Prometheus text
  *   pii.c       PII detectors, masking and restoring (also across chunks)
  *   cascade.c   multi-model cascades
+ *   messages.c  chat messages normalized for the template, rendered
+ *   tool_calls.c tool-call formats, parsing, tool_choice constraints
+ *   reasoning.c <think> split into reasoning_content
+ *   chat_out.c  a chat choice's output: content, reasoning, tool calls
  *
  * Thread-safety: every function here may be called from any connection
  * thread at once (they touch their arguments, srv_model's atomic counters,
@@ -98,7 +102,10 @@ void pii_stream_push(pii_stream *s, const char *text, size_t n, int final, sbuf 
 
 /* -------------------------------------------------------------- metrics.c */
 
-enum { EP_COMPLETIONS, EP_CHAT, EP_MODELS, EP_HEALTH, EP_METRICS, EP_TOKENIZE, EP_DETOKENIZE, EP_OTHER, EP_COUNT };
+/* endpoint ids (endpoints.c holds the table: path, method, label, handler);
+ * the generating endpoints come first (ids <= EP_CHAT are logged per request) */
+enum { EP_COMPLETIONS, EP_CHAT, EP_MODELS, EP_HEALTH, EP_METRICS, EP_TOKENIZE, EP_DETOKENIZE, EP_RESPONSES,
+       EP_EMBEDDINGS, EP_OTHER, EP_COUNT };
 
 void metrics_init(void);
 
@@ -140,6 +147,12 @@ typedef struct srv_model {
     int n_stages;
     cascade_stage *stages;
     long created;
+    /* what the chat template can do (messages.c, chat_features_detect) */
+    int tool_fmt;                    /* tool_format */
+    int thinks;                      /* writes reasoning in <think> tags */
+    int knows_developer;             /* names the developer role */
+    int keeps_null_content;          /* tests an assistant's content for none (DeepSeek-V3: its tool-call turns) */
+    int args_as_text;                /* concatenates tool-call arguments as text (DeepSeek-V3) */
 } srv_model;
 
 /* ------------------------------------------------------------------ state */
@@ -206,6 +219,13 @@ typedef struct srv_req {
     int logprobs;             /* completions: the int; chat: 0/1 */
     int top_logprobs;
     int echo;
+    /* chat: tools and reasoning (chat_out.c) */
+    int tool_parse;           /* parse tool calls out of the output (tools given, tool_choice not none) */
+    int tool_fmt;             /* tool_format */
+    int max_tool_calls;       /* 1 when parallel_tool_calls is false */
+    char *grammar_store;      /* the tool_choice constraint's schema */
+    int think;                /* split <think> into reasoning_content */
+    int think_open;           /* the prompt opened <think> already */
 } srv_req;
 
 /* Parse and validate a request body for model endpoints (chat = 1 for
@@ -213,9 +233,24 @@ typedef struct srv_req {
  * success (free r with srv_req_free). */
 int srv_req_parse(srv_state *s, int chat, const char *body, size_t len, srv_req *r, http_error *e);
 void srv_req_free(srv_req *r);
-/* The prompt text of a chat request rendered by m's template (for
- * cascades' stages too). */
-int render_chat(srv_model *m, const cJSON *messages, const cJSON *tools, char **out, http_error *e);
+/* ------------------------------------------------------------- messages.c */
+
+/* Read the template's features into m (tool_fmt, thinks, knows_developer). */
+void chat_features_detect(srv_model *m);
+/* Messages normalized for m's template (content a string, null -> "",
+ * arguments objects, developer -> system where unknown), PII-masked into map
+ * when m masks and map is not NULL; the last user text into user_text (may be
+ * NULL). Returns a new array in *out. */
+int chat_messages_normalize(srv_model *m, const cJSON *msgs, pii_map *map, cJSON **out, sbuf *user_text,
+                            http_error *e);
+/* (request.c) The prompt text of normalized messages rendered by m's
+ * template, with the tools and the request's chat_template_kwargs (an object
+ * or NULL; its add_generation_prompt / tools / messages are ignored). */
+int render_chat(srv_model *m, const cJSON *messages, const cJSON *tools, const cJSON *kwargs, char **out,
+                http_error *e);
+int chat_kwargs_check(const cJSON *kwargs, http_error *e);
+/* A body's messages / tools / chat_template_kwargs rendered as chat does (/tokenize). */
+int render_request_messages(srv_model *m, const cJSON *body, char **out, http_error *e);
 /* Tokenize text for model m (add_special: BOS etc.), checking the context; *ids is malloc-ed. */
 int tokenize_prompt(srv_model *m, const char *text, size_t len, int add_special, int32_t **ids, size_t *n,
                     http_error *e);
@@ -268,5 +303,47 @@ int cascade_run(srv_state *s, srv_model *c, const char *body, size_t len, int ch
 
 /* a client socket that has hung up */
 int client_gone(int fd);
+
+/* ------------------------------------------------------------ endpoints.c */
+
+/* One HTTP request as a transport-neutral handler sees it. The handler
+ * returns 0 with either out (+ status, ctype; defaults 200 and JSON) filled,
+ * or next set: a stream, next(st, out) called until it returns 0 (end; 1 =
+ * more follows, -1 = the client went away), free_state(st) at the end of the
+ * connection. On failure it returns the HTTP status with err filled. */
+typedef struct srv_call {
+    srv_state *s;
+    const char *path;
+    const char *body;
+    size_t len;
+    int fd;                  /* the client's socket (disconnect checks), or -1 */
+    int status;
+    const char *ctype;
+    sbuf out;
+    http_error err;
+    int (*next)(void *st, sbuf *out);
+    void (*free_state)(void *st);
+    void *st;
+} srv_call;
+typedef int (*srv_handler)(srv_call *c);
+
+typedef struct srv_endpoint {
+    const char *path;
+    const char *method;
+    int id;                  /* EP_* (metrics and logs) */
+    const char *label;       /* the metric's endpoint label */
+    int auth;                /* the API key guards it */
+    int prefix;              /* path is a prefix: one more path segment follows */
+    srv_handler handler;     /* NULL: one of http.c's own handlers, by id */
+} srv_endpoint;
+
+/* The endpoint for a path and method; when only the path matches, an entry
+ * with another method (the caller answers 405); NULL: no such path. */
+const srv_endpoint *endpoint_find(const char *path, const char *method, int *path_known);
+const char *endpoint_label(int id);
+
+int responses_handle(srv_call *c);   /* POST /v1/responses (responses.c) */
+int responses_get(srv_call *c);      /* GET /v1/responses/{id} */
+int embeddings_handle(srv_call *c);  /* POST /v1/embeddings (embeddings.c) */
 
 #endif

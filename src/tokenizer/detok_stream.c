@@ -99,6 +99,33 @@ xllm_status detok_stream_push(detok_stream *s, int32_t id, const char **out, siz
     return emit(s, 0, out, out_len, err);
 }
 
+/* The prompt's last DETOK_CONTEXT ids (specials that are skipped left out)
+ * become the window's already-emitted context: the first generated token is
+ * then decoded after them, as it is in a decode of prompt + completion (a
+ * Metaspace / Strip decoder would otherwise eat its leading space). */
+#define DETOK_CONTEXT 8
+xllm_status detok_stream_seed(detok_stream *s, const int32_t *ids, size_t n, xllm_error *err) {
+    if (!s) return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "detok_stream_seed: NULL stream");
+    const tokenizer *t = s->t;
+    int32_t ctx[DETOK_CONTEXT];
+    size_t k = 0;
+    for (size_t i = n; i > 0 && k < DETOK_CONTEXT; i--) {
+        int32_t id = ids[i - 1];
+        if (id < 0 || id >= t->n_pieces || !t->pieces[id]) continue;
+        if (s->skip_special && t->special[id]) continue;
+        ctx[DETOK_CONTEXT - 1 - k++] = id;
+    }
+    if (s->cap < k + 16) {
+        int32_t *v = xllm_realloc(s->ids, (k + 16) * sizeof *v);
+        if (!v) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "detok_stream: out of memory");
+        s->ids = v;
+        s->cap = k + 16;
+    }
+    memcpy(s->ids, ctx + DETOK_CONTEXT - k, k * sizeof *s->ids);
+    s->n = s->read = k;
+    return XLLM_OK;
+}
+
 xllm_status detok_stream_flush(detok_stream *s, const char **out, size_t *out_len, xllm_error *err) {
     if (!s || !out || !out_len) return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "detok_stream_flush: NULL argument");
     *out = "";

@@ -57,6 +57,11 @@ int32_t tokenizer_eos_id(const tokenizer *t);  /* -1 if none */
  */
 typedef struct detok_stream detok_stream;
 detok_stream *detok_stream_new(const tokenizer *t, int skip_special);
+/* Start after a prompt: its last ids become the stream's context (emitted
+ * already), so the first pushed id decodes as it does after the prompt in a
+ * decode of prompt + completion ("Once upon a" + " time", not "time"). Call
+ * before the first push. */
+xllm_status detok_stream_seed(detok_stream *s, const int32_t *ids, size_t n, xllm_error *err);
 /* Appends the new text to *out (pointer into the stream, valid until the next
  * call) with length *out_len. */
 xllm_status detok_stream_push(detok_stream *s, int32_t id, const char **out, size_t *out_len,

@@ -64,8 +64,8 @@ echo "bad configs: ok"
 
 # --- the OpenAI client
 cd "$SRC/tests/server" || exit 1
-if [ ! -d node_modules/openai ]; then
-    npm ci --no-audit --no-fund > "$T/npm" 2>&1 || { cat "$T/npm"; fail "npm ci (the openai package) failed"; }
+if [ ! -d node_modules/openai ] || [ ! -d node_modules/ai ] || [ ! -d node_modules/@langchain/openai ]; then
+    npm ci --no-audit --no-fund > "$T/npm" 2>&1 || { cat "$T/npm"; fail "npm ci (tests/server/package.json) failed"; }
 fi
 XLLM_BIN="$XLLM" node --test --test-concurrency=1 ./*.test.mjs || exit 1
 echo "server: ok"

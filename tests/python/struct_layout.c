@@ -136,5 +136,20 @@ int main(void) {
     F(xllm_convert_options, progress_user);
     F(xllm_convert_options, to_gguf);
     F(xllm_convert_options, calib_model_options);
+    S(xllm_param_info);
+    F(xllm_param_info, name);
+    F(xllm_param_info, http);
+    F(xllm_param_info, cli);
+    F(xllm_param_info, cli_alias);
+    F(xllm_param_info, type);
+    F(xllm_param_info, min);
+    F(xllm_param_info, max);
+    F(xllm_param_info, min_open);
+    F(xllm_param_info, http_min);
+    F(xllm_param_info, http_max);
+    F(xllm_param_info, default_value);
+    F(xllm_param_info, offset);
+    F(xllm_param_info, cache_key);
+    F(xllm_param_info, help);
     return 0;
 }

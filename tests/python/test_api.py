@@ -86,6 +86,37 @@ class TestLLM(unittest.TestCase):
         self.assertEqual(len(last), self.llm.vocab_size)
         self.assertEqual(max(range(len(last)), key=last.__getitem__), EXPECTED["prompt_greedy_200_ids"][0])
 
+    def test_embed(self):
+        ids = EXPECTED["prompt_ids"]
+        mean, other = self.llm.embed([ids, "The cat sat"])
+        self.assertAlmostEqual(sum(x * x for x in mean), 1.0, places=5)
+        # batched = alone; a causal model's first-token state ignores what follows
+        alone = self.llm.embed([ids])[0]
+        self.assertTrue(all(abs(a - b) < 1e-5 for a, b in zip(mean, alone)))
+        cls = self.llm.embed([ids], pooling="cls")[0]
+        first = self.llm.embed([ids[:1]])[0]
+        self.assertTrue(all(abs(a - b) < 1e-5 for a, b in zip(cls, first)))
+        raw = self.llm.embed([ids], pooling="last", normalize=False)[0]
+        self.assertGreater(sum(x * x for x in raw), 0)
+        with self.assertRaises(ValueError):
+            self.llm.embed([ids], pooling="max")
+        with self.assertRaises(XLLMError):
+            self.llm.embed([[10 ** 6]])
+
+    def test_params_table(self):
+        rows = {r["name"]: r for r in xllm.sampling_params_table()}
+        self.assertEqual(rows["temperature"]["http"], "temperature")
+        self.assertEqual(rows["max_new_tokens"]["http"], "max_tokens")
+        self.assertEqual((rows["temperature"]["http_min"], rows["temperature"]["http_max"]), (0.0, 2.0))
+        self.assertTrue(rows["top_p"]["min_open"])
+        # every float row is a SamplingParams field, and the C struct has it at the table's offset
+        for r in rows.values():
+            self.assertTrue(hasattr(SamplingParams(), r["name"]) or r["name"] == "do_sample", r["name"])
+            self.assertEqual(getattr(xllm._SamplingParams, r["name"]).offset, r["offset"], r["name"])
+        p = SamplingParams(temperature=0.25, top_p=0.5)._to_c([])
+        self.assertAlmostEqual(p.temperature, 0.25)
+        self.assertAlmostEqual(p.top_p, 0.5)
+
     def test_errors(self):
         with self.assertRaises(XLLMError) as cm:
             LLM(os.path.join(SRC, "no-such-model"))

@@ -21,6 +21,7 @@ MIRRORS = {
     "xllm_chunk": xllm._Chunk,
     "xllm_result": xllm._Result,
     "xllm_convert_options": xllm._ConvertOptions,
+    "xllm_param_info": xllm._ParamInfo,
 }
 
 
