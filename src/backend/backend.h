@@ -123,6 +123,12 @@ typedef struct be_qkv {
     int block_size;
     const int32_t *pos, *seq;     /* host: each token's position and sequence */
     const int32_t *const *block_tables; /* host: per sequence */
+    /* 0 (the default): q_norm / k_norm per head ([head_dim] each). 1: one
+     * RMSNorm over each token's whole q (n_heads * head_dim values, q_norm
+     * that long) and whole k (n_kv_heads * head_dim, k_norm), before RoPE
+     * (OLMo 2). A backend may answer qkv_rope_kv with 0 for it; rope_kv must
+     * do it. */
+    int qk_norm_all;
 } be_qkv;
 
 /* Causal attention of the batch over the paged cache for one layer: token t
@@ -138,6 +144,13 @@ typedef struct be_attn {
     const int32_t *pos, *seq;
     const int32_t *const *block_tables;
     kv_dtype kv_type;
+    /* The score of a key: s = scale * (q . k), with scale = 1 / sqrt(head_dim)
+     * when this field is 0 (the default); then, when softcap > 0, soft-capped
+     * before the softmax: s = softcap * tanh(s / softcap), computed as
+     * softcap * tanhf((q . k) * (scale / softcap)) (Gemma 2; llama.cpp's
+     * order). softcap 0 (the default): no cap. */
+    float scale;
+    float softcap;
 } be_attn;
 
 /* A mixture-of-experts feed-forward over the batch: router softmax, top-k
@@ -173,6 +186,9 @@ typedef enum be_feature {
     BE_FEAT_QK_NORM,          /* per-head q/k RMSNorm (be_qkv.q_norm) */
     BE_FEAT_BIAS,             /* matmul biases */
     BE_FEAT_MOE,              /* mixture-of-experts layers (moe) */
+    BE_FEAT_ATTN_SCALE,       /* be_attn.scale other than 1 / sqrt(head_dim) */
+    BE_FEAT_SOFTCAP,          /* be_attn.softcap (attention soft-capping) */
+    BE_FEAT_QK_NORM_ALL,      /* be_qkv.qk_norm_all (q/k RMSNorm over the whole projection) */
     BE_FEAT_COUNT
 } be_feature;
 
@@ -235,12 +251,24 @@ typedef struct backend_ops {
     void (*rope_kv)(void *ctx, const be_qkv *d);
     void (*attention)(void *ctx, const be_attn *d);
     void (*moe)(void *ctx, const be_moe *d);
+    /* As silu_mul with GELU's tanh approximation (PyTorch's
+     * gelu(approximate="tanh")): h[t][i] = gelu(g[t][i]) * u[t][i],
+     * gelu(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (GeGLU:
+     * Gemma). NULL: the backend has none, and models that need it are
+     * refused at load. */
+    void (*gelu_mul)(void *ctx, float *h, const float *g, size_t ldg, const float *u, size_t ldu, int T, size_t n);
+    /* x[i] *= s, i < n, one float product each (Gemma's embedding scale).
+     * NULL: the backend has none, and models that need it are refused at load. */
+    void (*scale)(void *ctx, float *x, size_t n, float s);
+
     /* ------------------------------------------------ capabilities */
     /* 1 when the backend implements feature f (for arg, see be_feature);
      * NULL: everything. Asked at load, so what a backend lacks is a clear
      * error there, never a crash in the middle of a step. */
     int (*supports)(void *ctx, be_feature f, int arg);
 } backend_ops;
+
+
 
 /* A backend instance: its table and its context. */
 typedef struct backend {

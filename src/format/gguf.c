@@ -221,58 +221,17 @@ static const struct { const char *g, *h; } k_global[] = {
     {"output_norm.weight", "model.norm.weight"},
     {"output.weight", "lm_head.weight"},
 };
-static const struct { const char *g, *h; } k_layer[] = {
-    {"attn_norm", "input_layernorm"},       {"attn_q", "self_attn.q_proj"},
-    {"attn_k", "self_attn.k_proj"},         {"attn_v", "self_attn.v_proj"},
-    {"attn_output", "self_attn.o_proj"},    {"attn_q_norm", "self_attn.q_norm"},
-    {"attn_k_norm", "self_attn.k_norm"},    {"ffn_norm", "post_attention_layernorm"},
-    {"ffn_gate", "mlp.gate_proj"},          {"ffn_up", "mlp.up_proj"},
-    {"ffn_down", "mlp.down_proj"},
-};
-
-/* s = prefix + N + "." + rest; N decimal without leading zeros, < 10^6. */
-static int split_layer(const char *s, const char *prefix, long *layer, const char **rest) {
-    size_t pl = strlen(prefix);
-    if (strncmp(s, prefix, pl) != 0) return 0;
-    s += pl;
-    long v = 0;
-    int digits = 0;
-    while (*s >= '0' && *s <= '9' && digits < 7) v = v * 10 + (*s++ - '0'), digits++;
-    if (digits == 0 || digits > 6 || *s != '.' || (digits > 1 && s[-digits] == '0')) return 0;
-    *layer = v;
-    *rest = s + 1;
-    return 1;
-}
-
-/* rest = base + "." + ("weight" | "bias"), base looked up in column `from` of k_layer. */
-static int map_layer(const char *rest, int from_gguf, long layer, char *out, size_t cap) {
-    const char *dot = strrchr(rest, '.');
-    if (!dot || (strcmp(dot + 1, "weight") != 0 && strcmp(dot + 1, "bias") != 0)) return 0;
-    size_t blen = (size_t)(dot - rest);
-    for (size_t i = 0; i < sizeof k_layer / sizeof *k_layer; i++) {
-        const char *from = from_gguf ? k_layer[i].g : k_layer[i].h, *to = from_gguf ? k_layer[i].h : k_layer[i].g;
-        if (strlen(from) != blen || strncmp(rest, from, blen) != 0) continue;
-        int n = from_gguf ? snprintf(out, cap, "model.layers.%ld.%s.%s", layer, to, dot + 1)
-                          : snprintf(out, cap, "blk.%ld.%s.%s", layer, to, dot + 1);
-        return n > 0 && (size_t)n < cap;
-    }
-    return 0;
-}
-
-int gguf_name_to_hf(const char *g, char *out, size_t cap) {
+int gguf_name_to_hf(const arch_info *a, const char *g, int e, char *out, size_t cap) {
     for (size_t i = 0; i < sizeof k_global / sizeof *k_global; i++)
         if (strcmp(g, k_global[i].g) == 0) return snprintf(out, cap, "%s", k_global[i].h) < (int)cap;
-    long layer;
-    const char *rest;
-    return split_layer(g, "blk.", &layer, &rest) && map_layer(rest, 1, layer, out, cap);
+    return arch_name_to_hf(a, g, e, out, cap);
 }
 
-int gguf_name_from_hf(const char *h, char *out, size_t cap) {
+int gguf_name_from_hf(const arch_info *a, const char *h, char *out, size_t cap, int *expert) {
+    *expert = -1;
     for (size_t i = 0; i < sizeof k_global / sizeof *k_global; i++)
         if (strcmp(h, k_global[i].h) == 0) return snprintf(out, cap, "%s", k_global[i].g) < (int)cap;
-    long layer;
-    const char *rest;
-    return split_layer(h, "model.layers.", &layer, &rest) && map_layer(rest, 0, layer, out, cap);
+    return arch_name_from_hf(a, h, out, cap, expert);
 }
 
 void gguf_llama3_rope_factors(double theta, int dim, double factor, double low, double high, double orig,
@@ -736,16 +695,87 @@ static void rope_from_freqs(cfg_b *b, const tinfo *rf, const unsigned char *data
     b->oom |= !cJSON_AddNumberToObject(rs, "original_max_position_embeddings", cand[found][2]);
 }
 
-static xllm_status build_config(gguf_ctx *c, const char *arch, const tinfo *ti, uint64_t nt,
+/* The family's own keys (arch.h's row A): MoE sizes, Gemma's soft-caps,
+ * window pattern, local RoPE base and attention scale, as llama.cpp reads them. */
+static xllm_status family_config(cfg_b *b, const arch_info *A, int64_t hidden, int64_t heads, int64_t layers,
+                                 int64_t head_dim, int64_t ff, int64_t window) {
+    gguf_ctx *c = b->c;
+    if (A->moe != MOE_NONE) {
+        int64_t experts = arch_int(b, "expert_count", -1, 1, 1 << 16);
+        int64_t used = arch_int(b, "expert_used_count", -1, 1, 1 << 16);
+        if (c->st) return c->st;
+        if (A->moe == MOE_MIXTRAL) {
+            put_num(b, "num_local_experts", (double)experts);
+        } else {
+            put_num(b, "num_experts", (double)experts);
+            /* llama.cpp's fallbacks when the sizes are absent: ff / used and ff */
+            put_num(b, "moe_intermediate_size", (double)arch_int(b, "expert_feed_forward_length", ff / used, 1, 1 << 22));
+            if (A->shared_expert)
+                put_num(b, "shared_expert_intermediate_size",
+                        (double)arch_int(b, "expert_shared_feed_forward_length", ff, 0, 1 << 22));
+            /* llama.cpp renormalizes the top-k weights of qwen3moe, not of qwen2moe */
+            put_bool(b, "norm_topk_prob", A->qk_norm != 0);
+        }
+        put_num(b, "num_experts_per_tok", (double)used);
+    }
+    if (A->norm_offset != 0) put_num(b, "xllm_norm_offset", 0); /* GGUF stores the multiplier itself */
+    if (A->act == ARCH_ACT_GELU_TANH) put_str(b, "hidden_activation", "gelu_pytorch_tanh");
+    if (A->window == ARCH_WIN_EVEN || A->window == ARCH_WIN_PATTERN) {
+        if (window > 0) put_num(b, "sliding_window", (double)window);
+        /* llama.cpp scales q by 1 / sqrt(head size), except Gemma 2 27B (46 layers) and Gemma 3 27B (62) */
+        int wide = (A->window == ARCH_WIN_EVEN && layers == 46) || (A->window == ARCH_WIN_PATTERN && layers == 62);
+        put_num(b, "query_pre_attn_scalar", wide ? (double)(hidden / heads) : (double)head_dim);
+    }
+    if (A->softcap) {
+        /* llama.cpp's defaults when the keys are absent (softcap 2), or none (1) */
+        double attn = A->softcap == 2 ? 50.0 : 0, final = A->softcap == 2 ? 30.0 : 0;
+        arch_num(b, "attn_logit_softcapping", &attn);
+        arch_num(b, "final_logit_softcapping", &final);
+        if (!(attn >= 0) || !(final >= 0))
+            return xllm_errorf(c->err, XLLM_ERR_FORMAT, "%s: soft-capping values must not be negative", c->path);
+        if (attn > 0) put_num(b, "attn_logit_softcapping", attn);
+        if (final > 0) put_num(b, "final_logit_softcapping", final);
+    }
+    if (A->rope_local) {
+        double swa = 10000.0;
+        arch_num(b, "rope.freq_base_swa", &swa);
+        if (!(swa > 0)) return xllm_errorf(c->err, XLLM_ERR_FORMAT, "%s: rope.freq_base_swa must be positive", c->path);
+        put_num(b, "rope_local_base_freq", swa);
+    }
+    if (A->window == ARCH_WIN_PATTERN) { /* period, or one bool per layer */
+        char key[160];
+        snprintf(key, sizeof key, "%s.attention.sliding_window_pattern", A->gguf_arch);
+        const gguf_kv *arr = NULL, *kv = gguf_find(c, key);
+        int64_t period;
+        if (kv && kv->type != GGUF_ARRAY && gguf_get_int(c, key, &period)) {
+            if (period < 1 || period > (1 << 20))
+                return xllm_errorf(c->err, XLLM_ERR_FORMAT, "%s: %s = %lld is not a period", c->path, key,
+                                   (long long)period);
+            put_num(b, "sliding_window_pattern", (double)period);
+        } else if (kv && gguf_get_num_array(c, key, &arr)) {
+            if (arr->arr_n != (uint64_t)layers)
+                return xllm_errorf(c->err, XLLM_ERR_FORMAT, "%s: %s has %llu entries for %lld layers", c->path, key,
+                                   (unsigned long long)arr->arr_n, (long long)layers);
+            cJSON *lt = cJSON_AddArrayToObject(b->cfg, "layer_types");
+            b->oom |= !lt;
+            for (uint64_t i = 0; lt && i < arr->arr_n; i++)
+                b->oom |= !cJSON_AddItemToArray(lt, cJSON_CreateString(gguf_arr_int(arr, i) ? "sliding_attention"
+                                                                                             : "full_attention"));
+        }
+    }
+    return c->st;
+}
+
+static xllm_status build_config(gguf_ctx *c, const arch_info *A, const tinfo *ti, uint64_t nt,
                                 const unsigned char *data, size_t n_tokens, gguf_model *out) {
+    const char *arch = A->gguf_arch;
     cfg_b b = {c, arch, cJSON_CreateObject(), 0};
     if (!b.cfg) return xllm_errorf(c->err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", c->path);
     out->config = b.cfg;
-    int is_llama = strcmp(arch, "llama") == 0;
-    const char *cls = is_llama ? "LlamaForCausalLM" : strcmp(arch, "qwen2") == 0 ? "Qwen2ForCausalLM" : "Qwen3ForCausalLM";
+    int is_llama = A->rope_interleaved_gguf; /* llama's layout (and its rope_freqs): llama and Mixtral */
     cJSON *archs = cJSON_AddArrayToObject(b.cfg, "architectures");
-    b.oom |= !archs || !cJSON_AddItemToArray(archs, cJSON_CreateString(cls));
-    put_str(&b, "model_type", arch);
+    b.oom |= !archs || !cJSON_AddItemToArray(archs, cJSON_CreateString(A->hf_class));
+    put_str(&b, "model_type", A->hf_type);
 
     int64_t hidden = arch_int(&b, "embedding_length", -1, 1, 1 << 20);
     int64_t layers = arch_int(&b, "block_count", -1, 1, 1 << 16);
@@ -778,10 +808,11 @@ static xllm_status build_config(gguf_ctx *c, const char *arch, const tinfo *ti, 
         return xllm_errorf(c->err, XLLM_ERR_UNSUPPORTED,
                            "%s: attention.value_length %lld differs from key_length %lld; not supported", c->path,
                            (long long)val_len, (long long)head_dim);
-    if (experts > 0)
+    (void)experts; /* the row was chosen by it (arch_by_gguf) */
+    if (find_tensor(ti, nt, "rope_factors_long.weight") || find_tensor(ti, nt, "rope_factors_short.weight"))
         return xllm_errorf(c->err, XLLM_ERR_UNSUPPORTED,
-                           "%s: mixture-of-experts GGUF files (%s.expert_count = %lld) are not supported", c->path,
-                           arch, (long long)experts);
+                           "%s: LongRoPE (rope_factors_long / rope_factors_short, Phi-3 128k context) is not "
+                           "supported; the 4k-context variants of these models are", c->path);
     if (rope_dim && rope_dim != head_dim)
         return xllm_errorf(c->err, XLLM_ERR_UNSUPPORTED,
                            "%s: rope.dimension_count %lld is not the head size %lld (partial rotary); not supported",
@@ -804,17 +835,18 @@ static xllm_status build_config(gguf_ctx *c, const char *arch, const tinfo *ti, 
     put_num(&b, "rope_theta", theta);
     put_num(&b, "max_position_embeddings", (double)ctx_len);
     put_num(&b, "vocab_size", (double)vocab);
-    put_str(&b, "hidden_act", "silu");
+    if (A->act == ARCH_ACT_SILU) put_str(&b, "hidden_act", "silu");
     put_bool(&b, "tie_word_embeddings", find_tensor(ti, nt, "output.weight") == NULL);
-    if (strcmp(arch, "qwen2") != 0) {
+    if (!A->qkv_bias) {
         put_bool(&b, "attention_bias", find_tensor(ti, nt, "blk.0.attn_q.bias") != NULL);
         put_bool(&b, "mlp_bias", find_tensor(ti, nt, "blk.0.ffn_gate.bias") != NULL);
     } else {
         put_bool(&b, "use_sliding_window", 0);
     }
     put_bool(&b, "xllm_rope_interleaved", is_llama);
-    /* llama: a window on every layer (Mistral); llama.cpp ignores the key for qwen2/qwen3, so do we */
-    if (window > 0 && is_llama) put_num(&b, "sliding_window", (double)window);
+    /* llama: a window on every layer (Mistral); llama.cpp ignores the key for qwen2/qwen3 and phi3, so do we */
+    if (window > 0 && A->window == ARCH_WIN_ALL) put_num(&b, "sliding_window", (double)window);
+    if (family_config(&b, A, hidden, heads, layers, head_dim, ff, window)) return c->st;
 
     /* rope scaling */
     gguf_str st;
@@ -988,33 +1020,64 @@ xllm_status gguf_open(const char *path, gguf_model *out, xllm_error *err) {
         goto done;
     }
     show(arch_s.p, arch_s.len, arch, sizeof arch);
-    if (strcmp(arch, "llama") != 0 && strcmp(arch, "qwen2") != 0 && strcmp(arch, "qwen3") != 0) {
-        st = xllm_errorf(err, XLLM_ERR_UNSUPPORTED,
-                         "%s: architecture \"%s\" is not supported (supported: llama, qwen2, qwen3)", path, arch);
-        goto done;
+    const arch_info *A;
+    {
+        char key[80];
+        int64_t experts = 0;
+        snprintf(key, sizeof key, "%s.expert_count", arch);
+        gguf_get_int(&c, key, &experts);
+        A = arch_by_gguf(arch, experts > 0);
+        if (!A) {
+            if (!strcmp(arch, "deepseek2"))
+                st = xllm_errorf(err, XLLM_ERR_UNSUPPORTED,
+                                 "%s: architecture \"deepseek2\" (DeepSeek-V2 multi-head latent attention) is not "
+                                 "supported yet (supported: %s)", path, arch_gguf_list());
+            else
+                st = xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "%s: architecture \"%s\"%s is not supported (supported: %s)",
+                                 path, arch, experts > 0 ? " with experts" : "", arch_gguf_list());
+            goto done;
+        }
     }
     size_t n_tokens = 0;
     {
         const gguf_kv *tk = gguf_find(&c, "tokenizer.ggml.tokens");
         if (tk && tk->type == GGUF_ARRAY) n_tokens = (size_t)tk->arr_n;
     }
-    if ((st = build_config(&c, arch, ti, n_tensors, map + data_start, n_tokens, out))) goto done;
+    if ((st = build_config(&c, A, ti, n_tensors, map + data_start, n_tokens, out))) goto done;
 
-    /* tensors, under HF names, shapes outermost first */
+    /* tensors, under HF names, shapes outermost first; a tensor stacking the
+     * experts becomes one view per expert (its outermost dimension) */
     for (uint64_t i = 0; i < n_tensors; i++) {
         const tinfo *t = &ti[i];
         char hf[1100];
-        st_tensor s;
-        memset(&s, 0, sizeof s);
-        s.name = gguf_name_to_hf(t->cname, hf, sizeof hf) ? hf : t->cname;
-        s.dtype = t->dtype;
-        s.ndim = (int)t->n_dims;
-        for (uint32_t d = 0; d < t->n_dims; d++) s.shape[d] = (int64_t)t->ne[t->n_dims - 1 - d];
-        s.group = xllm_dtype_is_quant(t->dtype) ? gguf_block_elems(t->dtype) : 0;
-        s.data = map + data_start + t->offset;
-        s.nbytes = (size_t)t->nbytes;
-        s.file = label;
-        if ((st = st_archive_add(a, &s, err))) goto done;
+        int kind = gguf_name_to_hf(A, t->cname, 0, hf, sizeof hf);
+        uint64_t E = kind == 2 && t->n_dims == 3 ? t->ne[2] : 1;
+        if (kind == 2 && (t->n_dims != 3 || E == 0 || E > (1 << 16) || t->nbytes % E)) {
+            st = xllm_errorf(err, XLLM_ERR_FORMAT, "%s: %s stacks experts but is not 3-D with 1 to 65536 of them",
+                             path, t->cname);
+            goto done;
+        }
+        for (uint64_t e = 0; e < E; e++) {
+            st_tensor s;
+            memset(&s, 0, sizeof s);
+            if (kind == 2) gguf_name_to_hf(A, t->cname, (int)e, hf, sizeof hf);
+            s.name = kind ? hf : t->cname;
+            s.dtype = t->dtype;
+            s.ndim = kind == 2 ? 2 : (int)t->n_dims;
+            for (int d = 0; d < s.ndim; d++) s.shape[d] = (int64_t)t->ne[s.ndim - 1 - d];
+            /* the shared expert's gate is one row, stored 1-D */
+            size_t nl = strlen(s.name), sl = strlen("shared_expert_gate.weight");
+            if (s.ndim == 1 && nl > sl && !strcmp(s.name + nl - sl, "shared_expert_gate.weight")) {
+                s.ndim = 2;
+                s.shape[1] = s.shape[0];
+                s.shape[0] = 1;
+            }
+            s.group = xllm_dtype_is_quant(t->dtype) ? gguf_block_elems(t->dtype) : 0;
+            s.nbytes = (size_t)(t->nbytes / E);
+            s.data = map + data_start + t->offset + (size_t)e * s.nbytes;
+            s.file = label;
+            if ((st = st_archive_add(a, &s, err))) goto done;
+        }
     }
     if ((st = st_archive_seal(a, err))) goto done;
 

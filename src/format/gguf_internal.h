@@ -7,6 +7,7 @@
 #ifndef XLLM_FORMAT_GGUF_INTERNAL_H
 #define XLLM_FORMAT_GGUF_INTERNAL_H
 
+#include "format/arch.h"
 #include <stddef.h>
 #include <stdint.h>
 #include <cjson/cJSON.h>
@@ -69,10 +70,14 @@ int64_t gguf_arr_int(const gguf_kv *kv, uint64_t i);
 /* The shortest decimal that reads back as f (so 1e-5f reads as 1e-05). */
 double gguf_f32_to_double(float f);
 
-/* Tensor names: GGUF <-> HF. Returns 1 and writes the translation when the
- * name is a known one, 0 when it is not (keep the name as is). */
-int gguf_name_to_hf(const char *gguf, char *out, size_t cap);
-int gguf_name_from_hf(const char *hf, char *out, size_t cap);
+/* Tensor names: GGUF <-> HF in family a (arch.h: its layer names; the
+ * embedding, final norm and output are the same in every family). Returns 0
+ * when the name is not a known one (keep it as is), else writes the
+ * translation: to_hf returns 2 for a tensor that stacks the experts (out:
+ * expert e's name), 1 otherwise; from_hf sets *expert to the HF name's
+ * expert index (-1: none). */
+int gguf_name_to_hf(const arch_info *a, const char *gguf, int e, char *out, size_t cap);
+int gguf_name_from_hf(const arch_info *a, const char *hf, char *out, size_t cap, int *expert);
 
 /* Llama Q/K layout: within each head of d rows, GGUF row 2i + j holds HF row
  * j * d/2 + i (i < d/2, j in {0, 1}). */

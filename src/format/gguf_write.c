@@ -134,6 +134,9 @@ typedef struct {
     size_t row_bytes;
     int64_t perm_hd;    /* 0: written as is; else head size of the permutation */
     uint64_t offset;
+    const unsigned char **parts; /* stacked experts: n_parts pieces of nbytes / n_parts each (owned array) */
+    uint64_t n_parts;
+    float *owned;       /* data computed here (Gemma's norms + 1), freed with the list */
 } out_tensor;
 
 typedef struct {
@@ -182,10 +185,20 @@ static int ggml_type_of(const st_tensor *t, uint32_t *type) {
 }
 
 typedef struct {
-    const char *arch;
+    const arch_info *A;
     int is_llama, interleaved;
     int64_t heads, kv_heads;
+    float norm_offset;  /* added to 1-D norm weights (HF Gemma stores w - 1; GGUF w) */
+    int64_t n_experts;
 } tensor_ctx;
+
+static int ends_with(const char *s, const char *suffix);
+
+static out_tensor *out_find(out_list *l, const char *name) {
+    for (size_t i = 0; i < l->n; i++)
+        if (!strcmp(l->t[i].name, name)) return &l->t[i];
+    return NULL;
+}
 
 /* One HF tensor (or a row slice of a fused one) into the output list. */
 static xllm_status add_tensor(out_list *l, const tensor_ctx *tc, const st_tensor *t, const char *hf_name,
@@ -222,16 +235,41 @@ static xllm_status add_tensor(out_list *l, const tensor_ctx *tc, const st_tensor
                            t->name, t->nbytes, want);
     if (nrows < 0) row0 = 0, nrows = rows;
 
+    char gname[256];
+    int expert;
+    const char *name = gguf_name_from_hf(tc->A, hf_name, gname, sizeof gname, &expert) ? gname : hf_name;
+    if (expert >= 0) { /* one expert of a stacked [n_experts][rows][cols] tensor */
+        if (expert >= tc->n_experts || t->ndim != 2 || nrows != rows)
+            return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "gguf_write: expert tensor %s: expert %d of %lld, or "
+                               "not a whole matrix", hf_name, expert, (long long)tc->n_experts);
+        out_tensor *o = out_find(l, name);
+        if (!o) {
+            if (!(o = out_new(l))) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "gguf_write: out of memory");
+            snprintf(o->name, sizeof o->name, "%s", name);
+            o->type = type;
+            o->n_dims = 3;
+            o->ne[0] = (uint64_t)cols, o->ne[1] = (uint64_t)rows, o->ne[2] = (uint64_t)tc->n_experts;
+            o->n_parts = (uint64_t)tc->n_experts;
+            o->parts = xllm_calloc((size_t)tc->n_experts, sizeof *o->parts);
+            o->nbytes = (size_t)tc->n_experts * (size_t)rows * row_bytes;
+            if (!o->parts) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "gguf_write: out of memory");
+        }
+        if (o->type != type || o->ne[0] != (uint64_t)cols || o->ne[1] != (uint64_t)rows || o->parts[expert])
+            return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "gguf_write: expert tensor %s differs from its "
+                               "siblings (type or shape) or comes twice", hf_name);
+        o->parts[expert] = t->data;
+        return XLLM_OK;
+    }
     out_tensor *o = out_new(l);
     if (!o) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "gguf_write: out of memory");
-    char gname[256];
-    const char *name = gguf_name_from_hf(hf_name, gname, sizeof gname) ? gname : hf_name;
     if (strlen(name) >= GGUF_MAX_NAME)
         return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "gguf_write: tensor name %s is too long for GGUF (63 bytes)", name);
     snprintf(o->name, sizeof o->name, "%s", name);
     o->type = type;
     o->n_dims = (uint32_t)t->ndim;
     for (int d = 0; d < t->ndim; d++) o->ne[d] = (uint64_t)t->shape[t->ndim - 1 - d];
+    if (t->ndim == 2 && t->shape[0] == 1 && ends_with(hf_name, "shared_expert_gate.weight"))
+        o->n_dims = 1; /* llama.cpp's ffn_gate_inp_shexp is a vector */
     if (nrows != rows) { /* a row slice of a fused tensor */
         if (t->ndim > 2) return xllm_errorf(err, XLLM_ERR_INTERNAL, "gguf_write: cannot slice %s", t->name);
         o->ne[t->ndim - 1] = (uint64_t)nrows;
@@ -240,6 +278,19 @@ static xllm_status add_tensor(out_list *l, const tensor_ctx *tc, const st_tensor
     o->nbytes = (size_t)nrows * row_bytes;
     o->rows = nrows;
     o->row_bytes = row_bytes;
+    if (tc->norm_offset != 0 && t->ndim == 1 && ends_with(hf_name, "norm.weight")) { /* Gemma: GGUF holds 1 + w */
+        if (xllm_dtype_is_quant(t->dtype))
+            return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "gguf_write: quantized norm %s", hf_name);
+        o->owned = xllm_malloc_array((size_t)cols, sizeof(float));
+        if (!o->owned) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "gguf_write: out of memory");
+        xllm_to_f32(t->dtype, t->data, o->owned, (size_t)cols);
+        for (int64_t i = 0; i < cols; i++) o->owned[i] += tc->norm_offset;
+        o->type = GGML_F32;
+        o->data = (const unsigned char *)o->owned;
+        o->nbytes = (size_t)cols * sizeof(float);
+        o->rows = cols;
+        o->row_bytes = sizeof(float);
+    }
 
     /* llama Q/K (weight and bias): HF rotate-half rows -> llama.cpp interleaved pairs */
     size_t nl = strlen(name);
@@ -266,8 +317,11 @@ static xllm_status add_hf_tensor(out_list *l, const tensor_ctx *tc, const st_ten
                                  xllm_error *err) {
     if (ends_with(t->name, "rotary_emb.inv_freq")) return XLLM_OK;
     const char *fused[] = {"self_attn.qkv_proj.weight", "self_attn.qkv_proj.bias", "mlp.gate_up_proj.weight"};
+    char gname[256];
+    int expert;
     for (int f = 0; f < 3; f++) {
         if (!ends_with(t->name, fused[f])) continue;
+        if (arch_name_from_hf(tc->A, t->name, gname, sizeof gname, &expert)) break; /* the family's own (Phi-3) */
         size_t plen = strlen(t->name) - strlen(fused[f]);
         char name[512];
         int64_t rows = t->shape[0];
@@ -716,17 +770,76 @@ static xllm_status pad(FILE *f, const char *tmp, uint64_t *pos, xllm_error *err)
     return write_all(f, tmp, zeros, (size_t)((ALIGN - *pos % ALIGN) % ALIGN), pos, err);
 }
 
+/* What a family adds to the common keys (arch.h's row), read from the HF
+ * config and checked to be expressible the way llama.cpp reads GGUF. */
+typedef struct {
+    int64_t experts, used, expert_ff, shared_ff, window;
+    double attn_cap, final_cap, rope_swa;
+    float norm_offset;
+} fam_keys;
+
+static xllm_status family_check(const arch_info *A, const cJSON *config, int64_t layers, int64_t hidden,
+                                int64_t heads, int64_t head_dim, fam_keys *k, xllm_error *err) {
+    cfg_r r = {config, err, XLLM_OK};
+    memset(k, 0, sizeof *k);
+    const char *mt = A->hf_type;
+    if (A->moe != MOE_NONE) {
+        k->experts = cint(&r, A->moe == MOE_MIXTRAL ? "num_local_experts" : "num_experts", -1, 1, 1 << 16);
+        k->used = cint(&r, "num_experts_per_tok", -1, 1, 1 << 16);
+        if (A->moe == MOE_QWEN) {
+            k->expert_ff = cint(&r, "moe_intermediate_size", -1, 1, 1 << 22);
+            if (A->shared_expert) k->shared_ff = cint(&r, "shared_expert_intermediate_size", 0, 0, 1 << 22);
+            if (r.st) return r.st;
+            /* llama.cpp renormalizes qwen3moe's top-k weights and never qwen2moe's; every layer is MoE */
+            const cJSON *only = cfield(config, "mlp_only_layers");
+            if (cbool(config, "norm_topk_prob") != (A->qk_norm != 0) || cint(&r, "decoder_sparse_step", 1, 1, 1 << 20) != 1 ||
+                (only && cJSON_GetArraySize(only) > 0))
+                return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "gguf_write: this %s (norm_topk_prob, decoder_sparse_step or "
+                                   "mlp_only_layers) has no GGUF form llama.cpp reads the same way", mt);
+        }
+    }
+    if (A->window == ARCH_WIN_EVEN || A->window == ARCH_WIN_PATTERN) {
+        k->window = cint(&r, "sliding_window", 0, 0, (int64_t)1 << 30);
+        int64_t period = A->window == ARCH_WIN_EVEN ? 2 : cint(&r, "sliding_window_pattern", 6, 1, 1 << 20);
+        const cJSON *lt = cfield(config, "layer_types");
+        int ok = period == (A->window == ARCH_WIN_EVEN ? 2 : 6);
+        for (int64_t l = 0; ok && lt && l < layers; l++) { /* GGUF has the family's own pattern only */
+            const cJSON *e = cJSON_GetArrayItem(lt, (int)l);
+            int slides = A->window == ARCH_WIN_EVEN ? l % 2 == 0 : (l + 1) % 6 != 0;
+            ok = cJSON_IsString(e) && !strcmp(e->valuestring, slides ? "sliding_attention" : "full_attention");
+        }
+        double qpas = cnum(&r, config, "query_pre_attn_scalar", (double)head_dim);
+        int wide = (A->window == ARCH_WIN_EVEN && layers == 46) || (A->window == ARCH_WIN_PATTERN && layers == 62);
+        if (!ok || qpas != (wide ? (double)(hidden / heads) : (double)head_dim))
+            return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "gguf_write: this %s's sliding-window pattern or "
+                               "query_pre_attn_scalar differs from what llama.cpp assumes for its GGUF form", mt);
+    }
+    if (A->softcap) {
+        k->attn_cap = cnum(&r, config, "attn_logit_softcapping", 0);
+        k->final_cap = cnum(&r, config, "final_logit_softcapping", 0);
+        if (A->softcap == 2 && (!(k->attn_cap > 0) || !(k->final_cap > 0)))
+            return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "gguf_write: %s without soft-capping has no GGUF form "
+                               "(llama.cpp then assumes 50 / 30)", mt);
+    }
+    if (A->rope_local) k->rope_swa = cnum(&r, config, "rope_local_base_freq", 10000.0);
+    k->norm_offset = (float)cnum(&r, config, "xllm_norm_offset", A->norm_offset);
+    if (cnum(&r, config, "partial_rotary_factor", 1.0) != 1.0)
+        return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "gguf_write: partial rotary embeddings are not written");
+    return r.st;
+}
+
 xllm_status gguf_write(const char *dest, const st_tensor *tensors, size_t n, const cJSON *config,
                        const char *tokenizer_json, const char *tokenizer_config_json, xllm_error *err) {
     if (!dest || (!tensors && n) || !cJSON_IsObject(config))
         return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "gguf_write: bad arguments");
     const cJSON *mt = cJSON_GetObjectItemCaseSensitive(config, "model_type");
     if (!cJSON_IsString(mt)) return xllm_errorf(err, XLLM_ERR_FORMAT, "gguf_write: config has no model_type");
-    const char *arch = mt->valuestring;
-    if (strcmp(arch, "llama") != 0 && strcmp(arch, "qwen2") != 0 && strcmp(arch, "qwen3") != 0)
+    const arch_info *A = arch_by_hf(mt->valuestring);
+    if (!A || !A->gguf_writable)
         return xllm_errorf(err, XLLM_ERR_UNSUPPORTED,
-                           "gguf_write: model_type \"%s\" cannot be written to GGUF (supported: llama, qwen2, qwen3)",
-                           arch);
+                           "gguf_write: model_type \"%s\" cannot be written to GGUF (supported: the families of "
+                           "src/format/arch.c with a GGUF form, mistral and deepseek excepted)", mt->valuestring);
+    const char *arch = A->gguf_arch;
     cfg_r r = {config, err, XLLM_OK};
     int64_t hidden = cint(&r, "hidden_size", -1, 1, 1 << 20);
     int64_t layers = cint(&r, "num_hidden_layers", -1, 1, 1 << 16);
@@ -739,13 +852,16 @@ xllm_status gguf_write(const char *dest, const st_tensor *tensors, size_t n, con
     if (r.st) return r.st;
     int64_t head_dim = cint(&r, "head_dim", hidden % heads == 0 ? hidden / heads : -1, 1, 4096);
     if (r.st) return r.st;
+    fam_keys fk;
+    xllm_status fst = family_check(A, config, layers, hidden, heads, head_dim, &fk, err);
+    if (fst) return fst;
     int interleaved = cbool(config, "xllm_rope_interleaved");
-    int is_llama = strcmp(arch, "llama") == 0;
+    int is_llama = A->rope_interleaved_gguf;
     if (interleaved && !is_llama)
         return xllm_errorf(err, XLLM_ERR_UNSUPPORTED,
                            "gguf_write: %s with interleaved RoPE rows has no GGUF form", arch);
-    if (strcmp(arch, "qwen2") == 0 && cbool(config, "use_sliding_window"))
-        return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "gguf_write: qwen2 sliding-window attention has no GGUF form");
+    if (A->window == ARCH_WIN_QWEN && cbool(config, "use_sliding_window"))
+        return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "gguf_write: %s sliding-window attention has no GGUF form", arch);
 
     /* rope scaling */
     const char *rope_type = NULL;
@@ -783,7 +899,7 @@ xllm_status gguf_write(const char *dest, const st_tensor *tensors, size_t n, con
     float *rope_freqs = NULL;
     char *tmp = NULL;
     FILE *f = NULL;
-    tensor_ctx tc = {arch, is_llama, interleaved, heads, kv_heads};
+    tensor_ctx tc = {A, is_llama, interleaved, heads, kv_heads, fk.norm_offset, fk.experts};
     int has_rope_freqs = 0;
     for (size_t i = 0; i < n && !st; i++) {
         if (!tensors[i].name) {
@@ -794,6 +910,13 @@ xllm_status gguf_write(const char *dest, const st_tensor *tensors, size_t n, con
         st = add_hf_tensor(&ol, &tc, &tensors[i], head_dim, ff, err);
     }
     if (st) goto done;
+    for (size_t i = 0; i < ol.n; i++)
+        for (uint64_t e = 0; e < ol.t[i].n_parts; e++)
+            if (!ol.t[i].parts[e]) {
+                st = xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "gguf_write: %s lacks expert %llu", ol.t[i].name,
+                                 (unsigned long long)e);
+                goto done;
+            }
     if (rope_type && strcmp(rope_type, "llama3") == 0 && !has_rope_freqs) {
         rope_freqs = xllm_malloc_array((size_t)head_dim / 2, sizeof *rope_freqs);
         out_tensor *o = rope_freqs ? out_new(&ol) : NULL;
@@ -870,6 +993,16 @@ xllm_status gguf_write(const char *dest, const st_tensor *tensors, size_t n, con
         kv_u32(&w, AK("attention.value_length"), (uint32_t)head_dim);
     }
     kv_f32(&w, AK("attention.layer_norm_rms_epsilon"), (float)eps);
+    if (fk.experts) {
+        kv_u32(&w, AK("expert_count"), (uint32_t)fk.experts);
+        kv_u32(&w, AK("expert_used_count"), (uint32_t)fk.used);
+    }
+    if (fk.expert_ff) kv_u32(&w, AK("expert_feed_forward_length"), (uint32_t)fk.expert_ff);
+    if (fk.shared_ff) kv_u32(&w, AK("expert_shared_feed_forward_length"), (uint32_t)fk.shared_ff);
+    if (fk.window) kv_u32(&w, AK("attention.sliding_window"), (uint32_t)fk.window);
+    if (fk.attn_cap > 0) kv_f32(&w, AK("attn_logit_softcapping"), (float)fk.attn_cap);
+    if (fk.final_cap > 0) kv_f32(&w, AK("final_logit_softcapping"), (float)fk.final_cap);
+    if (fk.rope_swa > 0) kv_f32(&w, AK("rope.freq_base_swa"), (float)fk.rope_swa);
     kv_f32(&w, AK("rope.freq_base"), (float)theta);
     if (vocab) kv_u32(&w, AK("vocab_size"), (uint32_t)vocab);
     if (rope_type && strcmp(rope_type, "linear") == 0) {
@@ -932,7 +1065,10 @@ xllm_status gguf_write(const char *dest, const st_tensor *tensors, size_t n, con
             st = xllm_errorf(err, XLLM_ERR_INTERNAL, "gguf_write: offset bookkeeping error at %s", o->name);
             goto done;
         }
-        if (!o->perm_hd) {
+        if (o->n_parts) {
+            for (uint64_t e = 0; e < o->n_parts; e++)
+                if ((st = write_all(f, tmp, o->parts[e], o->nbytes / o->n_parts, &pos, err))) goto done;
+        } else if (!o->perm_hd) {
             if ((st = write_all(f, tmp, o->data, o->nbytes, &pos, err))) goto done;
         } else {
             for (int64_t row = 0; row < o->rows; row++) {
@@ -967,6 +1103,10 @@ done:
         tmpfile_forget(tmp);
     }
     xllm_free(tmp);
+    for (size_t i = 0; i < ol.n; i++) {
+        xllm_free(ol.t[i].parts);
+        xllm_free(ol.t[i].owned);
+    }
     xllm_free(ol.t);
     xllm_free(w.p);
     xllm_free(rope_freqs);

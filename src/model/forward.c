@@ -28,6 +28,7 @@
 #include "quant/quant.h"
 
 #include <assert.h>
+#include <math.h>
 #include <string.h>
 
 /* ------------------------------------------------------------- helpers */
@@ -75,6 +76,20 @@ static void residual(model *m, const float *y, int T) {
          OPS->add(CTX, m->s.x, y, (size_t)T * (size_t)m->cfg.hidden));
 }
 
+/* x += rmsnorm(s->tmp) * w (a post-norm: the block's output normed before the residual) */
+static void post_norm_residual(model *m, const float *w, int T) {
+    const model_config *c = &m->cfg;
+    PROF(PROF_RMSNORM, 4.0 * T * c->hidden, 8.0 * T * c->hidden,
+         OPS->rmsnorm(CTX, m->s.tmp, NULL, T, w, c->rms_eps, c->hidden, m->s.xn, 0));
+    residual(m, m->s.xn, T);
+}
+
+/* h = act(g) * u (the family's activation: silu or GELU-tanh) */
+static void act_mul(model *m, float *h, const float *g, size_t ldg, const float *u, size_t ldu, int T, size_t n) {
+    if (m->cfg.act == ARCH_ACT_GELU_TANH) OPS->gelu_mul(CTX, h, g, ldg, u, ldu, T, n);
+    else OPS->silu_mul(CTX, h, g, ldg, u, ldu, T, n);
+}
+
 /* ------------------------------------------------------------- attention */
 
 static void attention_block(model *m, kv_cache *kv, const fwd_batch *b, int l) {
@@ -87,7 +102,9 @@ static void attention_block(model *m, kv_cache *kv, const fwd_batch *b, int l) {
     int prep = fuse && (L->qkv.data ? any_quant(&L->qkv, NULL, NULL) : any_quant(&L->q, &L->k, &L->v));
     unsigned ready = prep ? BE_ACT_READY : 0;
 
-    norm_block(m, L->attn_norm, T, prep);
+    if (!L->attn_norm) prep = 0, ready = 0;
+    if (L->attn_norm) norm_block(m, L->attn_norm, T, prep);
+    else OPS->copy_rows(CTX, s->xn, (size_t)c->hidden, s->x, (size_t)c->hidden, T, (size_t)c->hidden); /* no pre-norm */
     if (m->observe) observe(m, l, OBS_ATTN_IN, -1, s->xn, T, c->hidden);
     be_qkv d = {0};
     d.T = T;
@@ -104,8 +121,10 @@ static void attention_block(model *m, kv_cache *kv, const fwd_batch *b, int l) {
     d.flags = ready;
     d.q = s->q, d.k = s->k, d.v = s->v;
     if (c->qk_norm) d.q_norm = L->q_norm, d.k_norm = L->k_norm;
+    d.qk_norm_all = c->qk_norm == 2;
     d.eps = c->rms_eps;
     d.rope_cos = s->rope_cos, d.rope_sin = s->rope_sin;
+    if (m->inv_freq_local && c->layer_window[l] > 0) d.rope_cos = s->rope_cos_local, d.rope_sin = s->rope_sin_local;
     d.rope_interleaved = c->rope_interleaved;
     d.n_heads = c->n_heads, d.n_kv_heads = c->n_kv_heads, d.head_dim = hd;
     d.k_cache = kv_cache_k(kv, l, 0, 0), d.v_cache = kv_cache_v(kv, l, 0, 0);
@@ -138,9 +157,14 @@ static void attention_block(model *m, kv_cache *kv, const fwd_batch *b, int l) {
         PROF(PROF_ROPE_KV, 6.0 * T * (double)(qd + kd), 4.0 * T * (double)(qd + 3 * kd), OPS->rope_kv(CTX, &d));
     }
     be_attn a = {T, s->q, s->att, d.k_cache, d.v_cache, kv->block_size, c->n_heads, c->n_kv_heads, hd,
-                 c->layer_window[l], b->pos, b->seq, b->block_tables, kv->dtype};
+                 c->layer_window[l], b->pos, b->seq, b->block_tables, kv->dtype, c->attn_scale, c->attn_softcap};
     OPS->attention(CTX, &a);
     if (m->observe) observe(m, l, OBS_O_IN, -1, s->att, T, (int)qd);
+    if (L->attn_post_norm) { /* x += post_norm(o(att)) */
+        MATMUL(PROF_MATMUL_O, s->att, T, &L->o, L->o_bias, s->tmp);
+        post_norm_residual(m, L->attn_post_norm, T);
+        return;
+    }
     if (fuse) { /* x += o(att), per element as the separate pass below */
         PROF(PROF_MATMUL_O_RESIDUAL, mm_flops(&L->o, T) + (double)T * c->hidden, mm_bytes(&L->o, T) + 4.0 * T * c->hidden,
              OPS->matmul(CTX, s->att, T, &L->o, L->o_bias, s->x, s->tmp, BE_ADD));
@@ -158,8 +182,7 @@ static void swiglu(model *m, int layer, int expert, const float *x, int T, const
     size_t I = (size_t)gate->rows;
     MATMUL(PROF_MATMUL_GATE_UP, x, T, gate, gb, m->s.h1);
     MATMUL(PROF_MATMUL_GATE_UP, x, T, up, ub, m->s.h2);
-    PROF(PROF_SILU_MUL, 6.0 * T * (double)I, 12.0 * T * (double)I,
-         OPS->silu_mul(CTX, m->s.h1, m->s.h1, I, m->s.h2, I, T, I));
+    PROF(PROF_SILU_MUL, 6.0 * T * (double)I, 12.0 * T * (double)I, act_mul(m, m->s.h1, m->s.h1, I, m->s.h2, I, T, I));
     if (m->observe) observe(m, layer, OBS_DOWN_IN, expert, m->s.h1, T, (int)I);
     MATMUL(PROF_MATMUL_DOWN, m->s.h1, T, down, db, out);
 }
@@ -204,10 +227,13 @@ static void mlp_block(model *m, int l, int T) {
     model_scratch *s = &m->s;
     size_t I = (size_t)c->intermediate;
     int moe = c->layer_is_moe[l];
-    int fuse = m->fuse && !moe;
-    int prep = fuse && (L->gate_up.data ? any_quant(&L->gate_up, NULL, NULL) : any_quant(&L->gate, &L->up, NULL));
+    /* the fused gate/up form is silu's, adding into the residual stream */
+    int fuse = m->fuse && !moe && c->act == ARCH_ACT_SILU && !L->mlp_post_norm;
+    int prep = fuse && L->mlp_norm &&
+               (L->gate_up.data ? any_quant(&L->gate_up, NULL, NULL) : any_quant(&L->gate, &L->up, NULL));
     unsigned ready = prep ? BE_ACT_READY : 0;
-    norm_block(m, L->mlp_norm, T, prep);
+    if (L->mlp_norm) norm_block(m, L->mlp_norm, T, prep);
+    else OPS->copy_rows(CTX, s->xn, (size_t)c->hidden, s->x, (size_t)c->hidden, T, (size_t)c->hidden); /* no pre-norm */
     if (m->observe) observe(m, l, OBS_MLP_IN, -1, s->xn, T, c->hidden);
     if (fuse) { /* h1 = silu(gate(xn)) * up(xn) in one region, then x += down(h1) */
         const matrix *G = L->gate_up.data ? &L->gate_up : &L->gate, *U = L->gate_up.data ? &L->gate_up : &L->up;
@@ -232,12 +258,13 @@ static void mlp_block(model *m, int l, int T) {
         PROF(PROF_MATMUL_GATE_UP, mm_flops(&L->gate_up, T), mm_bytes(&L->gate_up, T),
              OPS->matmul(CTX, s->xn, T, &L->gate_up, NULL, s->fused, NULL, ready));
         PROF(PROF_SILU_MUL, 6.0 * T * (double)I, 12.0 * T * (double)I,
-             OPS->silu_mul(CTX, s->h1, s->fused, 2 * I, s->fused + I, 2 * I, T, I));
+             act_mul(m, s->h1, s->fused, 2 * I, s->fused + I, 2 * I, T, I));
         if (m->observe) observe(m, l, OBS_DOWN_IN, -1, s->h1, T, (int)I);
         MATMUL(PROF_MATMUL_DOWN, s->h1, T, &L->down, NULL, s->tmp);
     } else
         swiglu(m, l, -1, s->xn, T, &L->gate, &L->up, &L->down, L->gate_bias, L->up_bias, L->down_bias, s->tmp);
-    residual(m, s->tmp, T);
+    if (L->mlp_post_norm) post_norm_residual(m, L->mlp_post_norm, T);
+    else residual(m, s->tmp, T);
 }
 
 /* ---------------------------------------------------------------- driver */
@@ -270,6 +297,8 @@ xllm_status model_embed(model *m, const fwd_batch *b, xllm_error *err) {
                                b->tokens[t], c->vocab - 1);
     PROF(PROF_EMBED, 0, (double)T * (double)quant_row_bytes(m->embed.dtype, m->embed.group, m->embed.cols),
          OPS->embed(CTX, &m->embed, b->tokens, T, s->x));
+    if (c->embed_scale) /* x sqrt(hidden), the float llama.cpp and HF (f32) multiply by */
+        OPS->scale(CTX, s->x, (size_t)T * (size_t)c->hidden, sqrtf((float)c->hidden));
     return XLLM_OK;
 }
 
@@ -282,9 +311,13 @@ void model_layers(model *m, kv_cache *kv, const fwd_batch *b, int l0, int l1) {
     model_scratch *s = &m->s;
     assert(l0 >= m->layer_begin && l1 <= m->layer_end && l0 <= l1);
     assert(b->n_tokens > 0 && b->n_tokens <= m->s.max_tokens);
-    if (l0 == m->layer_begin)
+    if (l0 == m->layer_begin) {
         OPS->rope_tables(CTX, b->pos, b->n_tokens, m->inv_freq, m->rope_theta_scale, c->head_dim / 2, s->rope_cos,
                          s->rope_sin);
+        if (m->inv_freq_local) /* the sliding layers' own base */
+            OPS->rope_tables(CTX, b->pos, b->n_tokens, m->inv_freq_local, m->rope_theta_scale_local, c->head_dim / 2,
+                             s->rope_cos_local, s->rope_sin_local);
+    }
     for (int l = l0; l < l1; l++) {
         attention_block(m, kv, b, l);
         mlp_block(m, l, b->n_tokens);
@@ -303,6 +336,10 @@ void model_head(model *m, const fwd_batch *b, float *logits) {
         MATMUL(PROF_LM_HEAD, s->xn, b->n_out, &m->lm_head, NULL, dl);
         if (dl != logits)
             OPS->copy(CTX, logits, dl, (size_t)b->n_out * (size_t)c->vocab * sizeof(float), BE_DEVICE_TO_HOST);
+        if (c->final_softcap > 0) { /* z -> c tanh(z / c), on the host copy (llama.cpp's steps: x 1/c, tanh, x c) */
+            float cap = c->final_softcap, inv = 1.0f / cap;
+            for (size_t i = 0; i < (size_t)b->n_out * (size_t)c->vocab; i++) logits[i] = cap * tanhf(logits[i] * inv);
+        }
     }
 }
 

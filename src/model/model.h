@@ -22,7 +22,8 @@
 #include "model/model_config.h"
 
 typedef struct layer_weights {
-    float *attn_norm, *mlp_norm, *q_norm, *k_norm;
+    float *attn_norm, *mlp_norm, *q_norm, *k_norm; /* attn_norm / mlp_norm: before the block (NULL: none) */
+    float *attn_post_norm, *mlp_post_norm;         /* on the block's output before the residual (NULL: none) */
     matrix q, k, v, o;
     float *q_bias, *k_bias, *v_bias, *o_bias;
     matrix qkv;          /* fused q/k/v (rows q, k, v) when the file has it; then q/k/v are unset */
@@ -46,6 +47,7 @@ typedef struct model_scratch {
     float *fused;        /* output of a fused qkv or gate_up matmul */
     float *logits;       /* lm_head rows before the read-back (backends without unified memory) */
     float *rope_cos, *rope_sin;
+    float *rope_cos_local, *rope_sin_local; /* the sliding layers' tables (cfg.rope_local_theta > 0) */
     int32_t *route_ids, *expert_tokens, *expert_count;
     float *route_w, *expert_w;
 } model_scratch;
@@ -75,6 +77,8 @@ typedef struct model {
     layer_weights *layers;
     double *inv_freq;              /* head_dim / 2 RoPE frequencies (scaling applied) */
     float rope_theta_scale;        /* > 0: RoPE angles as llama.cpp takes them (rope_tables) */
+    double *inv_freq_local;        /* sliding layers' frequencies when cfg.rope_local_theta > 0, else NULL */
+    float rope_theta_scale_local;
     model_scratch s;
     model_observer observe;        /* NULL except during calibration */
     void *observe_ctx;

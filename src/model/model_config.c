@@ -136,7 +136,115 @@ static void read_rope_scaling(cfg_ctx *c, const cJSON *root, model_config *cfg) 
         c->st = xllm_errorf(c->err, XLLM_ERR_FORMAT, "%s: rope_scaling.factor must be > 0", c->path);
 }
 
-static const char *k_types[] = {"llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe", "qwen3_moe"};
+/* Which layers slide, by the family's rule (arch_window); HF's layer_types
+ * ("sliding_attention" / "full_attention" per layer) overrides it. */
+static void read_windows(cfg_ctx *c, const cJSON *root, model_config *cfg) {
+    const arch_info *a = cfg->arch;
+    int window = get_int(c, root, "sliding_window", 0, 0, 1 << 30);
+    int n = cfg->n_layers < MODEL_MAX_LAYERS ? cfg->n_layers : MODEL_MAX_LAYERS;
+    int use = get_bool(c, root, "use_sliding_window", 0);
+    int max_window_layers = get_int(c, root, "max_window_layers", cfg->n_layers, 0, 1 << 20);
+    int pattern = get_int(c, root, "sliding_window_pattern", 6, 1, 1 << 20);
+    for (int l = 0; l < n; l++) {
+        int slides = 0;
+        switch (a->window) {
+        case ARCH_WIN_ALL: slides = 1; break;
+        case ARCH_WIN_QWEN: slides = use && l >= max_window_layers; break;
+        case ARCH_WIN_EVEN: slides = l % 2 == 0; break;
+        case ARCH_WIN_PATTERN: slides = (l + 1) % pattern != 0; break;
+        case ARCH_WIN_NONE: slides = 0; break;
+        }
+        cfg->layer_window[l] = slides ? window : 0;
+    }
+    const cJSON *lt = field(root, "layer_types"), *e;
+    if (!lt || a->window == ARCH_WIN_NONE) return;
+    if (!cJSON_IsArray(lt) || cJSON_GetArraySize(lt) != cfg->n_layers) {
+        if (!c->st)
+            c->st = xllm_errorf(c->err, XLLM_ERR_FORMAT, "%s: layer_types must list one type per layer (%d)", c->path,
+                                cfg->n_layers);
+        return;
+    }
+    int l = 0;
+    cJSON_ArrayForEach(e, lt) {
+        const char *t = cJSON_IsString(e) ? e->valuestring : "";
+        if (strcmp(t, "sliding_attention") && strcmp(t, "full_attention")) {
+            if (!c->st)
+                c->st = xllm_errorf(c->err, XLLM_ERR_UNSUPPORTED, "%s: layer_types holds \"%s\" (supported: "
+                                    "sliding_attention, full_attention)", c->path, t);
+            return;
+        }
+        if (l < n) cfg->layer_window[l] = strcmp(t, "sliding_attention") ? 0 : window;
+        l++;
+    }
+}
+
+static void read_moe(cfg_ctx *c, const cJSON *root, model_config *cfg) {
+    const arch_info *a = cfg->arch;
+    cfg->moe = a->moe;
+    if (a->moe == MOE_MIXTRAL) {
+        cfg->n_experts = get_int(c, root, "num_local_experts", -2, 1, 1024);
+        cfg->n_experts_used = get_int(c, root, "num_experts_per_tok", -2, 1, 1024);
+        cfg->moe_intermediate = cfg->intermediate;
+        for (int l = 0; l < cfg->n_layers && l < MODEL_MAX_LAYERS; l++) cfg->layer_is_moe[l] = 1;
+    } else if (a->moe == MOE_QWEN) {
+        cfg->n_experts = get_int(c, root, "num_experts", -2, 1, 4096);
+        cfg->n_experts_used = get_int(c, root, "num_experts_per_tok", -2, 1, 1024);
+        cfg->moe_intermediate = get_int(c, root, "moe_intermediate_size", -2, 1, 1 << 22);
+        if (a->shared_expert)
+            cfg->shared_expert_intermediate = get_int(c, root, "shared_expert_intermediate_size", 0, 0, 1 << 22);
+        int step = get_int(c, root, "decoder_sparse_step", 1, 1, 1 << 20);
+        for (int l = 0; l < cfg->n_layers && l < MODEL_MAX_LAYERS; l++)
+            cfg->layer_is_moe[l] = ((l + 1) % step) == 0;
+        const cJSON *only = field(root, "mlp_only_layers"), *e;
+        if (only && cJSON_IsArray(only)) {
+            cJSON_ArrayForEach(e, only) {
+                if (!cJSON_IsNumber(e) || !(e->valuedouble >= 0 && e->valuedouble < cfg->n_layers) ||
+                    e->valuedouble != floor(e->valuedouble)) {
+                    if (!c->st)
+                        c->st = xllm_errorf(c->err, XLLM_ERR_FORMAT, "%s: mlp_only_layers must hold layer indices in "
+                                            "[0, %d)", c->path, cfg->n_layers);
+                    break;
+                }
+                cfg->layer_is_moe[(int)e->valuedouble] = 0;
+            }
+        }
+    }
+    cfg->norm_topk_prob = a->norm_topk >= 0 ? a->norm_topk : get_bool(c, root, "norm_topk_prob", 0);
+    if (!c->st && cfg->n_experts_used > cfg->n_experts)
+        c->st = xllm_errorf(c->err, XLLM_ERR_FORMAT, "%s: num_experts_per_tok (%d) exceeds the number of experts (%d)",
+                            c->path, cfg->n_experts_used, cfg->n_experts);
+}
+
+/* Activation, soft-caps, attention scale, norm offset, embedding scale, local RoPE base. */
+static void read_family(cfg_ctx *c, const cJSON *root, model_config *cfg) {
+    const arch_info *a = cfg->arch;
+    cfg->act = a->act;
+    const cJSON *act = field(root, "hidden_activation");
+    if (!act) act = field(root, "hidden_act");
+    if (act && cJSON_IsString(act)) {
+        const char *s = act->valuestring;
+        if (!strcmp(s, "silu") || !strcmp(s, "swish")) cfg->act = ARCH_ACT_SILU;
+        else if (!strcmp(s, "gelu_pytorch_tanh") || !strcmp(s, "gelu_tanh")) cfg->act = ARCH_ACT_GELU_TANH;
+        else if (!c->st)
+            c->st = xllm_errorf(c->err, XLLM_ERR_UNSUPPORTED, "%s: activation \"%s\" is not supported (supported: "
+                                "silu, gelu_pytorch_tanh)", c->path, s);
+    }
+    cfg->norm_offset = (float)get_num(c, root, "xllm_norm_offset", a->norm_offset); /* 0 from the GGUF reader */
+    cfg->embed_scale = a->embed_scale;
+    if (a->softcap) {
+        cfg->attn_softcap = (float)get_num(c, root, "attn_logit_softcapping", 0);
+        cfg->final_softcap = (float)get_num(c, root, "final_logit_softcapping", 0);
+    }
+    double qpas = get_num(c, root, "query_pre_attn_scalar", 0);
+    if (qpas > 0) cfg->attn_scale = (float)(1.0 / sqrt(qpas));
+    if (a->rope_local) cfg->rope_local_theta = get_num(c, root, "rope_local_base_freq", 10000.0);
+    /* values that reach arithmetic: a cap or scale out of these ranges gives inf / NaN logits */
+    if (!c->st && (!(cfg->attn_softcap >= 0 && cfg->attn_softcap <= 1e6) ||
+                   !(cfg->final_softcap >= 0 && cfg->final_softcap <= 1e6) || !(qpas == 0 || (qpas >= 1e-3 && qpas <= 1e9)) ||
+                   (a->rope_local && !(cfg->rope_local_theta > 0))))
+        c->st = xllm_errorf(c->err, XLLM_ERR_FORMAT, "%s: soft-caps must be in [0, 1e6], query_pre_attn_scalar in "
+                            "[1e-3, 1e9] and rope_local_base_freq > 0", c->path);
+}
 
 xllm_status model_config_parse(const cJSON *root, const cJSON *gen, const char *path, const char *gen_path,
                                model_config *cfg, xllm_error *err) {
@@ -145,15 +253,12 @@ xllm_status model_config_parse(const cJSON *root, const cJSON *gen, const char *
     if (!cJSON_IsObject(root)) return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: top level is not a JSON object", path);
     const cJSON *mt = field(root, "model_type");
     if (!cJSON_IsString(mt)) return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: missing \"model_type\"", path);
-    int known = 0;
-    for (size_t i = 0; i < sizeof k_types / sizeof *k_types; i++) known |= !strcmp(mt->valuestring, k_types[i]);
-    if (!known)
-        return xllm_errorf(err, XLLM_ERR_UNSUPPORTED,
-                           "%s: model_type \"%s\" is not supported (supported: llama, mistral, qwen2, qwen3, mixtral, "
-                           "qwen2_moe, qwen3_moe)", path, mt->valuestring);
+    cfg->arch = arch_by_hf(mt->valuestring);
+    if (!cfg->arch)
+        return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "%s: model_type \"%s\" is not supported (supported: %s)", path,
+                           mt->valuestring, arch_hf_list());
+    const arch_info *a = cfg->arch;
     snprintf(cfg->model_type, sizeof cfg->model_type, "%s", mt->valuestring);
-    const char *type = cfg->model_type;
-    int is_qwen = !strncmp(type, "qwen", 4);
 
     cfg->hidden = get_int(&c, root, "hidden_size", -2, 1, 1 << 20);
     cfg->n_layers = get_int(&c, root, "num_hidden_layers", -2, 1, MODEL_MAX_LAYERS);
@@ -175,69 +280,26 @@ xllm_status model_config_parse(const cJSON *root, const cJSON *gen, const char *
     if (!c.st && !(cfg->rope_theta > 0))
         c.st = xllm_errorf(err, XLLM_ERR_FORMAT, "%s: rope_theta must be > 0 (got %g)", path, cfg->rope_theta);
     read_rope_scaling(&c, root, cfg);
+    if (!c.st && field(root, "partial_rotary_factor") && get_num(&c, root, "partial_rotary_factor", 1.0) != 1.0)
+        c.st = xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "%s: partial_rotary_factor %g (RoPE over part of the head) is "
+                           "not supported", path, get_num(&c, root, "partial_rotary_factor", 1.0));
 
     int attention_bias = get_bool(&c, root, "attention_bias", 0);
-    if (!strcmp(type, "qwen2") || !strcmp(type, "qwen2_moe")) {
+    if (a->qkv_bias) {
         cfg->qkv_bias = 1;           /* Qwen2 always has q/k/v bias, no o bias */
     } else {
         cfg->qkv_bias = attention_bias;
         cfg->o_bias = attention_bias;
     }
     cfg->mlp_bias = get_bool(&c, root, "mlp_bias", 0);
-    cfg->qk_norm = !strcmp(type, "qwen3") || !strcmp(type, "qwen3_moe");
+    cfg->qk_norm = a->qk_norm;
     cfg->rope_interleaved = get_bool(&c, root, "xllm_rope_interleaved", 0); /* set by the GGUF reader */
     /* -1: not said (tied when the checkpoint has no lm_head, as HF's defaults
      * differ by family); 0 says there must be an lm_head */
     cfg->tie_embeddings = get_bool(&c, root, "tie_word_embeddings", -1);
-
-    /* Sliding windows: mistral/mixtral apply sliding_window to every layer; the
-     * Qwen families only when use_sliding_window, and only to layers at index
-     * >= max_window_layers (HF's layer_types rule). */
-    int window = get_int(&c, root, "sliding_window", 0, 0, 1 << 30);
-    if (is_qwen) {
-        int use = get_bool(&c, root, "use_sliding_window", 0);
-        int max_window_layers = get_int(&c, root, "max_window_layers", cfg->n_layers, 0, 1 << 20);
-        for (int l = 0; l < cfg->n_layers && l < MODEL_MAX_LAYERS; l++)
-            cfg->layer_window[l] = (use && l >= max_window_layers) ? window : 0;
-    } else {
-        for (int l = 0; l < cfg->n_layers && l < MODEL_MAX_LAYERS; l++) cfg->layer_window[l] = window;
-    }
-
-    if (!strcmp(type, "mixtral")) {
-        cfg->moe = MOE_MIXTRAL;
-        cfg->n_experts = get_int(&c, root, "num_local_experts", -2, 1, 1024);
-        cfg->n_experts_used = get_int(&c, root, "num_experts_per_tok", -2, 1, 1024);
-        cfg->moe_intermediate = cfg->intermediate;
-        cfg->norm_topk_prob = 1;
-        for (int l = 0; l < cfg->n_layers && l < MODEL_MAX_LAYERS; l++) cfg->layer_is_moe[l] = 1;
-    } else if (!strcmp(type, "qwen2_moe") || !strcmp(type, "qwen3_moe")) {
-        cfg->moe = MOE_QWEN;
-        cfg->n_experts = get_int(&c, root, "num_experts", -2, 1, 4096);
-        cfg->n_experts_used = get_int(&c, root, "num_experts_per_tok", -2, 1, 1024);
-        cfg->moe_intermediate = get_int(&c, root, "moe_intermediate_size", -2, 1, 1 << 22);
-        cfg->norm_topk_prob = get_bool(&c, root, "norm_topk_prob", 0);
-        if (!strcmp(type, "qwen2_moe"))
-            cfg->shared_expert_intermediate = get_int(&c, root, "shared_expert_intermediate_size", 0, 0, 1 << 22);
-        int step = get_int(&c, root, "decoder_sparse_step", 1, 1, 1 << 20);
-        for (int l = 0; l < cfg->n_layers && l < MODEL_MAX_LAYERS; l++)
-            cfg->layer_is_moe[l] = ((l + 1) % step) == 0;
-        const cJSON *only = field(root, "mlp_only_layers"), *e;
-        if (only && cJSON_IsArray(only)) {
-            cJSON_ArrayForEach(e, only) {
-                if (!cJSON_IsNumber(e) || !(e->valuedouble >= 0 && e->valuedouble < cfg->n_layers) ||
-                    e->valuedouble != floor(e->valuedouble)) {
-                    if (!c.st)
-                        c.st = xllm_errorf(err, XLLM_ERR_FORMAT, "%s: mlp_only_layers must hold layer indices in "
-                                           "[0, %d)", path, cfg->n_layers);
-                    break;
-                }
-                cfg->layer_is_moe[(int)e->valuedouble] = 0;
-            }
-        }
-    }
-    if (!c.st && cfg->n_experts_used > cfg->n_experts)
-        c.st = xllm_errorf(err, XLLM_ERR_FORMAT, "%s: num_experts_per_tok (%d) exceeds the number of experts (%d)",
-                           path, cfg->n_experts_used, cfg->n_experts);
+    read_windows(&c, root, cfg);
+    read_moe(&c, root, cfg);
+    read_family(&c, root, cfg);
 
     cfg->bos_id = get_int(&c, root, "bos_token_id", -1, -1, 1 << 30);
     cfg->n_eos = 0;

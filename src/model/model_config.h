@@ -2,16 +2,17 @@
  * model_config.h - the architecture of a decoder-only model, read from a
  * HuggingFace config.json (+ generation_config.json).
  *
- * One struct describes every supported family (llama, mistral, qwen2, qwen3,
- * mixtral, qwen2_moe, qwen3_moe): the differences between them are flags and
- * sizes here (biases, q/k norm, sliding windows per layer, MoE layout), not
- * separate code paths in the forward pass.
+ * One struct describes every supported family (the rows of arch.c): the
+ * differences between them are flags and sizes here (norm placement,
+ * biases, q/k norm, activation, soft-caps, sliding windows and RoPE bases per
+ * layer, MoE layout), not separate code paths in the forward pass.
  */
 #ifndef XLLM_MODEL_CONFIG_H
 #define XLLM_MODEL_CONFIG_H
 
 #include <stdint.h>
 #include <cjson/cJSON.h>
+#include "format/arch.h"
 #include "xllm.h"
 
 #define MODEL_MAX_LAYERS 512
@@ -19,12 +20,9 @@
 
 typedef enum rope_type { ROPE_DEFAULT = 0, ROPE_LINEAR, ROPE_LLAMA3 } rope_type;
 
-/* How MoE tensors are named: Mixtral's block_sparse_moe.{gate,experts.E.w1/w2/w3}
- * or Qwen's mlp.{gate,experts.E.gate_proj/up_proj/down_proj,shared_expert...}. */
-typedef enum moe_naming { MOE_NONE = 0, MOE_MIXTRAL, MOE_QWEN } moe_naming;
-
 typedef struct model_config {
     char model_type[32];
+    const arch_info *arch; /* the family's row (arch.h) */
     int hidden;            /* hidden_size */
     int intermediate;      /* intermediate_size (dense MLP) */
     int n_layers;
@@ -43,10 +41,17 @@ typedef struct model_config {
     int qkv_bias;          /* q/k/v projections have bias */
     int o_bias;            /* o_proj has bias */
     int mlp_bias;
-    int qk_norm;           /* per-head RMSNorm of q and k (qwen3) */
+    int qk_norm;           /* RMSNorm of q and k: 1 per head (qwen3), 2 over the whole projection (olmo2) */
     int rope_interleaved;  /* RoPE rotates pairs (2i, 2i+1) instead of (i, i+d/2): GGUF llama Q/K layout */
     int tie_embeddings;    /* 1 tied, 0 separate lm_head required, -1 not said (tied when there is no lm_head) */
     int layer_window[MODEL_MAX_LAYERS]; /* sliding window per layer, 0 = full attention */
+    float norm_offset;     /* added to every stored norm weight at load (HF Gemma: 1; its GGUF form: 0) */
+    int embed_scale;       /* input embeddings x sqrt(hidden) */
+    arch_act act;          /* the gated MLP's activation */
+    float attn_scale;      /* attention score scale; 0: 1 / sqrt(head_dim) */
+    float attn_softcap;    /* scores -> c tanh(s / c); 0: off */
+    float final_softcap;   /* logits -> c tanh(z / c); 0: off */
+    double rope_local_theta; /* > 0: sliding layers' RoPE base, unscaled (Gemma 3) */
 
     /* mixture of experts */
     moe_naming moe;

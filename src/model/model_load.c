@@ -108,9 +108,10 @@ static void bind_matrix(model *m, const char *name, int64_t rows, int64_t cols, 
     m->bound_bytes += t->nbytes;
 }
 
-/* 1-D tensor of n elements -> owned f32. Absent and !required: *out = NULL. */
-static void bind_vector(model *m, const char *name, int64_t n, int required, float **out, xllm_error *err,
-                        xllm_status *st) {
+/* 1-D tensor of n elements -> owned f32, plus offset (Gemma's HF norms store
+ * w - 1). Absent and !required: *out = NULL. */
+static void bind_vector_off(model *m, const char *name, int64_t n, int required, float offset, float **out,
+                            xllm_error *err, xllm_status *st) {
     *out = NULL;
     if (*st) return;
     const st_tensor *t = find(m, name, required, err, st);
@@ -130,10 +131,17 @@ static void bind_vector(model *m, const char *name, int64_t n, int required, flo
         return;
     }
     xllm_to_f32(t->dtype, t->data, h, (size_t)n);
+    if (offset != 0.0f)
+        for (int64_t i = 0; i < n; i++) h[i] += offset;
     m->be.ops->copy(m->be.ctx, v, h, (size_t)n * sizeof(float), BE_HOST_TO_DEVICE);
     xllm_free(h);
     m->bound_bytes += t->nbytes;
     *out = v;
+}
+
+static void bind_vector(model *m, const char *name, int64_t n, int required, float **out, xllm_error *err,
+                        xllm_status *st) {
+    bind_vector_off(m, name, n, required, 0.0f, out, err, st);
 }
 
 static void bind_mlp(model *m, const char *prefix, const char *g, const char *u, const char *d, int inter,
@@ -157,8 +165,11 @@ static xllm_status bind_layer(model *m, int l, xllm_error *err) {
     snprintf(p, sizeof p, "model.layers.%d", l);
 
 #define NM(fmt, ...) (snprintf(name, sizeof name, fmt, __VA_ARGS__), name)
-    bind_vector(m, NM("%s.input_layernorm.weight", p), h, 1, &L->attn_norm, err, &st);
-    bind_vector(m, NM("%s.post_attention_layernorm.weight", p), h, 1, &L->mlp_norm, err, &st);
+    /* the family's norms (arch.h): before / after attention, before / after the MLP */
+    float **norms[ARCH_NORMS] = {&L->attn_norm, &L->attn_post_norm, &L->mlp_norm, &L->mlp_post_norm};
+    for (int k = 0; k < ARCH_NORMS; k++)
+        if (c->arch->norm[k])
+            bind_vector_off(m, NM("%s.%s.weight", p, c->arch->norm[k]), h, 1, c->norm_offset, norms[k], err, &st);
     if (st_find(m->weights_file, NM("%s.self_attn.qkv_proj.weight", p))) {
         /* fused at convert time: rows q, then k, then v */
         bind_matrix(m, name, qd + 2 * kd, h, &L->qkv, err, &st);
@@ -175,9 +186,11 @@ static xllm_status bind_layer(model *m, int l, xllm_error *err) {
         bind_vector(m, NM("%s.self_attn.v_proj.bias", p), kd, 1, &L->v_bias, err, &st);
     }
     if (c->o_bias) bind_vector(m, NM("%s.self_attn.o_proj.bias", p), h, 1, &L->o_bias, err, &st);
-    if (c->qk_norm) {
-        bind_vector(m, NM("%s.self_attn.q_norm.weight", p), c->head_dim, 1, &L->q_norm, err, &st);
-        bind_vector(m, NM("%s.self_attn.k_norm.weight", p), c->head_dim, 1, &L->k_norm, err, &st);
+    if (c->qk_norm) { /* per head, or (2) over the whole projection */
+        bind_vector_off(m, NM("%s.self_attn.q_norm.weight", p), c->qk_norm == 2 ? qd : c->head_dim, 1, c->norm_offset,
+                        &L->q_norm, err, &st);
+        bind_vector_off(m, NM("%s.self_attn.k_norm.weight", p), c->qk_norm == 2 ? kd : c->head_dim, 1, c->norm_offset,
+                        &L->k_norm, err, &st);
     }
 
     if (!c->layer_is_moe[l] && !c->mlp_bias && st_find(m->weights_file, NM("%s.mlp.gate_up_proj.weight", p))) {
@@ -225,12 +238,14 @@ static xllm_status bind_layer(model *m, int l, xllm_error *err) {
     return st;
 }
 
-/* RoPE inverse frequencies with the config's scaling (HF semantics). */
-static void rope_frequencies(const model_config *c, double *inv_freq) {
+/* RoPE inverse frequencies of base theta with the config's scaling (HF
+ * semantics); local: a sliding layer's (its own base, never scaled). */
+static void rope_frequencies(const model_config *c, double theta, int local, double *inv_freq) {
     int half = c->head_dim / 2;
     for (int i = 0; i < half; i++) {
-        double f = 1.0 / pow(c->rope_theta, (2.0 * i) / c->head_dim);
-        if (c->rope == ROPE_LINEAR) {
+        double f = 1.0 / pow(theta, (2.0 * i) / c->head_dim);
+        if (local) {
+        } else if (c->rope == ROPE_LINEAR) {
             f /= c->rope_factor;
         } else if (c->rope == ROPE_LLAMA3) {
             double low_wavelen = c->rope_original_max_pos / c->rope_low_freq_factor;
@@ -265,6 +280,8 @@ static xllm_status alloc_scratch(model *m, int T, xllm_error *err) {
         !ALLOC(s->h2, t * inter) || !ALLOC(s->moe_acc, t * h) || !ALLOC(s->xg, t * h) || !ALLOC(s->yg, t * h) ||
         !ALLOC(s->router_logits, t * E) || !ALLOC(s->rope_cos, t * (size_t)c->head_dim / 2) ||
         !ALLOC(s->rope_sin, t * (size_t)c->head_dim / 2) || !ALLOC(s->route_ids, t * K) ||
+        (c->rope_local_theta > 0 && (!ALLOC(s->rope_cos_local, t * (size_t)c->head_dim / 2) ||
+                                     !ALLOC(s->rope_sin_local, t * (size_t)c->head_dim / 2))) ||
         !ALLOC(s->route_w, t * K) || !ALLOC(s->expert_tokens, t * K) || !ALLOC(s->expert_w, t * K) ||
         !ALLOC(s->expert_count, E) || !ALLOC(s->fused, t * (qd + 2 * kd > 2 * inter ? qd + 2 * kd : 2 * inter)) ||
         (!m->be.ops->unified_memory && !ALLOC(s->logits, t * (size_t)c->vocab)))
@@ -434,6 +451,12 @@ static xllm_status check_backend(const model *m, xllm_error *err) {
     else if (moe && !backend_supports(&m->be, BE_FEAT_MOE, 0)) lack = "mixture-of-experts layers";
     else if (window && !backend_supports(&m->be, BE_FEAT_ATTN_WINDOW, 0)) lack = "sliding-window attention";
     else if (c->qk_norm && !backend_supports(&m->be, BE_FEAT_QK_NORM, 0)) lack = "q/k norms";
+    /* the families' own needs (arch.h) */
+    else if (c->qk_norm == 2 && !backend_supports(&m->be, BE_FEAT_QK_NORM_ALL, 0)) lack = "whole-projection q/k norms";
+    else if (c->attn_scale > 0 && !backend_supports(&m->be, BE_FEAT_ATTN_SCALE, 0)) lack = "an attention scale";
+    else if (c->attn_softcap > 0 && !backend_supports(&m->be, BE_FEAT_SOFTCAP, 0)) lack = "attention soft-capping";
+    else if (c->act == ARCH_ACT_GELU_TANH && !m->be.ops->gelu_mul) lack = "GELU (gelu_mul)";
+    else if (c->embed_scale && !m->be.ops->scale) lack = "the embedding scale (scale)";
     if (lack)
         return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "backend '%s' does not implement %s (head_dim %d): use --backend cpu",
                            name, lack, c->head_dim);
@@ -537,7 +560,7 @@ model *model_load_ex(const char *dir, const model_load_options *o, xllm_error *e
     int first = m->layer_begin == 0, last = m->layer_end == c->n_layers;
 
     if (first) bind_matrix(m, "model.embed_tokens.weight", c->vocab, c->hidden, &m->embed, err, &st);
-    if (last) bind_vector(m, "model.norm.weight", c->hidden, 1, &m->final_norm, err, &st);
+    if (last) bind_vector_off(m, "model.norm.weight", c->hidden, 1, c->norm_offset, &m->final_norm, err, &st);
     if (st) goto fail;
     /* tied when the config says so, or says nothing and the checkpoint has no
      * lm_head; "tie_word_embeddings": false needs one */
@@ -575,10 +598,16 @@ model *model_load_ex(const char *dir, const model_load_options *o, xllm_error *e
 
     m->inv_freq = own(m, xllm_malloc_array((size_t)c->head_dim / 2, sizeof(double)));
     if (!m->inv_freq) goto fail;
-    rope_frequencies(c, m->inv_freq);
+    rope_frequencies(c, c->rope_theta, 0, m->inv_freq);
     /* llama.cpp takes plain RoPE's angles as pos * s^i in float, s = theta^(-2/head_dim) */
     if (o->arith_llama && c->rope == ROPE_DEFAULT)
         m->rope_theta_scale = powf((float)c->rope_theta, -2.0f / (float)c->head_dim);
+    if (c->rope_local_theta > 0) {
+        m->inv_freq_local = own(m, xllm_malloc_array((size_t)c->head_dim / 2, sizeof(double)));
+        if (!m->inv_freq_local) goto fail;
+        rope_frequencies(c, c->rope_local_theta, 1, m->inv_freq_local);
+        if (o->arith_llama) m->rope_theta_scale_local = powf((float)c->rope_local_theta, -2.0f / (float)c->head_dim);
+    }
     if (alloc_scratch(m, max_tokens, err)) goto fail;
     if (pack_weights(m, err)) goto fail;
     return m;

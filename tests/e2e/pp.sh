@@ -4,7 +4,8 @@
 # samples per prompt: forks and copy-on-write), with several prompts batched
 # together and a KV pool small enough to preempt (swap and recompute), for 2
 # and 3 ranks over llama, qwen3 and qwen3_moe from tests/data/tiny (3 ranks:
-# their layers doubled to 4, a model of its own) and the bundled stories260k;
+# their layers doubled to 4, a model of its own), the bundled stories260k and (2
+# ranks, greedy) the GGUF families gemma3, olmo2 and qwen2moe of tests/data/archs;
 # each rank binds exactly its share of the file's tensors; bad splits and
 # launches are refused with a message; a rank that exits, hangs or is killed
 # ends the whole job with an error, never a hang; `serve --pp 2` answers
@@ -140,6 +141,23 @@ for m in $MODELS; do
     run_pp "$m x2 layers" "$T/$m-4" 3 --temp 0
     run_pp "$m x2 layers" "$T/$m-4" 3 --temp 0.9 --seed 5 --samples 2 --pp-layers 1,1,2 --pp-microbatches 3
 done
+# GGUF families of src/format/arch.c (tests/data/archs): post-norms, per-layer RoPE bases and
+# windows, whole-projection q/k norms, a shared expert; output equal to one process
+run_pp_gguf() {
+    local name=$1 model=$2; shift 2
+    local common=(-m "$model" --prompts "$T/prompts" -n 20 -c 64 --kv-tokens 64 --json -t 1 "$@")
+    timeout -k 10 120 "$XLLM" run "${common[@]}" > "$T/ref" 2> "$T/ref.err"
+    local rc=$?
+    timeout -k 10 120 "${MPIRUN[@]}" -np 2 "$XLLM" run "${common[@]}" --pp 2 --pp-stats > "$T/got" 2> "$T/got.err"
+    local prc=$?
+    [ $rc = 0 ] && [ $prc = 0 ] && [ -s "$T/ref" ] && cmp -s "$T/ref" "$T/got" && grep -q "preemptions [1-9]" "$T/got.err"
+    check $? "$name (GGUF): 2 ranks, $* == one process, with preemption ($(grep -o 'preemptions [0-9]*' "$T/got.err" | head -1))"
+    if [ $prc != 0 ] || ! cmp -s "$T/ref" "$T/got"; then tail -5 "$T/got.err"; diff "$T/ref" "$T/got" | head -4; fi
+}
+if [ -z "${XLLM_SANITIZED:-}" ]; then
+    for f in gemma3 olmo2 qwen2moe; do run_pp_gguf "$f" "$SRC/tests/data/archs/$f/model.gguf" --temp 0; done
+fi
+
 S=$SRC/models/stories260k
 run_pp stories260k "$S" 2 --temp 0 --pp-microbatches 1
 run_pp stories260k "$S" 2 --temp 0.8 --seed 9 --top-p 0.9 --samples 2 --pp-microbatches 4

@@ -169,6 +169,12 @@ int main(void) {
     CHECK(backend_register("relay", relay_create, &err) == XLLM_ERR_INVALID_ARGUMENT);
     CHECK(strstr(backend_names(), "relay") != NULL);
 
+    /* a backend without an operation a family needs (the relay: no gelu_mul) refuses it at load */
+    snprintf(dir, sizeof dir, "%s/tests/data/archs/gemma2/model.gguf", XLLM_SOURCE_DIR);
+    o.backend = "relay";
+    CHECK(xllm_model_load(dir, &o, &err) == NULL && err.code == XLLM_ERR_UNSUPPORTED);
+    CHECK_MSG(strstr(err.message, "gelu_mul") != NULL, "gemma2: %s", err.message);
+
     const char *models[] = {"models/stories260k", "tests/data/tiny/qwen3", "tests/data/tiny/qwen2_moe",
                             "tests/data/tiny/mixtral"};
     const int V = 512;

@@ -884,6 +884,8 @@ static void test_made_files(void) {
     expect(&s, XLLM_ERR_UNSUPPORTED, "gpt2", "unknown architecture");
     s = base_spec(), s.arch = "qwen3";
     expect(&s, XLLM_OK, NULL, "qwen3");
+    s = base_spec(), s.arch = "deepseek2"; /* refused by name, with the reason */
+    expect(&s, XLLM_ERR_UNSUPPORTED, "latent attention", "deepseek2");
     s = base_spec(), s.type = 12; /* Q4_K: rows of 256 */
     s.ne0 = 256;
     expect(&s, XLLM_OK, NULL, "Q4_K");
@@ -961,8 +963,9 @@ static void test_made_files(void) {
     expect(&s, XLLM_OK, NULL, "F16 relabelled BF16 (undetectable)");
     s = base_spec(), s.tensor_name = "blk.0.attn_q.weight";
     expect(&s, XLLM_ERR_FORMAT, "vocab_size", "no vocabulary size anywhere");
+    /* llama with experts is Mixtral (arch.c): its sizes are then required */
     s = base_spec(), s.ukey = "llama.expert_count", s.uval = 8;
-    expect(&s, XLLM_ERR_UNSUPPORTED, "expert", "mixture of experts");
+    expect(&s, XLLM_ERR_FORMAT, "expert_used_count", "mixture of experts without expert_used_count");
     s = base_spec(), s.ukey = "llama.rope.dimension_count", s.uval = 2;
     expect(&s, XLLM_ERR_UNSUPPORTED, "partial", "partial rotary");
     s = base_spec(), s.ukey = "llama.attention.head_count_kv", s.uval = 1;

@@ -100,8 +100,9 @@ static void attn_chunk(const attn_job *j, int t, int h, int p0, int n, float *sc
         int p = p0 + i;
         run = bs - p % bs < n - i ? bs - p % bs : n - i;
         attn_prefetch_run(j->be, d, table, p, run, d->pos[t], kvh);
-        K->scores(q, attn_kv_row(d, d->k_cache, table, p, kvh), slot_stride, run, hd, 1.0f / sqrtf((float)hd), sc + i);
+        K->scores(q, attn_kv_row(d, d->k_cache, table, p, kvh), slot_stride, run, hd, attn_kernel_scale(d), sc + i);
     }
+    attn_softcap(d, sc, n);
     j->be->kern->attn->softmax(sc, 0, 1, &n, part, 0);
     memset(acc, 0, sizeof(float) * (size_t)hd);
     for (int i = 0, run; i < n; i += run) {
@@ -219,7 +220,7 @@ static void attention_groups(void *p, size_t i0, size_t i1, int thread) {
     const cpu_attn_kv *K = &A->kv[d->kv_type];
     int hd = d->head_dim, nh = d->n_heads, nkv = d->n_kv_heads, g = nh / nkv, bs = d->block_size;
     size_t slot_stride = (size_t)nkv * kvq_row_bytes(d->kv_type, hd) /* bytes */, pst = (size_t)hd + 2, n_groups = (size_t)j->n_tiles * (size_t)nkv;
-    float scale = 1.0f / sqrtf((float)hd);
+    float scale = attn_kernel_scale(d);
     float *Q = j->be->attn_tile + (size_t)thread * j->be->attn_tile_floats;
     for (size_t it = i0; it < i1; it++) {
         size_t gi = it % 2 ? n_groups - 1 - it / 2 : it / 2;
@@ -250,6 +251,7 @@ static void attention_groups(void *p, size_t i0, size_t i1, int thread) {
             for (int r = ra; r < R; r++) {
                 int pos = d->pos[t0 + r / g];
                 nk[r] = pos + 1 - p0 < ATTN_CHUNK ? pos + 1 - p0 : ATTN_CHUNK; /* nondecreasing in r */
+                attn_softcap(d, S + (size_t)r * ATTN_CHUNK, nk[r]);
                 memset(part + r * pst + 2, 0, sizeof(float) * (size_t)hd);
             }
             A->softmax(S + (size_t)ra * ATTN_CHUNK, ATTN_CHUNK, R - ra, nk + ra, part + ra * pst, pst);

@@ -89,6 +89,7 @@ static float task_f16(const be_attn *d, const attn_task *k, float scale, float *
     for (int j = k->first; j <= k->pos; j++) {
         load_row_f16(d, d->k_cache, k->table, j, k->kvh, row);
         float s = attn_f16_dot(row, q, hd) * scale, ms = 1.0f, vs = 1.0f;
+        if (d->softcap > 0) s = d->softcap * tanhf(s);
         if (s > M) { /* a new maximum: the sum so far rescaled (in f16), this key's weight 1 */
             float Mold = M;
             M = s;
@@ -122,6 +123,7 @@ static float task_tiled(const be_attn *d, const attn_task *k, float scale, float
             float s = 0.0f;
             for (int e = 0; e < hd; e++) s = fmaf(row[e], k->q[e], s);
             p[i] = s * scale;
+            if (d->softcap > 0) p[i] = d->softcap * tanhf(p[i]);
             mx = p[i] > mx ? p[i] : mx;
         }
         float Mnew = fmaxf(M, mx);
@@ -147,13 +149,22 @@ static float task_tiled(const be_attn *d, const attn_task *k, float scale, float
 
 void cpu_attention_llama_items(cpu_backend *be, const be_attn *d, size_t i0, size_t i1, int thread) {
     int hd = d->head_dim, nh = d->n_heads;
-    float scale = 1.0f / sqrtf((float)hd), *acc = be->scratch[thread], *w = acc + hd;
+    float scale = attn_kernel_scale(d), *acc = be->scratch[thread], *w = acc + hd;
+    /* A model with its own attention scale (be_attn.scale: Gemma, as
+     * llama.cpp builds them) has q multiplied by it in f32 before the
+     * attention's f16 rounding, which then scales by 1 (or 1 / softcap). */
+    float qbuf[512], qscale = d->scale > 0 && hd <= 512 ? d->scale : 0.0f;
+    if (qscale > 0) scale = d->softcap > 0 ? 1.0f / d->softcap : 1.0f;
     assert((size_t)(2 * hd + (hd > LLAMA_KV_TILE ? hd : LLAMA_KV_TILE)) <= be->scratch_floats);
     for (size_t it = i0; it < i1; it++) {
         int t = (int)(it / (size_t)nh), h = (int)(it % (size_t)nh);
         size_t off = ((size_t)t * nh + h) * (size_t)hd;
         attn_task k = {d->q + off, d->out + off, d->block_tables[d->seq[t]], h / (nh / d->n_kv_heads),
                        attn_first_key(d, t), d->pos[t]};
+        if (qscale > 0) {
+            for (int i = 0; i < hd; i++) qbuf[i] = d->q[off + (size_t)i] * qscale;
+            k.q = qbuf;
+        }
         memset(acc, 0, sizeof(float) * (size_t)hd);
         float S = d->T < ATTN_LLAMA_TILE ? task_f16(d, &k, scale, w, acc) : task_tiled(d, &k, scale, w, acc);
         float inv = S == 0.0f ? 0.0f : 1.0f / S; /* as llama.cpp scales its sum */

@@ -12,6 +12,7 @@
  * unfused sequence (tests/unit/test_fused.c) whatever the thread split.
  */
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/llama_math.h"
 #include "backend/cpu/kernels.h"
 #include "base/alloc.h"
 #include "base/error.h"
@@ -123,6 +124,22 @@ static void cb_silu_mul(void *ctx, float *h, const float *g, size_t ldg, const f
     }
 }
 
+static void cb_gelu_mul(void *ctx, float *h, const float *g, size_t ldg, const float *u, size_t ldu, int T,
+                        size_t n) {
+    const cpu_backend *be = ctx;
+    for (int t = 0; t < T; t++) {
+        float *hr = h + (size_t)t * n;
+        const float *gr = g + (size_t)t * ldg;
+        if (hr != gr) memmove(hr, gr, n * sizeof(float));
+        op_gelu_mul(hr, u + (size_t)t * ldu, n, be->arith_llama);
+    }
+}
+
+static void cb_scale(void *ctx, float *x, size_t n, float s) {
+    (void)ctx;
+    for (size_t i = 0; i < n; i++) x[i] *= s;
+}
+
 static void cb_add(void *ctx, float *x, const float *y, size_t n) {
     (void)ctx;
     for (size_t i = 0; i < n; i++) x[i] += y[i];
@@ -230,7 +247,7 @@ static void qkv_heads(void *p, size_t u0, size_t u1, int thread) {
 
 static int cb_qkv_rope_kv(void *ctx, const be_qkv *d) {
     cpu_backend *be = ctx;
-    if (d->head_dim % 4) return 0; /* head blocks start on 4-row tiles */
+    if (d->head_dim % 4 || d->qk_norm_all) return 0; /* head blocks start on 4-row tiles; a whole-q norm spans them */
     qkv_job j = {be, d};
     op_act_prepare(be, d->x, d->T, d->W, 3, d->flags & BE_ACT_READY);
     size_t units = (size_t)(d->n_heads + 2 * d->n_kv_heads);
@@ -244,7 +261,10 @@ static void cb_rope_kv(void *ctx, const be_qkv *d) {
     size_t qd = (size_t)d->n_heads * hd, kd = (size_t)d->n_kv_heads * hd;
     for (int t = 0; t < d->T; t++) {
         float *q = d->q + (size_t)t * qd, *k = d->k + (size_t)t * kd;
-        if (d->q_norm) {
+        if (d->q_norm && d->qk_norm_all) { /* one norm over the token's whole q, and k */
+            op_rmsnorm(q, d->q_norm, d->eps, (int)qd, 1, q, be->arith_llama);
+            op_rmsnorm(k, d->k_norm, d->eps, (int)kd, 1, k, be->arith_llama);
+        } else if (d->q_norm) {
             op_rmsnorm(q, d->q_norm, d->eps, hd, d->n_heads, q, be->arith_llama);
             op_rmsnorm(k, d->k_norm, d->eps, hd, d->n_kv_heads, k, be->arith_llama);
         }
@@ -275,6 +295,25 @@ static void moe_swiglu(cpu_backend *be, const be_moe *d, int expert, const float
     MATMUL(PROF_MATMUL_DOWN, d->h1, T, down, NULL, out);
 }
 
+/* llama.cpp's softmax (ggml_vec_soft_max_f32 on AVX-512, then a scale by
+ * the inverse sum): 16 at a time its own exp, each group's sum reduced as
+ * _mm512_reduce_add_ps, the rest libm's expf, all summed in double. A router
+ * near-tie decides an expert, so arithmetic "llama" follows it exactly. */
+static void router_softmax_llama(float *x, int n, float mx) {
+    double sum = 0.0;
+    int i = 0;
+    for (; i + 15 < n; i += 16) {
+        float v[16], h[8], q[4];
+        for (int l = 0; l < 16; l++) x[i + l] = v[l] = llama_expf(x[i + l] - mx);
+        for (int l = 0; l < 8; l++) h[l] = v[8 + l] + v[l];
+        for (int l = 0; l < 4; l++) q[l] = h[4 + l] + h[l];
+        sum += (double)((q[2] + q[0]) + (q[3] + q[1]));
+    }
+    for (; i < n; i++) sum += (double)(x[i] = expf(x[i] - mx));
+    float inv = (float)(1.0 / sum);
+    for (i = 0; i < n; i++) x[i] *= inv;
+}
+
 /* Route each token to its top-k experts, run each expert once over the tokens
  * routed to it, and sum the weighted outputs per token in expert order (so a
  * token's result does not depend on what else is in the batch). */
@@ -286,8 +325,12 @@ static void cb_moe(void *ctx, const be_moe *d) {
         float *rl = d->router_logits + (size_t)t * E;
         float mx = -INFINITY, sum = 0;
         for (int e = 0; e < E; e++) mx = rl[e] > mx ? rl[e] : mx;
-        for (int e = 0; e < E; e++) sum += (rl[e] = expf(rl[e] - mx));
-        for (int e = 0; e < E; e++) rl[e] /= sum;
+        if (be->arith_llama) {
+            router_softmax_llama(rl, E, mx);
+        } else {
+            for (int e = 0; e < E; e++) sum += (rl[e] = expf(rl[e] - mx));
+            for (int e = 0; e < E; e++) rl[e] /= sum;
+        }
         int32_t *ids = d->route_ids + (size_t)t * K;
         float *w = d->route_w + (size_t)t * K, wsum = 0;
         for (int k = 0; k < K; k++) { /* top-k by selection; ties keep the lower id */
@@ -358,6 +401,8 @@ const backend_ops cpu_backend_ops = {
     .rope_kv = cb_rope_kv,
     .attention = cb_attention,
     .moe = cb_moe,
+    .gelu_mul = cb_gelu_mul,
+    .scale = cb_scale,
 };
 
 xllm_status cpu_backend_create(backend *out, const backend_options *o, xllm_error *err) {

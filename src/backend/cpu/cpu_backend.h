@@ -14,6 +14,7 @@
 #ifndef XLLM_BACKEND_CPU_BACKEND_H
 #define XLLM_BACKEND_CPU_BACKEND_H
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 #include "backend/backend.h"
@@ -172,6 +173,12 @@ void op_rmsnorm(const float *x, const float *w, float eps, int n, int rows, floa
 /* a[i] = silu(a[i]) * b[i]; llama: as llama.cpp computes it (silu.c,
  * arithmetic "llama"). Thread-safe on distinct ranges (pure). */
 void op_silu_mul(float *a, const float *b, size_t n, int llama);
+/* Rows [r0, r1) of F16 or F32 W for T rows of x as llama.cpp computes them
+ * (f16_llama.c); xr: W->cols floats of scratch. Thread-safe per xr. */
+void op_f16_matmul_llama(const matrix *W, const float *x, int T, const float *bias, float *y, size_t ldy, int64_t r0,
+                         int64_t r1, float *xr);
+/* a[i] = gelu_tanh(a[i]) * b[i]: ours or, with llama set, llama.cpp's (gelu.c). Thread-safe. */
+void op_gelu_mul(float *a, const float *b, size_t n, int llama);
 /* Convert row `row` of W to f32 (embedding lookup). */
 void op_matrix_row(const matrix *W, int64_t row, float *out);
 
@@ -189,6 +196,18 @@ xllm_status cpu_attention_init(cpu_backend *be, int max_positions, xllm_error *e
 void cpu_attention_llama_items(cpu_backend *be, const be_attn *d, size_t i0, size_t i1, int thread);
 
 /* The first key token t of d sees: its position less the sliding window, or 0. */
+/* The factor the score kernels take: be_attn's scale (1 / sqrt(head_dim)
+ * when 0), divided by the soft-cap when there is one (attn_softcap then
+ * takes the scores to softcap * tanh(s), llama.cpp's order). */
+static inline float attn_kernel_scale(const be_attn *d) {
+    float s = d->scale > 0 ? d->scale : 1.0f / sqrtf((float)d->head_dim);
+    return d->softcap > 0 ? s / d->softcap : s;
+}
+static inline void attn_softcap(const be_attn *d, float *s, int n) {
+    if (d->softcap > 0)
+        for (int i = 0; i < n; i++) s[i] = d->softcap * tanhf(s[i]);
+}
+
 static inline int attn_first_key(const be_attn *d, int t) {
     int pos = d->pos[t];
     return d->window > 0 && pos - d->window + 1 > 0 ? pos - d->window + 1 : 0;

@@ -36,6 +36,7 @@ xllm_status backend_pack_matrix(cpu_backend *be, matrix *W, void **storage, xllm
     if (!W->data || W->packed || !k->packed_bytes || !k->repack || be->no_repack) return XLLM_OK;
     /* arithmetic "llama": kquant_llama.c reads these as stored */
     if (be->arith_llama && kq_llama_owns(W->dtype, W->group)) return XLLM_OK;
+    if (be->arith_llama && (W->dtype == XLLM_DT_F16 || W->dtype == XLLM_DT_F32)) return XLLM_OK; /* f16_llama.c */
     size_t bytes = k->packed_bytes(W);
     if (!bytes) return XLLM_OK;
     void *out = xllm_malloc_aligned(bytes);

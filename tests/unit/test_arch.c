@@ -1,0 +1,115 @@
+/*
+ * test_arch.c - the family table (src/format/arch.c) and what model_config.c
+ * reads through it: tensor names map GGUF -> HF -> GGUF back to themselves
+ * in every family (experts included); each HF model_type parses into the
+ * row's behaviour (norm offset, activation, soft-caps, window pattern per
+ * layer, local RoPE base, MoE top-k normalization); HF's layer_types
+ * overrides the pattern; bad values are errors naming the field. The models
+ * themselves are checked against llama.cpp in test_arch_models.c.
+ */
+#include "test.h"
+#include "format/gguf_internal.h"
+#include "format/arch.h"
+#include "model/model_config.h"
+
+#include <string.h>
+
+static const char *k_types[] = {"llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe", "qwen3_moe",
+                                "gemma2", "gemma3_text", "phi3", "olmo2"};
+
+static void test_names(void) {
+    for (size_t i = 0; i < sizeof k_types / sizeof *k_types; i++) {
+        const arch_info *a = arch_by_hf(k_types[i]);
+        CHECK_MSG(a != NULL, "%s", k_types[i]);
+        if (!a) continue;
+        for (const arch_name *n = a->names; n->gguf; n++) {
+            char g[128], h[256], back[128];
+            snprintf(g, sizeof g, "blk.7.%s.weight", n->gguf);
+            int kind = arch_name_to_hf(a, g, 5, h, sizeof h);
+            CHECK_MSG(kind == (strstr(n->hf, "%d") ? 2 : 1), "%s: %s -> kind %d", k_types[i], g, kind);
+            int expert = -2;
+            CHECK_MSG(arch_name_from_hf(a, h, back, sizeof back, &expert) && !strcmp(back, g),
+                      "%s: %s -> %s -> %s", k_types[i], g, h, back);
+            CHECK(expert == (kind == 2 ? 5 : -1));
+        }
+        char out[256];
+        int e;
+        CHECK(!arch_name_to_hf(a, "blk.01.attn_q.weight", 0, out, sizeof out)); /* leading zero */
+        CHECK(!arch_name_to_hf(a, "blk.1.attn_nothing.weight", 0, out, sizeof out));
+        CHECK(!arch_name_from_hf(a, "model.layers.1.mlp.experts.x.gate_proj.weight", out, sizeof out, &e));
+    }
+    /* the GGUF architecture picks the row; llama with experts is Mixtral */
+    CHECK(!strcmp(arch_by_gguf("llama", 0)->hf_type, "llama"));
+    CHECK(!strcmp(arch_by_gguf("llama", 1)->hf_type, "mixtral"));
+    CHECK(!strcmp(arch_by_gguf("qwen2moe", 1)->hf_type, "qwen2_moe"));
+    CHECK(!strcmp(arch_by_gguf("gemma3", 0)->hf_type, "gemma3_text"));
+    CHECK(arch_by_gguf("qwen2", 1) == NULL && arch_by_gguf("deepseek2", 1) == NULL);
+    CHECK(strstr(arch_gguf_list(), "olmo2") && !strstr(arch_gguf_list(), "mistral"));
+}
+
+static xllm_status parse(const char *json, model_config *c, xllm_error *err) {
+    cJSON *o = cJSON_Parse(json);
+    CHECK_MSG(o != NULL, "bad test JSON: %s", json);
+    xllm_status st = model_config_parse(o, NULL, "config.json", "gen", c, err);
+    cJSON_Delete(o);
+    return st;
+}
+
+#define BASE "\"hidden_size\": 64, \"num_hidden_layers\": 6, \"num_attention_heads\": 4, \"vocab_size\": 100, " \
+             "\"intermediate_size\": 128, \"head_dim\": 32"
+
+static void test_configs(void) {
+    model_config c;
+    xllm_error err;
+    CHECK(parse("{\"model_type\": \"gemma2\", " BASE ", \"sliding_window\": 8, \"attn_logit_softcapping\": 50, "
+                "\"final_logit_softcapping\": 30, \"query_pre_attn_scalar\": 256, "
+                "\"hidden_activation\": \"gelu_pytorch_tanh\"}", &c, &err) == XLLM_OK);
+    CHECK(c.norm_offset == 1.0f && c.embed_scale && c.act == ARCH_ACT_GELU_TANH);
+    CHECK(c.attn_softcap == 50.0f && c.final_softcap == 30.0f && c.attn_scale == 1.0f / 16.0f);
+    for (int l = 0; l < 6; l++) CHECK_MSG(c.layer_window[l] == (l % 2 ? 0 : 8), "gemma2 layer %d", l);
+    CHECK(c.arch->norm[ARCH_NORM_ATTN_OUT] && c.arch->norm[ARCH_NORM_MLP_OUT]);
+
+    CHECK(parse("{\"model_type\": \"gemma3_text\", " BASE ", \"sliding_window\": 8, \"rope_theta\": 1e6, "
+                "\"rope_local_base_freq\": 1e4, \"sliding_window_pattern\": 3}", &c, &err) == XLLM_OK);
+    for (int l = 0; l < 6; l++) CHECK_MSG(c.layer_window[l] == ((l + 1) % 3 ? 8 : 0), "gemma3 layer %d", l);
+    CHECK(c.rope_local_theta == 1e4 && c.qk_norm == 1 && c.attn_softcap == 0);
+    /* layer_types overrides the pattern */
+    CHECK(parse("{\"model_type\": \"gemma3_text\", " BASE ", \"sliding_window\": 8, \"layer_types\": "
+                "[\"full_attention\", \"sliding_attention\", \"full_attention\", \"full_attention\", "
+                "\"full_attention\", \"sliding_attention\"]}", &c, &err) == XLLM_OK);
+    CHECK(c.layer_window[0] == 0 && c.layer_window[1] == 8 && c.layer_window[4] == 0 && c.layer_window[5] == 8);
+    CHECK(parse("{\"model_type\": \"gemma3_text\", " BASE ", \"layer_types\": [\"full_attention\"]}", &c, &err) ==
+              XLLM_ERR_FORMAT && strstr(err.message, "layer_types"));
+    CHECK(parse("{\"model_type\": \"gemma2\", " BASE ", \"hidden_activation\": \"relu\"}", &c, &err) ==
+              XLLM_ERR_UNSUPPORTED && strstr(err.message, "relu"));
+    CHECK(parse("{\"model_type\": \"gemma2\", " BASE ", \"attn_logit_softcapping\": -1}", &c, &err) ==
+              XLLM_ERR_FORMAT && strstr(err.message, "soft-caps"));
+    CHECK(parse("{\"model_type\": \"gemma2\", " BASE ", \"query_pre_attn_scalar\": 1e-300}", &c, &err) ==
+              XLLM_ERR_FORMAT && strstr(err.message, "query_pre_attn_scalar"));
+    CHECK(parse("{\"model_type\": \"gemma3_text\", " BASE ", \"rope_local_base_freq\": 0}", &c, &err) ==
+              XLLM_ERR_FORMAT && strstr(err.message, "rope_local_base_freq"));
+    /* OLMo 2: post-norms only, q/k norm over the whole projection; Phi-3 ignores the window */
+    CHECK(parse("{\"model_type\": \"olmo2\", " BASE "}", &c, &err) == XLLM_OK);
+    CHECK(c.qk_norm == 2 && !c.arch->norm[ARCH_NORM_ATTN_IN] && c.arch->norm[ARCH_NORM_ATTN_OUT]);
+    CHECK(parse("{\"model_type\": \"phi3\", " BASE ", \"sliding_window\": 2047}", &c, &err) == XLLM_OK);
+    CHECK(c.layer_window[0] == 0 && c.norm_offset == 0);
+    CHECK(parse("{\"model_type\": \"phi3\", " BASE ", \"partial_rotary_factor\": 0.75}", &c, &err) ==
+              XLLM_ERR_UNSUPPORTED && strstr(err.message, "partial_rotary_factor"));
+    CHECK(parse("{\"model_type\": \"phi3\", " BASE ", \"rope_scaling\": {\"type\": \"longrope\", \"long_factor\": [1], "
+                "\"short_factor\": [1]}}", &c, &err) == XLLM_ERR_UNSUPPORTED && strstr(err.message, "longrope"));
+    /* MoE top-k normalization: Mixtral always, Qwen from the config */
+    CHECK(parse("{\"model_type\": \"mixtral\", " BASE ", \"num_local_experts\": 8, \"num_experts_per_tok\": 2, "
+                "\"norm_topk_prob\": false}", &c, &err) == XLLM_OK);
+    CHECK(c.norm_topk_prob == 1 && c.n_experts == 8 && c.layer_is_moe[5]);
+    CHECK(parse("{\"model_type\": \"qwen3_moe\", " BASE ", \"num_experts\": 8, \"num_experts_per_tok\": 2, "
+                "\"moe_intermediate_size\": 32, \"norm_topk_prob\": true}", &c, &err) == XLLM_OK);
+    CHECK(c.norm_topk_prob == 1 && c.moe == MOE_QWEN && c.shared_expert_intermediate == 0);
+    CHECK(parse("{\"model_type\": \"gpt_neox\", " BASE "}", &c, &err) == XLLM_ERR_UNSUPPORTED &&
+          strstr(err.message, "gemma3_text"));
+}
+
+int main(void) {
+    test_names();
+    test_configs();
+    return test_report("test_arch");
+}
