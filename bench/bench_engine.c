@@ -15,6 +15,9 @@
  *  - with --prefix N: TTFT of a request whose first N tokens were computed by
  *    an earlier request (prefix-cache hit) against the same request on an
  *    engine with the cache off.
+ * Each burst line also counts failures (a request that ended in an error or
+ * with fewer than -n tokens) and how many of the sequential requests' greedy
+ * tokens differ when they run in the burst.
  * --profile FILE.json: the per-operator profile of the burst (xllm_profile_report).
  * Prompts are fixed pseudo-random ids; greedy decoding with ignore_eos, so
  * every request generates exactly -n tokens. Figures, never pass/fail.
@@ -49,11 +52,35 @@ static double pct(double *v, int n, double p) {
 typedef struct run_stats {
     double wall, tok_s, ttft_p50, ttft_p99;
     long preemptions;
+    int failures; /* requests that ended in an error or with fewer than N tokens */
 } run_stats;
 
+/* Request id's result: its tokens counted into *generated and copied to out
+ * (N ids; NULL: not kept); a failure counted when it has no result or
+ * fewer than N tokens. */
+static void take(xllm_engine *e, xllm_request_id id, int N, int32_t *out, long *generated, int *failures) {
+    xllm_result *res;
+    size_t nr;
+    xllm_error err;
+    if (xllm_engine_result(e, id, &res, &nr, &err)) {
+        fprintf(stderr, "result: %s\n", err.message);
+        (*failures)++;
+        return;
+    }
+    *generated += (long)res[0].n_ids;
+    if ((int)res[0].n_ids != N) (*failures)++;
+    if (out) {
+        memset(out, 0xff, sizeof(int32_t) * (size_t)N);
+        memcpy(out, res[0].ids, sizeof(int32_t) * (res[0].n_ids < (size_t)N ? res[0].n_ids : (size_t)N));
+    }
+    xllm_results_free(res, nr);
+}
+
 /* Submit requests [0, R) (all at once when burst, else one by one), read
- * their streams, and time them. */
-static run_stats run(xllm_engine *e, int32_t **prompts, int R, int P, int N, int burst) {
+ * their streams, and time them; out[i] (N ids each, or out NULL) gets
+ * request i's tokens. */
+static run_stats run(xllm_engine *e, int32_t **prompts, int R, int P, int N, int burst, int32_t **out) {
+    int failures = 0;
     xllm_request_id *ids = calloc((size_t)R, sizeof *ids);
     double *t_sub = calloc((size_t)R, sizeof(double)), *ttft = calloc((size_t)R, sizeof(double));
     int *done = calloc((size_t)R, sizeof(int));
@@ -62,15 +89,8 @@ static run_stats run(xllm_engine *e, int32_t **prompts, int R, int P, int N, int
     double t0 = now_s();
     long generated = 0;
     for (int i = 0; i < R; i++) {
-        if (!burst && i > 0) {
-            /* wait for the previous one to finish */
-            xllm_result *res;
-            size_t nr;
-            if (xllm_engine_result(e, ids[i - 1], &res, &nr, &err)) fprintf(stderr, "result: %s\n", err.message);
-            else {
-                generated += (long)res[0].n_ids;
-                xllm_results_free(res, nr);
-            }
+        if (!burst && i > 0) { /* wait for the previous one to finish */
+            take(e, ids[i - 1], N, out ? out[i - 1] : NULL, &generated, &failures);
             done[i - 1] = 1;
         }
         xllm_request r;
@@ -100,20 +120,16 @@ static run_stats run(xllm_engine *e, int32_t **prompts, int R, int P, int N, int
                 if (done[i] || ttft[i] > 0) continue;
                 xllm_chunk c;
                 xllm_poll_result pr = xllm_engine_poll(e, ids[i], &c, 0, &err);
-                if (pr == XLLM_POLL_CHUNK && c.n_ids) ttft[i] = now_s() - t_sub[i];
+                if ((pr == XLLM_POLL_CHUNK && c.n_ids) || pr == XLLM_POLL_ERROR || pr == XLLM_POLL_DONE)
+                    ttft[i] = now_s() - t_sub[i]; /* (a failed request is counted when its result is taken) */
             }
             for (int i = 0; i < R; i++) {
                 if (done[i] || ttft[i] == 0) continue;
                 xllm_chunk c;
                 xllm_poll_result pr;
                 while ((pr = xllm_engine_poll(e, ids[i], &c, 0, &err)) == XLLM_POLL_CHUNK) {}
-                if (pr == XLLM_POLL_DONE) {
-                    xllm_result *res;
-                    size_t nr;
-                    if (!xllm_engine_result(e, ids[i], &res, &nr, &err)) {
-                        generated += (long)res[0].n_ids;
-                        xllm_results_free(res, nr);
-                    }
+                if (pr != XLLM_POLL_TIMEOUT) { /* done, or an error: the result says which */
+                    take(e, ids[i], N, out ? out[i] : NULL, &generated, &failures);
                     done[i] = 1;
                     left--;
                 }
@@ -122,14 +138,10 @@ static run_stats run(xllm_engine *e, int32_t **prompts, int R, int P, int N, int
             nanosleep(&ts, NULL);
         }
     } else {
-        xllm_result *res;
-        size_t nr;
-        if (!xllm_engine_result(e, ids[R - 1], &res, &nr, &err)) {
-            generated += (long)res[0].n_ids;
-            xllm_results_free(res, nr);
-        }
+        take(e, ids[R - 1], N, out ? out[R - 1] : NULL, &generated, &failures);
     }
     run_stats s;
+    s.failures = failures;
     s.wall = now_s() - t0;
     s.tok_s = (double)generated / s.wall;
     s.ttft_p50 = pct(ttft, R, 0.5);
@@ -140,6 +152,13 @@ static run_stats run(xllm_engine *e, int32_t **prompts, int R, int P, int N, int
     free(ttft);
     free(done);
     return s;
+}
+
+/* How many of the first S requests' tokens differ between a and b. */
+static int differ(int32_t **a, int32_t **b, int S, int N) {
+    int n = 0;
+    for (int i = 0; i < S; i++) n += memcmp(a[i], b[i], sizeof(int32_t) * (size_t)N) != 0;
+    return n;
 }
 
 static double first_token_time(xllm_engine *e, const int32_t *ids, int n) {
@@ -233,7 +252,13 @@ int main(int argc, char **argv) {
             return 1;
         }
         int S = n_seq > 0 && n_seq < R ? n_seq : R;
-        run_stats seq = run(e, prompts, S, P, N, 0);
+        /* each request's tokens: alone (the sequential calls) and in a burst */
+        int32_t **solo = malloc((size_t)R * sizeof *solo), **got = malloc((size_t)R * sizeof *got);
+        for (int i = 0; i < R; i++) {
+            solo[i] = malloc(sizeof(int32_t) * (size_t)N);
+            got[i] = malloc(sizeof(int32_t) * (size_t)N);
+        }
+        run_stats seq = run(e, prompts, S, P, N, 0, solo);
         printf("sequential (%d calls): %.1f s, %.1f generated tok/s, TTFT p50 %.3f s p99 %.3f s\n", S, seq.wall,
                seq.tok_s, seq.ttft_p50, seq.ttft_p99);
         fflush(stdout);
@@ -241,11 +266,11 @@ int main(int argc, char **argv) {
             xllm_profile_reset();
             xllm_profile_enable(1);
         }
-        run_stats bur = run(e, prompts, R, P, N, 1);
+        run_stats bur = run(e, prompts, R, P, N, 1, got);
         if (profile_path) write_profile(profile_path);
         printf("burst:      %.1f s, %.1f generated tok/s (%.2fx sequential), TTFT p50 %.3f s p99 %.3f s, %ld "
-               "preemptions\n", bur.wall, bur.tok_s, bur.tok_s / seq.tok_s, bur.ttft_p50, bur.ttft_p99,
-               bur.preemptions);
+               "preemptions, %d failures, %d of %d differ from alone\n", bur.wall, bur.tok_s, bur.tok_s / seq.tok_s,
+               bur.ttft_p50, bur.ttft_p99, bur.preemptions, bur.failures + seq.failures, differ(solo, got, S, N), S);
         fflush(stdout);
         long total = xllm_engine_stat(e, "kv", "blocks_total");
         long bs = xllm_engine_stat(e, "kv", "block_size");
@@ -270,14 +295,18 @@ int main(int argc, char **argv) {
                 fprintf(stderr, "%s\n", err.message);
                 return 1;
             }
-            run_stats sm = run(small, prompts, R, P, N, 1);
+            run_stats sm = run(small, prompts, R, P, N, 1, got);
             const char *names[] = {"recompute", "swap", "elastic"};
             printf("burst, pool of %d blocks (%.0f%% of the need), %s: %.1f s, %.1f tok/s (%.2fx sequential), TTFT "
-                   "p50 %.3f s p99 %.3f s, %ld preemptions\n", pb, 100.0 * pb / need, names[mode], sm.wall, sm.tok_s,
-                   sm.tok_s / seq.tok_s, sm.ttft_p50, sm.ttft_p99, sm.preemptions);
+                   "p50 %.3f s p99 %.3f s, %ld preemptions, %d failures, %d of %d differ from alone\n", pb,
+                   100.0 * pb / need, names[mode], sm.wall, sm.tok_s, sm.tok_s / seq.tok_s, sm.ttft_p50, sm.ttft_p99,
+                   sm.preemptions, sm.failures, differ(solo, got, S, N), S);
             fflush(stdout);
             xllm_engine_free(small);
         }
+        for (int i = 0; i < R; i++) free(solo[i]), free(got[i]);
+        free(solo);
+        free(got);
     }
     if (prefix > 0) {
         int32_t *a = malloc((size_t)(prefix + 32) * sizeof(int32_t));

@@ -8,8 +8,10 @@
  * --packed: quantized matrices in each level's packed layout (backend_pack_matrix),
  * as models load them; without it, as stored.
  *
- * llama.cpp's Q4_K and Q6_K (rows named "kq ..."): matmul_kq on Q8K
- * activations, weights from kq_quantize_row, counted in stored bytes.
+ * llama.cpp's types (rows named "kq ..."): Q4_K, Q6_K, IQ4_NL, IQ4_XS, Q5_0,
+ * Q5_1, Q2_K, Q3_K: matmul_kq on their activations (Q8K or Q80), weights
+ * from kq_quantize_row (random blocks for the types it lacks), counted in
+ * stored bytes.
  *
  * GEMV (T = 1) figures are GB/s of weights streamed (the decode bound), on a
  * matrix bigger than the caches; GEMM figures are GFLOP/s (2 * rows * cols * T)
@@ -216,14 +218,30 @@ static void bench_gemv_stream(xllm_dtype t, int group, int64_t rows, int64_t col
 
 /* ------------------------------------------------ llama.cpp's K-quants */
 
+/* Bytes of one row of a K-quant type. */
+static size_t kq_row_bytes(xllm_dtype t, int64_t cols) { return (size_t)(cols / kq_block_elems(t)) * kq_block_bytes(t); }
+
+/* Types kq_quantize_row lacks (Q5_0, Q5_1, IQ4_XS): random bytes, the f16
+ * d (and Q5_1's m) at the start of each block set to a small value. */
+static void kq_random_row(xllm_dtype t, int64_t cols, unsigned char *row) {
+    size_t bb = kq_block_bytes(t);
+    for (size_t i = 0; i < kq_row_bytes(t, cols); i++) row[i] = (unsigned char)(frand() * 127.0f + 128.0f);
+    uint16_t d = xllm_f32_to_f16(0.01f);
+    for (int64_t b = 0; b < cols / kq_block_elems(t); b++) {
+        memcpy(row + (size_t)b * bb, &d, 2);
+        if (t == XLLM_DT_Q5_1) memcpy(row + (size_t)b * bb + 2, &d, 2);
+    }
+}
+
 static void *kq_matrix(xllm_dtype t, int64_t rows, int64_t cols) {
-    size_t rb = (size_t)(cols / QK_K) * kq_block_bytes(t);
+    size_t rb = kq_row_bytes(t, cols);
     unsigned char *w = xllm_malloc_aligned(rb * (size_t)rows);
     float *tmp = malloc(sizeof(float) * (size_t)cols);
     for (int64_t r = 0; r < rows; r++) {
         if (r < 16) {
             for (int64_t c = 0; c < cols; c++) tmp[c] = frand();
-            kq_quantize_row(t, tmp, cols, NULL, w + (size_t)r * rb);
+            if (kq_can_quantize(t)) kq_quantize_row(t, tmp, cols, NULL, w + (size_t)r * rb);
+            else kq_random_row(t, cols, w + (size_t)r * rb);
         } else {
             memcpy(w + (size_t)r * rb, w + (size_t)(r % 16) * rb, rb);
         }
@@ -236,13 +254,14 @@ static void *kq_matrix(xllm_dtype t, int64_t rows, int64_t cols) {
  * cycle through that many copies (GEMV from memory). Seconds per matrix. */
 static double time_kq(const cpu_kernels *K, matrix *W, int copies, int T) {
     int64_t cols = W[0].cols, rows = W[0].rows;
-    size_t as = kq_act_bytes(KQ_ACT_Q8K, cols);
+    const int kind = kq_act_kind(W[0].dtype);
+    size_t as = kq_act_bytes(kind, cols);
     unsigned char *act = xllm_malloc_aligned(as * (size_t)T);
     void *scr = xllm_malloc_aligned(K->scratch_bytes(cols));
     float *x = malloc(sizeof(float) * (size_t)cols), *y = malloc(sizeof(float) * (size_t)rows * (size_t)T);
     for (int i = 0; i < T; i++) {
         for (int64_t c = 0; c < cols; c++) x[c] = frand();
-        kq_act_prepare(KQ_ACT_Q8K, x, cols, act + (size_t)i * as);
+        kq_act_prepare(kind, x, cols, act + (size_t)i * as);
     }
     matrix *Wk = malloc(sizeof(matrix) * (size_t)copies);
     void **pk = malloc(sizeof(void *) * (size_t)copies);
@@ -276,11 +295,11 @@ static void bench_kq_s(xllm_dtype t, int64_t rows, int64_t cols, int T, int stre
     r.name = name;
     r.unit = T == 1 ? "GB/s" : "GFLOP/s";
     if (!wanted(name)) return;
-    size_t mb = (size_t)rows * (size_t)(cols / QK_K) * kq_block_bytes(t);
+    size_t mb = (size_t)rows * kq_row_bytes(t, cols);
     int copies = stream ? (int)(((size_t)256 << 20) / mb) + 1 : 1;
     if (copies > 64) copies = 64;
     matrix *W = malloc(sizeof(matrix) * (size_t)copies);
-    W[0] = (matrix){.dtype = t, .group = QK_K, .rows = rows, .cols = cols, .data = kq_matrix(t, rows, cols)};
+    W[0] = (matrix){.dtype = t, .group = kq_block_elems(t), .rows = rows, .cols = cols, .data = kq_matrix(t, rows, cols)};
     for (int i = 1; i < copies; i++) {
         void *d = xllm_malloc_aligned(mb);
         memcpy(d, W[0].data, mb);
@@ -897,8 +916,9 @@ int main(int argc, char **argv) {
     bench_quant(XLLM_DT_Q4, 128, 512, 2048, 64, 0);
     bench_quant(XLLM_DT_Q4, 32, 512, 2048, 4, 0);
     /* K-quants on TinyLlama-1.1B's shapes: qkv/o (2048x2048), gate/up (5632x2048), down (2048x5632) */
-    static const xllm_dtype kqt[] = {XLLM_DT_Q4_K, XLLM_DT_Q6_K};
-    for (int i = 0; i < 2; i++) {
+    static const xllm_dtype kqt[] = {XLLM_DT_Q4_K, XLLM_DT_Q6_K, XLLM_DT_IQ4_NL, XLLM_DT_IQ4_XS,
+                                     XLLM_DT_Q5_0,  XLLM_DT_Q5_1, XLLM_DT_Q2_K,   XLLM_DT_Q3_K};
+    for (int i = 0; i < (int)(sizeof kqt / sizeof *kqt); i++) {
         bench_kq(kqt[i], 2048, 2048, 1);
         bench_kq(kqt[i], 5632, 2048, 1);
         bench_kq(kqt[i], 2048, 5632, 1);

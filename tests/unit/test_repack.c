@@ -8,8 +8,9 @@
  *  - T = 1 (GEMV) and batches 2..40 (GEMM), each variant (direct, pack/N);
  *  - any split of the rows in 4-row tiles (threads);
  *  - repacking in several tile ranges (threads) writes the same bytes as one;
- *  - llama.cpp's Q4_K and Q6_K where a level packs them (avx512's KR16):
- *    random blocks (negative Q6_K scales included), rows around the 16-row
+ *  - llama.cpp's Q4_K and Q6_K where a level packs them (avx512's KR16),
+ *    IQ4_NL, IQ4_XS, Q5_0, Q5_1 (avx512's P32) and Q2_K, Q3_K (avx512's
+ *    Q23): random blocks (negative Q6_K, Q3_K and IQ4_XS scales included), rows around the 16-row
  *    tile, T = 1 .. 70 (token blocks of up to 64, a last block of one token),
  *    uneven row pieces; and through a backend, op_matmul and op_matmul_rows
  *    from a row inside a tile (cpu_ops' buffered head).
@@ -145,16 +146,19 @@ static void check_backend(const cpu_kernels *K) {
     backend_free(&be);
 }
 
-/* Random K-quant rows with finite f16 scales (d, and dmin for Q4_K). */
+/* Random K-quant rows with finite f16 scales (d, and dmin / m where the type has one). */
 static uint8_t *kq_random(xllm_dtype t, int64_t rows, int64_t cols) {
-    size_t bb = kq_block_bytes(t), nbk = (size_t)(rows * cols / QK_K);
+    size_t bb = kq_block_bytes(t), nbk = (size_t)(rows * cols / kq_block_elems(t));
     uint8_t *w = xllm_malloc_aligned(nbk * bb);
     for (size_t i = 0; i < nbk * bb; i++) w[i] = (uint8_t)(frand() * 256.0f);
     for (size_t b = 0; b < nbk; b++) {
         uint16_t d = xllm_f32_to_f16(0.001f + 0.01f * (frand() + 1.0f)), m = xllm_f32_to_f16(0.005f * (frand() + 1.0f));
         uint8_t *p = w + b * bb;
-        if (t == XLLM_DT_Q4_K) memcpy(p, &d, 2), memcpy(p + 2, &m, 2);
-        else memcpy(p + 208, &d, 2);
+        if (t == XLLM_DT_Q4_K || t == XLLM_DT_Q5_1) memcpy(p, &d, 2), memcpy(p + 2, &m, 2);
+        else if (t == XLLM_DT_Q6_K) memcpy(p + 208, &d, 2);
+        else if (t == XLLM_DT_Q2_K) memcpy(p + 80, &d, 2), memcpy(p + 82, &m, 2);
+        else if (t == XLLM_DT_Q3_K) memcpy(p + 108, &d, 2);
+        else memcpy(p, &d, 2); /* IQ4_NL, IQ4_XS, Q5_0 */
     }
     return w;
 }
@@ -163,7 +167,7 @@ static int g_kq_shapes;
 
 static void check_kq_shape(const cpu_kernels *K, xllm_dtype t, int64_t rows, int64_t cols) {
     uint8_t *w = kq_random(t, rows, cols);
-    matrix S = {.dtype = t, .group = QK_K, .rows = rows, .cols = cols, .data = w};
+    matrix S = {.dtype = t, .group = kq_block_elems(t), .rows = rows, .cols = cols, .data = w};
     size_t pb = K->packed_bytes(&S);
     if (!pb || !K->matmul_kq) {
         xllm_free_aligned(w);
@@ -173,14 +177,15 @@ static void check_kq_shape(const cpu_kernels *K, xllm_dtype t, int64_t rows, int
     matrix P = repack_whole_and_in_pieces(K, &S, pb, 3);
     enum { MAXT = 70 };
     const int Ts[] = {1, 2, 3, 7, 8, 9, 17, 65, 70};
-    size_t as = kq_act_bytes(KQ_ACT_Q8K, cols);
+    const int kind = kq_act_kind(t);
+    size_t as = kq_act_bytes(kind, cols);
     uint8_t *act = xllm_malloc_aligned(as * MAXT);
     void *scr = xllm_malloc_aligned(K->scratch_bytes(cols));
     float *x = malloc(sizeof(float) * (size_t)cols), *bias = malloc(sizeof(float) * (size_t)rows);
     float *ys = malloc(sizeof(float) * (size_t)rows * MAXT), *yp = malloc(sizeof(float) * (size_t)rows * MAXT);
     for (int i = 0; i < MAXT; i++) {
         for (int64_t c = 0; c < cols; c++) x[c] = frand() * (i % 4 == 1 ? 100.0f : 1.0f);
-        kq_act_prepare(KQ_ACT_Q8K, x, cols, act + (size_t)i * as);
+        kq_act_prepare(kind, x, cols, act + (size_t)i * as);
     }
     for (int64_t r = 0; r < rows; r++) bias[r] = frand();
     for (size_t ti = 0; ti < sizeof Ts / sizeof *Ts; ti++) {
@@ -219,7 +224,7 @@ static void check_kq_backend(const cpu_kernels *K, xllm_dtype t) {
     const int64_t rows = 53, cols = 512;
     enum { BT = 11 };
     uint8_t *w = kq_random(t, rows, cols);
-    matrix S = {.dtype = t, .group = QK_K, .rows = rows, .cols = cols, .data = w}, W = S;
+    matrix S = {.dtype = t, .group = kq_block_elems(t), .rows = rows, .cols = cols, .data = w}, W = S;
     if (!K->packed_bytes(&S)) {
         xllm_free_aligned(w);
         return;
@@ -272,9 +277,10 @@ int main(void) {
                         check_shape(K, types[ti], groups[gi], rows[ri], cols[ci]);
                 }
         check_backend(K);
-        const xllm_dtype kt[] = {XLLM_DT_Q4_K, XLLM_DT_Q6_K};
+        const xllm_dtype kt[] = {XLLM_DT_Q4_K,  XLLM_DT_Q6_K, XLLM_DT_IQ4_NL, XLLM_DT_IQ4_XS,
+                                 XLLM_DT_Q5_0,  XLLM_DT_Q5_1, XLLM_DT_Q2_K,   XLLM_DT_Q3_K};
         const int64_t krows[] = {1, 5, 16, 17, 37}, kcols[] = {256, 768};
-        for (int ti = 0; ti < 2; ti++) {
+        for (int ti = 0; ti < (int)(sizeof kt / sizeof *kt); ti++) {
             for (size_t ri = 0; ri < sizeof krows / sizeof *krows; ri++)
                 for (size_t ci = 0; ci < sizeof kcols / sizeof *kcols; ci++) check_kq_shape(K, kt[ti], krows[ri], kcols[ci]);
             check_kq_backend(K, kt[ti]);

@@ -808,19 +808,30 @@ AI const uint8_t *chunk_s(const uint8_t *tile, xllm_dtype t, int64_t c, int64_t 
  * 2048x4096 stream: 22-24 vs 26 GB/s, prefetch distances 0-4 KiB tried),
  * while packing gained only ~5% in prefill. Q4 and Q4M gain in both. */
 static size_t packed_bytes(const matrix *W) {
-    if (xllm_dtype_is_kq(W->dtype)) return kq_r16_packed_bytes(W); /* Q4_K, Q6_K: KR16; others as stored */
+    if (xllm_dtype_is_kq(W->dtype)) /* Q4_K, Q6_K: KR16; IQ4_NL, IQ4_XS, Q5_x: P32; Q2_K, Q3_K: Q23; Q5_K stored */
+        return kq_r16_type(W) ? kq_r16_packed_bytes(W) : kq_p32_type(W) ? kq_p32_packed_bytes(W) : kq_q23_packed_bytes(W);
     if (r16_type(W)) return (size_t)((W->rows + R16_ROWS - 1) / R16_ROWS) * r16_tile_bytes(W->dtype, W->cols);
     if (!xllm_dtype_is_quant(W->dtype) || W->dtype == XLLM_DT_Q8 || W->group % QK) return 0;
     return (size_t)((W->rows + 3) / 4) * packed_tile_bytes(W->dtype, W->cols);
 }
 
-static int64_t packed_rows(const matrix *W) { return r16_type(W) || kq_r16_type(W) ? R16_ROWS : 4; }
+static int64_t packed_rows(const matrix *W) {
+    return r16_type(W) || kq_r16_type(W) || kq_p32_type(W) || kq_q23_type(W) ? R16_ROWS : 4;
+}
 
 /* Pack tiles [tile0, tile1) of W (stored layout) into out (the packed
  * matrix's start). */
 static void repack(const matrix *W, int64_t tile0, int64_t tile1, void *out) {
     if (kq_r16_type(W)) {
         kq_r16_repack(W, tile0, tile1, out);
+        return;
+    }
+    if (kq_p32_type(W)) {
+        kq_p32_repack(W, tile0, tile1, out);
+        return;
+    }
+    if (kq_q23_type(W)) {
+        kq_q23_repack(W, tile0, tile1, out);
         return;
     }
     if (r16_type(W)) {
@@ -979,14 +990,16 @@ static void matmul_q(const matrix *W, const void *act, size_t astride, int T, co
 }
 
 /* the largest of the 4-row GEMM's unpacked tile, R16's corrections plus one
- * stored tile put in order, and KR16's (kq_pack_avx512.c) */
+ * stored tile put in order, KR16's (kq_pack_avx512.c), P32's and Q23's (kq_pack32/23_avx512.c) */
 static size_t scratch_bytes(int64_t cols) {
     size_t old = (size_t)MR * (size_t)n_chunks(cols) * PQ + 64;
     /* a narrower W may take more tokens per block, but its panels never
      * exceed the block budget unless one tile of 8 tokens alone does */
     size_t panels = r16_panel_bytes(cols / QK) > R16_PANEL_BUDGET ? r16_panel_bytes(cols / QK) : R16_PANEL_BUDGET;
     size_t r16 = panels + r16_tile_bytes(XLLM_DT_Q8, cols) + 64;
-    size_t kr16 = kq_r16_scratch_bytes(cols);
+    size_t kr16 = kq_r16_scratch_bytes(cols), p32 = kq_p32_scratch_bytes(cols);
+    if (p32 > kr16) kr16 = p32;
+    if (kq_q23_scratch_bytes(cols) > kr16) kr16 = kq_q23_scratch_bytes(cols);
     size_t m = old > r16 ? old : r16;
     return m > kr16 ? m : kr16;
 }

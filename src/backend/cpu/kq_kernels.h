@@ -28,6 +28,25 @@ void kq_r16_repack(const matrix *W, int64_t q0, int64_t q1, void *out);
 size_t kq_r16_scratch_bytes(int64_t cols);
 void kq_r16_matmul(const matrix *W, const void *act, size_t act_stride, int T, const float *bias, float *y,
                    size_t ldy, int64_t r0, int64_t r1, void *scratch);
+
+/* kq_pack32_avx512.c: IQ4_NL, Q5_0, Q5_1 and IQ4_XS in 16-row tiles ("P32")
+ * at the avx512 level, cols a multiple of 256; the same five functions as
+ * KR16's above. Thread-safe likewise. */
+int kq_p32_type(const matrix *W);
+size_t kq_p32_packed_bytes(const matrix *W);
+void kq_p32_repack(const matrix *W, int64_t q0, int64_t q1, void *out);
+size_t kq_p32_scratch_bytes(int64_t cols);
+void kq_p32_matmul(const matrix *W, const void *act, size_t act_stride, int T, const float *bias, float *y,
+                   size_t ldy, int64_t r0, int64_t r1, void *scratch);
+
+/* kq_pack23_avx512.c: Q2_K and Q3_K in 16-row tiles ("Q23") at the avx512
+ * level; the same five functions again. */
+int kq_q23_type(const matrix *W);
+size_t kq_q23_packed_bytes(const matrix *W);
+void kq_q23_repack(const matrix *W, int64_t q0, int64_t q1, void *out);
+size_t kq_q23_scratch_bytes(int64_t cols);
+void kq_q23_matmul(const matrix *W, const void *act, size_t act_stride, int T, const float *bias, float *y,
+                   size_t ldy, int64_t r0, int64_t r1, void *scratch);
 #endif
 #if defined(__aarch64__)
 void kq_matmul_neon(const matrix *W, const void *act, size_t act_stride, int T, const float *bias, float *y,

@@ -2,7 +2,8 @@
  * kq_kernels_avx512.c - AVX-512 (BW, VL, VNNI) matmuls for llama.cpp's block
  * types (quant/kquant.h), compiled with the avx512 level's target flags:
  * Q4_K and Q6_K in the 16-row "KR16" layout of kq_pack_avx512.c (repacked at
- * load), Q5_K in 512-bit vectors below, the other types through the 256-bit
+ * load), IQ4_NL, IQ4_XS, Q5_0, Q5_1 in kq_pack32_avx512.c's "P32" and Q2_K, Q3_K in
+ * kq_pack23_avx512.c's "Q23" (cols a multiple of 256), Q5_K in 512-bit vectors below, the other types through the 256-bit
  * code of kq_kernels_x86.h (AVX-512VL encodings of the same scheme).
  *
  * Q5_K: a super-block (256 weights) is decoded once per row into registers:
@@ -92,6 +93,8 @@ KQ_DRIVER(mm16, kblock, __m512, __m256, zero16, kq_zero8, decode16, dot16, reduc
 void kq_matmul_avx512(const matrix *W, const void *act, size_t astride, int T, const float *bias, float *y,
                       size_t ldy, int64_t r0, int64_t r1, void *scratch) {
     if (kq_r16_type(W)) kq_r16_matmul(W, act, astride, T, bias, y, ldy, r0, r1, scratch); /* Q4_K, Q6_K */
+    else if (kq_p32_type(W)) kq_p32_matmul(W, act, astride, T, bias, y, ldy, r0, r1, scratch); /* IQ4_NL, IQ4_XS, Q5_x */
+    else if (kq_q23_type(W)) kq_q23_matmul(W, act, astride, T, bias, y, ldy, r0, r1, scratch); /* Q2_K, Q3_K */
     else if (W->dtype == XLLM_DT_Q5_K) mm16(XLLM_DT_Q5_K, W, act, astride, T, bias, y, ldy, r0, r1);
     else kq_matmul_x86_256(W, act, astride, T, bias, y, ldy, r0, r1);
 }

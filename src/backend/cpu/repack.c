@@ -5,7 +5,8 @@
  * The level says how many bytes W takes in its layout (0: W stays as stored)
  * and writes tiles of 4 rows; tiles are split across the thread pool (a 1B
  * model repacks in well under a second). llama.cpp's block types are packed
- * too where the level has a layout for them (avx512: Q4_K and Q6_K). The
+ * too where the level has a layout for them (avx512: Q2_K, Q3_K, Q4_K, Q6_K,
+ * IQ4_NL, IQ4_XS, Q5_0, Q5_1). The
  * no_repack option (XLLM_REPACK=0 in the CLI) keeps every matrix as stored
  * (for comparisons: the results are the same either way).
  */
