@@ -5,7 +5,12 @@
  *
  * The first byte picks the endpoint (bit 0: chat) and the model the body
  * gets when it names none (bit 1: the one with a PII policy, every built-in
- * detector, a custom regex, restore on); the rest is the body. Both models
+ * detector, a custom regex, restore on); the rest is the body. With bit 2
+ * the rest is a whole HTTP request instead (the path a socket's bytes take
+ * in listener.c, without the socket): the strict head parser, admission at
+ * the head (API key "k", path, method, declared size), the body by
+ * Content-Length or the chunked decoder, then the endpoint's parsing; each
+ * refusal must be one of the statuses its stage may give. Both models
  * are the bundled stories260k (its tokenizer and plain chat template) loaded
  * once per process; the PII model adds masking of prompts and messages. The
  * contract checked beyond ASan/UBSan/LSan: a failure is a 4xx with a message
@@ -59,7 +64,72 @@ static void setup(void) {
     if (!g_masked.pii) { fprintf(stderr, "fuzz_http: %s\n", e); abort(); }
     g_state.models = g_one;
     g_state.n_models = 1;
+    g_state.opt = srv_options_default();
+    g_state.opt.api_key = "k";
+    g_state.opt.max_body = 1 << 20;
     atomic_store(&g_state.ready, 1);
+}
+
+/* A whole request: head, admission, body; 0 with the endpoint and body when
+ * it reaches an endpoint, else the status. */
+static int whole_request(const char *p, size_t n, int *endpoint, char **body, size_t *blen) {
+    size_t hl = 0;
+    *body = NULL;
+    *blen = 0;
+    if (!http_head_end(p, n, &hl)) {
+        http_head h;
+        int st = http_head_parse(p, n, &h); /* an incomplete head: parsing must still end safely */
+        (void)st;
+        return -1;
+    }
+    http_head h;
+    int st = http_head_parse(p, hl, &h);
+    if (st) {
+        if (st != 400 && st != 414 && st != 417 && st != 431 && st != 501 && st != 505) {
+            fprintf(stderr, "fuzz_http: head parse gave %d\n", st);
+            abort();
+        }
+        if (!h.why[0]) abort();
+        return st;
+    }
+    if (h.content_length >= 0 && h.chunked) abort();
+    http_error e;
+    st = http_admit(&g_state, &h, endpoint, &e);
+    if (st) {
+        if (st != e.status || (st != 401 && st != 404 && st != 405 && st != 413)) abort();
+        if (st == 405 && !e.allow) abort();
+        return st;
+    }
+    const char *rest = p + hl;
+    size_t rl = n - hl;
+    if (h.content_length >= 0) {
+        if ((size_t)h.content_length > g_state.opt.max_body) abort(); /* admission checks it */
+        if (rl < (size_t)h.content_length) return -1;
+        *body = malloc((size_t)h.content_length + 1);
+        if (!*body) return -1;
+        memcpy(*body, rest, (size_t)h.content_length);
+        *blen = (size_t)h.content_length;
+    } else if (h.chunked) {
+        http_chunk ck;
+        memset(&ck, 0, sizeof ck);
+        sbuf b = {0};
+        for (;;) {
+            size_t used = 0, dl = 0;
+            const char *d = NULL;
+            int r = http_chunk_step(&ck, rest, rl, &used, &d, &dl);
+            if (used > rl || (dl && (d < rest || d + dl > rest + rl))) abort();
+            if (r < 0) { sb_free(&b); return 400; }
+            if (dl) sb_put(&b, d, dl);
+            rest += used;
+            rl -= used;
+            if (r == 1) break;
+            if (!used && !dl) { sb_free(&b); return -1; }
+        }
+        sb_put(&b, "", 1);
+        *blen = b.len - 1;
+        *body = b.p;
+    }
+    return 0;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -68,6 +138,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1) return 0;
     int chat = data[0] & 1;
     g_one[0] = data[0] & 2 ? &g_masked : &g_plain;
+    if (data[0] & 4) {
+        int ep = 0;
+        char *body = NULL;
+        size_t bl = 0;
+        int st = whole_request((const char *)data + 1, size - 1, &ep, &body, &bl);
+        if (!st && (ep == EP_COMPLETIONS || ep == EP_CHAT)) {
+            srv_req r;
+            http_error e;
+            memset(&e, 0, sizeof e);
+            int s2 = srv_req_parse(&g_state, ep == EP_CHAT, body ? body : "", bl, &r, &e);
+            if (s2 && (s2 != e.status || !e.message[0])) abort();
+            srv_req_free(&r);
+        }
+        free(body);
+        return 0;
+    }
     srv_req r;
     http_error e;
     memset(&e, 0, sizeof e);

@@ -47,7 +47,10 @@ write("safetensors", literals(["src/format/safetensors.c"]) | cfg,
       SEP + ["\\\"data_offsets\\\":[", "\\\"shape\\\":[", "\\\"dtype\\\":", "1e20", "-1", "0", "NaN", "Infinity"])
 write("xllm", literals(["src/format/xllm_file.c"]) | cfg,
       ["XLLM\\x0d\\x0a\\x1a\\x0a", "\\x01\\x00\\x00\\x00", "\\xff\\xff\\xff\\xff", "__blob__/"])
-write("http", literals(["src/server/request.c", "src/server/pii.c"]),
+write("http", literals(["src/server/request.c", "src/server/pii.c", "src/server/http_parse.c", "src/server/http.c"]),
       ["{\\\"", "\\\":", "[", "]", "{", "}", "\\\"prompt\\\":", "\\\"messages\\\":[", "\\\"role\\\":\\\"user\\\"",
        "\\\"content\\\":", "1e308", "-1", "9007199254740993", "null", "true", "\\\\u0000", "\\\\ud800", "\\xc3\\x28",
-       "@example.com", "+1 555 0100", "4111 1111 1111 1111", "GB82WEST12345698765432", "MRN-12345"])
+       "@example.com", "+1 555 0100", "4111 1111 1111 1111", "GB82WEST12345698765432", "MRN-12345",
+       "\\x0d\\x0a", "\\x0d\\x0a\\x0d\\x0a", " HTTP/1.1\\x0d\\x0a", "POST /v1/completions", "POST /v1/chat/completions",
+       "GET /health", "Content-Length: ", "Transfer-Encoding: chunked\\x0d\\x0a", "Authorization: Bearer k\\x0d\\x0a",
+       "Expect: 100-continue\\x0d\\x0a", "0\\x0d\\x0a\\x0d\\x0a"])

@@ -18,6 +18,18 @@ extern "C" {
 
 #define XLLM_VERSION "0.1.0"
 
+/* Every function of this header is marked XLLM_API: libxllm.so is built
+ * with hidden visibility and exports exactly these (the ctest check_exports
+ * compares the library's exported symbols with this header). The pragma
+ * below keeps an unmarked declaration exported all the same, so a missing
+ * mark fails check_exports by name, never a program at run time. */
+#if defined(__GNUC__) || defined(__clang__)
+#define XLLM_API __attribute__((visibility("default")))
+#pragma GCC visibility push(default)
+#else
+#define XLLM_API
+#endif
+
 typedef enum xllm_status {
     XLLM_OK = 0,
     XLLM_ERR_INVALID_ARGUMENT = 1, /* a parameter the caller passed is wrong */
@@ -37,7 +49,7 @@ typedef struct xllm_error {
 } xllm_error;
 
 /* Release memory that libxllm handed to the caller (ids, strings). NULL is ok. */
-void xllm_free(void *ptr);
+XLLM_API void xllm_free(void *ptr);
 
 /* ---------------------------------------------------------------- tokenizer */
 
@@ -46,21 +58,45 @@ typedef struct xllm_tokenizer xllm_tokenizer;
 /* Load a tokenizer from a directory holding tokenizer.json (and optionally
  * tokenizer_config.json), or from a tokenizer.json path. On failure returns
  * NULL and fills err. Free with xllm_tokenizer_free(). */
-xllm_tokenizer *xllm_tokenizer_load(const char *path, xllm_error *err);
-void xllm_tokenizer_free(xllm_tokenizer *tok);
+XLLM_API xllm_tokenizer *xllm_tokenizer_load(const char *path, xllm_error *err);
+XLLM_API void xllm_tokenizer_free(xllm_tokenizer *tok);
 
 /* Encode UTF-8 text. add_special: add the post-processor's special tokens
  * (e.g. BOS). On success *ids (free with xllm_free) holds *n_ids ids. */
-xllm_status xllm_tokenize(const xllm_tokenizer *tok, const char *text, size_t len,
+XLLM_API xllm_status xllm_tokenize(const xllm_tokenizer *tok, const char *text, size_t len,
                           int add_special, int32_t **ids, size_t *n_ids, xllm_error *err);
+
+/* xllm_tokenize_ex's flags. */
+enum {
+    XLLM_TOKENIZE_ADD_SPECIAL = 1,   /* the post-processor's special tokens (e.g. BOS) */
+    XLLM_TOKENIZE_PARSE_SPECIAL = 2, /* a special token's text in the input becomes that token (HF's default);
+                                        without it, and without MARKED, special-token text is plain text */
+    XLLM_TOKENIZE_MARKED = 4         /* special-token text becomes the token except between U+FDD0 and U+FDD1
+                                        (the marks are removed): text from xllm_tokenizer_mark_special placed
+                                        into markup, e.g. request text rendered by a chat template */
+};
+
+/* xllm_tokenize with flags (XLLM_TOKENIZE_*); xllm_tokenize(.., add_special, ..)
+ * is xllm_tokenize_ex(.., PARSE_SPECIAL | (add_special ? ADD_SPECIAL : 0), ..).
+ * Thread-safe (any number of calls at once on one tokenizer). */
+XLLM_API xllm_status xllm_tokenize_ex(const xllm_tokenizer *tok, const char *text, size_t len, unsigned flags,
+                             int32_t **ids, size_t *n_ids, xllm_error *err);
+
+/* Copy text with every special token's text wrapped in U+FDD0 ... U+FDD1 (a
+ * U+FDD0 or U+FDD1 already in the text becomes U+FFFD), so that after it is
+ * placed into a template's markup, xllm_tokenize_ex(.., XLLM_TOKENIZE_MARKED)
+ * reads it as plain text and the markup's special tokens as tokens. *out is
+ * NUL-terminated (free with xllm_free). Thread-safe. */
+XLLM_API xllm_status xllm_tokenizer_mark_special(const xllm_tokenizer *tok, const char *text, size_t len, char **out,
+                                        size_t *out_len, xllm_error *err);
 
 /* Decode ids to UTF-8 text; skip_special drops special tokens. On success
  * *text (NUL-terminated, free with xllm_free) and, when text_len is not NULL,
  * its length in bytes (the text may itself hold NUL bytes, e.g. <0x00>). */
-xllm_status xllm_detokenize(const xllm_tokenizer *tok, const int32_t *ids, size_t n_ids,
+XLLM_API xllm_status xllm_detokenize(const xllm_tokenizer *tok, const int32_t *ids, size_t n_ids,
                             int skip_special, char **text, size_t *text_len, xllm_error *err);
 
-int32_t xllm_tokenizer_vocab_size(const xllm_tokenizer *tok);
+XLLM_API int32_t xllm_tokenizer_vocab_size(const xllm_tokenizer *tok);
 
 /* -------------------------------------------------------------------- model */
 
@@ -138,45 +174,40 @@ typedef struct xllm_model_options {
     int device;
 } xllm_model_options;
 
-xllm_model_options xllm_model_options_default(void);
+XLLM_API xllm_model_options xllm_model_options_default(void);
 
 /* Load a model from a HuggingFace checkpoint directory. Weights are mmap-ed.
  * opts may be NULL (defaults). Returns NULL and fills err on failure.
  * Free with xllm_model_free(). */
-xllm_model *xllm_model_load(const char *path, const xllm_model_options *opts, xllm_error *err);
-void xllm_model_free(xllm_model *model);
+XLLM_API xllm_model *xllm_model_load(const char *path, const xllm_model_options *opts, xllm_error *err);
+XLLM_API void xllm_model_free(xllm_model *model);
 
 /* The model's tokenizer; borrowed, lives as long as the model. May be NULL
  * when the checkpoint has no tokenizer.json. */
-const xllm_tokenizer *xllm_model_tokenizer(const xllm_model *model);
-int32_t xllm_model_vocab_size(const xllm_model *model);
+XLLM_API const xllm_tokenizer *xllm_model_tokenizer(const xllm_model *model);
+XLLM_API int32_t xllm_model_vocab_size(const xllm_model *model);
 /* The load-time plan as JSON: kernel level, threads, and per weight shape and
  * batch bucket the measured thread choice (options.no_plan skips planning).
  * *json freed with xllm_free. */
-xllm_status xllm_model_plan(const xllm_model *model, char **json, xllm_error *err);
-int32_t xllm_model_context_size(const xllm_model *model);
+XLLM_API xllm_status xllm_model_plan(const xllm_model *model, char **json, xllm_error *err);
+XLLM_API int32_t xllm_model_context_size(const xllm_model *model);
 
 /* Pipeline parallelism: this process's rank (0 when pp_size <= 1). Thread-safe. */
-int xllm_model_pp_rank(const xllm_model *model);
+XLLM_API int xllm_model_pp_rank(const xllm_model *model);
 /* Ranks 1..pp_size-1: run this rank's stage until rank 0 frees its model,
  * then return XLLM_OK (free the model after). A peer that fails or stops
  * answering ends the whole job with a message (MPI_Abort). Fails at once on
  * rank 0 or on a model loaded without pp_size > 1. Not thread-safe: call it
  * once, from the thread that loaded the model. */
-xllm_status xllm_model_pp_worker(xllm_model *model, xllm_error *err);
+XLLM_API xllm_status xllm_model_pp_worker(xllm_model *model, xllm_error *err);
 
 /* Logits of a single sequence of ids (no BOS added). out must hold
  * vocab floats (all_positions = 0: last position only) or n_ids * vocab
  * floats (all_positions = 1, row-major). */
-xllm_status xllm_model_logits(xllm_model *model, const int32_t *ids, size_t n_ids,
+XLLM_API xllm_status xllm_model_logits(xllm_model *model, const int32_t *ids, size_t n_ids,
                               int all_positions, float *out, xllm_error *err);
 
 /* ------------------------------------------------------------- embeddings */
-
-/* Exported from libxllm.so (hidden visibility elsewhere, where the build sets it). */
-#ifndef XLLM_API
-#define XLLM_API __attribute__((visibility("default")))
-#endif
 
 typedef enum xllm_pooling {
     XLLM_POOLING_MEAN = 0,   /* the mean over the sequence's tokens */
@@ -248,7 +279,7 @@ typedef enum xllm_grammar_kind {
     XLLM_GRAMMAR_REGEX = 4
 } xllm_grammar_kind;
 
-xllm_sampling_params xllm_sampling_params_default(void);
+XLLM_API xllm_sampling_params xllm_sampling_params_default(void);
 
 /* The scalar sampling parameters as one table (src/api/params.c): what the
  * HTTP server, `xllm run`, the response cache and the Python package read,
@@ -342,10 +373,10 @@ typedef int (*xllm_token_callback)(void *user, size_t request_index, int32_t tok
  * thread. Thread-safe: calls from several threads on one model share its
  * engine (their requests batch together); a callback may call anything but
  * xllm_model_free of the model it runs on (refused: XLLM_ERR_INVALID_ARGUMENT). */
-xllm_status xllm_generate(xllm_model *model, const xllm_request *requests, size_t n,
+XLLM_API xllm_status xllm_generate(xllm_model *model, const xllm_request *requests, size_t n,
                           xllm_token_callback cb, void *user,
                           xllm_result **results, xllm_error *err);
-void xllm_results_free(xllm_result *results, size_t n);
+XLLM_API void xllm_results_free(xllm_result *results, size_t n);
 
 /* ------------------------------------------------------------ serving engine */
 
@@ -406,7 +437,7 @@ typedef struct xllm_engine_options {
     int verbose;                 /* 1 = print the memory split at start to stderr */
 } xllm_engine_options;
 
-xllm_engine_options xllm_engine_options_default(void);
+XLLM_API xllm_engine_options xllm_engine_options_default(void);
 
 /* Read a YAML config (docs/CONFIG.md): engine options, model options, and
  * the model path (`model:`), resolved relative to the config file. Strings in
@@ -414,17 +445,17 @@ xllm_engine_options xllm_engine_options_default(void);
  * *storage (free with xllm_free after the options are no longer used).
  * An unknown key, a wrong type or an out-of-range value is
  * XLLM_ERR_INVALID_ARGUMENT naming the key and its line. Thread-safe. */
-xllm_status xllm_config_load(const char *path, xllm_engine_options *eopts, xllm_model_options *mopts,
+XLLM_API xllm_status xllm_config_load(const char *path, xllm_engine_options *eopts, xllm_model_options *mopts,
                              const char **model_path, void **storage, xllm_error *err);
 
 /* Start an engine on a loaded model (its scheduler thread sleeps until work
  * arrives). Refuses (NULL, err filled) a workspace too small for one
  * full-context sequence, naming the sizes. Free with xllm_engine_free. */
-xllm_engine *xllm_engine_create(xllm_model *model, const xllm_engine_options *opts, xllm_error *err);
+XLLM_API xllm_engine *xllm_engine_create(xllm_model *model, const xllm_engine_options *opts, xllm_error *err);
 /* Abort everything still running, join the scheduler, free all. NULL is ok. */
-void xllm_engine_free(xllm_engine *e);
+XLLM_API void xllm_engine_free(xllm_engine *e);
 /* The engine a model creates for itself (xllm_generate's); borrowed. */
-xllm_engine *xllm_model_engine(xllm_model *model);
+XLLM_API xllm_engine *xllm_model_engine(xllm_model *model);
 
 /* Queue a request; *id identifies it until xllm_engine_release. The prompt
  * is tokenized and validated here (a bad request fails now, with nothing
@@ -433,7 +464,7 @@ xllm_engine *xllm_model_engine(xllm_model *model);
  * request has new output or finishes; it must return quickly and may call
  * only xllm_engine_abort. */
 typedef void (*xllm_notify_fn)(void *user, xllm_request_id id);
-xllm_status xllm_engine_submit(xllm_engine *e, const xllm_request *req, xllm_notify_fn notify, void *notify_user,
+XLLM_API xllm_status xllm_engine_submit(xllm_engine *e, const xllm_request *req, xllm_notify_fn notify, void *notify_user,
                                xllm_request_id *id, xllm_error *err);
 
 /* One piece of a request's output stream: the tokens one sample produced
@@ -463,17 +494,17 @@ typedef enum xllm_poll_result {
 
 /* Wait up to timeout_ms (-1 = without limit, 0 = do not wait) for the next
  * chunk of a request. One thread at a time should poll a given request. */
-xllm_poll_result xllm_engine_poll(xllm_engine *e, xllm_request_id id, xllm_chunk *chunk, int timeout_ms,
+XLLM_API xllm_poll_result xllm_engine_poll(xllm_engine *e, xllm_request_id id, xllm_chunk *chunk, int timeout_ms,
                                   xllm_error *err);
 /* Stop a request: its sequences finish with XLLM_FINISH_CANCELLED and their
  * KV blocks are freed within one step. Unknown or finished ids are ignored. */
-void xllm_engine_abort(xllm_engine *e, xllm_request_id id);
+XLLM_API void xllm_engine_abort(xllm_engine *e, xllm_request_id id);
 /* After XLLM_POLL_DONE (or at any time, waiting until done): the request's n
  * results (free with xllm_results_free(*results, *n)); the request is released. */
-xllm_status xllm_engine_result(xllm_engine *e, xllm_request_id id, xllm_result **results, size_t *n,
+XLLM_API xllm_status xllm_engine_result(xllm_engine *e, xllm_request_id id, xllm_result **results, size_t *n,
                                xllm_error *err);
 /* Forget a request (aborting it if it still runs). */
-void xllm_engine_release(xllm_engine *e, xllm_request_id id);
+XLLM_API void xllm_engine_release(xllm_engine *e, xllm_request_id id);
 
 /* Counters and pool state as JSON: requests_submitted, requests_finished,
  * requests_aborted, requests_running, requests_waiting, prefill_tokens
@@ -483,18 +514,18 @@ void xllm_engine_release(xllm_engine *e, xllm_request_id id);
  * {block_size, blocks_total, blocks_free, blocks_cached, blocks_used,
  * blocks_pinned, swap_blocks_total, swap_blocks_used}, memory {scratch_bytes,
  * kv_bytes, swap_bytes}, knowledge [{name, tokens, blocks}]. Free with xllm_free. */
-char *xllm_engine_stats(xllm_engine *e);
+XLLM_API char *xllm_engine_stats(xllm_engine *e);
 
 /* Knowledge prefixes: prefill `text` (tokenized with special tokens, as a
  * prompt is) once, pin its KV so LRU never evicts it; a request whose prompt
  * ids start with its ids reuses the KV. Blocks until the prefill is done. */
-xllm_status xllm_engine_add_knowledge(xllm_engine *e, const char *name, const char *text, xllm_error *err);
+XLLM_API xllm_status xllm_engine_add_knowledge(xllm_engine *e, const char *name, const char *text, xllm_error *err);
 /* Write a knowledge prefix's ids and KV to a file (atomic rename). */
-xllm_status xllm_engine_save_knowledge(xllm_engine *e, const char *name, const char *path, xllm_error *err);
+XLLM_API xllm_status xllm_engine_save_knowledge(xllm_engine *e, const char *name, const char *path, xllm_error *err);
 /* Load a knowledge prefix from a file written by save, validated against
  * this model (shapes and a fingerprint of the weights) and, when text is not
  * NULL, against text's token ids; a mismatch is XLLM_ERR_INVALID_ARGUMENT. */
-xllm_status xllm_engine_load_knowledge(xllm_engine *e, const char *name, const char *path, const char *text,
+XLLM_API xllm_status xllm_engine_load_knowledge(xllm_engine *e, const char *name, const char *path, const char *text,
                                        xllm_error *err);
 
 /* ---------------------------------------------------------------- convert */
@@ -521,20 +552,20 @@ typedef struct xllm_convert_options {
     const struct xllm_model_options *calib_model_options;
 } xllm_convert_options;
 
-xllm_convert_options xllm_convert_options_default(void);
+XLLM_API xllm_convert_options xllm_convert_options_default(void);
 
 /* Convert a HuggingFace checkpoint directory or a GGUF file into one .xllm
  * file (or, with to_gguf, a GGUF file) at dst, written to a temporary file
  * and renamed, so a failed or interrupted convert leaves nothing at dst.
  * Returns the status and fills err. */
-xllm_status xllm_convert(const char *src, const char *dst, const xllm_convert_options *opts, xllm_error *err);
+XLLM_API xllm_status xllm_convert(const char *src, const char *dst, const xllm_convert_options *opts, xllm_error *err);
 
 /* Remove the temporary files that writers in progress (convert, synth, the
  * .xllm and GGUF writers) have created next to their destinations. Meant for
  * a SIGINT/SIGTERM handler before the process ends: async-signal-safe (no
  * allocation, no lock; only unlink). A writer interrupted this way must not
  * be continued. Output files are created with mode 0644 less the umask. */
-void xllm_remove_temp_files(void);
+XLLM_API void xllm_remove_temp_files(void);
 
 /* ------------------------------------------------------------------ synth */
 
@@ -552,10 +583,10 @@ typedef struct xllm_synth_options {
     void *progress_user;
 } xllm_synth_options;
 
-xllm_synth_options xllm_synth_options_default(void);
+XLLM_API xllm_synth_options xllm_synth_options_default(void);
 
 /* The shape names, comma-separated (static string). */
-const char *xllm_synth_shapes(void);
+XLLM_API const char *xllm_synth_shapes(void);
 
 /* Write a model of a real architecture's shape with random weights (sd
  * 1/sqrt(fan_in), norms 1) and a synthesized SentencePiece-style tokenizer of
@@ -564,18 +595,18 @@ const char *xllm_synth_shapes(void);
  * directory (f32 safetensors holding the .xllm's values exactly, quantized
  * ones dequantized). Weights depend only on shape and seed; tensors are
  * streamed, so memory stays near the largest tensor. At least one output. */
-xllm_status xllm_synth(const xllm_synth_options *opts, xllm_error *err);
+XLLM_API xllm_status xllm_synth(const xllm_synth_options *opts, xllm_error *err);
 
 /* Describe a model file or directory as JSON: {"path", "format", "metadata"
  * (the .xllm metadata, or config.json), "tensors": [{"name","type","shape",
  * "bytes"}...], "total_bytes"}. *json is freed with xllm_free. */
-xllm_status xllm_model_info(const char *path, char **json, xllm_error *err);
+XLLM_API xllm_status xllm_model_info(const char *path, char **json, xllm_error *err);
 
 /* The execution backends this build has and the devices each sees, as text
  * (one line per device; for "vulkan", what the Vulkan loader lists, or why
  * there is nothing: no loader, no driver, a device lacking a feature).
  * *text is freed with xllm_free. Thread-safe. */
-xllm_status xllm_backend_devices(char **text, xllm_error *err);
+XLLM_API xllm_status xllm_backend_devices(char **text, xllm_error *err);
 
 /* ----------------------------------------------------------- chat templates */
 
@@ -594,7 +625,7 @@ xllm_status xllm_backend_devices(char **text, xllm_error *err);
  * support is XLLM_ERR_UNSUPPORTED, a malformed template, bad JSON or an error
  * while rendering (a type error, an undefined attribute) XLLM_ERR_FORMAT, the
  * template's own raise_exception() XLLM_ERR_INVALID_ARGUMENT. */
-xllm_status xllm_chat_template_render(const char *template_source, const char *messages_json,
+XLLM_API xllm_status xllm_chat_template_render(const char *template_source, const char *messages_json,
                                       const char *options_json, char **out, size_t *out_len, xllm_error *err);
 
 typedef struct xllm_chat_template xllm_chat_template;
@@ -608,23 +639,23 @@ typedef struct xllm_chat_template xllm_chat_template;
  * NULL and fills err when there is no template or the file is malformed;
  * a template that does not compile is reported when it is applied.
  * Free with xllm_chat_template_free(). */
-xllm_chat_template *xllm_chat_template_load(const char *path, xllm_error *err);
-void xllm_chat_template_free(xllm_chat_template *t);
+XLLM_API xllm_chat_template *xllm_chat_template_load(const char *path, xllm_error *err);
+XLLM_API void xllm_chat_template_free(xllm_chat_template *t);
 
 /* Render messages with the loaded template (arguments as for
  * xllm_chat_template_render; options override the special tokens). name
  * selects a named template; NULL chooses as HF does: "tool_use" when options
  * give non-null "tools" and that template exists, else "default". A loaded
  * template is read-only: several threads may apply it at once. */
-xllm_status xllm_chat_template_apply(const xllm_chat_template *t, const char *name, const char *messages_json,
+XLLM_API xllm_status xllm_chat_template_apply(const xllm_chat_template *t, const char *name, const char *messages_json,
                                      const char *options_json, char **out, size_t *out_len, xllm_error *err);
 
 /* The source of a template (name NULL: "default"), or NULL; borrowed. */
-const char *xllm_chat_template_source(const xllm_chat_template *t, const char *name);
+XLLM_API const char *xllm_chat_template_source(const xllm_chat_template *t, const char *name);
 
 /* A special token's text from tokenizer_config.json ("bos_token",
  * "eos_token", ...), or NULL when unset; borrowed. */
-const char *xllm_chat_template_special_token(const xllm_chat_template *t, const char *name);
+XLLM_API const char *xllm_chat_template_special_token(const xllm_chat_template *t, const char *name);
 
 /* ---------------------------------------------------------------- profile */
 
@@ -632,12 +663,16 @@ const char *xllm_chat_template_special_token(const xllm_chat_template *t, const 
  * xllm_model_options.profile when a model loads; the CLI and Python set it
  * from XLLM_PROFILE=1). The report is JSON: {"total_ms", "ops":
  * [{"op", "ms", "share", "calls", "gflop_s", "gb_s"}...]}; free with xllm_free. */
-void xllm_profile_enable(int on);
-void xllm_profile_reset(void);
-xllm_status xllm_profile_report(char **json, xllm_error *err);
+XLLM_API void xllm_profile_enable(int on);
+XLLM_API void xllm_profile_reset(void);
+XLLM_API xllm_status xllm_profile_report(char **json, xllm_error *err);
 
 /* Bytes currently allocated through libxllm's allocator (not counting mmaps). */
-size_t xllm_allocated_bytes(void);
+XLLM_API size_t xllm_allocated_bytes(void);
+
+#if defined(__GNUC__) || defined(__clang__)
+#pragma GCC visibility pop
+#endif
 
 #ifdef __cplusplus
 }

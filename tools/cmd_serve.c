@@ -5,7 +5,7 @@
 #include "cli.h"
 #include "commands.h"
 #include "pp_cli.h"
-#include "server/server.h"
+#include "server.h" /* src/server: the server's entry point */
 
 #include <errno.h>
 #include <stdio.h>
@@ -37,7 +37,13 @@ int cmd_serve(int argc, char **argv) {
         else if (!strcmp(a, "--request-timeout")) { if (!num(a, v, 0, 86400, &x)) return 1; o.request_timeout_s = (int)x; i++; }
         else if (!strcmp(a, "--idle-timeout")) { if (!num(a, v, 0, 86400, &x)) return 1; o.idle_timeout_s = (int)x; i++; }
         else if (!strcmp(a, "--max-connections")) { if (!num(a, v, 1, 100000, &x)) return 1; o.max_connections = (int)x; i++; }
+        else if (!strcmp(a, "--header-timeout")) { if (!num(a, v, 0, 86400, &x)) return 1; o.header_timeout_s = (int)x; i++; }
+        else if (!strcmp(a, "--body-timeout")) { if (!num(a, v, 0, 86400, &x)) return 1; o.body_timeout_s = (int)x; i++; }
+        else if (!strcmp(a, "--write-timeout")) { if (!num(a, v, 0, 86400, &x)) return 1; o.write_timeout_s = (int)x; i++; }
+        else if (!strcmp(a, "--max-connections-per-ip")) { if (!num(a, v, 0, 100000, &x)) return 1; o.max_conns_per_ip = (int)x; i++; }
+        else if (!strcmp(a, "--max-inflight-bytes")) { if (!num(a, v, 0, 1L << 40, &x)) return 1; o.max_inflight_bytes = (size_t)x; i++; }
         else if (!strcmp(a, "--log-text")) o.log_text = 1;
+        else if (!strcmp(a, "--parse-special")) o.parse_special = 1;
         else if (!strcmp(a, "--kv-dtype")) { if (!v) goto missing; o.kv_dtype = v; i++; }
         else if (cli_is_help(a)) {
             cli_print_help(stdout, "serve");

@@ -544,10 +544,12 @@ static int cmd_run(int argc, char **argv) {
     }
     fflush(stdout);
     if (!quiet) {
-        /* as llama.cpp's perf lines: prompt tokens/s over the prefill (start to
-         * the first token), generation tokens/s over the decode steps after it */
+        /* as llama.cpp's perf lines: prompt tokens/s over the prefill (submission to
+         * the first token), generation tokens/s over the decode steps after it, both
+         * from the engine's own timestamps (the callbacks may come in bursts) */
         size_t np = res[0].n_prompt_ids, ng = res[0].n_ids;
-        double pp_s = clk.count ? clk.first - clk.start : t_end - clk.start, tg_s = clk.last - clk.first;
+        double pp_s = res[0].first_token_s > 0 ? res[0].first_token_s : clk.count ? clk.first - clk.start : t_end - clk.start;
+        double tg_s = res[0].decode_s;
         fprintf(stderr, "xllm: prompt %zu tokens (%.1f tokens/s) | generated %zu tokens", np,
                 pp_s > 0 ? (double)np / pp_s : 0.0, ng);
         if (ng > 1 && tg_s > 0) fprintf(stderr, " (%.1f tokens/s)", (double)(ng - 1) / tg_s);

@@ -257,6 +257,8 @@ def _load_library():
         "xllm_chat_template_special_token": (ctypes.c_char_p, [ctypes.c_void_p, ctypes.c_char_p]),
         "xllm_tokenize": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_int,
                                          P(P(ctypes.c_int32)), P(ctypes.c_size_t), P(_Error)]),
+        "xllm_tokenize_ex": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_uint,
+                                            P(P(ctypes.c_int32)), P(ctypes.c_size_t), P(_Error)]),
         "xllm_detokenize": (ctypes.c_int, [ctypes.c_void_p, P(ctypes.c_int32), ctypes.c_size_t, ctypes.c_int,
                                            P(ctypes.c_void_p), P(ctypes.c_size_t), P(_Error)]),
     }
@@ -576,6 +578,7 @@ class LLM:
         self._model = None
         self._engine = None
         self._own_engine = False
+        self._chat_template = None  # set before anything can fail: close() reads it
         opts = lib.xllm_model_options_default()
         eopts = lib.xllm_engine_options_default()
         storage = ctypes.c_void_p()
@@ -733,7 +736,9 @@ class LLM:
         return self._defaults
 
     # -- tokenizer
-    def tokenize(self, text, add_special_tokens=True):
+    def tokenize(self, text, add_special_tokens=True, parse_special=True):
+        """Token ids of text. parse_special=False: special-token text (e.g. "</s>") stays
+        plain text (xllm_tokenize_ex without XLLM_TOKENIZE_PARSE_SPECIAL)."""
         self._check_open()
         if not self._tok:
             raise XLLMError(1, "this model has no tokenizer")
@@ -741,8 +746,9 @@ class LLM:
         ids = ctypes.POINTER(ctypes.c_int32)()
         n = ctypes.c_size_t()
         err = _Error()
-        if self._lib.xllm_tokenize(self._tok, b, len(b), 1 if add_special_tokens else 0, ctypes.byref(ids),
-                                   ctypes.byref(n), ctypes.byref(err)):
+        flags = (1 if add_special_tokens else 0) | (2 if parse_special else 0)
+        if self._lib.xllm_tokenize_ex(self._tok, b, len(b), flags, ctypes.byref(ids), ctypes.byref(n),
+                                      ctypes.byref(err)):
             _raise(err)
         out = ids[:n.value]
         self._lib.xllm_free(ids)

@@ -36,14 +36,15 @@ static void subst(sbuf *out, const char *tpl, const char *prompt, const char *pr
 
 int cascade_run(srv_state *s, srv_model *c, const char *body, size_t len, int chat, int fd, sbuf *out,
                 int *is_stream, http_error *e) {
-    cJSON *o = cJSON_ParseWithLength(body, len);
-    int st = 0;
+    cJSON *o = json_parse_body(body, len, e);
+    int st = o ? 0 : e->status;
     char *prompt = NULL, *previous = strdup("");
     cJSON *final = NULL, *report = cJSON_CreateArray();
     pii_map *map = c->pii ? pii_map_create() : NULL;
     long long prompt_tok = 0, compl_tok = 0;
     int want_lp = 0;
-    if (!o || !cJSON_IsObject(o)) { st = BAD(e, NULL, "the body is not a JSON object"); goto out; }
+    if (!o) goto out;
+    if (!cJSON_IsObject(o)) { st = BAD(e, NULL, "the body is not a JSON object"); goto out; }
     const cJSON *sv = cJSON_GetObjectItemCaseSensitive(o, "stream");
     *is_stream = cJSON_IsTrue(sv);
     const cJSON *nv = cJSON_GetObjectItemCaseSensitive(o, "n");
@@ -108,7 +109,11 @@ int cascade_run(srv_state *s, srv_model *c, const char *body, size_t len, int ch
         char *qb = cJSON_PrintUnformatted(q);
         cJSON_Delete(q);
         srv_req r;
+        /* the stage's log-probabilities stay here (the acceptance test; the answer's are nulled) unless the
+           client asked for them (want_lp): then a PII-filtered stage refuses as it would directly */
+        srv_internal_logprobs = !want_lp;
         st = srv_req_parse(s, chat, qb ? qb : "", qb ? strlen(qb) : 0, &r, e);
+        srv_internal_logprobs = 0;
         free(qb);
         run *u = NULL;
         if (!st) st = run_start(s, &r, fd, &u, e);

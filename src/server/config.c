@@ -3,7 +3,7 @@
  *
  * The file is YAML (read into a cJSON tree by yaml_json.c) with three
  * sections, each checked key by key (an unknown key is an error naming it):
- *   models:   [{name, path, config, chat_template, pii}]  one engine each;
+ *   models:   [{name, path, config, chat_template, pii, parse_special}]  one engine each;
  *             `config` is an engine config for xllm_config_load
  *   cascades: [{name, pii, stages: [{model, template, max_tokens, accept_logprob}]}]
  *   pii:      {POLICY: {detectors: [...], custom: [{name, pattern}], restore, mask_output}}
@@ -118,6 +118,8 @@ srv_model *model_open(const char *name, const char *path, const char *engine_con
         if (l > 6 && !strcmp(chat_template + l - 6, ".jinja")) {
             m->tmpl_src = read_text(chat_template, err, cap);
             if (!m->tmpl_src) goto fail;
+            /* the model's special tokens (bos_token, ...) for the file's {{ bos_token }} */
+            m->tmpl_specials = xllm_chat_template_load(path, &xe);
         } else {
             m->tmpl = xllm_chat_template_load(chat_template, &xe);
             if (!m->tmpl) { snprintf(err, cap, "model '%s': %s", name, xe.message); goto fail; }
@@ -127,6 +129,7 @@ srv_model *model_open(const char *name, const char *path, const char *engine_con
     }
     chat_features_detect(m);
     m->created = (long)time(NULL);
+    m->parse_special = o->parse_special;
     return m;
 fail:
     model_close(m);
@@ -138,6 +141,7 @@ void model_close(srv_model *m) {
     xllm_engine_free(m->engine);
     xllm_model_free(m->model);
     xllm_chat_template_free(m->tmpl);
+    xllm_chat_template_free(m->tmpl_specials);
     free(m->tmpl_src);
     xllm_free(m->cfg_storage);
     if (m->pii) pii_policy_free(m->pii);
@@ -249,12 +253,14 @@ int config_load_server(srv_state *s, const char *path, char *err, size_t cap) {
     cJSON_ArrayForEach(it, models) {
         char where[64];
         snprintf(where, sizeof where, "models[%d]", i++);
-        static const char *const mk[] = {"name", "path", "config", "chat_template", "pii", NULL};
+        static const char *const mk[] = {"name", "path", "config", "chat_template", "pii", "parse_special", NULL};
         if (!cJSON_IsObject(it)) { bad(&c, "%s must be a mapping", where); goto out; }
         if (keys_known(&c, it, where, mk)) goto out;
         const char *name = str_at(it, "name");
         if (!name || !name_ok(name)) { bad(&c, "%s: 'name' must be 1-64 of [A-Za-z0-9._:/-]", where); goto out; }
         if (srv_find_model(s, name)) { bad(&c, "%s: the name '%s' is used twice", where, name); goto out; }
+        const cJSON *ps = cJSON_GetObjectItemCaseSensitive(it, "parse_special");
+        if (ps && !cJSON_IsBool(ps)) { bad(&c, "%s: 'parse_special' must be true or false", where); goto out; }
         pii_policy *pol;
         if (policy_for(&c, root, it, where, &pol)) goto out;
         char *mp = resolve(&c, str_at(it, "path")), *ec = resolve(&c, str_at(it, "config")),
@@ -264,6 +270,7 @@ int config_load_server(srv_state *s, const char *path, char *err, size_t cap) {
         free(mp), free(ec), free(ct);
         if (!m || add_model(s, m)) { model_close(m); if (pol) pii_policy_free(pol); goto out; }
         m->pii = pol;
+        if (ps) m->parse_special = cJSON_IsTrue(ps);
         srv_log("model '%s' loaded from %s (context %d, batch %d)", m->name, m->path, m->ctx, m->max_batch);
     }
     const cJSON *cascades = cJSON_GetObjectItemCaseSensitive(root, "cascades");

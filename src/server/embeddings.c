@@ -105,7 +105,7 @@ static int parse_input(srv_model *m, const cJSON *x, emb_inputs *in, http_error 
         int st;
         if (cJSON_IsString(one)) {
             if (!one->valuestring[0]) return BAD(e, "input", "input %d is an empty string", in->n);
-            if ((st = tokenize_prompt(m, one->valuestring, strlen(one->valuestring), 1, &in->ids[in->n], &in->len[in->n], e))) {
+            if ((st = tokenize_prompt(m, one->valuestring, strlen(one->valuestring), 1, 0, &in->ids[in->n], &in->len[in->n], e))) {
                 e->param = "input";
                 return st;
             }
@@ -122,10 +122,11 @@ static int parse_input(srv_model *m, const cJSON *x, emb_inputs *in, http_error 
 
 int embeddings_handle(srv_call *c) {
     http_error *e = &c->err;
-    cJSON *o = cJSON_ParseWithLength(c->body, c->len);
+    cJSON *o = json_parse_body(c->body, c->len, e);
     emb_inputs in = {0};
     float *out = NULL;
     int st = 0;
+    if (!o) { st = e->status; goto done; }
     if (!cJSON_IsObject(o)) { st = BAD(e, NULL, "the body must be a JSON object"); goto done; }
     const cJSON *mo = cJSON_GetObjectItemCaseSensitive(o, "model");
     srv_model *m = NULL;

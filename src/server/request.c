@@ -22,6 +22,7 @@ int http_err(http_error *e, int status, const char *type, const char *param, con
     e->type = type;
     e->param = param;
     e->code = code;
+    e->allow = NULL;
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(e->message, sizeof e->message, fmt, ap);
@@ -75,12 +76,17 @@ static int get_bool(const cJSON *o, const char *k, int *out, http_error *e) {
     return 0;
 }
 
-int tokenize_prompt(srv_model *m, const char *text, size_t len, int add_special, int32_t **ids, size_t *n,
+unsigned prompt_flags(const srv_model *m, int add_special, int marked) {
+    return (add_special ? XLLM_TOKENIZE_ADD_SPECIAL : 0u) |
+           (m->parse_special ? XLLM_TOKENIZE_PARSE_SPECIAL : marked ? XLLM_TOKENIZE_MARKED : 0u);
+}
+
+int tokenize_prompt(srv_model *m, const char *text, size_t len, int add_special, int marked, int32_t **ids, size_t *n,
                     http_error *e) {
     xllm_error xe;
     if (!m->tok) return BAD(e, "prompt", "model '%s' has no tokenizer; send token ids", m->name);
     int32_t *x = NULL;
-    if (xllm_tokenize(m->tok, text, len, add_special, &x, n, &xe))
+    if (xllm_tokenize_ex(m->tok, text, len, prompt_flags(m, add_special, marked), &x, n, &xe))
         return BAD(e, "prompt", "the prompt could not be tokenized: %s", xe.message);
     *ids = malloc((*n ? *n : 1) * sizeof(int32_t));
     if (!*ids) { xllm_free(x); return http_err(e, 500, "server_error", NULL, NULL, "out of memory"); }
@@ -98,17 +104,64 @@ int tokenize_prompt(srv_model *m, const char *text, size_t len, int add_special,
     return 0;
 }
 
+/* Every string in the tree (but a "role" or "type" value) marked: its
+ * special-token text will be read as text. 0, or -1 out of memory. */
+static int mark_tree(const xllm_tokenizer *tok, cJSON *node) {
+    for (cJSON *c = node ? node->child : NULL; c; c = c->next) {
+        if (cJSON_IsString(c) && c->valuestring &&
+            !(c->string && (!strcmp(c->string, "role") || !strcmp(c->string, "type")))) {
+            char *mk = NULL;
+            size_t ml = 0;
+            xllm_error xe;
+            if (xllm_tokenizer_mark_special(tok, c->valuestring, strlen(c->valuestring), &mk, &ml, &xe)) return -1;
+            if (strcmp(mk, c->valuestring)) {
+                char *v = cJSON_malloc(ml + 1);
+                if (!v) { xllm_free(mk); return -1; }
+                memcpy(v, mk, ml + 1);
+                cJSON_free(c->valuestring);
+                c->valuestring = v;
+            }
+            xllm_free(mk);
+        } else if ((cJSON_IsObject(c) || cJSON_IsArray(c)) && mark_tree(tok, c)) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
 int render_chat(srv_model *m, const cJSON *messages, const cJSON *tools, const cJSON *kwargs, char **out,
                 http_error *e) {
     if (!m->tmpl && !m->tmpl_src)
         return BAD(e, "messages", "model '%s' has no chat template; use /v1/completions", m->name);
-    char *mj = cJSON_PrintUnformatted(messages);
+    cJSON *msg_copy = NULL, *tools_copy = tools && cJSON_GetArraySize(tools) ? cJSON_Duplicate(tools, 1) : NULL;
     cJSON *o = cJSON_IsObject(kwargs) ? cJSON_Duplicate(kwargs, 1) : cJSON_CreateObject();
+    if (m->tok && !m->parse_special) {
+        /* request text: special-token strings stay text (only the template's markup makes tokens) */
+        msg_copy = cJSON_Duplicate(messages, 1);
+        if (!msg_copy || !o || mark_tree(m->tok, msg_copy) || (tools_copy && mark_tree(m->tok, tools_copy)) ||
+            mark_tree(m->tok, o)) {
+            cJSON_Delete(msg_copy);
+            cJSON_Delete(tools_copy);
+            cJSON_Delete(o);
+            return http_err(e, 500, "server_error", NULL, NULL, "out of memory");
+        }
+        messages = msg_copy;
+    }
+    char *mj = cJSON_PrintUnformatted(messages);
+    cJSON_Delete(msg_copy);
     cJSON_DeleteItemFromObjectCaseSensitive(o, "add_generation_prompt");
     cJSON_DeleteItemFromObjectCaseSensitive(o, "tools");
     cJSON_DeleteItemFromObjectCaseSensitive(o, "messages");
     cJSON_AddTrueToObject(o, "add_generation_prompt");
-    if (tools && cJSON_GetArraySize(tools)) cJSON_AddItemToObject(o, "tools", cJSON_Duplicate(tools, 1));
+    if (m->tmpl_src && m->tmpl_specials) {
+        /* a .jinja file gets the model's special tokens, as a tokenizer_config.json template does */
+        static const char *const names[] = {"bos_token", "eos_token", "unk_token", "pad_token"};
+        for (int i = 0; i < 4; i++) {
+            const char *v = xllm_chat_template_special_token(m->tmpl_specials, names[i]);
+            if (v && !cJSON_GetObjectItemCaseSensitive(o, names[i])) cJSON_AddStringToObject(o, names[i], v);
+        }
+    }
+    if (tools_copy) cJSON_AddItemToObject(o, "tools", tools_copy);
     char *oj = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
     xllm_error xe;
@@ -194,7 +247,7 @@ static int parse_chat(srv_req *r, const cJSON *o, const cJSON *msgs, http_error 
     r->think = m->thinks;
     r->think_open = m->thinks && prompt_opens_think(text, tl);
     r->n_prompts = 1;
-    st = tokenize_prompt(m, text, tl, 0, &r->ids[0], &r->n_ids[0], e);
+    st = tokenize_prompt(m, text, tl, 0, 1, &r->ids[0], &r->n_ids[0], e);
     xllm_free(text);
     return st;
 }
@@ -244,7 +297,7 @@ static int parse_prompt(srv_req *r, const cJSON *p, http_error *e) {
             }
             if (i == 0 && !r->user_text) r->user_text = strdup(it->valuestring);
             if (r->echo) r->echo_text[i] = strndup(text, len); /* what the model saw (masked) */
-            int st = tokenize_prompt(m, text, len, 1, &r->ids[i], &r->n_ids[i], e);
+            int st = tokenize_prompt(m, text, len, 1, 0, &r->ids[i], &r->n_ids[i], e);
             sb_free(&masked);
             if (st) { e->param = "prompt"; return st; }
         } else {
@@ -310,14 +363,16 @@ static int parse_stop(srv_req *r, const cJSON *o, http_error *e) {
     return 0;
 }
 
+_Thread_local int srv_internal_logprobs;
+
 int srv_req_parse(srv_state *s, int chat, const char *body, size_t len, srv_req *r, http_error *e) {
     memset(r, 0, sizeof *r);
     r->chat = chat;
     r->params = xllm_sampling_params_default();
     r->params.do_sample = 1;
     r->params.temperature = 1.0f;
-    cJSON *o = cJSON_ParseWithLength(body, len);
-    if (!o) return BAD(e, NULL, "the body is not valid JSON");
+    cJSON *o = json_parse_body(body, len, e);
+    if (!o) return e->status;
     int st = 0;
     if (!cJSON_IsObject(o)) { st = BAD(e, NULL, "the body must be a JSON object"); goto out; }
     if (!tree_utf8(o)) { st = BAD(e, NULL, "the body holds invalid UTF-8"); goto out; }
@@ -403,7 +458,8 @@ int srv_req_parse(srv_state *s, int chat, const char *body, size_t len, srv_req 
             goto out;
         }
     }
-    if (r->logprobs && r->m->pii && (pii_policy_restores(r->m->pii) || pii_policy_masks_output(r->m->pii))) {
+    if (r->logprobs && !srv_internal_logprobs && r->m->pii &&
+        (pii_policy_restores(r->m->pii) || pii_policy_masks_output(r->m->pii))) {
         st = BAD(e, "logprobs", "'logprobs' is not available on a model whose output is PII-filtered");
         goto out;
     }

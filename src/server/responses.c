@@ -719,10 +719,11 @@ static cJSON *echo_fields(const cJSON *o, const char *model, int store) {
 
 int responses_handle(srv_call *c) {
     http_error *e = &c->err;
-    cJSON *o = cJSON_ParseWithLength(c->body, c->len);
+    cJSON *o = json_parse_body(c->body, c->len, e);
     cJSON *chat = NULL, *msgs = NULL;
     rsp_state *r = NULL;
     int st = 0;
+    if (!o) { st = e->status; goto fail; }
     if (!cJSON_IsObject(o)) { st = BAD(e, NULL, "the body must be a JSON object"); goto fail; }
     const cJSON *input = cJSON_GetObjectItemCaseSensitive(o, "input");
     if (!input || (!cJSON_IsString(input) && !cJSON_IsArray(input))) {

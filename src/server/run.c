@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/socket.h>
 #include <time.h>
 
 /* ---------------------------------------------------------------- waiters */
@@ -121,7 +122,21 @@ int client_gone(int fd) {
     if (fd < 0) return 0;
     struct pollfd p = {.fd = fd, .events = POLLRDHUP};
     if (poll(&p, 1, 0) <= 0) return 0;
-    return (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) != 0;
+    return (p.revents & (POLLHUP | POLLERR | POLLNVAL)) != 0;
+}
+
+int client_gone_probe(int fd, int *probed) {
+    if (fd < 0) return 0;
+    struct pollfd p = {.fd = fd, .events = POLLRDHUP};
+    if (poll(&p, 1, 0) <= 0) return 0;
+    if (p.revents & (POLLHUP | POLLERR | POLLNVAL)) return 1;
+    if ((p.revents & POLLRDHUP) && !*probed) {
+        /* half-closed or closed: an interim response tells them apart (a
+           closed peer answers it with a reset); HTTP/1.1 clients skip it */
+        *probed = 1;
+        if (send(fd, "HTTP/1.1 100 Continue\r\n\r\n", 25, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) return 1;
+    }
+    return 0;
 }
 
 /* -------------------------------------------------------------------- run */
@@ -145,6 +160,7 @@ struct run {
     srv_req *r;
     srv_model *m;
     int fd;
+    int probed;               /* client_gone_probe's interim response was sent */
     int n_sub;
     xllm_request_id id[SRV_MAX_PROMPTS];
     int sub_live[SRV_MAX_PROMPTS];   /* submitted and not yet released */
@@ -225,6 +241,13 @@ int run_start(srv_state *s, srv_req *r, int fd, run **out, http_error *e) {
         u->ch[i].last_id = n ? q->ids[i / q->n][n - 1] : -1;
     }
     int limit = m->max_batch + s->opt.max_queue;
+    if (r->n_prompts > limit) {
+        /* it could never fit: a 429 would never clear */
+        run_free(u);
+        return http_err(e, 400, "invalid_request_error", "prompt", NULL,
+                        "this request has %d prompts; model '%s' takes at most %d at once (%d batch slots + --max-queue %d)",
+                        r->n_prompts, m->name, limit, m->max_batch, s->opt.max_queue);
+    }
     for (int i = 0; i < r->n_prompts; i++) {
         if (atomic_fetch_add(&m->inflight, 1) >= limit) {
             atomic_fetch_sub(&m->inflight, 1);
@@ -562,7 +585,7 @@ static int pump(run *u, int ms) {
         for (int i = 0; i < u->n_sub; i++)
             if (u->sub_live[i]) xllm_engine_abort(u->m->engine, u->id[i]);
     }
-    if (client_gone(u->fd)) {
+    if (u->r->stream || u->r->no_probe ? client_gone(u->fd) : client_gone_probe(u->fd, &u->probed)) {
         u->gone = 1;
         release_all(u);
         return 1;

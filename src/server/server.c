@@ -21,9 +21,6 @@
 #include <string.h>
 #include <time.h>
 
-void *http_start(srv_state *s, char *err, size_t cap);
-void http_stop(void *d, srv_state *s);
-
 static pthread_mutex_t g_log = PTHREAD_MUTEX_INITIALIZER;
 
 double srv_now(void) {
@@ -38,13 +35,22 @@ void srv_log(const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    /* control bytes escaped: a value from a request (a path, a model name)
+       can never forge a line of the log */
+    char esc[4 * sizeof msg];
+    size_t o = 0;
+    for (const unsigned char *p = (const unsigned char *)msg; *p && o + 5 < sizeof esc; p++) {
+        if (*p < 0x20 || *p == 0x7f) o += (size_t)snprintf(esc + o, sizeof esc - o, "\\x%02x", *p);
+        else esc[o++] = (char)*p;
+    }
+    esc[o] = 0;
     time_t t = time(NULL);
     struct tm tm;
     gmtime_r(&t, &tm);
     char ts[32];
     strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%SZ", &tm);
     pthread_mutex_lock(&g_log);
-    fprintf(stderr, "%s %s\n", ts, msg);
+    fprintf(stderr, "%s %s\n", ts, esc);
     pthread_mutex_unlock(&g_log);
 }
 
@@ -63,7 +69,12 @@ srv_options srv_options_default(void) {
     o.max_body = (size_t)8 << 20;
     o.request_timeout_s = 600;
     o.idle_timeout_s = 30;
-    o.max_connections = 512;
+    o.max_connections = 4096;
+    o.header_timeout_s = 10;
+    o.body_timeout_s = 60;
+    o.write_timeout_s = 30;
+    o.max_conns_per_ip = 256;
+    o.max_inflight_bytes = (size_t)256 << 20;
     return o;
 }
 

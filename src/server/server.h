@@ -20,9 +20,16 @@ typedef struct srv_options {
     int max_queue;
     size_t max_body;
     int log_text;
+    int parse_special;        /* special-token text in request strings becomes control tokens (HF/vLLM); default 0:
+                                 only the chat template's markup makes them (a model's `parse_special:` overrides) */
     int request_timeout_s;
     int idle_timeout_s;
     int max_connections;
+    int header_timeout_s;     /* a request's head, from its first byte (a connection's first: from its start); 408 */
+    int body_timeout_s;       /* a request's body, from the end of its head; 408 */
+    int write_timeout_s;      /* a response write making no progress this long drops the client (its run aborts) */
+    int max_conns_per_ip;     /* connections from one client address */
+    size_t max_inflight_bytes; /* request-body bytes held by all connections at once; 503 + Retry-After beyond */
     int verbose;
     const char *kv_dtype; /* every model's KV storage (xllm_model_options.kv_dtype); NULL: its config's */
     /* pipeline parallelism: when not NULL and pp_size > 1, its pp_* fields go
@@ -35,7 +42,9 @@ typedef struct srv_options {
 } srv_options;
 
 /* Defaults: 127.0.0.1:8080, 8 MiB bodies, 256 queued requests per model,
- * 600 s per request, 30 s idle connections, 512 connections. */
+ * 600 s per request, 30 s idle connections, 4096 connections (256 per
+ * client address), heads within 10 s, bodies within 60 s, writes making
+ * progress within 30 s, 256 MiB of request bodies in flight. */
 srv_options srv_options_default(void);
 
 /* Load the models, listen, print "xllm serve: listening on http://HOST:PORT"

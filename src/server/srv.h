@@ -2,15 +2,19 @@
  * srv.h - the internals shared by the files of `xllm serve` (src/server).
  *
  * The server sits on the public C API only (include/xllm.h): it never touches
- * a tensor. One process serves several models, each with its own xllm_engine;
- * libmicrohttpd runs a thread per connection, and that thread tokenizes,
- * submits to the engine, and waits for the request's chunks (woken by the
- * engine's notify callback) while it writes the response. The engine's
- * scheduler thread does all model work.
+ * a tensor. One process serves several models, each with its own xllm_engine.
+ * Its connection layer (listener.c) holds connections on one epoll thread
+ * until a request is complete, then a worker thread tokenizes, submits to the
+ * engine, and waits for the request's chunks (woken by the engine's notify
+ * callback) while it writes the response. The engine's scheduler thread does
+ * all model work.
  *
  * Files, one concept each:
  *   server.c    start-up, the model registry, shutdown (server.h is its API)
- *   http.c      libmicrohttpd plumbing: routing, body limits, API key, disconnects
+ *   listener.c  the connection layer: epoll, deadlines, limits, workers, writes
+ *   http_parse.c the strict HTTP/1.1 head parser, the chunked decoder
+ *   json_strict.c strict JSON with a memory bound
+ *   http.c      routing and admission at the head, endpoint handlers
  *   sbuf.c      a growable byte buffer and a JSON string writer
  *   yaml_json.c a YAML file read into a cJSON tree (the server's config)
  *   config.c    the server config: models, cascades, PII policies
@@ -24,7 +28,7 @@
  *   reasoning.c <think> split into reasoning_content
  *   chat_out.c  a chat choice's output: content, reasoning, tool calls
  *
- * Thread-safety: every function here may be called from any connection
+ * Thread-safety: every function here may be called from any worker
  * thread at once (they touch their arguments, srv_model's atomic counters,
  * and the mutex-guarded metrics and waiter pools), except config_load_server,
  * model_open and model_close, which run on the main thread before serving
@@ -136,11 +140,13 @@ typedef struct srv_model {
     const xllm_tokenizer *tok;
     xllm_chat_template *tmpl;        /* NULL: no chat template (unless tmpl_src) */
     char *tmpl_src;                  /* a .jinja file's template source, rendered as it is */
+    xllm_chat_template *tmpl_specials; /* with tmpl_src: the model's own template config, for its special tokens */
     void *cfg_storage;               /* xllm_config_load's strings */
     int ctx;                         /* context tokens */
     int max_batch;                   /* sequences per step */
     atomic_int inflight;             /* requests submitted and not yet done */
     atomic_llong prompt_tokens, generated_tokens;
+    int parse_special;               /* request text's special-token strings become tokens (HF/vLLM behaviour) */
     pii_policy *pii;                 /* NULL: no masking */
     atomic_llong pii_masked;
     /* cascades */
@@ -193,6 +199,7 @@ typedef struct http_error {
     const char *type;       /* "invalid_request_error", ... */
     const char *param;      /* NULL or the field */
     const char *code;       /* NULL or "context_length_exceeded", ... */
+    const char *allow;      /* 405: the methods the path allows (the Allow header); set after http_err */
 } http_error;
 
 int http_err(http_error *e, int status, const char *type, const char *param, const char *code, const char *fmt, ...)
@@ -226,6 +233,7 @@ typedef struct srv_req {
     char *grammar_store;      /* the tool_choice constraint's schema */
     int think;                /* split <think> into reasoning_content */
     int think_open;           /* the prompt opened <think> already */
+    int no_probe;             /* an HTTP/1.0 client: never sent an interim response (client_gone_probe) */
 } srv_req;
 
 /* Parse and validate a request body for model endpoints (chat = 1 for
@@ -243,17 +251,29 @@ void chat_features_detect(srv_model *m);
  * NULL). Returns a new array in *out. */
 int chat_messages_normalize(srv_model *m, const cJSON *msgs, pii_map *map, cJSON **out, sbuf *user_text,
                             http_error *e);
+/* Set by cascade.c around its stages' srv_req_parse: the log-probabilities
+ * it asks for are read by the server only (never sent), so a stage whose
+ * output is PII-filtered may give them. Per thread. */
+extern _Thread_local int srv_internal_logprobs;
 /* (request.c) The prompt text of normalized messages rendered by m's
  * template, with the tools and the request's chat_template_kwargs (an object
- * or NULL; its add_generation_prompt / tools / messages are ignored). */
+ * or NULL; its add_generation_prompt / tools / messages are ignored).
+ * Unless m->parse_special, the request's strings are marked first
+ * (xllm_tokenizer_mark_special): tokenize the result with
+ * tokenize_prompt(.., marked = 1, ..) so that only the template's own markup
+ * makes special tokens. */
 int render_chat(srv_model *m, const cJSON *messages, const cJSON *tools, const cJSON *kwargs, char **out,
                 http_error *e);
 int chat_kwargs_check(const cJSON *kwargs, http_error *e);
-/* A body's messages / tools / chat_template_kwargs rendered as chat does (/tokenize). */
+/* A body's messages / tools / chat_template_kwargs checked and rendered as
+ * chat does (/tokenize, cascades' stages); tokenize with marked = 1. */
 int render_request_messages(srv_model *m, const cJSON *body, char **out, http_error *e);
-/* Tokenize text for model m (add_special: BOS etc.), checking the context; *ids is malloc-ed. */
-int tokenize_prompt(srv_model *m, const char *text, size_t len, int add_special, int32_t **ids, size_t *n,
-                    http_error *e);
+/* m's tokenize flags for request text: add_special (BOS etc.); marked: the
+ * text came from render_chat. */
+unsigned prompt_flags(const srv_model *m, int add_special, int marked);
+/* Tokenize text for model m (prompt_flags), checking the context; *ids is malloc-ed. */
+int tokenize_prompt(srv_model *m, const char *text, size_t len, int add_special, int marked, int32_t **ids,
+                    size_t *n, http_error *e);
 /* Resolve max_tokens and check prompt + max_tokens against the context. */
 int check_context(srv_req *r, http_error *e);
 
@@ -301,8 +321,97 @@ void waiters_free_all(void);
 int cascade_run(srv_state *s, srv_model *c, const char *body, size_t len, int chat, int fd, sbuf *out,
                 int *is_stream, http_error *e);
 
-/* a client socket that has hung up */
+/* A client that has gone: its socket reports an error or a full close (a
+ * half-close, shutdown(SHUT_WR) after the request, is not a hang-up). When
+ * the read side has ended and probe is set (the response has not started),
+ * an interim "100 Continue" is written once per fd-state change so that a
+ * peer that closed entirely answers with a reset, seen on the next call. */
 int client_gone(int fd);
+int client_gone_probe(int fd, int *probed);
+
+/* ---------------------------------------------------------- json_strict.c */
+
+/* What json_check allows cJSON to allocate for a body of len bytes. */
+size_t json_alloc_limit(size_t len);
+/* Strict RFC 8259 check of s[0..n), allocation-free: 0, or -1 with the byte
+ * position and what is wrong. At most max_allocs values, keys and strings. */
+int json_check(const char *s, size_t n, size_t max_allocs, size_t *pos, const char **why);
+/* A request body checked (400 naming the position) then parsed; NULL with e
+ * filled on failure. The tree's memory is bounded (json_strict.c). */
+cJSON *json_parse_body(const char *body, size_t len, http_error *e);
+
+/* ----------------------------------------------------------- http_parse.c */
+
+#define HTTP_MAX_HEAD 16384   /* request line + header fields, bytes (431 beyond) */
+#define HTTP_MAX_FIELDS 100   /* header fields (431 beyond) */
+
+typedef struct http_head {
+    char method[16];
+    char target[2048];        /* as sent (414 beyond) */
+    char path[2048];          /* the target without its query */
+    int minor;                /* HTTP/1.minor */
+    long long content_length; /* -1: none */
+    int chunked, keep_alive, expect_continue, has_auth;
+    char auth[512];           /* the Authorization value (cut at 511 bytes) */
+    size_t auth_len;
+    size_t head_len;          /* bytes of the head, CRLFCRLF included */
+    char why[128];            /* what was wrong, when parsing failed */
+} http_head;
+
+/* The end of a head in buf[0..n) (the byte after its CRLFCRLF, head_len set), or NULL. Pure. */
+const char *http_head_end(const char *buf, size_t n, size_t *head_len);
+/* Parse a complete head strictly (RFC 9112; see http_parse.c). 0, or the
+ * HTTP status to refuse with (400, 414, 417, 431, 501, 505) with h->why. Pure. */
+int http_head_parse(const char *buf, size_t n, http_head *h);
+/* A chunked body decoder's state (zeroed to start). */
+typedef struct http_chunk {
+    int state, digits, crlf, ext;
+    unsigned long long size;
+} http_chunk;
+/* Decode from in[0..n): consumes *used bytes and yields at most one data
+ * piece (*data, *data_len). 1: the body ended; 0: more needed; -1: malformed. */
+int http_chunk_step(http_chunk *c, const char *in, size_t n, size_t *used, const char **data, size_t *data_len);
+
+/* ------------------------------------------------------------- listener.c */
+
+/* The connection layer: one epoll thread holds every connection until its
+ * request's head and body are complete (no thread for a connection that is
+ * still sending), with deadlines on each phase, per-address and global
+ * connection limits and a global budget of request-body bytes; then a worker
+ * thread runs the handler (http_handle), which answers through the functions
+ * below, with a write-progress deadline. */
+typedef struct http_conn http_conn;
+
+void *http_start(srv_state *s, char *err, size_t cap);
+void http_stop(void *d, srv_state *s);
+/* Answer with a whole body (a HEAD request gets the headers only). extra:
+ * NULL or more header lines, each ending in CRLF. 0, or -1 when the client is
+ * gone or read nothing for the write deadline. Worker thread only. */
+int http_respond(http_conn *c, int status, const char *ctype, const char *extra, const char *body, size_t len);
+/* A chunked response: the head, then pieces, then the end. Same returns. */
+int http_stream_begin(http_conn *c, int status, const char *ctype, const char *extra);
+int http_stream_write(http_conn *c, const char *data, size_t len);
+int http_stream_end(http_conn *c);
+/* The client's socket (for run_start's disconnect checks). */
+int http_conn_fd(const http_conn *c);
+/* The status of the answer written so far (0: none), for the log and metrics. */
+int http_conn_status(const http_conn *c);
+/* The request's HTTP/1.minor. */
+int http_conn_minor(const http_conn *c);
+int http_conn_is_head(const http_conn *c);
+/* An error's JSON body ({"error":{...}}) and its extra headers (WWW-Authenticate,
+ * Allow, Retry-After) for http_respond. */
+void http_error_body(const http_error *e, sbuf *b);
+void http_error_headers(const http_error *e, char *out, size_t cap);
+
+/* ----------------------------------------------------------------- http.c */
+
+/* At the end of a request's head (on the epoll thread, must not block):
+ * the path, the method, the API key and the declared body size, before any
+ * body byte is read. 0 admits it (*endpoint set); else the status, e filled. */
+int http_admit(srv_state *s, const http_head *h, int *endpoint, http_error *e);
+/* A complete admitted request, on a worker thread: answer it through c. */
+void http_handle(srv_state *s, http_conn *c, const http_head *h, int endpoint, const char *body, size_t len);
 
 /* ------------------------------------------------------------ endpoints.c */
 
@@ -310,7 +419,7 @@ int client_gone(int fd);
  * returns 0 with either out (+ status, ctype; defaults 200 and JSON) filled,
  * or next set: a stream, next(st, out) called until it returns 0 (end; 1 =
  * more follows, -1 = the client went away), free_state(st) at the end of the
- * connection. On failure it returns the HTTP status with err filled. */
+ * request (http.c). On failure it returns the HTTP status with err filled. */
 typedef struct srv_call {
     srv_state *s;
     const char *path;

@@ -206,7 +206,7 @@ static int push_text(tok_list *out, const char *s, size_t from, size_t to, int32
 }
 
 int tok_added_split(const tok_added *a, int normalized, const char *s, size_t len, int32_t base_flag, tok_list *out,
-                    tok_rx_ws *rx) {
+                    tok_rx_ws *rx, int no_special, const uint8_t *plain) {
     const trie *t = a ? (normalized ? &a->norm : &a->raw) : NULL;
     size_t done = 0; /* input consumed up to here */
     size_t pos = 0;  /* scanning resumes here */
@@ -219,6 +219,16 @@ int tok_added_split(const tok_added *a, int normalized, const char *s, size_t le
             if (idx < 0) break;
             const tok_added_token *tk = &a->tokens[idx];
             pos = stop;
+            if (tk->special) {
+                /* a special token's text where special tokens are not parsed stays text (HF's split_special_tokens) */
+                int skip = no_special;
+                for (size_t k = start; plain && !skip && k < stop; k++) skip = plain[k];
+                if (skip) {
+                    pos = start + 1;
+                    while (pos < len && ((unsigned char)s[pos] & 0xC0) == 0x80) pos++;
+                    continue;
+                }
+            }
             if (tk->single_word) {
                 int left_ok = start == 0 || !word_char_at(a, rx, s, len, start, 1);
                 int right_ok = stop == len || !word_char_at(a, rx, s, len, stop, 0);
@@ -239,4 +249,19 @@ int tok_added_split(const tok_added *a, int normalized, const char *s, size_t le
             done = stop;
         }
     return push_text(out, s, done, len, base_flag);
+}
+
+int tok_added_next_special(const tok_added *a, const char *s, size_t len, size_t pos, size_t *b, size_t *e) {
+    const trie *t = a ? &a->raw : NULL;
+    if (!t || !t->n_nodes) return 0;
+    for (size_t start = pos; start < len; start++) {
+        size_t stop = 0;
+        int32_t idx = trie_longest(t, s, len, start, &stop);
+        if (idx >= 0 && a->tokens[idx].special) {
+            *b = start;
+            *e = stop;
+            return 1;
+        }
+    }
+    return 0;
 }

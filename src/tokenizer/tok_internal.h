@@ -300,9 +300,14 @@ int tok_added_is_special_content(const tok_added *a, const char *s, size_t len);
 /* Split s[0..len) on added tokens (normalized = 0: tokens matched on raw
  * text; 1: on normalized text), HF style: leftmost-longest, honouring
  * single_word / lstrip / rstrip. Appends to out: text pieces (id -1) and
- * token pieces (id = token id). base_flag is copied to a piece at offset 0. */
+ * token pieces (id = token id). base_flag is copied to a piece at offset 0.
+ * Special tokens are not matched when no_special is set, nor where they
+ * overlap a byte with plain[i] = 1 (plain: NULL or len flags). */
+/* The leftmost-longest raw match of a special token at or after pos: 1 with
+ * its bytes [*b, *e), or 0. */
+int tok_added_next_special(const tok_added *a, const char *s, size_t len, size_t pos, size_t *b, size_t *e);
 int tok_added_split(const tok_added *a, int normalized, const char *s, size_t len, int32_t base_flag,
-                    tok_list *out, tok_rx_ws *rx);
+                    tok_list *out, tok_rx_ws *rx, int no_special, const uint8_t *plain);
 
 /* truncation.c: tokenizer.json "truncation" and "padding" for one sequence */
 typedef struct tok_trunc tok_trunc;

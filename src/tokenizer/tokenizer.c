@@ -26,6 +26,7 @@
 #include "base/error.h"
 #include "base/file.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -388,13 +389,14 @@ static xllm_status stage_error(int rc, xllm_error *err) {
 
 /* One stretch of input between raw-matched added tokens. */
 static xllm_status encode_stretch(const tokenizer *t, encode_ws *w, const char *s, size_t len, int32_t flag,
-                                  xllm_error *err) {
+                                  int no_special, xllm_error *err) {
     int kept;
     int rc = tok_normalize(t->normalizer, s, len, &w->norm, &w->norm_scratch, w->rx, &kept);
     if (rc) return stage_error(rc, err);
     if (!kept) flag = 0; /* the text no longer starts at original offset 0 */
     tok_list_clear(&w->pieces);
-    if (tok_added_split(t->added, 1, w->norm.p, w->norm.len, flag, &w->pieces, w->rx)) return stage_error(-1, err);
+    if (tok_added_split(t->added, 1, w->norm.p, w->norm.len, flag, &w->pieces, w->rx, no_special, NULL))
+        return stage_error(-1, err);
     for (size_t i = 0; i < w->pieces.n; i++) {
         const tok_span *p = &w->pieces.items[i];
         if (p->id >= 0) {
@@ -414,16 +416,57 @@ static xllm_status encode_stretch(const tokenizer *t, encode_ws *w, const char *
     return XLLM_OK;
 }
 
-static xllm_status encode_with(const tokenizer *t, encode_ws *w, const char *text, size_t len, int add_special,
+/* XLLM_TOKENIZE_MARKED: the marks (U+FDD0 opens, U+FDD1 closes) removed
+ * from text into *clean, with plain[i] = 1 for the bytes between them. */
+static int unmark(const char *text, size_t len, char **clean, uint8_t **plain, size_t *clen) {
+    *clean = xllm_malloc(len + 1);
+    *plain = xllm_malloc(len + 1);
+    if (!*clean || !*plain) return -1;
+    size_t o = 0;
+    int inside = 0;
+    for (size_t i = 0; i < len;) {
+        const unsigned char *u = (const unsigned char *)text + i;
+        if (len - i >= 3 && u[0] == 0xEF && u[1] == 0xB7 && (u[2] == 0x90 || u[2] == 0x91)) {
+            inside = u[2] == 0x90;
+            i += 3;
+            continue;
+        }
+        (*clean)[o] = text[i++];
+        (*plain)[o++] = (uint8_t)inside;
+    }
+    *clen = o;
+    return 0;
+}
+
+static xllm_status encode_with(const tokenizer *t, encode_ws *w, const char *text, size_t len, unsigned flags,
                                xllm_error *err) {
+    int add_special = (flags & XLLM_TOKENIZE_ADD_SPECIAL) != 0;
+    int no_special = !(flags & (XLLM_TOKENIZE_PARSE_SPECIAL | XLLM_TOKENIZE_MARKED));
+    char *clean = NULL;
+    uint8_t *plain = NULL;
+    if (flags & XLLM_TOKENIZE_MARKED) {
+        size_t cl = 0;
+        if (unmark(text, len, &clean, &plain, &cl)) {
+            xllm_free(clean);
+            xllm_free(plain);
+            return stage_error(-1, err);
+        }
+        text = clean;
+        len = cl;
+    }
     tok_list_clear(&w->splits);
     w->ids.n = 0;
-    if (tok_added_split(t->added, 0, text, len, 1, &w->splits, w->rx)) return stage_error(-1, err);
+    xllm_status st = XLLM_OK;
+    if (tok_added_split(t->added, 0, text, len, 1, &w->splits, w->rx, no_special, plain)) st = stage_error(-1, err);
+    xllm_free(clean);
+    xllm_free(plain);
+    if (st) return st;
+    /* special tokens matched after normalization: only where every special token is parsed */
+    int norm_no_special = !(flags & XLLM_TOKENIZE_PARSE_SPECIAL) || (flags & XLLM_TOKENIZE_MARKED);
     for (size_t i = 0; i < w->splits.n; i++) {
         const tok_span *sp = &w->splits.items[i];
-        xllm_status st;
         if (sp->id >= 0) st = tok_ids_push(&w->ids, sp->id) ? stage_error(-1, err) : XLLM_OK;
-        else st = encode_stretch(t, w, tok_list_str(&w->splits, i), sp->len, sp->flag, err);
+        else st = encode_stretch(t, w, tok_list_str(&w->splits, i), sp->len, sp->flag, norm_no_special, err);
         if (st) return st;
     }
     tok_truncate(t->trunc, &w->ids, add_special ? tok_postproc_added(t->post) : 0);
@@ -439,6 +482,12 @@ static xllm_status encode_with(const tokenizer *t, encode_ws *w, const char *tex
 
 xllm_status tokenizer_encode(const tokenizer *t, const char *text, size_t len, int add_special, int32_t **ids,
                              size_t *n_ids, xllm_error *err) {
+    return tokenizer_encode_ex(t, text, len, XLLM_TOKENIZE_PARSE_SPECIAL | (add_special ? XLLM_TOKENIZE_ADD_SPECIAL : 0),
+                               ids, n_ids, err);
+}
+
+xllm_status tokenizer_encode_ex(const tokenizer *t, const char *text, size_t len, unsigned flags, int32_t **ids,
+                                size_t *n_ids, xllm_error *err) {
     if (ids) *ids = NULL;
     if (n_ids) *n_ids = 0;
     if (!t || !ids || !n_ids || (!text && len))
@@ -447,7 +496,7 @@ xllm_status tokenizer_encode(const tokenizer *t, const char *text, size_t len, i
     int shared;
     encode_ws *w = ws_take(t, &shared);
     if (!w) return stage_error(-1, err);
-    xllm_status st = encode_with(t, w, text, len, add_special, err);
+    xllm_status st = encode_with(t, w, text, len, flags, err);
     int32_t *res = NULL;
     if (!st) {
         res = xllm_malloc_array(w->out.n ? w->out.n : 1, sizeof *res); /* never hand out NULL */
@@ -459,6 +508,44 @@ xllm_status tokenizer_encode(const tokenizer *t, const char *text, size_t len, i
     if (st) return st;
     *ids = res;
     *n_ids = n;
+    return XLLM_OK;
+}
+
+xllm_status tokenizer_mark_special(const tokenizer *t, const char *text, size_t len, char **out, size_t *out_len,
+                                   xllm_error *err) {
+    *out = NULL;
+    *out_len = 0;
+    if (!t || (!text && len)) return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "tokenizer_mark_special: NULL argument");
+    /* worst case: every byte a one-byte special token (3 + 1 + 3 bytes each) */
+    if (len > (SIZE_MAX - 1) / 7) return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "tokenizer_mark_special: text too long");
+    char *o = xllm_malloc(len * 7 + 1);
+    if (!o) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "tokenizer_mark_special: out of memory");
+    size_t n = 0, pos = 0;
+    while (pos < len) {
+        size_t b = len, e = len;
+        if (!tok_added_next_special(t->added, text, len, pos, &b, &e)) b = e = len;
+        for (size_t i = pos; i < b;) {
+            const unsigned char *u = (const unsigned char *)text + i;
+            if (b - i >= 3 && u[0] == 0xEF && u[1] == 0xB7 && (u[2] == 0x90 || u[2] == 0x91)) {
+                memcpy(o + n, "\xEF\xBF\xBD", 3); /* a mark in the text itself: U+FFFD */
+                n += 3;
+                i += 3;
+                continue;
+            }
+            o[n++] = text[i++];
+        }
+        if (b < len) {
+            memcpy(o + n, "\xEF\xB7\x90", 3);
+            memcpy(o + n + 3, text + b, e - b);
+            memcpy(o + n + 3 + (e - b), "\xEF\xB7\x91", 3);
+            n += 6 + (e - b);
+        }
+        pos = e > b ? e : b + 1;
+        if (b == len) break;
+    }
+    o[n] = 0;
+    *out = o;
+    *out_len = n;
     return XLLM_OK;
 }
 

@@ -31,6 +31,13 @@ void tokenizer_free(tokenizer *t);
 /* add_special: apply the post-processor (e.g. BOS). *ids freed with xllm_free. */
 xllm_status tokenizer_encode(const tokenizer *t, const char *text, size_t len, int add_special,
                              int32_t **ids, size_t *n_ids, xllm_error *err);
+/* flags: XLLM_TOKENIZE_* (include/xllm.h); tokenizer_encode parses special tokens. */
+xllm_status tokenizer_encode_ex(const tokenizer *t, const char *text, size_t len, unsigned flags,
+                                int32_t **ids, size_t *n_ids, xllm_error *err);
+/* text with each special token's text wrapped in U+FDD0 ... U+FDD1 (and any
+ * U+FDD0 / U+FDD1 already there replaced by U+FFFD): for XLLM_TOKENIZE_MARKED. */
+xllm_status tokenizer_mark_special(const tokenizer *t, const char *text, size_t len, char **out, size_t *out_len,
+                                   xllm_error *err);
 /* *text NUL-terminated, freed with xllm_free. Ids out of range are an error. */
 xllm_status tokenizer_decode(const tokenizer *t, const int32_t *ids, size_t n_ids, int skip_special,
                              char **text, size_t *len, xllm_error *err);

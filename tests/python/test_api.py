@@ -80,6 +80,9 @@ class TestLLM(unittest.TestCase):
         self.assertEqual(ids, EXPECTED["prompt_ids"])
         self.assertEqual(self.llm.tokenize("Once upon a time", add_special_tokens=False), ids[1:])
         self.assertEqual(self.llm.detokenize(ids), "Once upon a time")
+        # special-token text: a token by default (as HF), plain text with parse_special=False
+        self.assertEqual(self.llm.tokenize("<s>hi", add_special_tokens=False).count(1), 1)
+        self.assertNotIn(1, self.llm.tokenize("<s>hi", add_special_tokens=False, parse_special=False))
 
     def test_logits(self):
         last = self.llm.logits(EXPECTED["prompt_ids"])

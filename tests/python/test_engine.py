@@ -143,6 +143,12 @@ class TestLifetimeAndConfig(unittest.TestCase):
                 LLM(config=path)
             self.assertIn("preempt_mode", str(cm.exception))
             self.assertIn(":3", str(cm.exception))
+            # an engine that cannot be created: its own error, not an AttributeError from the cleanup
+            with open(path, "w") as f:
+                f.write("model: %s\nmemory:\n  workspace_size: 2MiB\n" % STORIES)
+            with self.assertRaises(XLLMError) as cm:
+                LLM(config=path)
+            self.assertNotIn("attribute", str(cm.exception))
 
     def test_kv_dtype(self):
         sp = SamplingParams(max_new_tokens=20, do_sample=False, ignore_eos=True)

@@ -71,8 +71,10 @@ test('a full queue answers 429 and holds nothing', async () => {
   const r = await fetch(`${srv.url}/v1/completions`, { method: 'POST', body: JSON.stringify({ model: 'stories', prompt: Array(64).fill('a'), max_tokens: 2 }) });
   assert.equal(r.status, 200);
   const many = Array.from({ length: 3 }, () => fetch(`${srv.url}/v1/completions`, { method: 'POST', body: JSON.stringify({ model: 'stories', prompt: Array(64).fill('a b c'), max_tokens: 400, ignore_eos: true }) }));
-  const statuses = (await Promise.all(many)).map((x) => x.status).sort();
+  const answers = await Promise.all(many);
+  const statuses = answers.map((x) => x.status).sort();
   assert.ok(statuses.includes(429), `statuses ${statuses}`);
+  for (const a of answers) if (a.status === 429) assert.equal(a.headers.get('retry-after'), '1');
   const j = await (await fetch(`${srv.url}/v1/completions`, { method: 'POST', body: JSON.stringify({ model: 'stories', prompt: 'x', max_tokens: 1 }) })).json();
   assert.equal(j.choices.length, 1);
   await waitIdle(srv.url);

@@ -1,6 +1,6 @@
 // malformed.test.mjs - a corpus of bad requests sent on raw sockets: each is
 // answered with a 4xx (or, for a client that stops mid-headers, the
-// connection is closed at the idle timeout), and the server stays healthy
+// connection is answered 408 and closed at the head deadline), and the server stays healthy
 // and keeps answering correctly between them.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -8,7 +8,7 @@ import path from 'node:path';
 import { startServer, HERE, rawRequest, sleep } from './lib.mjs';
 
 let srv;
-before(async () => { srv = await startServer(['--config', path.join(HERE, 'server.yaml'), '--idle-timeout', '2', '-t', '1']); });
+before(async () => { srv = await startServer(['--config', path.join(HERE, 'server.yaml'), '--idle-timeout', '2', '--header-timeout', '2', '-t', '1']); });
 after(async () => { assert.equal(await srv.stop(), 0, srv.stderr()); });
 
 const req = (body, { method = 'POST', p = '/v1/completions', headers = '' } = {}) => {
@@ -94,7 +94,7 @@ test('bad HTTP: unknown path, wrong method, oversized headers, garbage', async (
   await healthy();
 });
 
-test('slow-loris headers do not block other clients; a stalled client is closed at the idle timeout', async () => {
+test('slow-loris headers do not block other clients; a stalled client is closed at the head deadline', async () => {
   const slow = Array.from({ length: 20 }, () => {
     const head = 'POST /v1/completions HTTP/1.1\r\nHost: x\r\nX-Slow: ' + 'a'.repeat(20);
     return rawRequest(srv.url, [...head].map((c) => Buffer.from(c)), { ms: 8000, gapMs: 50 });
