@@ -13,7 +13,7 @@ all: build
 deps:
 	./scripts/install-deps.sh
 	@# the official OpenAI client for the server tests (tests/server)
-	@[ -d tests/server/node_modules/openai ] && [ -d tests/server/node_modules/ai ] && [ -d tests/server/node_modules/@langchain/openai ] || (cd tests/server && npm ci --no-audit --no-fund --loglevel=error)
+	@[ -d tests/server/node_modules/openai ] && [ -d tests/server/node_modules/ai ] && [ -d tests/server/node_modules/@langchain/openai ] && [ -d tests/server/node_modules/ajv-formats ] || (cd tests/server && npm ci --no-audit --no-fund --loglevel=error)
 
 build: deps
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null

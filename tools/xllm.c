@@ -344,6 +344,68 @@ static int run_many(xllm_model *m, xllm_engine *eng, const char *path, const xll
     return rc;
 }
 
+/* A constraint file (--json-schema, --grammar), whole; NULL with a message. */
+static char *read_constraint_file(const char *flag, const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "xllm: %s %s: %s\n", flag, path, strerror(errno));
+        return NULL;
+    }
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        if (n + 1 >= cap) {
+            if (cap > (1u << 20)) { /* the engine's limit on a grammar text */
+                fprintf(stderr, "xllm: %s %s: larger than 1 MiB\n", flag, path);
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            char *b = realloc(buf, cap * 2);
+            if (!b) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = b;
+            cap *= 2;
+        }
+        size_t k = fread(buf + n, 1, cap - 1 - n, f);
+        n += k;
+        if (!k) {
+            buf[n] = 0;
+            break;
+        }
+    }
+    fclose(f);
+    return buf;
+}
+
+/* The text of --json-schema / --grammar FILE: lives until the process exits. */
+static char *g_constraint_text;
+
+/* --json-schema FILE, --grammar FILE (GBNF), --regex RE, --json-object: one constraint. */
+static int constraint_opt(args *a, const char *f, xllm_sampling_params *sp) {
+    char **text = &g_constraint_text;
+    if (sp->grammar_kind != XLLM_GRAMMAR_NONE)
+        return fail("%s", "give one of --json-schema, --grammar, --regex and --json-object");
+    if (!strcmp(f, "--json-object")) {
+        sp->grammar_kind = XLLM_GRAMMAR_JSON_OBJECT;
+        return 0;
+    }
+    const char *v = arg_value(a, f);
+    if (!v) return 1;
+    if (!strcmp(f, "--regex")) {
+        sp->grammar_kind = XLLM_GRAMMAR_REGEX;
+        sp->grammar = v;
+        return 0;
+    }
+    if (!(*text = read_constraint_file(f, v))) return 1;
+    sp->grammar_kind = !strcmp(f, "--grammar") ? XLLM_GRAMMAR_GBNF : XLLM_GRAMMAR_JSON_SCHEMA;
+    sp->grammar = *text;
+    return 0;
+}
+
 static int cmd_run(int argc, char **argv) {
     args a = {argc, 1, argv, 0};
     pp_cli pp;
@@ -389,6 +451,9 @@ static int cmd_run(int argc, char **argv) {
             if (!s) return 1;
             if (sp.n_stop >= XLLM_MAX_STOP_STRINGS) return fail("at most %s stop strings", "16");
             sp.stop[sp.n_stop++] = s;
+        } else if (!strcmp(f, "--json-schema") || !strcmp(f, "--grammar") || !strcmp(f, "--regex") ||
+                   !strcmp(f, "--json-object")) {
+            if (constraint_opt(&a, f, &sp)) return 1;
         } else if (!strcmp(f, "-t") || !strcmp(f, "--threads")) {
             if (opt_int(&a, f, 1, 1024, &threads)) return 1;
         } else if (!strcmp(f, "--profile") || !strcmp(f, "--enable-kernel-profiling")) {

@@ -28,6 +28,8 @@ __all__ = ["LLM", "SamplingParams", "RequestOutput", "CompletionOutput", "ModelC
 
 MAX_STOP_STRINGS = 16
 MAX_STOP_IDS = 16
+# xllm_grammar_kind (include/xllm.h)
+GRAMMAR_NONE, GRAMMAR_JSON_SCHEMA, GRAMMAR_JSON_OBJECT, GRAMMAR_GBNF, GRAMMAR_REGEX = 0, 1, 2, 3, 4
 
 
 class XLLMError(RuntimeError):
@@ -331,16 +333,20 @@ class SamplingParams:
     only when sampling. repetition_penalty is HF's multiplicative penalty over
     prompt and output; presence/frequency penalties are OpenAI's additive ones
     over the output. stop: strings that end generation (cut from the text).
+    Constrained decoding (at most one): json_schema (a dict or its JSON text),
+    json_object=True (any JSON object), grammar (llama.cpp GBNF text, root rule
+    "root"), regex (the whole output matches it); an unsupported schema feature
+    raises XLLMError naming it at generate / submit.
     """
 
     _FIELDS = ("max_new_tokens", "temperature", "top_k", "top_p", "min_p", "repetition_penalty",
                "presence_penalty", "frequency_penalty", "seed", "stop", "stop_token_ids", "do_sample", "ignore_eos",
-               "n", "priority", "logprobs")
+               "n", "priority", "logprobs", "json_schema", "json_object", "grammar", "regex")
 
     def __init__(self, max_new_tokens=256, temperature=1.0, top_k=0, top_p=1.0, min_p=0.0,
                  repetition_penalty=1.0, presence_penalty=0.0, frequency_penalty=0.0, seed=None,
                  stop=None, stop_token_ids=None, do_sample=True, ignore_eos=False, max_tokens=None, n=1,
-                 priority="online", logprobs=None):
+                 priority="online", logprobs=None, json_schema=None, json_object=False, grammar=None, regex=None):
         self.max_new_tokens = max_tokens if max_tokens is not None else max_new_tokens
         self.temperature = temperature
         self.top_k = top_k
@@ -357,6 +363,10 @@ class SamplingParams:
         self.n = n
         self.priority = priority
         self.logprobs = logprobs  # None = off; k = each token's log-probability and the k most likely ids
+        self.json_schema = json_schema
+        self.json_object = json_object
+        self.grammar = grammar
+        self.regex = regex
 
     def replace(self, **kw):
         """A copy with some fields changed (unknown names are an error)."""
@@ -404,7 +414,30 @@ class SamplingParams:
         for i, t in enumerate(self.stop_token_ids):
             p.stop_ids[i] = int(t)
         p.n_stop_ids = len(self.stop_token_ids)
+        self._constraint_to_c(p, keep)
         return p
+
+    def _constraint_to_c(self, p, keep):
+        given = [k for k in ("json_schema", "grammar", "regex") if getattr(self, k) is not None]
+        if self.json_object:
+            given.append("json_object")
+        if len(given) > 1:
+            raise ValueError("give one constraint, not %s" % " and ".join(given))
+        if not given:
+            return
+        kind = given[0]
+        if kind == "json_object":
+            p.grammar_kind = GRAMMAR_JSON_OBJECT
+            return
+        text = getattr(self, kind)
+        if kind == "json_schema" and not isinstance(text, str):
+            text = json.dumps(text)
+        if not isinstance(text, str):
+            raise TypeError("%s must be a string" % kind)
+        b = text.encode("utf-8")
+        keep.append(b)
+        p.grammar = b
+        p.grammar_kind = {"json_schema": GRAMMAR_JSON_SCHEMA, "grammar": GRAMMAR_GBNF, "regex": GRAMMAR_REGEX}[kind]
 
     def __repr__(self):
         return "SamplingParams(%s)" % ", ".join("%s=%r" % (f, getattr(self, f)) for f in self._FIELDS)

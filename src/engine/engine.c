@@ -58,6 +58,7 @@ static void request_free(engine_request *r) {
     xllm_free(r->last);
     xllm_free(r->prompt);
     xllm_free(r->stop_store);
+    constraint_free(r);
     xllm_free(r->fail_msg);
     xllm_free(r->rc_key);
     xllm_free(r);
@@ -240,6 +241,7 @@ static xllm_status request_prepare(engine *e, const xllm_request *q, engine_requ
         r->seqs[j].req = r;
         r->seqs[j].sample = j;
     }
+    if (!st) st = constraint_prepare(e, r, err);
     if (!st && e->o.response_cache && rc_cacheable(&r->params)) {
         r->rc_key = rc_key(r->prompt, (size_t)r->n_prompt, &r->params, n, &r->rc_key_len);
         if (!r->rc_key) st = xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
@@ -810,6 +812,7 @@ void engine_destroy(engine *e) {
     xllm_free(e->waiting);
     xllm_free(e->swapped);
     rc_free(&e->rc);
+    constraint_engine_free(e);
     bm_free(&e->bm);
     kv_cache_free(&e->kv);
     xllm_free(e->tokens);

@@ -17,7 +17,8 @@
  * references, prefix cache, swap pool), scheduler.c (admission, batching,
  * preemption, one step), response_cache.c, knowledge.c (pinned prefixes and
  * their files), engine.c (the thread, the public API), logits.c (one-shot
- * logits outside any engine).
+ * logits outside any engine), constraint.c (constrained decoding: the
+ * request's grammar, each sequence's state, the mask before sampling).
  */
 #ifndef XLLM_ENGINE_H
 #define XLLM_ENGINE_H
@@ -75,6 +76,9 @@ typedef struct engine_request {
     atomic_int abort_req;
     xllm_notify_fn notify;
     void *notify_user;
+    struct gram *gram;            /* constrained decoding (constraint.c): the compiled constraint, */
+    struct gram_matcher *gm;      /* its matcher, shared by the n samples (scheduler side) */
+    char *grammar_store;          /* params.grammar / grammar_prefix / grammar_suffix point here */
     unsigned char *rc_key;        /* response-cache key, when cacheable */
     size_t rc_key_len;
     double t_submit;              /* seq_clock_s() when queued */
@@ -130,6 +134,7 @@ typedef struct xllm_engine {
     kv_cache kv;
     block_manager bm;
     response_cache rc;
+    struct gram_vocab *gvocab;    /* token bytes as a trie, built at the first constrained request */
     /* step buffers, sized once */
     int32_t *tokens, *pos, *seq, *out_idx;
     const int32_t **tables;
@@ -214,6 +219,13 @@ void knowledge_free_all(engine *e);
 /* The knowledge prefixes named in the engine options (caller thread, after start). */
 xllm_status knowledge_from_options(engine *e, xllm_error *err);
 uint64_t engine_model_fingerprint(const model *m);
+
+/* constraint.c: constrained decoding on the engine side. Prepare compiles
+ * the request's constraint (caller thread; the vocabulary trie is built once,
+ * under a lock) and starts each sequence's state. */
+xllm_status constraint_prepare(engine *e, engine_request *r, xllm_error *err);
+void constraint_free(engine_request *r);
+void constraint_engine_free(engine *e);
 
 /* logits.c: logits of one sequence of ids, on a private KV pool. */
 xllm_status model_logits_once(model *m, const int32_t *ids, size_t n, int all_positions, kv_dtype kv_type, float *out,

@@ -109,6 +109,14 @@ unsigned char *rc_key(const int32_t *prompt, size_t n_prompt, const xllm_samplin
     PUT(&k, q.top_logprobs);
     PUT(&k, q.n_stop_ids);
     put(&k, q.stop_ids, (size_t)(q.n_stop_ids > 0 ? q.n_stop_ids : 0) * sizeof(int32_t));
+    /* the constraint: kind and its three texts */
+    PUT(&k, q.grammar_kind);
+    const char *gtext[3] = {q.grammar, q.grammar_prefix, q.grammar_suffix};
+    for (int i = 0; i < 3; i++) {
+        uint64_t gl = q.grammar_kind && gtext[i] ? strlen(gtext[i]) + 1 : 0; /* 0: none; NULL and "" differ */
+        PUT(&k, gl);
+        if (gl) put(&k, gtext[i], (size_t)gl - 1);
+    }
     uint64_t np = n_prompt;
     PUT(&k, np);
     put(&k, prompt, n_prompt * sizeof(int32_t));

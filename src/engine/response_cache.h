@@ -3,7 +3,8 @@
  *
  * A deterministic request (greedy, or sampling with an explicit seed) always
  * produces the same tokens on this engine, so its finished result can be
- * replayed: the key is the request's canonical bytes (prompt ids, every
+ * replayed: the key is the request's canonical bytes (prompt ids, the constraint
+ * (grammar kind and texts), every
  * sampling parameter that can change the output, n), compared in full, so two
  * requests share an entry only when they are the same request. Greedy
  * requests drop the fields greedy ignores (temperature, top-k/p, min-p, seed)

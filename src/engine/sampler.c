@@ -126,10 +126,7 @@ xllm_status sampler_init(sampler *s, const xllm_sampling_params *p, int32_t voca
     if (q.n_stop_ids < 0 || q.n_stop_ids > XLLM_MAX_STOP_IDS)
         return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "n_stop_ids must be in [0, %d] (got %d)",
                            XLLM_MAX_STOP_IDS, q.n_stop_ids);
-    /* the constraint's mechanism is not built yet: refuse it rather than ignore it */
-    if (q.grammar_kind != XLLM_GRAMMAR_NONE)
-        return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT,
-                           "constrained decoding (grammar_kind %d) is not supported by this build", q.grammar_kind);
+    /* grammar_kind / grammar: compiled and applied by the engine (constraint.c) */
 
     s->p = q;
     s->vocab = vocab;

@@ -384,6 +384,7 @@ static void logprobs_after(engine *e, sequence *s, const lp_state *ls, int32_t t
 static xllm_status sample_one(engine *e, sequence *s, float *row, int32_t V, xllm_error *err) {
     lp_state ls;
     logprobs_before(e, s, row, V, &ls);
+    if (s->gm && seq_constrain(s, row, V)) return XLLM_OK; /* no id allowed: it ended */
     int32_t tok;
     PROF(PROF_SAMPLE, 0, 4.0 * V, tok = sampler_sample(&s->smp, row));
     xllm_status st = seq_accept(s, tok, err);

@@ -170,6 +170,10 @@ xllm_status seq_accept(sequence *s, int32_t tok, xllm_error *err) {
             s->reason = XLLM_FINISH_STOP;
         }
     }
+    if (!s->finished && s->gm && seq_constraint_accept(s, tok)) { /* the constrained output is complete */
+        s->finished = 1;
+        s->reason = XLLM_FINISH_STOP;
+    }
     if (!s->finished && (n_gen >= s->max_new || s->n_ids >= s->max_context)) {
         s->finished = 1;
         s->reason = XLLM_FINISH_LENGTH;
@@ -186,6 +190,21 @@ xllm_status seq_accept(sequence *s, int32_t tok, xllm_error *err) {
     if (upto < s->emitted) upto = s->emitted;
     s->emitted = upto;
     s->tok_text_end[n_gen - 1] = (uint32_t)upto;
+    return XLLM_OK;
+}
+
+xllm_status seq_finish(sequence *s, xllm_finish_reason reason, xllm_error *err) {
+    if (s->finished) return XLLM_OK;
+    s->finished = 1;
+    s->reason = reason;
+    if (s->ds) {
+        const char *piece;
+        size_t len;
+        xllm_status st = detok_stream_flush(s->ds, &piece, &len, err);
+        if (!st) st = text_append(s, piece, len, err);
+        if (st) return st;
+    }
+    s->emitted = s->text_len;
     return XLLM_OK;
 }
 

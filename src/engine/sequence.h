@@ -72,6 +72,11 @@ typedef struct sequence {
     int in_step, step_index;      /* scheduler: in the current step, at this batch index */
     /* streaming: generated ids already handed to the request's outbox */
     int published;
+    /* constrained decoding (constraint.c): the request's matcher and this
+     * sample's state in it (valid while gepoch is the matcher's epoch) */
+    struct gram_matcher *gm;
+    int32_t gstate;
+    uint32_t gepoch;
     /* CLOCK_MONOTONIC seconds when the first and the latest generated id were accepted */
     double t_first, t_last;
 } sequence;
@@ -88,6 +93,15 @@ void seq_free(sequence *s);
 /* Record a sampled token: text, stop checks, finish. Errors only for
  * internal failures (out of memory). */
 xllm_status seq_accept(sequence *s, int32_t tok, xllm_error *err);
+/* Constrained decoding (constraint.c): set the ids the constraint does not
+ * allow to -inf in logits (eos only once the output is complete). Returns 1
+ * when no id is allowed: the sequence has ended (XLLM_FINISH_STOP). */
+int seq_constrain(sequence *s, float *logits, int32_t vocab);
+/* Advance the constraint by an accepted (non-stop) token; 1 when the output
+ * is complete and nothing more may follow (or it left the language). */
+int seq_constraint_accept(sequence *s, int32_t tok);
+/* End the sequence now (reason), flushing the text held back. */
+xllm_status seq_finish(sequence *s, xllm_finish_reason reason, xllm_error *err);
 /* End the sequence as cancelled, keeping the text streamed so far. */
 void seq_cancel(sequence *s);
 

@@ -478,10 +478,18 @@ int srv_req_parse(srv_state *s, int chat, const char *body, size_t len, srv_req 
     const cJSON *lb = field(o, "logit_bias");
     if (lb && (!cJSON_IsObject(lb) || lb->child)) { st = BAD(e, "logit_bias", "'logit_bias' is not supported"); goto out; }
     if ((st = parse_stop(r, o, e))) goto out;
+    if ((st = srv_parse_constraint(r, o, e))) goto out;
+    p->grammar = r->grammar_text;
     if (chat) {
         const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(o, "messages");
         if (!msgs) { st = BAD(e, "messages", "'messages' is required"); goto out; }
+        int had_constraint = p->grammar_kind != XLLM_GRAMMAR_NONE;
         if ((st = parse_chat(r, o, msgs, e))) goto out;
+        if (had_constraint && r->grammar_store) { /* tool_choice required / named set its own */
+            st = BAD(e, "tool_choice", "tool_choice required or a named function together with response_format, "
+                                       "json_schema, grammar or regex: give one constraint");
+            goto out;
+        }
     } else {
         if ((st = parse_prompt(r, field(o, "prompt"), e))) goto out;
     }
@@ -504,6 +512,7 @@ void srv_req_free(srv_req *r) {
     for (int i = 0; i < XLLM_MAX_STOP_STRINGS; i++) free(r->stop_store[i]);
     free(r->model_name);
     free(r->user_text);
+    free(r->grammar_text);
     free(r->grammar_store);
     memset(r, 0, sizeof *r);
 }

@@ -219,6 +219,7 @@ typedef struct srv_req {
     pii_map *pii[SRV_MAX_PROMPTS];
     xllm_sampling_params params;
     char *stop_store[XLLM_MAX_STOP_STRINGS];
+    char *grammar_text;       /* params.grammar: the constraint's text (structured.c) */
     int n;                    /* samples per prompt */
     xllm_priority priority;
     int max_tokens_set;
@@ -241,6 +242,9 @@ typedef struct srv_req {
  * success (free r with srv_req_free). */
 int srv_req_parse(srv_state *s, int chat, const char *body, size_t len, srv_req *r, http_error *e);
 void srv_req_free(srv_req *r);
+/* structured.c: response_format / json_schema / grammar / regex into r's
+ * constraint (params.grammar_kind, grammar_text). 0, or the HTTP status with e filled. */
+int srv_parse_constraint(srv_req *r, const cJSON *body, http_error *e);
 /* ------------------------------------------------------------- messages.c */
 
 /* Read the template's features into m (tool_fmt, thinks, knows_developer). */

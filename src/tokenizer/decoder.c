@@ -298,3 +298,93 @@ static int dec_apply(const tok_decoder *d, tok_list *l, tok_list *sc, tok_rx_ws 
 int tok_decode_chain(const tok_decoder *d, tok_list *l, tok_list *scratch, tok_rx_ws *rx) {
     return d ? dec_apply(d, l, scratch, rx) : 0;
 }
+
+/* ------------------------------------------- one token's bytes inside a text */
+
+/* The chain on a lone token as it reads in the middle of a text: a Metaspace
+ * replacement is always a space, byte-fallback and byte-level tokens give
+ * their raw bytes (no UTF-8 check: a partial character is a partial
+ * character), and a Strip after Fuse (it trims the whole text's ends) is
+ * skipped. cur holds the token on entry and the bytes on return. */
+static int dec_token_bytes(const tok_decoder *d, xllm_buf *cur, xllm_buf *tmp, tok_rx_ws *rx, int *fused) {
+    if (d->type == DEC_SEQUENCE) {
+        for (size_t i = 0; i < d->n_kids; i++)
+            if (dec_token_bytes(d->kids[i], cur, tmp, rx, fused)) return -1;
+        return 0;
+    }
+    const char *s = cur->p ? cur->p : "";
+    size_t len = cur->len;
+    xllm_buf_clear(tmp);
+    switch (d->type) {
+    case DEC_SEQUENCE:
+    case DEC_FUSE:
+        *fused = 1;
+        return 0;
+    case DEC_REPLACE: {
+        tok_ranges *m = tok_rx_ranges(rx);
+        int rc = tok_pattern_find(&d->pat, rx, s, len, m);
+        if (rc < 0) return rc;
+        size_t start = 0;
+        for (size_t k = 0; k < m->n; k++) {
+            size_t a = m->v[2 * k], b = m->v[2 * k + 1];
+            if (xllm_buf_append(tmp, s + start, a - start) || xllm_buf_append(tmp, d->b, d->b_len)) return -1;
+            start = b;
+        }
+        if (xllm_buf_append(tmp, s + start, len - start)) return -1;
+        break;
+    }
+    case DEC_BYTE_FALLBACK: {
+        int b = byte_token(s, len);
+        if (b < 0) return 0;
+        unsigned char c = (unsigned char)b;
+        if (xllm_buf_append(tmp, &c, 1)) return -1;
+        break;
+    }
+    case DEC_BYTE_LEVEL: {
+        size_t k = 0;
+        while (k < len) {
+            size_t cl;
+            int b = tok_bytelevel_byte(xllm_utf8_decode((const unsigned char *)s + k, len - k, &cl));
+            if (b < 0) break;
+            unsigned char c = (unsigned char)b;
+            if (xllm_buf_append(tmp, &c, 1)) return -1;
+            k += cl;
+        }
+        if (k < len) return 0; /* a character outside the map: the token's own bytes */
+        break;
+    }
+    case DEC_STRIP: {
+        if (*fused) return 0;
+        size_t b = 0, e = len;
+        for (size_t k = 0; k < d->start && e - b >= d->ch_len && memcmp(s + b, d->ch, d->ch_len) == 0; k++)
+            b += d->ch_len;
+        for (size_t k = 0; k < d->stop && e - b >= d->ch_len && memcmp(s + e - d->ch_len, d->ch, d->ch_len) == 0; k++)
+            e -= d->ch_len;
+        if (xllm_buf_append(tmp, s + b, e - b)) return -1;
+        break;
+    }
+    case DEC_METASPACE: {
+        size_t start = 0, k = 0;
+        while (k + d->ch_len <= len) {
+            if (memcmp(s + k, d->ch, d->ch_len) == 0) {
+                if (xllm_buf_append(tmp, s + start, k - start) || xllm_buf_append(tmp, " ", 1)) return -1;
+                k += d->ch_len;
+                start = k;
+            } else {
+                k++;
+            }
+        }
+        if (xllm_buf_append(tmp, s + start, len - start)) return -1;
+        break;
+    }
+    }
+    xllm_buf t = *cur;
+    *cur = *tmp;
+    *tmp = t;
+    return 0;
+}
+
+int tok_decoder_token_bytes(const tok_decoder *d, xllm_buf *cur, xllm_buf *tmp, tok_rx_ws *rx) {
+    int fused = 0;
+    return d ? dec_token_bytes(d, cur, tmp, rx, &fused) : 0;
+}

@@ -278,6 +278,9 @@ xllm_status tok_decoder_parse(const cJSON *j, const char *path, tok_decoder **ou
 void tok_decoder_free(tok_decoder *d);
 /* Run the decode chain over the token strings in *l (in place). */
 int tok_decode_chain(const tok_decoder *d, tok_list *l, tok_list *scratch, tok_rx_ws *rx);
+/* One token's bytes as they read inside a text (cur: the token string in, the
+ * bytes out; tmp: scratch). 0, or TOK_ERR_*. */
+int tok_decoder_token_bytes(const tok_decoder *d, xllm_buf *cur, xllm_buf *tmp, tok_rx_ws *rx);
 
 /* added_tokens.c */
 typedef struct tok_added_token {

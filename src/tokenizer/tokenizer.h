@@ -46,6 +46,12 @@ int32_t tokenizer_vocab_size(const tokenizer *t);   /* model vocab + added token
 int tokenizer_is_special(const tokenizer *t, int32_t id);
 const char *tokenizer_id_to_piece(const tokenizer *t, int32_t id); /* NULL if out of range */
 int32_t tokenizer_piece_to_id(const tokenizer *t, const char *piece); /* -1 if absent */
+/* Every id's bytes as they read inside a text (not at its start: a Metaspace
+ * space is kept), byte-fallback <0xXX> and byte-level tokens as their raw
+ * bytes; special tokens and holes have none. *bytes holds them all, id i at
+ * [(*off)[i], (*off)[i + 1]); *n ids. Both freed with xllm_free. For
+ * constrained decoding (src/engine/grammar_mask.c). Thread-safe. */
+xllm_status tokenizer_token_bytes(const tokenizer *t, char **bytes, int64_t **off, int32_t *n, xllm_error *err);
 int32_t tokenizer_bos_id(const tokenizer *t);  /* -1 if none */
 int32_t tokenizer_eos_id(const tokenizer *t);  /* -1 if none */
 
