@@ -4,58 +4,9 @@ types, bytes, and no others), A's general.architecture and every <arch>.* key of
 value (f32 within 1e-6 relative; keys B adds are allowed: they restate defaults), the listed
 KEYs excepted (optional keys A has and B need not). The tokenizer and general.* are not
 compared. Prints each difference. Standard library only."""
-import struct, sys
+import sys
 
-SIZES = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
-FMT = {0: 'B', 1: 'b', 2: 'H', 3: 'h', 4: 'I', 5: 'i', 6: 'f', 7: '?', 10: 'Q', 11: 'q', 12: 'd'}
-
-
-def read(path):
-    d = open(path, 'rb').read()
-    n_t, n_kv = struct.unpack_from('<QQ', d, 8)
-    p = 24
-
-    def rstr(p):
-        n = struct.unpack_from('<Q', d, p)[0]
-        return d[p + 8:p + 8 + n].decode('utf-8', 'replace'), p + 8 + n
-
-    def val(p, t):
-        if t == 8:
-            return rstr(p)
-        if t == 9:
-            et, n = struct.unpack_from('<IQ', d, p)
-            p += 12
-            out = []
-            for _ in range(n):
-                v, p = val(p, et)
-                out.append(v)
-            return out, p
-        return struct.unpack_from('<' + FMT[t], d, p)[0], p + SIZES[t]
-
-    kv = {}
-    for _ in range(n_kv):
-        k, p = rstr(p)
-        t = struct.unpack_from('<I', d, p)[0]
-        kv[k], p = val(p + 4, t)
-    ti = []
-    for _ in range(n_t):
-        name, p = rstr(p)
-        nd = struct.unpack_from('<I', d, p)[0]
-        ne = struct.unpack_from('<%dQ' % nd, d, p + 4)
-        ty, off = struct.unpack_from('<IQ', d, p + 4 + 8 * nd)
-        p += 4 + 8 * nd + 12
-        ti.append((name, ne, ty, off))
-    align = kv.get('general.alignment', 32)
-    start = (p + align - 1) // align * align
-    offs = sorted(o for _, _, _, o in ti) + [len(d) - start]
-    tensors = {}
-    for name, ne, ty, off in ti:
-        n = 1
-        for x in ne:
-            n *= x
-        es = {0: 4, 1: 2}[ty]
-        tensors[name] = (ne, ty, d[start + off:start + off + n * es])
-    return kv, tensors
+from gguf_read import read_gguf as read
 
 
 def main(a, b, *skip):
