@@ -19,6 +19,7 @@
  */
 #include "xllm.h"
 #include "base/alloc.h"
+#include "base/buf.h"
 #include "base/error.h"
 
 #include <errno.h>
@@ -129,14 +130,8 @@ static xllm_status next(cfg_reader *r) {
 /* Append n bytes + NUL to the string buffer; *off receives their offset. */
 static xllm_status add_str(cfg_reader *r, const char *a, size_t na, const char *b, size_t nb, long *off) {
     size_t need = r->strs_len + na + nb + 1;
-    if (need > r->strs_cap) {
-        size_t cap = r->strs_cap ? r->strs_cap : 256;
-        while (cap < need) cap *= 2;
-        char *s = xllm_realloc(r->strs, cap);
-        if (!s) return xllm_errorf(r->err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", r->file);
-        r->strs = s;
-        r->strs_cap = cap;
-    }
+    if (xllm_array_reserve(&r->strs, &r->strs_cap, need, 1, 256))
+        return xllm_errorf(r->err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", r->file);
     *off = (long)r->strs_len;
     if (na) memcpy(r->strs + r->strs_len, a, na);
     if (nb) memcpy(r->strs + r->strs_len + na, b, nb);

@@ -17,6 +17,7 @@
  */
 #include "dist/pipeline.h"
 #include "base/alloc.h"
+#include "base/buf.h"
 #include "base/error.h"
 
 #include <mpi.h>
@@ -175,25 +176,12 @@ static void ctrl_all(pipeline *p, const int32_t *m, int n) {
     p->last_send = now_s();
 }
 
-static int grow(void **buf, size_t *cap, size_t want, size_t elem) {
-    if (want <= *cap) return 0;
-    size_t c = *cap ? *cap : 256;
-    while (c < want) c *= 2;
-    void *n = xllm_realloc(*buf, c * elem);
-    if (!n) return -1;
-    *buf = n;
-    *cap = c;
-    return 0;
-}
-
 /* rank 0's per-step index arrays, all of n entries */
 static int grow_idx(pipeline *p, size_t n) {
     if (n <= p->idx_cap) return 0;
-    size_t c = p->idx_cap ? p->idx_cap : 256;
-    while (c < n) c *= 2;
-    int32_t *a = xllm_realloc(p->seq_local, c * sizeof(int32_t));
-    if (!a) return -1;
-    p->seq_local = a;
+    size_t c = p->idx_cap; /* seq_local sets the capacity; the other two follow it */
+    if (xllm_array_reserve(&p->seq_local, &c, n, sizeof(int32_t), 256)) return -1;
+    int32_t *a;
     if (!(a = xllm_realloc(p->out_local, c * sizeof(int32_t)))) return -1;
     p->out_local = a;
     if (!(a = xllm_realloc(p->need, c * sizeof(int32_t)))) return -1;
@@ -203,7 +191,7 @@ static int grow_idx(pipeline *p, size_t n) {
 }
 
 static void msg_put(pipeline *p, int32_t v) {
-    if (grow((void **)&p->msg, &p->msg_cap, p->msg_len + 1, sizeof(int32_t))) fatal(p, "out of memory");
+    if (xllm_array_reserve(&p->msg, &p->msg_cap, p->msg_len + 1, sizeof(int32_t), 256)) fatal(p, "out of memory");
     p->msg[p->msg_len++] = v;
 }
 
@@ -397,7 +385,7 @@ void pipeline_close(pipeline_link *l) {
  * step's forward pass): the operation goes out with the next step. */
 void pipeline_mirror(void *link, bm_op op, int32_t a, int32_t b, int32_t n) {
     pipeline_link *l = link;
-    if (grow((void **)&l->ops, &l->cap_ops, (l->n_ops + 1) * 4, sizeof(int32_t))) fatal(l->p, "out of memory");
+    if (xllm_array_reserve(&l->ops, &l->cap_ops, (l->n_ops + 1) * 4, sizeof(int32_t), 256)) fatal(l->p, "out of memory");
     int32_t *q = l->ops + l->n_ops * 4;
     q[0] = (int32_t)op, q[1] = a, q[2] = b, q[3] = n;
     l->n_ops++;
@@ -456,7 +444,7 @@ xllm_status pipeline_forward(pipeline_link *l, model *m, kv_cache *kv, const fwd
                                b->tokens[t], c->vocab - 1);
     pthread_mutex_lock(&p->mu);
     double t_start = now_s();
-    if (grow_idx(p, (size_t)T) || grow((void **)&p->hid_send, &p->hid_send_cap, (size_t)T * (size_t)H, sizeof(float)))
+    if (grow_idx(p, (size_t)T) || xllm_array_reserve(&p->hid_send, &p->hid_send_cap, (size_t)T * (size_t)H, sizeof(float), 256))
         fatal(p, "out of memory");
 
     mb_range mb[MAX_MICROBATCHES];
@@ -622,7 +610,7 @@ static void worker_step(pipeline *p, model *m, const int32_t *q, size_t n) {
         for (int s = 0; s < S; s++) R.i += (size_t)rd(&R, 0, INT32_MAX / 2);
         T += Tk, O += No, S_total += S;
     }
-    if (grow((void **)&p->tables, &p->tables_cap, (size_t)S_total, sizeof(*p->tables))) fatal(p, "out of memory");
+    if (xllm_array_reserve(&p->tables, &p->tables_cap, (size_t)S_total, sizeof(*p->tables), 256)) fatal(p, "out of memory");
     R.i = mark;
     T = 0, O = 0;
     int S0 = 0;
@@ -656,10 +644,10 @@ static void worker_step(pipeline *p, model *m, const int32_t *q, size_t n) {
     }
     int H = c->hidden, last = p->rank == p->size - 1;
     size_t V = (size_t)c->vocab;
-    if (grow((void **)&p->hid_recv, &p->hid_recv_cap, (size_t)T * (size_t)H, sizeof(float)) ||
-        (!last && grow((void **)&p->hid_send, &p->hid_send_cap, (size_t)T * (size_t)H, sizeof(float))))
+    if (xllm_array_reserve(&p->hid_recv, &p->hid_recv_cap, (size_t)T * (size_t)H, sizeof(float), 256) ||
+        (!last && xllm_array_reserve(&p->hid_send, &p->hid_send_cap, (size_t)T * (size_t)H, sizeof(float), 256)))
         fatal(p, "out of memory");
-    if (last && O > 0 && grow((void **)&p->logits, &p->logits_cap, (size_t)O * V, sizeof(float)))
+    if (last && O > 0 && xllm_array_reserve(&p->logits, &p->logits_cap, (size_t)O * V, sizeof(float), 256))
         fatal(p, "out of memory");
     MPI_Request hr[MAX_MICROBATCHES];
     for (int k = 0; k < n_mb; k++)
@@ -713,7 +701,7 @@ xllm_status pipeline_worker(pipeline *p, model *m, xllm_error *err) {
         int count = 0;
         MPI_Get_count(&stt, MPI_INT32_T, &count);
         if (count < 1) fatal(p, "an empty control message");
-        if (grow((void **)&p->msg, &p->msg_cap, (size_t)count, sizeof(int32_t))) fatal(p, "out of memory");
+        if (xllm_array_reserve(&p->msg, &p->msg_cap, (size_t)count, sizeof(int32_t), 256)) fatal(p, "out of memory");
         check_mpi(p, MPI_Recv(p->msg, count, MPI_INT32_T, 0, TAG_CTRL, p->comm, MPI_STATUS_IGNORE), "receiving from", 0);
         switch (p->msg[0]) {
         case MSG_HEARTBEAT: p->t_idle += now_s() - t0; break;

@@ -159,23 +159,12 @@ void bm_unpin(block_manager *bm, int32_t block) {
     bm_release(bm, block);
 }
 
-static xllm_status table_grow(kv_seq *t, int32_t need, xllm_error *err) {
-    if (need <= t->cap) return XLLM_OK;
-    int32_t cap = t->cap ? t->cap : 8;
-    while (cap < need) cap *= 2;
-    int32_t *nb = xllm_realloc(t->blocks, (size_t)cap * sizeof(int32_t));
-    if (!nb) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory growing a block table");
-    t->blocks = nb;
-    t->cap = cap;
-    return XLLM_OK;
-}
-
 int32_t bm_lookup(block_manager *bm, const int32_t *ids, int32_t max_blocks, kv_seq *t, uint64_t *hashes) {
     if (!bm->caching) return 0;
     bm->lookups++;
     uint64_t parent = BM_ROOT_HASH;
     int32_t hit = 0;
-    if (table_grow(t, t->n_blocks + max_blocks, NULL)) return 0;
+    if (kv_seq_grow(t, t->n_blocks + max_blocks, NULL)) return 0;
     for (int32_t k = 0; k < max_blocks; k++) {
         const int32_t *bid = ids + (size_t)k * (size_t)bm->block_size;
         uint64_t h = bm_block_hash(bm, parent, bid);
@@ -220,7 +209,7 @@ xllm_status bm_prepare_write(block_manager *bm, kv_seq *t, int32_t pos, xllm_err
     int32_t k = pos / bm->block_size;
     assert(k <= t->n_blocks);
     if (k == t->n_blocks) {
-        xllm_status st = table_grow(t, k + 1, err);
+        xllm_status st = kv_seq_grow(t, k + 1, err);
         if (st) return st;
         int32_t b = bm_alloc(bm);
         if (b < 0) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "KV pool exhausted");
@@ -258,7 +247,7 @@ int bm_swap_out(block_manager *bm, kv_seq *t, int32_t *host, int32_t n) {
 }
 
 int bm_swap_in(block_manager *bm, kv_seq *t, const int32_t *host, int32_t n) {
-    if (n > bm_available(bm) || table_grow(t, t->n_blocks + n, NULL)) return 0;
+    if (n > bm_available(bm) || kv_seq_grow(t, t->n_blocks + n, NULL)) return 0;
     for (int32_t i = 0; i < n; i++) {
         int32_t b = bm_alloc(bm);
         assert(b >= 0);

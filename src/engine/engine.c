@@ -11,6 +11,7 @@
  */
 #include "engine/engine.h"
 #include "base/alloc.h"
+#include "base/buf.h"
 #include "base/error.h"
 #include "dist/pipeline.h"
 
@@ -91,8 +92,7 @@ typedef struct out_piece {
     int n_top;
 } out_piece;
 
-static int grow(void **p, size_t *cap_unused, size_t want_bytes) {
-    (void)cap_unused;
+static int grow(void **p, size_t want_bytes) {
     void *q = xllm_realloc(*p, want_bytes ? want_bytes : 1);
     if (!q) return -1;
     *p = q;
@@ -102,25 +102,20 @@ static int grow(void **p, size_t *cap_unused, size_t want_bytes) {
 static xllm_status outbox_append(outbox *b, const out_piece *pc) {
     size_t n = pc->n;
     if (b->n_ids + n > b->cap_ids || (pc->lp && !b->lp)) {
-        size_t cap = b->cap_ids ? b->cap_ids : 16;
-        while (cap < b->n_ids + n) cap *= 2;
+        /* ids sets the capacity (16 at least); the parallel arrays follow it */
+        size_t cap = b->cap_ids, need = b->n_ids + n ? b->n_ids + n : 1;
         size_t nt = (size_t)(pc->n_top > 0 ? pc->n_top : 1);
-        if (grow((void **)&b->ids, NULL, cap * sizeof(int32_t)) || grow((void **)&b->ends, NULL, cap * sizeof(uint32_t)))
+        if (xllm_array_reserve(&b->ids, &cap, need, sizeof(int32_t), 16) ||
+            grow((void **)&b->ends, cap * sizeof(uint32_t)))
             return XLLM_ERR_OUT_OF_MEMORY;
-        if (pc->lp && (grow((void **)&b->lp, NULL, cap * sizeof(float)) ||
-                       grow((void **)&b->top_ids, NULL, cap * nt * sizeof(int32_t)) ||
-                       grow((void **)&b->top_lp, NULL, cap * nt * sizeof(float))))
+        if (pc->lp && (grow((void **)&b->lp, cap * sizeof(float)) ||
+                       grow((void **)&b->top_ids, cap * nt * sizeof(int32_t)) ||
+                       grow((void **)&b->top_lp, cap * nt * sizeof(float))))
             return XLLM_ERR_OUT_OF_MEMORY;
         b->cap_ids = cap;
     }
-    if (b->text_len + pc->text_len + 1 > b->cap_text) {
-        size_t cap = b->cap_text ? b->cap_text : 64;
-        while (cap < b->text_len + pc->text_len + 1) cap *= 2;
-        char *nt = xllm_realloc(b->text, cap);
-        if (!nt) return XLLM_ERR_OUT_OF_MEMORY;
-        b->text = nt;
-        b->cap_text = cap;
-    }
+    if (xllm_array_reserve(&b->text, &b->cap_text, b->text_len + pc->text_len + 1, 1, 64))
+        return XLLM_ERR_OUT_OF_MEMORY;
     for (size_t i = 0; i < n; i++) b->ends[b->n_ids + i] = (uint32_t)b->text_len + (pc->ends[i] - pc->end_base);
     memcpy(b->ids + b->n_ids, pc->ids, n * sizeof(int32_t));
     if (pc->lp) {

@@ -13,6 +13,7 @@
  */
 #include "engine/grammar_impl.h"
 #include "base/alloc.h"
+#include "base/buf.h"
 #include "base/error.h"
 
 #include <stdarg.h>
@@ -50,15 +51,10 @@ int gb_ok(const gbuild *b) { return !b->failed && !b->oom && !b->too_big; }
 
 static int grow(void **p, int32_t *cap, int32_t need, size_t elem) {
     if (need <= *cap) return 0;
-    int32_t c = *cap ? *cap : 4;
-    while (c < need) {
-        if (c > (1 << 28)) return -1;
-        c *= 2;
-    }
-    void *q = xllm_realloc(*p, (size_t)c * elem);
-    if (!q) return -1;
-    *p = q;
-    *cap = c;
+    if (need > (1 << 29)) return -1; /* the capacity stays an int32_t */
+    size_t c = (size_t)*cap;
+    if (xllm_array_reserve(p, &c, (size_t)need, elem, 4)) return -1;
+    *cap = (int32_t)c;
     return 0;
 }
 

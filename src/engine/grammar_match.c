@@ -19,6 +19,7 @@
  */
 #include "engine/grammar_impl.h"
 #include "base/alloc.h"
+#include "base/buf.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -33,17 +34,6 @@ static inline uint64_t mix64(uint64_t x) {
     x *= 0xc4ceb9fe1a85ec53ull;
     x ^= x >> 33;
     return x;
-}
-
-static int grow_arr(void **p, size_t *cap, size_t need, size_t elem) {
-    if (need <= *cap) return 0;
-    size_t c = *cap ? *cap : 64;
-    while (c < need) c *= 2;
-    void *q = xllm_realloc(*p, c * elem);
-    if (!q) return -1;
-    *p = q;
-    *cap = c;
-    return 0;
 }
 
 /* open-addressing int32 tables: slot holds id + 1, 0 = empty */
@@ -82,9 +72,9 @@ static int32_t node_intern(gram_matcher *m, int32_t pos, int32_t parent) {
     }
     if (m->n_nodes == m->cap_nodes) {
         size_t c = (size_t)m->cap_nodes, c2 = c, c3 = c;
-        if (grow_arr((void **)&m->node_pos, &c, c + 1, sizeof(int32_t)) ||
-            grow_arr((void **)&m->node_parent, &c2, c2 + 1, sizeof(int32_t)) ||
-            grow_arr((void **)&m->node_seen, &c3, c3 + 1, sizeof(uint32_t))) {
+        if (xllm_array_reserve(&m->node_pos, &c, c + 1, sizeof(int32_t), 64) ||
+            xllm_array_reserve(&m->node_parent, &c2, c2 + 1, sizeof(int32_t), 64) ||
+            xllm_array_reserve(&m->node_seen, &c3, c3 + 1, sizeof(uint32_t), 64)) {
             m->oom = 1;
             return -1;
         }
@@ -107,7 +97,7 @@ static void scratch_push(gram_matcher *m, int32_t node) {
     }
     if (m->n_scratch == m->cap_scratch) {
         size_t c = (size_t)m->cap_scratch;
-        if (grow_arr((void **)&m->scratch, &c, c + 1, sizeof(int32_t))) {
+        if (xllm_array_reserve(&m->scratch, &c, c + 1, sizeof(int32_t), 64)) {
             m->oom = 1;
             return;
         }
@@ -222,8 +212,8 @@ static int32_t state_from_scratch(gram_matcher *m) {
             return v - 1;
     }
     size_t cs = (size_t)m->cap_st, cp = (size_t)m->cap_pool;
-    if (grow_arr((void **)&m->st, &cs, (size_t)m->n_st + 1, sizeof(gm_state)) ||
-        grow_arr((void **)&m->pool, &cp, (size_t)(m->n_pool + n + 1), sizeof(int32_t))) {
+    if (xllm_array_reserve(&m->st, &cs, (size_t)m->n_st + 1, sizeof(gm_state), 64) ||
+        xllm_array_reserve(&m->pool, &cp, (size_t)(m->n_pool + n + 1), sizeof(int32_t), 64)) {
         m->oom = 1;
         return -1;
     }
@@ -334,9 +324,9 @@ static int tables_init(gram_matcher *m) {
     if (!m->node_map || !m->st_map || tr_rehash(m, 4096)) return -1;
     /* node 0: the empty stack */
     size_t c = 0, c2 = 0, c3 = 0;
-    if (grow_arr((void **)&m->node_pos, &c, 256, sizeof(int32_t)) ||
-        grow_arr((void **)&m->node_parent, &c2, 256, sizeof(int32_t)) ||
-        grow_arr((void **)&m->node_seen, &c3, 256, sizeof(uint32_t)))
+    if (xllm_array_reserve(&m->node_pos, &c, 256, sizeof(int32_t), 64) ||
+        xllm_array_reserve(&m->node_parent, &c2, 256, sizeof(int32_t), 64) ||
+        xllm_array_reserve(&m->node_seen, &c3, 256, sizeof(uint32_t), 64))
         return -1;
     m->cap_nodes = 256;
     m->node_pos[0] = -1;

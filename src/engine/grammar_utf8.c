@@ -10,22 +10,20 @@
  */
 #include "engine/grammar_impl.h"
 #include "base/alloc.h"
+#include "base/buf.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
 void cpset_add(cpset *s, uint32_t lo, uint32_t hi) {
     if (s->oom || lo > hi) return;
-    if (s->n + 1 > s->cap) {
-        int c = s->cap ? s->cap * 2 : 8;
-        uint32_t *r = xllm_realloc(s->r, (size_t)c * 2 * sizeof(uint32_t));
-        if (!r) {
-            s->oom = 1;
-            return;
-        }
-        s->r = r;
-        s->cap = c;
+    size_t c = (size_t)s->cap; /* in [lo, hi] pairs */
+    if (s->n >= INT_MAX / 2 || xllm_array_reserve(&s->r, &c, (size_t)s->n + 1, 2 * sizeof(uint32_t), 8)) {
+        s->oom = 1;
+        return;
     }
+    s->cap = (int)c;
     s->r[2 * s->n] = lo;
     s->r[2 * s->n + 1] = hi > 0x10FFFF ? 0x10FFFF : hi;
     s->n++;

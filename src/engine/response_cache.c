@@ -1,8 +1,10 @@
 /* response_cache.c - exact-match LRU cache of finished results (see response_cache.h). */
 #include "engine/response_cache.h"
 #include "base/alloc.h"
+#include "base/buf.h"
 #include "base/error.h"
 
+#include <stdint.h>
 #include <string.h>
 #include <xxhash.h>
 
@@ -56,16 +58,9 @@ typedef struct keybuf {
 
 static void put(keybuf *k, const void *src, size_t n) {
     if (k->oom) return;
-    if (k->n + n > k->cap) {
-        size_t cap = k->cap ? k->cap * 2 : 256;
-        while (cap < k->n + n) cap *= 2;
-        unsigned char *q = xllm_realloc(k->p, cap);
-        if (!q) {
-            k->oom = 1;
-            return;
-        }
-        k->p = q;
-        k->cap = cap;
+    if (n > SIZE_MAX - k->n || xllm_array_reserve(&k->p, &k->cap, k->n + n, 1, 256)) {
+        k->oom = 1;
+        return;
     }
     memcpy(k->p + k->n, src, n);
     k->n += n;

@@ -43,11 +43,13 @@
  */
 #include "engine/engine.h"
 #include "base/alloc.h"
+#include "base/buf.h"
 #include "base/error.h"
 #include "base/profile.h"
 #include "dist/pipeline.h"
 
 #include <assert.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -62,13 +64,9 @@ static int key_cmp(const engine *e, const sequence *a, const sequence *b) {
 }
 
 static int list_insert(const engine *e, sequence ***list, int *n, int *cap, sequence *s) {
-    if (*n == *cap) {
-        int nc = *cap ? *cap * 2 : 16;
-        sequence **nl = xllm_realloc(*list, (size_t)nc * sizeof **list);
-        if (!nl) return -1;
-        *list = nl;
-        *cap = nc;
-    }
+    size_t nc = (size_t)*cap;
+    if (*n >= INT_MAX / 2 || xllm_array_reserve(list, &nc, (size_t)*n + 1, sizeof **list, 16)) return -1;
+    *cap = (int)nc;
     int i = *n;
     while (i > 0 && key_cmp(e, (*list)[i - 1], s) > 0) {
         (*list)[i] = (*list)[i - 1];

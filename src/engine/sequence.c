@@ -1,8 +1,10 @@
 /* sequence.c - a generated sequence's state and stop rules (see sequence.h). */
 #include "engine/sequence.h"
 #include "base/alloc.h"
+#include "base/buf.h"
 #include "base/error.h"
 
+#include <stdint.h>
 #include <string.h>
 #include <time.h>
 
@@ -91,14 +93,8 @@ static int is_stop_id(const sequence *s, int32_t id) {
 }
 
 static xllm_status text_append(sequence *s, const char *piece, size_t n, xllm_error *err) {
-    if (s->text_len + n + 1 > s->text_cap) {
-        size_t cap = s->text_cap ? s->text_cap : 256;
-        while (cap < s->text_len + n + 1) cap *= 2;
-        char *t = xllm_realloc(s->text, cap);
-        if (!t) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory growing output text");
-        s->text = t;
-        s->text_cap = cap;
-    }
+    if (n > SIZE_MAX - 1 - s->text_len || xllm_array_reserve(&s->text, &s->text_cap, s->text_len + n + 1, 1, 256))
+        return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory growing output text");
     memcpy(s->text + s->text_len, piece, n);
     s->text_len += n;
     s->text[s->text_len] = 0;

@@ -15,11 +15,13 @@
 #include "format/gguf.h"
 #include "format/gguf_internal.h"
 #include "base/alloc.h"
+#include "base/buf.h"
 #include "base/error.h"
 #include "quant/quant.h"
 #include "quant/kquant.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -376,18 +378,13 @@ static int cmp_tinfo_offset(const void *a, const void *b) {
     return (x->offset > y->offset) - (x->offset < y->offset);
 }
 
-/* Grow *arr (elements of `size` bytes) to hold index i; capacity doubles, so
- * memory follows what was actually parsed, not what the header claims. */
+/* Grow *arr (elements of `size` bytes) to hold index i, the new elements
+ * zeroed; capacity doubles, so memory follows what was actually parsed, not
+ * what the header claims. */
 static int grow(void **arr, size_t *cap, uint64_t i, size_t size) {
-    if (i < *cap) return 0;
-    size_t n = *cap ? *cap * 2 : 64;
-    void *p = xllm_malloc_array(n, size);
-    if (!p) return -1;
-    if (*cap) memcpy(p, *arr, *cap * size);
-    memset((char *)p + *cap * size, 0, (n - *cap) * size);
-    xllm_free(*arr);
-    *arr = p;
-    *cap = n;
+    size_t old = *cap;
+    if (i >= SIZE_MAX || xllm_array_reserve(arr, cap, (size_t)i + 1, size, 64)) return -1;
+    if (*cap > old) memset((char *)*arr + old * size, 0, (*cap - old) * size);
     return 0;
 }
 

@@ -16,12 +16,14 @@
 #include "format/gguf.h"
 #include "format/gguf_internal.h"
 #include "base/alloc.h"
+#include "base/buf.h"
 #include "base/error.h"
 #include "base/tmpfile.h"
 #include "quant/quant.h"
 
 #include <errno.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,16 +43,9 @@ typedef struct {
 
 static void wb_put(wbuf *w, const void *src, size_t n) {
     if (w->oom) return;
-    if (w->len + n > w->cap) {
-        size_t cap = w->cap ? w->cap : 4096;
-        while (cap < w->len + n) cap *= 2;
-        unsigned char *p = xllm_realloc(w->p, cap);
-        if (!p) {
-            w->oom = 1;
-            return;
-        }
-        w->p = p;
-        w->cap = cap;
+    if (n > SIZE_MAX - w->len || xllm_array_reserve(&w->p, &w->cap, w->len + n, 1, 4096)) {
+        w->oom = 1;
+        return;
     }
     memcpy(w->p + w->len, src, n);
     w->len += n;
@@ -145,13 +140,7 @@ typedef struct {
 } out_list;
 
 static out_tensor *out_new(out_list *l) {
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 64;
-        out_tensor *t = xllm_realloc(l->t, cap * sizeof *t);
-        if (!t) return NULL;
-        l->t = t;
-        l->cap = cap;
-    }
+    if (xllm_array_reserve(&l->t, &l->cap, l->n + 1, sizeof *l->t, 64)) return NULL;
     out_tensor *t = &l->t[l->n++];
     memset(t, 0, sizeof *t);
     return t;
@@ -529,153 +518,129 @@ static int32_t smap_get(const smap *m, const char *s) {
     return -1;
 }
 
-static xllm_status tokenizer_to_gguf(const char *tok_json, const char *tok_cfg_json, const cJSON *config,
-                                     int64_t vocab_size, tok_out *o, xllm_error *err) {
-    memset(o, 0, sizeof *o);
-    o->bos = o->eos = o->unk = o->pad = -1;
-    xllm_status st = XLLM_OK;
-    cJSON *root = cJSON_Parse(tok_json), *cfg = tok_cfg_json ? cJSON_Parse(tok_cfg_json) : NULL;
-    smap sm = {0};
-    if (!cJSON_IsObject(root)) {
-        st = xllm_errorf(err, XLLM_ERR_FORMAT, "gguf_write: tokenizer.json is not a JSON object");
-        goto done;
-    }
-    const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
-    const cJSON *mtype = cJSON_GetObjectItemCaseSensitive(model, "type");
-    const cJSON *vocab = cJSON_GetObjectItemCaseSensitive(model, "vocab");
-    const cJSON *merges = cJSON_GetObjectItemCaseSensitive(model, "merges");
-    if (!cJSON_IsObject(model) || (mtype && (!cJSON_IsString(mtype) || strcmp(mtype->valuestring, "BPE") != 0)) ||
-        !cJSON_IsObject(vocab)) {
-        st = xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "gguf_write: only BPE tokenizers can be written to GGUF");
-        goto done;
-    }
-    o->spm = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(model, "byte_fallback"));
+static xllm_status tok_oom(xllm_error *err) {
+    return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "gguf_write: out of memory converting the tokenizer");
+}
+
+/* The tokenizer's kind: a BPE model, SentencePiece-style (byte fallback) or
+ * byte-level with a pre-tokenizer GGUF can name. *model: its "model" object. */
+static xllm_status tok_kind(const cJSON *root, tok_out *o, const cJSON **model, xllm_error *err) {
+    *model = cJSON_GetObjectItemCaseSensitive(root, "model");
+    const cJSON *mtype = cJSON_GetObjectItemCaseSensitive(*model, "type");
+    const cJSON *vocab = cJSON_GetObjectItemCaseSensitive(*model, "vocab");
+    if (!cJSON_IsObject(*model) || (mtype && (!cJSON_IsString(mtype) || strcmp(mtype->valuestring, "BPE") != 0)) ||
+        !cJSON_IsObject(vocab))
+        return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "gguf_write: only BPE tokenizers can be written to GGUF");
+    o->spm = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(*model, "byte_fallback"));
     if (!o->spm) {
         o->pre = detect_pre(cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer"));
-        if (!o->pre) {
-            st = xllm_errorf(err, XLLM_ERR_UNSUPPORTED,
-                             "gguf_write: the tokenizer's pre-tokenizer has no GGUF name (supported: byte fallback "
-                             "SentencePiece-style BPE, and byte-level BPE with the GPT-2, Llama 3 or Qwen2 regex)");
-            goto done;
-        }
+        if (!o->pre)
+            return xllm_errorf(err, XLLM_ERR_UNSUPPORTED,
+                               "gguf_write: the tokenizer's pre-tokenizer has no GGUF name (supported: byte fallback "
+                               "SentencePiece-style BPE, and byte-level BPE with the GPT-2, Llama 3 or Qwen2 regex)");
     }
-    /* ids */
+    return XLLM_OK;
+}
+
+/* Every id's piece and type: the vocab, the added tokens, and "[PADi]" for
+ * ids neither names (up to vocab_size: one token per embedding row). */
+static xllm_status tok_pieces(const cJSON *root, const cJSON *vocab, int64_t vocab_size, tok_out *o, xllm_error *err) {
     int64_t max_id = -1;
     const cJSON *e;
     cJSON_ArrayForEach(e, vocab) {
-        if (!cJSON_IsNumber(e) || e->valuedouble < 0 || e->valuedouble >= (1 << 24) || e->valuedouble != floor(e->valuedouble)) {
-            st = xllm_errorf(err, XLLM_ERR_FORMAT, "gguf_write: tokenizer vocab entry has a bad id");
-            goto done;
-        }
+        if (!cJSON_IsNumber(e) || e->valuedouble < 0 || e->valuedouble >= (1 << 24) || e->valuedouble != floor(e->valuedouble))
+            return xllm_errorf(err, XLLM_ERR_FORMAT, "gguf_write: tokenizer vocab entry has a bad id");
         if ((int64_t)e->valuedouble > max_id) max_id = (int64_t)e->valuedouble;
     }
     const cJSON *added = cJSON_GetObjectItemCaseSensitive(root, "added_tokens");
     cJSON_ArrayForEach(e, added) {
         const cJSON *id = cJSON_GetObjectItemCaseSensitive(e, "id"), *ct = cJSON_GetObjectItemCaseSensitive(e, "content");
-        if (!cJSON_IsNumber(id) || id->valuedouble < 0 || id->valuedouble >= (1 << 24) || !cJSON_IsString(ct)) {
-            st = xllm_errorf(err, XLLM_ERR_FORMAT, "gguf_write: tokenizer added_tokens entry is malformed");
-            goto done;
-        }
+        if (!cJSON_IsNumber(id) || id->valuedouble < 0 || id->valuedouble >= (1 << 24) || !cJSON_IsString(ct))
+            return xllm_errorf(err, XLLM_ERR_FORMAT, "gguf_write: tokenizer added_tokens entry is malformed");
         if ((int64_t)id->valuedouble > max_id) max_id = (int64_t)id->valuedouble;
     }
     size_t n = (size_t)(max_id + 1);
     if (vocab_size > (int64_t)n) n = (size_t)vocab_size; /* llama.cpp wants one token per embedding row */
-    if (n == 0) {
-        st = xllm_errorf(err, XLLM_ERR_FORMAT, "gguf_write: the tokenizer has no vocabulary");
-        goto done;
-    }
+    if (n == 0) return xllm_errorf(err, XLLM_ERR_FORMAT, "gguf_write: the tokenizer has no vocabulary");
     o->n = n;
     o->tok = xllm_calloc(n, sizeof *o->tok);
     o->score = xllm_calloc(n, sizeof *o->score);
     o->type = xllm_malloc_array(n, sizeof *o->type);
-    if (!o->tok || !o->score || !o->type) goto oom;
+    if (!o->tok || !o->score || !o->type) return tok_oom(err);
     for (size_t i = 0; i < n; i++) o->type[i] = 1;
     cJSON_ArrayForEach(e, vocab) {
         size_t id = (size_t)e->valuedouble;
-        if (o->tok[id]) {
-            st = xllm_errorf(err, XLLM_ERR_FORMAT, "gguf_write: tokenizer id %zu is given to two pieces", id);
-            goto done;
-        }
-        if (!(o->tok[id] = xllm_strdup(e->string))) goto oom;
+        if (o->tok[id])
+            return xllm_errorf(err, XLLM_ERR_FORMAT, "gguf_write: tokenizer id %zu is given to two pieces", id);
+        if (!(o->tok[id] = xllm_strdup(e->string))) return tok_oom(err);
         if (o->spm && is_byte_piece(e->string)) o->type[id] = 6;
     }
     cJSON_ArrayForEach(e, added) {
         size_t id = (size_t)cJSON_GetObjectItemCaseSensitive(e, "id")->valuedouble;
         const char *content = cJSON_GetObjectItemCaseSensitive(e, "content")->valuestring;
-        if (o->tok[id] && strcmp(o->tok[id], content) != 0) {
-            st = xllm_errorf(err, XLLM_ERR_FORMAT, "gguf_write: added token %zu (%s) differs from the vocab piece %s",
-                             id, content, o->tok[id]);
-            goto done;
-        }
-        if (!o->tok[id] && !(o->tok[id] = xllm_strdup(content))) goto oom;
+        if (o->tok[id] && strcmp(o->tok[id], content) != 0)
+            return xllm_errorf(err, XLLM_ERR_FORMAT, "gguf_write: added token %zu (%s) differs from the vocab piece %s",
+                               id, content, o->tok[id]);
+        if (!o->tok[id] && !(o->tok[id] = xllm_strdup(content))) return tok_oom(err);
         o->type[id] = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(e, "special")) ? 3 : 4;
     }
     for (size_t i = 0; i < n; i++) {
         if (o->tok[i]) continue;
         char pad[32];
         snprintf(pad, sizeof pad, "[PAD%zu]", i);
-        if (!(o->tok[i] = xllm_strdup(pad))) goto oom;
+        if (!(o->tok[i] = xllm_strdup(pad))) return tok_oom(err);
         o->type[i] = 5;
     }
-    if (smap_init(&sm, o->tok, n)) goto oom;
-    const cJSON *unk = cJSON_GetObjectItemCaseSensitive(model, "unk_token");
-    if (cJSON_IsString(unk)) {
-        o->unk = smap_get(&sm, unk->valuestring);
-        if (o->unk >= 0) o->type[o->unk] = 2;
-    }
+    return XLLM_OK;
+}
 
-    /* merges */
-    size_t nm = (size_t)cJSON_GetArraySize(merges);
+/* One merge "a b": byte-level BPE keeps it as GGUF's "a b" string;
+ * SentencePiece-style gives the piece a+b its score, -(rank of its first merge). */
+static xllm_status tok_merge(tok_out *o, const smap *sm, const char *a, const char *b, size_t k, xllm_error *err) {
+    size_t la = strlen(a), lb = strlen(b);
+    if (!o->spm) {
+        if (strchr(a, ' ') || strchr(b, ' '))
+            return xllm_errorf(err, XLLM_ERR_UNSUPPORTED,
+                               "gguf_write: tokenizer merge %zu has a piece with a space, which GGUF merges cannot hold", k);
+        char *s = xllm_malloc(la + lb + 2);
+        if (!s) return tok_oom(err);
+        memcpy(s, a, la);
+        s[la] = ' ';
+        memcpy(s + la + 1, b, lb + 1);
+        o->merges[o->n_merges++] = s;
+        return XLLM_OK;
+    }
+    char *s = xllm_malloc(la + lb + 1);
+    if (!s) return tok_oom(err);
+    memcpy(s, a, la);
+    memcpy(s + la, b, lb + 1);
+    int32_t id = smap_get(sm, s);
+    xllm_free(s);
+    if (id >= 0 && isnan(o->score[id])) o->score[id] = -(float)k;
+    return XLLM_OK;
+}
+
+/* The merges: GGUF's merge list (byte-level) or the pieces' scores
+ * (SentencePiece-style, with the space-prefix flag). */
+static xllm_status tok_merges(const cJSON *root, const cJSON *merges, const smap *sm, tok_out *o, xllm_error *err) {
+    size_t n = o->n, nm = (size_t)cJSON_GetArraySize(merges);
     if (!o->spm) {
         o->merges = xllm_calloc(nm ? nm : 1, sizeof *o->merges);
-        if (!o->merges) goto oom;
+        if (!o->merges) return tok_oom(err);
     } else {
         for (size_t i = 0; i < n; i++) o->score[i] = NAN; /* "not produced by a merge" until seen */
     }
     size_t k = 0;
+    const cJSON *e;
     cJSON_ArrayForEach(e, merges) {
         char *a, *b;
         int r = merge_parts(e, &a, &b);
-        if (r == -2) goto oom;
-        if (r) {
-            st = xllm_errorf(err, XLLM_ERR_FORMAT, "gguf_write: tokenizer merge %zu is malformed", k);
-            goto done;
-        }
-        if (!o->spm) {
-            if (strchr(a, ' ') || strchr(b, ' ')) {
-                xllm_free(a);
-                xllm_free(b);
-                st = xllm_errorf(err, XLLM_ERR_UNSUPPORTED,
-                                 "gguf_write: tokenizer merge %zu has a piece with a space, which GGUF merges cannot hold", k);
-                goto done;
-            }
-            size_t la = strlen(a), lb = strlen(b);
-            char *s = xllm_malloc(la + lb + 2);
-            if (!s) {
-                xllm_free(a);
-                xllm_free(b);
-                goto oom;
-            }
-            memcpy(s, a, la);
-            s[la] = ' ';
-            memcpy(s + la + 1, b, lb + 1);
-            o->merges[o->n_merges++] = s;
-        } else {
-            size_t la = strlen(a), lb = strlen(b);
-            char *s = xllm_malloc(la + lb + 1);
-            if (!s) {
-                xllm_free(a);
-                xllm_free(b);
-                goto oom;
-            }
-            memcpy(s, a, la);
-            memcpy(s + la, b, lb + 1);
-            int32_t id = smap_get(&sm, s);
-            xllm_free(s);
-            if (id >= 0 && isnan(o->score[id])) o->score[id] = -(float)k;
-        }
+        if (r == -2) return tok_oom(err);
+        if (r) return xllm_errorf(err, XLLM_ERR_FORMAT, "gguf_write: tokenizer merge %zu is malformed", k);
+        xllm_status st = tok_merge(o, sm, a, b, k, err);
         xllm_free(a);
         xllm_free(b);
+        if (st) return st;
         k++;
     }
     if (o->spm) {
@@ -688,8 +653,14 @@ static xllm_status tokenizer_to_gguf(const char *tok_json, const char *tok_cfg_j
         const cJSON *nz = cJSON_GetObjectItemCaseSensitive(root, "normalizer");
         o->space_prefix = has_prepend(nz) || metaspace_prefix(cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer"));
     }
+    return XLLM_OK;
+}
 
-    /* BOS / EOS: the post-processor template says whether they are added */
+/* BOS / EOS / PAD and the chat template: the post-processor template says
+ * whether BOS and EOS are added; config.json, then tokenizer_config.json,
+ * name the ids. */
+static xllm_status tok_specials(const cJSON *root, const cJSON *config, const cJSON *cfg, const smap *sm, tok_out *o,
+                                xllm_error *err) {
     const cJSON *tp = find_template(cJSON_GetObjectItemCaseSensitive(root, "post_processor"));
     int64_t tbos = -1, teos = -1;
     if (tp) {
@@ -714,18 +685,42 @@ static xllm_status tokenizer_to_gguf(const char *tok_json, const char *tok_cfg_j
         if (*dst[i] >= 0) continue;
         const cJSON *t = cJSON_GetObjectItemCaseSensitive(cfg, names[i]);
         if (cJSON_IsObject(t)) t = cJSON_GetObjectItemCaseSensitive(t, "content");
-        if (cJSON_IsString(t)) *dst[i] = smap_get(&sm, t->valuestring);
+        if (cJSON_IsString(t)) *dst[i] = smap_get(sm, t->valuestring);
     }
     for (int i = 0; i < 3; i++)
-        if (*dst[i] >= (int64_t)n) *dst[i] = -1;
+        if (*dst[i] >= (int64_t)o->n) *dst[i] = -1;
     if (cJSON_IsObject(cfg)) {
         const cJSON *ct = cJSON_GetObjectItemCaseSensitive(cfg, "chat_template");
-        if (cJSON_IsString(ct) && !(o->chat_template = xllm_strdup(ct->valuestring))) goto oom;
+        if (cJSON_IsString(ct) && !(o->chat_template = xllm_strdup(ct->valuestring))) return tok_oom(err);
     }
-    goto done;
-oom:
-    st = xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "gguf_write: out of memory converting the tokenizer");
-done:
+    return XLLM_OK;
+}
+
+/* tokenizer.json (+ tokenizer_config.json, config.json) as GGUF's tokenizer
+ * keys, in steps: the kind, the pieces, the unknown token, the merges, the
+ * special tokens. On failure o holds what was built (the caller frees it). */
+static xllm_status tokenizer_to_gguf(const char *tok_json, const char *tok_cfg_json, const cJSON *config,
+                                     int64_t vocab_size, tok_out *o, xllm_error *err) {
+    memset(o, 0, sizeof *o);
+    o->bos = o->eos = o->unk = o->pad = -1;
+    xllm_status st = XLLM_OK;
+    cJSON *root = cJSON_Parse(tok_json), *cfg = tok_cfg_json ? cJSON_Parse(tok_cfg_json) : NULL;
+    smap sm = {0};
+    const cJSON *model = NULL;
+    if (!cJSON_IsObject(root))
+        st = xllm_errorf(err, XLLM_ERR_FORMAT, "gguf_write: tokenizer.json is not a JSON object");
+    if (!st) st = tok_kind(root, o, &model, err);
+    if (!st) st = tok_pieces(root, cJSON_GetObjectItemCaseSensitive(model, "vocab"), vocab_size, o, err);
+    if (!st && smap_init(&sm, o->tok, o->n)) st = tok_oom(err);
+    if (!st) {
+        const cJSON *unk = cJSON_GetObjectItemCaseSensitive(model, "unk_token");
+        if (cJSON_IsString(unk)) {
+            o->unk = smap_get(&sm, unk->valuestring);
+            if (o->unk >= 0) o->type[o->unk] = 2;
+        }
+        st = tok_merges(root, cJSON_GetObjectItemCaseSensitive(model, "merges"), &sm, o, err);
+    }
+    if (!st) st = tok_specials(root, config, cfg, &sm, o, err);
     xllm_free(sm.slots);
     cJSON_Delete(root);
     cJSON_Delete(cfg);

@@ -16,6 +16,7 @@
  */
 #include "format/safetensors.h"
 #include "base/alloc.h"
+#include "base/buf.h"
 #include "base/error.h"
 #include "base/file.h"
 #include "base/progress.h"
@@ -181,15 +182,8 @@ static xllm_status map_file(st_archive *a, const char *path, st_file **out, xllm
 
 static xllm_status add_tensor(st_archive *a, const st_file *f, const char *name, xllm_error *err,
                               st_tensor **out) {
-    if (a->n == a->cap) {
-        size_t cap = a->cap ? a->cap * 2 : 64;
-        st_tensor *t = xllm_malloc_array(cap, sizeof *t);
-        if (!t) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", f->path);
-        if (a->n) memcpy(t, a->tensors, a->n * sizeof *t);
-        xllm_free(a->tensors);
-        a->tensors = t;
-        a->cap = cap;
-    }
+    if (xllm_array_reserve(&a->tensors, &a->cap, a->n + 1, sizeof *a->tensors, 64))
+        return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", f->path);
     char *copy = xllm_strdup(name);
     if (!copy) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", f->path);
     st_tensor *t = &a->tensors[a->n++];

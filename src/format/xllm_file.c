@@ -8,12 +8,14 @@
  */
 #include "format/xllm_file.h"
 #include "base/alloc.h"
+#include "base/buf.h"
 #include "base/file.h"
 #include "base/error.h"
 #include "base/tmpfile.h"
 #include "quant/quant.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,14 +86,8 @@ fail:
 }
 
 static xllm_status table_append(xf_writer *w, const void *p, size_t n, xllm_error *err) {
-    if (w->table_len + n > w->table_cap) {
-        size_t cap = w->table_cap ? w->table_cap * 2 : 4096;
-        while (cap < w->table_len + n) cap *= 2;
-        unsigned char *t = xllm_realloc(w->table, cap);
-        if (!t) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
-        w->table = t;
-        w->table_cap = cap;
-    }
+    if (n > SIZE_MAX - w->table_len || xllm_array_reserve(&w->table, &w->table_cap, w->table_len + n, 1, 4096))
+        return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
     memcpy(w->table + w->table_len, p, n);
     w->table_len += n;
     return XLLM_OK;

@@ -2,9 +2,11 @@
  * K and V live in the backend's device memory and move with its copy(). */
 #include "model/kv_cache.h"
 #include "base/alloc.h"
+#include "base/buf.h"
 #include "base/error.h"
 
 #include <assert.h>
+#include <stdint.h>
 #include <string.h>
 
 xllm_status kv_cache_init(kv_cache *kv, const backend *be, int n_layers, int n_kv_heads, int head_dim,
@@ -121,16 +123,19 @@ int32_t kv_blocks_for_tokens(const kv_cache *kv, int32_t n_tokens) {
     return (n_tokens + kv->block_size - 1) / kv->block_size;
 }
 
+xllm_status kv_seq_grow(kv_seq *s, int32_t need, xllm_error *err) {
+    if (need <= s->cap) return XLLM_OK;
+    size_t cap = (size_t)s->cap;
+    if (need > INT32_MAX / 2 || xllm_array_reserve(&s->blocks, &cap, (size_t)need, sizeof(int32_t), 8))
+        return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory growing a block table");
+    s->cap = (int32_t)cap;
+    return XLLM_OK;
+}
+
 xllm_status kv_seq_reserve(kv_seq *s, kv_cache *kv, int32_t n_tokens, xllm_error *err) {
     int32_t need = kv_blocks_for_tokens(kv, n_tokens);
-    if (need > s->cap) {
-        int32_t cap = s->cap ? s->cap : 8;
-        while (cap < need) cap *= 2;
-        int32_t *nb = xllm_realloc(s->blocks, (size_t)cap * sizeof(int32_t));
-        if (!nb) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory growing a block table");
-        s->blocks = nb;
-        s->cap = cap;
-    }
+    xllm_status st = kv_seq_grow(s, need, err);
+    if (st) return st;
     while (s->n_blocks < need) {
         int32_t b = kv_cache_alloc_block(kv);
         if (b < 0) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "KV cache is full (%d blocks)", kv->n_blocks);

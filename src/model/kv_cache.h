@@ -103,6 +103,9 @@ typedef struct kv_seq {
 /* Make sure positions [0, n_tokens) have blocks. XLLM_ERR_OUT_OF_MEMORY when
  * the pool has no free block (the caller's admission control prevents it). */
 xllm_status kv_seq_reserve(kv_seq *s, kv_cache *kv, int32_t n_tokens, xllm_error *err);
+/* Room in the block table for `need` block ids (no block is allocated):
+ * XLLM_OK, or XLLM_ERR_OUT_OF_MEMORY (err may be NULL). */
+xllm_status kv_seq_grow(kv_seq *s, int32_t need, xllm_error *err);
 /* Release every block of the sequence back to the pool. */
 void kv_seq_release(kv_seq *s, kv_cache *kv);
 int32_t kv_blocks_for_tokens(const kv_cache *kv, int32_t n_tokens);

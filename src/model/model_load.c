@@ -11,6 +11,7 @@
  */
 #include "model/model.h"
 #include "base/alloc.h"
+#include "base/buf.h"
 #include "base/error.h"
 #include "base/file.h"
 #include "format/gguf.h"
@@ -26,15 +27,9 @@
 
 static void *own(model *m, void *p) {
     if (!p) return NULL;
-    if (m->n_owned == m->cap_owned) {
-        size_t cap = m->cap_owned ? m->cap_owned * 2 : 64;
-        void **n = xllm_realloc(m->owned, cap * sizeof(void *));
-        if (!n) {
-            xllm_free(p);
-            return NULL;
-        }
-        m->owned = n;
-        m->cap_owned = cap;
+    if (xllm_array_reserve(&m->owned, &m->cap_owned, m->n_owned + 1, sizeof(void *), 64)) {
+        xllm_free(p);
+        return NULL;
     }
     m->owned[m->n_owned++] = p;
     return p;
@@ -43,15 +38,9 @@ static void *own(model *m, void *p) {
 /* Track a device buffer (freed with the model through the backend); NULL: p is freed now. */
 static void *dev_own(model *m, void *p) {
     if (!p) return NULL;
-    if (m->n_dev == m->cap_dev) {
-        size_t cap = m->cap_dev ? m->cap_dev * 2 : 64;
-        void **n = xllm_realloc(m->dev, cap * sizeof(void *));
-        if (!n) {
-            m->be.ops->free(m->be.ctx, p);
-            return NULL;
-        }
-        m->dev = n;
-        m->cap_dev = cap;
+    if (xllm_array_reserve(&m->dev, &m->cap_dev, m->n_dev + 1, sizeof(void *), 64)) {
+        m->be.ops->free(m->be.ctx, p);
+        return NULL;
     }
     m->dev[m->n_dev++] = p;
     return p;
@@ -295,13 +284,9 @@ static xllm_status alloc_scratch(model *m, int T, xllm_error *err) {
 static xllm_status pack_one(model *m, matrix *w, xllm_error *err) {
     void *storage;
     if (!w->data) return XLLM_OK;
-    if (m->n_dev == m->cap_dev) { /* room first, so a copy is never lost */
-        size_t cap = m->cap_dev ? m->cap_dev * 2 : 64;
-        void **n = xllm_realloc(m->dev, cap * sizeof(void *));
-        if (!n) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
-        m->dev = n;
-        m->cap_dev = cap;
-    }
+    /* room first, so a copy is never lost */
+    if (xllm_array_reserve(&m->dev, &m->cap_dev, m->n_dev + 1, sizeof(void *), 64))
+        return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
     const void *src = w->data;
     size_t src_bytes = (size_t)w->rows * quant_row_bytes(w->dtype, w->group, w->cols);
     xllm_status st = m->be.ops->upload_matrix(m->be.ctx, w, &storage, err);
