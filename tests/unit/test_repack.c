@@ -13,7 +13,11 @@
  *    Q23): random blocks (negative Q6_K, Q3_K and IQ4_XS scales included), rows around the 16-row
  *    tile, T = 1 .. 70 (token blocks of up to 64, a last block of one token),
  *    uneven row pieces; and through a backend, op_matmul and op_matmul_rows
- *    from a row inside a tile (cpu_ops' buffered head).
+ *    from a row inside a tile (cpu_ops' buffered head);
+ *  - the avx2 level's P32 (kq_pack32_avx2.c, the same tiles in 256-bit
+ *    halves) against the avx512 level's, where the CPU has both: the same
+ *    bits, stored and packed, T = 1 .. 70 (an independent implementation of
+ *    the same arithmetic; test_kq_kernels checks both against the reference).
  * All comparisons are bit for bit (memcmp).
  */
 #include "test.h"
@@ -258,6 +262,58 @@ static void check_kq_backend(const cpu_kernels *K, xllm_dtype t) {
     backend_free(&be);
 }
 
+/* The avx2 level (a) against the avx512 level (b) on type t: both pack W the
+ * same way and compute the same bits, stored and packed, GEMV and GEMM. */
+static int g_cross;
+static void check_p32_cross(const cpu_kernels *a, const cpu_kernels *b, xllm_dtype t, int64_t rows, int64_t cols,
+                            int extreme) {
+    uint8_t *w = kq_random(t, rows, cols);
+    if (extreme) { /* every code at its largest (Q5_x 31, IQ4 113) and activations all 127: int16 limits */
+        size_t bb = kq_block_bytes(t), hdr = t == XLLM_DT_Q5_1 ? 4 : 2, nbk = (size_t)(rows * cols / kq_block_elems(t));
+        for (size_t k = 0; k < nbk; k++) memset(w + k * bb + hdr, 0xFF, bb - hdr);
+    }
+    matrix S = {.dtype = t, .group = kq_block_elems(t), .rows = rows, .cols = cols, .data = w};
+    size_t pa = a->packed_bytes(&S), pb = b->packed_bytes(&S);
+    CHECK_MSG(pa && pa == pb, "%s: avx2 packs %zu bytes, avx512 %zu", xllm_dtype_name(t), pa, pb);
+    if (!pa || pa != pb) {
+        xllm_free_aligned(w);
+        return;
+    }
+    g_cross++;
+    matrix Pa = repack_whole_and_in_pieces(a, &S, pa, 5), Pb = repack_whole_and_in_pieces(b, &S, pb, 5);
+    CHECK_MSG(!memcmp(Pa.data, Pb.data, pa), "%s: avx2 and avx512 packed bytes differ", xllm_dtype_name(t));
+    enum { MAXT = 70 };
+    const int Ts[] = {1, 2, 5, 9, 64, 70};
+    const int kind = kq_act_kind(t);
+    size_t as = kq_act_bytes(kind, cols), sb = a->scratch_bytes(cols) > b->scratch_bytes(cols) ? a->scratch_bytes(cols)
+                                                                                                  : b->scratch_bytes(cols);
+    uint8_t *act = xllm_malloc_aligned(as * MAXT);
+    void *scr = xllm_malloc_aligned(sb);
+    float *x = malloc(sizeof(float) * (size_t)cols), *ya = malloc(sizeof(float) * (size_t)rows * MAXT),
+          *yb = malloc(sizeof(float) * (size_t)rows * MAXT);
+    for (int i = 0; i < MAXT; i++) {
+        for (int64_t c = 0; c < cols; c++) x[c] = extreme ? (i % 2 ? -1.0f : 1.0f) : frand() * (i % 3 == 1 ? 50.0f : 1.0f);
+        kq_act_prepare(kind, x, cols, act + (size_t)i * as);
+    }
+    for (size_t ti = 0; ti < sizeof Ts / sizeof *Ts; ti++) {
+        int T = Ts[ti];
+        for (int packed = 0; packed < 2; packed++) {
+            a->matmul_kq(packed ? &Pa : &S, act, as, T, NULL, ya, (size_t)rows, 0, rows, scr);
+            b->matmul_kq(packed ? &Pb : &S, act, as, T, NULL, yb, (size_t)rows, 0, rows, scr);
+            CHECK_MSG(!memcmp(ya, yb, sizeof(float) * (size_t)rows * (size_t)T), "%s %lldx%lld T=%d %s: avx2 != avx512",
+                      xllm_dtype_name(t), (long long)rows, (long long)cols, T, packed ? "packed" : "stored");
+        }
+    }
+    xllm_free_aligned(act);
+    xllm_free_aligned(scr);
+    xllm_free_aligned((void *)Pa.data);
+    xllm_free_aligned((void *)Pb.data);
+    xllm_free_aligned(w);
+    free(x);
+    free(ya);
+    free(yb);
+}
+
 int main(void) {
     const cpu_kernels *all[8];
     int n = cpu_kernels_all(all, 8), tested = 0;
@@ -286,6 +342,20 @@ int main(void) {
             check_kq_backend(K, kt[ti]);
         }
     }
+    const cpu_kernels *l2 = NULL, *l5 = NULL;
+    for (int k = 0; k < n; k++) {
+        if (all[k]->level == CPU_AVX2) l2 = all[k];
+        if (all[k]->level == CPU_AVX512) l5 = all[k];
+    }
+    if (l2 && l5) {
+        const xllm_dtype pt[] = {XLLM_DT_IQ4_NL, XLLM_DT_IQ4_XS, XLLM_DT_Q5_0, XLLM_DT_Q5_1};
+        for (int ti = 0; ti < 4; ti++) {
+            check_p32_cross(l2, l5, pt[ti], 37, 768, 0);
+            check_p32_cross(l2, l5, pt[ti], 16, 2048, 0);
+            check_p32_cross(l2, l5, pt[ti], 21, 512, 1);
+        }
+    }
+    printf("test_repack: %d avx2-vs-avx512 P32 comparisons\n", g_cross);
     printf("test_repack: %d level(s) with a packed layout, %d packed matrices compared, %d of them K-quants\n", tested,
            g_packed_shapes + g_kq_shapes, g_kq_shapes);
     return test_report("test_repack");

@@ -325,12 +325,17 @@ static size_t packed_tile_bytes(xllm_dtype t, int64_t cols) {
 }
 
 static size_t packed_bytes(const matrix *W) {
-    if (!xllm_dtype_is_quant(W->dtype) || xllm_dtype_is_kq(W->dtype) || W->group % QK) return 0; /* kq: as stored */
+    if (kq_p32_avx2_type(W)) return kq_p32_avx2_packed_bytes(W); /* IQ4_NL, IQ4_XS, Q5_x: P32 (kq_pack32_avx2.c) */
+    if (!xllm_dtype_is_quant(W->dtype) || xllm_dtype_is_kq(W->dtype) || W->group % QK) return 0; /* other kq: as stored */
     return (size_t)((W->rows + 3) / 4) * packed_tile_bytes(W->dtype, W->cols);
 }
 
 /* Tiles [tile0, tile1) of W (stored layout) into out (the packed matrix's start). */
 static void repack(const matrix *W, int64_t tile0, int64_t tile1, void *out) {
+    if (kq_p32_avx2_type(W)) {
+        kq_p32_avx2_repack(W, tile0, tile1, out);
+        return;
+    }
     xllm_dtype t = W->dtype;
     int g = W->group;
     size_t bb = quant_block_bytes(t, g), rb = quant_row_bytes(t, g, W->cols), tb = packed_tile_bytes(t, W->cols);
@@ -521,7 +526,13 @@ static void matmul_q(const matrix *W, const void *act, size_t astride, int T, co
     matmul_q_stored(W, act, astride, T, bias, y, ldy, r0, r1, scratch);
 }
 
-static size_t scratch_bytes(int64_t cols) { return (size_t)n_chunks(cols) * QS + 64; }
+/* the 4-row GEMM's unpacked tile, or P32's (kq_pack32_avx2.c) */
+static size_t scratch_bytes(int64_t cols) {
+    size_t old = (size_t)n_chunks(cols) * QS + 64, p32 = kq_p32_avx2_scratch_bytes(cols);
+    return old > p32 ? old : p32;
+}
+
+static int64_t packed_rows(const matrix *W) { return kq_p32_avx2_type(W) ? 16 : 4; }
 
 /* ----------------------------------------------------------- float matmul */
 
@@ -632,6 +643,7 @@ const cpu_kernels cpu_kernels_avx2 = {
     .matmul_kq = kq_matmul_avx2,
     .packed_bytes = packed_bytes,
     .repack = repack,
+    .packed_rows = packed_rows,
     .n_variants = 4,
     .variant_names = packed_variants,
     .attn = &cpu_attn_avx2,

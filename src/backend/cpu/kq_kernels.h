@@ -39,6 +39,16 @@ size_t kq_p32_scratch_bytes(int64_t cols);
 void kq_p32_matmul(const matrix *W, const void *act, size_t act_stride, int T, const float *bias, float *y,
                    size_t ldy, int64_t r0, int64_t r1, void *scratch);
 
+/* kq_pack32_avx2.c: the same P32 tiles (the same packed bytes, the same
+ * results bit for bit) at the avx2 level; the same five functions again.
+ * Thread-safe likewise. */
+int kq_p32_avx2_type(const matrix *W);
+size_t kq_p32_avx2_packed_bytes(const matrix *W);
+void kq_p32_avx2_repack(const matrix *W, int64_t q0, int64_t q1, void *out);
+size_t kq_p32_avx2_scratch_bytes(int64_t cols);
+void kq_p32_avx2_matmul(const matrix *W, const void *act, size_t act_stride, int T, const float *bias, float *y,
+                        size_t ldy, int64_t r0, int64_t r1, void *scratch);
+
 /* kq_pack23_avx512.c: Q2_K and Q3_K in 16-row tiles ("Q23") at the avx512
  * level; the same five functions again. */
 int kq_q23_type(const matrix *W);

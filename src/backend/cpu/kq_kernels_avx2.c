@@ -10,7 +10,10 @@
 
 void kq_matmul_avx2(const matrix *W, const void *act, size_t astride, int T, const float *bias, float *y, size_t ldy,
                     int64_t r0, int64_t r1, void *scratch) {
-    (void)scratch;
+    if (kq_p32_avx2_type(W)) { /* IQ4_NL, IQ4_XS, Q5_0, Q5_1: P32 tiles (kq_pack32_avx2.c) */
+        kq_p32_avx2_matmul(W, act, astride, T, bias, y, ldy, r0, r1, scratch);
+        return;
+    }
     kq_matmul_x86_256(W, act, astride, T, bias, y, ldy, r0, r1);
 }
 
