@@ -146,6 +146,10 @@ static void head_line(http_conn *c, sbuf *b, int status, const char *ctype, cons
     if (ctype) sb_printf(b, "Content-Type: %s\r\n", ctype);
     if (extra) sb_puts(b, extra);
     sb_printf(b, "Connection: %s\r\n", ka ? "keep-alive" : "close");
+    /* Say how long an idle kept-alive connection lives (as nginx does), so that a client drops
+     * it before we close it, instead of racing our close with its next request (undici and
+     * other HTTP clients read this header). */
+    if (ka && c->s->opt.idle_timeout_s > 0) sb_printf(b, "Keep-Alive: timeout=%d\r\n", c->s->opt.idle_timeout_s);
 }
 
 int http_respond(http_conn *c, int status, const char *ctype, const char *extra, const char *body, size_t len) {
