@@ -78,13 +78,6 @@ static int32_t rule_for(gbnf *p, const char *name, size_t len) {
     return r;
 }
 
-static int hexv(char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
-
 /* One (possibly escaped) character of a literal or class; -1 on error. */
 static int64_t read_char(gbnf *p) {
     if (p->i >= p->n) return gb_fail(p->b, "gbnf: unexpected end of text");
@@ -97,8 +90,8 @@ static int64_t read_char(gbnf *p) {
         if (digits) {
             uint32_t v = 0;
             for (int k = 0; k < digits; k++) {
-                if (p->i >= p->n || hexv(p->s[p->i]) < 0) return gb_fail(p->b, "gbnf: \\%c needs %d hex digits", c, digits);
-                v = v * 16 + (uint32_t)hexv(p->s[p->i++]);
+                if (p->i >= p->n || gr_hex_value(p->s[p->i]) < 0) return gb_fail(p->b, "gbnf: \\%c needs %d hex digits", c, digits);
+                v = v * 16 + (uint32_t)gr_hex_value(p->s[p->i++]);
             }
             return v;
         }

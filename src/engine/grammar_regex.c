@@ -27,13 +27,6 @@ typedef struct rx {
 
 static int32_t rx_alt(rx *p);
 
-static int hexv(char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
-
 /* One UTF-8 character at p->s[p->i] (invalid bytes count as themselves). */
 static uint32_t rx_char(rx *p) {
     const unsigned char *u = (const unsigned char *)p->s + p->i;
@@ -52,8 +45,8 @@ static uint32_t rx_char(rx *p) {
 static int hex_n(rx *p, int n, uint32_t *out) {
     uint32_t v = 0;
     for (int k = 0; k < n; k++) {
-        if (p->i >= p->n || hexv(p->s[p->i]) < 0) return -1;
-        v = v * 16 + (uint32_t)hexv(p->s[p->i++]);
+        if (p->i >= p->n || gr_hex_value(p->s[p->i]) < 0) return -1;
+        v = v * 16 + (uint32_t)gr_hex_value(p->s[p->i++]);
     }
     *out = v;
     return 0;
