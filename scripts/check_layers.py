@@ -5,8 +5,11 @@ Each room (a folder under src/, and tools/) may include its own headers, the pub
 include/xllm.h, and the rooms listed for it in ALLOWED below (the layers of
 docs/ARCHITECTURE.md, bottom first). Any other `#include "room/..."` is an arrow that runs the
 wrong way and fails the check, unless it is one of the EXCEPTIONS, each listed by file with the
-reason it is still there. Usage: check_layers.py [SOURCE_DIR]; exit 1 on a forbidden include
-(each printed as file:line: room -> room), 0 otherwise. Run by ctest as check_layers."""
+reason it is still there. A bare `#include "name.h"` found in another room (through the
+build's include path) counts as an include of that room; a call of a room's functions (CALLS)
+from a room that may not include it counts the same, since headers reach further than their
+own room (model.h includes the format's safetensors.h). Usage: check_layers.py [SOURCE_DIR]; exit 1 on a forbidden include
+(each printed as file:line: room -> room, or room calls room's f()), 0 otherwise. Run by ctest as check_layers."""
 import os
 import re
 import sys
@@ -21,21 +24,25 @@ ALLOWED = {
     "template": {"base"},
     "model": {"base", "quant", "backend", "format"},
     "pipeline": {"base", "model"},
-    "engine": {"base", "model", "pipeline", "dist", "tokenizer", "template"},
+    "engine": {"base", "model", "pipeline", "tokenizer", "template"},
     "convert": {"base", "quant", "format", "model", "tokenizer"},
-    "api": {"base", "quant", "format", "model", "tokenizer", "template", "engine", "pipeline", "dist",
+    "api": {"base", "quant", "format", "model", "tokenizer", "template", "engine", "pipeline",
             "convert", "backend"},
     "server": set(),  # only xllm.h: the server is a client of the public API
     "tools": set(),   # only xllm.h and its own headers
 }
-ALLOWED["dist"] = ALLOWED["pipeline"]  # src/dist is to be renamed src/pipeline (issue 29)
 
-# (file, included room) -> why it is allowed for now; each is an arrow issue 29 names
+# (file, included room) -> why it is allowed
 EXCEPTIONS = {
-    ("src/dist/pipeline.h", "engine"): "the pipeline's KV ops (bm_op) live in engine/block_manager.h",
-    ("src/pipeline/pipeline.h", "engine"): "the same, once src/dist is renamed src/pipeline",
-    ("src/convert/calibrate.c", "engine"): "model_logits_once lives in src/engine/logits.c (engine.h)",
     ("tools/cmd_serve.c", "server"): "xllm serve starts the server library (server/server.h)",
+}
+
+# A room's functions that another room reaches through a header it may include (model.h
+# includes format/safetensors.h, so the engine sees st_at): calling them from a room that may
+# not include that room is the same wrong arrow as the include. Each room: the prefixes of
+# the functions its headers declare.
+CALLS = {
+    "format": re.compile(r"\b((?:st|gguf|xf|arch)_[a-z0-9_]+)\s*\("),
 }
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
@@ -46,6 +53,19 @@ def room_of(rel):
     if parts[0] == "tools":
         return "tools"
     return parts[1] if parts[0] == "src" and len(parts) > 2 else None
+
+
+def room_of_include(root, dirpath, inc):
+    """The room an #include "inc" reaches: its first folder, or for a bare name not beside
+    the file (found through the build's include path), the room under src/ that holds it."""
+    if "/" in inc:
+        return inc.split("/")[0]
+    if inc == "xllm.h" or os.path.exists(os.path.join(dirpath, inc)):
+        return None
+    for r in sorted(os.listdir(os.path.join(root, "src"))):
+        if os.path.exists(os.path.join(root, "src", r, inc)):
+            return r
+    return None
 
 
 def check(root):
@@ -65,10 +85,21 @@ def check(root):
                     continue
                 with open(path, encoding="utf-8", errors="replace") as f:
                     for n, line in enumerate(f, 1):
+                        code = line.lstrip()
+                        if not code.startswith(("*", "/*", "//")):
+                            code = code.split("//")[0]
+                            for callee, pattern in CALLS.items():
+                                if callee == room or callee in ALLOWED[room]:
+                                    continue
+                                c = pattern.search(code)
+                                if c:
+                                    bad.append(f"{rel}:{n}: {room} calls {callee}'s {c.group(1)}() (not allowed)")
                         m = INCLUDE.match(line)
-                        if not m or "/" not in m.group(1):
-                            continue  # xllm.h, or a header of the file's own folder
-                        to = m.group(1).split("/")[0]
+                        if not m:
+                            continue
+                        to = room_of_include(root, dirpath, m.group(1))
+                        if to is None:
+                            continue  # xllm.h, a header of the file's own folder, or a system one
                         if to == room or to in ALLOWED[room]:
                             continue
                         if (rel, to) in EXCEPTIONS:

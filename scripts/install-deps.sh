@@ -2,7 +2,7 @@
 # install-deps.sh - the Debian packages the build and the tests need.
 set -euo pipefail
 PKGS="build-essential cmake clang libclang-rt-14-dev pkg-config libcjson-dev libpcre2-dev libutf8proc-dev libxxhash-dev libyaml-dev python3 ca-certificates"
-# pipeline parallelism (src/dist) on MPI, and mpirun for its tests
+# pipeline parallelism (src/pipeline) on MPI, and mpirun for its tests
 PKGS="$PKGS libopenmpi-dev openmpi-bin"
 # the aarch64 (NEON) kernel tests: a cross compiler and qemu-user (make test-arm)
 PKGS="$PKGS gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user-static"

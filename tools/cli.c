@@ -54,6 +54,63 @@ int cli_unknown_option(const char *cmd, const char *opt) {
 
 int cli_needs_value(const char *opt) { return cli_fail("%s needs a value", opt); }
 
+int cli_fail_err(const xllm_error *e) { return cli_fail("%s", e->message); }
+
+const char *cli_arg_value(cli_args *a, const char *flag) {
+    if (a->i + 1 >= a->argc) {
+        fprintf(stderr, "xllm: error: %s needs a value\n", flag);
+        a->bad = 1;
+        return NULL;
+    }
+    return a->argv[++a->i];
+}
+
+int cli_opt_int(cli_args *a, const char *f, long lo, long hi, long *out) {
+    const char *v = cli_arg_value(a, f);
+    return v ? cli_int(f, v, lo, hi, out) : 1;
+}
+
+int cli_opt_float(cli_args *a, const char *f, double lo, double hi, int lo_open, float *out) {
+    const char *v = cli_arg_value(a, f);
+    return v ? cli_float(f, v, lo, hi, lo_open, out) : 1;
+}
+
+int cli_parse_ids(const char *s, int32_t **ids, size_t *n) {
+    size_t cap = 16, k = 0;
+    int32_t *v = malloc(cap * sizeof *v);
+    if (!v) return 0;
+    const char *p = s;
+    while (*p) {
+        char *end;
+        errno = 0;
+        long x = strtol(p, &end, 10);
+        if (errno || end == p || x < 0 || x > INT32_MAX || (*end && *end != ',')) {
+            free(v);
+            return 0;
+        }
+        if (k == cap) {
+            int32_t *nv = realloc(v, (cap *= 2) * sizeof *v);
+            if (!nv) { free(v); return 0; }
+            v = nv;
+        }
+        v[k++] = (int32_t)x;
+        p = *end ? end + 1 : end;
+    }
+    if (!k) { /* an empty list is not a prompt (and was leaked by the callers' error path) */
+        free(v);
+        return 0;
+    }
+    *ids = v;
+    *n = k;
+    return 1;
+}
+
+void cli_print_ids_json(FILE *f, const int32_t *ids, size_t n) {
+    fputc('[', f);
+    for (size_t i = 0; i < n; i++) fprintf(f, i ? ",%d" : "%d", ids[i]);
+    fputc(']', f);
+}
+
 int cli_is_help(const char *arg) { return !strcmp(arg, "-h") || !strcmp(arg, "--help"); }
 
 /* ---------------------------------------------------------- numeric values */

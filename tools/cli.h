@@ -28,6 +28,8 @@
 
 /* "xllm: error: <message>\n" on stderr; returns 1 (the exit status). */
 CLI_PRINTF(1, 2) int cli_fail(const char *fmt, ...);
+/* cli_fail with the library's message. */
+int cli_fail_err(const xllm_error *e);
 /* "xllm: note: <message>\n" on stderr: a cap, a fallback, a default taken. */
 CLI_PRINTF(1, 2) void cli_note(const char *fmt, ...);
 
@@ -36,6 +38,22 @@ CLI_PRINTF(1, 2) void cli_note(const char *fmt, ...);
 int cli_unknown_option(const char *cmd, const char *opt);
 /* "OPT needs a value"; returns 1. */
 int cli_needs_value(const char *opt);
+/* A command's arguments, walked by index: cli_arg_value takes the value
+ * after flag (a->i moves onto it), or prints "FLAG needs a value" and sets
+ * bad; cli_opt_int / cli_opt_float take it as a number (cli_int/cli_float). */
+typedef struct cli_args {
+    int argc, i;
+    char **argv;
+    int bad;
+} cli_args;
+const char *cli_arg_value(cli_args *a, const char *flag);
+int cli_opt_int(cli_args *a, const char *f, long lo, long hi, long *out);
+int cli_opt_float(cli_args *a, const char *f, double lo, double hi, int lo_open, float *out);
+/* "1,2,3" -> ids (malloc); 1 on success, 0 on a malformed or empty list. */
+int cli_parse_ids(const char *s, int32_t **ids, size_t *n);
+/* ids as a JSON array. */
+void cli_print_ids_json(FILE *f, const int32_t *ids, size_t n);
+
 /* Numeric option values, checked in one place. The whole value must be the
  * number, in range; otherwise "FLAG needs an integer from LO to HI, got
  * "V"" (or "... a number ...") and the function returns 1 (0 on success). A

@@ -7,6 +7,13 @@
 #ifndef XLLM_TOOLS_COMMANDS_H
 #define XLLM_TOOLS_COMMANDS_H
 
+/* xllm run: generate text (tools/cmd_run.c); xllm logits: the logits of a
+ * token sequence (tools/cmd_logits.c); xllm tokenize: a tokenizer over a
+ * JSONL file (tools/cmd_tokenize.c). */
+int cmd_run(int argc, char **argv);
+int cmd_logits(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
+
 /* xllm eval: perplexity of a text, and KL divergence / top-1 agreement
  * against a reference model (tools/cmd_eval.c). */
 int cmd_eval(int argc, char **argv);

@@ -20,7 +20,7 @@
 #include "engine/engine.h"
 #include "engine/sampler.h"
 #include "model/kv_cache.h"
-#include "dist/pipeline.h"
+#include "pipeline/pipeline.h"
 #include "backend/vulkan/vulkan_backend.h"
 #include "tokenizer/tokenizer.h"
 

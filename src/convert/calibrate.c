@@ -3,7 +3,7 @@
 #include "base/alloc.h"
 #include "base/error.h"
 #include "base/file.h"
-#include "engine/engine.h"
+#include "model/model.h"
 #include "tokenizer/tokenizer.h"
 
 #include <string.h>

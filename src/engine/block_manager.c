@@ -226,7 +226,7 @@ xllm_status bm_prepare_write(block_manager *bm, kv_seq *t, int32_t pos, xllm_err
     int32_t b = bm_alloc(bm);
     if (b < 0) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "KV pool exhausted");
     kv_cache_copy_block(bm->kv, b, old, pos % bm->block_size);
-    if (bm->mirror) bm->mirror(bm->mirror_ctx, BM_OP_COPY, b, old, pos % bm->block_size);
+    if (bm->mirror) bm->mirror(bm->mirror_ctx, KV_OP_COPY, b, old, pos % bm->block_size);
     t->blocks[k] = b;
     bm_release(bm, old);
     return XLLM_OK;
@@ -240,7 +240,7 @@ int bm_swap_out(block_manager *bm, kv_seq *t, int32_t *host, int32_t n) {
     for (int32_t i = 0; i < n; i++) {
         host[i] = bm->swap_free[--bm->swap_n_free];
         kv_cache_block_to_host(bm->kv, t->blocks[i], bm->swap + (size_t)host[i] * bm->swap_block_bytes);
-        if (bm->mirror) bm->mirror(bm->mirror_ctx, BM_OP_SWAP_OUT, t->blocks[i], host[i], 0);
+        if (bm->mirror) bm->mirror(bm->mirror_ctx, KV_OP_SWAP_OUT, t->blocks[i], host[i], 0);
     }
     bm_release_table(bm, t);
     return 1;
@@ -252,7 +252,7 @@ int bm_swap_in(block_manager *bm, kv_seq *t, const int32_t *host, int32_t n) {
         int32_t b = bm_alloc(bm);
         assert(b >= 0);
         kv_cache_block_from_host(bm->kv, b, bm->swap + (size_t)host[i] * bm->swap_block_bytes);
-        if (bm->mirror) bm->mirror(bm->mirror_ctx, BM_OP_SWAP_IN, b, host[i], 0);
+        if (bm->mirror) bm->mirror(bm->mirror_ctx, KV_OP_SWAP_IN, b, host[i], 0);
         t->blocks[t->n_blocks++] = b;
     }
     bm_swap_discard(bm, host, n);

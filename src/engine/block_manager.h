@@ -35,17 +35,11 @@
 
 #include <stdint.h>
 #include "model/kv_cache.h"
-
-/* The operations on KV contents a block manager performs (block ids are
- * bookkeeping; these move data). A pipeline's other stages repeat them on
- * their own pools, in order, before the next forward pass (src/dist). */
-typedef enum bm_op { BM_OP_COPY = 1, BM_OP_SWAP_OUT = 2, BM_OP_SWAP_IN = 3 } bm_op;
-/* COPY: (dst block, src block, slots); SWAP_OUT: (block, host block, 0); SWAP_IN: (block, host block, 0). */
-typedef void (*bm_mirror_fn)(void *ctx, bm_op op, int32_t a, int32_t b, int32_t n);
+#include "model/kv_ops.h"
 
 typedef struct block_manager {
     kv_cache *kv;
-    bm_mirror_fn mirror;          /* NULL, or told every data operation (pipeline parallelism) */
+    kv_mirror_fn mirror;          /* NULL, or told every data operation (pipeline parallelism, model/kv_ops.h) */
     void *mirror_ctx;
     int caching;                  /* prefix caching on (cache_policy lru) */
     int block_size;

@@ -13,18 +13,23 @@
  * scheduler reads each step. Output crosses over through per-sample outboxes:
  * the scheduler appends under the lock, a poll swaps the outbox out.
  *
- * Files: sequence.c (one sequence and its stop rules), block_manager.c (KV
- * references, prefix cache, swap pool), scheduler.c (admission, batching,
- * preemption, one step), response_cache.c, knowledge.c (pinned prefixes and
- * their files), engine.c (the thread, the public API), logits.c (one-shot
- * logits outside any engine), constraint.c (constrained decoding: the
- * request's grammar, each sequence's state, the mask before sampling).
+ * Files: engine.c (create, the scheduler thread, jobs, destroy),
+ * engine_intake.c (requests in: validation, the request map, the queue,
+ * abort), engine_stream.c (output out: publishing, polls, results, release),
+ * engine_stats.c (counters for readers), memory_plan.c (the memory split, a
+ * pure function), sequence.c (one sequence and its stop rules),
+ * block_manager.c (KV references, prefix cache, swap pool), scheduler.c
+ * (admission, batching, preemption, one step), response_cache.c,
+ * knowledge.c (pinned prefixes and their files), constraint.c (constrained
+ * decoding: the request's grammar, each sequence's state, the mask before
+ * sampling).
  */
 #ifndef XLLM_ENGINE_H
 #define XLLM_ENGINE_H
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <time.h>
 #include "engine/block_manager.h"
 #include "engine/response_cache.h"
 #include "engine/sequence.h"
@@ -177,7 +182,7 @@ typedef struct xllm_engine {
     pthread_t thread;
     int thread_started;
     int debug;                    /* model option debug_checks (XLLM_DEBUG=1 in the CLI): invariants every step */
-    struct pipeline_link *pp;     /* pipeline parallelism (rank 0): steps run through every stage (src/dist) */
+    struct pipeline_link *pp;     /* pipeline parallelism (rank 0): steps run through every stage (src/pipeline) */
 } engine;
 
 /* engine.c: the engine behind xllm_engine_* (mo: the model's resolved
@@ -202,6 +207,33 @@ void engine_wait_quiet(engine *e);
 void engine_release_wait(engine *e, xllm_request_id id);
 /* Run a job on the scheduler thread and wait for it. */
 xllm_status engine_run_job(engine *e, engine_job *j, xllm_error *err);
+/* A deadline timeout_ms from now (CLOCK_REALTIME, for pthread_cond_timedwait);
+ * 0 when timeout_ms < 0 (wait without one). */
+int engine_deadline(struct timespec *dl, int timeout_ms);
+
+/* engine_intake.c. The request map (under the lock): id -> request. */
+engine_request *request_map_find(engine *e, xllm_request_id id);
+void request_map_remove(engine *e, engine_request *r);
+/* Free a request and everything it owns (not in the map, or under the lock). */
+void engine_request_free(engine_request *r);
+
+/* engine_stream.c. A notify call owed to a caller, made after the lock is released. */
+typedef struct pending_notify {
+    xllm_notify_fn fn;
+    void *user;
+    xllm_request_id id;
+} pending_notify;
+/* Move the step's output into the outboxes, finish done requests, and queue
+ * their notifications in notes[] (at most max; the rest stay for the next
+ * call). Scheduler thread, under the lock. Returns the number of notes. */
+int engine_publish(engine *e, pending_notify *notes, int max);
+/* A response-cache hit: the request is done at once, its outboxes hold the
+ * stored output. Under the lock. */
+xllm_status stream_from_cache(engine_request *r, const rc_entry *hit);
+void outbox_free(outbox *b);
+
+/* engine_stats.c: copy the scheduler's counters for readers. Under the lock. */
+void engine_publish_stats(engine *e);
 
 /* scheduler.c (scheduler thread only) */
 /* Take the incoming requests (already moved under the lock) into waiting. */
@@ -218,7 +250,6 @@ void knowledge_run_job(engine *e, engine_job *j);
 void knowledge_free_all(engine *e);
 /* The knowledge prefixes named in the engine options (caller thread, after start). */
 xllm_status knowledge_from_options(engine *e, xllm_error *err);
-uint64_t engine_model_fingerprint(const model *m);
 
 /* constraint.c: constrained decoding on the engine side. Prepare compiles
  * the request's constraint (caller thread; the vocabulary trie is built once,
@@ -226,13 +257,5 @@ uint64_t engine_model_fingerprint(const model *m);
 xllm_status constraint_prepare(engine *e, engine_request *r, xllm_error *err);
 void constraint_free(engine_request *r);
 void constraint_engine_free(engine *e);
-
-/* logits.c: logits of one sequence of ids, on a private KV pool. */
-xllm_status model_logits_once(model *m, const int32_t *ids, size_t n, int all_positions, kv_dtype kv_type, float *out,
-                              xllm_error *err);
-/* embed.c: k sequences' final hidden states pooled (0 mean, 1 last, 2 first),
- * L2-normalized when normalize, into out[k][hidden]; on private KV pools. */
-xllm_status model_embed_batch(model *m, const int32_t *const *ids, const size_t *n, size_t k, int pooling, int normalize,
-                              kv_dtype kv_type, float *out, xllm_error *err);
 
 #endif

@@ -18,9 +18,9 @@
  * A file records its kv_dtype (absent: f32, the files written before KV
  * compression) and loads only into a pool of that dtype: converting would
  * compound the quantization error, so a mismatch is an error that says so.
- * The fingerprint hashes the model's configuration and a sample of every
- * tensor's bytes, so a file from another model (or another quantization) is
- * refused; the ids are checked against the text when it is given.
+ * The fingerprint (model_fingerprint, src/model/fingerprint.c) hashes the
+ * model's configuration and a sample of every tensor's bytes, so a file from
+ * another model (or another quantization) is refused; the ids are checked against the text when it is given.
  *
  * Building and loading run on the scheduler thread (it owns the pool), as
  * jobs; saving reads pinned blocks, which never change, from the caller.
@@ -40,33 +40,6 @@
 
 #define KV_MAGIC "XLLMKV01"
 #define MAX_NAME 128
-#define SAMPLE_BYTES 65536
-
-uint64_t engine_model_fingerprint(const model *m) {
-    XXH3_state_t *h = XXH3_createState();
-    if (!h) return 0;
-    XXH3_64bits_reset(h);
-    const model_config *c = &m->cfg;
-    int32_t dims[] = {c->n_layers, c->hidden, c->n_heads, c->n_kv_heads, c->head_dim, c->vocab, c->intermediate};
-    XXH3_64bits_update(h, dims, sizeof dims);
-    size_t n = m->weights_file ? st_count(m->weights_file) : 0;
-    for (size_t i = 0; i < n; i++) {
-        const st_tensor *t = st_at(m->weights_file, i);
-        XXH3_64bits_update(h, t->name, strlen(t->name) + 1);
-        XXH3_64bits_update(h, &t->dtype, sizeof t->dtype);
-        XXH3_64bits_update(h, t->shape, sizeof t->shape);
-        XXH3_64bits_update(h, &t->nbytes, sizeof t->nbytes);
-        size_t take = t->nbytes < SAMPLE_BYTES ? t->nbytes : SAMPLE_BYTES;
-        if (t->data && take) {
-            XXH3_64bits_update(h, t->data, take);
-            if (t->nbytes > 2 * SAMPLE_BYTES)
-                XXH3_64bits_update(h, (const unsigned char *)t->data + t->nbytes - take, take);
-        }
-    }
-    uint64_t r = XXH3_64bits_digest(h);
-    XXH3_freeState(h);
-    return r;
-}
 
 void knowledge_free_all(engine *e) {
     for (int k = 0; k < e->n_know; k++) {

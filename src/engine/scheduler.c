@@ -46,7 +46,7 @@
 #include "base/buf.h"
 #include "base/error.h"
 #include "base/profile.h"
-#include "dist/pipeline.h"
+#include "pipeline/pipeline.h"
 
 #include <assert.h>
 #include <limits.h>

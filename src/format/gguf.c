@@ -940,12 +940,100 @@ void gguf_close(gguf_model *g) {
     memset(g, 0, sizeof *g);
 }
 
+/* The fixed header: magic, a supported version, and counts a file of size
+ * bytes can hold. */
+static xllm_status read_header(const char *path, const unsigned char *map, size_t size, uint64_t *n_tensors,
+                               uint64_t *n_kv, xllm_error *err) {
+    if (size < 4 || memcmp(map, "GGUF", 4) != 0)
+        return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: not a GGUF file (bad magic)", path);
+    if (size < 24) return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: truncated GGUF header (%zu bytes)", path, size);
+    uint32_t version = rd_u32(map + 4);
+    if (version != 2 && version != 3) {
+        if (version == 0x03000000u || version == 0x02000000u)
+            return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "%s: big-endian GGUF files are not supported", path);
+        return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "%s: GGUF version %u is not supported (supported: 2, 3)", path,
+                           version);
+    }
+    *n_tensors = rd_u64(map + 8);
+    *n_kv = rd_u64(map + 16);
+    if (*n_kv > (size - 24) / 13 || *n_tensors > (size - 24) / 32)
+        return xllm_errorf(err, XLLM_ERR_FORMAT,
+                           "%s: the header claims %llu metadata entries and %llu tensors, more than a %zu-byte file "
+                           "can hold (truncated or corrupt)", path, (unsigned long long)*n_kv,
+                           (unsigned long long)*n_tensors, size);
+    return XLLM_OK;
+}
+
+/* general.architecture, as one this loader knows (with experts when the
+ * file says it has them). */
+static xllm_status find_arch(gguf_ctx *c, const arch_info **out) {
+    const char *path = c->path;
+    xllm_error *err = c->err;
+    gguf_str arch_s;
+    char arch[32];
+    if (!gguf_get_str(c, "general.architecture", &arch_s))
+        return c->st ? c->st : xllm_errorf(err, XLLM_ERR_FORMAT, "%s: no general.architecture", path);
+    show(arch_s.p, arch_s.len, arch, sizeof arch);
+    char key[80];
+    int64_t experts = 0;
+    snprintf(key, sizeof key, "%s.expert_count", arch);
+    gguf_get_int(c, key, &experts);
+    *out = arch_by_gguf(arch, experts > 0);
+    if (*out) return XLLM_OK;
+    if (!strcmp(arch, "deepseek2"))
+        return xllm_errorf(err, XLLM_ERR_UNSUPPORTED,
+                           "%s: architecture \"deepseek2\" (DeepSeek-V2 multi-head latent attention) is not "
+                           "supported yet (supported: %s)", path, arch_gguf_list());
+    return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "%s: architecture \"%s\"%s is not supported (supported: %s)", path,
+                       arch, experts > 0 ? " with experts" : "", arch_gguf_list());
+}
+
+/* The tensors into the archive, under HF names, shapes outermost first; a
+ * tensor stacking the experts becomes one view per expert (its outermost
+ * dimension). data: the start of the tensor data; label: the file's name for
+ * the archive. */
+static xllm_status add_tensors(const char *path, st_archive *a, const arch_info *A, const tinfo *ti,
+                               uint64_t n_tensors, const unsigned char *data, const char *label, xllm_error *err) {
+    xllm_status st;
+    for (uint64_t i = 0; i < n_tensors; i++) {
+        const tinfo *t = &ti[i];
+        char hf[1100];
+        int kind = gguf_name_to_hf(A, t->cname, 0, hf, sizeof hf);
+        uint64_t E = kind == 2 && t->n_dims == 3 ? t->ne[2] : 1;
+        if (kind == 2 && (t->n_dims != 3 || E == 0 || E > (1 << 16) || t->nbytes % E))
+            return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: %s stacks experts but is not 3-D with 1 to 65536 of them",
+                               path, t->cname);
+        for (uint64_t e = 0; e < E; e++) {
+            st_tensor s;
+            memset(&s, 0, sizeof s);
+            if (kind == 2) gguf_name_to_hf(A, t->cname, (int)e, hf, sizeof hf);
+            s.name = kind ? hf : t->cname;
+            s.dtype = t->dtype;
+            s.ndim = kind == 2 ? 2 : (int)t->n_dims;
+            for (int d = 0; d < s.ndim; d++) s.shape[d] = (int64_t)t->ne[s.ndim - 1 - d];
+            /* the shared expert's gate is one row, stored 1-D */
+            size_t nl = strlen(s.name), sl = strlen("shared_expert_gate.weight");
+            if (s.ndim == 1 && nl > sl && !strcmp(s.name + nl - sl, "shared_expert_gate.weight")) {
+                s.ndim = 2;
+                s.shape[1] = s.shape[0];
+                s.shape[0] = 1;
+            }
+            s.group = xllm_dtype_is_quant(t->dtype) ? gguf_block_elems(t->dtype) : 0;
+            s.nbytes = (size_t)(t->nbytes / E);
+            s.data = data + t->offset + (size_t)e * s.nbytes;
+            s.file = label;
+            if ((st = st_archive_add(a, &s, err))) return st;
+        }
+    }
+    return XLLM_OK;
+}
+
 xllm_status gguf_open(const char *path, gguf_model *out, xllm_error *err) {
     memset(out, 0, sizeof *out);
     if (!path) return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "gguf_open: path is NULL");
     gguf_kv *kv = NULL;
     tinfo *ti = NULL;
-    uint64_t n_tensors = 0, n_named = 0;
+    uint64_t n_tensors = 0, n_named = 0, n_kv = 0;
     xllm_status st = XLLM_OK;
     st_archive *a = st_archive_new(err);
     if (!a) return err ? err->code : XLLM_ERR_OUT_OF_MEMORY;
@@ -954,32 +1042,7 @@ xllm_status gguf_open(const char *path, gguf_model *out, xllm_error *err) {
     size_t size;
     const char *label;
     if ((st = st_archive_map(a, path, &map, &size, &label, err))) goto done;
-    if (size < 4 || memcmp(map, "GGUF", 4) != 0) {
-        st = xllm_errorf(err, XLLM_ERR_FORMAT, "%s: not a GGUF file (bad magic)", path);
-        goto done;
-    }
-    if (size < 24) {
-        st = xllm_errorf(err, XLLM_ERR_FORMAT, "%s: truncated GGUF header (%zu bytes)", path, size);
-        goto done;
-    }
-    uint32_t version = rd_u32(map + 4);
-    if (version != 2 && version != 3) {
-        if (version == 0x03000000u || version == 0x02000000u)
-            st = xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "%s: big-endian GGUF files are not supported", path);
-        else
-            st = xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "%s: GGUF version %u is not supported (supported: 2, 3)", path,
-                             version);
-        goto done;
-    }
-    n_tensors = rd_u64(map + 8);
-    uint64_t n_kv = rd_u64(map + 16);
-    if (n_kv > (size - 24) / 13 || n_tensors > (size - 24) / 32) {
-        st = xllm_errorf(err, XLLM_ERR_FORMAT,
-                         "%s: the header claims %llu metadata entries and %llu tensors, more than a %zu-byte file can "
-                         "hold (truncated or corrupt)", path, (unsigned long long)n_kv, (unsigned long long)n_tensors,
-                         size);
-        goto done;
-    }
+    if ((st = read_header(path, map, size, &n_tensors, &n_kv, err))) goto done;
     cursor cur = {map + 24, map + size};
     if ((st = parse_kvs(path, &cur, &kv, n_kv, err))) goto done;
     gguf_ctx c = {path, kv, (size_t)n_kv, err, XLLM_OK};
@@ -1010,72 +1073,13 @@ xllm_status gguf_open(const char *path, gguf_model *out, xllm_error *err) {
     }
 
     /* architecture and config */
-    gguf_str arch_s;
-    char arch[32];
-    if (!gguf_get_str(&c, "general.architecture", &arch_s)) {
-        st = c.st ? c.st : xllm_errorf(err, XLLM_ERR_FORMAT, "%s: no general.architecture", path);
-        goto done;
-    }
-    show(arch_s.p, arch_s.len, arch, sizeof arch);
     const arch_info *A;
-    {
-        char key[80];
-        int64_t experts = 0;
-        snprintf(key, sizeof key, "%s.expert_count", arch);
-        gguf_get_int(&c, key, &experts);
-        A = arch_by_gguf(arch, experts > 0);
-        if (!A) {
-            if (!strcmp(arch, "deepseek2"))
-                st = xllm_errorf(err, XLLM_ERR_UNSUPPORTED,
-                                 "%s: architecture \"deepseek2\" (DeepSeek-V2 multi-head latent attention) is not "
-                                 "supported yet (supported: %s)", path, arch_gguf_list());
-            else
-                st = xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "%s: architecture \"%s\"%s is not supported (supported: %s)",
-                                 path, arch, experts > 0 ? " with experts" : "", arch_gguf_list());
-            goto done;
-        }
-    }
+    if ((st = find_arch(&c, &A))) goto done;
     size_t n_tokens = 0;
-    {
-        const gguf_kv *tk = gguf_find(&c, "tokenizer.ggml.tokens");
-        if (tk && tk->type == GGUF_ARRAY) n_tokens = (size_t)tk->arr_n;
-    }
+    const gguf_kv *tk = gguf_find(&c, "tokenizer.ggml.tokens");
+    if (tk && tk->type == GGUF_ARRAY) n_tokens = (size_t)tk->arr_n;
     if ((st = build_config(&c, A, ti, n_tensors, map + data_start, n_tokens, out))) goto done;
-
-    /* tensors, under HF names, shapes outermost first; a tensor stacking the
-     * experts becomes one view per expert (its outermost dimension) */
-    for (uint64_t i = 0; i < n_tensors; i++) {
-        const tinfo *t = &ti[i];
-        char hf[1100];
-        int kind = gguf_name_to_hf(A, t->cname, 0, hf, sizeof hf);
-        uint64_t E = kind == 2 && t->n_dims == 3 ? t->ne[2] : 1;
-        if (kind == 2 && (t->n_dims != 3 || E == 0 || E > (1 << 16) || t->nbytes % E)) {
-            st = xllm_errorf(err, XLLM_ERR_FORMAT, "%s: %s stacks experts but is not 3-D with 1 to 65536 of them",
-                             path, t->cname);
-            goto done;
-        }
-        for (uint64_t e = 0; e < E; e++) {
-            st_tensor s;
-            memset(&s, 0, sizeof s);
-            if (kind == 2) gguf_name_to_hf(A, t->cname, (int)e, hf, sizeof hf);
-            s.name = kind ? hf : t->cname;
-            s.dtype = t->dtype;
-            s.ndim = kind == 2 ? 2 : (int)t->n_dims;
-            for (int d = 0; d < s.ndim; d++) s.shape[d] = (int64_t)t->ne[s.ndim - 1 - d];
-            /* the shared expert's gate is one row, stored 1-D */
-            size_t nl = strlen(s.name), sl = strlen("shared_expert_gate.weight");
-            if (s.ndim == 1 && nl > sl && !strcmp(s.name + nl - sl, "shared_expert_gate.weight")) {
-                s.ndim = 2;
-                s.shape[1] = s.shape[0];
-                s.shape[0] = 1;
-            }
-            s.group = xllm_dtype_is_quant(t->dtype) ? gguf_block_elems(t->dtype) : 0;
-            s.nbytes = (size_t)(t->nbytes / E);
-            s.data = map + data_start + t->offset + (size_t)e * s.nbytes;
-            s.file = label;
-            if ((st = st_archive_add(a, &s, err))) goto done;
-        }
-    }
+    if ((st = add_tensors(path, a, A, ti, n_tensors, map + data_start, label, err))) goto done;
     if ((st = st_archive_seal(a, err))) goto done;
 
     int64_t ctx_len = 0;

@@ -169,4 +169,16 @@ void model_layers(model *m, kv_cache *kv, const fwd_batch *b, int l0, int l1);
 void model_head(model *m, const fwd_batch *b, float *logits);
 float *model_hidden(model *m);
 
+/* logits.c (src/model): logits of one sequence of ids, on a private KV pool. */
+xllm_status model_logits_once(model *m, const int32_t *ids, size_t n, int all_positions, kv_dtype kv_type, float *out,
+                              xllm_error *err);
+/* embed.c (src/model): k sequences' final hidden states pooled (0 mean, 1 last, 2 first),
+ * L2-normalized when normalize, into out[k][hidden]; on private KV pools. */
+xllm_status model_embed_batch(model *m, const int32_t *const *ids, const size_t *n, size_t k, int pooling, int normalize,
+                              kv_dtype kv_type, float *out, xllm_error *err);
+
+/* fingerprint.c: a hash of the configuration and a sample of every tensor's
+ * bytes (0 when out of memory). Thread-safe (reads the mapped weights only). */
+uint64_t model_fingerprint(const model *m);
+
 #endif

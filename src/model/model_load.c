@@ -456,6 +456,143 @@ model *model_load_part(const char *dir, int n_threads, int max_tokens, const mod
     return model_load_ex(dir, &o, err);
 }
 
+/* The weights file (a checkpoint directory, a GGUF or an .xllm file), its
+ * configuration and the tokenizer it carries. 0, or 1 with err set. */
+static int open_weights(model *m, const char *dir, xllm_error *err) {
+    xllm_status st = XLLM_OK;
+    if (xllm_is_dir(dir)) {
+        if ((st = model_config_load(dir, &m->cfg, err))) return 1;
+        m->weights_file = st_open(dir, err);
+        if (!m->weights_file) return 1;
+    } else if (gguf_is_gguf(dir)) {
+        gguf_model g;
+        if ((st = gguf_open(dir, &g, err))) return 1;
+        m->weights_file = g.tensors;
+        m->owned_tok_json = g.tokenizer_json;
+        m->owned_tok_config = g.tokenizer_config_json;
+        /* an allocation failing here must not leave the config trees unowned */
+        m->meta = cJSON_CreateObject();
+        int kept = m->meta && cJSON_AddItemToObject(m->meta, "config", g.config);
+        if (!kept) cJSON_Delete(g.config);
+        if (g.generation_config && !(kept && cJSON_AddItemToObject(m->meta, "generation_config", g.generation_config))) {
+            cJSON_Delete(g.generation_config);
+            kept = 0;
+        }
+        if (!kept) {
+            st = xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", dir);
+            return 1;
+        }
+        char cfg_label[4200];
+        snprintf(cfg_label, sizeof cfg_label, "%s: metadata", dir);
+        if ((st = model_config_parse(g.config, g.generation_config, cfg_label, cfg_label, &m->cfg, err))) return 1;
+        if (m->owned_tok_json) {
+            m->tok_json = m->owned_tok_json;
+            m->tok_json_len = strlen(m->owned_tok_json);
+        }
+        if (m->owned_tok_config) {
+            m->tok_config = m->owned_tok_config;
+            m->tok_config_len = strlen(m->owned_tok_config);
+        }
+    } else if (xf_is_xllm(dir)) {
+        m->weights_file = xf_open(dir, &m->meta, err);
+        if (!m->weights_file) return 1;
+        const st_tensor *tj = st_find(m->weights_file, XF_BLOB_PREFIX "tokenizer.json");
+        const st_tensor *tc = st_find(m->weights_file, XF_BLOB_PREFIX "tokenizer_config.json");
+        if (tj) m->tok_json = tj->data, m->tok_json_len = tj->nbytes;
+        if (tc) m->tok_config = tc->data, m->tok_config_len = tc->nbytes;
+        char cfg_label[4200], gen_label[4200];
+        snprintf(cfg_label, sizeof cfg_label, "%s: config", dir);
+        snprintf(gen_label, sizeof gen_label, "%s: generation_config", dir);
+        if ((st = model_config_parse(cJSON_GetObjectItemCaseSensitive(m->meta, "config"),
+                                     cJSON_GetObjectItemCaseSensitive(m->meta, "generation_config"), cfg_label,
+                                     gen_label, &m->cfg, err)))
+            return 1;
+    } else {
+        xllm_errorf(err, xllm_file_exists(dir) ? XLLM_ERR_FORMAT : XLLM_ERR_IO,
+                    "%s: not a model; a model is a HuggingFace checkpoint directory (config.json + *.safetensors), an .xllm file or a GGUF file", dir);
+        return 1;
+    }
+    return 0;
+}
+
+/* The layers this process holds: all, or a pipeline stage's share. */
+static int take_part(model *m, const model_part *part, xllm_error *err) {
+    const model_config *c = &m->cfg;
+    m->layer_begin = 0;
+    m->layer_end = c->n_layers;
+    if (part && part->n_stages > 1) {
+        if (model_split_layers(c->n_layers, part->n_stages, part->split, part->stage, &m->layer_begin, &m->layer_end,
+                               err))
+            return 1;
+    } else if (part && (part->layer_begin || part->layer_end)) {
+        if (part->layer_begin < 0 || part->layer_begin >= part->layer_end || part->layer_end > c->n_layers) {
+            xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "layer range [%d, %d) is not inside the model's %d layers",
+                        part->layer_begin, part->layer_end, c->n_layers);
+            return 1;
+        }
+        m->layer_begin = part->layer_begin;
+        m->layer_end = part->layer_end;
+    }
+    return 0;
+}
+
+/* The embedding (first stage), final norm and head (last stage), and no
+ * layer in the file beyond the config's. */
+static int bind_ends(model *m, const char *dir, xllm_error *err) {
+    const model_config *c = &m->cfg;
+    xllm_status st = XLLM_OK;
+    int first = m->layer_begin == 0, last = m->layer_end == c->n_layers;
+
+    if (first) bind_matrix(m, "model.embed_tokens.weight", c->vocab, c->hidden, &m->embed, err, &st);
+    if (last) bind_vector_off(m, "model.norm.weight", c->hidden, 1, c->norm_offset, &m->final_norm, err, &st);
+    if (st) return 1;
+    /* tied when the config says so, or says nothing and the checkpoint has no
+     * lm_head; "tie_word_embeddings": false needs one */
+    int has_head = st_find(m->weights_file, "lm_head.weight") != NULL;
+    if (c->tie_embeddings == 0 && !has_head)
+        st = xllm_errorf(err, XLLM_ERR_FORMAT, "%s: tie_word_embeddings is false but there is no lm_head.weight", dir);
+    else if (!last)
+        ; /* no head on this stage */
+    else if (c->tie_embeddings == 1 || (c->tie_embeddings < 0 && !has_head)) {
+        if (first) m->lm_head = m->embed;
+        else bind_matrix(m, "model.embed_tokens.weight", c->vocab, c->hidden, &m->lm_head, err, &st);
+    } else
+        bind_matrix(m, "lm_head.weight", c->vocab, c->hidden, &m->lm_head, err, &st);
+    if (st) return 1;
+    /* a config with fewer layers than the checkpoint would silently drop some */
+    for (size_t i = 0; i < st_count(m->weights_file); i++) {
+        const char *name = st_at(m->weights_file, i)->name;
+        if (strncmp(name, "model.layers.", 13) != 0 || name[13] < '0' || name[13] > '9') continue;
+        long long l = 0;
+        for (const char *p = name + 13; *p >= '0' && *p <= '9' && l <= MODEL_MAX_LAYERS; p++) l = l * 10 + (*p - '0');
+        if (l >= c->n_layers) {
+            xllm_errorf(err, XLLM_ERR_FORMAT, "%s: tensor %s is beyond num_hidden_layers (%d)", dir, name,
+                        c->n_layers);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* RoPE's inverse frequencies (and the local ones), and llama.cpp's angle
+ * scale when its arithmetic is asked for. */
+static int init_rope(model *m, const model_load_options *o) {
+    const model_config *c = &m->cfg;
+    m->inv_freq = own(m, xllm_malloc_array((size_t)c->head_dim / 2, sizeof(double)));
+    if (!m->inv_freq) return 1;
+    rope_frequencies(c, c->rope_theta, 0, m->inv_freq);
+    /* llama.cpp takes plain RoPE's angles as pos * s^i in float, s = theta^(-2/head_dim) */
+    if (o->arith_llama && c->rope == ROPE_DEFAULT)
+        m->rope_theta_scale = powf((float)c->rope_theta, -2.0f / (float)c->head_dim);
+    if (c->rope_local_theta > 0) {
+        m->inv_freq_local = own(m, xllm_malloc_array((size_t)c->head_dim / 2, sizeof(double)));
+        if (!m->inv_freq_local) return 1;
+        rope_frequencies(c, c->rope_local_theta, 1, m->inv_freq_local);
+        if (o->arith_llama) m->rope_theta_scale_local = powf((float)c->rope_local_theta, -2.0f / (float)c->head_dim);
+    }
+    return 0;
+}
+
 model *model_load_ex(const char *dir, const model_load_options *o, xllm_error *err) {
     const model_part *part = o->part;
     xllm_error_clear(err);
@@ -471,107 +608,12 @@ model *model_load_ex(const char *dir, const model_load_options *o, xllm_error *e
         xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
         return NULL;
     }
-    xllm_status st = XLLM_OK;
-    if (xllm_is_dir(dir)) {
-        if ((st = model_config_load(dir, &m->cfg, err))) goto fail;
-        m->weights_file = st_open(dir, err);
-        if (!m->weights_file) goto fail;
-    } else if (gguf_is_gguf(dir)) {
-        gguf_model g;
-        if ((st = gguf_open(dir, &g, err))) goto fail;
-        m->weights_file = g.tensors;
-        m->owned_tok_json = g.tokenizer_json;
-        m->owned_tok_config = g.tokenizer_config_json;
-        /* an allocation failing here must not leave the config trees unowned */
-        m->meta = cJSON_CreateObject();
-        int kept = m->meta && cJSON_AddItemToObject(m->meta, "config", g.config);
-        if (!kept) cJSON_Delete(g.config);
-        if (g.generation_config && !(kept && cJSON_AddItemToObject(m->meta, "generation_config", g.generation_config))) {
-            cJSON_Delete(g.generation_config);
-            kept = 0;
-        }
-        if (!kept) {
-            st = xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", dir);
-            goto fail;
-        }
-        char cfg_label[4200];
-        snprintf(cfg_label, sizeof cfg_label, "%s: metadata", dir);
-        if ((st = model_config_parse(g.config, g.generation_config, cfg_label, cfg_label, &m->cfg, err))) goto fail;
-        if (m->owned_tok_json) {
-            m->tok_json = m->owned_tok_json;
-            m->tok_json_len = strlen(m->owned_tok_json);
-        }
-        if (m->owned_tok_config) {
-            m->tok_config = m->owned_tok_config;
-            m->tok_config_len = strlen(m->owned_tok_config);
-        }
-    } else if (xf_is_xllm(dir)) {
-        m->weights_file = xf_open(dir, &m->meta, err);
-        if (!m->weights_file) goto fail;
-        const st_tensor *tj = st_find(m->weights_file, XF_BLOB_PREFIX "tokenizer.json");
-        const st_tensor *tc = st_find(m->weights_file, XF_BLOB_PREFIX "tokenizer_config.json");
-        if (tj) m->tok_json = tj->data, m->tok_json_len = tj->nbytes;
-        if (tc) m->tok_config = tc->data, m->tok_config_len = tc->nbytes;
-        char cfg_label[4200], gen_label[4200];
-        snprintf(cfg_label, sizeof cfg_label, "%s: config", dir);
-        snprintf(gen_label, sizeof gen_label, "%s: generation_config", dir);
-        if ((st = model_config_parse(cJSON_GetObjectItemCaseSensitive(m->meta, "config"),
-                                     cJSON_GetObjectItemCaseSensitive(m->meta, "generation_config"), cfg_label,
-                                     gen_label, &m->cfg, err)))
-            goto fail;
-    } else {
-        xllm_errorf(err, xllm_file_exists(dir) ? XLLM_ERR_FORMAT : XLLM_ERR_IO,
-                    "%s: not a model; a model is a HuggingFace checkpoint directory (config.json + *.safetensors), an .xllm file or a GGUF file", dir);
-        goto fail;
-    }
+    if (open_weights(m, dir, err)) goto fail;
     const model_config *c = &m->cfg;
     m->fuse = !o->no_fuse;
-    if ((st = create_backend(m, o, err)) || (st = check_backend(m, err))) goto fail;
-    m->layer_begin = 0;
-    m->layer_end = c->n_layers;
-    if (part && part->n_stages > 1) {
-        if ((st = model_split_layers(c->n_layers, part->n_stages, part->split, part->stage, &m->layer_begin,
-                                     &m->layer_end, err)))
-            goto fail;
-    } else if (part && (part->layer_begin || part->layer_end)) {
-        if (part->layer_begin < 0 || part->layer_begin >= part->layer_end || part->layer_end > c->n_layers) {
-            st = xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "layer range [%d, %d) is not inside the model's %d layers",
-                             part->layer_begin, part->layer_end, c->n_layers);
-            goto fail;
-        }
-        m->layer_begin = part->layer_begin;
-        m->layer_end = part->layer_end;
-    }
-    int first = m->layer_begin == 0, last = m->layer_end == c->n_layers;
-
-    if (first) bind_matrix(m, "model.embed_tokens.weight", c->vocab, c->hidden, &m->embed, err, &st);
-    if (last) bind_vector_off(m, "model.norm.weight", c->hidden, 1, c->norm_offset, &m->final_norm, err, &st);
-    if (st) goto fail;
-    /* tied when the config says so, or says nothing and the checkpoint has no
-     * lm_head; "tie_word_embeddings": false needs one */
-    int has_head = st_find(m->weights_file, "lm_head.weight") != NULL;
-    if (c->tie_embeddings == 0 && !has_head)
-        st = xllm_errorf(err, XLLM_ERR_FORMAT, "%s: tie_word_embeddings is false but there is no lm_head.weight", dir);
-    else if (!last)
-        ; /* no head on this stage */
-    else if (c->tie_embeddings == 1 || (c->tie_embeddings < 0 && !has_head)) {
-        if (first) m->lm_head = m->embed;
-        else bind_matrix(m, "model.embed_tokens.weight", c->vocab, c->hidden, &m->lm_head, err, &st);
-    } else
-        bind_matrix(m, "lm_head.weight", c->vocab, c->hidden, &m->lm_head, err, &st);
-    if (st) goto fail;
-    /* a config with fewer layers than the checkpoint would silently drop some */
-    for (size_t i = 0; i < st_count(m->weights_file); i++) {
-        const char *name = st_at(m->weights_file, i)->name;
-        if (strncmp(name, "model.layers.", 13) != 0 || name[13] < '0' || name[13] > '9') continue;
-        long long l = 0;
-        for (const char *p = name + 13; *p >= '0' && *p <= '9' && l <= MODEL_MAX_LAYERS; p++) l = l * 10 + (*p - '0');
-        if (l >= c->n_layers) {
-            st = xllm_errorf(err, XLLM_ERR_FORMAT, "%s: tensor %s is beyond num_hidden_layers (%d)", dir, name,
-                             c->n_layers);
-            goto fail;
-        }
-    }
+    if (create_backend(m, o, err) || check_backend(m, err)) goto fail;
+    if (take_part(m, part, err)) goto fail;
+    if (bind_ends(m, dir, err)) goto fail;
 
     m->layers = own(m, xllm_calloc((size_t)c->n_layers, sizeof(layer_weights)));
     if (!m->layers) {
@@ -581,18 +623,7 @@ model *model_load_ex(const char *dir, const model_load_options *o, xllm_error *e
     for (int l = m->layer_begin; l < m->layer_end; l++)
         if (bind_layer(m, l, err)) goto fail;
 
-    m->inv_freq = own(m, xllm_malloc_array((size_t)c->head_dim / 2, sizeof(double)));
-    if (!m->inv_freq) goto fail;
-    rope_frequencies(c, c->rope_theta, 0, m->inv_freq);
-    /* llama.cpp takes plain RoPE's angles as pos * s^i in float, s = theta^(-2/head_dim) */
-    if (o->arith_llama && c->rope == ROPE_DEFAULT)
-        m->rope_theta_scale = powf((float)c->rope_theta, -2.0f / (float)c->head_dim);
-    if (c->rope_local_theta > 0) {
-        m->inv_freq_local = own(m, xllm_malloc_array((size_t)c->head_dim / 2, sizeof(double)));
-        if (!m->inv_freq_local) goto fail;
-        rope_frequencies(c, c->rope_local_theta, 1, m->inv_freq_local);
-        if (o->arith_llama) m->rope_theta_scale_local = powf((float)c->rope_local_theta, -2.0f / (float)c->head_dim);
-    }
+    if (init_rope(m, o)) goto fail;
     if (alloc_scratch(m, max_tokens, err)) goto fail;
     if (pack_weights(m, err)) goto fail;
     return m;

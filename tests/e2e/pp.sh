@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# pp.sh - pipeline parallelism over MPI (src/dist): `mpirun -np N xllm run
+# pp.sh - pipeline parallelism over MPI (src/pipeline): `mpirun -np N xllm run
 # --pp N` gives exactly the single-process output, greedy and seeded (two
 # samples per prompt: forks and copy-on-write), with several prompts batched
 # together and a KV pool small enough to preempt (swap and recompute), for 2

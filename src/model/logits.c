@@ -8,7 +8,7 @@
  * caller asks (the model's kv_dtype; auto is f32 here, the pool fitting by construction). The caller serializes forward
  * passes on the model (model_api.c holds the model's forward lock).
  */
-#include "engine/engine.h"
+#include "model/model.h"
 #include "base/alloc.h"
 #include "base/error.h"
 

@@ -2,7 +2,7 @@
  * pipeline_none.c - the pipeline when libxllm is built without MPI (CMake
  * did not find it): starting one says so; nothing else can be reached.
  */
-#include "dist/pipeline.h"
+#include "pipeline/pipeline.h"
 #include "base/error.h"
 
 #include <stdlib.h>
@@ -32,7 +32,7 @@ xllm_status pipeline_open(pipeline *p, const kv_cache *kv, int32_t swap_blocks, 
 
 void pipeline_close(pipeline_link *l) { (void)l; }
 
-void pipeline_mirror(void *link, bm_op op, int32_t a, int32_t b, int32_t n) {
+void pipeline_mirror(void *link, kv_op op, int32_t a, int32_t b, int32_t n) {
     (void)link, (void)op, (void)a, (void)b, (void)n;
     abort(); /* no link can exist */
 }

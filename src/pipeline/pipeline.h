@@ -30,11 +30,11 @@
  * Threading: rank 0's calls may come from any thread (engines' scheduler
  * threads, the caller's); they are serialized inside (MPI_THREAD_SERIALIZED).
  */
-#ifndef XLLM_DIST_PIPELINE_H
-#define XLLM_DIST_PIPELINE_H
+#ifndef XLLM_PIPELINE_PIPELINE_H
+#define XLLM_PIPELINE_PIPELINE_H
 
 #include <stdint.h>
-#include "engine/block_manager.h"
+#include "model/kv_ops.h"
 #include "model/model.h"
 
 typedef struct pipeline pipeline;
@@ -71,7 +71,7 @@ void pipeline_end(pipeline *p);
  * function goes into the engine's block manager. */
 xllm_status pipeline_open(pipeline *p, const kv_cache *kv, int32_t swap_blocks, pipeline_link **out, xllm_error *err);
 void pipeline_close(pipeline_link *l);
-void pipeline_mirror(void *link, bm_op op, int32_t a, int32_t b, int32_t n);
+void pipeline_mirror(void *link, kv_op op, int32_t a, int32_t b, int32_t n);
 /* Rank 0: one step through every stage; logits as model_forward's. */
 xllm_status pipeline_forward(pipeline_link *l, model *m, kv_cache *kv, const fwd_batch *b, float *logits,
                              xllm_error *err);

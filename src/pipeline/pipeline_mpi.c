@@ -15,7 +15,7 @@
  * polls its pending sends, so a rendezvous transfer progresses while the
  * stage computes (Open MPI has no progress thread by default).
  */
-#include "dist/pipeline.h"
+#include "pipeline/pipeline.h"
 #include "base/alloc.h"
 #include "base/buf.h"
 #include "base/error.h"
@@ -383,7 +383,7 @@ void pipeline_close(pipeline_link *l) {
 
 /* Called by the engine's block manager (its scheduler thread, before the
  * step's forward pass): the operation goes out with the next step. */
-void pipeline_mirror(void *link, bm_op op, int32_t a, int32_t b, int32_t n) {
+void pipeline_mirror(void *link, kv_op op, int32_t a, int32_t b, int32_t n) {
     pipeline_link *l = link;
     if (xllm_array_reserve(&l->ops, &l->cap_ops, (l->n_ops + 1) * 4, sizeof(int32_t), 256)) fatal(l->p, "out of memory");
     int32_t *q = l->ops + l->n_ops * 4;
@@ -583,16 +583,16 @@ static void worker_step(pipeline *p, model *m, const int32_t *q, size_t n) {
     rd(&R, 0, INT32_MAX); /* step number */
     int n_ops = rd(&R, 0, INT32_MAX);
     for (int i = 0; i < n_ops; i++) {
-        int op = rd(&R, BM_OP_COPY, BM_OP_SWAP_IN);
+        int op = rd(&R, KV_OP_COPY, KV_OP_SWAP_IN);
         int32_t a = rd(&R, 0, kv->n_blocks - 1);
-        if (op == BM_OP_COPY) {
+        if (op == KV_OP_COPY) {
             int32_t src = rd(&R, 0, kv->n_blocks - 1), slots = rd(&R, 0, kv->block_size);
             kv_cache_copy_block(kv, a, src, slots);
         } else {
             int32_t h = rd(&R, 0, w->swap_blocks - 1);
             rd(&R, 0, 0);
             unsigned char *host = w->swap + (size_t)h * w->swap_block_bytes;
-            if (op == BM_OP_SWAP_OUT) kv_cache_block_to_host(kv, a, host);
+            if (op == KV_OP_SWAP_OUT) kv_cache_block_to_host(kv, a, host);
             else kv_cache_block_from_host(kv, a, host);
         }
     }

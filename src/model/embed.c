@@ -11,7 +11,7 @@
  * double, and L2-normalized when asked. The caller serializes forward passes
  * on the model (model_api.c holds the forward lock).
  */
-#include "engine/engine.h"
+#include "model/model.h"
 #include "base/alloc.h"
 #include "base/error.h"
 
