@@ -40,11 +40,11 @@ test-release: build
 		$(if $(RELEASE_SKIP),-E '^($(subst $() ,|,$(RELEASE_SKIP)))$$')
 
 # AddressSanitizer + UBSan build of the library, CLI and tests; all C tests again,
-# except the Vulkan ones (test_vulkan_*): under ASan Mesa's lavapipe runs several
+# except the Vulkan ones (test_vulkan_*, e2e_vulkan_server): under ASan Mesa's lavapipe runs several
 # times slower (its JIT-compiled shaders and driver threads are instrumented at
 # every call into it) and its driver keeps allocations to exit, which
 # LeakSanitizer reports as leaks not ours; they run in the release pass.
-ASAN_EXCLUDE = python|test_vulkan_
+ASAN_EXCLUDE = python|test_vulkan_|e2e_vulkan_server
 test-asan: deps
 	cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DXLLM_SANITIZE=ON >/dev/null
 	cmake --build build-asan -j$(JOBS)

@@ -266,6 +266,16 @@ typedef struct backend_ops {
      * NULL: everything. Asked at load, so what a backend lacks is a clear
      * error there, never a crash in the middle of a step. */
     int (*supports)(void *ctx, be_feature f, int arg);
+
+    /* ------------------------------------------------ pinned host memory */
+    /* Host memory the device copies to and from directly (a GPU's
+     * page-locked, host-visible memory), for the engine's KV swap pool: a
+     * block swapped out or in is one device copy, no bounce through a
+     * staging buffer. The host may read and write it like any memory; copy()
+     * takes it as the host side. NULL, or host_alloc answering NULL: the
+     * caller uses ordinary memory (the CPU; a unified-memory device). */
+    void *(*host_alloc)(void *ctx, size_t bytes);
+    void (*host_free)(void *ctx, void *p);
 } backend_ops;
 
 

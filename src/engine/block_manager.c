@@ -37,7 +37,11 @@ xllm_status bm_init(block_manager *bm, kv_cache *kv, int caching, int32_t swap_b
     if (swap_blocks > 0) {
         bm->swap_block_bytes = 2 * (size_t)kv->n_layers * kv_cache_block_bytes(kv);
         bm->swap_bytes = (size_t)swap_blocks * bm->swap_block_bytes;
-        bm->swap = xllm_malloc_aligned(bm->swap_bytes);
+        /* the backend's pinned host memory where it has one (a GPU: swaps are
+         * direct device copies), else page-locked plain memory (below) */
+        const backend *be = kv->be;
+        if (be->ops->host_alloc && (bm->swap = be->ops->host_alloc(be->ctx, bm->swap_bytes))) bm->swap_pinned = 1;
+        else bm->swap = xllm_malloc_aligned(bm->swap_bytes);
         bm->swap_free = xllm_malloc_array((size_t)swap_blocks, sizeof(int32_t));
         if (!bm->swap || !bm->swap_free) {
             size_t mib = bm->swap_bytes >> 20;
@@ -45,7 +49,7 @@ xllm_status bm_init(block_manager *bm, kv_cache *kv, int caching, int32_t swap_b
             return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "cannot allocate the KV swap pool (%zu MiB)", mib);
         }
         /* page-locked when the limits allow (RLIMIT_MEMLOCK); else plain memory */
-        bm->swap_locked = mlock(bm->swap, bm->swap_bytes) == 0;
+        bm->swap_locked = bm->swap_pinned || mlock(bm->swap, bm->swap_bytes) == 0;
         bm->swap_total = bm->swap_n_free = swap_blocks;
         for (int32_t i = 0; i < swap_blocks; i++) bm->swap_free[i] = swap_blocks - 1 - i;
     }
@@ -53,8 +57,11 @@ xllm_status bm_init(block_manager *bm, kv_cache *kv, int caching, int32_t swap_b
 }
 
 void bm_free(block_manager *bm) {
-    if (bm->swap && bm->swap_locked) munlock(bm->swap, bm->swap_bytes);
-    xllm_free_aligned(bm->swap);
+    if (bm->swap_pinned) bm->kv->be->ops->host_free(bm->kv->be->ctx, bm->swap);
+    else {
+        if (bm->swap && bm->swap_locked) munlock(bm->swap, bm->swap_bytes);
+        xllm_free_aligned(bm->swap);
+    }
     xllm_free(bm->swap_free);
     xllm_free(bm->hash);
     xllm_free(bm->hashed);

@@ -25,8 +25,10 @@
  * the batch, a cached block holds exactly the bits a fresh prefill would
  * write: a hit changes the work done, never the tokens.
  *
- * The swap pool is host memory (mlock-ed when the system allows) of whole
- * blocks, every layer's K and V contiguous, with its own free list.
+ * The swap pool is host memory of whole blocks, every layer's K and V
+ * contiguous, with its own free list: the backend's pinned host memory where
+ * it has one (backend_ops.host_alloc: a GPU copies to and from it directly),
+ * else plain memory mlock-ed when the system allows.
  *
  * Not thread-safe: owned by the engine's scheduler thread.
  */
@@ -60,7 +62,8 @@ typedef struct block_manager {
     size_t swap_block_bytes;
     int32_t swap_total, swap_n_free;
     int32_t *swap_free;
-    int swap_locked;              /* mlock succeeded */
+    int swap_locked;              /* page-locked: mlock succeeded, or swap_pinned */
+    int swap_pinned;              /* from the backend's host_alloc (backend.h) */
     size_t swap_bytes;
 } block_manager;
 

@@ -231,6 +231,8 @@ static void report_plan(const engine *e, const memory_plan *mp) {
             : eo->preempt_mode == XLLM_PREEMPT_SWAP    ? "swap"
                                                        : "elastic",
             eo->cache_policy == XLLM_CACHE_LRU ? "lru" : "off", eo->response_cache ? "on" : "off");
+    const backend *be = &e->m->be; /* a device backend's own split (weights, device memory, staging) */
+    if (be->ops->describe) fprintf(stderr, "xllm backend: %s\n", be->ops->describe(be->ctx));
 }
 
 engine *engine_create(model *m, const tokenizer *tok, pthread_mutex_t *model_lock, const xllm_model_options *mo,

@@ -331,11 +331,18 @@ void model_head(model *m, const fwd_batch *b, float *logits) {
     /* final norm + lm_head only for the rows whose logits are wanted, then read back */
     for (int i = 0; i < b->n_out; i++) assert(b->out_idx[i] >= 0 && b->out_idx[i] < b->n_tokens);
     if (b->n_out > 0) {
-        OPS->rmsnorm(CTX, s->x, b->out_idx, b->n_out, m->final_norm, c->rms_eps, c->hidden, s->xn, 0);
-        float *dl = OPS->unified_memory ? logits : s->logits;
-        MATMUL(PROF_LM_HEAD, s->xn, b->n_out, &m->lm_head, NULL, dl);
-        if (dl != logits)
-            OPS->copy(CTX, logits, dl, (size_t)b->n_out * (size_t)c->vocab * sizeof(float), BE_DEVICE_TO_HOST);
+        if (OPS->unified_memory) { /* straight into the caller's buffer */
+            OPS->rmsnorm(CTX, s->x, b->out_idx, b->n_out, m->final_norm, c->rms_eps, c->hidden, s->xn, 0);
+            MATMUL(PROF_LM_HEAD, s->xn, b->n_out, &m->lm_head, NULL, logits);
+        } else { /* through s->logits, head_rows rows at a time (each row computed alone: same bits) */
+            for (int i0 = 0; i0 < b->n_out; i0 += s->head_rows) {
+                int n = b->n_out - i0 < s->head_rows ? b->n_out - i0 : s->head_rows;
+                OPS->rmsnorm(CTX, s->x, b->out_idx + i0, n, m->final_norm, c->rms_eps, c->hidden, s->xn, 0);
+                MATMUL(PROF_LM_HEAD, s->xn, n, &m->lm_head, NULL, s->logits);
+                OPS->copy(CTX, logits + (size_t)i0 * (size_t)c->vocab, s->logits,
+                          (size_t)n * (size_t)c->vocab * sizeof(float), BE_DEVICE_TO_HOST);
+            }
+        }
         if (c->final_softcap > 0) { /* z -> c tanh(z / c), on the host copy (llama.cpp's steps: x 1/c, tanh, x c) */
             float cap = c->final_softcap, inv = 1.0f / cap;
             for (size_t i = 0; i < (size_t)b->n_out * (size_t)c->vocab; i++) logits[i] = cap * tanhf(logits[i] * inv);

@@ -45,7 +45,8 @@ typedef struct model_scratch {
     float *x, *xn, *q, *k, *v, *att, *tmp, *h1, *h2;
     float *moe_acc, *xg, *yg, *router_logits;
     float *fused;        /* output of a fused qkv or gate_up matmul */
-    float *logits;       /* lm_head rows before the read-back (backends without unified memory) */
+    float *logits;       /* lm_head rows before the read-back (backends without unified memory): */
+    int head_rows;       /*   this many; the head runs over the wanted rows in chunks of it */
     float *rope_cos, *rope_sin;
     float *rope_cos_local, *rope_sin_local; /* the sliding layers' tables (cfg.rope_local_theta > 0) */
     int32_t *route_ids, *expert_tokens, *expert_count;

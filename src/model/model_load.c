@@ -252,6 +252,8 @@ static void rope_frequencies(const model_config *c, double theta, int local, dou
     }
 }
 
+#define HEAD_ROWS 64
+
 static xllm_status alloc_scratch(model *m, int T, xllm_error *err) {
     const model_config *c = &m->cfg;
     model_scratch *s = &m->s;
@@ -263,6 +265,10 @@ static xllm_status alloc_scratch(model *m, int T, xllm_error *err) {
     size_t E = (size_t)(c->n_experts > 0 ? c->n_experts : 1), K = (size_t)(c->n_experts_used > 0 ? c->n_experts_used : 1);
     s->max_tokens = T;
     s->bytes = 0;
+    /* the lm_head's output before the read-back: HEAD_ROWS rows at a time
+     * (a step's logits rows are its sequences, far fewer than its tokens;
+     * a vocab of 128k is 64 MiB per 128 rows) */
+    s->head_rows = T < HEAD_ROWS ? T : HEAD_ROWS;
 #define ALLOC(ptr, n) ((s->bytes += (n) * sizeof(*(ptr))), (ptr) = dev_alloc(m, (n) * sizeof(*(ptr))))
     if (!ALLOC(s->x, t * h) || !ALLOC(s->xn, t * h) || !ALLOC(s->q, t * qd) || !ALLOC(s->k, t * kd) ||
         !ALLOC(s->v, t * kd) || !ALLOC(s->att, t * qd) || !ALLOC(s->tmp, t * h) || !ALLOC(s->h1, t * inter) ||
@@ -273,7 +279,7 @@ static xllm_status alloc_scratch(model *m, int T, xllm_error *err) {
                                      !ALLOC(s->rope_sin_local, t * (size_t)c->head_dim / 2))) ||
         !ALLOC(s->route_w, t * K) || !ALLOC(s->expert_tokens, t * K) || !ALLOC(s->expert_w, t * K) ||
         !ALLOC(s->expert_count, E) || !ALLOC(s->fused, t * (qd + 2 * kd > 2 * inter ? qd + 2 * kd : 2 * inter)) ||
-        (!m->be.ops->unified_memory && !ALLOC(s->logits, t * (size_t)c->vocab)))
+        (!m->be.ops->unified_memory && !ALLOC(s->logits, (size_t)s->head_rows * (size_t)c->vocab)))
         return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "cannot allocate forward scratch for %d tokens", T);
 #undef ALLOC
     return XLLM_OK;

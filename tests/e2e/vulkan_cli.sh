@@ -6,7 +6,9 @@
 #    the CPU still runs;
 #  - bad flags: --device without a number, an unknown backend;
 #  - with a device (CI: Mesa's lavapipe): greedy text from `run --backend vulkan`
-#    equals the CPU's, `execution.backend: vulkan` in a config does the same,
+#    equals the CPU's (weights imported in place, copied, or all through the
+#    staging pool as on a discrete GPU), the memory split on the startup lines,
+#    logits at 100 positions within 1e-3 of the CPU's, `execution.backend: vulkan` in a config does the same,
 #    --device past the last device names how many there are, and two pipeline
 #    stages (mpirun -np 2 --pp 2) on Vulkan give the same text.
 # Skipped under the sanitizers (lavapipe under ASan: Makefile ASAN_EXCLUDE).
@@ -41,6 +43,39 @@ else
     check $? "run --backend vulkan ($(tail -1 "$T/e"))"
     cmp -s "$T/cpu.txt" "$T/vk.txt"
     check $? "greedy text on vulkan equals the cpu's"
+    # memory (docs/VULKAN.md): weights imported in place from the file's mapping, or
+    # copied (XLLM_VULKAN_IMPORT=0), or everything through the staging pool as on a
+    # discrete GPU (XLLM_VULKAN_UNIFIED=0): the same text each way, and the split
+    # on the engine's startup line
+    for sw in XLLM_VULKAN_IMPORT=0 XLLM_VULKAN_UNIFIED=0; do
+        env "$sw" XLLM_VULKAN_VALIDATE=1 "$XLLM" run -m "$M" -p "Once upon a time" -n 32 --temp 0 --quiet --backend vulkan \
+            > "$T/vk2.txt" 2> "$T/e"
+        [ $? = 0 ] && cmp -s "$T/cpu.txt" "$T/vk2.txt" && ! grep -q validation "$T/e"
+        check $? "$sw: the same text ($(tail -1 "$T/e"))"
+    done
+    printf 'model: %s\nverbose: true\nexecution:\n  backend: vulkan\nmemory:\n  workspace_size: 16MiB\n  swap_size: 1MiB\n' "$M" > "$T/v.yaml"
+    "$XLLM" run --config "$T/v.yaml" -p "Hi" -n 2 > /dev/null 2> "$T/e"
+    grep -q "^xllm engine: scratch .* | KV pool .* | swap pool" "$T/e" && grep -q "^xllm backend: vulkan .*weights .* imported in place .* copied .*device memory .*staging pool" "$T/e"
+    check $? "the startup lines give the memory split ($(grep '^xllm backend' "$T/e"))"
+    if "$XLLM" info --devices | grep -q "^vulkan device 0: llvmpipe"; then # lavapipe imports host memory
+        grep -q "weights 1.0 MiB imported in place (36 matrices" "$T/e"
+        check $? "lavapipe: every stories260k matrix imported in place, none copied"
+        XLLM_VULKAN_IMPORT=0 "$XLLM" run --config "$T/v.yaml" -p "Hi" -n 2 > /dev/null 2> "$T/e"
+        grep -q "weights 0.0 MiB imported in place (0 matrices.* + 1.0 MiB copied (36)" "$T/e"
+        check $? "XLLM_VULKAN_IMPORT=0: every matrix copied"
+    fi
+    # the logits at 100 positions (more than the head's 64 rows per read-back) against the cpu's
+    IDS=$(seq -s, 1 100)
+    "$XLLM" logits -m "$M" --ids "$IDS" --out "$T/l_cpu.f32" > /dev/null 2>&1
+    for sw in XLLM_VULKAN_UNIFIED=1 XLLM_VULKAN_UNIFIED=0; do
+        env "$sw" "$XLLM" logits -m "$M" --ids "$IDS" --backend vulkan --out "$T/l_vk.f32" > /dev/null 2> "$T/e"
+        d=$(python3 -c "
+import array, sys
+a = array.array('f', open(sys.argv[1], 'rb').read()); b = array.array('f', open(sys.argv[2], 'rb').read())
+print(max(abs(x - y) for x, y in zip(a, b)) if len(a) == len(b) == 100 * 512 else 'size %d %d' % (len(a), len(b)))" "$T/l_cpu.f32" "$T/l_vk.f32")
+        python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) <= 1e-3 else 1)" "$d" 2> /dev/null
+        check $? "$sw: logits at 100 positions within 1e-3 of the cpu's (max |difference| $d)"
+    done
     printf 'model: %s\nexecution:\n  backend: vulkan\n  device: 0\n' "$M" > "$T/c.yaml"
     "$XLLM" run --config "$T/c.yaml" -p "Once upon a time" -n 32 --temp 0 --quiet > "$T/vky.txt" 2> "$T/e"
     check $? "execution.backend: vulkan in a config ($(tail -1 "$T/e"))"

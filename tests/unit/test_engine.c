@@ -38,6 +38,20 @@
 #define N_REQ 40
 #define N_THREADS 4
 
+/* The exactness test's size: the full run (every backend's default), and a
+ * budgeted one for slow backends in CI (`--exactness-quick`: lavapipe) -
+ * fewer and shorter requests, a pool of one full context (16 blocks) so
+ * that preemption still happens, recompute and swap (elastic, their mix,
+ * only in the full run). */
+typedef struct exact_size {
+    int n_req, prompt_span, new_min, new_span;
+    long blocks, swap_blocks;
+    int n_modes;
+} exact_size;
+static const exact_size k_full = {N_REQ, 140, 30, 90, 48, 20, 3};
+static const exact_size k_quick = {12, 60, 8, 24, 16, 8, 2};
+static exact_size g_size = {N_REQ, 140, 30, 90, 48, 20, 3};
+
 typedef struct spec {
     int32_t prompt[160];
     int n_prompt;
@@ -191,10 +205,11 @@ static void *worker_main(void *arg) {
 }
 
 static void exactness_under_load(xllm_model *m) {
+    const int n_req = g_size.n_req;
     /* the requests */
-    for (int i = 0; i < N_REQ; i++) {
+    for (int i = 0; i < n_req; i++) {
         spec *s = &g_spec[i];
-        s->n_prompt = 2 + (int)(rnd() % 140);
+        s->n_prompt = 2 + (int)(rnd() % (uint32_t)g_size.prompt_span);
         s->prompt[0] = 1;
         for (int k = 1; k < s->n_prompt; k++) s->prompt[k] = 3 + (int32_t)(rnd() % 500);
         /* some share a prefix with an earlier one (exercises the prefix cache under preemption) */
@@ -204,7 +219,7 @@ static void exactness_under_load(xllm_model *m) {
             memcpy(s->prompt, o->prompt, (size_t)share * sizeof(int32_t));
         }
         s->p = xllm_sampling_params_default();
-        s->p.max_new_tokens = 30 + (int)(rnd() % 90);
+        s->p.max_new_tokens = g_size.new_min + (int)(rnd() % (uint32_t)g_size.new_span);
         s->p.ignore_eos = rnd() % 4 != 0;
         if (rnd() % 2) {
             s->p.do_sample = 0;
@@ -227,7 +242,7 @@ static void exactness_under_load(xllm_model *m) {
     xllm_engine *solo = xllm_engine_create(m, &so, &err);
     CHECK_MSG(solo != NULL, "%s", err.message);
     if (!solo) return;
-    for (int i = 0; i < N_REQ; i++) {
+    for (int i = 0; i < n_req; i++) {
         spec *s = &g_spec[i];
         xllm_request r = make_req(s);
         size_t nr;
@@ -239,13 +254,13 @@ static void exactness_under_load(xllm_model *m) {
     xllm_engine_free(solo);
 
     const char *names[] = {"recompute", "swap", "elastic"};
-    for (int mode = 0; mode < 3; mode++) {
+    for (int mode = 0; mode < g_size.n_modes; mode++) {
         size_t before = xllm_allocated_bytes();
         xllm_engine_options o = xllm_engine_options_default();
         o.preempt_mode = (xllm_preempt_mode)mode;
         o.max_batch_size = 8;
         /* ~3 sequences of ~240 tokens (16 blocks each; the context is 256) */
-        long blocks = 48, swap_blocks = mode == XLLM_PREEMPT_RECOMPUTE ? 0 : 20;
+        long blocks = g_size.blocks, swap_blocks = mode == XLLM_PREEMPT_RECOMPUTE ? 0 : g_size.swap_blocks;
         o.swap_size = swap_blocks ? swap_blocks * bb : -1;
         o.workspace_size = scratch + blocks * bb + (swap_blocks ? swap_blocks * bb : 0);
         xllm_engine *e = xllm_engine_create(m, &o, &err);
@@ -256,7 +271,7 @@ static void exactness_under_load(xllm_model *m) {
         worker w[N_THREADS];
         pthread_t th[N_THREADS];
         for (int t = 0; t < N_THREADS; t++) {
-            w[t] = (worker){e, t * (N_REQ / N_THREADS), N_REQ / N_THREADS, 0, 0, 0};
+            w[t] = (worker){e, t * (n_req / N_THREADS), n_req / N_THREADS, 0, 0, 0};
             pthread_create(&th[t], NULL, worker_main, &w[t]);
         }
         int failures = 0, finished = 0, aborted = 0;
@@ -267,7 +282,7 @@ static void exactness_under_load(xllm_model *m) {
             aborted += w[t].aborted;
         }
         CHECK_MSG(failures == 0, "%s: %d requests differ or failed", names[mode], failures);
-        CHECK(finished + aborted == N_REQ);
+        CHECK(finished + aborted == n_req);
         long pre = xllm_engine_stat(e, "preemptions", NULL);
         long pre_swap = xllm_engine_stat(e, "preemptions_by_mode", "swap");
         fprintf(stderr, "%s: %d finished, %d aborted, %ld preemptions (%ld by swap), prefix-cache hits %ld tokens\n",
@@ -284,7 +299,7 @@ static void exactness_under_load(xllm_model *m) {
         CHECK_MSG(xllm_allocated_bytes() == before, "%s: %zd bytes leaked", names[mode],
                   (ssize_t)(xllm_allocated_bytes() - before));
     }
-    for (int i = 0; i < N_REQ; i++) xllm_results_free(g_spec[i].solo, (size_t)g_spec[i].n);
+    for (int i = 0; i < n_req; i++) xllm_results_free(g_spec[i].solo, (size_t)g_spec[i].n);
 }
 
 /* ------------------------------------------------------------ prefix cache */
@@ -788,8 +803,10 @@ static void default_pool(const char *stories) {
  * arrivals from 4 threads, preemption by recompute and swap, the prefix
  * cache, aborts; every request equal to its solo run on that backend; the
  * pool whole at the end), on that backend - ctest runs it on "vulkan"
- * (exit 77, skipped, when the backend cannot start here). */
-static int exactness_only(const char *backend) {
+ * (exit 77, skipped, when the backend cannot start here).
+ * `--exactness-quick BACKEND`: the same at the budgeted size (k_quick). */
+static int exactness_only(const char *backend, int quick) {
+    g_size = quick ? k_quick : k_full;
     setenv("XLLM_DEBUG", "1", 1);
     if (!strcmp(backend, "vulkan")) setenv("XLLM_VULKAN_VALIDATE", "1", 1);
     xllm_model_options mo = *test_env_options();
@@ -815,7 +832,8 @@ static int exactness_only(const char *backend) {
 }
 
 int main(int argc, char **argv) {
-    if (argc == 3 && !strcmp(argv[1], "--exactness")) return exactness_only(argv[2]);
+    if (argc == 3 && !strcmp(argv[1], "--exactness")) return exactness_only(argv[2], 0);
+    if (argc == 3 && !strcmp(argv[1], "--exactness-quick")) return exactness_only(argv[2], 1);
     setenv("XLLM_DEBUG", "1", 1); /* pool invariants after every step */
     setenv("XLLM_PLAN", "0", 1);
     char dir[256];

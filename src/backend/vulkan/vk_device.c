@@ -10,6 +10,20 @@
  * desktop GPU of the last years; Mesa's lavapipe). The validation layer is
  * enabled when XLLM_VULKAN_VALIDATE=1 (the tests), and every message it
  * gives is counted (vulkan_validation_messages) and printed.
+ *
+ * Memory: weights, the 1-D weights, the scratch and the KV pool are device
+ * memory. On a unified-memory device (integrated GPU, lavapipe: device-local
+ * memory the host can map) every allocation is mapped and host <-> device
+ * copies are memcpy after the step's wait; weight matrices in their stored
+ * layout are not copied at all but imported in place from the model file's
+ * mapping (VK_EXT_external_memory_host: the pages around each matrix, at
+ * minImportedHostPointerAlignment), falling back to a copy where the device
+ * refuses. On a discrete GPU one host-visible, coherent staging pool,
+ * allocated at creation, carries every copy between the host and device
+ * memory: weight uploads, the logits read back, KV blocks swapped out and in.
+ * Switches for tests and comparisons: XLLM_VULKAN_IMPORT=0 (copy the
+ * weights), XLLM_VULKAN_UNIFIED=0 (treat a unified device as discrete:
+ * unmapped device memory, everything through the staging pool).
  */
 #include "backend/vulkan/vk_internal.h"
 #include "base/alloc.h"
@@ -223,10 +237,30 @@ static int make_buffer(vk_ctx *c, size_t bytes, int host, vk_alloc *a) {
 
 static void drop_buffer(vk_ctx *c, vk_alloc *a) {
     if (!a->buf) return;
-    if (a->mapped) c->f.vkUnmapMemory(c->dev, a->mem);
+    if (a->mapped && !a->imported) c->f.vkUnmapMemory(c->dev, a->mem);
     c->f.vkDestroyBuffer(c->dev, a->buf, NULL);
     c->f.vkFreeMemory(c->dev, a->mem, NULL);
     memset(a, 0, sizeof *a);
+}
+
+/* an environment switch set to 0 */
+static int env_off(const char *name) {
+    const char *v = getenv(name);
+    return v && !strcmp(v, "0");
+}
+
+/* XLLM_VULKAN_IMPORT=0: weights copied even where they could be imported */
+static int import_wanted(void) { return !env_off("XLLM_VULKAN_IMPORT"); }
+
+static int has_device_extension(vk_ctx *c, const char *name) {
+    uint32_t n = 0;
+    if (c->f.vkEnumerateDeviceExtensionProperties(c->phys, NULL, &n, NULL) != VK_SUCCESS || !n) return 0;
+    VkExtensionProperties *e = xllm_calloc(n, sizeof *e);
+    int found = 0;
+    if (e && c->f.vkEnumerateDeviceExtensionProperties(c->phys, NULL, &n, e) == VK_SUCCESS)
+        for (uint32_t i = 0; i < n && !found; i++) found = !strcmp(e[i].extensionName, name);
+    xllm_free(e);
+    return found;
 }
 
 xllm_status vk_open(vk_ctx *c, int device, xllm_error *err) {
@@ -261,6 +295,33 @@ xllm_status vk_open(vk_ctx *c, int device, xllm_error *err) {
         if (qf[i].queueFlags & VK_QUEUE_COMPUTE_BIT) c->queue_family = i;
     if (c->queue_family == UINT32_MAX)
         return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "backend 'vulkan': device %d has no compute queue", device);
+    /* unified memory: a device-local type that is also host-visible and
+     * coherent, on an integrated / CPU device; else device-local + staging */
+    int host = find_mem_type(c, ~0u, VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT);
+    int both = find_mem_type(c, ~0u, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT | VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
+                                         VK_MEMORY_PROPERTY_HOST_COHERENT_BIT);
+    int local = find_mem_type(c, ~0u, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
+    if (host < 0) return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "backend 'vulkan': no host-visible memory type");
+    int integrated = c->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU ||
+                     c->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
+    c->mem_type_host = (uint32_t)host;
+    if (integrated && both >= 0 && !env_off("XLLM_VULKAN_UNIFIED")) c->unified = 1, c->mem_type_device = (uint32_t)both;
+    else c->mem_type_device = (uint32_t)(local >= 0 ? local : host);
+    /* weights imported in place (the model file's mapping) on a unified device
+     * that can import host memory: VK_EXT_external_memory_host */
+    const char *exts[1];
+    uint32_t n_exts = 0;
+    if (c->unified && import_wanted() && has_device_extension(c, VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME)) {
+        VkPhysicalDeviceExternalMemoryHostPropertiesEXT hp = {
+            .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_EXTERNAL_MEMORY_HOST_PROPERTIES_EXT};
+        VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = &hp};
+        c->f.vkGetPhysicalDeviceProperties2(c->phys, &p2);
+        size_t a = (size_t)hp.minImportedHostPointerAlignment;
+        if (a && !(a & (a - 1)) && a <= ((size_t)1 << 21)) {
+            c->import_align = a;
+            exts[n_exts++] = VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME;
+        }
+    }
     float prio = 1.0f;
     VkDeviceQueueCreateInfo qi = {VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO, NULL, 0, c->queue_family, 1, &prio};
     VkPhysicalDeviceVulkan12Features f12 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
@@ -273,6 +334,8 @@ xllm_status vk_open(vk_ctx *c, int device, xllm_error *err) {
     VkDeviceCreateInfo di = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .pNext = &f2};
     di.queueCreateInfoCount = 1;
     di.pQueueCreateInfos = &qi;
+    di.enabledExtensionCount = n_exts;
+    di.ppEnabledExtensionNames = n_exts ? exts : NULL;
     VkResult r = c->f.vkCreateDevice(c->phys, &di, NULL, &c->dev);
     if (r != VK_SUCCESS)
         return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "backend 'vulkan': creating device %d (%s) failed (VkResult %d)",
@@ -284,20 +347,10 @@ xllm_status vk_open(vk_ctx *c, int device, xllm_error *err) {
     VK_FUNCS_DEVICE(X)
 #undef X
     c->f.vkGetDeviceQueue(c->dev, c->queue_family, 0, &c->queue);
-    /* memory types: unified when a device-local type is also host-visible and
-     * coherent on an integrated / CPU device; else device-local + staging */
-    VkPhysicalDeviceMemoryProperties mp;
-    c->f.vkGetPhysicalDeviceMemoryProperties(c->phys, &mp);
-    int host = find_mem_type(c, ~0u, VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT);
-    int both = find_mem_type(c, ~0u, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT | VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
-                                         VK_MEMORY_PROPERTY_HOST_COHERENT_BIT);
-    int local = find_mem_type(c, ~0u, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
-    if (host < 0) return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "backend 'vulkan': no host-visible memory type");
-    int integrated = c->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU ||
-                     c->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
-    c->mem_type_host = (uint32_t)host;
-    if (integrated && both >= 0) c->unified = 1, c->mem_type_device = (uint32_t)both;
-    else c->mem_type_device = (uint32_t)(local >= 0 ? local : host);
+    if (n_exts)
+        c->get_host_pointer_props =
+            (PFN_vkGetMemoryHostPointerPropertiesEXT)gdpa(c->dev, "vkGetMemoryHostPointerPropertiesEXT");
+    if (!c->get_host_pointer_props) c->import_align = 0;
     VkCommandPoolCreateInfo pi = {VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO, NULL,
                                   VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT, c->queue_family};
     VkCommandBufferAllocateInfo ai = {VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO, NULL, VK_NULL_HANDLE,
@@ -307,7 +360,10 @@ xllm_status vk_open(vk_ctx *c, int device, xllm_error *err) {
         (ai.commandPool = c->pool, c->f.vkAllocateCommandBuffers(c->dev, &ai, &c->cmd) != VK_SUCCESS) ||
         c->f.vkCreateFence(c->dev, &fi, NULL, &c->fence) != VK_SUCCESS)
         return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "backend 'vulkan': creating a command buffer failed");
-    if (make_buffer(c, RING_BYTES, 1, &c->ring) || make_buffer(c, STAGING_BYTES, 1, &c->staging))
+    /* the staging pool: every copy between the host and memory it cannot map
+     * (uploads, logits, KV blocks swapped out and in) goes through it; a
+     * unified device maps all its memory and needs none */
+    if (make_buffer(c, RING_BYTES, 1, &c->ring) || (!c->unified && make_buffer(c, STAGING_BYTES, 1, &c->staging)))
         return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "backend 'vulkan': no host-visible memory for the staging pool");
     void *va = mmap(NULL, VA_RESERVE, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (va == MAP_FAILED)
@@ -321,6 +377,7 @@ void vk_close(vk_ctx *c) {
     if (c->dev) {
         vk_flush(c);
         for (size_t i = 0; i < c->n_allocs; i++) drop_buffer(c, &c->allocs[i]);
+        for (size_t i = 0; i < c->n_hosts; i++) drop_buffer(c, &c->hosts[i]);
         drop_buffer(c, &c->ring);
         drop_buffer(c, &c->staging);
         for (int i = 0; i < VK_P_COUNT; i++)
@@ -335,26 +392,167 @@ void vk_close(vk_ctx *c) {
     if (c->lib) dlclose(c->lib);
     if (c->va) munmap(c->va, c->va_size);
     xllm_free(c->allocs);
+    xllm_free(c->hosts);
 }
 
 /* ------------------------------------------------------------ memory */
 
-void *vk_alloc_device(vk_ctx *c, size_t bytes) {
-    size_t span = (bytes + ALIGN - 1) / ALIGN * ALIGN + ALIGN; /* a gap: one past the end is not the next buffer */
-    if (c->va_used + span > c->va_size) return NULL;
+/* a in the table, at the next address range (room for it checked first) */
+static void *add_alloc(vk_ctx *c, vk_alloc *a, size_t handle_off) {
+    size_t span = (a->size + ALIGN - 1) / ALIGN * ALIGN + ALIGN; /* a gap: one past the end is not the next buffer */
+    a->base = (uintptr_t)(c->va + c->va_used);
+    a->handle = a->base + handle_off;
+    c->va_used += span;
+    c->allocs[c->n_allocs++] = *a; /* bases only grow: the table stays sorted */
+    return (void *)a->handle;
+}
+
+static int room_for(vk_ctx *c, size_t bytes) {
+    size_t span = (bytes + ALIGN - 1) / ALIGN * ALIGN + ALIGN;
+    if (c->va_used + span > c->va_size) return 0;
     if (c->n_allocs == c->cap_allocs) {
         size_t cap = c->cap_allocs ? 2 * c->cap_allocs : 64;
         vk_alloc *a = xllm_realloc(c->allocs, cap * sizeof *a);
-        if (!a) return NULL;
+        if (!a) return 0;
         c->allocs = a, c->cap_allocs = cap;
     }
+    return 1;
+}
+
+void *vk_alloc_device(vk_ctx *c, size_t bytes) {
+    if (!room_for(c, bytes)) return NULL;
     vk_alloc a;
     if (make_buffer(c, bytes, 0, &a)) return NULL;
-    a.base = (uintptr_t)(c->va + c->va_used);
-    c->va_used += span;
-    c->allocs[c->n_allocs++] = a; /* bases only grow: the table stays sorted */
     c->device_bytes += bytes;
-    return (void *)a.base;
+    return add_alloc(c, &a, 0);
+}
+
+/* Host memory [p, p + bytes) imported as device memory (the pages around it,
+ * from one multiple of minImportedHostPointerAlignment to the next: a
+ * neighbouring matrix may share the first and last page, imported again by
+ * its own import). NULL when the device refuses it (the caller copies). */
+static void *import_host(vk_ctx *c, const void *p, size_t bytes) {
+    if (!c->import_align || !p || !bytes || (uintptr_t)p % VK_IMPORT_MIN_ALIGN) return NULL;
+    uintptr_t start = (uintptr_t)p & ~(uintptr_t)(c->import_align - 1);
+    uintptr_t end = ((uintptr_t)p + bytes + c->import_align - 1) & ~(uintptr_t)(c->import_align - 1);
+    size_t size = end - start;
+    if (!room_for(c, size)) return NULL;
+    VkMemoryHostPointerPropertiesEXT hp = {.sType = VK_STRUCTURE_TYPE_MEMORY_HOST_POINTER_PROPERTIES_EXT};
+    if (c->get_host_pointer_props(c->dev, VK_EXTERNAL_MEMORY_HANDLE_TYPE_HOST_ALLOCATION_BIT_EXT, (void *)start, &hp) !=
+        VK_SUCCESS)
+        return NULL;
+    vk_alloc a;
+    memset(&a, 0, sizeof a);
+    VkExternalMemoryBufferCreateInfo eb = {.sType = VK_STRUCTURE_TYPE_EXTERNAL_MEMORY_BUFFER_CREATE_INFO};
+    eb.handleTypes = VK_EXTERNAL_MEMORY_HANDLE_TYPE_HOST_ALLOCATION_BIT_EXT;
+    VkBufferCreateInfo bi = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, .pNext = &eb};
+    bi.size = size;
+    bi.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+               VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT;
+    bi.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
+    if (c->f.vkCreateBuffer(c->dev, &bi, NULL, &a.buf) != VK_SUCCESS) return NULL;
+    VkMemoryRequirements mr;
+    c->f.vkGetBufferMemoryRequirements(c->dev, a.buf, &mr);
+    uint32_t bits = hp.memoryTypeBits & mr.memoryTypeBits, type = 0;
+    while (type < 32 && !(bits & (1u << type))) type++;
+    if (!bits || mr.size > size) {
+        c->f.vkDestroyBuffer(c->dev, a.buf, NULL);
+        return NULL;
+    }
+    VkImportMemoryHostPointerInfoEXT ii = {.sType = VK_STRUCTURE_TYPE_IMPORT_MEMORY_HOST_POINTER_INFO_EXT};
+    ii.handleType = VK_EXTERNAL_MEMORY_HANDLE_TYPE_HOST_ALLOCATION_BIT_EXT;
+    ii.pHostPointer = (void *)start;
+    VkMemoryAllocateFlagsInfo fi = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_FLAGS_INFO, .pNext = &ii};
+    fi.flags = VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT;
+    VkMemoryAllocateInfo ai = {VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, &fi, size, type};
+    if (c->f.vkAllocateMemory(c->dev, &ai, NULL, &a.mem) != VK_SUCCESS) {
+        c->f.vkDestroyBuffer(c->dev, a.buf, NULL);
+        return NULL;
+    }
+    if (c->f.vkBindBufferMemory(c->dev, a.buf, a.mem, 0) != VK_SUCCESS) {
+        c->f.vkFreeMemory(c->dev, a.mem, NULL);
+        c->f.vkDestroyBuffer(c->dev, a.buf, NULL);
+        return NULL;
+    }
+    VkBufferDeviceAddressInfo di = {VK_STRUCTURE_TYPE_BUFFER_DEVICE_ADDRESS_INFO, NULL, a.buf};
+    a.addr = c->f.vkGetBufferDeviceAddress(c->dev, &di);
+    a.size = size;
+    a.mapped = (unsigned char *)start; /* reads of it from the host (copy) read the file's pages */
+    a.imported = 1;
+    return add_alloc(c, &a, (uintptr_t)p - start);
+}
+
+void *vk_host_alloc(vk_ctx *c, size_t bytes) {
+    if (c->unified || !bytes) return NULL;
+    if (c->n_hosts == c->cap_hosts) {
+        size_t cap = c->cap_hosts ? 2 * c->cap_hosts : 4;
+        vk_alloc *h = xllm_realloc(c->hosts, cap * sizeof *h);
+        if (!h) return NULL;
+        c->hosts = h, c->cap_hosts = cap;
+    }
+    vk_alloc a;
+    if (make_buffer(c, bytes, 1, &a)) return NULL;
+    a.handle = (uintptr_t)a.mapped;
+    c->hosts[c->n_hosts++] = a;
+    c->pinned_bytes += bytes;
+    return a.mapped;
+}
+
+void vk_host_free(vk_ctx *c, void *p) {
+    for (size_t i = 0; p && i < c->n_hosts; i++)
+        if (c->hosts[i].mapped == p) {
+            vk_flush(c);
+            c->pinned_bytes -= c->hosts[i].size;
+            drop_buffer(c, &c->hosts[i]);
+            c->hosts[i] = c->hosts[--c->n_hosts];
+            return;
+        }
+}
+
+/* the pinned host buffer holding [p, p + bytes), or NULL */
+static const vk_alloc *find_host(const vk_ctx *c, const void *p, size_t bytes, size_t *off) {
+    const unsigned char *q = p;
+    for (size_t i = 0; i < c->n_hosts; i++)
+        if (q >= c->hosts[i].mapped && q + bytes <= c->hosts[i].mapped + c->hosts[i].size) {
+            *off = (size_t)(q - c->hosts[i].mapped);
+            return &c->hosts[i];
+        }
+    return NULL;
+}
+
+void *vk_weights_place(vk_ctx *c, const void *host, size_t bytes) {
+    void *d = import_host(c, host, bytes);
+    if (d) {
+        c->weights_imported += bytes, c->n_imported++;
+        return d;
+    }
+    if (!(d = vk_alloc_device(c, bytes))) return NULL;
+    vk_copy(c, d, host, bytes, BE_HOST_TO_DEVICE);
+    vk_weights_copied(c, bytes);
+    return d;
+}
+
+void vk_weights_copied(vk_ctx *c, size_t bytes) { c->weights_copied += bytes, c->n_copied++; }
+
+static void fmt_mib(char *b, size_t n, size_t bytes) { snprintf(b, n, "%.1f MiB", (double)bytes / (1024.0 * 1024.0)); }
+
+void vk_memory_line(const vk_ctx *c, char *out, size_t n) {
+    char dev[32], imp[32], cop[32], stg[32], ring[32], pin[32];
+    fmt_mib(pin, sizeof pin, c->pinned_bytes);
+    fmt_mib(dev, sizeof dev, c->device_bytes);
+    fmt_mib(imp, sizeof imp, c->weights_imported);
+    fmt_mib(cop, sizeof cop, c->weights_copied);
+    fmt_mib(stg, sizeof stg, c->staging.size);
+    fmt_mib(ring, sizeof ring, c->ring.size);
+    snprintf(out, n,
+             "weights %s imported in place (%zu matrices, the model file's mapping) + %s copied (%zu)%s | device memory "
+             "%s (copied weights, workspace, KV pool) | staging pool %s%s | pinned host memory %s (the KV swap pool) | "
+             "step-input ring %s",
+             imp, c->n_imported, cop, c->n_copied,
+             c->import_align ? "" : !c->unified ? " [not unified: weights live in device memory]"
+                                   : !import_wanted() ? " [import off: XLLM_VULKAN_IMPORT=0]"
+                                                      : " [the device cannot import host memory]", dev, stg,
+             c->unified ? " (unified memory: copies are plain memcpy)" : " host-visible coherent", pin, ring);
 }
 
 const vk_alloc *vk_find(const vk_ctx *c, const void *p, size_t *off) {
@@ -376,10 +574,11 @@ void vk_free_device(vk_ctx *c, void *p) {
     if (!p) return;
     size_t off;
     const vk_alloc *a = vk_find(c, p, &off);
-    if (!a || off) return;
+    if (!a || (uintptr_t)p != a->handle) return;
+    (void)off;
     vk_flush(c);
     size_t i = (size_t)(a - c->allocs);
-    c->device_bytes -= a->size;
+    if (!a->imported) c->device_bytes -= a->size;
     drop_buffer(c, &c->allocs[i]);
     memmove(&c->allocs[i], &c->allocs[i + 1], (c->n_allocs - i - 1) * sizeof *c->allocs);
     c->n_allocs--;
@@ -502,6 +701,14 @@ void vk_copy(vk_ctx *c, void *dst, const void *src, size_t bytes, be_copy_kind k
     }
     if (kind == BE_DEVICE_TO_HOST && sa->mapped) {
         memcpy(dst, sa->mapped + soff, bytes);
+        return;
+    }
+    size_t hoff;
+    const vk_alloc *h = find_host(c, kind == BE_HOST_TO_DEVICE ? src : dst, bytes, &hoff);
+    if (h) { /* pinned host memory (the swap pool): one device copy, no bounce */
+        if (kind == BE_HOST_TO_DEVICE) vk_record_copy(c, h->buf, hoff, da->buf, doff, bytes);
+        else vk_record_copy(c, sa->buf, soff, h->buf, hoff, bytes);
+        vk_flush(c);
         return;
     }
     for (size_t o = 0; o < bytes; o += c->staging.size) { /* through the staging pool */

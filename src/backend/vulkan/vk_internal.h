@@ -33,6 +33,7 @@
     X(vkGetPhysicalDeviceQueueFamilyProperties) \
     X(vkCreateDevice)                           \
     X(vkGetDeviceProcAddr)                      \
+    X(vkEnumerateDeviceExtensionProperties)     \
     X(vkCreateDebugUtilsMessengerEXT)           \
     X(vkDestroyDebugUtilsMessengerEXT)
 
@@ -90,6 +91,8 @@ typedef struct vk_alloc {
     VkDeviceMemory mem;
     VkDeviceAddress addr;
     unsigned char *mapped; /* host-visible: its mapping; else NULL */
+    uintptr_t handle;      /* the pointer handed out (base, or inside an import: base + offset) */
+    int imported;          /* host memory imported (VK_EXT_external_memory_host): not device_bytes */
 } vk_alloc;
 
 enum {
@@ -132,7 +135,17 @@ typedef struct vk_ctx {
     int qact_T, qact_cols;
     size_t max_tokens, max_cols;
     size_t device_bytes; /* allocated device memory now */
+    /* importing host memory (VK_EXT_external_memory_host, unified devices only) */
+    PFN_vkGetMemoryHostPointerPropertiesEXT get_host_pointer_props; /* NULL: no import */
+    size_t import_align;                                           /* minImportedHostPointerAlignment */
+    /* the memory split (vk_memory_line): weight matrices imported in place /
+     * copied into device memory, and the host-visible pools */
+    size_t weights_imported, weights_copied, n_imported, n_copied;
+    /* pinned host memory (backend_ops.host_alloc: the KV swap pool), host-visible buffers */
+    vk_alloc *hosts;
+    size_t n_hosts, cap_hosts, pinned_bytes;
     char describe[256];
+    char describe_mem[768]; /* describe + the memory split, rebuilt by vb_describe */
 } vk_ctx;
 
 /* vk_device.c */
@@ -151,4 +164,24 @@ void vk_record_copy(vk_ctx *c, VkBuffer src, VkDeviceSize so, VkBuffer dst, VkDe
 /* submit what is recorded and wait */
 void vk_flush(vk_ctx *c);
 void vk_copy(vk_ctx *c, void *dst, const void *src, size_t bytes, be_copy_kind kind);
+/* A weight matrix's bytes (host, as the model file stores them) for the
+ * shaders: imported in place on a unified-memory device that can import host
+ * memory (the model file's mapping, no copy; XLLM_VULKAN_IMPORT=0 turns it
+ * off), else copied into new device memory (through the staging pool on a
+ * discrete GPU). Returns the device pointer (release it with
+ * vk_free_device), NULL when out of device memory. */
+void *vk_weights_place(vk_ctx *c, const void *host, size_t bytes);
+/* Host memory the device copies to and from directly (backend_ops.host_alloc):
+ * a host-visible buffer on a discrete GPU; NULL on a unified device (plain
+ * memory is as good there) or when out of memory. */
+void *vk_host_alloc(vk_ctx *c, size_t bytes);
+void vk_host_free(vk_ctx *c, void *p);
+/* Count a weight matrix of `bytes` that was copied to the device by other means (unpacked layouts). */
+void vk_weights_copied(vk_ctx *c, size_t bytes);
+/* The memory split for the startup line: device memory in use, weights
+ * imported / copied, the host-visible staging pool and ring. */
+void vk_memory_line(const vk_ctx *c, char *out, size_t n);
+/* host pointers the shaders need at most this alignment for (buffer_reference_align
+ * in shaders/common.glsl is 4 today; 16 leaves room for vector loads) */
+#define VK_IMPORT_MIN_ALIGN 16
 #endif

@@ -142,7 +142,14 @@ static void vb_destroy(void *ctx) {
     xllm_free(c);
 }
 
-static const char *vb_describe(const void *ctx) { return ((const vk_ctx *)ctx)->describe; }
+/* the device and the memory split as it is now (vk_memory_line) */
+static const char *vb_describe(const void *ctx) {
+    vk_ctx *c = (vk_ctx *)ctx;
+    char mem[512];
+    vk_memory_line(c, mem, sizeof mem);
+    snprintf(c->describe_mem, sizeof c->describe_mem, "%s: %s", c->describe, mem);
+    return c->describe_mem;
+}
 
 static void *vb_alloc(void *ctx, size_t bytes) { return vk_alloc_device(ctx, bytes); }
 static void vb_free(void *ctx, void *p) {
@@ -150,6 +157,8 @@ static void vb_free(void *ctx, void *p) {
     if (c->qact == p) c->qact_src = NULL;
     vk_free_device(ctx, p);
 }
+static void *vb_host_alloc(void *ctx, size_t bytes) { return vk_host_alloc(ctx, bytes); }
+static void vb_host_free(void *ctx, void *p) { vk_host_free(ctx, p); }
 static void vb_copy(void *ctx, void *dst, const void *src, size_t bytes, be_copy_kind kind) {
     vk_copy(ctx, dst, src, bytes, kind);
 }
@@ -168,7 +177,9 @@ static xllm_status vb_upload_matrix(void *ctx, matrix *W, void **storage, xllm_e
         return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "backend 'vulkan': rows of %lld %s weights", (long long)W->cols,
                            xllm_dtype_name(W->dtype));
     size_t bytes = (size_t)W->rows * vk_row_bytes(W);
-    void *d = vk_alloc_device(c, bytes);
+    /* the stored layout: imported in place or copied (vk_weights_place); llama.cpp's blocks: unpacked below */
+    int kq = xllm_dtype_is_kq(W->dtype);
+    void *d = kq ? vk_alloc_device(c, bytes) : vk_weights_place(c, W->data, bytes);
     if (!d)
         return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "backend 'vulkan': out of device memory for a %lldx%lld %s matrix (%zu bytes; %zu in use)",
                            (long long)W->rows, (long long)W->cols, xllm_dtype_name(W->dtype), bytes, c->device_bytes);
@@ -188,12 +199,14 @@ static xllm_status vb_upload_matrix(void *ctx, matrix *W, void **storage, xllm_e
             vk_copy(c, (char *)d + (size_t)r0 * rb, tmp, (size_t)n * rb, BE_HOST_TO_DEVICE);
         }
         xllm_free(tmp);
-    } else {
-        vk_copy(c, d, W->data, bytes, BE_HOST_TO_DEVICE);
+        vk_weights_copied(c, bytes);
     }
+    /* an import reads the model file's pages until the backend closes (it
+     * frees the import then): no storage, so the loader keeps those pages */
+    const vk_alloc *a = vk_find(c, d, NULL);
     W->data = d;
     W->packed = 1;
-    *storage = d;
+    *storage = a && a->imported ? NULL : d;
     return XLLM_OK;
 }
 
@@ -516,6 +529,8 @@ static const backend_ops vulkan_backend_ops = {
     .attention = vb_attention,
     .moe = vb_moe,
     .supports = vb_supports,
+    .host_alloc = vb_host_alloc,
+    .host_free = vb_host_free,
 };
 
 xllm_status vulkan_backend_create(backend *out, const backend_options *o, xllm_error *err) {
