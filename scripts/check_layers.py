@@ -118,7 +118,7 @@ def main():
         if os.path.exists(os.path.join(root, e[0])):
             print(f"note: exception {e[0]} -> {e[1]} is no longer needed: remove it from EXCEPTIONS")
     if bad:
-        print(f"check_layers: {len(bad)} forbidden include(s); the layers are in docs/ARCHITECTURE.md")
+        print(f"check_layers: {len(bad)} forbidden include(s) or call(s); the layers are in docs/ARCHITECTURE.md")
         return 1
     print(f"check_layers: ok ({len(used)} listed exception(s) still in use)")
     return 0

@@ -76,7 +76,8 @@ int cli_opt_float(cli_args *a, const char *f, double lo, double hi, int lo_open,
 }
 
 int cli_parse_ids(const char *s, int32_t **ids, size_t *n) {
-    size_t cap = 16, k = 0;
+    size_t cap = 1, k = 0;
+    for (const char *c = s; *c; c++) cap += *c == ','; /* at most one id per comma-separated field */
     int32_t *v = malloc(cap * sizeof *v);
     if (!v) return 0;
     const char *p = s;
@@ -84,14 +85,9 @@ int cli_parse_ids(const char *s, int32_t **ids, size_t *n) {
         char *end;
         errno = 0;
         long x = strtol(p, &end, 10);
-        if (errno || end == p || x < 0 || x > INT32_MAX || (*end && *end != ',')) {
+        if (errno || end == p || x < 0 || x > INT32_MAX || (*end && *end != ',') || k == cap) {
             free(v);
             return 0;
-        }
-        if (k == cap) {
-            int32_t *nv = realloc(v, (cap *= 2) * sizeof *v);
-            if (!nv) { free(v); return 0; }
-            v = nv;
         }
         v[k++] = (int32_t)x;
         p = *end ? end + 1 : end;

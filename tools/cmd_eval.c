@@ -34,36 +34,18 @@
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-#if defined(__GNUC__) || defined(__clang__)
-#define EVAL_PRINTF(a, b) __attribute__((format(printf, a, b)))
-#else
-#define EVAL_PRINTF(a, b)
-#endif
-
-static EVAL_PRINTF(1, 2) int eval_fail(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("xllm: error: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-    return 1;
-}
-
 
 /* The whole file (or stdin for "-") into *buf (malloc) / *len. 0 on success. */
 static int read_text(const char *path, char **buf, size_t *len) {
     const char *why;
     int errnum;
     if (!read_text_file(path, buf, len, &why, &errnum)) return 0;
-    if (!errnum) return eval_fail("%s reading %s", why, path);
-    return eval_fail("%s %s: %s", why, path, strerror(errnum));
+    if (!errnum) return cli_fail("%s reading %s", why, path);
+    return cli_fail("%s %s: %s", why, path, strerror(errnum));
 }
 
 /* Numerically stable log-sum-exp of z[0..V) in double; *argmax gets the
@@ -156,7 +138,7 @@ static int eval_parse(int argc, char **argv, eval_args *a) {
         } else if (!strcmp(f, "-m") || !strcmp(f, "--model") || !strcmp(f, "--ref") || !strcmp(f, "--text") ||
                    !strcmp(f, "-t") || !strcmp(f, "--threads") || !strcmp(f, "--ctx") || !strcmp(f, "--kv-dtype") ||
                    !strcmp(f, "--ref-kv-dtype")) {
-            if (!has_value) return eval_fail("%s needs a value", f);
+            if (!has_value) return cli_fail("%s needs a value", f);
             const char *v = argv[++i];
             if (!strcmp(f, "--ref")) a->ref_path = v;
             else if (!strcmp(f, "--kv-dtype")) a->kv_dtype = v;
@@ -171,8 +153,8 @@ static int eval_parse(int argc, char **argv, eval_args *a) {
             return cli_unknown_option("eval", f);
         }
     }
-    if (!a->model_path) return eval_fail("eval needs -m MODEL (see 'xllm eval --help')");
-    if (!a->text_path) return eval_fail("eval needs --text FILE (see 'xllm eval --help')");
+    if (!a->model_path) return cli_fail("eval needs -m MODEL (see 'xllm eval --help')");
+    if (!a->text_path) return cli_fail("eval needs --text FILE (see 'xllm eval --help')");
     if (!a->kv_dtype && getenv("XLLM_KV_DTYPE") && *getenv("XLLM_KV_DTYPE")) a->kv_dtype = getenv("XLLM_KV_DTYPE");
     a->show_kv = a->kv_dtype || a->ref_kv_dtype;
     if (a->ref_kv_dtype && !a->ref_path) a->ref_path = a->model_path; /* the same model, its KV stored otherwise */
@@ -187,25 +169,25 @@ static int eval_load(const eval_args *a, eval_run *e) {
     mo.n_threads = (int)a->threads;
     mo.max_batch_seqs = 1; /* one sequence at a time: keep the KV pool small */
     mo.kv_dtype = a->kv_dtype;
-    if (!(e->m = cli_load_model(a->model_path, &mo, &err, 0))) return eval_fail("%s", err.message);
+    if (!(e->m = cli_load_model(a->model_path, &mo, &err, 0))) return cli_fail("%s", err.message);
     e->tok = xllm_model_tokenizer(e->m);
     e->tok_from = a->model_path;
     if (a->ref_path) {
         xllm_model_options ro = mo;
         ro.kv_dtype = a->ref_kv_dtype ? a->ref_kv_dtype : "f32"; /* a reference is exact unless asked */
-        if (!(e->r = cli_load_model(a->ref_path, &ro, &err, 0))) return eval_fail("%s", err.message);
+        if (!(e->r = cli_load_model(a->ref_path, &ro, &err, 0))) return cli_fail("%s", err.message);
         int32_t vm = xllm_model_vocab_size(e->m), vr = xllm_model_vocab_size(e->r);
         const xllm_tokenizer *tok = e->tok, *rtok = xllm_model_tokenizer(e->r);
         int32_t tm = tok ? xllm_tokenizer_vocab_size(tok) : -1, tr = rtok ? xllm_tokenizer_vocab_size(rtok) : -1;
         if (vm != vr || (tok && rtok && tm != tr))
-            return eval_fail("vocabularies differ: %s has %d tokens (tokenizer %d), the reference %s has %d (tokenizer %d)",
+            return cli_fail("vocabularies differ: %s has %d tokens (tokenizer %d), the reference %s has %d (tokenizer %d)",
                              a->model_path, (int)vm, (int)tm, a->ref_path, (int)vr, (int)tr);
         if (!tok && rtok) { /* same vocabulary: the reference's tokenizer gives the same ids */
             e->tok = rtok;
             e->tok_from = a->ref_path;
         }
     }
-    if (!e->tok) return eval_fail("%s has no tokenizer: eval needs one (or a --ref model that has it)", a->model_path);
+    if (!e->tok) return cli_fail("%s has no tokenizer: eval needs one (or a --ref model that has it)", a->model_path);
     return 0;
 }
 
@@ -214,25 +196,25 @@ static int eval_plan(const eval_args *a, eval_run *e, const char *text, size_t t
     xllm_error err;
     if (xllm_tokenize(e->tok, text, text_len, 1, &e->sp, &e->n_sp, &err) ||
         xllm_tokenize(e->tok, text, text_len, 0, &e->ns, &e->n_ns, &err))
-        return eval_fail("%s: %s", a->text_path, err.message);
-    if (e->n_ns == 0) return eval_fail("%s holds no tokens: nothing to evaluate", a->text_path);
+        return cli_fail("%s: %s", a->text_path, err.message);
+    if (e->n_ns == 0) return cli_fail("%s holds no tokens: nothing to evaluate", a->text_path);
     long pl = special_prefix_len(e->sp, e->n_sp, e->ns, e->n_ns);
-    if (pl < 0) return eval_fail("%s: the tokenizer's special tokens do not just surround the text's tokens", a->text_path);
+    if (pl < 0) return cli_fail("%s: the tokenizer's special tokens do not just surround the text's tokens", a->text_path);
     size_t P = (size_t)pl, first = P == 0 ? 1 : 0; /* without BOS the first token has no context */
-    if (e->n_ns <= first) return eval_fail("%s is too short: %zu token(s), nothing to predict", a->text_path, e->n_ns);
+    if (e->n_ns <= first) return cli_fail("%s is too short: %zu token(s), nothing to predict", a->text_path, e->n_ns);
     size_t max_ctx = (size_t)xllm_model_context_size(e->m);
     if (e->r && (size_t)xllm_model_context_size(e->r) < max_ctx) max_ctx = (size_t)xllm_model_context_size(e->r);
     size_t W = a->ctx_arg ? (size_t)a->ctx_arg : max_ctx;
-    if (W > max_ctx) return eval_fail("--ctx %zu exceeds the context of %zu tokens", W, max_ctx);
+    if (W > max_ctx) return cli_fail("--ctx %zu exceeds the context of %zu tokens", W, max_ctx);
     if (W < P + 1 + first)
-        return eval_fail("a window of %zu tokens is too small: it needs at least %zu (%zu special + 1)", W,
+        return cli_fail("a window of %zu tokens is too small: it needs at least %zu (%zu special + 1)", W,
                          P + 1 + first, P + first);
     size_t C = W - P; /* stream tokens per window */
     size_t V = (size_t)xllm_model_vocab_size(e->m);
     e->win = malloc(W * sizeof *e->win);
     e->lm = malloc(W * V * sizeof *e->lm);
     if (e->r) e->lr = malloc(W * V * sizeof *e->lr);
-    if (!e->win || !e->lm || (e->r && !e->lr)) return eval_fail("out of memory: %zu x %zu logits", W, V);
+    if (!e->win || !e->lm || (e->r && !e->lr)) return cli_fail("out of memory: %zu x %zu logits", W, V);
     memcpy(e->win, e->sp, P * sizeof *e->win);
     e->n_windows = 0;
     for (size_t tgt = first; tgt < e->n_ns; e->n_windows++) {
@@ -282,7 +264,7 @@ static int eval_windows(eval_run *e, eval_stats *st) {
         if (xllm_model_logits(e->m, e->win, L, 1, e->lm, &err) ||
             (e->r && xllm_model_logits(e->r, e->win, L, 1, e->lr, &err))) {
             if (bar) fputc('\n', stderr);
-            return eval_fail("%s", err.message);
+            return cli_fail("%s", err.message);
         }
         eval_score(e, s, tgt, end, st);
         tgt = end;
@@ -331,7 +313,7 @@ static int eval_report(const eval_args *a, const eval_run *e, const eval_stats *
             printf("top-1 agree  %.4f %%  (%zu of %zu tokens)\n", 100.0 * agree, st->agree, st->n);
         }
     }
-    if (fflush(stdout) != 0) return eval_fail("cannot write the output: %s", strerror(errno));
+    if (fflush(stdout) != 0) return cli_fail("cannot write the output: %s", strerror(errno));
     return 0;
 }
 
@@ -345,7 +327,7 @@ int cmd_eval(int argc, char **argv) {
     eval_run e;
     memset(&e, 0, sizeof e);
     eval_stats st = {0};
-    if (text_len == 0) rc = eval_fail("%s is empty: nothing to evaluate", a.text_path);
+    if (text_len == 0) rc = cli_fail("%s is empty: nothing to evaluate", a.text_path);
     else rc = eval_load(&a, &e) || eval_plan(&a, &e, text, text_len) || eval_windows(&e, &st) || eval_report(&a, &e, &st);
     free(e.lm);
     free(e.lr);

@@ -14,6 +14,7 @@
 #include "commands.h"
 #include "pp_cli.h"
 #include "profile_report.h"
+#include "read_text.h"
 #include "json_text.h"
 
 #include <cjson/cJSON.h>
@@ -140,29 +141,28 @@ static xllm_status engine_generate_one(xllm_engine *e, const xllm_request *r, xl
 /* run --prompts FILE: every line a prompt, all submitted at once (continuous
  * batching); results in order. */
 static int read_prompts(const char *path, char ***lines, size_t *n) {
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        fprintf(stderr, "xllm: error: %s: %s\n", path, strerror(errno));
-        return 1;
-    }
-    char *line = NULL;
-    size_t cap = 0, cap_l = 0;
-    ssize_t len;
+    char *text;
+    size_t len;
+    const char *why;
+    int errnum;
     *lines = NULL;
     *n = 0;
-    while ((len = getline(&line, &cap, f)) >= 0) {
-        while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = 0;
-        if (*n == cap_l) {
-            cap_l = cap_l ? cap_l * 2 : 16;
-            char **nl = realloc(*lines, cap_l * sizeof *nl);
-            if (!nl) break;
-            *lines = nl;
-        }
-        if (!((*lines)[*n] = strdup(line))) break;
-        (*n)++;
+    if (read_text_file(path, &text, &len, &why, &errnum)) {
+        fprintf(stderr, "xllm: error: %s: %s\n", path, errnum ? strerror(errnum) : why);
+        return 1;
     }
-    free(line);
-    fclose(f);
+    size_t count = 1;
+    for (size_t i = 0; i < len; i++) count += text[i] == '\n';
+    *lines = malloc(count * sizeof **lines);
+    for (char *p = text, *end = text + len; *lines && p < end;) {
+        char *nl = memchr(p, '\n', (size_t)(end - p));
+        char *e = nl ? nl : end;
+        while (e > p && e[-1] == '\r') e--;
+        if (!((*lines)[*n] = strndup(p, (size_t)(e - p)))) break;
+        (*n)++;
+        p = nl ? nl + 1 : end;
+    }
+    free(text);
     if (*n == 0) return cli_fail("%s: no prompts (one per line)", path);
     return 0;
 }
@@ -270,38 +270,19 @@ static int run_many(xllm_model *m, xllm_engine *eng, const char *path, const xll
 
 /* A constraint file (--json-schema, --grammar), whole; NULL with a message. */
 static char *read_constraint_file(const char *flag, const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        fprintf(stderr, "xllm: %s %s: %s\n", flag, path, strerror(errno));
+    char *buf;
+    size_t n;
+    const char *why;
+    int errnum;
+    if (read_text_file(path, &buf, &n, &why, &errnum)) {
+        fprintf(stderr, "xllm: %s %s: %s\n", flag, path, errnum ? strerror(errnum) : why);
         return NULL;
     }
-    size_t cap = 4096, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        if (n + 1 >= cap) {
-            if (cap > (1u << 20)) { /* the engine's limit on a grammar text */
-                fprintf(stderr, "xllm: %s %s: larger than 1 MiB\n", flag, path);
-                free(buf);
-                buf = NULL;
-                break;
-            }
-            char *b = realloc(buf, cap * 2);
-            if (!b) {
-                free(buf);
-                buf = NULL;
-                break;
-            }
-            buf = b;
-            cap *= 2;
-        }
-        size_t k = fread(buf + n, 1, cap - 1 - n, f);
-        n += k;
-        if (!k) {
-            buf[n] = 0;
-            break;
-        }
+    if (n > (1u << 20)) { /* the engine's limit on a grammar text */
+        fprintf(stderr, "xllm: %s %s: larger than 1 MiB\n", flag, path);
+        free(buf);
+        return NULL;
     }
-    fclose(f);
     return buf;
 }
 

@@ -24,7 +24,7 @@ int read_text_file(const char *path, char **out, size_t *len, const char **why, 
     int rc = b ? 0 : -1;
     if (!b) *why = "out of memory";
     while (!rc) {
-        if (n + 1 >= cap) { /* room for the NUL */
+        if (n + 1 >= cap) { /* room for the NUL; the tools' one growth loop (they link only xllm.h, not base/buf.h) */
             char *nb = cap > SIZE_MAX / 2 ? NULL : realloc(b, cap * 2);
             if (!nb) {
                 *why = "out of memory";

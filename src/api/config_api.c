@@ -579,6 +579,7 @@ static xllm_status read_bounded(const char *path, char **data, size_t *len, xllm
         buf = nb;
         n += fread(buf + n, 1, cap - n, f);
         if (n < cap || cap > CFG_MAX_BYTES) break; /* the end, or past the bound */
+        /* own growth: the last step is clamped at the size bound, which xllm_array_reserve has no notion of */
         cap = cap * 2 > (size_t)CFG_MAX_BYTES + 1 ? (size_t)CFG_MAX_BYTES + 1 : cap * 2;
     }
     int bad = ferror(f);

@@ -34,4 +34,24 @@ size_t xllm_utf8_complete_prefix(const char *s, size_t n);
  * (String::from_utf8_lossy). 0 or -1 (the buffer's err set). */
 int xllm_utf8_lossy_append(xllm_buf *out, const char *s, size_t n);
 
+/* Escapes spell code points and bytes in hex (JSON's and templates' \uNNNN,
+ * grammars' \xNN, byte tokens' <0xNN>): the value of one hex digit, or -1. */
+static inline int xllm_hex_value(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+/* Four hex digits at p (a \uNNNN escape's) into *out: 0, or -1 when one is not. */
+static inline int xllm_hex4(const char *p, uint32_t *out) {
+    uint32_t v = 0;
+    for (int i = 0; i < 4; i++) {
+        int d = xllm_hex_value(p[i]);
+        if (d < 0) return -1;
+        v = v * 16 + (uint32_t)d;
+    }
+    *out = v;
+    return 0;
+}
+
 #endif

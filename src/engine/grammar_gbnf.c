@@ -90,8 +90,8 @@ static int64_t read_char(gbnf *p) {
         if (digits) {
             uint32_t v = 0;
             for (int k = 0; k < digits; k++) {
-                if (p->i >= p->n || gr_hex_value(p->s[p->i]) < 0) return gb_fail(p->b, "gbnf: \\%c needs %d hex digits", c, digits);
-                v = v * 16 + (uint32_t)gr_hex_value(p->s[p->i++]);
+                if (p->i >= p->n || xllm_hex_value(p->s[p->i]) < 0) return gb_fail(p->b, "gbnf: \\%c needs %d hex digits", c, digits);
+                v = v * 16 + (uint32_t)xllm_hex_value(p->s[p->i++]);
             }
             return v;
         }

@@ -16,6 +16,7 @@
 #define XLLM_ENGINE_GRAMMAR_IMPL_H
 
 #include "engine/grammar.h"
+#include "base/utf8.h"
 
 #define GE_END 0u
 #define GE_CHARS 1u
@@ -125,14 +126,6 @@ int32_t gram_front_gbnf(gbuild *b, const char *text, size_t len);
 int32_t gram_front_regex(gbuild *b, const char *text, size_t len, int json_str);
 int32_t gram_front_json_schema(gbuild *b, const char *text, size_t len);
 int32_t gram_front_json_object(gbuild *b);
-
-/* The value of one hex digit, or -1: the \xNN / \uNNNN escapes of the GBNF and regex front ends. */
-static inline int gr_hex_value(char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
 
 #endif
 

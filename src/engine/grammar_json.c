@@ -26,8 +26,10 @@
  */
 #include "engine/grammar_impl.h"
 #include "base/alloc.h"
+#include "base/buf.h"
 
 #include <cjson/cJSON.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -294,14 +296,12 @@ static int32_t ref_rule(js *j, const cJSON *target) {
     for (int k = 0; k < j->n_refs; k++)
         if (j->refs[k].node == target) return j->refs[k].rule;
     if (j->n_refs == j->cap_refs) {
-        int c = j->cap_refs ? j->cap_refs * 2 : 16;
-        jref *r = xllm_realloc(j->refs, (size_t)c * sizeof *r);
-        if (!r) {
+        size_t cap = (size_t)j->cap_refs;
+        if (j->n_refs >= INT_MAX / 2 || xllm_array_reserve(&j->refs, &cap, (size_t)j->n_refs + 1, sizeof *j->refs, 16)) {
             j->b->oom = 1;
             return -1;
         }
-        j->refs = r;
-        j->cap_refs = c;
+        j->cap_refs = (int)cap;
     }
     int32_t rule = gb_new_rule(j->b);
     if (rule < 0) return -1;
@@ -322,15 +322,14 @@ static cJSON *own(js *j, cJSON *x) {
         return NULL;
     }
     if (j->n_owned == j->cap_owned) {
-        int c = j->cap_owned ? j->cap_owned * 2 : 16;
-        cJSON **o = xllm_realloc(j->owned, (size_t)c * sizeof *o);
-        if (!o) {
+        size_t cap = (size_t)j->cap_owned;
+        if (j->n_owned >= INT_MAX / 2 ||
+            xllm_array_reserve(&j->owned, &cap, (size_t)j->n_owned + 1, sizeof *j->owned, 16)) {
             cJSON_Delete(x);
             j->b->oom = 1;
             return NULL;
         }
-        j->owned = o;
-        j->cap_owned = c;
+        j->cap_owned = (int)cap;
     }
     return j->owned[j->n_owned++] = x;
 }

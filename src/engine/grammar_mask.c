@@ -15,6 +15,7 @@
 #include "engine/grammar_impl.h"
 #include "tokenizer/tokenizer.h"
 #include "base/alloc.h"
+#include "base/buf.h"
 #include "base/error.h"
 
 #include <stdlib.h>
@@ -222,14 +223,12 @@ void gm_masks_free(gram_matcher *m) {
 static int64_t dense_row(gram_matcher *m, int32_t st) {
     if (m->st[st].dense >= 0) return m->st[st].dense;
     if (m->n_dense + 256 > m->cap_dense) {
-        int64_t c = m->cap_dense ? m->cap_dense * 2 : 256 * 64;
-        int32_t *d = xllm_realloc(m->dense, (size_t)c * sizeof(int32_t));
-        if (!d) {
+        size_t cap = (size_t)m->cap_dense;
+        if (xllm_array_reserve(&m->dense, &cap, (size_t)m->n_dense + 256, sizeof(int32_t), 256 * 64)) {
             m->oom = 1;
             return -1;
         }
-        m->dense = d;
-        m->cap_dense = c;
+        m->cap_dense = (int64_t)cap;
     }
     int64_t row = m->n_dense;
     m->n_dense += 256;

@@ -54,6 +54,12 @@ typedef struct gguf_ctx {
     xllm_status st;
 } gguf_ctx;
 
+/* The tokenizer conversions' piece -> id maps (gguf_tok.c, gguf_write.c): open
+ * addressing over a power-of-two table of at least twice count slots, all -1
+ * (NULL when out of memory; *mask = size - 1), keyed by FNV-1a + fmix64. */
+uint64_t gguf_piece_hash(const char *p, size_t n);
+int32_t *gguf_slots_new(size_t count, size_t *mask);
+
 size_t gguf_type_size(uint32_t type); /* fixed-size value types; 0 for string / array */
 const gguf_kv *gguf_find(const gguf_ctx *c, const char *key);
 /* 1 found (and of a usable type), 0 absent or error (c->st set on a wrong type). */

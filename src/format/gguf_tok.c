@@ -49,7 +49,7 @@ typedef struct {
     const gguf_str *tok;
 } pmap;
 
-static uint64_t hash_bytes(const char *p, size_t n) {
+uint64_t gguf_piece_hash(const char *p, size_t n) {
     uint64_t h = 1469598103934665603ull;
     for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)p[i]) * 1099511628211ull;
     h ^= h >> 33; /* fmix64: FNV's low bits alone cluster in a power-of-two table */
@@ -59,20 +59,26 @@ static uint64_t hash_bytes(const char *p, size_t n) {
     return h ^ (h >> 33);
 }
 
+int32_t *gguf_slots_new(size_t count, size_t *mask) {
+    size_t cap = 16;
+    while (cap < 2 * count) cap *= 2; /* a table size (load factor <= 1/2), not a growing array */
+    int32_t *slots = xllm_malloc_array(cap, sizeof *slots);
+    if (!slots) return NULL;
+    memset(slots, 0xff, cap * sizeof *slots);
+    *mask = cap - 1;
+    return slots;
+}
+
 /* ids 0..n-1, or only those with only[id] set */
 static int pmap_init(pmap *m, const gguf_str *tok, size_t n, const uint8_t *only) {
-    size_t cap = 16, count = 0;
+    size_t count = 0;
     for (size_t id = 0; id < n; id++) count += !only || only[id];
-    while (cap < 2 * count) cap *= 2;
-    m->slots = xllm_malloc_array(cap, sizeof *m->slots);
-    if (!m->slots) return -1;
-    memset(m->slots, 0xff, cap * sizeof *m->slots);
-    m->mask = cap - 1;
+    if (!(m->slots = gguf_slots_new(count, &m->mask))) return -1;
     m->tok = tok;
     /* the last of duplicate pieces wins (as a Python dict built in id order) */
     for (size_t id = 0; id < n; id++) {
         if (only && !only[id]) continue;
-        size_t i = (size_t)hash_bytes(tok[id].p, tok[id].len) & m->mask;
+        size_t i = (size_t)gguf_piece_hash(tok[id].p, tok[id].len) & m->mask;
         while (m->slots[i] >= 0) {
             const gguf_str *o = &tok[m->slots[i]];
             if (o->len == tok[id].len && memcmp(o->p, tok[id].p, o->len) == 0) break;
@@ -84,7 +90,7 @@ static int pmap_init(pmap *m, const gguf_str *tok, size_t n, const uint8_t *only
 }
 
 static int32_t pmap_get(const pmap *m, const char *p, size_t len) {
-    size_t i = (size_t)hash_bytes(p, len) & m->mask;
+    size_t i = (size_t)gguf_piece_hash(p, len) & m->mask;
     while (m->slots[i] >= 0) {
         const gguf_str *o = &m->tok[m->slots[i]];
         if (o->len == len && memcmp(o->p, p, len) == 0) return m->slots[i];

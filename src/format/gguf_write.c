@@ -485,32 +485,18 @@ typedef struct {
     char *const *tok;
 } smap;
 
-static uint64_t shash(const char *s) {
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    h ^= h >> 33; /* fmix64: FNV's low bits alone cluster in a power-of-two table */
-    h *= 0xff51afd7ed558ccdull;
-    h ^= h >> 33;
-    h *= 0xc4ceb9fe1a85ec53ull;
-    return h ^ (h >> 33);
-}
 static int smap_init(smap *m, char *const *tok, size_t n) {
-    size_t cap = 16;
-    while (cap < 2 * n) cap *= 2;
-    m->slots = xllm_malloc_array(cap, sizeof *m->slots);
-    if (!m->slots) return -1;
-    memset(m->slots, 0xff, cap * sizeof *m->slots);
-    m->mask = cap - 1;
+    if (!(m->slots = gguf_slots_new(n, &m->mask))) return -1;
     m->tok = tok;
     for (size_t id = 0; id < n; id++) {
-        size_t i = (size_t)shash(tok[id]) & m->mask;
+        size_t i = (size_t)gguf_piece_hash(tok[id], strlen(tok[id])) & m->mask;
         while (m->slots[i] >= 0 && strcmp(tok[m->slots[i]], tok[id]) != 0) i = (i + 1) & m->mask;
         if (m->slots[i] < 0) m->slots[i] = (int32_t)id; /* the first id of a duplicated piece */
     }
     return 0;
 }
 static int32_t smap_get(const smap *m, const char *s) {
-    size_t i = (size_t)shash(s) & m->mask;
+    size_t i = (size_t)gguf_piece_hash(s, strlen(s)) & m->mask;
     while (m->slots[i] >= 0) {
         if (strcmp(m->tok[m->slots[i]], s) == 0) return m->slots[i];
         i = (i + 1) & m->mask;

@@ -134,13 +134,8 @@ static int cmp_data(const void *x, const void *y) {
 
 /* mmap path whole and append it to a->files; *out points at the new entry. */
 static xllm_status map_file(st_archive *a, const char *path, st_file **out, xllm_error *err) {
-    if (a->n_files == a->cap_files) {
-        size_t cap = a->cap_files ? a->cap_files * 2 : 4;
-        st_file *f = xllm_realloc(a->files, cap * sizeof *f);
-        if (!f) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
-        a->files = f;
-        a->cap_files = cap;
-    }
+    if (xllm_array_reserve(&a->files, &a->cap_files, a->n_files + 1, sizeof *a->files, 4))
+        return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
     char *copy = xllm_strdup(path);
     if (!copy) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
 

@@ -20,6 +20,7 @@
 #include "base/buf.h"
 #include "base/error.h"
 
+#include <limits.h>
 #include <mpi.h>
 #include <pthread.h>
 #include <sched.h>
@@ -159,11 +160,11 @@ static void wait_pending(pipeline *p, double *acc) {
 
 static void isend(pipeline *p, const void *buf, int count, MPI_Datatype type, int dest, int tag) {
     if (p->n_pending == p->cap_pending) {
-        int nc = p->cap_pending ? p->cap_pending * 2 : 32;
-        MPI_Request *n = xllm_realloc(p->pending, (size_t)nc * sizeof *n);
-        if (!n) fatal(p, "out of memory");
-        p->pending = n;
-        p->cap_pending = nc;
+        size_t cap = (size_t)p->cap_pending;
+        if (p->n_pending >= INT_MAX / 2 ||
+            xllm_array_reserve(&p->pending, &cap, (size_t)p->n_pending + 1, sizeof *p->pending, 32))
+            fatal(p, "out of memory");
+        p->cap_pending = (int)cap;
     }
     MPI_Request *r = &p->pending[p->n_pending++];
     check_mpi(p, MPI_Isend(buf, count, type, dest, tag, p->comm, r), "sending to", dest);

@@ -333,22 +333,12 @@ static void process(lsn *L, http_conn *c) {
             if (!c->h.chunked) {
                 size_t need = (size_t)c->h.content_length - c->body.len, k = c->in_len < need ? c->in_len : need;
                 if (k) {
-                    if (!c->body.cap) {
-                        /* at most the declared size, never more */
-                        size_t first = (size_t)c->h.content_length < 65536 ? (size_t)c->h.content_length : 65536;
-                        c->body.p = malloc(first + 1);
-                        c->body.cap = c->body.p ? first + 1 : 0;
+                    /* at most the declared size, never more */
+                    size_t max = (size_t)c->h.content_length + 1, first = max < 65537 ? max : 65537;
+                    if (srv_reserve(&c->body.p, &c->body.cap, c->body.len + k + 1, 1, first, max)) {
+                        refuse_st(L, c, 500, "out of memory");
+                        return;
                     }
-                    if (c->body.len + k + 1 > c->body.cap) {
-                        size_t nc = c->body.cap * 2;
-                        if (nc > (size_t)c->h.content_length + 1) nc = (size_t)c->h.content_length + 1;
-                        if (nc < c->body.len + k + 1) nc = c->body.len + k + 1;
-                        char *p = realloc(c->body.p, nc);
-                        if (!p) { refuse_st(L, c, 500, "out of memory"); return; }
-                        c->body.p = p;
-                        c->body.cap = nc;
-                    }
-                    if (!c->body.p) { refuse_st(L, c, 500, "out of memory"); return; }
                     memcpy(c->body.p + c->body.len, c->in, k);
                     c->body.len += k;
                     consume(c, k);

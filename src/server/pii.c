@@ -23,6 +23,7 @@
 #include "srv.h"
 
 #include <ctype.h>
+#include <limits.h>
 #include <pcre2.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -215,11 +216,9 @@ static const char *map_placeholder(pii_map *m, int det, const char *type, const 
     for (int i = 0; i < m->n; i++)
         if (m->e[i].value_len == n && !memcmp(m->e[i].value, v, n)) return m->e[i].ph;
     if (m->n == m->cap) {
-        int nc = m->cap ? m->cap * 2 : 8;
-        pii_entry *ne = realloc(m->e, (size_t)nc * sizeof *ne);
-        if (!ne) return NULL;
-        m->e = ne;
-        m->cap = nc;
+        size_t cap = (size_t)m->cap;
+        if (srv_reserve(&m->e, &cap, (size_t)m->n + 1, sizeof *m->e, 8, INT_MAX / 2)) return NULL;
+        m->cap = (int)cap;
     }
     char ph[64];
     snprintf(ph, sizeof ph, "[%s_%d]", type, ++m->counter[det]);

@@ -9,22 +9,33 @@
 #include "srv.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+/* The server's one growth rule: it links only xllm.h, so not base/buf.h's
+ * xllm_array_reserve (the same rule). */
+int srv_reserve(void *items, size_t *cap, size_t need, size_t size, size_t first, size_t max) {
+    if (need <= *cap) return 0;
+    if (need > max || (size && max > SIZE_MAX / size)) return -1;
+    size_t c = *cap ? *cap : first;
+    while (c < need) c = c > max / 2 ? max : c * 2;
+    if (c > max) c = max;
+    void **p = items;
+    void *q = realloc(*p, c * size);
+    if (!q) return -1;
+    *p = q;
+    *cap = c;
+    return 0;
+}
+
 static int sb_grow(sbuf *b, size_t add) {
     if (b->oom) return 0;
-    if (b->len + add + 1 <= b->cap) return 1;
-    size_t cap = b->cap ? b->cap : 256;
-    while (cap < b->len + add + 1) {
-        if (cap > ((size_t)1 << 40)) { b->oom = 1; return 0; }
-        cap *= 2;
+    if (b->len + add + 1 > b->cap && srv_reserve(&b->p, &b->cap, b->len + add + 1, 1, 256, (size_t)1 << 41)) {
+        b->oom = 1;
+        return 0;
     }
-    char *p = realloc(b->p, cap);
-    if (!p) { b->oom = 1; return 0; }
-    b->p = p;
-    b->cap = cap;
     return 1;
 }
 

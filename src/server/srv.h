@@ -58,6 +58,10 @@ typedef struct sbuf {
 } sbuf;
 
 void sb_put(sbuf *b, const void *s, size_t n);
+/* Room for need elements of size bytes in the array at items (a T **) of
+ * capacity *cap: doubling from first, never past max elements. 0, or -1
+ * (past max, or out of memory; the array and *cap unchanged). */
+int srv_reserve(void *items, size_t *cap, size_t need, size_t size, size_t first, size_t max);
 void sb_puts(sbuf *b, const char *s);
 void sb_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* s[0..n) as a JSON string literal (quotes included): control bytes escaped,

@@ -49,7 +49,7 @@ void *tpl_alloc(tpl_arena *a, size_t size) {
 }
 
 int tpl_arena_grow(tpl_arena *a, void *items, size_t n, size_t *cap, size_t size, size_t first) {
-    size_t nc = *cap ? *cap * 2 : first;
+    size_t nc = *cap ? *cap * 2 : first; /* own growth: arena memory is copied into a new block, never realloc-ed */
     if (nc < *cap || (size && nc > SIZE_MAX / size)) return -1;
     void *old, *p = tpl_alloc(a, nc * size);
     if (!p) return -1;

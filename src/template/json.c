@@ -10,6 +10,7 @@
  */
 #include "template/tpl.h"
 #include "base/alloc.h"
+#include "base/utf8.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -35,17 +36,6 @@ static int jfail(jp *p, const char *msg) {
 
 static void jws(jp *p) {
     while (p->i < p->n && (p->s[p->i] == ' ' || p->s[p->i] == '\t' || p->s[p->i] == '\n' || p->s[p->i] == '\r')) p->i++;
-}
-
-static int hex4(const char *s, uint32_t *v) {
-    *v = 0;
-    for (int k = 0; k < 4; k++) {
-        char ch = s[k];
-        int d = ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : ch >= 'A' && ch <= 'F' ? ch - 'A' + 10 : -1;
-        if (d < 0) return -1;
-        *v = *v * 16 + (uint32_t)d;
-    }
-    return 0;
 }
 
 static int jstring(jp *p, tv *out) {
@@ -85,10 +75,10 @@ static int jstring(jp *p, tv *out) {
         case 't': o = '\t'; break;
         case 'u': {
             uint32_t cp, lo;
-            if (p->i + 4 > p->n || hex4(p->s + p->i, &cp)) { xllm_buf_free(&b); return jfail(p, "bad \\u escape"); }
+            if (p->i + 4 > p->n || xllm_hex4(p->s + p->i, &cp)) { xllm_buf_free(&b); return jfail(p, "bad \\u escape"); }
             p->i += 4;
             if (cp >= 0xD800 && cp < 0xDC00 && p->i + 6 <= p->n && p->s[p->i] == '\\' && p->s[p->i + 1] == 'u' &&
-                !hex4(p->s + p->i + 2, &lo) && lo >= 0xDC00 && lo < 0xE000) {
+                !xllm_hex4(p->s + p->i + 2, &lo) && lo >= 0xDC00 && lo < 0xE000) {
                 cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
                 p->i += 6;
             } else if (cp >= 0xD800 && cp < 0xE000) {

@@ -11,6 +11,7 @@
  * escapes. Inside (), [] and {} an end delimiter does not end the tag.
  */
 #include "template/tpl.h"
+#include "base/utf8.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -138,7 +139,7 @@ static int decode_string(lx *l, const char *s, size_t n, token *tk) {
         }
         for (int d = 0; d < digits; d++) {
             char h = i < n ? s[i] : 0;
-            int v = h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10 : h >= 'A' && h <= 'F' ? h - 'A' + 10 : -1;
+            int v = xllm_hex_value(h);
             if (v < 0) return lfail(l, XLLM_ERR_FORMAT, "bad escape in a string literal", NULL);
             cp = cp * 16 + (uint32_t)v;
             i++;

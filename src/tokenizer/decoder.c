@@ -16,6 +16,7 @@
 #include "tokenizer/tok_internal.h"
 #include "base/alloc.h"
 #include "base/error.h"
+#include "base/utf8.h"
 
 #include <string.h>
 
@@ -152,17 +153,10 @@ xllm_status tok_decoder_parse(const cJSON *j, const char *path, tok_decoder **ou
 
 /* ------------------------------------------------------------- decoding */
 
-static int hexval(char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
-
 /* "<0xXX>" -> the byte, else -1 */
 static int byte_token(const char *s, size_t len) {
     if (len != 6 || memcmp(s, "<0x", 3) != 0 || s[5] != '>') return -1;
-    int h = s[3] == '+' ? 0 : hexval(s[3]), l = hexval(s[4]); /* Rust's from_str_radix takes a '+' */
+    int h = s[3] == '+' ? 0 : xllm_hex_value(s[3]), l = xllm_hex_value(s[4]); /* Rust's from_str_radix takes a '+' */
     return h < 0 || l < 0 ? -1 : h * 16 + l;
 }
 

@@ -11,6 +11,7 @@
  * its closing quote with memchr.
  */
 #include "tokenizer/tok_internal.h"
+#include "base/utf8.h"
 
 #include <string.h>
 
@@ -56,20 +57,6 @@ const char *tok_js_skip(const char *p, const char *end) {
     return NULL;
 }
 
-static int hex4(const char *p, unsigned *out) {
-    unsigned v = 0;
-    for (int i = 0; i < 4; i++) {
-        char c = p[i];
-        v <<= 4;
-        if (c >= '0' && c <= '9') v |= (unsigned)(c - '0');
-        else if (c >= 'a' && c <= 'f') v |= (unsigned)(c - 'a' + 10);
-        else if (c >= 'A' && c <= 'F') v |= (unsigned)(c - 'A' + 10);
-        else return -1;
-    }
-    *out = v;
-    return 0;
-}
-
 const char *tok_js_string(const char *p, const char *end, xllm_buf *scratch, const char **s, size_t *len) {
     p = tok_js_ws(p, end);
     if (!p || p >= end || *p != '"') return NULL;
@@ -100,10 +87,10 @@ const char *tok_js_string(const char *p, const char *end, xllm_buf *scratch, con
         case 'f': *o++ = '\f'; break;
         case '"': case '\\': case '/': *o++ = c; break;
         case 'u': {
-            unsigned cp, lo;
-            if (b - a < 4 || hex4(a, &cp)) return NULL;
+            uint32_t cp, lo;
+            if (b - a < 4 || xllm_hex4(a, &cp)) return NULL;
             a += 4;
-            if (cp >= 0xd800 && cp < 0xdc00 && b - a >= 6 && a[0] == '\\' && a[1] == 'u' && !hex4(a + 2, &lo) &&
+            if (cp >= 0xd800 && cp < 0xdc00 && b - a >= 6 && a[0] == '\\' && a[1] == 'u' && !xllm_hex4(a + 2, &lo) &&
                 lo >= 0xdc00 && lo < 0xe000) {
                 cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
                 a += 6;

@@ -27,6 +27,7 @@
  */
 #include "backend/vulkan/vk_internal.h"
 #include "base/alloc.h"
+#include "base/buf.h"
 #include "base/error.h"
 
 #include <dlfcn.h>
@@ -410,13 +411,7 @@ static void *add_alloc(vk_ctx *c, vk_alloc *a, size_t handle_off) {
 static int room_for(vk_ctx *c, size_t bytes) {
     size_t span = (bytes + ALIGN - 1) / ALIGN * ALIGN + ALIGN;
     if (c->va_used + span > c->va_size) return 0;
-    if (c->n_allocs == c->cap_allocs) {
-        size_t cap = c->cap_allocs ? 2 * c->cap_allocs : 64;
-        vk_alloc *a = xllm_realloc(c->allocs, cap * sizeof *a);
-        if (!a) return 0;
-        c->allocs = a, c->cap_allocs = cap;
-    }
-    return 1;
+    return !xllm_array_reserve(&c->allocs, &c->cap_allocs, c->n_allocs + 1, sizeof *c->allocs, 64);
 }
 
 void *vk_alloc_device(vk_ctx *c, size_t bytes) {
@@ -484,12 +479,7 @@ static void *import_host(vk_ctx *c, const void *p, size_t bytes) {
 
 void *vk_host_alloc(vk_ctx *c, size_t bytes) {
     if (c->unified || !bytes) return NULL;
-    if (c->n_hosts == c->cap_hosts) {
-        size_t cap = c->cap_hosts ? 2 * c->cap_hosts : 4;
-        vk_alloc *h = xllm_realloc(c->hosts, cap * sizeof *h);
-        if (!h) return NULL;
-        c->hosts = h, c->cap_hosts = cap;
-    }
+    if (xllm_array_reserve(&c->hosts, &c->cap_hosts, c->n_hosts + 1, sizeof *c->hosts, 4)) return NULL;
     vk_alloc a;
     if (make_buffer(c, bytes, 1, &a)) return NULL;
     a.handle = (uintptr_t)a.mapped;
