@@ -799,7 +799,7 @@ static int bench_attn_decode(int depth) {
         for (int i = 0; ok && i < NH * HD; i++) q[i] = frand();
         int32_t pos = depth, seq = 0;
         const int32_t *tables[1] = {table};
-        be_attn d = {1, q, out, NULL, NULL, BS, NH, NKV, HD, 0, &pos, &seq, tables, dt, 0, 0};
+        be_attn d = {1, q, out, NULL, NULL, BS, NH, NKV, HD, 0, &pos, &seq, tables, dt, 0, 0, 0};
         /* setting s: prefetch on / off over the 22 layers' rows (from memory),
          * then prefetch on over layer 0's 22 times (from the caches: the
          * compute's own time) */

@@ -151,7 +151,36 @@ typedef struct be_attn {
      * order). softcap 0 (the default): no cap. */
     float scale;
     float softcap;
+    /* 1: multi-head latent attention (DeepSeek, be_mla): one latent row per
+     * position, head_dim values, whose first head_dim / 2 are the K pool's
+     * row and the rest the V pool's (pool rows of head_dim / 2, n_kv_heads 1);
+     * the key and the value are that whole row, so out gets head_dim values
+     * per head (the caller reads the first kv_lora_rank); q and out are
+     * [T][n_heads][head_dim]. Under arithmetic "llama" the scale multiplies
+     * the scores (llama.cpp's MLA), never q first. 0 (the default): K and V
+     * rows of head_dim in their own pools. */
+    int latent;
 } be_attn;
+
+/* Multi-head latent attention's step before the attention (DeepSeek-V2/V3):
+ * per token, RoPE (rope_tables' cos / sin, rope_dim / 2 each) over the last
+ * rope_dim values of each query head's row and of the latent row, then the
+ * latent row written into the token's cache slot: its first row / 2 values
+ * as the K pool's row, the rest as the V pool's (head_dim row / 2, one KV
+ * head, be_attn.latent). */
+typedef struct be_mla {
+    int T;
+    float *q;                     /* [T][n_heads][row] */
+    float *kv;                    /* [T][row]: [latent (normed) | rope key] */
+    int n_heads, row, rope_dim;
+    const float *rope_cos, *rope_sin;
+    int rope_interleaved;         /* pairs (2i, 2i + 1) instead of (i, i + half) */
+    void *k_cache, *v_cache;      /* this layer's part of the pool */
+    kv_dtype kv_type;
+    int block_size;
+    const int32_t *pos, *seq;
+    const int32_t *const *block_tables;
+} be_mla;
 
 /* A mixture-of-experts feed-forward over the batch: router softmax, top-k
  * (ties keep the lower id; norm_topk: weights renormalized), each expert
@@ -169,6 +198,18 @@ typedef struct be_moe {
     const matrix *sh_gate, *sh_up, *sh_down, *sh_router;
     float *router_logits, *route_w, *expert_w, *acc, *xg, *yg, *h1, *h2;
     int32_t *route_ids, *expert_tokens;
+    /* DeepSeek's routing; zero = off for each. sigmoid: p = sigmoid(logit)
+     * instead of the softmax. sel_bias ([n_experts], NULL: none) is added to p
+     * to choose the experts, never to weigh them. n_group > 1: the experts
+     * form n_group equal groups, a group's score is the sum of its two best
+     * (group_max: its best) chosen scores, and only the topk_group best
+     * groups' experts may be chosen (ties keep the lower id). The weights (p
+     * of the chosen, normalized when norm_topk) are multiplied by w_scale
+     * (0: 1). sh_router NULL or without data: the shared expert is added
+     * ungated. */
+    int sigmoid, n_group, topk_group, group_max;
+    const float *sel_bias;
+    float w_scale;
     /* calibration: the input of each expert's down projection (expert -2: the shared one); NULL: none */
     void (*observe)(void *octx, int expert, const float *x, int T, int cols);
     void *octx;
@@ -189,6 +230,8 @@ typedef enum be_feature {
     BE_FEAT_ATTN_SCALE,       /* be_attn.scale other than 1 / sqrt(head_dim) */
     BE_FEAT_SOFTCAP,          /* be_attn.softcap (attention soft-capping) */
     BE_FEAT_QK_NORM_ALL,      /* be_qkv.qk_norm_all (q/k RMSNorm over the whole projection) */
+    BE_FEAT_MLA,              /* multi-head latent attention: mla_rope_kv and be_attn.latent */
+    BE_FEAT_MOE_ROUTING,      /* be_moe's DeepSeek routing fields (sigmoid, sel_bias, groups, w_scale, no gate) */
     BE_FEAT_COUNT
 } be_feature;
 
@@ -260,6 +303,9 @@ typedef struct backend_ops {
     /* x[i] *= s, i < n, one float product each (Gemma's embedding scale).
      * NULL: the backend has none, and models that need it are refused at load. */
     void (*scale)(void *ctx, float *x, size_t n, float s);
+    /* Multi-head latent attention's RoPE + latent cache write (be_mla).
+     * NULL: the backend has none, and models that need it are refused at load. */
+    void (*mla_rope_kv)(void *ctx, const be_mla *d);
 
     /* ------------------------------------------------ capabilities */
     /* 1 when the backend implements feature f (for arg, see be_feature);

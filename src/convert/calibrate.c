@@ -51,7 +51,7 @@ static xllm_status alloc_stats(calib_stats *s, const model_config *c, xllm_error
     s->n_layers = c->n_layers;
     s->n_experts = c->n_experts;
     s->cols[OBS_ATTN_IN] = c->hidden;
-    s->cols[OBS_O_IN] = c->n_heads * c->head_dim;
+    s->cols[OBS_O_IN] = c->n_heads * (c->mla_dim ? c->v_head_dim : c->head_dim); /* MLA: o_proj takes the heads' v */
     s->cols[OBS_MLP_IN] = c->hidden;
     s->cols[OBS_DOWN_IN] = c->intermediate;
     s->expert_cols = c->moe_intermediate;

@@ -47,6 +47,31 @@ static const arch_name k_olmo2[] = {{"post_attention_norm", "post_attention_laye
                                     ATTN_QKV,
                                     MLP_DENSE,
                                     {NULL, NULL}};
+/* DeepSeek-V2/V3: MLA attention (q_a/q_b low-rank q or a plain q_proj; the
+ * joint kv_a with the shared rope key; kv_b whole as HF stores it, or split
+ * per head as llama.cpp's GGUFs do: attn_k_b (transposed) and attn_v_b, which
+ * xLLM names self_attn.k_b_proj.H / v_b_proj.H), routed + shared experts. */
+static const arch_name k_deepseek[] = {NORMS_LLAMA,
+                                       {"attn_q", "self_attn.q_proj"},
+                                       {"attn_q_a", "self_attn.q_a_proj"},
+                                       {"attn_q_a_norm", "self_attn.q_a_layernorm"},
+                                       {"attn_q_b", "self_attn.q_b_proj"},
+                                       {"attn_kv_a_mqa", "self_attn.kv_a_proj_with_mqa"},
+                                       {"attn_kv_a_norm", "self_attn.kv_a_layernorm"},
+                                       {"attn_kv_b", "self_attn.kv_b_proj"},
+                                       {"attn_k_b", "self_attn.k_b_proj.%d"},
+                                       {"attn_v_b", "self_attn.v_b_proj.%d"},
+                                       {"attn_output", "self_attn.o_proj"},
+                                       MLP_DENSE,
+                                       {"ffn_gate_inp", "mlp.gate"},
+                                       {"exp_probs_b", "mlp.gate.e_score_correction_bias"},
+                                       {"ffn_gate_exps", "mlp.experts.%d.gate_proj"},
+                                       {"ffn_up_exps", "mlp.experts.%d.up_proj"},
+                                       {"ffn_down_exps", "mlp.experts.%d.down_proj"},
+                                       {"ffn_gate_shexp", "mlp.shared_experts.gate_proj"},
+                                       {"ffn_up_shexp", "mlp.shared_experts.up_proj"},
+                                       {"ffn_down_shexp", "mlp.shared_experts.down_proj"},
+                                       {NULL, NULL}};
 
 /* ------------------------------------------------------------------ rows */
 
@@ -55,29 +80,35 @@ static const arch_name k_olmo2[] = {{"post_attention_norm", "post_attention_laye
 
 static const arch_info k_arch[] = {
     /* hf_type, hf_class, gguf, experts, norms, offset, embed_scale, act, qkv_bias, qk_norm, softcap, window,
-     * rope_local, interleaved_gguf, moe, norm_topk, shared, names, gguf_writable */
+     * rope_local, interleaved_gguf, moe, norm_topk, shared, names, gguf_writable, mla */
     {"llama", "LlamaForCausalLM", "llama", 0, N_LLAMA, 0, 0, ARCH_ACT_SILU, 0, 0, 0, ARCH_WIN_ALL, 0, 1, MOE_NONE, 0,
-     0, k_llama, 1},
+     0, k_llama, 1, 0},
     {"mistral", "MistralForCausalLM", NULL, 0, N_LLAMA, 0, 0, ARCH_ACT_SILU, 0, 0, 0, ARCH_WIN_ALL, 0, 1, MOE_NONE,
-     0, 0, k_llama, 0},
+     0, 0, k_llama, 0, 0},
     {"qwen2", "Qwen2ForCausalLM", "qwen2", 0, N_LLAMA, 0, 0, ARCH_ACT_SILU, 1, 0, 0, ARCH_WIN_QWEN, 0, 0, MOE_NONE,
-     0, 0, k_llama, 1},
+     0, 0, k_llama, 1, 0},
     {"qwen3", "Qwen3ForCausalLM", "qwen3", 0, N_LLAMA, 0, 0, ARCH_ACT_SILU, 0, 1, 0, ARCH_WIN_QWEN, 0, 0, MOE_NONE,
-     0, 0, k_llama, 1},
+     0, 0, k_llama, 1, 0},
     {"mixtral", "MixtralForCausalLM", "llama", 1, N_LLAMA, 0, 0, ARCH_ACT_SILU, 0, 0, 0, ARCH_WIN_ALL, 0, 1,
-     MOE_MIXTRAL, 1, 0, k_mixtral, 1},
+     MOE_MIXTRAL, 1, 0, k_mixtral, 1, 0},
     {"qwen2_moe", "Qwen2MoeForCausalLM", "qwen2moe", 0, N_LLAMA, 0, 0, ARCH_ACT_SILU, 1, 0, 0, ARCH_WIN_QWEN, 0, 0,
-     MOE_QWEN, -1, 1, k_qwen_moe, 1},
+     MOE_QWEN, -1, 1, k_qwen_moe, 1, 0},
     {"qwen3_moe", "Qwen3MoeForCausalLM", "qwen3moe", 0, N_LLAMA, 0, 0, ARCH_ACT_SILU, 0, 1, 0, ARCH_WIN_QWEN, 0, 0,
-     MOE_QWEN, -1, 0, k_qwen_moe, 1},
+     MOE_QWEN, -1, 0, k_qwen_moe, 1, 0},
     {"gemma2", "Gemma2ForCausalLM", "gemma2", 0, N_GEMMA, 1, 1, ARCH_ACT_GELU_TANH, 0, 0, 2, ARCH_WIN_EVEN, 0, 0,
-     MOE_NONE, 0, 0, k_gemma, 1},
+     MOE_NONE, 0, 0, k_gemma, 1, 0},
     {"gemma3_text", "Gemma3ForCausalLM", "gemma3", 0, N_GEMMA, 1, 1, ARCH_ACT_GELU_TANH, 0, 1, 1, ARCH_WIN_PATTERN,
-     1, 0, MOE_NONE, 0, 0, k_gemma, 1},
+     1, 0, MOE_NONE, 0, 0, k_gemma, 1, 0},
     {"phi3", "Phi3ForCausalLM", "phi3", 0, N_LLAMA, 0, 0, ARCH_ACT_SILU, 0, 0, 0, ARCH_WIN_NONE, 0, 0, MOE_NONE, 0,
-     0, k_phi3, 1},
+     0, k_phi3, 1, 0},
     {"olmo2", "Olmo2ForCausalLM", "olmo2", 0, {NULL, "post_attention_layernorm", NULL, "post_feedforward_layernorm"},
-     0, 0, ARCH_ACT_SILU, 0, 2, 0, ARCH_WIN_NONE, 0, 0, MOE_NONE, 0, 0, k_olmo2, 1},
+     0, 0, ARCH_ACT_SILU, 0, 2, 0, ARCH_WIN_NONE, 0, 0, MOE_NONE, 0, 0, k_olmo2, 1, 0},
+    /* DeepSeek-V2 and V3 (HF) are both llama.cpp's deepseek2; the GGUF reader takes the first row. RoPE rotates
+     * adjacent pairs in both forms (HF's DeepSeek code de-interleaves before rotate-half): model_config sets it. */
+    {"deepseek_v2", "DeepseekV2ForCausalLM", "deepseek2", 0, N_LLAMA, 0, 0, ARCH_ACT_SILU, 0, 0, 0, ARCH_WIN_NONE, 0,
+     0, MOE_DEEPSEEK, -1, 1, k_deepseek, 1, 1},
+    {"deepseek_v3", "DeepseekV3ForCausalLM", "deepseek2", 0, N_LLAMA, 0, 0, ARCH_ACT_SILU, 0, 0, 0, ARCH_WIN_NONE, 0,
+     0, MOE_DEEPSEEK, -1, 1, k_deepseek, 1, 1},
 };
 #define N_ARCH (sizeof k_arch / sizeof *k_arch)
 
@@ -105,6 +136,9 @@ static const char *list(int gguf) {
     for (size_t i = 0; i < N_ARCH; i++) {
         const char *n = gguf ? k_arch[i].gguf_arch : k_arch[i].hf_type;
         if (!n || (gguf && k_arch[i].gguf_experts)) continue;
+        int dup = 0; /* (two HF rows of one GGUF architecture: DeepSeek V2 / V3) */
+        for (size_t j = 0; j < i && gguf; j++) dup |= k_arch[j].gguf_arch && !strcmp(k_arch[j].gguf_arch, n);
+        if (dup) continue;
         o += (size_t)snprintf(b + o, sizeof buf[0] - o, "%s%s", o ? ", " : "", n);
     }
     return b;
@@ -138,6 +172,12 @@ static int split_suffix(const char *rest, size_t *blen, const char **sfx) {
     return 1;
 }
 
+/* an HF name ending in "_bias" is the whole tensor name (arch.h) */
+static int whole_name(const char *hf) {
+    size_t n = strlen(hf);
+    return n > 5 && !strcmp(hf + n - 5, "_bias");
+}
+
 int arch_name_to_hf(const arch_info *a, const char *g, int e, char *out, unsigned long cap) {
     long layer;
     const char *rest, *sfx;
@@ -149,7 +189,10 @@ int arch_name_to_hf(const arch_info *a, const char *g, int e, char *out, unsigne
         int per_expert = strstr(n->hf, "%d") != NULL;
         if (per_expert) snprintf(base, sizeof base, n->hf, e);
         else snprintf(base, sizeof base, "%s", n->hf);
-        int k = snprintf(out, cap, "model.layers.%ld.%s.%s", layer, base, sfx);
+        int whole = whole_name(n->hf);
+        if (whole && strcmp(sfx, "bias") != 0) return 0;
+        int k = whole ? snprintf(out, cap, "model.layers.%ld.%s", layer, base)
+                      : snprintf(out, cap, "model.layers.%ld.%s.%s", layer, base, sfx);
         return k > 0 && (unsigned long)k < cap ? 1 + per_expert : 0;
     }
     return 0;
@@ -177,7 +220,13 @@ int arch_name_from_hf(const arch_info *a, const char *hf, char *out, unsigned lo
     const char *rest, *sfx;
     size_t blen;
     *expert = -1;
-    if (!split_layer(hf, "model.layers.", &layer, &rest) || !split_suffix(rest, &blen, &sfx)) return 0;
+    if (!split_layer(hf, "model.layers.", &layer, &rest)) return 0;
+    for (const arch_name *n = a->names; n->gguf; n++)
+        if (whole_name(n->hf) && !strcmp(rest, n->hf)) {
+            int k = snprintf(out, cap, "blk.%ld.%s.bias", layer, n->gguf);
+            return k > 0 && (unsigned long)k < cap;
+        }
+    if (!split_suffix(rest, &blen, &sfx)) return 0;
     for (const arch_name *n = a->names; n->gguf; n++) {
         int e = -1;
         if (!match_hf(n->hf, rest, blen, &e)) continue;

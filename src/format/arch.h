@@ -30,16 +30,21 @@ typedef enum arch_window {
 
 typedef enum arch_act { ARCH_ACT_SILU = 0, ARCH_ACT_GELU_TANH } arch_act;
 
-/* How MoE tensors are named: Mixtral's block_sparse_moe.{gate,experts.E.w1/w2/w3}
- * or Qwen's mlp.{gate,experts.E.gate_proj/up_proj/down_proj,shared_expert...}. */
-typedef enum moe_naming { MOE_NONE = 0, MOE_MIXTRAL, MOE_QWEN } moe_naming;
+/* How MoE tensors are named: Mixtral's block_sparse_moe.{gate,experts.E.w1/w2/w3},
+ * Qwen's mlp.{gate,experts.E.gate_proj/up_proj/down_proj,shared_expert...} or
+ * DeepSeek's mlp.{gate(.e_score_correction_bias),experts.E.*,shared_experts.*}
+ * (DeepSeek also reads its routing keys: scoring_func, n_group / topk_group,
+ * routed_scaling_factor, first_k_dense_replace, n_shared_experts). */
+typedef enum moe_naming { MOE_NONE = 0, MOE_MIXTRAL, MOE_QWEN, MOE_DEEPSEEK } moe_naming;
 
 /* Norm slots of a layer: before/after attention, before/after the MLP. */
 enum { ARCH_NORM_ATTN_IN = 0, ARCH_NORM_ATTN_OUT, ARCH_NORM_MLP_IN, ARCH_NORM_MLP_OUT, ARCH_NORMS };
 
 /* A per-layer tensor base name in GGUF (blk.N.<gguf>) and HF
- * (model.layers.N.<hf>); an hf name holding %d is one per expert, whose GGUF
- * tensor stacks the experts along its outermost dimension. */
+ * (model.layers.N.<hf>); an hf name holding %d is one per expert (or per
+ * head: DeepSeek's attn_k_b / attn_v_b), whose GGUF tensor stacks them along
+ * its outermost dimension. An hf name ending in "_bias" is a whole tensor
+ * name (DeepSeek-V3's mlp.gate.e_score_correction_bias = GGUF <gguf>.bias). */
 typedef struct arch_name {
     const char *gguf, *hf;
 } arch_name;
@@ -65,6 +70,7 @@ typedef struct arch_info {
     int shared_expert;        /* reads shared_expert_intermediate_size */
     const arch_name *names;   /* per-layer tensors, NULL-terminated */
     int gguf_writable;        /* gguf_write.c writes this family's keys (xllm convert --to gguf) */
+    int mla;                  /* multi-head latent attention (DeepSeek-V2/V3: q_lora_rank, kv_lora_rank, ...) */
 } arch_info;
 
 /* The row of a config.json model_type; NULL if unknown. */

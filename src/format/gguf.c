@@ -571,6 +571,8 @@ typedef struct {
     const char *arch;
     cJSON *cfg;
     int oom;
+    const tinfo *ti; /* the tensor list, for keys llama.cpp infers from tensors */
+    uint64_t nt;
 } cfg_b;
 
 static void put_num(cfg_b *b, const char *k, double v) { b->oom |= !cJSON_AddNumberToObject(b->cfg, k, v); }
@@ -692,6 +694,33 @@ static void rope_from_freqs(cfg_b *b, const tinfo *rf, const unsigned char *data
     b->oom |= !cJSON_AddNumberToObject(rs, "original_max_position_embeddings", cand[found][2]);
 }
 
+/* Multi-head latent attention (DeepSeek-V2/V3 as llama.cpp writes them): the
+ * HF config's q_lora_rank (0 without attn_q_a: a plain attn_q), kv_lora_rank,
+ * qk_nope / qk_rope / v_head_dim. llama.cpp's newer files give the per-head
+ * sizes as key_length_mla / value_length_mla (key_length is then the latent
+ * row, kv_lora_rank + rope); older ones as key_length / value_length. */
+static xllm_status mla_config(cfg_b *b, const tinfo *ti, uint64_t nt, int64_t key_len, int64_t val_len,
+                              int64_t rope_dim) {
+    gguf_ctx *c = b->c;
+    int64_t kv_lora = arch_int(b, "attention.kv_lora_rank", -1, 2, 1 << 20);
+    int64_t q_lora = arch_int(b, "attention.q_lora_rank", 0, 0, 1 << 20);
+    int64_t k_mla = arch_int(b, "attention.key_length_mla", 0, 1, 4096);
+    int64_t v_mla = arch_int(b, "attention.value_length_mla", 0, 1, 4096);
+    if (c->st) return c->st;
+    if (k_mla) key_len = k_mla;
+    if (v_mla) val_len = v_mla;
+    if (!key_len || !val_len || !rope_dim || rope_dim >= key_len)
+        return xllm_errorf(c->err, XLLM_ERR_FORMAT, "%s: MLA needs attention.key_length(_mla) > rope.dimension_count "
+                           "and attention.value_length(_mla)", c->path);
+    if (!find_tensor(ti, nt, "blk.0.attn_q_a.weight")) q_lora = 0; /* V2-Lite: attn_q */
+    if (q_lora) put_num(b, "q_lora_rank", (double)q_lora);
+    put_num(b, "kv_lora_rank", (double)kv_lora);
+    put_num(b, "qk_nope_head_dim", (double)(key_len - rope_dim));
+    put_num(b, "qk_rope_head_dim", (double)rope_dim);
+    put_num(b, "v_head_dim", (double)val_len);
+    return c->st;
+}
+
 /* The family's own keys (arch.h's row A): MoE sizes, Gemma's soft-caps,
  * window pattern, local RoPE base and attention scale, as llama.cpp reads them. */
 static xllm_status family_config(cfg_b *b, const arch_info *A, int64_t hidden, int64_t heads, int64_t layers,
@@ -703,6 +732,41 @@ static xllm_status family_config(cfg_b *b, const arch_info *A, int64_t hidden, i
         if (c->st) return c->st;
         if (A->moe == MOE_MIXTRAL) {
             put_num(b, "num_local_experts", (double)experts);
+        } else if (A->moe == MOE_DEEPSEEK) { /* llama.cpp's reading of its keys, as HF's config says it */
+            put_num(b, "n_routed_experts", (double)experts);
+            put_num(b, "moe_intermediate_size", (double)arch_int(b, "expert_feed_forward_length", -1, 1, 1 << 22));
+            put_num(b, "n_shared_experts", (double)arch_int(b, "expert_shared_count", 0, 0, 64));
+            put_num(b, "first_k_dense_replace", (double)arch_int(b, "leading_dense_block_count", 0, 0, layers));
+            int64_t gating = arch_int(b, "expert_gating_func", 1, 0, 16);
+            int64_t groups = arch_int(b, "expert_group_count", 0, 0, 1024);
+            int64_t groups_used = arch_int(b, "expert_group_used_count", groups, 0, 1024);
+            double scale = 0;
+            int norm = 0;
+            arch_num(b, "expert_weights_scale", &scale);
+            char key[160];
+            snprintf(key, sizeof key, "%s.expert_weights_norm", b->arch);
+            if (gguf_find(c, key) && !gguf_get_bool(c, key, &norm) && !c->st)
+                c->st = xllm_errorf(c->err, XLLM_ERR_FORMAT, "%s: %s must be a bool", c->path, key);
+            if (c->st) return c->st;
+            if (gating > 2)
+                return xllm_errorf(c->err, XLLM_ERR_UNSUPPORTED, "%s: expert_gating_func %lld is not supported "
+                                   "(supported: 1 softmax, 2 sigmoid)", c->path, (long long)gating);
+            if (!(scale >= 0 && scale <= 1e4))
+                return xllm_errorf(c->err, XLLM_ERR_FORMAT, "%s: expert_weights_scale must be in [0, 1e4]", c->path);
+            put_str(b, "scoring_func", gating == 2 ? "sigmoid" : "softmax");
+            /* llama.cpp: a group's score is its two best summed, the bias (when the file has it) only chooses:
+             * HF's noaux_tc; a missing bias is zero */
+            int biased = find_tensor(b->ti, b->nt, "blk.0.exp_probs_b.bias") != NULL;
+            for (int64_t l = 0; l < layers && !biased; l++) {
+                char n[64];
+                snprintf(n, sizeof n, "blk.%lld.exp_probs_b.bias", (long long)l);
+                biased = find_tensor(b->ti, b->nt, n) != NULL;
+            }
+            put_str(b, "topk_method", groups > 1 || biased ? "noaux_tc" : "greedy");
+            put_num(b, "n_group", (double)(groups > 1 ? groups : 1));
+            put_num(b, "topk_group", (double)(groups > 1 ? groups_used : 1));
+            put_num(b, "routed_scaling_factor", scale > 0 ? scale : 1.0);
+            put_bool(b, "norm_topk_prob", norm);
         } else {
             put_num(b, "num_experts", (double)experts);
             /* llama.cpp's fallbacks when the sizes are absent: ff / used and ff */
@@ -766,7 +830,7 @@ static xllm_status family_config(cfg_b *b, const arch_info *A, int64_t hidden, i
 static xllm_status build_config(gguf_ctx *c, const arch_info *A, const tinfo *ti, uint64_t nt,
                                 const unsigned char *data, size_t n_tokens, gguf_model *out) {
     const char *arch = A->gguf_arch;
-    cfg_b b = {c, arch, cJSON_CreateObject(), 0};
+    cfg_b b = {c, arch, cJSON_CreateObject(), 0, ti, nt};
     if (!b.cfg) return xllm_errorf(c->err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", c->path);
     out->config = b.cfg;
     int is_llama = A->rope_interleaved_gguf; /* llama's layout (and its rope_freqs): llama and Mixtral */
@@ -800,6 +864,10 @@ static xllm_status build_config(gguf_ctx *c, const arch_info *A, const tinfo *ti
                                "%s: embedding_length %lld is not a multiple of head_count %lld and there is no "
                                "attention.key_length", c->path, (long long)hidden, (long long)heads);
         head_dim = hidden / heads;
+    }
+    if (A->mla) { /* DeepSeek's sizes; the checks below are about plain attention */
+        if (mla_config(&b, ti, nt, key_len, val_len, rope_dim)) return c->st;
+        val_len = rope_dim = 0;
     }
     if (val_len && val_len != head_dim)
         return xllm_errorf(c->err, XLLM_ERR_UNSUPPORTED,
@@ -980,10 +1048,6 @@ static xllm_status find_arch(gguf_ctx *c, const arch_info **out) {
     gguf_get_int(c, key, &experts);
     *out = arch_by_gguf(arch, experts > 0);
     if (*out) return XLLM_OK;
-    if (!strcmp(arch, "deepseek2"))
-        return xllm_errorf(err, XLLM_ERR_UNSUPPORTED,
-                           "%s: architecture \"deepseek2\" (DeepSeek-V2 multi-head latent attention) is not "
-                           "supported yet (supported: %s)", path, arch_gguf_list());
     return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "%s: architecture \"%s\"%s is not supported (supported: %s)", path,
                        arch, experts > 0 ? " with experts" : "", arch_gguf_list());
 }

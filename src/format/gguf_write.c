@@ -179,6 +179,7 @@ typedef struct {
     int64_t heads, kv_heads;
     float norm_offset;  /* added to 1-D norm weights (HF Gemma stores w - 1; GGUF w) */
     int64_t n_experts;
+    int64_t mla_nope, mla_v, mla_rank; /* DeepSeek's MLA: qk_nope_head_dim, v_head_dim, kv_lora_rank (0: none) */
 } tensor_ctx;
 
 static int ends_with(const char *s, const char *suffix);
@@ -227,20 +228,23 @@ static xllm_status add_tensor(out_list *l, const tensor_ctx *tc, const st_tensor
     char gname[256];
     int expert;
     const char *name = gguf_name_from_hf(tc->A, hf_name, gname, sizeof gname, &expert) ? gname : hf_name;
+    /* (DeepSeek's per-head k_b / v_b stack the heads the same way) */
+    int64_t n_stack = strstr(hf_name, "self_attn.k_b_proj.") || strstr(hf_name, "self_attn.v_b_proj.") ? tc->heads
+                                                                                                      : tc->n_experts;
     if (expert >= 0) { /* one expert of a stacked [n_experts][rows][cols] tensor */
-        if (expert >= tc->n_experts || t->ndim != 2 || nrows != rows)
+        if (expert >= n_stack || t->ndim != 2 || nrows != rows)
             return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "gguf_write: expert tensor %s: expert %d of %lld, or "
-                               "not a whole matrix", hf_name, expert, (long long)tc->n_experts);
+                               "not a whole matrix", hf_name, expert, (long long)n_stack);
         out_tensor *o = out_find(l, name);
         if (!o) {
             if (!(o = out_new(l))) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "gguf_write: out of memory");
             snprintf(o->name, sizeof o->name, "%s", name);
             o->type = type;
             o->n_dims = 3;
-            o->ne[0] = (uint64_t)cols, o->ne[1] = (uint64_t)rows, o->ne[2] = (uint64_t)tc->n_experts;
-            o->n_parts = (uint64_t)tc->n_experts;
-            o->parts = xllm_calloc((size_t)tc->n_experts, sizeof *o->parts);
-            o->nbytes = (size_t)tc->n_experts * (size_t)rows * row_bytes;
+            o->ne[0] = (uint64_t)cols, o->ne[1] = (uint64_t)rows, o->ne[2] = (uint64_t)n_stack;
+            o->n_parts = (uint64_t)n_stack;
+            o->parts = xllm_calloc((size_t)n_stack, sizeof *o->parts);
+            o->nbytes = (size_t)n_stack * (size_t)rows * row_bytes;
             if (!o->parts) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "gguf_write: out of memory");
         }
         if (o->type != type || o->ne[0] != (uint64_t)cols || o->ne[1] != (uint64_t)rows || o->parts[expert])
@@ -301,10 +305,56 @@ static int ends_with(const char *s, const char *suffix) {
     return a >= b && strcmp(s + a - b, suffix) == 0;
 }
 
+/* DeepSeek's whole kv_b_proj (HF: per head [k_nope rows | v rows] x kv_lora)
+ * as llama.cpp's MLA GGUFs hold it: attn_k_b, per head the k part
+ * transposed ({nope, kv_lora, heads}), and attn_v_b, per head the v part
+ * ({kv_lora, v_head, heads}); computed copies. */
+static xllm_status add_kv_b(out_list *l, const tensor_ctx *tc, const st_tensor *t, xllm_error *err) {
+    int64_t H = tc->heads, nope = tc->mla_nope, vd = tc->mla_v, r = tc->mla_rank;
+    uint32_t type;
+    if (!ggml_type_of(t, &type) || xllm_dtype_is_quant(t->dtype) || t->ndim != 2 || t->shape[0] != H * (nope + vd) ||
+        t->shape[1] != r || t->nbytes != (size_t)(H * (nope + vd) * r) * xllm_dtype_size(t->dtype))
+        return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "gguf_write: %s must be an F32, F16 or BF16 [%lld, %lld] matrix",
+                           t->name, (long long)(H * (nope + vd)), (long long)r);
+    char gname[256];
+    int expert;
+    if (!gguf_name_from_hf(tc->A, t->name, gname, sizeof gname, &expert))
+        return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "gguf_write: %s is not a layer tensor", t->name);
+    const char *tail = strstr(gname, "attn_kv_b.weight");
+    size_t es = xllm_dtype_size(t->dtype), rb = (size_t)r * es;
+    const unsigned char *src = t->data;
+    for (int part = 0; part < 2; part++) {
+        out_tensor *o = out_new(l);
+        if (!o) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "gguf_write: out of memory");
+        snprintf(o->name, sizeof o->name, "%.*s%s", (int)(tail - gname), gname, part ? "attn_v_b.weight" : "attn_k_b.weight");
+        int64_t rows = part ? vd : nope;
+        o->type = type;
+        o->n_dims = 3;
+        o->ne[0] = (uint64_t)(part ? r : nope), o->ne[1] = (uint64_t)(part ? vd : r), o->ne[2] = (uint64_t)H;
+        o->nbytes = (size_t)(H * rows) * rb;
+        unsigned char *d = xllm_malloc(o->nbytes);
+        if (!d) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "gguf_write: out of memory");
+        o->owned = (float *)(void *)d;
+        o->data = d;
+        for (int64_t h = 0; h < H; h++) {
+            const unsigned char *head = src + (size_t)(h * (nope + vd)) * rb;
+            if (part) { /* v rows as they are */
+                memcpy(d + (size_t)(h * vd) * rb, head + (size_t)nope * rb, (size_t)vd * rb);
+                continue;
+            }
+            for (int64_t a = 0; a < r; a++) /* k_b[h][a][b] = kv_b[h (nope + vd) + b][a] */
+                for (int64_t b = 0; b < nope; b++)
+                    memcpy(d + ((size_t)(h * r + a) * (size_t)nope + (size_t)b) * es, head + (size_t)b * rb + (size_t)a * es, es);
+        }
+    }
+    return XLLM_OK;
+}
+
 /* Fused .xllm tensors (qkv_proj, gate_up_proj) go out as their parts. */
 static xllm_status add_hf_tensor(out_list *l, const tensor_ctx *tc, const st_tensor *t, int64_t head_dim, int64_t ff,
                                  xllm_error *err) {
     if (ends_with(t->name, "rotary_emb.inv_freq")) return XLLM_OK;
+    if (tc->mla_rank && ends_with(t->name, "self_attn.kv_b_proj.weight")) return add_kv_b(l, tc, t, err);
     const char *fused[] = {"self_attn.qkv_proj.weight", "self_attn.qkv_proj.bias", "mlp.gate_up_proj.weight"};
     char gname[256];
     int expert;
@@ -757,6 +807,10 @@ typedef struct {
     int64_t experts, used, expert_ff, shared_ff, window;
     double attn_cap, final_cap, rope_swa;
     float norm_offset;
+    /* DeepSeek: MLA sizes, routing */
+    int64_t q_lora, kv_lora, nope, rope, vd, n_shared, dense_lead, groups, groups_used;
+    int sigmoid, norm_w;
+    double w_scale;
 } fam_keys;
 
 static xllm_status family_check(const arch_info *A, const cJSON *config, int64_t layers, int64_t hidden,
@@ -764,6 +818,31 @@ static xllm_status family_check(const arch_info *A, const cJSON *config, int64_t
     cfg_r r = {config, err, XLLM_OK};
     memset(k, 0, sizeof *k);
     const char *mt = A->hf_type;
+    if (A->mla) { /* llama.cpp's deepseek2: the sizes as keys; routing as it reads it */
+        k->q_lora = cint(&r, "q_lora_rank", 0, 0, 1 << 20);
+        k->kv_lora = cint(&r, "kv_lora_rank", -1, 2, 1 << 20);
+        k->nope = cint(&r, "qk_nope_head_dim", -1, 1, 4096);
+        k->rope = cint(&r, "qk_rope_head_dim", -1, 2, 4096);
+        k->vd = cint(&r, "v_head_dim", -1, 1, 4096);
+        k->experts = cint(&r, "n_routed_experts", -1, 1, 1 << 16);
+        k->used = cint(&r, "num_experts_per_tok", -1, 1, 1 << 16);
+        k->expert_ff = cint(&r, "moe_intermediate_size", -1, 1, 1 << 22);
+        k->n_shared = cint(&r, "n_shared_experts", 0, 0, 64);
+        k->dense_lead = cint(&r, "first_k_dense_replace", 0, 0, layers);
+        k->w_scale = cnum(&r, config, "routed_scaling_factor", 1.0);
+        k->norm_w = cbool(config, "norm_topk_prob");
+        const cJSON *sf = cfield(config, "scoring_func"), *tm = cfield(config, "topk_method");
+        k->sigmoid = cJSON_IsString(sf) && !strcmp(sf->valuestring, "sigmoid");
+        int noaux = cJSON_IsString(tm) && !strcmp(tm->valuestring, "noaux_tc");
+        int greedy = !tm || (cJSON_IsString(tm) && !strcmp(tm->valuestring, "greedy"));
+        k->groups = noaux ? cint(&r, "n_group", 1, 1, 1024) : 1;
+        k->groups_used = noaux ? cint(&r, "topk_group", k->groups, 1, 1024) : 1;
+        if (r.st) return r.st;
+        if ((!noaux && !greedy) || cint(&r, "moe_layer_freq", 1, 1, 1 << 20) != 1)
+            return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "gguf_write: this %s (topk_method other than greedy or "
+                               "noaux_tc, or moe_layer_freq) has no GGUF form llama.cpp reads the same way", mt);
+        return r.st;
+    }
     if (A->moe != MOE_NONE) {
         k->experts = cint(&r, A->moe == MOE_MIXTRAL ? "num_local_experts" : "num_experts", -1, 1, 1 << 16);
         k->used = cint(&r, "num_experts_per_tok", -1, 1, 1 << 16);
@@ -819,7 +898,7 @@ xllm_status gguf_write(const char *dest, const st_tensor *tensors, size_t n, con
     if (!A || !A->gguf_writable)
         return xllm_errorf(err, XLLM_ERR_UNSUPPORTED,
                            "gguf_write: model_type \"%s\" cannot be written to GGUF (supported: the families of "
-                           "src/format/arch.c with a GGUF form, mistral and deepseek excepted)", mt->valuestring);
+                           "src/format/arch.c with a GGUF form, mistral excepted)", mt->valuestring);
     const char *arch = A->gguf_arch;
     cfg_r r = {config, err, XLLM_OK};
     int64_t hidden = cint(&r, "hidden_size", -1, 1, 1 << 20);
@@ -838,7 +917,7 @@ xllm_status gguf_write(const char *dest, const st_tensor *tensors, size_t n, con
     if (fst) return fst;
     int interleaved = cbool(config, "xllm_rope_interleaved");
     int is_llama = A->rope_interleaved_gguf;
-    if (interleaved && !is_llama)
+    if (interleaved && !is_llama && !A->mla) /* (DeepSeek's RoPE pairs are adjacent in both forms) */
         return xllm_errorf(err, XLLM_ERR_UNSUPPORTED,
                            "gguf_write: %s with interleaved RoPE rows has no GGUF form", arch);
     if (A->window == ARCH_WIN_QWEN && cbool(config, "use_sliding_window"))
@@ -880,7 +959,7 @@ xllm_status gguf_write(const char *dest, const st_tensor *tensors, size_t n, con
     float *rope_freqs = NULL;
     char *tmp = NULL;
     FILE *f = NULL;
-    tensor_ctx tc = {A, is_llama, interleaved, heads, kv_heads, fk.norm_offset, fk.experts};
+    tensor_ctx tc = {A, is_llama, interleaved, heads, kv_heads, fk.norm_offset, fk.experts, fk.nope, fk.vd, fk.kv_lora};
     int has_rope_freqs = 0;
     for (size_t i = 0; i < n && !st; i++) {
         if (!tensors[i].name) {
@@ -967,9 +1046,25 @@ xllm_status gguf_write(const char *dest, const st_tensor *tensors, size_t n, con
     kv_u32(&w, AK("block_count"), (uint32_t)layers);
     kv_u32(&w, AK("feed_forward_length"), (uint32_t)ff);
     kv_u32(&w, AK("attention.head_count"), (uint32_t)heads);
-    kv_u32(&w, AK("attention.head_count_kv"), (uint32_t)kv_heads);
-    kv_u32(&w, AK("rope.dimension_count"), (uint32_t)head_dim);
-    if (!is_llama || head_dim * heads != hidden) {
+    kv_u32(&w, AK("attention.head_count_kv"), (uint32_t)(A->mla ? 1 : kv_heads));
+    kv_u32(&w, AK("rope.dimension_count"), (uint32_t)(A->mla ? fk.rope : head_dim));
+    if (A->mla) { /* the latent row as key / value, the per-head sizes as *_mla (llama.cpp's MLA files) */
+        if (fk.q_lora) kv_u32(&w, AK("attention.q_lora_rank"), (uint32_t)fk.q_lora);
+        kv_u32(&w, AK("attention.kv_lora_rank"), (uint32_t)fk.kv_lora);
+        kv_u32(&w, AK("attention.key_length"), (uint32_t)(fk.kv_lora + fk.rope));
+        kv_u32(&w, AK("attention.value_length"), (uint32_t)fk.kv_lora);
+        kv_u32(&w, AK("attention.key_length_mla"), (uint32_t)(fk.nope + fk.rope));
+        kv_u32(&w, AK("attention.value_length_mla"), (uint32_t)fk.vd);
+        kv_u32(&w, AK("leading_dense_block_count"), (uint32_t)fk.dense_lead);
+        kv_u32(&w, AK("expert_shared_count"), (uint32_t)fk.n_shared);
+        kv_f32(&w, AK("expert_weights_scale"), (float)fk.w_scale);
+        kv_bool(&w, AK("expert_weights_norm"), fk.norm_w);
+        kv_u32(&w, AK("expert_gating_func"), fk.sigmoid ? 2 : 1);
+        if (fk.groups > 1) {
+            kv_u32(&w, AK("expert_group_count"), (uint32_t)fk.groups);
+            kv_u32(&w, AK("expert_group_used_count"), (uint32_t)fk.groups_used);
+        }
+    } else if (!is_llama || head_dim * heads != hidden) {
         kv_u32(&w, AK("attention.key_length"), (uint32_t)head_dim);
         kv_u32(&w, AK("attention.value_length"), (uint32_t)head_dim);
     }

@@ -157,7 +157,7 @@ static void attention_block(model *m, kv_cache *kv, const fwd_batch *b, int l) {
         PROF(PROF_ROPE_KV, 6.0 * T * (double)(qd + kd), 4.0 * T * (double)(qd + 3 * kd), OPS->rope_kv(CTX, &d));
     }
     be_attn a = {T, s->q, s->att, d.k_cache, d.v_cache, kv->block_size, c->n_heads, c->n_kv_heads, hd,
-                 c->layer_window[l], b->pos, b->seq, b->block_tables, kv->dtype, c->attn_scale, c->attn_softcap};
+                 c->layer_window[l], b->pos, b->seq, b->block_tables, kv->dtype, c->attn_scale, c->attn_softcap, 0};
     OPS->attention(CTX, &a);
     if (m->observe) observe(m, l, OBS_O_IN, -1, s->att, T, (int)qd);
     if (L->attn_post_norm) { /* x += post_norm(o(att)) */
@@ -171,6 +171,63 @@ static void attention_block(model *m, kv_cache *kv, const fwd_batch *b, int l) {
         return;
     }
     MATMUL(PROF_MATMUL_O, s->att, T, &L->o, L->o_bias, s->tmp);
+    residual(m, s->tmp, T);
+}
+
+/* Multi-head latent attention (DeepSeek-V2/V3, cfg.mla_dim > 0), absorbed as
+ * llama.cpp evaluates it: the cache holds per token the latent row
+ * [rmsnorm(c) | rope(k_pe)] (mla_dim values, model_config.h); each head's
+ * q_nope is taken into the latent space by k_b (q_nope . (K_b c) =
+ * (K_b^T q_nope) . c), the attention runs over the latent rows (key and
+ * value alike: be_attn.latent), and v_b takes each head's attended latent
+ * back out before o_proj. Per head: a slice copied out, one matmul, copied
+ * back (k_b / v_b are one small matrix per head). */
+static void mla_block(model *m, kv_cache *kv, const fwd_batch *b, int l) {
+    const model_config *c = &m->cfg;
+    const layer_weights *L = &m->layers[l];
+    model_scratch *s = &m->s;
+    int T = b->n_tokens, H = c->n_heads, w = c->mla_dim, r = c->kv_lora_rank, nope = c->qk_nope_dim;
+    int rope = c->qk_rope_dim, qk = nope + rope, vd = c->v_head_dim;
+    size_t qw = (size_t)H * qk, fw = (size_t)H * w, ow = (size_t)H * vd;
+
+    norm_block(m, L->attn_norm, T, 0);
+    if (m->observe) observe(m, l, OBS_ATTN_IN, -1, s->xn, T, c->hidden);
+    if (L->q_a.data) { /* q = q_b(norm(q_a(x))) */
+        MATMUL(PROF_MATMUL_QKV, s->xn, T, &L->q_a, NULL, s->h2);
+        OPS->rmsnorm(CTX, s->h2, NULL, T, L->q_a_norm, c->rms_eps, c->q_lora_rank, s->h1, 0);
+        MATMUL(PROF_MATMUL_QKV, s->h1, T, &L->q, NULL, s->q);
+    } else {
+        MATMUL(PROF_MATMUL_QKV, s->xn, T, &L->q, NULL, s->q);
+    }
+    MATMUL(PROF_MATMUL_QKV, s->xn, T, &L->kv_a, NULL, s->k); /* [latent | rope key] */
+    OPS->copy_rows(CTX, s->h1, (size_t)r, s->k, (size_t)w, T, (size_t)r);
+    OPS->rmsnorm(CTX, s->h1, NULL, T, L->kv_a_norm, c->rms_eps, r, s->h2, 0);
+    OPS->copy_rows(CTX, s->k, (size_t)w, s->h2, (size_t)r, T, (size_t)r);
+    for (int h = 0; h < H; h++) { /* the full query rows: [k_b^T q_nope | q_pe] per head, in s->fused */
+        OPS->copy_rows(CTX, s->h1, (size_t)nope, s->q + (size_t)h * qk, qw, T, (size_t)nope);
+        MATMUL(PROF_MATMUL_QKV, s->h1, T, &L->k_b[h], NULL, s->h2);
+        OPS->copy_rows(CTX, s->fused + (size_t)h * w, fw, s->h2, (size_t)r, T, (size_t)r);
+        OPS->copy_rows(CTX, s->fused + (size_t)h * w + r, fw, s->q + (size_t)h * qk + nope, qw, T, (size_t)rope);
+    }
+    be_mla d = {T, s->fused, s->k, H, w, rope, s->rope_cos, s->rope_sin, c->rope_interleaved,
+                kv_cache_k(kv, l, 0, 0), kv_cache_v(kv, l, 0, 0), kv->dtype, kv->block_size, b->pos, b->seq,
+                b->block_tables};
+    PROF(PROF_ROPE_KV, 6.0 * T * (double)(H + 1) * rope, 4.0 * T * (double)(fw + 2 * w), OPS->mla_rope_kv(CTX, &d));
+    be_attn a = {T, s->fused, s->att, d.k_cache, d.v_cache, kv->block_size, H, 1, w, c->layer_window[l], b->pos,
+                 b->seq, b->block_tables, kv->dtype, c->attn_scale, c->attn_softcap, 1};
+    OPS->attention(CTX, &a);
+    for (int h = 0; h < H; h++) { /* each head's attended latent through v_b, into o's input (s->v) */
+        OPS->copy_rows(CTX, s->h1, (size_t)r, s->att + (size_t)h * w, fw, T, (size_t)r);
+        MATMUL(PROF_MATMUL_O, s->h1, T, &L->v_b[h], NULL, s->h2);
+        OPS->copy_rows(CTX, s->v + (size_t)h * vd, ow, s->h2, (size_t)vd, T, (size_t)vd);
+    }
+    if (m->observe) observe(m, l, OBS_O_IN, -1, s->v, T, (int)ow);
+    if (m->fuse) {
+        PROF(PROF_MATMUL_O_RESIDUAL, mm_flops(&L->o, T) + (double)T * c->hidden, mm_bytes(&L->o, T) + 4.0 * T * c->hidden,
+             OPS->matmul(CTX, s->v, T, &L->o, NULL, s->x, s->tmp, BE_ADD));
+        return;
+    }
+    MATMUL(PROF_MATMUL_O, s->v, T, &L->o, NULL, s->tmp);
     residual(m, s->tmp, T);
 }
 
@@ -213,7 +270,10 @@ static void moe_block(model *m, int l, const layer_weights *L, int T) {
     d.router = &L->router;
     d.exp_gate = L->exp_gate, d.exp_up = L->exp_up, d.exp_down = L->exp_down;
     if (c->shared_expert_intermediate > 0)
-        d.sh_gate = &L->sh_gate, d.sh_up = &L->sh_up, d.sh_down = &L->sh_down, d.sh_router = &L->sh_router;
+        d.sh_gate = &L->sh_gate, d.sh_up = &L->sh_up, d.sh_down = &L->sh_down,
+        d.sh_router = c->shared_gated ? &L->sh_router : NULL;
+    d.sigmoid = c->moe_sigmoid, d.sel_bias = L->sel_bias, d.w_scale = c->routed_scale;
+    d.n_group = c->n_group, d.topk_group = c->topk_group, d.group_max = c->group_max;
     d.router_logits = s->router_logits, d.route_w = s->route_w, d.expert_w = s->expert_w, d.acc = s->moe_acc;
     d.xg = s->xg, d.yg = s->yg, d.h1 = s->h1, d.h2 = s->h2;
     d.route_ids = s->route_ids, d.expert_tokens = s->expert_tokens;
@@ -312,14 +372,15 @@ void model_layers(model *m, kv_cache *kv, const fwd_batch *b, int l0, int l1) {
     assert(l0 >= m->layer_begin && l1 <= m->layer_end && l0 <= l1);
     assert(b->n_tokens > 0 && b->n_tokens <= m->s.max_tokens);
     if (l0 == m->layer_begin) {
-        OPS->rope_tables(CTX, b->pos, b->n_tokens, m->inv_freq, m->rope_theta_scale, c->head_dim / 2, s->rope_cos,
+        OPS->rope_tables(CTX, b->pos, b->n_tokens, m->inv_freq, m->rope_theta_scale, c->rope_dim / 2, s->rope_cos,
                          s->rope_sin);
         if (m->inv_freq_local) /* the sliding layers' own base */
-            OPS->rope_tables(CTX, b->pos, b->n_tokens, m->inv_freq_local, m->rope_theta_scale_local, c->head_dim / 2,
+            OPS->rope_tables(CTX, b->pos, b->n_tokens, m->inv_freq_local, m->rope_theta_scale_local, c->rope_dim / 2,
                              s->rope_cos_local, s->rope_sin_local);
     }
     for (int l = l0; l < l1; l++) {
-        attention_block(m, kv, b, l);
+        if (c->mla_dim) mla_block(m, kv, b, l);
+        else attention_block(m, kv, b, l);
         mlp_block(m, l, b->n_tokens);
     }
 }

@@ -36,6 +36,13 @@ typedef struct layer_weights {
     matrix router;
     matrix *exp_gate, *exp_up, *exp_down;   /* n_experts each */
     matrix sh_gate, sh_up, sh_down, sh_router;
+    float *sel_bias;     /* DeepSeek-V3: added to the router's probabilities to choose experts (NULL: none) */
+    /* multi-head latent attention (cfg.mla_dim > 0): q is q_proj or q_b_proj(norm(q_a_proj x));
+     * kv_a -> [latent | rope key]; per head k_b [kv_lora][qk_nope] takes q_nope into
+     * the latent space, v_b [v_head][kv_lora] the attended latent out of it */
+    matrix q_a, kv_a;
+    float *q_a_norm, *kv_a_norm;
+    matrix *k_b, *v_b;   /* n_heads each */
 } layer_weights;
 
 /* Activation scratch: device buffers (the backend's alloc), sized once. */

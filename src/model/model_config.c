@@ -208,11 +208,71 @@ static void read_moe(cfg_ctx *c, const cJSON *root, model_config *cfg) {
                 cfg->layer_is_moe[(int)e->valuedouble] = 0;
             }
         }
+    } else if (a->moe == MOE_DEEPSEEK) {
+        cfg->n_experts = get_int(c, root, "n_routed_experts", -2, 1, 4096);
+        cfg->n_experts_used = get_int(c, root, "num_experts_per_tok", -2, 1, 1024);
+        cfg->moe_intermediate = get_int(c, root, "moe_intermediate_size", -2, 1, 1 << 22);
+        cfg->shared_expert_intermediate = get_int(c, root, "n_shared_experts", 0, 0, 64) * cfg->moe_intermediate;
+        int first = get_int(c, root, "first_k_dense_replace", 0, 0, MODEL_MAX_LAYERS);
+        int step = get_int(c, root, "moe_layer_freq", 1, 1, 1 << 20);
+        for (int l = 0; l < cfg->n_layers && l < MODEL_MAX_LAYERS; l++)
+            cfg->layer_is_moe[l] = l >= first && l % step == 0;
+        const cJSON *sf = field(root, "scoring_func"), *tm = field(root, "topk_method");
+        const char *sfn = cJSON_IsString(sf) ? sf->valuestring : "softmax";
+        const char *tmn = cJSON_IsString(tm) ? tm->valuestring : "greedy";
+        if (strcmp(sfn, "softmax") && strcmp(sfn, "sigmoid") && !c->st)
+            c->st = xllm_errorf(c->err, XLLM_ERR_UNSUPPORTED, "%s: scoring_func \"%s\" is not supported (supported: "
+                                "softmax, sigmoid)", c->path, sfn);
+        if (strcmp(tmn, "greedy") && strcmp(tmn, "group_limited_greedy") && strcmp(tmn, "noaux_tc") && !c->st)
+            c->st = xllm_errorf(c->err, XLLM_ERR_UNSUPPORTED, "%s: topk_method \"%s\" is not supported (supported: "
+                                "greedy, group_limited_greedy, noaux_tc)", c->path, tmn);
+        cfg->moe_sigmoid = !strcmp(sfn, "sigmoid");
+        cfg->moe_sel_bias = !strcmp(tmn, "noaux_tc"); /* V3's e_score_correction_bias */
+        if (strcmp(tmn, "greedy")) {
+            cfg->n_group = get_int(c, root, "n_group", 1, 1, 1024);
+            cfg->topk_group = get_int(c, root, "topk_group", cfg->n_group, 1, 1024);
+            cfg->group_max = !strcmp(tmn, "group_limited_greedy");
+            if (cfg->n_group <= 1) cfg->n_group = cfg->topk_group = 0;
+        }
+        cfg->routed_scale = (float)get_num(c, root, "routed_scaling_factor", 1.0);
+        if (!c->st && (cfg->n_group && (cfg->n_experts % cfg->n_group || cfg->topk_group > cfg->n_group ||
+                                        cfg->n_experts_used > cfg->topk_group * (cfg->n_experts / cfg->n_group) ||
+                                        (!cfg->group_max && cfg->n_experts / cfg->n_group < 2))))
+            c->st = xllm_errorf(c->err, XLLM_ERR_FORMAT, "%s: n_group %d / topk_group %d do not divide %d experts into "
+                                "groups that can hold num_experts_per_tok %d", c->path, cfg->n_group, cfg->topk_group,
+                                cfg->n_experts, cfg->n_experts_used);
+        if (!c->st && !(cfg->routed_scale > 0 && cfg->routed_scale <= 1e4))
+            c->st = xllm_errorf(c->err, XLLM_ERR_FORMAT, "%s: routed_scaling_factor must be in (0, 1e4]", c->path);
     }
+    cfg->shared_gated = a->moe == MOE_QWEN;
     cfg->norm_topk_prob = a->norm_topk >= 0 ? a->norm_topk : get_bool(c, root, "norm_topk_prob", 0);
     if (!c->st && cfg->n_experts_used > cfg->n_experts)
         c->st = xllm_errorf(c->err, XLLM_ERR_FORMAT, "%s: num_experts_per_tok (%d) exceeds the number of experts (%d)",
                             c->path, cfg->n_experts_used, cfg->n_experts);
+}
+
+/* Multi-head latent attention's sizes (DeepSeek): the cache row and the
+ * scale 1 / sqrt(qk_nope + qk_rope); head_dim / n_kv_heads describe the pool. */
+static void read_mla(cfg_ctx *c, const cJSON *root, model_config *cfg) {
+    if (!cfg->arch->mla) return;
+    const cJSON *ql = field(root, "q_lora_rank");
+    cfg->q_lora_rank = ql ? get_int(c, root, "q_lora_rank", 0, 0, 1 << 20) : 0;
+    cfg->kv_lora_rank = get_int(c, root, "kv_lora_rank", -2, 2, 1 << 20);
+    cfg->qk_nope_dim = get_int(c, root, "qk_nope_head_dim", -2, 1, 4096);
+    cfg->qk_rope_dim = get_int(c, root, "qk_rope_head_dim", -2, 2, 4096);
+    cfg->v_head_dim = get_int(c, root, "v_head_dim", -2, 1, 4096);
+    if (c->st) return;
+    cfg->mla_dim = cfg->kv_lora_rank + cfg->qk_rope_dim;
+    if (cfg->mla_dim % 2 || cfg->qk_rope_dim % 2) {
+        c->st = xllm_errorf(c->err, XLLM_ERR_UNSUPPORTED, "%s: kv_lora_rank + qk_rope_head_dim (%d) and "
+                            "qk_rope_head_dim (%d) must be even", c->path, cfg->mla_dim, cfg->qk_rope_dim);
+        return;
+    }
+    cfg->head_dim = cfg->mla_dim / 2;
+    cfg->n_kv_heads = 1;
+    cfg->rope_dim = cfg->qk_rope_dim;
+    cfg->rope_interleaved = 1; /* adjacent pairs, in HF's DeepSeek code and llama.cpp's alike */
+    cfg->attn_scale = 1.0f / sqrtf((float)(cfg->qk_nope_dim + cfg->qk_rope_dim)); /* llama.cpp's kq_scale, in float */
 }
 
 /* Activation, soft-caps, attention scale, norm offset, embedding scale, local RoPE base. */
@@ -300,6 +360,8 @@ xllm_status model_config_parse(const cJSON *root, const cJSON *gen, const char *
     read_windows(&c, root, cfg);
     read_moe(&c, root, cfg);
     read_family(&c, root, cfg);
+    cfg->rope_dim = cfg->head_dim;
+    read_mla(&c, root, cfg);
 
     cfg->bos_id = get_int(&c, root, "bos_token_id", -1, -1, 1 << 30);
     cfg->n_eos = 0;
@@ -307,7 +369,7 @@ xllm_status model_config_parse(const cJSON *root, const cJSON *gen, const char *
     if (!c.st && cfg->n_heads % cfg->n_kv_heads != 0)
         c.st = xllm_errorf(err, XLLM_ERR_FORMAT, "%s: num_attention_heads (%d) is not a multiple of num_key_value_heads (%d)",
                            path, cfg->n_heads, cfg->n_kv_heads);
-    if (!c.st && cfg->head_dim % 2)
+    if (!c.st && cfg->head_dim % 2 && !cfg->mla_dim)
         c.st = xllm_errorf(err, XLLM_ERR_FORMAT, "%s: head_dim (%d) must be even for RoPE", path, cfg->head_dim);
     if (c.st) return c.st;
 

@@ -52,6 +52,16 @@ typedef struct model_config {
     float attn_softcap;    /* scores -> c tanh(s / c); 0: off */
     float final_softcap;   /* logits -> c tanh(z / c); 0: off */
     double rope_local_theta; /* > 0: sliding layers' RoPE base, unscaled (Gemma 3) */
+    int rope_dim;          /* values RoPE rotates per head (head_dim, or MLA's qk_rope_dim) */
+
+    /* multi-head latent attention (DeepSeek-V2/V3; arch->mla): kv_lora_rank > 0.
+     * The cache holds one latent row per token, [kv_lora_rank normed | qk_rope_dim
+     * roped], mla_dim values: its first half in the K pool, the rest in the V
+     * pool (head_dim = mla_dim / 2, n_kv_heads = 1), so the pool's bytes per
+     * token are the latent's, and everything that moves K/V rows works as is. */
+    int q_lora_rank;       /* 0: a plain q_proj */
+    int kv_lora_rank, qk_nope_dim, qk_rope_dim, v_head_dim;
+    int mla_dim;           /* kv_lora_rank + qk_rope_dim */
 
     /* mixture of experts */
     moe_naming moe;
@@ -60,6 +70,12 @@ typedef struct model_config {
     int moe_intermediate;
     int shared_expert_intermediate; /* 0 = no shared expert */
     int norm_topk_prob;
+    int shared_gated;              /* the shared expert has a sigmoid gate (Qwen); 0: added as is (DeepSeek) */
+    int moe_sigmoid;               /* router probabilities: sigmoid (DeepSeek-V3) instead of softmax */
+    int moe_sel_bias;              /* a per-expert bias added for choosing only (e_score_correction_bias) */
+    int n_group, topk_group;       /* group-limited routing: only the topk_group best of n_group groups (0: off) */
+    int group_max;                 /* a group's score: its best expert (V2's group_limited_greedy); 0: its two best summed */
+    float routed_scale;            /* routed weights x this (routed_scaling_factor); 0: 1 */
     uint8_t layer_is_moe[MODEL_MAX_LAYERS];
 
     int32_t bos_id;                 /* -1 if none */

@@ -145,6 +145,64 @@ static void bind_mlp(model *m, const char *prefix, const char *g, const char *u,
     bind_matrix(m, name, h, inter, down, err, st);
 }
 
+/* Multi-head latent attention's tensors (model.h). kv_b per head comes as
+ * llama.cpp splits it (k_b_proj.H already transposed, v_b_proj.H), or whole
+ * as HF stores it: rows per head [k_nope (qk_nope) | v (v_head)] x kv_lora;
+ * then v_b are views of its rows and k_b transposed copies (float dtypes). */
+static xllm_status bind_mla(model *m, int l, const char *p, xllm_error *err) {
+    const model_config *c = &m->cfg;
+    layer_weights *L = &m->layers[l];
+    xllm_status st = XLLM_OK;
+    char name[NAME_MAX_LEN];
+    int h = c->hidden, H = c->n_heads, nope = c->qk_nope_dim, vd = c->v_head_dim, r = c->kv_lora_rank;
+    int64_t qd = (int64_t)H * (nope + c->qk_rope_dim);
+#define NM(fmt, ...) (snprintf(name, sizeof name, fmt, __VA_ARGS__), name)
+    if (c->q_lora_rank) {
+        bind_matrix(m, NM("%s.self_attn.q_a_proj.weight", p), c->q_lora_rank, h, &L->q_a, err, &st);
+        bind_vector(m, NM("%s.self_attn.q_a_layernorm.weight", p), c->q_lora_rank, 1, &L->q_a_norm, err, &st);
+        bind_matrix(m, NM("%s.self_attn.q_b_proj.weight", p), qd, c->q_lora_rank, &L->q, err, &st);
+    } else {
+        bind_matrix(m, NM("%s.self_attn.q_proj.weight", p), qd, h, &L->q, err, &st);
+    }
+    bind_matrix(m, NM("%s.self_attn.kv_a_proj_with_mqa.weight", p), c->mla_dim, h, &L->kv_a, err, &st);
+    bind_vector(m, NM("%s.self_attn.kv_a_layernorm.weight", p), r, 1, &L->kv_a_norm, err, &st);
+    bind_matrix(m, NM("%s.self_attn.o_proj.weight", p), h, (int64_t)H * vd, &L->o, err, &st);
+    L->k_b = own(m, xllm_calloc((size_t)H, sizeof(matrix)));
+    L->v_b = own(m, xllm_calloc((size_t)H, sizeof(matrix)));
+    if (!L->k_b || !L->v_b) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+    if (st || st_find(m->weights_file, NM("%s.self_attn.k_b_proj.0.weight", p))) {
+        for (int i = 0; i < H && !st; i++) {
+            bind_matrix(m, NM("%s.self_attn.k_b_proj.%d.weight", p, i), r, nope, &L->k_b[i], err, &st);
+            bind_matrix(m, NM("%s.self_attn.v_b_proj.%d.weight", p, i), vd, r, &L->v_b[i], err, &st);
+        }
+#undef NM
+        return st;
+    }
+    matrix kvb = {0};
+    snprintf(name, sizeof name, "%s.self_attn.kv_b_proj.weight", p);
+    bind_matrix(m, name, (int64_t)H * (nope + vd), r, &kvb, err, &st);
+    if (st) return st;
+    if (xllm_dtype_is_quant(kvb.dtype))
+        return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "%s: %s is %s; a quantized kv_b_proj is not supported (keep it "
+                           "F16, BF16 or F32)", m->dir, name, xllm_dtype_name(kvb.dtype));
+    size_t es = xllm_dtype_size(kvb.dtype), row = (size_t)r * es;
+    for (int i = 0; i < H; i++) {
+        const unsigned char *k0 = (const unsigned char *)kvb.data + (size_t)i * (size_t)(nope + vd) * row;
+        L->v_b[i] = kvb;
+        L->v_b[i].rows = vd;
+        L->v_b[i].data = k0 + (size_t)nope * row;
+        unsigned char *t = own(m, xllm_malloc((size_t)r * (size_t)nope * es));
+        if (!t) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+        for (int a = 0; a < r; a++) /* t[a][b] = kv_b[i * (nope + vd) + b][a] */
+            for (int b = 0; b < nope; b++) memcpy(t + ((size_t)a * nope + b) * es, k0 + (size_t)b * row + (size_t)a * es, es);
+        L->k_b[i] = kvb;
+        L->k_b[i].rows = r;
+        L->k_b[i].cols = nope;
+        L->k_b[i].data = t;
+    }
+    return st;
+}
+
 static xllm_status bind_layer(model *m, int l, xllm_error *err) {
     const model_config *c = &m->cfg;
     layer_weights *L = &m->layers[l];
@@ -159,7 +217,9 @@ static xllm_status bind_layer(model *m, int l, xllm_error *err) {
     for (int k = 0; k < ARCH_NORMS; k++)
         if (c->arch->norm[k])
             bind_vector_off(m, NM("%s.%s.weight", p, c->arch->norm[k]), h, 1, c->norm_offset, norms[k], err, &st);
-    if (st_find(m->weights_file, NM("%s.self_attn.qkv_proj.weight", p))) {
+    if (c->mla_dim) {
+        if ((st = bind_mla(m, l, p, err))) return st;
+    } else if (st_find(m->weights_file, NM("%s.self_attn.qkv_proj.weight", p))) {
         /* fused at convert time: rows q, then k, then v */
         bind_matrix(m, name, qd + 2 * kd, h, &L->qkv, err, &st);
         if (c->qkv_bias) bind_vector(m, NM("%s.self_attn.qkv_proj.bias", p), qd + 2 * kd, 1, &L->qkv_bias, err, &st);
@@ -168,7 +228,7 @@ static xllm_status bind_layer(model *m, int l, xllm_error *err) {
         bind_matrix(m, NM("%s.self_attn.k_proj.weight", p), kd, h, &L->k, err, &st);
         bind_matrix(m, NM("%s.self_attn.v_proj.weight", p), kd, h, &L->v, err, &st);
     }
-    bind_matrix(m, NM("%s.self_attn.o_proj.weight", p), h, qd, &L->o, err, &st);
+    if (!c->mla_dim) bind_matrix(m, NM("%s.self_attn.o_proj.weight", p), h, qd, &L->o, err, &st);
     if (c->qkv_bias && !L->qkv.data) {
         bind_vector(m, NM("%s.self_attn.q_proj.bias", p), qd, 1, &L->q_bias, err, &st);
         bind_vector(m, NM("%s.self_attn.k_proj.bias", p), kd, 1, &L->k_bias, err, &st);
@@ -207,6 +267,8 @@ static xllm_status bind_layer(model *m, int l, xllm_error *err) {
     const int mixtral = c->moe == MOE_MIXTRAL;
     const char *moe = mixtral ? "block_sparse_moe" : "mlp";
     bind_matrix(m, NM("%s.%s.gate.weight", p, moe), c->n_experts, h, &L->router, err, &st);
+    if (c->moe_sel_bias) /* (absent: zero, as llama.cpp takes a file without it) */
+        bind_vector(m, NM("%s.mlp.gate.e_score_correction_bias", p), c->n_experts, 0, &L->sel_bias, err, &st);
     for (int e = 0; e < c->n_experts && !st; e++) {
         char ep[NAME_MAX_LEN];
         snprintf(ep, sizeof ep, "%s.%s.experts.%d", p, moe, e);
@@ -218,10 +280,10 @@ static xllm_status bind_layer(model *m, int l, xllm_error *err) {
                      &L->exp_up[e], &L->exp_down[e], err, &st);
     }
     if (c->shared_expert_intermediate > 0) {
-        snprintf(name, sizeof name, "%s.mlp.shared_expert", p);
+        snprintf(name, sizeof name, c->moe == MOE_DEEPSEEK ? "%s.mlp.shared_experts" : "%s.mlp.shared_expert", p);
         bind_mlp(m, name, "gate_proj", "up_proj", "down_proj", c->shared_expert_intermediate, &L->sh_gate, &L->sh_up,
                  &L->sh_down, err, &st);
-        bind_matrix(m, NM("%s.mlp.shared_expert_gate.weight", p), 1, h, &L->sh_router, err, &st);
+        if (c->shared_gated) bind_matrix(m, NM("%s.mlp.shared_expert_gate.weight", p), 1, h, &L->sh_router, err, &st);
     }
 #undef NM
     return st;
@@ -230,9 +292,9 @@ static xllm_status bind_layer(model *m, int l, xllm_error *err) {
 /* RoPE inverse frequencies of base theta with the config's scaling (HF
  * semantics); local: a sliding layer's (its own base, never scaled). */
 static void rope_frequencies(const model_config *c, double theta, int local, double *inv_freq) {
-    int half = c->head_dim / 2;
+    int half = c->rope_dim / 2;
     for (int i = 0; i < half; i++) {
-        double f = 1.0 / pow(theta, (2.0 * i) / c->head_dim);
+        double f = 1.0 / pow(theta, (2.0 * i) / c->rope_dim);
         if (local) {
         } else if (c->rope == ROPE_LINEAR) {
             f /= c->rope_factor;
@@ -262,6 +324,16 @@ static xllm_status alloc_scratch(model *m, int T, xllm_error *err) {
     size_t inter = (size_t)c->intermediate;
     if ((size_t)c->moe_intermediate > inter) inter = (size_t)c->moe_intermediate;
     if ((size_t)c->shared_expert_intermediate > inter) inter = (size_t)c->shared_expert_intermediate;
+    if (c->mla_dim) { /* forward.c's MLA buffers: q (q_b's rows), the full query and output rows (mla_dim per
+                       * head), kv_a's row, o's input; one head's slice in h1 / h2 */
+        size_t w = (size_t)c->mla_dim, qk = (size_t)(c->qk_nope_dim + c->qk_rope_dim), v = (size_t)c->v_head_dim;
+        size_t per = w > qk ? w : qk;
+        qd = (size_t)c->n_heads * (per > v ? per : v);
+        kd = w > (size_t)c->n_heads * v ? w : (size_t)c->n_heads * v;
+        size_t need[] = {w, (size_t)c->q_lora_rank, (size_t)c->qk_nope_dim, v};
+        for (size_t i = 0; i < 4; i++) inter = need[i] > inter ? need[i] : inter;
+    }
+    size_t rh = (size_t)c->rope_dim / 2; /* RoPE table entries per token */
     size_t E = (size_t)(c->n_experts > 0 ? c->n_experts : 1), K = (size_t)(c->n_experts_used > 0 ? c->n_experts_used : 1);
     s->max_tokens = T;
     s->bytes = 0;
@@ -273,10 +345,9 @@ static xllm_status alloc_scratch(model *m, int T, xllm_error *err) {
     if (!ALLOC(s->x, t * h) || !ALLOC(s->xn, t * h) || !ALLOC(s->q, t * qd) || !ALLOC(s->k, t * kd) ||
         !ALLOC(s->v, t * kd) || !ALLOC(s->att, t * qd) || !ALLOC(s->tmp, t * h) || !ALLOC(s->h1, t * inter) ||
         !ALLOC(s->h2, t * inter) || !ALLOC(s->moe_acc, t * h) || !ALLOC(s->xg, t * h) || !ALLOC(s->yg, t * h) ||
-        !ALLOC(s->router_logits, t * E) || !ALLOC(s->rope_cos, t * (size_t)c->head_dim / 2) ||
-        !ALLOC(s->rope_sin, t * (size_t)c->head_dim / 2) || !ALLOC(s->route_ids, t * K) ||
-        (c->rope_local_theta > 0 && (!ALLOC(s->rope_cos_local, t * (size_t)c->head_dim / 2) ||
-                                     !ALLOC(s->rope_sin_local, t * (size_t)c->head_dim / 2))) ||
+        !ALLOC(s->router_logits, t * E) || !ALLOC(s->rope_cos, t * rh) || !ALLOC(s->rope_sin, t * rh) ||
+        !ALLOC(s->route_ids, t * K) ||
+        (c->rope_local_theta > 0 && (!ALLOC(s->rope_cos_local, t * rh) || !ALLOC(s->rope_sin_local, t * rh))) ||
         !ALLOC(s->route_w, t * K) || !ALLOC(s->expert_tokens, t * K) || !ALLOC(s->expert_w, t * K) ||
         !ALLOC(s->expert_count, E) || !ALLOC(s->fused, t * (qd + 2 * kd > 2 * inter ? qd + 2 * kd : 2 * inter)) ||
         (!m->be.ops->unified_memory && !ALLOC(s->logits, (size_t)s->head_rows * (size_t)c->vocab)))
@@ -313,6 +384,12 @@ static xllm_status pack_weights(model *m, xllm_error *err) {
         matrix *ws[] = {&L->q, &L->k, &L->v, &L->o, &L->qkv, &L->gate, &L->up, &L->down, &L->gate_up,
                         &L->sh_gate, &L->sh_up, &L->sh_down, &L->router, &L->sh_router};
         for (size_t k = 0; k < sizeof ws / sizeof *ws && !st; k++) st = pack_one(m, ws[k], err);
+        if (!st) st = pack_one(m, &L->q_a, err);
+        if (!st) st = pack_one(m, &L->kv_a, err);
+        for (int i = 0; c->mla_dim && i < c->n_heads && !st; i++) {
+            st = pack_one(m, &L->k_b[i], err);
+            if (!st) st = pack_one(m, &L->v_b[i], err);
+        }
         if (c->layer_is_moe[l])
             for (int e = 0; e < c->n_experts && !st; e++) {
                 st = pack_one(m, &L->exp_gate[e], err);
@@ -371,6 +448,12 @@ static size_t model_matrices(model *m, matrix **out, size_t cap) {
         matrix *ws[] = {&L->q, &L->k, &L->v, &L->o, &L->qkv, &L->gate, &L->up, &L->down, &L->gate_up, &L->router,
                         &L->sh_gate, &L->sh_up, &L->sh_down};
         for (size_t k = 0; k < sizeof ws / sizeof *ws; k++) ADD(ws[k]);
+        ADD(&L->q_a);
+        ADD(&L->kv_a);
+        for (int h = 0; c->mla_dim && h < c->n_heads; h++) {
+            ADD(&L->k_b[h]);
+            ADD(&L->v_b[h]);
+        }
         if (c->layer_is_moe[i])
             for (int e = 0; e < c->n_experts; e++) {
                 ADD(&L->exp_gate[e]);
@@ -388,7 +471,8 @@ xllm_status model_plan(model *m, int budget_ms, cJSON **report, xllm_error *err)
     if (!m->be.ops->plan) return XLLM_OK;
     const model_config *c = &m->cfg;
     size_t cap = 1;
-    for (int i = 0; i < c->n_layers; i++) cap += 13 + (c->layer_is_moe[i] ? 3 * (size_t)c->n_experts : 0);
+    for (int i = 0; i < c->n_layers; i++)
+        cap += 15 + (c->mla_dim ? 2 * (size_t)c->n_heads : 0) + (c->layer_is_moe[i] ? 3 * (size_t)c->n_experts : 0);
     matrix **ws = xllm_malloc_array(cap, sizeof *ws);
     if (!ws) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
     size_t n = model_matrices(m, ws, cap);
@@ -410,7 +494,8 @@ static xllm_status create_backend(model *m, const model_load_options *o, xllm_er
     const model_config *c = &m->cfg;
     size_t max_cols = (size_t)c->hidden;
     size_t widest[] = {(size_t)c->intermediate, (size_t)c->moe_intermediate, (size_t)c->shared_expert_intermediate,
-                       (size_t)c->n_heads * (size_t)c->head_dim};
+                       (size_t)c->n_heads * (size_t)c->head_dim, (size_t)c->q_lora_rank, (size_t)c->kv_lora_rank,
+                       (size_t)c->n_heads * (size_t)c->v_head_dim, (size_t)c->mla_dim};
     for (size_t i = 0; i < sizeof widest / sizeof *widest; i++)
         if (widest[i] > max_cols) max_cols = widest[i];
     backend_options bo = {0};
@@ -419,7 +504,7 @@ static xllm_status create_backend(model *m, const model_load_options *o, xllm_er
     bo.max_tokens = (size_t)o->max_tokens;
     bo.n_heads = c->n_heads;
     bo.n_kv_heads = c->n_kv_heads;
-    bo.head_dim = c->head_dim;
+    bo.head_dim = c->mla_dim ? c->mla_dim : c->head_dim; /* MLA: a query / output row is the latent row */
     bo.max_positions = c->max_positions;
     bo.cpu_level = o->cpu_level;
     bo.attention = o->attention;
@@ -438,7 +523,9 @@ static xllm_status check_backend(const model *m, xllm_error *err) {
     const char *name = m->be.ops->name, *lack = NULL;
     int moe = 0, window = 0;
     for (int l = 0; l < c->n_layers && l < MODEL_MAX_LAYERS; l++) moe |= c->layer_is_moe[l], window |= c->layer_window[l] > 0;
-    if (!backend_supports(&m->be, BE_FEAT_HEAD_DIM, c->head_dim)) lack = "this head_dim";
+    if (c->mla_dim && (!backend_supports(&m->be, BE_FEAT_MLA, 0) || !m->be.ops->mla_rope_kv))
+        lack = "multi-head latent attention (DeepSeek)";
+    else if (!backend_supports(&m->be, BE_FEAT_HEAD_DIM, c->head_dim)) lack = "this head_dim";
     else if (moe && !backend_supports(&m->be, BE_FEAT_MOE, 0)) lack = "mixture-of-experts layers";
     else if (window && !backend_supports(&m->be, BE_FEAT_ATTN_WINDOW, 0)) lack = "sliding-window attention";
     else if (c->qk_norm && !backend_supports(&m->be, BE_FEAT_QK_NORM, 0)) lack = "q/k norms";
@@ -448,6 +535,9 @@ static xllm_status check_backend(const model *m, xllm_error *err) {
     else if (c->attn_softcap > 0 && !backend_supports(&m->be, BE_FEAT_SOFTCAP, 0)) lack = "attention soft-capping";
     else if (c->act == ARCH_ACT_GELU_TANH && !m->be.ops->gelu_mul) lack = "GELU (gelu_mul)";
     else if (c->embed_scale && !m->be.ops->scale) lack = "the embedding scale (scale)";
+    else if ((c->moe_sigmoid || c->moe_sel_bias || c->n_group || c->routed_scale > 0) &&
+             !backend_supports(&m->be, BE_FEAT_MOE_ROUTING, 0))
+        lack = "DeepSeek's expert routing (sigmoid, groups, bias, scale)";
     if (lack)
         return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "backend '%s' does not implement %s (head_dim %d): use --backend cpu",
                            name, lack, c->head_dim);
@@ -584,17 +674,17 @@ static int bind_ends(model *m, const char *dir, xllm_error *err) {
  * scale when its arithmetic is asked for. */
 static int init_rope(model *m, const model_load_options *o) {
     const model_config *c = &m->cfg;
-    m->inv_freq = own(m, xllm_malloc_array((size_t)c->head_dim / 2, sizeof(double)));
+    m->inv_freq = own(m, xllm_malloc_array((size_t)c->rope_dim / 2, sizeof(double)));
     if (!m->inv_freq) return 1;
     rope_frequencies(c, c->rope_theta, 0, m->inv_freq);
-    /* llama.cpp takes plain RoPE's angles as pos * s^i in float, s = theta^(-2/head_dim) */
+    /* llama.cpp takes plain RoPE's angles as pos * s^i in float, s = theta^(-2/rope_dim) */
     if (o->arith_llama && c->rope == ROPE_DEFAULT)
-        m->rope_theta_scale = powf((float)c->rope_theta, -2.0f / (float)c->head_dim);
+        m->rope_theta_scale = powf((float)c->rope_theta, -2.0f / (float)c->rope_dim);
     if (c->rope_local_theta > 0) {
-        m->inv_freq_local = own(m, xllm_malloc_array((size_t)c->head_dim / 2, sizeof(double)));
+        m->inv_freq_local = own(m, xllm_malloc_array((size_t)c->rope_dim / 2, sizeof(double)));
         if (!m->inv_freq_local) return 1;
         rope_frequencies(c, c->rope_local_theta, 1, m->inv_freq_local);
-        if (o->arith_llama) m->rope_theta_scale_local = powf((float)c->rope_local_theta, -2.0f / (float)c->head_dim);
+        if (o->arith_llama) m->rope_theta_scale_local = powf((float)c->rope_local_theta, -2.0f / (float)c->rope_dim);
     }
     return 0;
 }

@@ -142,7 +142,8 @@ for m in $MODELS; do
     run_pp "$m x2 layers" "$T/$m-4" 3 --temp 0.9 --seed 5 --samples 2 --pp-layers 1,1,2 --pp-microbatches 3
 done
 # GGUF families of src/format/arch.c (tests/data/archs): post-norms, per-layer RoPE bases and
-# windows, whole-projection q/k norms, a shared expert; output equal to one process
+# windows, whole-projection q/k norms, a shared expert, MLA with its latent KV pool and grouped
+# routing; output equal to one process
 run_pp_gguf() {
     local name=$1 model=$2; shift 2
     local common=(-m "$model" --prompts "$T/prompts" -n 20 -c 64 --kv-tokens 64 --json -t 1 "$@")
@@ -155,7 +156,7 @@ run_pp_gguf() {
     if [ $prc != 0 ] || ! cmp -s "$T/ref" "$T/got"; then tail -5 "$T/got.err"; diff "$T/ref" "$T/got" | head -4; fi
 }
 if [ -z "${XLLM_SANITIZED:-}" ]; then
-    for f in gemma3 olmo2 qwen2moe; do run_pp_gguf "$f" "$SRC/tests/data/archs/$f/model.gguf" --temp 0; done
+    for f in gemma3 olmo2 qwen2moe deepseek2; do run_pp_gguf "$f" "$SRC/tests/data/archs/$f/model.gguf" --temp 0; done
 fi
 
 S=$SRC/models/stories260k

@@ -12,10 +12,11 @@
 #include "format/arch.h"
 #include "model/model_config.h"
 
+#include <math.h>
 #include <string.h>
 
 static const char *k_types[] = {"llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe", "qwen3_moe",
-                                "gemma2", "gemma3_text", "phi3", "olmo2"};
+                                "gemma2", "gemma3_text", "phi3", "olmo2", "deepseek_v2", "deepseek_v3"};
 
 static void test_names(void) {
     for (size_t i = 0; i < sizeof k_types / sizeof *k_types; i++) {
@@ -24,7 +25,8 @@ static void test_names(void) {
         if (!a) continue;
         for (const arch_name *n = a->names; n->gguf; n++) {
             char g[128], h[256], back[128];
-            snprintf(g, sizeof g, "blk.7.%s.weight", n->gguf);
+            size_t hl = strlen(n->hf); /* (a whole-name "_bias" tensor: GGUF .bias) */
+            snprintf(g, sizeof g, "blk.7.%s.%s", n->gguf, hl > 5 && !strcmp(n->hf + hl - 5, "_bias") ? "bias" : "weight");
             int kind = arch_name_to_hf(a, g, 5, h, sizeof h);
             CHECK_MSG(kind == (strstr(n->hf, "%d") ? 2 : 1), "%s: %s -> kind %d", k_types[i], g, kind);
             int expert = -2;
@@ -43,8 +45,20 @@ static void test_names(void) {
     CHECK(!strcmp(arch_by_gguf("llama", 1)->hf_type, "mixtral"));
     CHECK(!strcmp(arch_by_gguf("qwen2moe", 1)->hf_type, "qwen2_moe"));
     CHECK(!strcmp(arch_by_gguf("gemma3", 0)->hf_type, "gemma3_text"));
-    CHECK(arch_by_gguf("qwen2", 1) == NULL && arch_by_gguf("deepseek2", 1) == NULL);
+    CHECK(arch_by_gguf("qwen2", 1) == NULL);
+    CHECK(!strcmp(arch_by_gguf("deepseek2", 1)->hf_type, "deepseek_v2"));
     CHECK(strstr(arch_gguf_list(), "olmo2") && !strstr(arch_gguf_list(), "mistral"));
+    const char *ds = strstr(arch_gguf_list(), "deepseek2"); /* listed once for its two HF rows */
+    CHECK(ds && !strstr(ds + 1, "deepseek2"));
+    /* DeepSeek-V3's router bias is a whole HF name, no .weight / .bias of its own */
+    char out2[256];
+    int e2;
+    const arch_info *d3 = arch_by_hf("deepseek_v3");
+    CHECK(arch_name_to_hf(d3, "blk.3.exp_probs_b.bias", 0, out2, sizeof out2) == 1 &&
+          !strcmp(out2, "model.layers.3.mlp.gate.e_score_correction_bias"));
+    CHECK(!arch_name_to_hf(d3, "blk.3.exp_probs_b.weight", 0, out2, sizeof out2));
+    CHECK(arch_name_from_hf(d3, "model.layers.3.mlp.gate.e_score_correction_bias", out2, sizeof out2, &e2) &&
+          !strcmp(out2, "blk.3.exp_probs_b.bias") && e2 == -1);
 }
 
 static xllm_status parse(const char *json, model_config *c, xllm_error *err) {
@@ -104,6 +118,29 @@ static void test_configs(void) {
     CHECK(parse("{\"model_type\": \"qwen3_moe\", " BASE ", \"num_experts\": 8, \"num_experts_per_tok\": 2, "
                 "\"moe_intermediate_size\": 32, \"norm_topk_prob\": true}", &c, &err) == XLLM_OK);
     CHECK(c.norm_topk_prob == 1 && c.moe == MOE_QWEN && c.shared_expert_intermediate == 0);
+    /* DeepSeek: MLA sizes (the pool's row is half the latent), routing keys */
+#define DS "\"kv_lora_rank\": 32, \"qk_nope_head_dim\": 16, \"qk_rope_head_dim\": 8, \"v_head_dim\": 16, " \
+           "\"n_routed_experts\": 16, \"num_experts_per_tok\": 4, \"moe_intermediate_size\": 32, "
+    CHECK(parse("{\"model_type\": \"deepseek_v3\", " BASE ", " DS "\"q_lora_rank\": 24, \"n_shared_experts\": 2, "
+                "\"first_k_dense_replace\": 2, \"scoring_func\": \"sigmoid\", \"topk_method\": \"noaux_tc\", "
+                "\"n_group\": 4, \"topk_group\": 2, \"routed_scaling_factor\": 2.5, \"norm_topk_prob\": true}",
+                &c, &err) == XLLM_OK);
+    CHECK(c.mla_dim == 40 && c.head_dim == 20 && c.n_kv_heads == 1 && c.rope_dim == 8 && c.q_lora_rank == 24);
+    CHECK(c.rope_interleaved && c.attn_scale == 1.0f / sqrtf(24.0f));
+    CHECK(c.moe == MOE_DEEPSEEK && c.moe_sigmoid && c.moe_sel_bias && c.n_group == 4 && c.topk_group == 2 &&
+          !c.group_max && c.routed_scale == 2.5f && c.norm_topk_prob && !c.shared_gated);
+    CHECK(c.shared_expert_intermediate == 64 && !c.layer_is_moe[1] && c.layer_is_moe[2] && c.layer_is_moe[5]);
+    CHECK(parse("{\"model_type\": \"deepseek_v2\", " BASE ", " DS "\"q_lora_rank\": null, "
+                "\"topk_method\": \"group_limited_greedy\", \"n_group\": 4, \"topk_group\": 1}", &c, &err) ==
+          XLLM_OK);
+    CHECK(c.q_lora_rank == 0 && !c.moe_sigmoid && !c.moe_sel_bias && c.group_max && c.routed_scale == 1.0f);
+    CHECK(parse("{\"model_type\": \"deepseek_v2\", " BASE ", " DS "\"topk_method\": \"group_limited_greedy\", "
+                "\"n_group\": 3}", &c, &err) == XLLM_ERR_FORMAT && strstr(err.message, "n_group"));
+    CHECK(parse("{\"model_type\": \"deepseek_v2\", " BASE ", " DS "\"scoring_func\": \"relu\"}", &c, &err) ==
+              XLLM_ERR_UNSUPPORTED && strstr(err.message, "scoring_func"));
+    CHECK(parse("{\"model_type\": \"deepseek_v2\", " BASE ", \"n_routed_experts\": 4, \"num_experts_per_tok\": 2, "
+                "\"moe_intermediate_size\": 8}", &c, &err) == XLLM_ERR_FORMAT && strstr(err.message, "kv_lora_rank"));
+#undef DS
     CHECK(parse("{\"model_type\": \"gpt_neox\", " BASE "}", &c, &err) == XLLM_ERR_UNSUPPORTED &&
           strstr(err.message, "gemma3_text"));
 }

@@ -4,7 +4,9 @@
  *
  * tests/data/archs/<family>/ (from ../shared/data/archs, its README there):
  * random-weight GGUFs written with llama.cpp's gguf-py for gemma2, gemma3,
- * phi3, olmo2, qwen2moe, qwen3moe and a Mixtral-style llama, each with
+ * phi3, olmo2, qwen2moe, qwen3moe, a Mixtral-style llama and deepseek2
+ * (multi-head latent attention, its KV pool in latent form; sigmoid routing
+ * in expert groups with a shared expert), each with
  * llama-server's log-probabilities over the whole 32000-token vocabulary
  * after 8 prompts (logprobs.f32: [8][32000] float32) and 16 greedy tokens
  * after prompts 5 and 7 (expected.json). Prompts 5-7 (13, 24, 40 tokens)
@@ -19,9 +21,11 @@
  * Through the serving engine (our arithmetic): prompts 4-7 batched, with a
  * KV pool of 64 tokens (preemption) and prefill in chunks of 16, twice (the
  * second run over the prefix cache), give each prompt's solo greedy tokens.
+ * deepseek2's pool holds the latent rows only (bytes per token checked).
  * Prints the worst deviation per family.
  */
 #include "test.h"
+#include "../../tools/engine_stat.h"
 #include "xllm.h"
 #include "base/alloc.h"
 #include "base/file.h"
@@ -36,9 +40,9 @@
 #define ARCH_EOS 2
 #define V 32000
 
-static const char *k_families[] = {"llama-moe", "qwen2moe", "qwen3moe", "gemma2", "gemma3", "phi3", "olmo2"};
+static const char *k_families[] = {"llama-moe", "qwen2moe", "qwen3moe", "gemma2", "gemma3", "phi3", "olmo2", "deepseek2"};
 #if defined(__SANITIZE_ADDRESS__)
-#define SANITIZED 1 /* several times slower: three families, arithmetic llama and the engine only */
+#define SANITIZED 1 /* several times slower: four families, arithmetic llama and the engine only */
 #else
 #define SANITIZED 0
 #endif
@@ -181,11 +185,31 @@ static void check_engine(const char *fam, const cJSON *exp) {
     xllm_model_free(tight);
 }
 
+/* DeepSeek's KV pool holds the latent row per token and layer (kv_lora_rank
+ * 32 + rope 8 values: 3 layers x 40 f16 = 240 bytes), not K and V per head
+ * (4 heads x (24 + 16) values a layer: 960 bytes). */
+static void check_latent_pool(void) {
+    xllm_model_options o = xllm_model_options_default();
+    o.n_threads = 1;
+    o.no_plan = 1;
+    o.kv_dtype = "f16";
+    xllm_error err;
+    xllm_model *m = xllm_model_load(DIR "/deepseek2/model.gguf", &o, &err);
+    CHECK_MSG(m != NULL, "%s", err.message);
+    xllm_engine *e = m ? xllm_model_engine(m) : NULL;
+    long bpt = e ? xllm_engine_stat(e, "kv_bytes_per_token", NULL) : -1;
+    CHECK_MSG(bpt == 3 * 40 * 2, "deepseek2: the KV pool takes %ld bytes per token, the latent 240", bpt);
+    xllm_model_free(m);
+}
+
 int main(void) {
+    check_latent_pool();
     double worst_llama = 0, worst_ours = 0;
     for (size_t f = 0; f < sizeof k_families / sizeof *k_families; f++) {
         const char *fam = k_families[f];
-        if (SANITIZED && strcmp(fam, "qwen2moe") && strcmp(fam, "gemma2") && strcmp(fam, "olmo2")) continue;
+        if (SANITIZED && strcmp(fam, "qwen2moe") && strcmp(fam, "gemma2") && strcmp(fam, "olmo2") &&
+            strcmp(fam, "deepseek2"))
+            continue;
         char path[512];
         snprintf(path, sizeof path, "%s/%s/expected.json", DIR, fam);
         cJSON *exp = NULL;

@@ -19,7 +19,8 @@
  * of its blocks included), kv_dtype auto's choice
  * from the workspace budget, and knowledge files across storages.
  * Model: stories260k (a real trained model), its context raised to 2048 in a
- * temporary copy of its config for the long-prefix test.
+ * temporary copy of its config for the long-prefix test. `--model PATH`:
+ * the exactness and knowledge tests on another model (test_engine_deepseek2).
  */
 #include "test.h"
 #include "test_env.h"
@@ -831,9 +832,37 @@ static int exactness_only(const char *backend, int quick) {
     return test_report("test_engine --exactness");
 }
 
+/* test_engine --model PATH: the exactness test (every preempt_mode: swap
+ * and recompute of its blocks, the prefix cache under preemption) and the
+ * knowledge prefixes (saved, loaded, reused) on another model: the families
+ * whose KV pool holds something else than per-head K/V (DeepSeek's latent
+ * rows, tests/data/archs/deepseek2) run the engine's paths unchanged. */
+static int model_only(const char *path) {
+    g_size = k_full;
+    setenv("XLLM_DEBUG", "1", 1);
+    xllm_model_options mo = *test_env_options();
+    mo.max_context = 256;
+    mo.n_threads = 2;
+    mo.no_plan = 1;
+    char stories[512];
+    snprintf(stories, sizeof stories, "%s/models/stories260k", XLLM_SOURCE_DIR);
+    xllm_error err;
+    xllm_model *m = xllm_model_load(path, &mo, &err);
+    CHECK_MSG(m != NULL, "%s: %s", path, err.message);
+    if (m) exactness_under_load(m);
+    xllm_model_free(m);
+    mo.max_context = 1024; /* (the knowledge text may take a byte per token) */
+    m = xllm_model_load(path, &mo, &err);
+    CHECK_MSG(m != NULL, "%s: %s", path, err.message);
+    if (m) knowledge(m, stories);
+    xllm_model_free(m);
+    return test_report("test_engine --model");
+}
+
 int main(int argc, char **argv) {
     if (argc == 3 && !strcmp(argv[1], "--exactness")) return exactness_only(argv[2], 0);
     if (argc == 3 && !strcmp(argv[1], "--exactness-quick")) return exactness_only(argv[2], 1);
+    if (argc == 3 && !strcmp(argv[1], "--model")) return model_only(argv[2]);
     setenv("XLLM_DEBUG", "1", 1); /* pool invariants after every step */
     setenv("XLLM_PLAN", "0", 1);
     char dir[256];

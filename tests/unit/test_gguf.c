@@ -884,8 +884,8 @@ static void test_made_files(void) {
     expect(&s, XLLM_ERR_UNSUPPORTED, "gpt2", "unknown architecture");
     s = base_spec(), s.arch = "qwen3";
     expect(&s, XLLM_OK, NULL, "qwen3");
-    s = base_spec(), s.arch = "deepseek2"; /* refused by name, with the reason */
-    expect(&s, XLLM_ERR_UNSUPPORTED, "latent attention", "deepseek2");
+    s = base_spec(), s.arch = "deepseek2"; /* without its MLA sizes: the key named */
+    expect(&s, XLLM_ERR_FORMAT, "kv_lora_rank", "deepseek2");
     s = base_spec(), s.type = 12; /* Q4_K: rows of 256 */
     s.ne0 = 256;
     expect(&s, XLLM_OK, NULL, "Q4_K");

@@ -226,7 +226,7 @@ static void test_attention(int T, kv_dtype kvt, int window, int qk_norm) {
         d.n_heads = nh, d.n_kv_heads = nkv, d.head_dim = hd, d.k_cache = kc, d.v_cache = vc, d.kv_type = kvt;
         d.block_size = bs, d.pos = pos, d.seq = seq, d.block_tables = tables;
         be->ops->rope_kv(be->ctx, &d);
-        be_attn a = {T, dq, out, kc, vc, bs, nh, nkv, hd, window, pos, seq, tables, kvt, 0, 0};
+        be_attn a = {T, dq, out, kc, vc, bs, nh, nkv, hd, window, pos, seq, tables, kvt, 0, 0, 0};
         be->ops->attention(be->ctx, &a);
         res[b][0] = malloc((size_t)T * qd * 4), res[b][1] = malloc((size_t)T * kd * 4);
         res[b][2] = malloc(2 * pool), res[b][3] = malloc((size_t)T * qd * 4);

@@ -333,6 +333,42 @@ attn_strategy cpu_attention_strategy(const cpu_backend *be, const be_attn *b, in
     return ATTN_PER_ITEM;
 }
 
+/* Latent (MLA) attention in our arithmetic (be_attn.latent): per (token,
+ * head), the keys one at a time with an online softmax over the whole latent
+ * row (key and value alike), scores as sequential f32 dot products. */
+static void attention_latent_items(void *p, size_t i0, size_t i1, int thread) {
+    attn_job *j = p;
+    const be_attn *d = j->d;
+    int hd = d->head_dim, nh = d->n_heads;
+    float scale = attn_kernel_scale(d), *acc = j->be->scratch[thread], *row = acc + hd;
+    for (size_t it = i0; it < i1; it++) {
+        int t = (int)(it / (size_t)nh), h = (int)(it % (size_t)nh), pos = d->pos[t];
+        const float *q = d->q + ((size_t)t * nh + h) * hd;
+        const int32_t *table = d->block_tables[d->seq[t]];
+        float M = -INFINITY, S = 0.0f;
+        memset(acc, 0, sizeof(float) * (size_t)hd);
+        for (int k = attn_first_key(d, t); k <= pos; k++) {
+            attn_latent_row(d, table, k, row);
+            float s = 0.0f;
+            for (int e = 0; e < hd; e++) s += q[e] * row[e];
+            s *= scale;
+            attn_softcap(d, &s, 1);
+            if (s > M) { /* a new maximum: what came before rescaled, this key's weight 1 */
+                float c = M == -INFINITY ? 0.0f : expf(M - s);
+                S = S * c + 1.0f;
+                for (int e = 0; e < hd; e++) acc[e] = acc[e] * c + row[e];
+                M = s;
+            } else {
+                float w = expf(s - M);
+                S += w;
+                for (int e = 0; e < hd; e++) acc[e] += w * row[e];
+            }
+        }
+        float *out = d->out + ((size_t)t * nh + h) * hd, inv = 1.0f / S;
+        for (int e = 0; e < hd; e++) out[e] = acc[e] * inv;
+    }
+}
+
 /* llama.cpp's arithmetic (attention_f16.c): tasks are (token, head) */
 static void attention_llama_items(void *p, size_t i0, size_t i1, int thread) {
     attn_job *j = p;
@@ -362,7 +398,9 @@ void cpu_attention_run(cpu_backend *be, const be_attn *d) {
     double group_flops = item_flops * ((double)T * d->n_heads / (double)(groups ? groups : 1));
     size_t min_groups = group_flops >= 65536 ? 1 : (size_t)(65536 / (group_flops + 1));
     PROF(PROF_ATTENTION, 4.0 * keys * (double)qd, 8.0 * keys * (double)kd,
-         if (llama) {
+         if (d->latent && !llama) {
+             threadpool_run(be->tp, (size_t)T * (size_t)d->n_heads, min_items, attention_latent_items, &j);
+         } else if (llama) {
              threadpool_run(be->tp, (size_t)T * (size_t)d->n_heads, 1, attention_llama_items, &j);
          } else if (strategy == ATTN_SPLIT_KV) {
              threadpool_run(be->tp, (size_t)T * d->n_heads * (size_t)j.max_chunks, 1, attention_chunks, &j);

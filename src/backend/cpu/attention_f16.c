@@ -24,7 +24,8 @@
  * accumulated key after key with fma.
  *
  * One task per (token, head), scalar, the same bits at every kernel level and
- * thread count. K/V rows of any kv_dtype are read as stored and rounded to f16
+ * thread count. Latent (MLA) rows (be_attn.latent) are read whole as key and
+ * value, and the scale multiplies the scores, as llama.cpp's MLA does. K/V rows of any kv_dtype are read as stored and rounded to f16
  * (exact for an f16 cache, which is what llama.cpp keeps).
  */
 #include "backend/cpu/cpu_backend.h"
@@ -67,7 +68,10 @@ static float attn_f16_dot(const float *x, const float *y, int n) {
 
 /* Head kvh's row at position pos, rounded to f16 into out[hd]. */
 static void load_row_f16(const be_attn *d, const void *base, const int32_t *table, int pos, int kvh, float *out) {
-    kvq_load_row(d->kv_type, attn_kv_row(d, base, table, pos, kvh), d->head_dim, out);
+    if (d->latent) /* MLA: key and value are the whole latent row (llama.cpp's V is a view of K) */
+        attn_latent_row(d, table, pos, out);
+    else
+        kvq_load_row(d->kv_type, attn_kv_row(d, base, table, pos, kvh), d->head_dim, out);
     if (d->kv_type != KV_F16)
         for (int i = 0; i < d->head_dim; i++) out[i] = xllm_f16_round(out[i]);
 }
@@ -153,7 +157,7 @@ void cpu_attention_llama_items(cpu_backend *be, const be_attn *d, size_t i0, siz
     /* A model with its own attention scale (be_attn.scale: Gemma, as
      * llama.cpp builds them) has q multiplied by it in f32 before the
      * attention's f16 rounding, which then scales by 1 (or 1 / softcap). */
-    float qbuf[512], qscale = d->scale > 0 && hd <= 512 ? d->scale : 0.0f;
+    float qbuf[512], qscale = d->scale > 0 && hd <= 512 && !d->latent ? d->scale : 0.0f; /* (MLA: kq_scale) */
     if (qscale > 0) scale = d->softcap > 0 ? 1.0f / d->softcap : 1.0f;
     assert((size_t)(2 * hd + (hd > LLAMA_KV_TILE ? hd : LLAMA_KV_TILE)) <= be->scratch_floats);
     for (size_t it = i0; it < i1; it++) {

@@ -280,6 +280,27 @@ static void cb_rope_kv(void *ctx, const be_qkv *d) {
 
 static void cb_attention(void *ctx, const be_attn *d) { cpu_attention_run(ctx, d); }
 
+/* MLA (be_mla): RoPE on each query head's and the latent row's last rope_dim
+ * values, then the latent row's halves into the K and V pools' slots. */
+static void cb_mla_rope_kv(void *ctx, const be_mla *d) {
+    cpu_backend *be = ctx;
+    int half = d->rope_dim / 2, hr = d->row / 2, off = d->row - d->rope_dim;
+    size_t rb = kvq_row_bytes(d->kv_type, hr);
+    for (int t = 0; t < d->T; t++) {
+        const float *cs = d->rope_cos + (size_t)t * half, *sn = d->rope_sin + (size_t)t * half;
+        for (int h = 0; h < d->n_heads; h++)
+            rope_apply(d->q + ((size_t)t * d->n_heads + h) * d->row + off, 1, d->rope_dim, cs, sn,
+                       d->rope_interleaved, be->arith_llama);
+        float *kv = d->kv + (size_t)t * d->row;
+        rope_apply(kv + off, 1, d->rope_dim, cs, sn, d->rope_interleaved, be->arith_llama);
+        const int32_t *table = d->block_tables[d->seq[t]];
+        int pos = d->pos[t];
+        size_t slot = ((size_t)table[pos / d->block_size] * (size_t)d->block_size + (size_t)(pos % d->block_size)) * rb;
+        kvq_store_row(d->kv_type, kv, hr, (unsigned char *)d->k_cache + slot);
+        kvq_store_row(d->kv_type, kv + hr, hr, (unsigned char *)d->v_cache + slot);
+    }
+}
+
 /* ------------------------------------------------------------------- MoE */
 
 #define MATMUL(op, x, T, W, bias, y) PROF(op, mm_flops(W, T), mm_bytes(W, T), op_matmul(be, x, T, W, bias, y))
@@ -314,6 +335,59 @@ static void router_softmax_llama(float *x, int n, float mx) {
     for (i = 0; i < n; i++) x[i] *= inv;
 }
 
+/* DeepSeek's routing of one token (be_moe): p = rl (already sigmoid or
+ * softmax), choice by p + sel_bias within the best groups, weights p of the
+ * chosen (in choice order), normalized (the sum in double as ggml's
+ * sum_rows, clamped at ggml's 6.1e-5) and scaled. */
+#define MOE_MAX_GROUPS 1024
+static void moe_route_deepseek(const be_moe *d, const float *rl, int32_t *ids, float *w, int llama) {
+    int E = d->n_experts, K = d->n_used, G = d->n_group > 1 ? d->n_group : 1, per = E / G;
+    unsigned char allowed[MOE_MAX_GROUPS];
+#define SEL(e) (d->sel_bias ? rl[e] + d->sel_bias[e] : rl[e])
+    memset(allowed, 1, (size_t)G);
+    if (G > 1 && G <= MOE_MAX_GROUPS && d->topk_group < G) {
+        float score[MOE_MAX_GROUPS];
+        for (int g = 0; g < G; g++) { /* the group's best (group_max) or two best summed */
+            float b1 = -INFINITY, b2 = -INFINITY;
+            for (int e = g * per; e < (g + 1) * per; e++) {
+                float v = SEL(e);
+                if (v > b1) b2 = b1, b1 = v;
+                else if (v > b2) b2 = v;
+            }
+            score[g] = d->group_max ? b1 : b1 + b2;
+            allowed[g] = 0;
+        }
+        for (int k = 0; k < d->topk_group; k++) { /* ties keep the lower group */
+            int best = -1;
+            for (int g = 0; g < G; g++)
+                if (!allowed[g] && (best < 0 || score[g] > score[best])) best = g;
+            allowed[best] = 1;
+        }
+    }
+    double dsum = 0.0;
+    float fsum = 0.0f;
+    for (int k = 0; k < K; k++) { /* top-k by selection score among the allowed groups; ties keep the lower id */
+        int best = -1;
+        for (int e = 0; e < E; e++) {
+            int taken = !allowed[e / per];
+            for (int q = 0; q < k && !taken; q++) taken = ids[q] == e;
+            if (!taken && (best < 0 || SEL(e) > SEL(best))) best = e;
+        }
+        ids[k] = best;
+        w[k] = rl[best];
+        dsum += (double)w[k];
+        fsum += w[k];
+    }
+#undef SEL
+    if (d->norm_topk) {
+        float s = llama ? (float)dsum : fsum;
+        if (llama && s < 6.103515625e-5f) s = 6.103515625e-5f;
+        for (int k = 0; k < K; k++) w[k] /= s;
+    }
+    if (d->w_scale > 0 && d->w_scale != 1.0f)
+        for (int k = 0; k < K; k++) w[k] *= d->w_scale;
+}
+
 /* Route each token to its top-k experts, run each expert once over the tokens
  * routed to it, and sum the weighted outputs per token in expert order (so a
  * token's result does not depend on what else is in the batch). */
@@ -321,11 +395,14 @@ static void cb_moe(void *ctx, const be_moe *d) {
     cpu_backend *be = ctx;
     int T = d->T, E = d->n_experts, K = d->n_used, H = d->hidden;
     MATMUL(PROF_MOE_ROUTER, d->x, T, d->router, NULL, d->router_logits);
+    int deepseek = d->sigmoid || d->sel_bias || d->n_group > 1 || d->w_scale > 0;
     for (int t = 0; t < T; t++) {
         float *rl = d->router_logits + (size_t)t * E;
         float mx = -INFINITY, sum = 0;
         for (int e = 0; e < E; e++) mx = rl[e] > mx ? rl[e] : mx;
-        if (be->arith_llama) {
+        if (d->sigmoid) { /* ggml's sigmoid: 1 / (1 + expf(-x)) */
+            for (int e = 0; e < E; e++) rl[e] = 1.0f / (1.0f + expf(-rl[e]));
+        } else if (be->arith_llama) {
             router_softmax_llama(rl, E, mx);
         } else {
             for (int e = 0; e < E; e++) sum += (rl[e] = expf(rl[e] - mx));
@@ -333,6 +410,10 @@ static void cb_moe(void *ctx, const be_moe *d) {
         }
         int32_t *ids = d->route_ids + (size_t)t * K;
         float *w = d->route_w + (size_t)t * K, wsum = 0;
+        if (deepseek) {
+            moe_route_deepseek(d, rl, ids, w, be->arith_llama);
+            continue;
+        }
         for (int k = 0; k < K; k++) { /* top-k by selection; ties keep the lower id */
             int best = -1;
             for (int e = 0; e < E; e++) {
@@ -348,10 +429,14 @@ static void cb_moe(void *ctx, const be_moe *d) {
             for (int k = 0; k < K; k++) w[k] /= wsum;
     }
     memset(d->acc, 0, sizeof(float) * (size_t)T * H);
+    /* arithmetic "llama" sums a token's experts in its choice order (ggml's adds of the top-k views): one
+     * pass per rank; ours in expert order, one pass (each expert's weights read once) */
+    int ranks = be->arith_llama && K > 2 ? K : 1;
+    for (int rank = 0; rank < ranks; rank++)
     for (int e = 0; e < E; e++) {
         int n = 0;
         for (int t = 0; t < T; t++)
-            for (int k = 0; k < K; k++)
+            for (int k = ranks > 1 ? rank : 0; k < (ranks > 1 ? rank + 1 : K); k++)
                 if (d->route_ids[(size_t)t * K + k] == e) {
                     d->expert_tokens[n] = t;
                     d->expert_w[n] = d->route_w[(size_t)t * K + k];
@@ -359,7 +444,9 @@ static void cb_moe(void *ctx, const be_moe *d) {
                     n++;
                 }
         if (!n) continue;
+        be->llama_vec_dot = be->arith_llama; /* (mul_mat_id's order) */
         moe_swiglu(be, d, e, d->xg, n, &d->exp_gate[e], &d->exp_up[e], &d->exp_down[e], d->yg);
+        be->llama_vec_dot = 0;
         for (int i = 0; i < n; i++) {
             float *acc = d->acc + (size_t)d->expert_tokens[i] * H;
             const float *y = d->yg + (size_t)i * H;
@@ -368,9 +455,10 @@ static void cb_moe(void *ctx, const be_moe *d) {
     }
     if (d->sh_gate && d->sh_gate->data) {
         moe_swiglu(be, d, -2, d->x, T, d->sh_gate, d->sh_up, d->sh_down, d->out); /* -2: shared expert */
-        op_matmul(be, d->x, T, d->sh_router, NULL, d->router_logits);
+        int gated = d->sh_router && d->sh_router->data;
+        if (gated) op_matmul(be, d->x, T, d->sh_router, NULL, d->router_logits);
         for (int t = 0; t < T; t++) {
-            float g = 1.0f / (1.0f + expf(-d->router_logits[t]));
+            float g = gated ? 1.0f / (1.0f + expf(-d->router_logits[t])) : 1.0f;
             for (int c = 0; c < H; c++) d->acc[(size_t)t * H + c] += g * d->out[(size_t)t * H + c];
         }
     }
@@ -403,6 +491,7 @@ const backend_ops cpu_backend_ops = {
     .moe = cb_moe,
     .gelu_mul = cb_gelu_mul,
     .scale = cb_scale,
+    .mla_rope_kv = cb_mla_rope_kv,
 };
 
 xllm_status cpu_backend_create(backend *out, const backend_options *o, xllm_error *err) {

@@ -70,6 +70,9 @@ typedef struct cpu_backend {
      * RMSNorm's sum in double, and its flash attention's f16 arithmetic for
      * batches under ATTN_LLAMA_TILE tokens (attention_f16.c) */
     int arith_llama;
+    /* 1 while cb_moe runs the routed experts: llama.cpp computes those
+     * (mul_mat_id) with ggml_vec_dot_f16's order, never its llamafile GEMM */
+    int llama_vec_dot;
     int n_heads, n_kv_heads, head_dim;
     float *attn_part;         /* split-KV partials: attn_part_items x (head_dim + 2) */
     size_t attn_part_items;
@@ -176,7 +179,7 @@ void op_silu_mul(float *a, const float *b, size_t n, int llama);
 /* Rows [r0, r1) of F16 or F32 W for T rows of x as llama.cpp computes them
  * (f16_llama.c); xr: W->cols floats of scratch. Thread-safe per xr. */
 void op_f16_matmul_llama(const matrix *W, const float *x, int T, const float *bias, float *y, size_t ldy, int64_t r0,
-                         int64_t r1, float *xr);
+                         int64_t r1, float *xr, int vec_dot);
 /* a[i] = gelu_tanh(a[i]) * b[i]: ours or, with llama set, llama.cpp's (gelu.c). Thread-safe. */
 void op_gelu_mul(float *a, const float *b, size_t n, int llama);
 /* Convert row `row` of W to f32 (embedding lookup). */
@@ -221,6 +224,16 @@ static inline const unsigned char *attn_kv_row(const be_attn *d, const void *bas
     return (const unsigned char *)base +
            (((size_t)table[pos / d->block_size] * (size_t)d->block_size + (size_t)(pos % d->block_size)) *
                 (size_t)d->n_kv_heads + (size_t)kvh) * rb;
+}
+
+/* A latent (MLA) position's whole row, head_dim values, into out: its first
+ * half from the K pool's row, the rest from the V pool's (be_attn.latent). */
+static inline void attn_latent_row(const be_attn *d, const int32_t *table, int pos, float *out) {
+    int h = d->head_dim / 2;
+    size_t off = ((size_t)table[pos / d->block_size] * (size_t)d->block_size + (size_t)(pos % d->block_size)) *
+                 kvq_row_bytes(d->kv_type, h);
+    kvq_load_row(d->kv_type, (const unsigned char *)d->k_cache + off, h, out);
+    kvq_load_row(d->kv_type, (const unsigned char *)d->v_cache + off, h, out + h);
 }
 
 /* The load-time planner (planner.c): per weight shape and batch bucket, the

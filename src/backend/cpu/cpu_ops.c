@@ -162,7 +162,8 @@ static void rows_abs(cpu_backend *be, const float *x, size_t act_stride, int t0,
     } else if (xllm_dtype_is_quant(W->dtype))
         k->matmul_q(W, be->act + (size_t)t0 * act_stride, act_stride, T, bias, y, ldy, r0, r1, be->kscratch[thread]);
     else if (be->arith_llama && (W->dtype == XLLM_DT_F16 || W->dtype == XLLM_DT_F32) && !W->packed) /* f16_llama.c */
-        op_f16_matmul_llama(W, x + (size_t)t0 * (size_t)W->cols, T, bias, y, ldy, r0, r1, be->scratch[thread]);
+        op_f16_matmul_llama(W, x + (size_t)t0 * (size_t)W->cols, T, bias, y, ldy, r0, r1, be->scratch[thread],
+                            be->llama_vec_dot);
     else
         k->matmul_f(W, x + (size_t)t0 * (size_t)W->cols, T, bias, y, ldy, r0, r1, be->kscratch[thread]);
 }

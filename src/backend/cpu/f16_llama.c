@@ -8,7 +8,8 @@
  * it). The order is kept too: with the row length a multiple of 16 its
  * llamafile GEMM (tinyBLAS, AVX-512: 16 lanes, lane l summing the products at
  * 16 i + l in fmas, then _mm512_reduce_add_ps); otherwise ggml_vec_dot_f16
- * (four 16-lane accumulators per 64, folded, then the tail in double).
+ * (four 16-lane accumulators per 64, folded, then the tail in double), which
+ * is also what its mul_mat_id computes the routed experts with (vec_dot).
  * Bias added after the product, as its separate add. F32 weights take the
  * same two orders without rounding (its F32 GEMM is the same tinyBLAS), so
  * a router's logits, where a near-tie picks an expert, do not depend on our
@@ -58,7 +59,7 @@ static float dot_vec(const void *w, int f16, const float *x, int64_t n) {
 }
 
 void op_f16_matmul_llama(const matrix *W, const float *x, int T, const float *bias, float *y, size_t ldy, int64_t r0,
-                         int64_t r1, float *xr) {
+                         int64_t r1, float *xr, int vec_dot) {
     int64_t n = W->cols;
     int f16 = W->dtype == XLLM_DT_F16;
     size_t es = f16 ? 2 : 4;
@@ -67,7 +68,7 @@ void op_f16_matmul_llama(const matrix *W, const float *x, int T, const float *bi
         for (int64_t i = 0; i < n; i++) xr[i] = f16 ? xllm_f16_round(xt[i]) : xt[i];
         for (int64_t r = r0; r < r1; r++) {
             const void *w = (const char *)W->data + (size_t)r * (size_t)n * es;
-            float v = n % 16 == 0 ? dot_tinyblas(w, f16, xr, n) : dot_vec(w, f16, xr, n);
+            float v = n % 16 == 0 && !vec_dot ? dot_tinyblas(w, f16, xr, n) : dot_vec(w, f16, xr, n);
             y[(size_t)t * ldy + (size_t)r] = bias ? v + bias[r] : v;
         }
     }

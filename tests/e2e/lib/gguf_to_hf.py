@@ -23,7 +23,8 @@ def main(src, dst, tpl):
     A = lambda k, dflt=None: kv.get(arch + '.' + k, dflt)
     experts = A('expert_count', 0)
     mt = {'gemma2': 'gemma2', 'gemma3': 'gemma3_text', 'phi3': 'phi3', 'olmo2': 'olmo2', 'qwen2moe': 'qwen2_moe',
-          'qwen3moe': 'qwen3_moe', 'llama': 'mixtral' if experts else 'llama'}[arch]
+          'qwen3moe': 'qwen3_moe', 'llama': 'mixtral' if experts else 'llama',
+          'deepseek2': 'deepseek_v3' if A('expert_gating_func') == 2 else 'deepseek_v2'}[arch]
     hidden, heads = A('embedding_length'), A('attention.head_count')
     kvh = A('attention.head_count_kv', heads)
     hd = A('attention.key_length', hidden // heads)
@@ -56,6 +57,21 @@ def main(src, dst, tpl):
         if mt == 'qwen2_moe':
             cfg['shared_expert_intermediate_size'] = A('expert_shared_feed_forward_length', cfg['intermediate_size'])
 
+    deepseek = mt.startswith('deepseek')
+    if deepseek:  # DeepseekV2/V3 config.json (HF modeling_deepseek): MLA sizes, routing
+        rope = A('rope.dimension_count')
+        groups = A('expert_group_count', 1)
+        cfg.update(num_key_value_heads=heads, q_lora_rank=A('attention.q_lora_rank') or None,
+                   kv_lora_rank=A('attention.kv_lora_rank'), qk_rope_head_dim=rope,
+                   qk_nope_head_dim=A('attention.key_length_mla') - rope, v_head_dim=A('attention.value_length_mla'),
+                   n_routed_experts=experts, num_experts_per_tok=A('expert_used_count'),
+                   moe_intermediate_size=A('expert_feed_forward_length'), n_shared_experts=A('expert_shared_count', 0),
+                   first_k_dense_replace=A('leading_dense_block_count', 0), moe_layer_freq=1,
+                   routed_scaling_factor=A('expert_weights_scale', 1.0), norm_topk_prob=A('expert_weights_norm', False),
+                   scoring_func='sigmoid' if A('expert_gating_func') == 2 else 'softmax',
+                   topk_method='noaux_tc' if mt == 'deepseek_v3' else 'greedy', n_group=groups,
+                   topk_group=A('expert_group_used_count', groups), attention_bias=False)
+        del cfg['head_dim']
     names = {'attn_q': 'self_attn.q_proj', 'attn_k': 'self_attn.k_proj', 'attn_v': 'self_attn.v_proj',
              'attn_output': 'self_attn.o_proj', 'attn_q_norm': 'self_attn.q_norm', 'attn_k_norm': 'self_attn.k_norm',
              'attn_qkv': 'self_attn.qkv_proj', 'ffn_gate': 'mlp.gate_proj', 'ffn_up': 'mlp.up_proj',
@@ -70,6 +86,11 @@ def main(src, dst, tpl):
         names['ffn_norm'] = 'pre_feedforward_layernorm'
     if mt == 'phi3':
         names['ffn_up'] = 'mlp.gate_up_proj'
+    if deepseek:
+        names.update(attn_q_a='self_attn.q_a_proj', attn_q_a_norm='self_attn.q_a_layernorm',
+                     attn_q_b='self_attn.q_b_proj', attn_kv_a_mqa='self_attn.kv_a_proj_with_mqa',
+                     attn_kv_a_norm='self_attn.kv_a_layernorm', ffn_gate_shexp='mlp.shared_experts.gate_proj',
+                     ffn_up_shexp='mlp.shared_experts.up_proj', ffn_down_shexp='mlp.shared_experts.down_proj')
     if mt == 'mixtral':
         names['ffn_gate_inp'] = 'block_sparse_moe.gate'
         exps = {'ffn_gate_exps': 'block_sparse_moe.experts.%d.w1', 'ffn_up_exps': 'block_sparse_moe.experts.%d.w3',
@@ -91,6 +112,18 @@ def main(src, dst, tpl):
             out[hh * d + j * d // 2 + i] = raw[g * rb:(g + 1) * rb]
         return b''.join(out)
 
+    def kv_b(kb, vb):  # llama.cpp's attn_k_b [h][kv_lora][nope] and attn_v_b [h][v][kv_lora] -> HF's kv_b_proj
+        (h, r, nope), dt, kraw = kb
+        (_, vd, _), _, vraw = vb
+        es = 4 if dt == 'F32' else 2
+        rows = []
+        for hh in range(h):
+            k0 = kraw[hh * r * nope * es:(hh + 1) * r * nope * es]
+            for b in range(nope):  # row b of the head's k part = column b of attn_k_b[hh]
+                rows.append(b''.join(k0[(a * nope + b) * es:(a * nope + b + 1) * es] for a in range(r)))
+            rows.append(vraw[hh * vd * r * es:(hh + 1) * vd * r * es])
+        return [h * (nope + vd), r], dt, b''.join(rows)
+
     hf = {}
     glob = {'token_embd.weight': 'model.embed_tokens.weight', 'output_norm.weight': 'model.norm.weight',
             'output.weight': 'lm_head.weight'}
@@ -102,6 +135,14 @@ def main(src, dst, tpl):
             continue
         _, layer, base, sfx = name.split('.')
         pre = 'model.layers.%s.' % layer
+        if base == 'attn_v_b':
+            continue
+        if base == 'attn_k_b':
+            hf[pre + 'self_attn.kv_b_proj.weight'] = kv_b(t[name], t['blk.%s.attn_v_b.weight' % layer])
+            continue
+        if base == 'exp_probs_b':  # DeepSeek-V3's router bias: a whole name
+            hf[pre + 'mlp.gate.e_score_correction_bias'] = (shape, dt, raw)
+            continue
         if base in exps:
             E = shape[0]
             per = len(raw) // E
