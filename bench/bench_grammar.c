@@ -3,7 +3,7 @@
  * of one sequence at a 32000-token vocabulary over the JSON Schema corpus,
  * and the compile time of the corpus' largest schema.
  *
- * usage: bench_grammar [--tokenizer DIR] [--schemas DIR] [--vocab N] [--rounds R] [--steps S]
+ * usage: bench_grammar [--tokenizer DIR] [--schemas DIR] [--vocab N] [--rounds R] [--steps S] [--check]
  *
  * Default tokenizer: Llama 2's (TinyLlama's, 32000 ids) from
  * ../shared/data/tokenizers/llama2 when present, else Qwen3's from
@@ -14,6 +14,8 @@
  * plus applying it to a logits row (what the sampler pays per token). Prints
  * per round mean / p50 / p99 / max in microseconds (CPU time of this thread),
  * then the median and min-max over rounds; and compile times (median of 21).
+ * --check (untimed): every mask is compared with the brute-force one (each
+ * token's bytes advanced from the state on a second matcher); exit 1 on a difference.
  */
 #include "engine/grammar.h"
 #include "tokenizer/tokenizer.h"
@@ -50,15 +52,16 @@ static uint64_t rnd(void) {
 
 int main(int argc, char **argv) {
     const char *tok_dir = NULL, *schemas = XLLM_BENCH_SOURCE_DIR "/tests/data/schemas";
-    int vocab_n = 32000, rounds = 5, steps = 200;
+    int vocab_n = 32000, rounds = 5, steps = 200, check = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--tokenizer") && i + 1 < argc) tok_dir = argv[++i];
         else if (!strcmp(argv[i], "--schemas") && i + 1 < argc) schemas = argv[++i];
         else if (!strcmp(argv[i], "--vocab") && i + 1 < argc) vocab_n = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--rounds") && i + 1 < argc) rounds = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--steps") && i + 1 < argc) steps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--check")) check = 1;
         else {
-            fprintf(stderr, "usage: bench_grammar [--tokenizer DIR] [--schemas DIR] [--vocab N] [--rounds R] [--steps S]\n");
+            fprintf(stderr, "usage: bench_grammar [--tokenizer DIR] [--schemas DIR] [--vocab N] [--rounds R] [--steps S] [--check]\n");
             return 2;
         }
     }
@@ -130,8 +133,8 @@ int main(int argc, char **argv) {
                 fprintf(stderr, "%s: %s\n", names[s], err.message);
                 return 1;
             }
-            gram_matcher *m = gram_matcher_new(g, v);
-            int32_t st = gram_start(m);
+            gram_matcher *m = gram_matcher_new(g, v), *ref = check ? gram_matcher_new(g, v) : NULL;
+            int32_t st = gram_start(m), ref_st = ref ? gram_start(ref) : -1;
             for (int k = 0; k < steps && st >= 0; k++) {
                 for (int32_t i = 0; i < n; i++) logits[i] = (float)(i & 7);
                 double a = cpu_us();
@@ -147,6 +150,16 @@ int main(int argc, char **argv) {
                         if (!(bits >> b & 1u)) logits[w * 32 + b] = -INFINITY;
                 }
                 lat[n_lat++] = cpu_us() - a;
+                for (int32_t i = 0; ref && i < n; i++) { /* the brute-force mask */
+                    size_t len;
+                    const char *tb2 = gram_vocab_token(v, i, &len);
+                    int ok = tb2 && gram_advance(ref, ref_st, tb2, len) >= 0;
+                    if (ok != (logits[i] > -INFINITY)) {
+                        fprintf(stderr, "%s step %d: token %d (%.*s) is %s by the mask but %s\n", names[s], k, (int)i,
+                                (int)len, tb2 ? tb2 : "", ok ? "refused" : "allowed", ok ? "valid" : "invalid");
+                        return 1;
+                    }
+                }
                 int32_t na = 0;
                 for (int32_t i = 0; i < n; i++)
                     if (logits[i] > -INFINITY) allowed[na++] = i;
@@ -154,8 +167,10 @@ int main(int argc, char **argv) {
                 size_t len;
                 const char *b = gram_vocab_token(v, allowed[rnd() % (uint64_t)na], &len);
                 st = gram_advance(m, st, b, len);
+                if (ref) ref_st = gram_advance(ref, ref_st, b, len);
             }
             gram_matcher_free(m);
+            gram_matcher_free(ref);
             gram_free(g);
         }
         double sum = 0;

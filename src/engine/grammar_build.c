@@ -403,6 +403,16 @@ xllm_status gb_finish(gbuild *b, int32_t root, gram **out) {
     if (b->n_sets) memcpy(g->sets, b->sets, (size_t)b->n_sets * sizeof(gram_set));
     g->n_sets = b->n_sets;
     g->root = root;
+    g->tc_rule = xllm_malloc_array((size_t)k + 1, sizeof(int32_t));
+    if (!g->tc_rule) {
+        gram_free(g);
+        b->oom = 1;
+        return finish_error(b);
+    }
+    for (int32_t i = 0; i <= k; i++) g->tc_rule[i] = -1;
+    for (int32_t r = 0; r < b->n_rules; r++)
+        if (b->rules[r].textchar)
+            for (int32_t a = g->alt_off[r]; a < g->alt_off[r + 1]; a++) g->tc_rule[g->alts[a]] = r;
     *out = g;
     return XLLM_OK;
 }
@@ -413,6 +423,7 @@ void gram_free(gram *g) {
     xllm_free(g->alts);
     xllm_free(g->alt_off);
     xllm_free(g->sets);
+    xllm_free(g->tc_rule);
     xllm_free(g);
 }
 

@@ -44,6 +44,9 @@ struct gram {
     gram_set *sets;
     int32_t n_sets;
     int32_t root;
+    /* per element position: the text-character rule (gb_rule.textchar) whose
+     * alternative starts there, else -1 (grammar_mask.c's text runs) */
+    int32_t *tc_rule;
 };
 
 /* ------------------------------------------------------------- builder */
@@ -57,6 +60,7 @@ typedef struct gb_rule {
     gb_altv *alts;
     int32_t n, cap;
     int defined;
+    int textchar;       /* one JSON string character, any of them (gb_cpset_json over all of Unicode) */
     char *name;         /* GBNF / $ref rules: for messages */
 } gb_rule;
 
@@ -126,6 +130,13 @@ int32_t gram_front_gbnf(gbuild *b, const char *text, size_t len);
 int32_t gram_front_regex(gbuild *b, const char *text, size_t len, int json_str);
 int32_t gram_front_json_schema(gbuild *b, const char *text, size_t len);
 int32_t gram_front_json_object(gbuild *b);
+/* grammar_json_disjoint.c: 1 when no JSON value matches both schemas
+ * (provably; 0 = maybe); the JSON pointer of a node of doc, for messages. */
+struct cJSON;
+int json_schemas_disjoint(const struct cJSON *doc, const struct cJSON *a, const struct cJSON *b);
+void json_schema_path(const struct cJSON *doc, const struct cJSON *target, char *buf, size_t cap);
+/* grammar_json_number.c: an integer / number schema with bounds or multipleOf. */
+int32_t gram_json_number(gbuild *b, const struct cJSON *s, int integer);
 
 #endif
 
@@ -137,7 +148,7 @@ typedef struct gm_state {
     int32_t accept;     /* the empty stack is among them: the output is complete */
     int32_t mask_slot;  /* cached mask (grammar_mask.c), -1 none */
     int64_t dense;      /* its 256 transitions in m->dense (-2 not yet known, -1 dead), -1 none */
-    int32_t plain;      /* every run of this many plain bytes stays alive (grammar_mask.c); -1 unknown */
+    int32_t text;       /* every run of this many JSON text characters stays alive (grammar_mask.c); -1 unknown */
     gram_set next;      /* bytes some stack takes */
 } gm_state;
 
@@ -198,7 +209,18 @@ struct gram_vocab {
     int32_t *t_end;
     int32_t *t_ids_off;  /* n_nodes + 1 into t_ids */
     int32_t *t_ids;
-    uint8_t *t_plain;    /* every token below the node continues with plain bytes only */
-    uint16_t *t_below;   /* the most bytes any token continues below the node */
+    /* text tokens: whole JSON string characters (no '"', '\\', controls or
+     * invalid UTF-8), optionally ending inside one more; t_other: some token
+     * in the node's subtree is not one; t_chars: the most characters of a
+     * token in the subtree; text_le: per k = 1..text_k, the bitset of text
+     * tokens of at most k characters (text_k: the most any has, <= 32);
+     * t_cdepth: the characters begun on the path to the node, t_rem: the
+     * bytes its last one still needs (0: the node ends a character) */
+    uint8_t *t_other;
+    uint8_t *t_chars;
+    uint8_t *t_cdepth;
+    uint8_t *t_rem;
+    uint32_t *text_le;
+    int text_k;
     int32_t n_nodes, max_depth;
 };

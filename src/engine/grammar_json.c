@@ -10,16 +10,19 @@
  * L_i(first) over the remaining properties keep the commas right); extra
  * properties are written only for a map (additionalProperties without
  * properties). The grammar may accept less than the schema (no exponent, no
- * Feb 29, fractions only between integer bounds) but never more, except for
- * oneOf, whose branches are written as anyOf (keep them disjoint).
+ * Feb 29) but never more. oneOf is
+ * written as anyOf, which is the same when no value matches two branches:
+ * that is proven (grammar_json_disjoint.c) or the schema refused, naming
+ * where the oneOf is.
  *
  * Supported: type (and type lists), properties, required, additionalProperties,
  * items / prefixItems, minItems / maxItems, minProperties / maxProperties and
  * propertyNames (maps), enum, const, minLength /
  * maxLength, pattern (grammar_regex.c, a search unless anchored), format
  * (date, time, date-time, uuid, email, ipv4, hostname, uri), minimum /
- * maximum / exclusiveMinimum / exclusiveMaximum (integer ranges exactly;
- * numbers between integer bounds), anyOf, oneOf, allOf (merged), $ref into
+ * maximum / exclusiveMinimum / exclusiveMaximum and multipleOf (exactly,
+ * decimal bounds included: grammar_json_number.c), anyOf, oneOf (when its
+ * branches are provably disjoint), allOf (merged), $ref into
  * the document ($defs, definitions, any JSON pointer, "#" for recursion),
  * nullable; annotations are ignored. Every other JSON Schema keyword is
  * refused by name.
@@ -37,7 +40,6 @@
 
 #define MAX_DEPTH 64
 #define MAX_DIGITS 15
-#define MAX_INT 999999999999999.0 /* 15 digits */
 
 typedef struct jref {
     const cJSON *node;
@@ -177,55 +179,6 @@ static int32_t any_value(js *j) {
         gb_add_alt(j->b, j->value, &e, 1);
     }
     return j->value;
-}
-
-/* ------------------------------------------------------- integer ranges */
-
-/* Decimal strings a <= b of the same length n (no sign). */
-static int32_t same_len(js *j, const char *a, const char *b, int n) {
-    if (n == 0) return gb_empty(j->b);
-    gram_set s = {{0}};
-    if (n == 1) {
-        gram_set_range(&s, (unsigned char)a[0], (unsigned char)b[0]);
-        return gb_bytes(j->b, &s);
-    }
-    char c0[2] = {a[0], 0};
-    if (a[0] == b[0]) return gb_seq2(j->b, lit(j, c0), same_len(j, a + 1, b + 1, n - 1));
-    char nines[MAX_DIGITS + 1], zeros[MAX_DIGITS + 1];
-    memset(nines, '9', sizeof nines);
-    memset(zeros, '0', sizeof zeros);
-    char c1[2] = {b[0], 0};
-    int32_t alts[3], k = 0;
-    alts[k++] = gb_seq2(j->b, lit(j, c0), same_len(j, a + 1, nines, n - 1));
-    if (b[0] - a[0] > 1) {
-        gram_set_range(&s, (unsigned char)(a[0] + 1), (unsigned char)(b[0] - 1));
-        alts[k++] = gb_seq2(j->b, gb_bytes(j->b, &s), digits(j, n - 1, n - 1));
-    }
-    alts[k++] = gb_seq2(j->b, lit(j, c1), same_len(j, zeros, b + 1, n - 1));
-    return gb_alt(j->b, alts, k);
-}
-
-/* Non-negative integers lo..hi (hi <= MAX_INT) without leading zeros. */
-static int32_t uint_range(js *j, long long lo, long long hi) {
-    char a[32], z[32];
-    int32_t alts[MAX_DIGITS + 2], k = 0;
-    int la = snprintf(a, sizeof a, "%lld", lo), lz = snprintf(z, sizeof z, "%lld", hi);
-    for (int n = la; n <= lz && gb_ok(j->b); n++) {
-        char from[32], to[32];
-        if (n == la) memcpy(from, a, (size_t)n + 1);
-        else from[0] = '1', memset(from + 1, '0', (size_t)n - 1), from[n] = 0;
-        if (n == lz) memcpy(to, z, (size_t)n + 1);
-        else memset(to, '9', (size_t)n), to[n] = 0;
-        alts[k++] = same_len(j, from, to, n);
-    }
-    return gb_alt(j->b, alts, k);
-}
-
-static int32_t int_range(js *j, long long lo, long long hi) {
-    int32_t alts[2], k = 0;
-    if (hi >= 0) alts[k++] = uint_range(j, lo > 0 ? lo : 0, hi);
-    if (lo < 0) alts[k++] = gb_seq2(j->b, lit(j, "-"), uint_range(j, hi < 0 ? -hi : 1, -lo));
-    return gb_alt(j->b, alts, k);
 }
 
 /* ------------------------------------------------------------- keywords */
@@ -431,53 +384,11 @@ static int32_t string_schema(js *j, const cJSON *s) {
     return string_len(j, mn, mx);
 }
 
-/* Integer bounds of s (inclusive, clamped to 15 digits); -1 on error. */
-static int bounds(js *j, const cJSON *s, int integer, long long *lo, long long *hi, int *bounded) {
-    double v, a = -MAX_INT, z = MAX_INT;
-    int r;
-    *bounded = 0;
-    if ((r = num_of(s, "minimum", &v)) < 0) return gb_fail(j->b, "json schema: \"minimum\" must be a number");
-    if (r) a = fmax(a, ceil(v)), *bounded = 1;
-    if ((r = num_of(s, "maximum", &v)) < 0) return gb_fail(j->b, "json schema: \"maximum\" must be a number");
-    if (r) z = fmin(z, floor(v)), *bounded = 1;
-    const cJSON *em = get(s, "exclusiveMinimum"), *ex = get(s, "exclusiveMaximum");
-    if (em && cJSON_IsNumber(em)) a = fmax(a, floor(em->valuedouble) + 1), *bounded = 1;
-    else if (em && !cJSON_IsBool(em)) return gb_fail(j->b, "json schema: \"exclusiveMinimum\" must be a number");
-    if (ex && cJSON_IsNumber(ex)) z = fmin(z, ceil(ex->valuedouble) - 1), *bounded = 1;
-    else if (ex && !cJSON_IsBool(ex)) return gb_fail(j->b, "json schema: \"exclusiveMaximum\" must be a number");
-    if (cJSON_IsTrue(em) || cJSON_IsTrue(ex)) /* draft 4: a flag on minimum / maximum */
-        return gb_fail(j->b, "json schema: boolean exclusiveMinimum/exclusiveMaximum (draft 4) is not supported");
-    const cJSON *mo = get(s, "multipleOf");
-    if (mo && !(cJSON_IsNumber(mo) && mo->valuedouble == 1.0))
-        return gb_fail(j->b, "json schema: keyword \"multipleOf\" is not supported (except 1)");
-    if (a > z) return gb_fail(j->b, "json schema: no %s lies between the bounds", integer ? "integer" : "integer-bounded number");
-    *lo = (long long)a;
-    *hi = (long long)z;
-    return 0;
-}
-
-static int ndigits(long long x) {
-    int n = 1;
-    if (x < 0) x = -x;
-    while (x >= 10) x /= 10, n++;
-    return n;
-}
-
+/* Numbers without bounds or multipleOf here; with them, grammar_json_number.c. */
 static int32_t numeric_schema(js *j, const cJSON *s, int integer) {
-    long long lo = 0, hi = 0;
-    int bounded;
-    if (bounds(j, s, integer, &lo, &hi, &bounded)) return -1;
-    if (!bounded) return integer ? integer_any(j) : number_any(j);
-    if (integer) return int_range(j, lo, hi);
-    /* numbers: [lo, hi - 1] with a fraction when non-negative, or exactly hi */
-    int32_t alts[3], k = 0;
-    if (lo < 0) alts[k++] = int_range(j, lo, hi < -1 ? hi : -1);
-    long long a = lo > 0 ? lo : 0;
-    if (hi >= 0) {
-        if (a <= hi - 1) alts[k++] = gb_seq2(j->b, uint_range(j, a, hi - 1), frac(j, MAX_DIGITS - ndigits(hi)));
-        alts[k++] = uint_range(j, hi, hi);
-    }
-    return gb_alt(j->b, alts, k);
+    if (get(s, "minimum") || get(s, "maximum") || get(s, "exclusiveMinimum") || get(s, "exclusiveMaximum") || get(s, "multipleOf"))
+        return gram_json_number(j->b, s, integer);
+    return integer ? integer_any(j) : number_any(j);
 }
 
 static int is_required(const cJSON *req, const char *name) {
@@ -663,6 +574,26 @@ static int32_t schema_body(js *j, const cJSON *s) {
         cJSON_ArrayForEach(it, s) if (strcmp(it->string, comb) && strcmp(it->string, "title") && strcmp(it->string, "description") &&
                                       strcmp(it->string, "$defs") && strcmp(it->string, "definitions") && strcmp(it->string, "$schema")) plain = 0;
         int n = cJSON_GetArraySize(arr), k = 0;
+        if (!strcmp(comb, "oneOf") && n > 1 && n <= 64) { /* exactly one: compiled as anyOf when no two branches meet */
+            const cJSON *bi, *bj;
+            int i = 0;
+            cJSON_ArrayForEach(bi, arr) {
+                int jx = 0;
+                cJSON_ArrayForEach(bj, arr) {
+                    if (jx > i && !json_schemas_disjoint(j->doc, bi, bj)) {
+                        char path[200];
+                        json_schema_path(j->doc, s, path, sizeof path);
+                        return gb_fail(j->b, "json schema: oneOf at %s: branches %d and %d may both match, and a grammar "
+                                             "cannot enforce exactly one; tell them apart by type, by const / enum, or by a "
+                                             "required property with different const values (or use anyOf)", path, i, jx);
+                    }
+                    jx++;
+                }
+                i++;
+            }
+        } else if (!strcmp(comb, "oneOf") && n > 64) {
+            return gb_fail(j->b, "json schema: oneOf with more than 64 branches is not supported (use anyOf)");
+        }
         int32_t *alts = xllm_calloc((size_t)n, sizeof(int32_t));
         if (!alts) {
             j->b->oom = 1;

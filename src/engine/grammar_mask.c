@@ -11,6 +11,18 @@
  * trie node, not one per token byte. Masks are cached per state in a small
  * ring (a state reached again - inside an unbounded string, the same place in
  * another sample - costs nothing).
+ *
+ * Text (XGrammar's context-independent tokens, in our terms): inside a JSON
+ * string most tokens are whole text characters, and whether such a token is
+ * allowed depends only on how many characters it has. A state from which
+ * every text character leads to the same state (the stacks that take one are
+ * all alternatives of one text-character rule under one continuation) has a
+ * text run: how many such characters in a row it survives, and whether a
+ * longer run dies ("closed"). The mask then starts from a precomputed bitset
+ * (the text tokens of at most that many characters) and the walk skips every
+ * subtree of text tokens; only subtrees holding other tokens ('"', '\\',
+ * controls, bytes that are not UTF-8) are walked, which is where the string
+ * may end.
  */
 #include "engine/grammar_impl.h"
 #include "tokenizer/tokenizer.h"
@@ -23,9 +35,6 @@
 
 #define MASK_SLOTS 128
 
-/* "Plain" bytes: printable ASCII but '"' and '\\' - what most tokens of
- * text are made of, and what a string body takes whatever its grammar. */
-static inline int is_plain(unsigned b) { return b >= 0x20 && b < 0x7f && b != '"' && b != '\\'; }
 #define MAX_TOKEN_BYTES 1024 /* longer tokens are never allowed */
 
 /* ------------------------------------------------------------- vocabulary */
@@ -53,8 +62,96 @@ void gram_vocab_free(gram_vocab *v) {
     if (!v) return;
     xllm_free(v->bytes), xllm_free(v->tok_off), xllm_free(v->usable);
     xllm_free(v->t_byte), xllm_free(v->t_depth), xllm_free(v->t_end), xllm_free(v->t_ids_off), xllm_free(v->t_ids);
-    xllm_free(v->t_plain), xllm_free(v->t_below);
+    xllm_free(v->t_other), xllm_free(v->t_chars), xllm_free(v->text_le), xllm_free(v->t_rem), xllm_free(v->t_cdepth);
     xllm_free(v);
+}
+
+/* A JSON text token: whole characters a JSON string holds as themselves
+ * (U+0020 and up but '"', '\\', DEL and surrogates, shortest UTF-8), the last one
+ * possibly cut short (a valid proper prefix). The number of characters
+ * (the cut one counted), or -1. */
+static int text_chars(const unsigned char *s, int64_t n) {
+    int chars = 0;
+    for (int64_t i = 0; i < n; chars++) {
+        unsigned c = s[i];
+        if (c < 0x80) {
+            if (c < 0x20 || c == '"' || c == '\\' || c == 0x7F) return -1;
+            i++;
+            continue;
+        }
+        int len = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+        if (!len) return -1;
+        /* the second byte's range: E0 A0.., ED ..9F (no surrogates), F0 90.., F4 ..8F */
+        unsigned lo = c == 0xE0 ? 0xA0 : c == 0xF0 ? 0x90 : 0x80, hi = c == 0xED ? 0x9F : c == 0xF4 ? 0x8F : 0xBF;
+        for (int k = 1; k < len; k++) {
+            if (i + k >= n) return chars + 1; /* cut short */
+            unsigned b = s[i + k];
+            if (b < (k == 1 ? lo : 0x80) || b > (k == 1 ? hi : 0xBF)) return -1;
+        }
+        i += len;
+    }
+    return chars;
+}
+
+#define TEXT_K_MAX 32
+
+/* Per node: t_other and t_chars; per k: the text_le bitsets. -1 when out of memory. */
+static int text_tables(gram_vocab *v, const int32_t *parent) {
+    int32_t nn = v->n_nodes, words = (v->V + 31) / 32;
+    v->t_other = xllm_malloc(nn ? (size_t)nn : 1);
+    v->t_chars = xllm_calloc(nn ? (size_t)nn : 1, 1);
+    v->t_rem = xllm_malloc(nn ? (size_t)nn : 1);
+    v->t_cdepth = xllm_malloc(nn ? (size_t)nn : 1);
+    int8_t *tc = xllm_malloc_array((size_t)v->V + 1, 1);
+    if (!v->t_other || !v->t_chars || !v->t_rem || !v->t_cdepth || !tc) {
+        xllm_free(tc);
+        return -1;
+    }
+    int k_max = 0;
+    for (int32_t id = 0; id < v->V; id++) {
+        int64_t l = v->tok_off[id + 1] - v->tok_off[id];
+        int c = v->usable[id] ? text_chars((const unsigned char *)v->bytes + v->tok_off[id], l) : -1;
+        if (c > TEXT_K_MAX) c = -1; /* longer text tokens are walked */
+        tc[id] = (int8_t)c;
+        if (c > k_max) k_max = c;
+    }
+    for (int32_t i = 0; i < nn; i++) {
+        v->t_other[i] = 0;
+        for (int32_t k = v->t_ids_off[i]; k < v->t_ids_off[i + 1]; k++) {
+            int c = tc[v->t_ids[k]];
+            if (c < 0) v->t_other[i] = 1;
+            else if (c > v->t_chars[i]) v->t_chars[i] = (uint8_t)c;
+        }
+    }
+    /* per node from its parent (parents come first in preorder): the
+     * characters begun on the path, and the bytes the last one still needs
+     * (meaningful where the subtree holds text tokens only) */
+    for (int32_t i = 0; i < nn; i++) {
+        unsigned c = v->t_byte[i];
+        int32_t p = parent[i];
+        int cd = p >= 0 ? v->t_cdepth[p] : 0, rem = p >= 0 ? v->t_rem[p] : 0;
+        if (rem > 0) rem--; /* a continuation byte */
+        else cd++, rem = c >= 0xF0 ? 3 : c >= 0xE0 ? 2 : c >= 0xC0 ? 1 : 0;
+        v->t_cdepth[i] = (uint8_t)(cd > 255 ? 255 : cd);
+        v->t_rem[i] = (uint8_t)rem;
+    }
+    for (int32_t i = nn; i-- > 0;) { /* children after parents in preorder: fold upward */
+        int32_t p = parent[i];
+        if (p < 0) continue;
+        v->t_other[p] |= v->t_other[i];
+        if (v->t_chars[i] > v->t_chars[p]) v->t_chars[p] = v->t_chars[i];
+    }
+    v->text_k = k_max;
+    v->text_le = xllm_calloc((size_t)(k_max + 1) * (size_t)words + 1, sizeof(uint32_t));
+    if (!v->text_le) {
+        xllm_free(tc);
+        return -1;
+    }
+    for (int32_t id = 0; id < v->V; id++)
+        for (int k = tc[id] > 0 ? tc[id] : k_max + 1; k <= k_max; k++)
+            v->text_le[(size_t)k * (size_t)words + (size_t)(id >> 5)] |= 1u << (id & 31);
+    xllm_free(tc);
+    return 0;
 }
 
 /* Takes bytes and off (V + 1 offsets). */
@@ -92,11 +189,9 @@ static xllm_status vocab_build(char *bytes, int64_t *off, int32_t V, gram_vocab 
     v->t_end = xllm_malloc_array(cap, sizeof(int32_t));
     v->t_ids_off = xllm_malloc_array(cap + 1, sizeof(int32_t));
     v->t_ids = xllm_malloc_array((size_t)n + 1, sizeof(int32_t));
-    v->t_plain = xllm_malloc(cap);
-    v->t_below = xllm_malloc_array(cap, sizeof(uint16_t));
     int32_t *parent = xllm_malloc_array(cap, sizeof(int32_t));
     int32_t path[MAX_TOKEN_BYTES + 1];
-    if (!v->t_byte || !v->t_depth || !v->t_end || !v->t_ids_off || !v->t_ids || !v->t_plain || !v->t_below || !parent) {
+    if (!v->t_byte || !v->t_depth || !v->t_end || !v->t_ids_off || !v->t_ids || !parent) {
         xllm_free(parent);
         goto oom;
     }
@@ -126,13 +221,9 @@ static xllm_status vocab_build(char *bytes, int64_t *off, int32_t V, gram_vocab 
     /* t_ids_off[i] was set when node i was created; ids of node i lie in
      * [t_ids_off[i], t_ids_off[i + 1]) because ids are appended in preorder */
     v->n_nodes = nn;
-    /* below each node: whether its whole subtree is plain bytes, and how deep it goes */
-    for (int32_t i = 0; i < nn; i++) v->t_plain[i] = 1, v->t_below[i] = 0;
-    for (int32_t i = nn; i-- > 0;) {
-        int32_t p = parent[i];
-        if (p < 0) continue;
-        if (!is_plain(v->t_byte[i]) || !v->t_plain[i]) v->t_plain[p] = 0;
-        if (v->t_below[i] + 1 > v->t_below[p]) v->t_below[p] = (uint16_t)(v->t_below[i] + 1);
+    if (text_tables(v, parent)) {
+        xllm_free(parent);
+        goto oom;
     }
     xllm_free(parent);
     int32_t md = 0;
@@ -280,32 +371,81 @@ static int32_t dense_step(gram_matcher *m, int32_t st, int64_t row, unsigned byt
     return to;
 }
 
-/* How many plain bytes in a row st survives whatever they are (capped): 0 when
- * one plain byte already leaves the language, else 1 + the least over the
- * states one plain byte leads to. Memoized per state; a string body with r
- * characters left has r. */
-static int32_t plain_run(gram_matcher *m, int32_t st, int cap) {
-    if (m->st[st].plain >= 0 || cap <= 0) return m->st[st].plain >= 0 ? m->st[st].plain : 0;
-    int64_t row = dense_row(m, st);
-    if (row < 0) return 0;
-    int32_t least = cap - 1, seen[8], n_seen = 0;
-    for (unsigned b = 0x20; b < 0x7f; b++) { /* every plain byte must survive */
-        if (!is_plain(b)) continue;
-        int32_t to = dense_step(m, st, row, b);
-        if (to < 0) {
-            least = -1;
+/* Bytes that start a JSON text character. */
+static int text_first(unsigned b) { return (b >= 0x20 && b < 0x7F && b != '"' && b != '\\') || (b >= 0xC2 && b <= 0xF4); }
+
+/* One text character from st, whatever it is, leads to one state: every
+ * stack that takes a text character's first byte is an alternative of one
+ * text-character rule (grammar_impl.h: tc_rule) under one continuation, and
+ * that rule takes every text character. The state after any text character
+ * is then the state after 'a'. */
+static int text_uniform(const gram_matcher *m, int32_t st) {
+    const gm_state *s = &m->st[st];
+    const gram *g = m->g;
+    static gram_set first;
+    static int first_done;
+    if (!first_done) { /* idempotent: racing threads write the same bits */
+        gram_set f = {{0}};
+        for (unsigned b = 0; b < 256; b++)
+            if (text_first(b)) gram_set_add(&f, b);
+        first = f;
+        first_done = 1;
+    }
+    int32_t rule = -1, parent = -1;
+    for (int32_t i = 0; i < s->n; i++) {
+        int32_t node = m->pool[s->off + i];
+        int32_t pos = m->node_pos[node];
+        const gram_set *cs = &g->sets[GE_ARG(g->el[pos])];
+        if (!((cs->w[0] & first.w[0]) | (cs->w[1] & first.w[1]) | (cs->w[2] & first.w[2]) | (cs->w[3] & first.w[3])))
+            continue; /* takes no text character: dies on one */
+        int32_t r = g->tc_rule[pos];
+        if (r < 0 || (rule >= 0 && (r != rule || m->node_parent[node] != parent))) return 0;
+        rule = r;
+        parent = m->node_parent[node];
+    }
+    return rule >= 0;
+}
+
+/* How many text characters in a row st survives whatever they are (at most
+ * cap), plus TEXT_CLOSED when no longer run of text characters survives
+ * (the run reached cap, or the state it ends in takes no text character):
+ * a string body with r characters left and only '"' after has r, closed.
+ * Memoized per state (exact; cap means "at least cap"). */
+#define TEXT_CLOSED 64
+static int32_t text_run(gram_matcher *m, int32_t st, int cap) {
+    if (m->st[st].text >= 0) return m->st[st].text;
+    int32_t chain[TEXT_K_MAX + 1];
+    int n = 0;
+    int32_t base = 0; /* the run (and flag) of the state the chain ends in */
+    for (int32_t cur = st;;) {
+        if (m->st[cur].text >= 0) {
+            base = m->st[cur].text;
             break;
         }
-        int k = 0;
-        while (k < n_seen && seen[k] != to) k++;
-        if (k < n_seen || least == 0) continue;
-        if (n_seen < 8) seen[n_seen++] = to;
-        int32_t r = plain_run(m, to, cap - 1);
-        if (r < least) least = r;
+        if (n == cap) /* at least cap: only the first state's run is known */
+            return m->st[st].text = cap | TEXT_CLOSED;
+        if (!text_uniform(m, cur)) {
+            int takes = 0;
+            for (unsigned b = 0; b < 256 && !takes; b++) takes = text_first(b) && gram_set_has(&m->st[cur].next, b);
+            base = m->st[cur].text = takes ? 0 : TEXT_CLOSED;
+            break;
+        }
+        chain[n++] = cur;
+        int32_t to = gm_step(m, cur, 'a');
+        if (to < 0 || m->oom) return 0; /* out of memory (a uniform state takes 'a') */
+        if (to == cur) { /* a loop: unbounded text */
+            base = TEXT_CLOSED | cap;
+            break;
+        }
+        cur = to;
     }
-    int32_t r = least < 0 ? 0 : 1 + least;
-    m->st[st].plain = r;
-    return r;
+    /* chain[k] survives one more character than chain[k + 1] */
+    for (int k = n; k-- > 0;) {
+        int32_t run = (base & ~TEXT_CLOSED) + 1;
+        base = run >= cap ? cap | TEXT_CLOSED : run | (base & TEXT_CLOSED);
+        m->st[chain[k]].text = base;
+    }
+    return m->st[st].text;
 }
 
 const uint32_t *gram_mask(gram_matcher *m, int32_t st) {
@@ -323,7 +463,24 @@ const uint32_t *gram_mask(gram_matcher *m, int32_t st) {
     int64_t *row = m->walk_row;
     walk[0] = st;
     if ((row[0] = dense_row(m, st)) < 0) return NULL;
+    /* inside text (a JSON string's body, say): every text token of at most
+     * as many characters as the state survives is allowed at once (a
+     * precomputed bitset); the walk skips subtrees holding only those */
+    int32_t tr = v->text_k ? text_run(m, st, v->text_k) : 0;
+    if (m->oom) return NULL;
+    /* closed: a text token longer than the run dies, so no subtree of text
+     * tokens needs a walk */
+    const int closed = (tr & TEXT_CLOSED) != 0;
+    tr &= ~TEXT_CLOSED;
+    if (tr > 0) {
+        const uint32_t *le = v->text_le + (size_t)tr * (size_t)m->words;
+        for (int w = 0; w < m->words; w++) mask[w] = le[w];
+    }
     for (int32_t i = 0; i < v->n_nodes;) {
+        if (!v->t_other[i] && (closed || (tr > 0 && v->t_chars[i] <= tr))) {
+            i = v->t_end[i];
+            continue;
+        }
         const int d = v->t_depth[i];
         const unsigned byte = v->t_byte[i];
         int32_t to = m->dense[row[d - 1] + byte];
@@ -344,15 +501,20 @@ const uint32_t *gram_mask(gram_matcher *m, int32_t st) {
             i = v->t_end[i];
             continue;
         }
-        /* a subtree of plain bytes no deeper than the plain run the state
-         * survives: every token in it is allowed, no need to walk it */
-        if (v->t_plain[i] && v->t_below[i] <= 64 && plain_run(m, to, 64) >= v->t_below[i]) {
-            for (int32_t k = v->t_ids_off[i + 1]; k < v->t_ids_off[v->t_end[i]]; k++) {
-                int32_t id = v->t_ids[k];
-                mask[id >> 5] |= 1u << (id & 31);
+        /* the same inside the subtree: its tokens are text, the node ends a
+         * character, and the state survives the characters they continue with */
+        if (!v->t_other[i] && v->t_rem[i] == 0 && v->text_k) {
+            int32_t need = (int32_t)v->t_chars[i] - v->t_cdepth[i];
+            int32_t run = (m->st[to].text >= 0 ? m->st[to].text : text_run(m, to, v->text_k)) & ~TEXT_CLOSED;
+            if (m->oom) return NULL;
+            if (need <= run) {
+                for (int32_t k = v->t_ids_off[i + 1]; k < v->t_ids_off[v->t_end[i]]; k++) {
+                    int32_t id = v->t_ids[k];
+                    mask[id >> 5] |= 1u << (id & 31);
+                }
+                i = v->t_end[i];
+                continue;
             }
-            i = v->t_end[i];
-            continue;
         }
         walk[d] = to;
         if ((row[d] = dense_row(m, to)) < 0) return NULL;

@@ -226,7 +226,7 @@ static int32_t state_from_scratch(gram_matcher *m) {
     s->accept = accept;
     s->mask_slot = -1;
     s->dense = -1;
-    s->plain = -1;
+    s->text = -1;
     if (n) memcpy(m->pool + m->n_pool, m->scratch, (size_t)n * sizeof(int32_t));
     m->n_pool += n;
     for (int32_t i = 0; i < n; i++) {

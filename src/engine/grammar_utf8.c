@@ -159,6 +159,21 @@ static void add_cp_ranges(gbuild *b, int32_t r, const cpset *s, int json) {
     }
 }
 
+/* Mark r a text-character rule (grammar_impl.h) when s holds every
+ * character a JSON string may hold as itself but DEL (grammar_mask.c's text
+ * characters; s normalized: one range covering each piece). */
+static void mark_textchar(gbuild *b, int32_t r, const cpset *s) {
+    static const uint32_t need[][2] = {{0x20, 0x21}, {0x23, 0x5B}, {0x5D, 0x7E}, {0x80, 0xD7FF}, {0xE000, 0x10FFFF}};
+    if (!gb_ok(b)) return;
+    int all = 1;
+    for (int k = 0; k < 5 && all; k++) {
+        int in = 0;
+        for (int i = 0; i < s->n && !in; i++) in = s->r[2 * i] <= need[k][0] && need[k][1] <= s->r[2 * i + 1];
+        all = in;
+    }
+    b->rules[r].textchar = all;
+}
+
 int32_t gb_cpset(gbuild *b, const cpset *s) {
     if (s->oom) {
         b->oom = 1;
@@ -167,6 +182,7 @@ int32_t gb_cpset(gbuild *b, const cpset *s) {
     int32_t r = gb_new_rule(b);
     add_cp_ranges(b, r, s, 0);
     if (gb_ok(b) && !b->rules[r].defined) return gb_fail(b, "an empty character class matches nothing");
+    mark_textchar(b, r, s);
     return gb_ok(b) ? r : -1;
 }
 
@@ -204,5 +220,6 @@ int32_t gb_cpset_json(gbuild *b, const cpset *s) {
         if (gb_ok(b)) gb_add_alt(b, r, &e, 1);
     }
     if (gb_ok(b) && !b->rules[r].defined) return gb_fail(b, "an empty character class matches nothing");
+    mark_textchar(b, r, s);
     return gb_ok(b) ? r : -1;
 }

@@ -18,9 +18,12 @@ void chat_out_push(chat_out *c, const char *t, size_t n, int final, sbuf *conten
 int chat_out_n_calls(const chat_out *c);
 /* The calls as OpenAI's message.tool_calls array. */
 void chat_out_calls_json(const chat_out *c, sbuf *b);
-/* Streamed: the delta members (without braces) for call i's piece-th delta
- * (0: index, id, type, name and empty arguments; 1..: the arguments in
- * pieces); returns 0 when there is no such piece. */
-int chat_out_call_deltas(const chat_out *c, int i, int piece, sbuf *delta);
+/* Streamed: the next tool-call delta's members (without braces), as OpenAI
+ * streams them: a call's first delta has index, id, type, name and empty
+ * arguments, the next ones its arguments in pieces, as the model writes them
+ * (the calls recognized live, tool_live.c) or, for calls known only at the
+ * end, in pieces then. Call it until it returns 0 after each push; the
+ * deltas assemble to chat_out_calls_json's calls. */
+int chat_out_next_delta(chat_out *c, sbuf *delta);
 
 #endif

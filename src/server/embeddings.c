@@ -5,7 +5,8 @@
  * lists (at most 2048 inputs, each within the context); strings are
  * tokenized with the model's special tokens. All inputs of a request go to
  * the library in one call (xllm_model_embed), which packs them into shared
- * forward passes. Pooling comes from the model when it says (a
+ * forward passes, together with those of the requests that arrive while
+ * another batch runs (embed_batch.c). Pooling comes from the model when it says (a
  * sentence-transformers 1_Pooling/config.json beside it: CLS, mean or last
  * token), else mean; the request's `pooling` ("mean", "last", "cls")
  * overrides. Vectors are L2-normalized as OpenAI's are (`normalize: false`
@@ -173,7 +174,7 @@ int embeddings_handle(srv_call *c) {
     out = malloc((size_t)in.n * (size_t)H * sizeof *out);
     if (!out) { st = http_err(e, 500, "server_error", NULL, NULL, "out of memory"); goto done; }
     xllm_error xe;
-    if (xllm_model_embed(m->model, (const int32_t *const *)in.ids, in.len, (size_t)in.n, pool, normalize, out, &xe)) {
+    if (embed_batched(m->model, (const int32_t *const *)in.ids, in.len, (size_t)in.n, pool, normalize, out, &xe)) {
         st = http_err(e, xe.code == XLLM_ERR_INVALID_ARGUMENT || xe.code == XLLM_ERR_CONTEXT_OVERFLOW ? 400 : 500,
                       xe.code == XLLM_ERR_INVALID_ARGUMENT || xe.code == XLLM_ERR_CONTEXT_OVERFLOW ? "invalid_request_error"
                                                                                                   : "server_error",

@@ -149,6 +149,13 @@ void metrics_render(srv_state *s, sbuf *o) {
             sb_printf(o, "xllm_cascade_stage_accepted_total{cascade=\"%s\",stage=\"%d\",model=\"%s\"} %lld\n",
                       s->models[i]->name, j, s->models[i]->stages[j].model,
                       (long long)atomic_load(&s->models[i]->stages[j].accepted));
+    long long eb_req, eb_calls;
+    embed_batch_counts(&eb_req, &eb_calls);
+    sb_printf(o, "# HELP xllm_embedding_requests_total Embedding requests served\n"
+                 "# TYPE xllm_embedding_requests_total counter\nxllm_embedding_requests_total %lld\n"
+                 "# HELP xllm_embedding_batches_total Library calls that embedded them (concurrent requests share one)\n"
+                 "# TYPE xllm_embedding_batches_total counter\nxllm_embedding_batches_total %lld\n",
+              eb_req, eb_calls);
     cJSON *st[256] = {0};
     int nm = s->n_models < 256 ? s->n_models : 256;
     for (int i = 0; i < nm; i++) {

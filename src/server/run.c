@@ -437,12 +437,13 @@ static void sse_delta(run *u, int idx, const char *members, size_t n, const char
     chunk_tail(u, b);
 }
 
+/* With calls: "tool_calls", unless max_tokens cut the output ("length", as OpenAI says of a cut call). */
 static const char *finish_str(const choice *c, xllm_finish_reason r) {
-    return chat_out_n_calls(c->co) && r != XLLM_FINISH_CANCELLED ? "tool_calls" : reason_str(r);
+    return chat_out_n_calls(c->co) && r == XLLM_FINISH_STOP ? "tool_calls" : reason_str(r);
 }
 
-/* Streamed: a choice's reasoning delta, and at its end its tool-call deltas. */
-static void sse_chat_extra(run *u, int idx, const sbuf *reasoning, int final) {
+/* Streamed: a choice's reasoning delta, and its tool-call deltas (as they come). */
+static void sse_chat_extra(run *u, int idx, const sbuf *reasoning, int calls) {
     choice *c = &u->ch[idx];
     if (reasoning->len) {
         sbuf d = {0};
@@ -451,14 +452,13 @@ static void sse_chat_extra(run *u, int idx, const sbuf *reasoning, int final) {
         sse_delta(u, idx, d.p, d.len, NULL);
         sb_free(&d);
     }
-    for (int i = 0; final && i < chat_out_n_calls(c->co); i++)
-        for (int piece = 0;; piece++) {
-            sbuf d = {0};
-            int more = chat_out_call_deltas(c->co, i, piece, &d);
-            if (more) sse_delta(u, idx, d.p, d.len, NULL);
-            sb_free(&d);
-            if (!more) break;
-        }
+    while (calls) {
+        sbuf d = {0};
+        int more = chat_out_next_delta(c->co, &d);
+        if (more) sse_delta(u, idx, d.p, d.len, NULL);
+        sb_free(&d);
+        if (!more) break;
+    }
 }
 
 /* A choice that ends without a final chunk (cancelled): flush its split. */
@@ -516,7 +516,7 @@ static void on_chunk(run *u, int prompt, const xllm_chunk *k) {
         len = co_c.len;
     }
     if (r->stream) {
-        if (c->co) sse_chat_extra(u, idx, &co_r, 0);
+        if (c->co) sse_chat_extra(u, idx, &co_r, !k->finished); /* at the end: the content first */
         sbuf lp = {0}, toks = {0}, vals = {0}, tops = {0}, offs = {0};
         int has_lp = r->logprobs && k->n_ids;
         if (has_lp) {

@@ -125,6 +125,15 @@ struct srv_state;
  * engines' gauges; into out. */
 void metrics_render(struct srv_state *s, sbuf *out);
 
+/* ---------------------------------------------------------- embed_batch.c */
+
+/* xllm_model_embed, with concurrent callers' inputs combined into shared
+ * calls (see embed_batch.c). Thread-safe. */
+xllm_status embed_batched(xllm_model *model, const int32_t *const *ids, const size_t *len, size_t n, xllm_pooling pool,
+                          int normalize, float *out, xllm_error *err);
+/* Requests embedded so far, and the library calls that embedded them. */
+void embed_batch_counts(long long *requests, long long *forward_calls);
+
 /* ----------------------------------------------------------------- models */
 
 typedef struct cascade_stage {

@@ -163,6 +163,7 @@ struct tool_stream {
     int in_call;   /* held holds a (possible) call up to the end */
     int decided;   /* whole-answer formats: the first non-space byte was seen */
     int emitted;   /* some non-space content was passed on */
+    tool_live *live; /* the call region, lexed as it comes (tool_live.c) */
 };
 
 tool_stream *tool_stream_new(tool_format f, int max_calls) {
@@ -174,6 +175,7 @@ tool_stream *tool_stream_new(tool_format f, int max_calls) {
 void tool_stream_free(tool_stream *s) {
     if (!s) return;
     sb_free(&s->held);
+    tool_live_free(s->live);
     free(s);
 }
 
@@ -195,16 +197,32 @@ static void pass(tool_stream *s, size_t k, sbuf *out) {
     s->held.len -= k;
 }
 
+const tool_live *tool_stream_live(const tool_stream *s) { return s ? s->live : NULL; }
+
+/* The call region begins with held (after the content passed on). */
+static void start_call(tool_stream *s) {
+    s->in_call = 1;
+    if (!(s->live = tool_live_new(s->f, s->max_calls))) return;
+    size_t skip = 0; /* held may start with whitespace kept back; [TOOL_CALLS] itself is not JSON */
+    const char *mk = s->f == TOOL_FMT_MISTRAL ? find(s->held.p, s->held.p + s->held.len, "[TOOL_CALLS]") : NULL;
+    if (mk) skip = (size_t)(mk - s->held.p) + 12;
+    tool_live_push(s->live, s->held.p + skip, s->held.len - skip);
+}
+
 void tool_stream_push(tool_stream *s, const char *t, size_t n, sbuf *content) {
     sb_put(&s->held, t, n);
-    if (s->in_call || !s->held.len) return;
+    if (s->in_call) {
+        tool_live_push(s->live, t, n);
+        return;
+    }
+    if (!s->held.len) return;
     const char *marker = s->f == TOOL_FMT_HERMES ? "<tool_call>" : s->f == TOOL_FMT_MISTRAL ? "[TOOL_CALLS]" : NULL;
     const char *p = s->held.p, *end = p + s->held.len;
     if (marker) {
         const char *m = find(p, end, marker);
         if (m) {
-            s->in_call = 1;
             if (m > p) pass(s, (size_t)(m - p), content);
+            start_call(s);
             return;
         }
         size_t keep = partial_suffix(p, s->held.len, marker);
@@ -218,7 +236,10 @@ void tool_stream_push(tool_stream *s, const char *t, size_t n, sbuf *content) {
         const char *q = skip_ws(p, end);
         if (q == end) return;
         s->decided = 1;
-        if (*q == '{' || *q == '[' || *q == '<') { s->in_call = 1; return; }
+        if (*q == '{' || *q == '[' || *q == '<') {
+            start_call(s);
+            return;
+        }
     }
     if (marker) {
         size_t keep = partial_suffix(p, s->held.len, marker);

@@ -40,6 +40,21 @@ void tool_stream_push(tool_stream *s, const char *t, size_t n, sbuf *content);
 int tool_stream_finish(tool_stream *s, sbuf *content, tool_call **calls);
 void tool_stream_free(tool_stream *s);
 
+/* The calls recognized while the output streams (tool_live.c): each call
+ * committed once its name is known and its arguments object has opened; its
+ * arguments (the model's JSON text, minified) grow as bytes are pushed. */
+typedef struct tool_live tool_live;
+tool_live *tool_live_new(tool_format f, int max_calls);
+void tool_live_push(tool_live *l, const char *t, size_t n);
+void tool_live_free(tool_live *l);
+int tool_live_n(const tool_live *l);
+const char *tool_live_name(const tool_live *l, int i);
+const char *tool_live_args(const tool_live *l, int i, size_t *len);
+int tool_live_complete(const tool_live *l, int i);
+int tool_live_failed(const tool_live *l); /* a shape it leaves to the whole parse */
+/* The stream's live calls (NULL before a call region begins). */
+const tool_live *tool_stream_live(const tool_stream *s);
+
 /* 'tools' is a list of {"type": "function", "function": {"name", "parameters"?}}. */
 int tools_validate(const cJSON *tools, http_error *e);
 /* tool_choice "required" (named NULL) or a named function as a constraint

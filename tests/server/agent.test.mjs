@@ -196,6 +196,39 @@ test('tool_choice required / named: schema-valid arguments, deltas assemble to t
     }
 });
 
+test('streamed tool calls as OpenAI streams them: name first, arguments in pieces, the stream helper = non-streamed', async () => {
+  // a long call (a bounded string of 40-60 characters): its arguments take many tokens
+  const NOTE = { type: 'function', function: { name: 'take_note', parameters: { type: 'object',
+    properties: { text: { type: 'string', minLength: 40, maxLength: 60 }, tag: { enum: ['a', 'b'] } }, required: ['text', 'tag'],
+    additionalProperties: false } } };
+  for (const model of ['thinker', 'stories']) {
+    const body = { model, messages: [{ role: 'user', content: 'Note this.' }], tools: [NOTE], max_tokens: 200, temperature: 0,
+      tool_choice: { type: 'function', function: { name: 'take_note' } }, chat_template_kwargs: { enable_thinking: false } };
+    const whole = await client.chat.completions.create(body);
+    const call = whole.choices[0].message.tool_calls[0];
+    // raw deltas: the first carries index, id, type, name and empty arguments; then arguments only, in pieces
+    const deltas = [];
+    for await (const c of await client.chat.completions.create({ ...body, stream: true }))
+      for (const d of c.choices[0]?.delta?.tool_calls ?? []) deltas.push(d);
+    assert.deepEqual(deltas[0], { index: 0, id: deltas[0].id, type: 'function', function: { name: 'take_note', arguments: '' } }, model);
+    assert.match(deltas[0].id, /^call_/);
+    const rest = deltas.slice(1);
+    assert.ok(rest.length > 1, `${model}: ${rest.length} arguments pieces`);
+    for (const d of rest) assert.deepEqual(Object.keys(d).sort(), ['function', 'index'], JSON.stringify(d));
+    assert.equal(rest.map((d) => d.function.arguments).join(''), call.function.arguments, model);
+    // the openai client's stream helper assembles the same message
+    const runner = client.chat.completions.stream(body);
+    const fin = await runner.finalChatCompletion();
+    const m = fin.choices[0].message;
+    assert.equal(fin.choices[0].finish_reason, 'tool_calls');
+    assert.equal(m.tool_calls.length, 1);
+    assert.equal(m.tool_calls[0].function.name, 'take_note');
+    assert.equal(m.tool_calls[0].function.arguments, call.function.arguments);
+    const args = JSON.parse(call.function.arguments);
+    assert.ok(args.text.length >= 40 && args.text.length <= 60 && ['a', 'b'].includes(args.tag), call.function.arguments);
+  }
+});
+
 // ------------------------------------------------------------ reasoning
 
 test('<think> goes to reasoning_content (and its own deltas); enable_thinking false turns it off', async () => {
@@ -413,6 +446,31 @@ test('/v1/embeddings: float = base64, ids = text, batched = alone, pooling, norm
   raw.data[0].embedding.forEach((x, i) => assert.ok(Math.abs(x / n - v[i]) < 1e-5));
   for (const bad of [{ input: [] }, { input: '' }, { input: [[999999]] }, { input: 'x', encoding_format: 'hex' }, { input: 'x', pooling: 'max' }, { model: 'nope', input: 'x' }])
     assert.ok([400, 404].includes((await post('/v1/embeddings', { model: 'stories', ...bad })).status), JSON.stringify(bad));
+});
+
+test('/v1/embeddings: concurrent requests share forward passes and give what each gives alone', async () => {
+  const texts = ['Once upon a time', 'The cat sat on the mat', 'Lily and Ben went to the park', 'Tom had a big red ball',
+    'The sun was hot', 'A little bird sang', 'Mom made a cake', 'The dog ran fast'];
+  const emb = async (input) => (await client.embeddings.create({ model: 'stories', input, encoding_format: 'float' })).data.map((d) => d.embedding);
+  const alone = [];
+  for (const t of texts) alone.push((await emb(t))[0]);
+  const counts = async () => {
+    const m = await (await fetch(`${srv.url}/metrics`, { headers: { Authorization: `Bearer ${KEY}` } })).text();
+    return [Number(/^xllm_embedding_requests_total (\d+)/m.exec(m)[1]), Number(/^xllm_embedding_batches_total (\d+)/m.exec(m)[1])];
+  };
+  // requests that arrive while a batch runs join the next one: some of up to 10 rounds of 16
+  // concurrent requests (8 inputs each, so that a call lasts a while) must share
+  let shared = 0;
+  for (let round = 0; round < 10 && !shared; round++) {
+    const [r0, b0] = await counts();
+    const got = await Promise.all([...texts, ...texts].map((t) => emb(Array(8).fill(t))));
+    const [r1, b1] = await counts();
+    assert.equal(r1 - r0, 2 * texts.length);
+    shared = (r1 - r0) - (b1 - b0);
+    got.forEach((vs, k) => vs.forEach((v) => v.forEach((x, i) => assert.ok(Math.abs(x - alone[k % texts.length][i]) < 1e-6,
+      `${k} ${i}: ${x} vs ${alone[k % texts.length][i]}`))));
+  }
+  assert.ok(shared > 0, 'no two concurrent embedding requests shared a library call');
 });
 
 test('/metrics labels the new endpoints from the endpoint table', async () => {

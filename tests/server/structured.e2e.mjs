@@ -136,7 +136,10 @@ test('refusals: 400 naming what is not supported', async () => {
   await bad(js({ if: {}, then: {} }), '"if"');
   await bad(js({ type: 'array', uniqueItems: true }), 'uniqueItems');
   await bad(js({ type: 'string', format: 'ipv6' }), 'ipv6');
-  await bad(js({ type: 'number', multipleOf: 0.01 }), 'multipleOf');
+  await bad(js({ type: 'number', multipleOf: 0.3 }), 'multipleOf');
+  await bad(js({ type: 'object', properties: { id: { oneOf: [{ type: 'string' }, { type: 'string', maxLength: 3 }] } } }),
+    'oneOf at /properties/id: branches 0 and 1');
+  await bad(js({ type: 'integer', minimum: 3.2, maximum: 3.8 }), 'no integer');
   await bad(js({ type: 'string', pattern: '(?<=a)b' }), 'lookaround');
   await bad(js({ $ref: 'https://example.com/x.json' }), '$ref');
   await bad({ response_format: { type: 'bogus' } }, 'bogus');

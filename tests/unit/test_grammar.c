@@ -98,6 +98,34 @@ static void test_json_schema(void) {
     NO(S, "{\"type\":\"integer\",\"minimum\":137,\"maximum\":5821}", "0");
     NO(S, "{\"type\":\"integer\",\"minimum\":137,\"maximum\":5821}", "5822");
     YES(S, "{\"type\":\"number\",\"minimum\":0,\"maximum\":1}", "0.75");
+    /* decimal bounds, exclusive bounds, multipleOf: exact */
+    {
+        const char *d = "{\"type\":\"number\",\"exclusiveMinimum\":-2.5,\"maximum\":0.25}";
+        YES(S, d, "-2.49"); YES(S, d, "0.25"); YES(S, d, "0.250"); YES(S, d, "0.2"); YES(S, d, "-0.5"); YES(S, d, "0");
+        NO(S, d, "-2.5"); NO(S, d, "-2.50"); NO(S, d, "0.26"); NO(S, d, "0.251"); NO(S, d, "1"); NO(S, d, "-3");
+        const char *m = "{\"type\":\"integer\",\"multipleOf\":7,\"minimum\":-20,\"exclusiveMaximum\":50}";
+        YES(S, m, "0"); YES(S, m, "14"); YES(S, m, "49"); YES(S, m, "-14"); NO(S, m, "15"); NO(S, m, "56"); NO(S, m, "-21");
+        NO(S, m, "50");
+        const char *c = "{\"type\":\"number\",\"multipleOf\":0.01,\"minimum\":0}";
+        YES(S, c, "12.34"); YES(S, c, "5"); YES(S, c, "0.1"); NO(S, c, "0.123"); NO(S, c, "-1");
+        YES(S, "{\"type\":\"integer\",\"multipleOf\":0.5}", "3"); /* every integer is a multiple of 0.5 */
+        YES(S, "{\"type\":\"integer\",\"multipleOf\":3000}", "-6000"); PART(S, "{\"type\":\"integer\",\"multipleOf\":3000}", "5000");
+        NO(S, "{\"type\":\"integer\",\"multipleOf\":3000,\"maximum\":10000}", "5000");
+        NO(S, "{\"type\":\"integer\",\"multipleOf\":3000,\"maximum\":10000}", "3100");
+        YES(S, "{\"type\":\"integer\",\"multipleOf\":3000,\"maximum\":10000}", "9000");
+        CHECK(refused(S, "{\"type\":\"integer\",\"multipleOf\":999}", "too large"));
+        YES(S, "{\"type\":\"integer\",\"multipleOf\":999,\"minimum\":0,\"maximum\":5000}", "3996");
+        YES(S, "{\"type\":\"integer\",\"minimum\":-1e30}", "-999999999999999");
+        YES(S, "{\"type\":\"number\",\"exclusiveMinimum\":0}", "0.001"); PART(S, "{\"type\":\"number\",\"exclusiveMinimum\":0}", "0"); /* 0.x may follow */
+        NO(S, "{\"type\":\"number\",\"exclusiveMinimum\":0}", "-0.5");
+        /* oneOf branches told apart: by type, by a required const discriminator, by a forbidden property */
+        YES(S, "{\"oneOf\":[{\"type\":\"integer\"},{\"type\":\"string\"}]}", "12");
+        const char *u = "{\"oneOf\":[{\"type\":\"object\",\"properties\":{\"k\":{\"const\":\"a\"},\"x\":{\"type\":\"integer\"}},\"required\":[\"k\"]},"
+                        "{\"type\":\"object\",\"properties\":{\"k\":{\"enum\":[\"b\",\"c\"]}},\"required\":[\"k\"]}]}";
+        YES(S, u, "{\"k\":\"a\",\"x\":1}"); YES(S, u, "{\"k\":\"c\"}"); NO(S, u, "{\"k\":\"d\"}");
+        YES(S, "{\"oneOf\":[{\"type\":\"object\",\"properties\":{\"a\":{}},\"required\":[\"a\"],\"additionalProperties\":false},"
+               "{\"type\":\"object\",\"properties\":{\"b\":{}},\"required\":[\"b\"],\"additionalProperties\":false}]}", "{\"b\":1}");
+    }
     YES(S, "{\"type\":\"number\",\"minimum\":0,\"maximum\":1}", "1");
     NO(S, "{\"type\":\"number\",\"minimum\":0,\"maximum\":1}", "1.5");
     /* strings: escapes, UTF-8, lengths in characters */
@@ -149,6 +177,14 @@ static void test_json_schema(void) {
     CHECK(refused(S, "{\"type\":\"object\",\"patternProperties\":{}}", "patternProperties"));
     CHECK(refused(S, "{\"type\":\"array\",\"uniqueItems\":true}", "uniqueItems"));
     CHECK(refused(S, "{\"type\":\"number\",\"multipleOf\":0.5}", "multipleOf"));
+    CHECK(refused(S, "{\"type\":\"integer\",\"multipleOf\":1001}", "multipleOf"));
+    CHECK(refused(S, "{\"type\":\"integer\",\"minimum\":3.5,\"maximum\":3.9}", "no integer"));
+    /* oneOf: exactly one, when the branches are provably disjoint; else refused naming where */
+    CHECK(refused(S, "{\"type\":\"object\",\"properties\":{\"a\":{\"oneOf\":[{\"type\":\"string\"},{\"type\":\"string\",\"maxLength\":3}]}}}",
+                  "oneOf at /properties/a: branches 0 and 1"));
+    CHECK(refused(S, "{\"oneOf\":[{\"type\":\"number\"},{\"type\":\"integer\"}]}", "oneOf at (the root)"));
+    CHECK(refused(S, "{\"oneOf\":[{\"type\":\"object\",\"properties\":{\"k\":{\"const\":1}}},{\"type\":\"object\",\"properties\":{\"k\":{\"const\":2}}}]}",
+                  "oneOf")); /* k not required: {} matches both */
     CHECK(refused(S, "{\"type\":\"string\",\"format\":\"ipv6\"}", "ipv6"));
     CHECK(refused(S, "{\"type\":\"string\",\"pattern\":\"(?=a)\"}", "lookaround"));
     CHECK(refused(S, "{\"type\":\"string\",\"pattern\":\"(a)\\\\1\"}", "backreferences"));

@@ -4,7 +4,11 @@
  * Qwen <tool_call>, Llama 3.1 JSON and <|python_tag|>, Mistral [TOOL_CALLS],
  * the generic JSON fallback), malformed ones included (they come back whole
  * as content), streamed in every split (one byte at a time and at random cuts:
- * the streamed content + calls equal the whole parse), the <think> split, the
+ * the streamed content + calls equal the whole parse), OpenAI's streamed call
+ * deltas through chat_out in each format (the first with id and name and
+ * empty arguments, then the arguments in pieces while they are generated,
+ * assembling to the non-streamed calls; shapes left to the end parse still
+ * assemble), the <think> split, the
  * template-format detection, and the tool_choice constraint triple (prefix,
  * JSON Schema, suffix) for required and named choices.
  */
@@ -61,6 +65,77 @@ static void check_think(int open, const char *text, const char *reasoning, const
         sb_free(&c);
         think_stream_free(s);
     }
+}
+
+/* Through chat_out, pushed 7 bytes at a time with the deltas drained after
+ * each push (as the server streams): content `content`, n calls; every
+ * call's first delta has id, name and empty arguments; the deltas assemble
+ * to the non-streamed calls; live: some arguments arrived before the end. */
+static void check_deltas(tool_format f, const char *out, const char *content, int n, int live) {
+    srv_req rq;
+    memset(&rq, 0, sizeof rq);
+    rq.chat = 1, rq.tool_parse = 1, rq.tool_fmt = f, rq.max_tool_calls = 64;
+    chat_out *co = chat_out_new(&rq);
+    sbuf got = {0}, reasoning = {0}, asm_args[4] = {{0}}, names[4] = {{0}};
+    int before_end = 0, headers = 0;
+    size_t len = strlen(out);
+    for (size_t i = 0; i <= len; i += 7) {
+        int final = i + 7 > len;
+        chat_out_push(co, out + i, final ? len - i : 7, final, &got, &reasoning);
+        for (;;) {
+            sbuf d = {0};
+            if (!chat_out_next_delta(co, &d)) { sb_free(&d); break; }
+            sb_put(&d, "", 1);
+            char *js = malloc(d.len + 3);
+            snprintf(js, d.len + 3, "{%s}", d.p);
+            cJSON *o = cJSON_Parse(js);
+            const cJSON *tc = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(o, "tool_calls"), 0);
+            const cJSON *fn = cJSON_GetObjectItemCaseSensitive(tc, "function");
+            const cJSON *a = cJSON_GetObjectItemCaseSensitive(fn, "arguments");
+            const cJSON *ix = cJSON_GetObjectItemCaseSensitive(tc, "index");
+            CHECK_MSG(o && cJSON_IsNumber(ix) && ix->valueint >= 0 && ix->valueint < 4 && cJSON_IsString(a), "%s", js);
+            if (o && cJSON_IsNumber(ix) && ix->valueint >= 0 && ix->valueint < 4 && cJSON_IsString(a)) {
+                int k = ix->valueint;
+                const cJSON *nm = cJSON_GetObjectItemCaseSensitive(fn, "name");
+                if (cJSON_IsString(nm)) { /* the first delta of call k */
+                    CHECK(!names[k].len && !a->valuestring[0] && k == headers);
+                    CHECK(cJSON_IsString(cJSON_GetObjectItemCaseSensitive(tc, "id")));
+                    sb_puts(&names[k], nm->valuestring);
+                    headers++;
+                } else {
+                    CHECK(names[k].len > 0);
+                    sb_puts(&asm_args[k], a->valuestring);
+                    if (!final) before_end++;
+                }
+            }
+            cJSON_Delete(o);
+            free(js);
+            sb_free(&d);
+        }
+    }
+    CHECK_MSG(got.len == strlen(content) && (!got.len || !memcmp(got.p, content, got.len)), "'%s': content '%.*s'", out,
+              (int)got.len, got.p ? got.p : "");
+    CHECK_MSG(chat_out_n_calls(co) == n && headers == n, "'%s': %d calls, %d streamed, want %d", out, chat_out_n_calls(co), headers, n);
+    sbuf whole = {0};
+    chat_out_calls_json(co, &whole);
+    sb_put(&whole, "", 1);
+    cJSON *w = cJSON_Parse(whole.p);
+    for (int k = 0; k < n && k < 4; k++) {
+        const cJSON *wf = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(w, k), "function");
+        const cJSON *wa = cJSON_GetObjectItemCaseSensitive(wf, "arguments");
+        sb_put(&asm_args[k], "", 1), sb_put(&names[k], "", 1);
+        CHECK_MSG(cJSON_IsString(wa) && !strcmp(asm_args[k].p, wa->valuestring), "'%s' call %d: streamed %s, whole %s", out, k,
+                  asm_args[k].p, cJSON_IsString(wa) ? wa->valuestring : "?");
+        CHECK(!strcmp(names[k].p, cJSON_GetObjectItemCaseSensitive(wf, "name")->valuestring));
+        cJSON *parsed = cJSON_IsString(wa) ? cJSON_Parse(wa->valuestring) : NULL; /* the arguments are a JSON object */
+        CHECK_MSG(cJSON_IsObject(parsed), "'%s' call %d: arguments %s", out, k, cJSON_IsString(wa) ? wa->valuestring : "?");
+        cJSON_Delete(parsed);
+    }
+    CHECK_MSG(live ? before_end >= 2 : before_end == 0, "'%s': %d argument pieces before the end", out, before_end);
+    cJSON_Delete(w);
+    for (int k = 0; k < 4; k++) sb_free(&asm_args[k]), sb_free(&names[k]);
+    sb_free(&whole), sb_free(&got), sb_free(&reasoning);
+    chat_out_free(co);
 }
 
 int main(void) {
@@ -148,62 +223,20 @@ int main(void) {
     CHECK(!prompt_opens_think("assistant: <think></think>", 26));
     CHECK(template_thinks("{{ '<think>' }}{{ '</think>' }}") && !template_thinks("plain"));
 
-    /* streamed deltas (name first, arguments in pieces) assemble to the non-streamed call */
-    {
-        srv_req rq;
-        memset(&rq, 0, sizeof rq);
-        rq.chat = 1, rq.tool_parse = 1, rq.tool_fmt = TOOL_FMT_HERMES, rq.max_tool_calls = 64;
-        chat_out *co = chat_out_new(&rq);
-        const char *out = "Sure.<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"S\u00e3o Paulo, Brasil\", "
-                          "\"days\": [1, 2, 3], \"note\": \"a long enough value to need several pieces\"}}\n</tool_call>";
-        sbuf content = {0}, reasoning = {0};
-        for (size_t i = 0; i < strlen(out); i += 7) chat_out_push(co, out + i, strlen(out + i) < 7 ? strlen(out + i) : 7, 0, &content, &reasoning);
-        chat_out_push(co, "", 0, 1, &content, &reasoning);
-        CHECK(content.len == 5 && !memcmp(content.p, "Sure.", 5) && reasoning.len == 0);
-        CHECK(chat_out_n_calls(co) == 1);
-        sbuf whole = {0};
-        chat_out_calls_json(co, &whole);
-        sbuf asm_args = {0};
-        int pieces = 0;
-        char name[64] = "", id[64] = "";
-        for (int piece = 0;; piece++) {
-            sbuf d = {0};
-            if (!chat_out_call_deltas(co, 0, piece, &d)) { sb_free(&d); break; }
-            sb_put(&d, "", 1);
-            char *js = malloc(d.len + 3);
-            snprintf(js, d.len + 3, "{%s}", d.p);
-            cJSON *o = cJSON_Parse(js);
-            const cJSON *tc = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(o, "tool_calls"), 0);
-            const cJSON *fn = cJSON_GetObjectItemCaseSensitive(tc, "function");
-            const cJSON *a = cJSON_GetObjectItemCaseSensitive(fn, "arguments");
-            CHECK(cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(tc, "index")) && cJSON_IsString(a));
-            if (piece == 0) {
-                CHECK(cJSON_IsString(cJSON_GetObjectItemCaseSensitive(fn, "name")) && !a->valuestring[0]);
-                snprintf(name, sizeof name, "%s", cJSON_GetObjectItemCaseSensitive(fn, "name")->valuestring);
-                const cJSON *idj = cJSON_GetObjectItemCaseSensitive(tc, "id");
-                CHECK(cJSON_IsString(idj) && !strncmp(idj->valuestring, "call_", 5));
-                if (cJSON_IsString(idj)) snprintf(id, sizeof id, "%s", idj->valuestring);
-            } else {
-                CHECK(!cJSON_GetObjectItemCaseSensitive(fn, "name"));
-                if (cJSON_IsString(a)) sb_puts(&asm_args, a->valuestring);
-                pieces++;
-            }
-            cJSON_Delete(o);
-            free(js);
-            sb_free(&d);
-        }
-        sb_put(&whole, "", 1);
-        cJSON *w = cJSON_Parse(whole.p);
-        const cJSON *w0 = cJSON_GetArrayItem(w, 0);
-        const cJSON *wf = cJSON_GetObjectItemCaseSensitive(w0, "function");
-        sb_put(&asm_args, "", 1);
-        CHECK(pieces >= 3);
-        CHECK_MSG(!strcmp(asm_args.p, cJSON_GetObjectItemCaseSensitive(wf, "arguments")->valuestring), "%s", asm_args.p);
-        CHECK(!strcmp(name, "get_weather") && !strcmp(id, cJSON_GetObjectItemCaseSensitive(w0, "id")->valuestring));
-        cJSON_Delete(w);
-        sb_free(&whole), sb_free(&asm_args), sb_free(&content), sb_free(&reasoning);
-        chat_out_free(co);
-    }
+    /* streamed deltas (name first, arguments in pieces as generated) assemble to the non-streamed calls */
+    check_deltas(TOOL_FMT_HERMES, "Sure.<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"S\u00e3o Paulo, Brasil\", "
+                 "\"days\": [1, 2, 3], \"note\": \"a long enough value to need several pieces\"}}\n</tool_call>", "Sure.", 1, 1);
+    check_deltas(TOOL_FMT_HERMES, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"q\": \"a \\\"quoted\\\" {brace}\"}}\n</tool_call>\n"
+                 "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {\"tz\": \"CET\", \"nested\": {\"a\": [1, {\"b\": null}]}}}\n</tool_call>", "", 2, 1);
+    check_deltas(TOOL_FMT_LLAMA3, "<|python_tag|>{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\", \"unit\": \"celsius\"}}", "", 1, 1);
+    check_deltas(TOOL_FMT_MISTRAL, "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}, "
+                 "{\"name\": \"get_time\", \"arguments\": {\"tz\": \"CET\"}}]", "", 2, 1);
+    check_deltas(TOOL_FMT_GENERIC, "  {\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}", "", 1, 1);
+    /* shapes left to the whole parse: still the same calls, sent at the end */
+    check_deltas(TOOL_FMT_HERMES, "<tool_call>{\"arguments\": {\"city\": \"Paris\"}, \"name\": \"get_weather\"}</tool_call>", "", 1, 0);
+    check_deltas(TOOL_FMT_GENERIC, "{\"tool_calls\": [{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}]}", "", 1, 0);
+    /* not a call: content */
+    check_deltas(TOOL_FMT_HERMES, "No tools needed.", "No tools needed.", 0, 0);
 
     /* tool_choice: the triple for the sampler */
     cJSON *tools = cJSON_Parse("[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"parameters\":{\"type\":\"object\","
