@@ -9,8 +9,14 @@
  * the rest is a whole HTTP request instead (the path a socket's bytes take
  * in listener.c, without the socket): the strict head parser, admission at
  * the head (API key "k", path, method, declared size), the body by
- * Content-Length or the chunked decoder, then the endpoint's parsing; each
- * refusal must be one of the statuses its stage may give. Both models
+ * Content-Length or the chunked decoder, then the endpoint: the generating
+ * ones' parsing (srv_req_parse; running them needs the engine), and the
+ * others' whole handler (http_handle: /tokenize, /detokenize, /v1/models,
+ * /health, /metrics, and /v1/embeddings for bodies up to 512 bytes) answering
+ * into a fake connection (this file defines listener.c's functions, so the
+ * socket layer is not linked), which must be answered exactly once with a
+ * status the endpoint may give and a JSON body ({"error": ...} when it
+ * refuses); each refusal must be one of the statuses its stage may give. Both models
  * are the bundled stories260k (its tokenizer and plain chat template) loaded
  * once per process; the PII model adds masking of prompts and messages. The
  * contract checked beyond ASan/UBSan/LSan: a failure is a 4xx with a message
@@ -27,6 +33,51 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* ---- a connection without a socket: listener.c's functions, answering into memory */
+struct http_conn {
+    int status, answers, streaming, ended, head;
+    sbuf out;
+};
+int http_respond(http_conn *c, int status, const char *ctype, const char *extra, const char *body, size_t len) {
+    (void)ctype;
+    (void)extra;
+    c->status = status;
+    c->answers++;
+    if (!c->head && len) sb_put(&c->out, body, len);
+    return 0;
+}
+int http_stream_begin(http_conn *c, int status, const char *ctype, const char *extra) {
+    (void)ctype;
+    (void)extra;
+    c->status = status;
+    c->answers++;
+    c->streaming = 1;
+    return 0;
+}
+int http_stream_write(http_conn *c, const char *data, size_t len) {
+    if (!c->streaming || c->ended) abort();
+    sb_put(&c->out, data, len);
+    return 0;
+}
+int http_stream_end(http_conn *c) {
+    if (!c->streaming || c->ended) abort();
+    c->ended = 1;
+    return 0;
+}
+int http_conn_fd(const http_conn *c) { (void)c; return -1; }
+int http_conn_status(const http_conn *c) { return c->status; }
+int http_conn_minor(const http_conn *c) { (void)c; return 1; }
+int http_conn_is_head(const http_conn *c) { return c->head; }
+void *http_start(srv_state *s, char *err, size_t cap) {
+    (void)s;
+    snprintf(err, cap, "no sockets in the fuzz harness");
+    return NULL;
+}
+void http_stop(void *d, srv_state *s) {
+    (void)d;
+    (void)s;
+}
 
 #ifndef XLLM_SOURCE_DIR
 #define XLLM_SOURCE_DIR "."
@@ -68,6 +119,7 @@ static void setup(void) {
     g_state.opt.api_key = "k";
     g_state.opt.max_body = 1 << 20;
     atomic_store(&g_state.ready, 1);
+    metrics_init();
 }
 
 /* A whole request: head, admission, body; 0 with the endpoint and body when
@@ -132,6 +184,46 @@ static int whole_request(const char *p, size_t n, int *endpoint, char **body, si
     return 0;
 }
 
+/* An admitted request to an endpoint that does not generate: its whole
+ * handler, answering into a fake connection. */
+static void handle_whole(int ep, const char *p, size_t n, const char *body, size_t bl) {
+    http_head h;
+    size_t hl = 0;
+    if (!http_head_end(p, n, &hl) || http_head_parse(p, hl, &h)) abort(); /* parsed once already */
+    struct http_conn c;
+    memset(&c, 0, sizeof c);
+    c.head = !strcmp(h.method, "HEAD");
+    http_handle(&g_state, &c, &h, ep, body ? body : "", bl);
+    if (c.answers != 1 || (c.streaming && !c.ended)) {
+        fprintf(stderr, "fuzz_http: endpoint %d answered %d times\n", ep, c.answers);
+        abort();
+    }
+    int st = c.status;
+    int ok = st == 200 || (st == 500 && c.out.len && strstr(c.out.p, "out of memory"));
+    if (ep == EP_TOKENIZE || ep == EP_DETOKENIZE || ep == EP_EMBEDDINGS) ok |= st == 400 || st == 404;
+    if (ep == EP_MODELS) ok |= st == 404;
+    if (!ok) {
+        fprintf(stderr, "fuzz_http: endpoint %d answered %d\n", ep, st);
+        abort();
+    }
+    if (ep != EP_METRICS && !c.head) {
+        sb_put(&c.out, "", 1);
+        cJSON *o = cJSON_ParseWithLength(c.out.p, c.out.len - 1);
+        if (!o) abort(); /* every answer here is JSON */
+        const cJSON *err = cJSON_GetObjectItemCaseSensitive(o, "error");
+        if ((st >= 400) != (err != NULL)) abort();
+        if (err && !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(err, "message"))) abort();
+        if (st == 200 && ep == EP_TOKENIZE) { /* ids inside the vocabulary, as many as it says */
+            const cJSON *t = cJSON_GetObjectItemCaseSensitive(o, "tokens"), *it;
+            const cJSON *cnt = cJSON_GetObjectItemCaseSensitive(o, "count");
+            if (!cJSON_IsArray(t) || !cJSON_IsNumber(cnt) || cJSON_GetArraySize(t) != (int)cnt->valuedouble) abort();
+            cJSON_ArrayForEach(it, t) if (!cJSON_IsNumber(it) || it->valuedouble < 0 || it->valuedouble >= g_vocab) abort();
+        }
+        cJSON_Delete(o);
+    }
+    sb_free(&c.out);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (!g_vocab) setup();
@@ -150,6 +242,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             int s2 = srv_req_parse(&g_state, ep == EP_CHAT, body ? body : "", bl, &r, &e);
             if (s2 && (s2 != e.status || !e.message[0])) abort();
             srv_req_free(&r);
+        } else if (!st && ep != EP_RESPONSES && (ep != EP_EMBEDDINGS || bl <= 512)) {
+            handle_whole(ep, (const char *)data + 1, size - 1, body, bl);
         }
         free(body);
         return 0;

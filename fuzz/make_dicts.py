@@ -47,7 +47,9 @@ write("safetensors", literals(["src/format/safetensors.c"]) | cfg,
       SEP + ["\\\"data_offsets\\\":[", "\\\"shape\\\":[", "\\\"dtype\\\":", "1e20", "-1", "0", "NaN", "Infinity"])
 write("xllm", literals(["src/format/xllm_file.c"]) | cfg,
       ["XLLM\\x0d\\x0a\\x1a\\x0a", "\\x01\\x00\\x00\\x00", "\\xff\\xff\\xff\\xff", "__blob__/"])
-write("http", literals(["src/server/request.c", "src/server/pii.c", "src/server/http_parse.c", "src/server/http.c"]),
+write("http", literals(["src/server/request.c", "src/server/pii.c", "src/server/http_parse.c", "src/server/http.c",
+                        "src/server/endpoints.c", "src/server/embeddings.c", "src/server/json_strict.c",
+                        "src/server/messages.c"]),
       ["{\\\"", "\\\":", "[", "]", "{", "}", "\\\"prompt\\\":", "\\\"messages\\\":[", "\\\"role\\\":\\\"user\\\"",
        "\\\"content\\\":", "1e308", "-1", "9007199254740993", "null", "true", "\\\\u0000", "\\\\ud800", "\\xc3\\x28",
        "@example.com", "+1 555 0100", "4111 1111 1111 1111", "GB82WEST12345698765432", "MRN-12345",

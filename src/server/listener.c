@@ -19,6 +19,13 @@
  * detached worker thread (http_handle), which answers through http_respond /
  * http_stream_*, then hands the connection back for keep-alive.
  *
+ * Memory: each worker thread mallocs in one of glibc's per-thread arenas,
+ * and freed memory stays in its arena; with a thread per request, over hours
+ * the arenas' kept free memory made RSS creep (+29% in a 30-minute soak,
+ * with the bytes in use flat). So the arenas are capped at 4 (unless
+ * MALLOC_ARENA_MAX says otherwise) and the epoll thread gives the kept free
+ * memory back to the system every 10 s (malloc_trim).
+ *
  * Thread-safety: connections and their list belong to the epoll thread;
  * a connection handed to a worker belongs to it until it is posted back
  * through the return queue (mutex + eventfd).
@@ -40,6 +47,9 @@
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 #define IN_CAP (HTTP_MAX_HEAD + 1024)
 /* After a refusal the rest of the request is read and dropped (clients
@@ -87,6 +97,8 @@ typedef struct lsn {
     atomic_int partial; /* connections in the middle of sending a request (as of the last scan) */
     atomic_llong inflight;
     int max_conns;
+    double refused_logged; /* when the last line about refused connections was logged */
+    long refused;          /* connections refused since then */
 } lsn;
 
 static const char *reason(int st) {
@@ -448,6 +460,15 @@ static void on_accept(lsn *L) {
             (void)!send(fd, msg, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
             metrics_request(EP_OTHER, 503);
             close(fd);
+            /* logged, but at most a line a second: a flood of connections must not flood the log */
+            L->refused++;
+            double now = srv_now();
+            if (now - L->refused_logged >= 1.0) {
+                srv_log("accept: 503 to %s: %s (%d from it, %d connections in all; %ld refused since the last such line)",
+                        ip, why, same_ip_count(L, ip), L->n_conns, L->refused);
+                L->refused_logged = now;
+                L->refused = 0;
+            }
             continue;
         }
         http_conn *c = calloc(1, sizeof *c);
@@ -521,7 +542,8 @@ static void on_returns(lsn *L) {
 static void *loop(void *arg) {
     lsn *L = arg;
     struct epoll_event evs[64];
-    double next_scan = 0;
+    double next_scan = 0, next_trim = srv_now() + 10;
+    (void)next_trim;
     while (!atomic_load(&L->quit)) {
         int n = epoll_wait(L->ep, evs, 64, 100);
         for (int i = 0; i < n; i++) {
@@ -538,6 +560,12 @@ static void *loop(void *arg) {
             on_deadlines(L);
             next_scan = now + 0.1;
         }
+#ifdef __GLIBC__
+        if (now >= next_trim) { /* the arenas' free memory back to the system (see the top) */
+            malloc_trim(0);
+            next_trim = now + 10;
+        }
+#endif
     }
     return NULL;
 }
@@ -579,6 +607,9 @@ void *http_start(srv_state *s, char *err, size_t cap) {
     if (!L) { snprintf(err, cap, "out of memory"); return NULL; }
     L->s = s;
     pthread_mutex_init(&L->qmu, NULL);
+#ifdef __GLIBC__
+    if (!getenv("MALLOC_ARENA_MAX")) mallopt(M_ARENA_MAX, 4); /* see the top */
+#endif
     /* a connection costs a descriptor: let the limit reach the hard one */
     struct rlimit rl;
     if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur < rl.rlim_max) {

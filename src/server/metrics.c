@@ -114,9 +114,13 @@ void metrics_render(srv_state *s, sbuf *o) {
                "# TYPE xllm_http_requests_total counter\n");
     for (int e = 0; e < EP_COUNT; e++)
         for (int k = 0; k <= N_STATUS; k++)
-            if (g_req[e][k] || e <= EP_CHAT)
-                sb_printf(o, "xllm_http_requests_total{endpoint=\"%s\",status=\"%s%d\"} %llu\n", endpoint_label(e),
-                          k == N_STATUS ? "other" : "", k == N_STATUS ? 0 : status_list[k], g_req[e][k]);
+            if (g_req[e][k] || e <= EP_CHAT) {
+                char st[16];
+                if (k == N_STATUS) snprintf(st, sizeof st, "other"); /* any status not listed */
+                else snprintf(st, sizeof st, "%d", status_list[k]);
+                sb_printf(o, "xllm_http_requests_total{endpoint=\"%s\",status=\"%s\"} %llu\n", endpoint_label(e), st,
+                          g_req[e][k]);
+            }
     hist ttft = g_ttft, tok = g_tok;
     pthread_mutex_unlock(&g_mu);
     render_hist(o, "xllm_time_to_first_token_seconds", "Time from request to its first generated token", &ttft,

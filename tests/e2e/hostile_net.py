@@ -201,13 +201,13 @@ def suite():
     idle = srv.rss_kib()
     tricklers = []
     for i in range(20):
-        t = sock(port, "127.0.0.5")
+        t = sock(port, "127.0.0.5", timeout=2)
         t.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 8000000\r\n\r\n")
         tricklers.append(t)
-    for _ in range(5):
+    for _ in range(5):  # 1 MB each in all: a server that buffers bodies before the key grows by ~20 MiB
         for t in tricklers:
             try:
-                t.send(b"x" * 1000)
+                t.send(b"x" * 200000)
             except OSError:
                 pass
         time.sleep(0.1)
@@ -263,12 +263,33 @@ def suite():
     t = sock(port, "127.0.0.2")
     st, hd, _ = read_response(t, 2)
     check(st == 503 and hd.get("retry-after") == "1", "2. the 41st connection from one address: 503 + Retry-After (%s)" % st)
+    check("accept: 503 to 127.0.0.2: too many connections from this address" in srv.stderr(),
+          "2. a connection refused at accept is logged")
     t.close()
     for i in range(40):
         t = sock(port, "127.0.0.3")
         t.sendall(b"GET /health HTTP/1.1\r\n")
         loris.append(t)
     time.sleep(0.2)
+
+    def alive(t):
+        t.settimeout(0.01)
+        try:
+            return t.recv(1, socket.MSG_PEEK) != b""
+        except socket.timeout:
+            return True
+        except OSError:
+            return False
+
+    for _ in range(5):  # 80 of them open for sure (one the server closed is replaced: the limit must be full)
+        n = sum(alive(t) for t in loris)
+        if n >= 80:
+            break
+        for i in range(80 - n):
+            t = sock(port, "127.0.0.4")
+            t.sendall(b"GET /health HTTP/1.1\r\n")
+            loris.append(t)
+        time.sleep(0.1)
     st, _, _ = request(port, "GET", "/health", limit_s=2)
     check(st == 200, "2. 80 half-sent heads fill --max-connections 80: /health still answers (%s)" % st)
     for t in loris:
@@ -352,6 +373,8 @@ def suite():
     s.sendall(b"GET /y\x1b[31mred HTTP/1.1\r\nHost: x\r\n\r\n")
     read_response(s, 2)
     s.close()
+    # ... and in a model name from the body (logged with the request)
+    request(port, "POST", "/v1/completions", json.dumps({"model": "m\nFORGED-MODEL\u001b[31m", "prompt": "x"}))
     log = srv.stderr()
     check(not re.search(r"^FORGED", log, re.M) and "\x1b" not in log, "6. no forged log line, no raw escape byte in the log")
 
@@ -394,6 +417,13 @@ def suite():
     check(st == 405 and hd.get("allow") == "POST", "9. 405 on a POST path: Allow: POST (%s)" % st)
     st, _, b = request(port, "POST", "/v1/completions", json.dumps({"prompt": ["Once"] * 20, "max_tokens": 2}))
     check(st == 400 and b"at most 18 at once" in b, "9. more prompts than batch + queue can ever take: 400 saying why (%s)" % st)
+    # n samples of one prompt share one engine request: n = 40 with --max-queue 2 is no 429 that never clears
+    st, _, b = request(port, "POST", "/v1/completions", json.dumps({"prompt": "Once", "n": 40, "max_tokens": 2}))
+    check(st == 200 and len(json.loads(b)["choices"]) == 40, "9. n = 40 under --max-queue 2: 200 with 40 choices (%s)" % st)
+    # the statuses outside the metric's list (408, 431, 501, 499, ...) are counted as "other"
+    st, _, b = request(port, "GET", "/metrics")
+    check(re.search(rb'xllm_http_requests_total\{endpoint="completions",status="other"\} [1-9]', b) is not None
+          and b"other0" not in b, "/metrics counts the unlisted statuses as status=\"other\"")
     ok, took = healthy(port)
     check(ok, "the server still answers correctly after all of the above (%.2f s)" % took)
     rc = srv.stop()
@@ -515,6 +545,8 @@ def soak(seconds):
     stats = {"good": 0, "lost": 0, "5xx": 0, "half": 0, "unexpected": 0, "bad": 0}
     lock = threading.Lock()
     want = ", there was a little"
+    lost_seen = []
+    t0 = time.time()
 
     def good(i):
         while time.time() < stop:
@@ -529,11 +561,13 @@ def soak(seconds):
                 else:
                     okk = st == 200 and json.loads(b)["choices"][0]["text"] == want
             except Exception:
-                okk, st = False, 0
+                okk, st, b = False, 0, b""
             with lock:
                 stats["good" if okk else "lost"] += 1
                 if st >= 500:
                     stats["5xx"] += 1
+                if not okk and len(lost_seen) < 8:
+                    lost_seen.append("%.0f s: %s %r" % (time.time() - t0, st, b[:160] if st else "no answer"))
 
     def hostile(i):
         kind = i % 4
@@ -542,6 +576,9 @@ def soak(seconds):
                 if kind == 0:
                     st, _, _ = request(port, "POST", "/v1/completions", '{"prompt": "x"} junk', src="127.0.4.1")
                     okk = st == 400
+                    if st >= 500:
+                        with lock:
+                            stats["5xx"] += 1
                 elif kind == 1:
                     t = sock(port, "127.0.4.2")
                     t.sendall(b"GET /health HTTP/1.1\r\n")
@@ -558,6 +595,7 @@ def soak(seconds):
                     okk = st == 200 and b.rstrip().endswith(b"[DONE]")
                     with lock:
                         stats["half"] += okk
+                        stats["5xx"] += st >= 500
                 else:
                     t = sock(port, "127.0.4.4", rcvbuf=4096)
                     body = json.dumps({"prompt": "Once", "max_tokens": 200, "n": 8, "logprobs": 5, "stream": True})
@@ -576,11 +614,12 @@ def soak(seconds):
               [threading.Thread(target=hostile, args=(i,)) for i in range(16)]
     for t in threads:
         t.start()
-    rss = []
-    t0 = time.time()
+    rss, heap = [], []
     while time.time() < stop:
         time.sleep(5)
         rss.append((time.time() - t0, srv.rss_kib()))
+        if len(rss) % 6 == 0:  # the library's bytes and the C heap in use, every 30 s (a leak shows in these)
+            heap.append((metric(port, "xllm_library_allocated_bytes"), metric(port, "xllm_heap_in_use_bytes")))
     for t in threads:
         t.join()
     time.sleep(3)
@@ -590,6 +629,13 @@ def soak(seconds):
     print("soak %d s: %s; RSS after %d s: %d-%d KiB; KV blocks used at the end: %s" %
           (seconds, stats, wu, min(warm), max(warm), kv))
     print("soak RSS KiB every 30 s: %s" % " ".join(str(r) for t, r in rss[5::6]))
+    print("soak library / C heap in use, KiB, every 30 s: %s" %
+          " ".join("%d/%d" % (a / 1024, h / 1024) for a, h in heap if a is not None and h is not None))
+    for l in lost_seen:
+        print("soak: lost answer at " + l)
+    if os.environ.get("HOSTILE_RSS_OUT"):  # the whole series (one "seconds KiB" line every 5 s)
+        with open(os.environ["HOSTILE_RSS_OUT"], "w") as f:
+            f.writelines("%.0f %d\n" % (t, r) for t, r in rss)
     check(stats["lost"] == 0 and stats["5xx"] == 0, "soak: no lost answers, no 5xx")
     check(kv == 0, "soak: KV empty at the end")
     check(max(warm) <= 1.1 * min(warm), "soak: RSS flat after warm-up (within 10%)")
