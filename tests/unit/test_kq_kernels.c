@@ -6,7 +6,8 @@
  * T, the token's position in the batch and the row range (the GEMV/GEMM
  * determinism guarantee of kernels.h); the NEON variants equal the
  * reference bit for bit (same float sequence, kq_kernels_neon_impl.h) and so
- * each other. Needs only the CPU backend and quant code, so tests/arm/run.sh
+ * each other. Where a level packs a type (x86 KR16 / P32 / Q23, NEON P32),
+ * the packed matrix gives the stored layout's bits. Needs only the CPU backend and quant code, so tests/arm/run.sh
  * runs it under qemu too.
  */
 #include "test.h"
@@ -51,6 +52,7 @@ static uint8_t *random_rows(xllm_dtype t, int64_t rows, int64_t cols) {
     return w;
 }
 
+static int packed_checked;
 static void test_levels(void) {
     const cpu_kernels *ks[8];
     int nk = cpu_kernels_all(ks, 8);
@@ -102,6 +104,21 @@ static void test_levels(void) {
             if (!strncmp(ks[k]->name, "neon", 4))
                 CHECK_MSG(!memcmp(all, ref, sizeof all), "%s %s: not the reference's bits", ks[k]->name,
                           xllm_dtype_name(t));
+            /* the level's packed layout, where it packs this type: the stored layout's bits */
+            size_t pb = ks[k]->packed_bytes && ks[k]->repack ? ks[k]->packed_bytes(&W) : 0;
+            if (pb) {
+                matrix P = W;
+                void *pd = malloc(pb);
+                ks[k]->repack(&W, 0, (rows + 3) / 4, pd);
+                P.data = pd, P.packed = 1;
+                float pk[TMAX][13], p1[13];
+                ks[k]->matmul_kq(&P, act, as, TMAX, bias, &pk[0][0], 13, 0, rows, scr);
+                ks[k]->matmul_kq(&P, act + 5 * as, as, 1, bias, p1, 13, 0, rows, scr);
+                CHECK_MSG(!memcmp(pk, all, sizeof pk) && !memcmp(p1, all[5], sizeof p1), "%s %s: packed != stored",
+                          ks[k]->name, xllm_dtype_name(t));
+                packed_checked++;
+                free(pd);
+            }
             free(scr);
         }
         free(act);
@@ -111,5 +128,6 @@ static void test_levels(void) {
 
 int main(void) {
     test_levels();
+    printf("test_kq_kernels: %d packed matrices checked against the stored layout\n", packed_checked);
     return test_report("test_kq_kernels");
 }

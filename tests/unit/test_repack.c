@@ -14,10 +14,11 @@
  *    tile, T = 1 .. 70 (token blocks of up to 64, a last block of one token),
  *    uneven row pieces; and through a backend, op_matmul and op_matmul_rows
  *    from a row inside a tile (cpu_ops' buffered head);
- *  - the avx2 level's P32 (kq_pack32_avx2.c, the same tiles in 256-bit
- *    halves) against the avx512 level's, where the CPU has both: the same
- *    bits, stored and packed, T = 1 .. 70 (an independent implementation of
- *    the same arithmetic; test_kq_kernels checks both against the reference).
+ *  - the avx2 level's P32 and Q23 (kq_pack32/23_avx2.c, the same tiles in
+ *    256-bit halves) against the avx512 level's, where the CPU has both: the
+ *    same bits, stored and packed, T = 1 .. 70, random and extreme codes (an
+ *    independent implementation of the same arithmetic; test_kq_kernels
+ *    checks both against the reference).
  * All comparisons are bit for bit (memcmp).
  */
 #include "test.h"
@@ -263,14 +264,20 @@ static void check_kq_backend(const cpu_kernels *K, xllm_dtype t) {
 }
 
 /* The avx2 level (a) against the avx512 level (b) on type t: both pack W the
- * same way and compute the same bits, stored and packed, GEMV and GEMM. */
+ * same way and compute the same bits, stored and packed, GEMV and GEMM
+ * (P32: IQ4_NL, IQ4_XS, Q5_x; Q23: Q2_K, Q3_K). */
 static int g_cross;
-static void check_p32_cross(const cpu_kernels *a, const cpu_kernels *b, xllm_dtype t, int64_t rows, int64_t cols,
+static void check_cross(const cpu_kernels *a, const cpu_kernels *b, xllm_dtype t, int64_t rows, int64_t cols,
                             int extreme) {
     uint8_t *w = kq_random(t, rows, cols);
-    if (extreme) { /* every code at its largest (Q5_x 31, IQ4 113) and activations all 127: int16 limits */
+    if (extreme) { /* every code at its largest (Q5_x 31, IQ4 113, Q2_K 3, Q3_K 7, scales too) and
+                      activations all 127: int16 limits */
         size_t bb = kq_block_bytes(t), hdr = t == XLLM_DT_Q5_1 ? 4 : 2, nbk = (size_t)(rows * cols / kq_block_elems(t));
-        for (size_t k = 0; k < nbk; k++) memset(w + k * bb + hdr, 0xFF, bb - hdr);
+        for (size_t k = 0; k < nbk; k++) {
+            if (t == XLLM_DT_Q2_K) memset(w + k * bb, 0xFF, 80); /* scales, qs; d, dmin kept */
+            else if (t == XLLM_DT_Q3_K) memset(w + k * bb, 0xFF, 108); /* hmask, qs, scales; d kept */
+            else memset(w + k * bb + hdr, 0xFF, bb - hdr);
+        }
     }
     matrix S = {.dtype = t, .group = kq_block_elems(t), .rows = rows, .cols = cols, .data = w};
     size_t pa = a->packed_bytes(&S), pb = b->packed_bytes(&S);
@@ -348,14 +355,14 @@ int main(void) {
         if (all[k]->level == CPU_AVX512) l5 = all[k];
     }
     if (l2 && l5) {
-        const xllm_dtype pt[] = {XLLM_DT_IQ4_NL, XLLM_DT_IQ4_XS, XLLM_DT_Q5_0, XLLM_DT_Q5_1};
-        for (int ti = 0; ti < 4; ti++) {
-            check_p32_cross(l2, l5, pt[ti], 37, 768, 0);
-            check_p32_cross(l2, l5, pt[ti], 16, 2048, 0);
-            check_p32_cross(l2, l5, pt[ti], 21, 512, 1);
+        const xllm_dtype pt[] = {XLLM_DT_IQ4_NL, XLLM_DT_IQ4_XS, XLLM_DT_Q5_0, XLLM_DT_Q5_1, XLLM_DT_Q2_K, XLLM_DT_Q3_K};
+        for (int ti = 0; ti < (int)(sizeof pt / sizeof *pt); ti++) {
+            check_cross(l2, l5, pt[ti], 37, 768, 0);
+            check_cross(l2, l5, pt[ti], 16, 2048, 0);
+            check_cross(l2, l5, pt[ti], 21, 512, 1);
         }
     }
-    printf("test_repack: %d avx2-vs-avx512 P32 comparisons\n", g_cross);
+    printf("test_repack: %d avx2-vs-avx512 P32 / Q23 comparisons\n", g_cross);
     printf("test_repack: %d level(s) with a packed layout, %d packed matrices compared, %d of them K-quants\n", tested,
            g_packed_shapes + g_kq_shapes, g_kq_shapes);
     return test_report("test_repack");

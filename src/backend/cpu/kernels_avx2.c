@@ -326,6 +326,7 @@ static size_t packed_tile_bytes(xllm_dtype t, int64_t cols) {
 
 static size_t packed_bytes(const matrix *W) {
     if (kq_p32_avx2_type(W)) return kq_p32_avx2_packed_bytes(W); /* IQ4_NL, IQ4_XS, Q5_x: P32 (kq_pack32_avx2.c) */
+    if (kq_q23_avx2_type(W)) return kq_q23_avx2_packed_bytes(W); /* Q2_K, Q3_K: Q23 (kq_pack23_avx2.c) */
     if (!xllm_dtype_is_quant(W->dtype) || xllm_dtype_is_kq(W->dtype) || W->group % QK) return 0; /* other kq: as stored */
     return (size_t)((W->rows + 3) / 4) * packed_tile_bytes(W->dtype, W->cols);
 }
@@ -334,6 +335,10 @@ static size_t packed_bytes(const matrix *W) {
 static void repack(const matrix *W, int64_t tile0, int64_t tile1, void *out) {
     if (kq_p32_avx2_type(W)) {
         kq_p32_avx2_repack(W, tile0, tile1, out);
+        return;
+    }
+    if (kq_q23_avx2_type(W)) {
+        kq_q23_avx2_repack(W, tile0, tile1, out);
         return;
     }
     xllm_dtype t = W->dtype;
@@ -526,13 +531,14 @@ static void matmul_q(const matrix *W, const void *act, size_t astride, int T, co
     matmul_q_stored(W, act, astride, T, bias, y, ldy, r0, r1, scratch);
 }
 
-/* the 4-row GEMM's unpacked tile, or P32's (kq_pack32_avx2.c) */
+/* the 4-row GEMM's unpacked tile, or P32's / Q23's (kq_pack32/23_avx2.c) */
 static size_t scratch_bytes(int64_t cols) {
-    size_t old = (size_t)n_chunks(cols) * QS + 64, p32 = kq_p32_avx2_scratch_bytes(cols);
+    size_t old = (size_t)n_chunks(cols) * QS + 64, p32 = kq_p32_avx2_scratch_bytes(cols), q23 = kq_q23_avx2_scratch_bytes(cols);
+    if (q23 > p32) p32 = q23;
     return old > p32 ? old : p32;
 }
 
-static int64_t packed_rows(const matrix *W) { return kq_p32_avx2_type(W) ? 16 : 4; }
+static int64_t packed_rows(const matrix *W) { return kq_p32_avx2_type(W) || kq_q23_avx2_type(W) ? 16 : 4; }
 
 /* ----------------------------------------------------------- float matmul */
 

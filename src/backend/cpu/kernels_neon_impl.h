@@ -273,7 +273,16 @@ static void matmul_q(const matrix *W, const void *act, size_t astride, int T, co
     matmul_q_stored(W, act, astride, T, bias, y, ldy, r0, r1, scratch);
 }
 
-static size_t scratch_bytes(int64_t cols) { return (size_t)MR * (size_t)n_chunks(cols) * PS + 64; }
+/* matmul_q's unpacked rows, or the P32 / Q23 kernels' tile and decoded group (kq_pack32/23_neon_impl.h) */
+static size_t scratch_bytes(int64_t cols) {
+    size_t q = (size_t)MR * (size_t)n_chunks(cols) * PS + 64, p32 = kq_pk_neon_scratch_bytes(cols);
+    return q > p32 ? q : p32;
+}
+
+/* The level's packed layout: only llama.cpp's IQ4_NL, IQ4_XS, Q5_0, Q5_1
+ * (P32) and Q2_K, Q3_K (Q23), tiles of 16 rows read by matmul_kq; everything
+ * else stays as stored. */
+static int64_t packed_rows(const matrix *W) { return kq_pk_neon_type(W) ? 16 : 4; }
 
 /* ----------------------------------------------------------- float matmul */
 
@@ -406,5 +415,8 @@ const cpu_kernels NEON_TABLE = {
     .matmul_q = matmul_q,
     .matmul_f = matmul_f,
     .matmul_kq = NEON_DOT ? kq_matmul_neon_dot : kq_matmul_neon,
+    .packed_bytes = kq_pk_neon_packed_bytes,
+    .repack = kq_pk_neon_repack,
+    .packed_rows = packed_rows,
     .attn = &cpu_attn_neon,
 };

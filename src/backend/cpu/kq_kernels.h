@@ -49,6 +49,16 @@ size_t kq_p32_avx2_scratch_bytes(int64_t cols);
 void kq_p32_avx2_matmul(const matrix *W, const void *act, size_t act_stride, int T, const float *bias, float *y,
                         size_t ldy, int64_t r0, int64_t r1, void *scratch);
 
+/* kq_pack23_avx2.c: the same Q23 tiles (the same packed bytes, the same
+ * results bit for bit) at the avx2 level; the same five functions again.
+ * Thread-safe likewise. */
+int kq_q23_avx2_type(const matrix *W);
+size_t kq_q23_avx2_packed_bytes(const matrix *W);
+void kq_q23_avx2_repack(const matrix *W, int64_t q0, int64_t q1, void *out);
+size_t kq_q23_avx2_scratch_bytes(int64_t cols);
+void kq_q23_avx2_matmul(const matrix *W, const void *act, size_t act_stride, int T, const float *bias, float *y,
+                        size_t ldy, int64_t r0, int64_t r1, void *scratch);
+
 /* kq_pack23_avx512.c: Q2_K and Q3_K in 16-row tiles ("Q23") at the avx512
  * level; the same five functions again. */
 int kq_q23_type(const matrix *W);
@@ -63,6 +73,14 @@ void kq_matmul_neon(const matrix *W, const void *act, size_t act_stride, int T, 
                     size_t ldy, int64_t r0, int64_t r1, void *scratch);
 void kq_matmul_neon_dot(const matrix *W, const void *act, size_t act_stride, int T, const float *bias, float *y,
                         size_t ldy, int64_t r0, int64_t r1, void *scratch);
+/* kq_pack32/23_neon_impl.h (in kq_kernels_neon.c): the tiles both NEON
+ * levels read (P32: IQ4_NL, IQ4_XS, Q5_0, Q5_1; Q23: Q2_K, Q3_K; the x86
+ * levels' packed bytes) and the scratch their matmul needs. Thread-safe as
+ * the x86 ones. */
+int kq_pk_neon_type(const matrix *W);
+size_t kq_pk_neon_packed_bytes(const matrix *W);
+void kq_pk_neon_repack(const matrix *W, int64_t q0, int64_t q1, void *out);
+size_t kq_pk_neon_scratch_bytes(int64_t cols);
 #endif
 
 #endif

@@ -14,6 +14,10 @@ void kq_matmul_avx2(const matrix *W, const void *act, size_t astride, int T, con
         kq_p32_avx2_matmul(W, act, astride, T, bias, y, ldy, r0, r1, scratch);
         return;
     }
+    if (kq_q23_avx2_type(W)) { /* Q2_K, Q3_K: Q23 tiles (kq_pack23_avx2.c) */
+        kq_q23_avx2_matmul(W, act, astride, T, bias, y, ldy, r0, r1, scratch);
+        return;
+    }
     kq_matmul_x86_256(W, act, astride, T, bias, y, ldy, r0, r1);
 }
 

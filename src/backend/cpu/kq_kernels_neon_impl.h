@@ -15,7 +15,11 @@
  *   acc += (d_w * d_a) * S_b;  acc -= (dmin_w * d_a) * M_b   (types with mins)
  * (32-blocks: acc += (d_w * d_a) * S_b, + m_w * s_a for Q5_1). So both
  * variants, and kq_matmul_ref, give the same bits, whatever T and the row
- * split. Thread-safe: writes only the rows of y it is given.
+ * split. IQ4_NL, IQ4_XS, Q5_0 and Q5_1 (cols a multiple of 256) run in
+ * P32 tiles (kq_pack32_neon_impl.h), Q2_K and Q3_K in Q23 tiles
+ * (kq_pack23_neon_impl.h), packed at load or put in order in scratch, with
+ * the same bits. Thread-safe: writes only the rows of y it is
+ * given.
  */
 #include "backend/cpu/kq_kernels.h"
 #include "quant/kquant.h"
@@ -238,9 +242,33 @@ static void nk_blocks32(xllm_dtype t, const uint8_t *W, size_t rb, int64_t nb, c
     }
 }
 
+#include "backend/cpu/kq_pack32_neon_impl.h"
+#include "backend/cpu/kq_pack23_neon_impl.h"
+
+#if !NEON_DOT /* the NEON levels' packed layout (both read it): P32's and Q23's tiles */
+int kq_pk_neon_type(const matrix *W) { return p32_is_type(W) || q23_is_type(W); }
+size_t kq_pk_neon_packed_bytes(const matrix *W) { return p32_is_type(W) ? p32_packed_bytes(W) : q23_packed_bytes(W); }
+void kq_pk_neon_repack(const matrix *W, int64_t q0, int64_t q1, void *out) {
+    if (p32_is_type(W)) p32_repack(W, q0, q1, out);
+    else q23_repack(W, q0, q1, out);
+}
+size_t kq_pk_neon_scratch_bytes(int64_t cols) {
+    size_t a = p32n_scratch_bytes(cols), b = q23n_scratch_bytes(cols);
+    return a > b ? a : b;
+}
+#endif
+
 void KQ_NEON_FN(const matrix *W, const void *act, size_t astride, int T, const float *bias, float *y, size_t ldy,
                 int64_t r0, int64_t r1, void *scratch) {
-    (void)scratch;
+    if (r1 <= r0 || T <= 0) return;
+    if (p32_is_type(W)) { /* IQ4_NL, IQ4_XS, Q5_0, Q5_1 with cols a multiple of 256: P32 tiles */
+        p32n_matmul(W, act, astride, T, bias, y, ldy, r0, r1, scratch);
+        return;
+    }
+    if (q23_is_type(W)) { /* Q2_K, Q3_K with cols a multiple of 256: Q23 tiles */
+        q23n_matmul(W, act, astride, T, bias, y, ldy, r0, r1, scratch);
+        return;
+    }
     xllm_dtype t = W->dtype;
     int n = kq_block_elems(t);
     if (!n) {

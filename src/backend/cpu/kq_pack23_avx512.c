@@ -55,97 +55,13 @@
 #include <string.h>
 
 #define AI static inline __attribute__((always_inline))
-#define QR 16  /* rows per tile */
 #define QTB 64 /* most tokens per token block */
 #define Q23_PREFETCH 8192
+#include "backend/cpu/kq_pack23_layout.h"
 
-enum { Q2B = 1344, Q2_D = 0, Q2_DMIN = 32, Q2_SM = 64, Q2_QS = 320 };
-enum { Q3B = 1856, Q3_D = 0, Q3_SC = 64, Q3_HQ = 320 };
-
-/* Where QS vector (h, n) and (Q3_K) H vector n sit in a super-block, in the
- * order the GEMV reads them, per n: (H n,) QS (0, n), QS (1, n): one stream
- * (with H and QS apart, Q3_K's GEMV streamed at a third of the speed). */
-AI size_t qs_at(int q2, int h, int n) { return q2 ? Q2_QS + 64 * (size_t)(2 * n + h) : Q3_HQ + 192 * (size_t)n + 64 + 64 * (size_t)h; }
-AI size_t h_at(int n) { return Q3_HQ + 192 * (size_t)n; }
-
-int kq_q23_type(const matrix *W) {
-    return (W->dtype == XLLM_DT_Q2_K || W->dtype == XLLM_DT_Q3_K) && W->cols > 0 && W->cols % QK_K == 0;
-}
-
-static size_t sb_bytes(xllm_dtype t) { return t == XLLM_DT_Q2_K ? Q2B : Q3B; }
-static size_t tile_bytes(xllm_dtype t, int64_t cols) { return (size_t)(cols / QK_K) * sb_bytes(t); }
-static size_t al64(size_t n) { return (n + 63) & ~(size_t)63; }
-
-size_t kq_q23_packed_bytes(const matrix *W) {
-    if (!kq_q23_type(W)) return 0;
-    return (size_t)((W->rows + QR - 1) / QR) * tile_bytes(W->dtype, W->cols);
-}
-
-/* ------------------------------------------------------------- repacking */
-
-/* Q3_K's 16 six-bit scales (-32 .. 31) from the 12 stored bytes. */
-static void q3_scales(const uint8_t *s, int8_t *sc) {
-    for (int i = 0; i < 16; i++) {
-        int lo = i < 8 ? s[i] & 0xf : s[i - 8] >> 4;
-        int hi = (s[8 + i % 4] >> (2 * (i / 4))) & 3;
-        sc[i] = (int8_t)((lo | hi << 4) - 32);
-    }
-}
-
-/* Row i (lane i) of a tile from its stored row; row NULL: zeros. */
-static void put_row(uint8_t *tile, xllm_dtype t, int64_t nb, const uint8_t *row, int i) {
-    const size_t bb = kq_block_bytes(t);
-    const int q2 = t == XLLM_DT_Q2_K;
-    for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *s = row ? row + (size_t)b * bb : NULL;
-        uint8_t *o = tile + (size_t)b * sb_bytes(t);
-        const uint8_t *qs = s ? s + (q2 ? 16 : 32) : NULL;
-        if (q2) {
-            if (s) memcpy(o + Q2_D + 2 * i, s + 80, 2), memcpy(o + Q2_DMIN + 2 * i, s + 82, 2);
-            else memset(o + Q2_D + 2 * i, 0, 2), memset(o + Q2_DMIN + 2 * i, 0, 2);
-            for (int p = 0; p < 8; p++)
-                for (int x = 0; x < 2; x++) o[Q2_SM + 32 * p + 2 * i + x] = s ? s[2 * p + x] : 0;
-        } else {
-            int8_t sc[16] = {0};
-            if (i == 0) memset(o + 32, 0, 32);
-            if (s) memcpy(o + Q3_D + 2 * i, s + 108, 2), q3_scales(s + 96, sc);
-            else memset(o + Q3_D + 2 * i, 0, 2);
-            for (int j = 0; j < 16; j++) o[Q3_SC + 16 * j + i] = (uint8_t)sc[j];
-            for (int n = 0; n < 8; n++) {
-                uint8_t *d = o + h_at(n) + 4 * i;
-                if (s) memcpy(d, s + 4 * n, 4);
-                else memset(d, 0, 4);
-            }
-        }
-        for (int n = 0; n < 16; n++) { /* n = 8h + n' */
-            uint8_t *d = o + qs_at(q2, n / 8, n % 8) + 4 * i;
-            if (qs) memcpy(d, qs + 4 * n, 4);
-            else memset(d, 0, 4);
-        }
-    }
-}
-
-static void put_tile(uint8_t *tile, const matrix *W, int64_t tl) {
-    int64_t nb = W->cols / QK_K;
-    size_t rb = (size_t)nb * kq_block_bytes(W->dtype);
-    for (int i = 0; i < QR; i++) {
-        int64_t r = tl * QR + i;
-        put_row(tile, W->dtype, nb, r < W->rows ? (const uint8_t *)W->data + (size_t)r * rb : NULL, i);
-    }
-}
-
-void kq_q23_repack(const matrix *W, int64_t q0, int64_t q1, void *out) {
-    int64_t nb = W->cols / QK_K, nq = (W->rows + 3) / 4;
-    size_t tb = tile_bytes(W->dtype, W->cols), rb = (size_t)nb * kq_block_bytes(W->dtype);
-    for (int64_t q = q0; q < q1; q++) {
-        uint8_t *tile = (uint8_t *)out + (size_t)(q / 4) * tb;
-        int i0 = (int)(q % 4) * 4, i1 = q == nq - 1 ? QR : i0 + 4; /* the last quad fills the tile */
-        for (int i = i0; i < i1; i++) {
-            int64_t r = q / 4 * QR + i;
-            put_row(tile, W->dtype, nb, r < W->rows ? (const uint8_t *)W->data + (size_t)r * rb : NULL, i);
-        }
-    }
-}
+int kq_q23_type(const matrix *W) { return q23_is_type(W); }
+size_t kq_q23_packed_bytes(const matrix *W) { return q23_packed_bytes(W); }
+void kq_q23_repack(const matrix *W, int64_t q0, int64_t q1, void *out) { q23_repack(W, q0, q1, out); }
 
 /* ---------------------------------------------------------------- pieces */
 
@@ -203,9 +119,9 @@ AI __m512 gemv_t(int q2, const uint8_t *tile, int64_t nb, const uint8_t *a, int6
                     P[h][j] = q2 ? _mm512_setzero_si512() : _mm512_set1_epi32(-4 * bsb[8 * h + 2 * j + half]);
             for (int n4 = 0; n4 < 4; n4++) {
                 const int n = 4 * half + n4;
-                const __m512i hv = q2 ? _mm512_setzero_si512() : _mm512_loadu_si512(blk + h_at(n));
+                const __m512i hv = q2 ? _mm512_setzero_si512() : _mm512_loadu_si512(blk + q23_h_at(n));
                 for (int h = 0; h < 2; h++) {
-                    __m512i v = _mm512_loadu_si512(blk + qs_at(q2, h, n));
+                    __m512i v = _mm512_loadu_si512(blk + q23_qs_at(q2, h, n));
                     for (int j = 0; j < 4; j++)
                         P[h][j] = _mm512_dpbusd_epi32(P[h][j], code(q2, v, hv, h, j), bc4(q + 128 * h + 32 * j + 4 * n));
                 }
@@ -236,8 +152,8 @@ typedef struct {
 AI void decode_sb(int q2, const uint8_t *blk, qdec *u) {
     for (int h = 0; h < 2; h++)
         for (int n = 0; n < 8; n++) {
-            __m512i v = _mm512_loadu_si512(blk + qs_at(q2, h, n));
-            __m512i hv = q2 ? v : _mm512_loadu_si512(blk + h_at(n));
+            __m512i v = _mm512_loadu_si512(blk + q23_qs_at(q2, h, n));
+            __m512i hv = q2 ? v : _mm512_loadu_si512(blk + q23_h_at(n));
             for (int j = 0; j < 4; j++) u->c[32 * h + 8 * j + n] = code(q2, v, hv, h, j);
         }
     for (int s = 0; s < 16; s++) u->sc[s] = scale_lane(q2, blk, s);
@@ -299,7 +215,7 @@ AI void q23_tokens_any(int q2, int nt, const qdec *u, int64_t b, int64_t nb, con
 
 size_t kq_q23_scratch_bytes(int64_t cols) {
     if (cols < QK_K) cols = QK_K;
-    return al64(tile_bytes(XLLM_DT_Q3_K, cols)) + (size_t)QTB * 16 * sizeof(float) + 64;
+    return q23_al64(q23_tile_bytes(XLLM_DT_Q3_K, cols)) + (size_t)QTB * 16 * sizeof(float) + 64;
 }
 
 /* Store rows [rs, min(r + 16, r1)) of a tile's f (y: the token's row). */
@@ -314,9 +230,9 @@ AI void q23_matmul_t(int q2, const matrix *W, const uint8_t *act, size_t astride
                      size_t ldy, int64_t r0, int64_t r1, void *scratch) {
     const xllm_dtype t = q2 ? XLLM_DT_Q2_K : XLLM_DT_Q3_K;
     const int64_t cols = W->cols, nb = cols / QK_K;
-    const size_t tb = tile_bytes(t, cols), sbb = sb_bytes(t);
+    const size_t tb = q23_tile_bytes(t, cols), sbb = sb_bytes(t);
     uint8_t *own = scratch;
-    float *F = (float *)(own + al64(tile_bytes(XLLM_DT_Q3_K, cols)));
+    float *F = (float *)(own + q23_al64(q23_tile_bytes(XLLM_DT_Q3_K, cols)));
     for (int t0 = 0; t0 < T; t0 += QTB) {
         const int n = T - t0 < QTB ? T - t0 : QTB;
         const uint8_t *a0 = act + (size_t)t0 * astride;
@@ -324,7 +240,7 @@ AI void q23_matmul_t(int q2, const matrix *W, const uint8_t *act, size_t astride
             const int64_t r = tl * QR, rs = r > r0 ? r : r0;
             const uint8_t *tile = (const uint8_t *)W->data + (size_t)tl * tb;
             if (!W->packed) {
-                put_tile(own, W, tl);
+                q23_put_tile(own, W, tl);
                 tile = own;
             }
             if (n == 1) {

@@ -2,8 +2,9 @@
  * kq_pack32_layout.h - the "P32" 16-row tile layout of IQ4_NL, Q5_0, Q5_1
  * and IQ4_XS (described in kq_pack32_avx512.c) and its repacking, plain C,
  * shared by the avx512 (kq_pack32_avx512.c) and avx2 (kq_pack32_avx2.c)
- * levels: both read the same packed bytes. Included by those two files only
- * (static functions, compiled with each level's flags).
+ * levels, and the NEON levels (kq_pack32_neon_impl.h): all read the same
+ * packed bytes. Included by those files only (static inline functions,
+ * compiled with each level's flags).
  * Thread-safe: the repack writes only the tiles it is given.
  */
 #ifndef XLLM_BACKEND_CPU_KQ_PACK32_LAYOUT_H
@@ -19,7 +20,7 @@
 #endif
 #define PR 16  /* rows per tile */
 
-static int p32_is_type(const matrix *W) {
+static inline int p32_is_type(const matrix *W) {
     xllm_dtype t = W->dtype;
     return (t == XLLM_DT_IQ4_NL || t == XLLM_DT_Q5_0 || t == XLLM_DT_Q5_1 || t == XLLM_DT_IQ4_XS) && W->cols > 0 &&
            W->cols % QK_K == 0;
@@ -51,10 +52,10 @@ AI size_t qs_at(const p32_layout *L, int k) {
     return L->pb ? L->pb * (size_t)(k / 2) + L->qs + 256 * (size_t)(k % 2) : L->qs + 256 * (size_t)k;
 }
 
-static size_t tile_bytes(xllm_dtype t, int64_t cols) { return (size_t)(cols / QK_K) * layout_of(t).bytes; }
-static size_t al64(size_t n) { return (n + 63) & ~(size_t)63; }
+static inline size_t tile_bytes(xllm_dtype t, int64_t cols) { return (size_t)(cols / QK_K) * layout_of(t).bytes; }
+static inline size_t al64(size_t n) { return (n + 63) & ~(size_t)63; }
 
-static size_t p32_packed_bytes(const matrix *W) {
+static inline size_t p32_packed_bytes(const matrix *W) {
     if (!p32_is_type(W)) return 0;
     return (size_t)((W->rows + PR - 1) / PR) * tile_bytes(W->dtype, W->cols);
 }
@@ -62,7 +63,7 @@ static size_t p32_packed_bytes(const matrix *W) {
 /* ------------------------------------------------------------- repacking */
 
 /* qh's 32 fifth bits into H's order (the layout comment above) */
-static uint32_t h_word(uint32_t qh) {
+static inline uint32_t h_word(uint32_t qh) {
     uint32_t w = 0;
     for (int k = 0; k < 4; k++)
         for (int n = 0; n < 4; n++) {
@@ -73,7 +74,7 @@ static uint32_t h_word(uint32_t qh) {
 }
 
 /* Row i (lane i) of a tile from its stored row; row NULL: zeros. */
-static void put_row(uint8_t *tile, xllm_dtype t, int64_t ng, const uint8_t *row, int i) {
+static inline void put_row(uint8_t *tile, xllm_dtype t, int64_t ng, const uint8_t *row, int i) {
     const p32_layout L = layout_of(t);
     const size_t bb = kq_block_bytes(t);
     for (int64_t g = 0; g < ng; g++) {
@@ -121,7 +122,7 @@ static void put_row(uint8_t *tile, xllm_dtype t, int64_t ng, const uint8_t *row,
     }
 }
 
-static void put_tile(uint8_t *tile, const matrix *W, int64_t tl) {
+static inline void put_tile(uint8_t *tile, const matrix *W, int64_t tl) {
     int64_t ng = W->cols / QK_K;
     size_t rb = (size_t)(W->cols / kq_block_elems(W->dtype)) * kq_block_bytes(W->dtype);
     for (int i = 0; i < PR; i++) {
@@ -130,7 +131,7 @@ static void put_tile(uint8_t *tile, const matrix *W, int64_t tl) {
     }
 }
 
-static void p32_repack(const matrix *W, int64_t q0, int64_t q1, void *out) {
+static inline void p32_repack(const matrix *W, int64_t q0, int64_t q1, void *out) {
     int64_t ng = W->cols / QK_K, nq = (W->rows + 3) / 4;
     size_t tb = tile_bytes(W->dtype, W->cols);
     size_t rb = (size_t)(W->cols / kq_block_elems(W->dtype)) * kq_block_bytes(W->dtype);
