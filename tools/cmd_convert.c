@@ -173,6 +173,14 @@ static int print_plan(const char *path, int json) {
         return 0;
     }
     xllm_free(text);
+    const cJSON *bk = cJSON_GetObjectItem(root, "backend");
+    if (cJSON_IsString(bk) && strcmp(bk->valuestring, "cpu")) { /* another backend's report: as it is */
+        char *f = cJSON_Print(root);
+        if (f) printf("%s\n", f);
+        cJSON_free(f);
+        cJSON_Delete(root);
+        return 0;
+    }
     const cJSON *level = cJSON_GetObjectItem(root, "kernel_level"), *planned = cJSON_GetObjectItem(root, "planned");
     if (cJSON_IsFalse(planned)) {
         printf("not planned (XLLM_PLAN=0)\n");

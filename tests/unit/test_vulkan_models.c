@@ -6,9 +6,13 @@
  *
  *  - stories260k and the seven tiny architectures (llama, qwen2, qwen3,
  *    mistral, mixtral, qwen2_moe, qwen3_moe: GQA, biases, q/k norm, sliding
- *    window, MoE with and without a shared expert): log-probabilities at all
- *    48 positions within 1e-3 of the CPU's (float weights; on stories260k
- *    also f16 and q8 KV against the CPU with the same KV storage);
+ *    window, MoE with and without a shared expert), and llama.cpp's files of
+ *    the other families in tests/data/archs (gemma2, gemma3, olmo2, phi3,
+ *    llama-moe, qwen2moe, qwen3moe: soft-caps, GeGLU, post-norms, the
+ *    embedding scale, whole-projection q/k norms, fused matrices):
+ *    log-probabilities at all 48 positions within 1e-3 of the CPU's (float
+ *    weights; on stories260k also f16 and q8 KV against the CPU with the
+ *    same KV storage);
  *  - stories260k converted to f16 / bf16 (bound 1e-3: float weights) and
  *    q8 / q4 / q4m: the activations are quantized as the CPU does (same
  *    formula, correctly rounded divisions), but their inputs differ from the
@@ -194,9 +198,17 @@ int main(void) {
     CHECK(n == 48);
     cJSON_Delete(exp);
 
-    const char *dense[] = {"stories260k", "llama", "qwen2", "qwen3", "mistral", "mixtral", "qwen2_moe", "qwen3_moe"};
+    /* "archs/...": llama.cpp's GGUF files of the other families (tests/data/archs, F16 weights):
+     * Gemma 2 (attention and final soft-caps, GeGLU, post-norms, embedding scale, windows),
+     * Gemma 3 (q/k norm, per-layer RoPE bases), OLMo 2 (whole-projection q/k norm, post-norms
+     * only), Phi-3 (fused qkv and gate_up), and the three MoE files */
+    const char *dense[] = {"stories260k", "llama", "qwen2", "qwen3", "mistral", "mixtral", "qwen2_moe", "qwen3_moe",
+                           "archs/gemma2", "archs/gemma3", "archs/olmo2", "archs/phi3", "archs/llama-moe",
+                           "archs/qwen2moe", "archs/qwen3moe"};
     for (size_t i = 0; i < sizeof dense / sizeof *dense; i++) {
         if (i == 0) snprintf(dir, sizeof dir, "%s/models/stories260k", XLLM_SOURCE_DIR);
+        else if (!strncmp(dense[i], "archs/", 6))
+            snprintf(dir, sizeof dir, "%s/tests/data/%s/model.gguf", XLLM_SOURCE_DIR, dense[i]);
         else snprintf(dir, sizeof dir, "%s/tests/data/tiny/%s", XLLM_SOURCE_DIR, dense[i]);
         const char *kvs[] = {"f32", "f16", "q8"};
         for (int k = 0; k < 3; k++) {

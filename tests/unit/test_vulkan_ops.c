@@ -16,7 +16,13 @@
  *   silu_mul: 1e-12   add / copy_rows / embed / rope_tables: 0 (exact)
  *   rope_kv (q, k): 1e-12; K/V rows written: f32 exact, f16 / q8 NMSE 1e-6
  *   (one rounding step may differ where the inputs differ in the last bit)
- *   attention (f32, f16, q8 KV; GQA; window): 1e-10
+ *   attention (f32, f16, q8 KV; GQA; window; scale and soft-cap; contexts
+ *   past 1024 keys, where the split kernel and its combine pass run): 1e-10
+ *   gelu_mul: 1e-12   scale: 0 (exact)
+ * Within the backend, bit for bit: the matrix-vector and the tiled matmul,
+ * with and without int8 dot products (a second backend made with
+ * XLLM_VULKAN_INT_DOT=0), a token's row inside T = 64 against T = 1, and
+ * each token's attention alone against inside its batch (split or not).
  */
 #include "test.h"
 #include "backend/backend.h"
@@ -26,10 +32,11 @@
 #include "quant/quant.h"
 #include "xllm.h"
 
+#include <cjson/cJSON.h>
 #include <stdlib.h>
 #include <string.h>
 
-static backend g_cpu, g_vk;
+static backend g_cpu, g_vk, g_vk_nodot;
 static uint64_t g_rng = 88172645463325252ull;
 static float frand(void) {
     g_rng ^= g_rng << 13, g_rng ^= g_rng >> 7, g_rng ^= g_rng << 17;
@@ -92,6 +99,40 @@ static void test_matmul(xllm_dtype t, int group, int T, int64_t rows, int64_t co
         be->ops->matmul(be->ctx, dx, T, &W, db, dy, tmp, add ? BE_ADD : 0);
         out[k] = malloc((size_t)T * rows * 4);
         back(be, out[k], dy, (size_t)T * rows * 4);
+        if (k == 1) {
+            /* the other variants on Vulkan: the same bits (matrix-vector / tiled, with and
+             * without int8 dot products, and each token's row computed alone) */
+            float *alt = malloc((size_t)T * rows * 4);
+            for (int v = 0; v < 4; v++) {
+                backend *vb = v >= 2 ? &g_vk_nodot : &g_vk;
+                matrix W2 = W;
+                void *st2 = NULL;
+                if (v >= 2) {
+                    memset(&W2, 0, sizeof W2);
+                    W2.dtype = t, W2.group = group, W2.rows = rows, W2.cols = cols, W2.data = w;
+                    CHECK_MSG(vb->ops->upload_matrix(vb->ctx, &W2, &st2, &err) == XLLM_OK, "%s", err.message);
+                }
+                W2.plan_kernel[mm_bucket(T)] = (uint8_t)(v % 2 ? 2 : 1); /* 1: matrix-vector, 2: tiled */
+                float *x2 = dev(vb, x, (size_t)T * cols * 4), *y2 = dev(vb, y0, (size_t)T * rows * 4);
+                float *b2 = bias ? dev(vb, b, (size_t)rows * 4) : NULL;
+                vb->ops->matmul(vb->ctx, x2, T, &W2, b2, y2, NULL, add ? BE_ADD : 0);
+                back(vb, alt, y2, (size_t)T * rows * 4);
+                CHECK_MSG(!memcmp(alt, out[1], (size_t)T * rows * 4), "matmul %s g%d T=%d: %s%s differs in bits",
+                          xllm_dtype_name(t), group, T, v % 2 ? "tiled" : "matrix-vector", v >= 2 ? " without int8 dot" : "");
+                drop(vb, x2), drop(vb, y2);
+                if (b2) drop(vb, b2);
+                if (st2) drop(vb, st2);
+            }
+            /* token T-1 alone (T = 1: the matrix-vector kernel) */
+            float *x1 = dev(be, x + (size_t)(T - 1) * cols, (size_t)cols * 4);
+            float *y1 = dev(be, y0 + (size_t)(T - 1) * rows, (size_t)rows * 4);
+            be->ops->matmul(be->ctx, x1, 1, &W, db, y1, NULL, add ? BE_ADD : 0);
+            back(be, alt, y1, (size_t)rows * 4);
+            CHECK_MSG(!memcmp(alt, out[1] + (size_t)(T - 1) * rows, (size_t)rows * 4),
+                      "matmul %s g%d: token %d of T=%d differs in bits from it alone", xllm_dtype_name(t), group, T - 1, T);
+            drop(be, x1), drop(be, y1);
+            free(alt);
+        }
         drop(be, dx), drop(be, dy), drop(be, tmp);
         if (db) drop(be, db);
         if (storage) drop(be, storage);
@@ -143,9 +184,10 @@ static void test_simple(int T) {
     float *x = rnd((size_t)T * n, 2.0f), *w = rnd((size_t)n, 1.0f), *y = rnd((size_t)T * 2 * n, 3.0f);
     int32_t rows[64];
     for (int i = 0; i < T; i++) rows[i] = (i * 7) % T;
-    const char *names[] = {"rmsnorm", "rmsnorm rows", "silu_mul", "add", "copy_rows", "embed", "rope_tables"};
-    double bound[] = {1e-12, 1e-12, 1e-12, 0, 0, 0, 0};
-    for (int op = 0; op < 7; op++) {
+    const char *names[] = {"rmsnorm", "rmsnorm rows", "silu_mul", "add", "copy_rows", "embed", "rope_tables",
+                           "gelu_mul", "scale"};
+    double bound[] = {1e-12, 1e-12, 1e-12, 0, 0, 0, 0, 1e-12, 0};
+    for (int op = 0; op < 9; op++) {
         float *out[2];
         size_t on = (size_t)T * 2 * n;
         for (int k = 0; k < 2; k++) {
@@ -155,6 +197,8 @@ static void test_simple(int T) {
             if (op == 0) be->ops->rmsnorm(be->ctx, dx, NULL, T, dw, 1e-5f, n, dout, 0);
             if (op == 1) be->ops->rmsnorm(be->ctx, dx, rows, T, dw, 1e-5f, n, dout, 0);
             if (op == 2) be->ops->silu_mul(be->ctx, dout, dy, 2 * (size_t)n, dy + n, 2 * (size_t)n, T, (size_t)n);
+            if (op == 7) be->ops->gelu_mul(be->ctx, dout, dy, 2 * (size_t)n, dy + n, 2 * (size_t)n, T, (size_t)n);
+            if (op == 8) be->ops->scale(be->ctx, dout + 1, on - 3, 8.0f / 3.0f);
             if (op == 3) be->ops->add(be->ctx, dout, dy, on - 5);
             if (op == 4) be->ops->copy_rows(be->ctx, dout + 3, 2 * (size_t)n, dy + 1, 2 * (size_t)n, T, (size_t)n - 7);
             if (op == 5) {
@@ -185,23 +229,30 @@ static void test_simple(int T) {
 
 /* ------------------------------------------- rope_kv + paged attention */
 
-static void test_attention(int T, kv_dtype kvt, int window, int qk_norm) {
-    const int nh = 4, nkv = 2, hd = 32, bs = 4, nblk = 64, n_seq = 3;
+/* long: the sequences continue from prefixes of 1100, 530 and 20 keys (past
+ * the split kernel's 512-key segments); gemma: an attention scale and a
+ * soft-cap; qk_norm 2: one norm over each token's whole q and k (OLMo 2) */
+static void test_attention(int T, kv_dtype kvt, int window, int qk_norm, int long_ctx, int gemma) {
+    const int nh = 4, nkv = 2, hd = 32, bs = long_ctx ? 16 : 4, nblk = long_ctx ? 256 : 64, n_seq = 3, per = long_ctx ? 84 : 16;
     size_t qd = (size_t)nh * hd, kd = (size_t)nkv * hd, rb = kvq_row_bytes(kvt, hd);
     size_t pool = (size_t)nblk * bs * nkv * rb;
     /* tokens spread over 3 sequences, each continuing from a prefix already in the cache */
-    int32_t pos[64], seq[64], tab[3][16];
+    int32_t pos[64], seq[64], tab[3][84];
     int next[3] = {5, 0, 11};
+    if (long_ctx) next[0] = 1100, next[1] = 530, next[2] = 20;
     for (int s = 0; s < n_seq; s++)
-        for (int i = 0; i < 16; i++) tab[s][i] = (s * 16 + i * 7) % nblk; /* scattered blocks */
+        for (int i = 0; i < per; i++) tab[s][i] = (s * per + i * 7) % nblk; /* scattered blocks */
     for (int t = 0; t < T; t++) {
         seq[t] = t % 5 == 4 ? 0 : t % 3 == 1 ? 1 : 2;
         pos[t] = next[seq[t]]++;
     }
     const int32_t *tables[3] = {tab[0], tab[1], tab[2]};
+    size_t nqn = qk_norm == 2 ? qd : (size_t)hd;
     float *q = rnd((size_t)T * qd, 1.0f), *k = rnd((size_t)T * kd, 1.0f), *v = rnd((size_t)T * kd, 1.0f);
-    float *qn = rnd((size_t)hd, 1.0f), *kn = rnd((size_t)hd, 1.0f), *cs = rnd((size_t)T * hd / 2, 1.0f);
+    float *qn = rnd(nqn, 1.0f), *kn = rnd(nqn, 1.0f), *cs = rnd((size_t)T * hd / 2, 1.0f);
     float *sn = rnd((size_t)T * hd / 2, 1.0f);
+    if (gemma) /* scores large enough that the cap matters */
+        for (size_t i = 0; i < (size_t)T * qd; i++) q[i] *= 6.0f;
     unsigned char *kv0 = malloc(pool);
     for (size_t i = 0; i < pool; i++) kv0[i] = 0;
     /* the prefix rows: valid stored values */
@@ -214,7 +265,7 @@ static void test_attention(int T, kv_dtype kvt, int window, int qk_norm) {
     for (int b = 0; b < 2; b++) {
         backend *be = b ? &g_vk : &g_cpu;
         float *dq = dev(be, q, (size_t)T * qd * 4), *dk = dev(be, k, (size_t)T * kd * 4), *dv = dev(be, v, (size_t)T * kd * 4);
-        float *dqn = dev(be, qn, (size_t)hd * 4), *dkn = dev(be, kn, (size_t)hd * 4);
+        float *dqn = dev(be, qn, nqn * 4), *dkn = dev(be, kn, nqn * 4);
         float *dcs = dev(be, cs, (size_t)T * hd / 2 * 4), *dsn = dev(be, sn, (size_t)T * hd / 2 * 4);
         void *kc = dev(be, kv0, pool), *vc = dev(be, kv0, pool);
         float *out = dev(be, NULL, (size_t)T * qd * 4);
@@ -222,11 +273,13 @@ static void test_attention(int T, kv_dtype kvt, int window, int qk_norm) {
         memset(&d, 0, sizeof d);
         d.T = T, d.q = dq, d.k = dk, d.v = dv;
         if (qk_norm) d.q_norm = dqn, d.k_norm = dkn;
+        d.qk_norm_all = qk_norm == 2;
         d.eps = 1e-6f, d.rope_cos = dcs, d.rope_sin = dsn, d.rope_interleaved = T % 2;
         d.n_heads = nh, d.n_kv_heads = nkv, d.head_dim = hd, d.k_cache = kc, d.v_cache = vc, d.kv_type = kvt;
         d.block_size = bs, d.pos = pos, d.seq = seq, d.block_tables = tables;
         be->ops->rope_kv(be->ctx, &d);
-        be_attn a = {T, dq, out, kc, vc, bs, nh, nkv, hd, window, pos, seq, tables, kvt, 0, 0, 0};
+        be_attn a = {T, dq, out, kc, vc, bs, nh, nkv, hd, window, pos, seq, tables, kvt, gemma ? 0.25f : 0.0f,
+                     gemma ? 2.0f : 0.0f, 0};
         be->ops->attention(be->ctx, &a);
         res[b][0] = malloc((size_t)T * qd * 4), res[b][1] = malloc((size_t)T * kd * 4);
         res[b][2] = malloc(2 * pool), res[b][3] = malloc((size_t)T * qd * 4);
@@ -235,6 +288,19 @@ static void test_attention(int T, kv_dtype kvt, int window, int qk_norm) {
         back(be, res[b][2], kc, pool);
         back(be, (char *)res[b][2] + pool, vc, pool);
         back(be, res[b][3], out, (size_t)T * qd * 4);
+        if (b == 1 && T > 1) { /* each of a few tokens alone: the same bits as inside the batch */
+            float *one = malloc(qd * 4);
+            for (int t = 0; t < T; t += T > 8 ? 5 : 1) {
+                be_attn a1 = a;
+                a1.T = 1, a1.q = dq + (size_t)t * qd, a1.pos = pos + t, a1.seq = seq + t;
+                be->ops->attention(be->ctx, &a1);
+                back(be, one, out, qd * 4);
+                CHECK_MSG(!memcmp(one, res[1][3] + (size_t)t * qd, qd * 4),
+                          "attention T=%d kv %s window %d long %d: token %d alone differs in bits", T, kvq_name(kvt),
+                          window, long_ctx, t);
+            }
+            free(one);
+        }
         drop(be, dq), drop(be, dk), drop(be, dv), drop(be, dqn), drop(be, dkn), drop(be, dcs), drop(be, dsn);
         drop(be, kc), drop(be, vc), drop(be, out);
     }
@@ -250,7 +316,8 @@ static void test_attention(int T, kv_dtype kvt, int window, int qk_norm) {
     double pool_bound = kvt == KV_F32 ? 1e-12 : 1e-6;
     CHECK_MSG(eq <= 1e-12 && ek <= 1e-12, "rope_kv T=%d kv %s norm %d: NMSE q %g k %g", T, kvq_name(kvt), qk_norm, eq, ek);
     CHECK_MSG(ep <= pool_bound, "rope_kv T=%d kv %s: KV pool NMSE %g", T, kvq_name(kvt), ep);
-    CHECK_MSG(eo <= 1e-10, "attention T=%d kv %s window %d: NMSE %g", T, kvq_name(kvt), window, eo);
+    CHECK_MSG(eo <= 1e-10, "attention T=%d kv %s window %d long %d gemma %d: NMSE %g", T, kvq_name(kvt), window,
+              long_ctx, gemma, eo);
     for (int b = 0; b < 2; b++)
         for (int i = 0; i < 4; i++) free(res[b][i]);
     free(pa), free(pb), free(q), free(k), free(v), free(qn), free(kn), free(cs), free(sn), free(kv0), free(row);
@@ -268,11 +335,25 @@ int main(void) {
     backend_options bo;
     memset(&bo, 0, sizeof bo);
     bo.n_threads = 1, bo.max_cols = 512, bo.max_tokens = 64, bo.n_heads = 4, bo.n_kv_heads = 2, bo.head_dim = 32;
-    bo.max_positions = 256;
+    bo.max_positions = 2048; /* the long-context attention tests reach 1164 */
     xllm_error err;
     CHECK_MSG(backend_create(&g_cpu, "cpu", &bo, &err) == XLLM_OK, "%s", err.message);
     CHECK_MSG(backend_create(&g_vk, "vulkan", &bo, &err) == XLLM_OK, "%s", err.message);
     if (!g_vk.ops) return test_report("test_vulkan_ops");
+    setenv("XLLM_VULKAN_INT_DOT", "0", 1); /* a second one without int8 dot products */
+    CHECK_MSG(backend_create(&g_vk_nodot, "vulkan", &bo, &err) == XLLM_OK, "%s", err.message);
+    unsetenv("XLLM_VULKAN_INT_DOT");
+    if (!g_vk_nodot.ops) return test_report("test_vulkan_ops");
+    {   /* the planner's report says whether int8 dot products are in use (lavapipe: yes, emulated) */
+        cJSON *rep = NULL;
+        CHECK(g_vk.ops->plan(g_vk.ctx, NULL, 0, 64, 0, &rep, &err) == XLLM_OK && rep);
+        const cJSON *d = cJSON_GetObjectItem(rep, "int8_dot");
+        fprintf(stderr, "int8 dot products: %s\n", cJSON_IsTrue(d) ? "yes" : "no (the fallback path runs twice)");
+        cJSON_Delete(rep);
+        CHECK(g_vk_nodot.ops->plan(g_vk_nodot.ctx, NULL, 0, 64, 0, &rep, &err) == XLLM_OK && rep);
+        CHECK(cJSON_IsFalse(cJSON_GetObjectItem(rep, "int8_dot")));
+        cJSON_Delete(rep);
+    }
 
     const int Ts[] = {1, 3, 17, 64};
     struct { xllm_dtype t; int g; } types[] = {{XLLM_DT_F32, 0}, {XLLM_DT_F16, 0}, {XLLM_DT_BF16, 0}, {XLLM_DT_Q8, 32},
@@ -303,9 +384,17 @@ int main(void) {
     for (int j = 0; j < 4; j++) test_simple(Ts[j]);
     const kv_dtype kvs[] = {KV_F32, KV_F16, KV_Q8};
     for (int j = 0; j < 4; j++)
-        for (int k = 0; k < 3; k++) test_attention(Ts[j], kvs[k], k == 1 ? 5 : 0, j % 2);
+        for (int k = 0; k < 3; k++) test_attention(Ts[j], kvs[k], k == 1 ? 5 : 0, j % 2, 0, 0);
+    /* long contexts (split attention and its combine pass), a window across a
+     * segment cut, Gemma's scale and soft-cap, OLMo 2's whole-projection norm */
+    for (int j = 0; j < 4; j++) test_attention(Ts[j], kvs[j % 3], 0, j % 2, 1, 0);
+    test_attention(17, KV_F32, 700, 0, 1, 0);
+    test_attention(64, KV_F16, 0, 1, 1, 1);
+    test_attention(3, KV_F32, 5, 1, 0, 1);
+    test_attention(17, KV_F32, 0, 2, 0, 0);
 
     backend_destroy(&g_vk);
+    backend_destroy(&g_vk_nodot);
     backend_destroy(&g_cpu);
     long msgs = vulkan_validation_messages();
     CHECK_MSG(msgs == 0, "%ld messages from the Vulkan validation layer", msgs);

@@ -310,7 +310,7 @@ xllm_status vk_open(vk_ctx *c, int device, xllm_error *err) {
     else c->mem_type_device = (uint32_t)(local >= 0 ? local : host);
     /* weights imported in place (the model file's mapping) on a unified device
      * that can import host memory: VK_EXT_external_memory_host */
-    const char *exts[1];
+    const char *exts[2];
     uint32_t n_exts = 0;
     if (c->unified && import_wanted() && has_device_extension(c, VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME)) {
         VkPhysicalDeviceExternalMemoryHostPropertiesEXT hp = {
@@ -335,6 +335,19 @@ xllm_status vk_open(vk_ctx *c, int device, xllm_error *err) {
     VkDeviceCreateInfo di = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .pNext = &f2};
     di.queueCreateInfoCount = 1;
     di.pQueueCreateInfos = &qi;
+    /* int8 dot products (the kernels' fast path, vk_ops.c): enabled when the device has them */
+    VkPhysicalDeviceShaderIntegerDotProductFeaturesKHR fdot = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES_KHR};
+    if (has_device_extension(c, VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME)) {
+        VkPhysicalDeviceFeatures2 q = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &fdot};
+        c->f.vkGetPhysicalDeviceFeatures2(c->phys, &q);
+        fdot.pNext = NULL;
+        if (fdot.shaderIntegerDotProduct) {
+            f12.pNext = &fdot;
+            exts[n_exts++] = VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME;
+            c->int_dot = !env_off("XLLM_VULKAN_INT_DOT");
+        }
+    }
     di.enabledExtensionCount = n_exts;
     di.ppEnabledExtensionNames = n_exts ? exts : NULL;
     VkResult r = c->f.vkCreateDevice(c->phys, &di, NULL, &c->dev);

@@ -95,9 +95,16 @@ typedef struct vk_alloc {
     int imported;          /* host memory imported (VK_EXT_external_memory_host): not device_bytes */
 } vk_alloc;
 
+/* Pipelines (vk_ops.c creates them). The matmuls come in variants per weight
+ * type: matrix-vector (VK_P_MM_*), tiled (+ VK_MM_TYPES), and for Q8 / Q4 /
+ * Q4M the same two with int8 dot products (OpSDot; + 2 * VK_MM_TYPES, + 3 *
+ * VK_MM_TYPES; only built when the device has them). */
 enum {
     VK_P_MM_F32, VK_P_MM_F16, VK_P_MM_BF16, VK_P_MM_Q8, VK_P_MM_Q4, VK_P_MM_Q4M, VK_P_MM_KQ,
-    VK_P_QUANT_ACT, VK_P_RMSNORM, VK_P_ROPE_KV, VK_P_ATTENTION, VK_P_ELTWISE, VK_P_COUNT
+    VK_MM_TYPES,
+    VK_P_MM_END = 4 * VK_MM_TYPES,
+    VK_P_QUANT_ACT = VK_P_MM_END, VK_P_RMSNORM, VK_P_ROPE_KV, VK_P_ATTENTION, VK_P_ATTN_COMBINE, VK_P_ELTWISE,
+    VK_P_COUNT
 };
 
 typedef struct vk_ctx {
@@ -134,6 +141,12 @@ typedef struct vk_ctx {
     const float *qact_src; /* what qact holds now (BE_ACT_READY reuse); NULL: nothing */
     int qact_T, qact_cols;
     size_t max_tokens, max_cols;
+    /* kernels (vk_ops.c): the device has int8 dot products (VK_KHR_shader_integer_dot_product,
+     * enabled at device creation by vk_open; XLLM_VULKAN_INT_DOT=0 turns their use off) */
+    int int_dot;
+    int mm_force;                 /* XLLM_VULKAN_MATMUL: 0 the planner's rule, 1 matrix-vector, 2 tiled */
+    void *attn_part;              /* split attention's partial results (grown on demand) */
+    size_t attn_part_bytes;
     size_t device_bytes; /* allocated device memory now */
     /* importing host memory (VK_EXT_external_memory_host, unified devices only) */
     PFN_vkGetMemoryHostPointerPropertiesEXT get_host_pointer_props; /* NULL: no import */

@@ -1,17 +1,22 @@
 /*
  * vk_ops.c - the Vulkan backend's operation table (backend.h): each
- * operation records one or two compute dispatches (shaders/) into the step's
- * command buffer; host inputs (token rows of the embedding, RoPE tables,
- * positions, block tables) go through the ring. Pipelines are created once,
- * at backend creation.
+ * operation records one or a few compute dispatches (shaders/) into the
+ * step's command buffer; host inputs (token rows of the embedding, RoPE
+ * tables, positions, block tables) go through the ring. Pipelines are
+ * created once, at backend creation.
  *
  * What it implements: weights F32, F16, BF16, Q8 / Q4 / Q4M (any group that
- * is a multiple of 32: GGUF's Q8_0, Q4_0, Q4_1 at 32); KV f32, f16, q8;
- * dense (SwiGLU) and mixture-of-experts layers (routing on the host: one
- * wait per MoE layer), q/k norm, GQA, sliding windows, head_dim up to 512.
- * What it refuses at load (vk_supports, upload_matrix): llama.cpp's other
- * block types (K-quants, IQ4, Q5), llama.cpp's arithmetic. The fused operations (qkv_rope_kv,
- * matmul_silu_mul) answer 0, so the model layer runs their unfused sequence.
+ * is a multiple of 32: GGUF's Q8_0, Q4_0, Q4_1 at 32), llama.cpp's other
+ * block types unpacked at upload; KV f32, f16, q8; dense (SwiGLU, GeGLU) and
+ * mixture-of-experts layers (routing on the host: one wait per MoE layer),
+ * q/k norm per head or over the whole projection, GQA, sliding windows, an
+ * attention scale and soft-cap, the embedding scale, head_dim up to 512.
+ * The planner's choices (all bit-neutral): matrix-vector or tiled matmul per
+ * batch bucket (vb_plan), int8 dot products when the device has them,
+ * attention split over 512-key segments for long contexts (vb_attention).
+ * Refused at load: llama.cpp's arithmetic. The fused operations
+ * (qkv_rope_kv, matmul_silu_mul) answer 0, so the model layer runs their
+ * unfused sequence.
  */
 #include "backend/vulkan/vk_internal.h"
 #include "base/alloc.h"
@@ -19,6 +24,7 @@
 #include "quant/kquant.h"
 #include "quant/quant.h"
 
+#include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,9 +36,22 @@ extern const struct {
     size_t bytes;
 } vk_shader_blobs[];
 
-static const char *const k_pipe_names[VK_P_COUNT] = {"matmul_f32", "matmul_f16", "matmul_bf16", "matmul_q8",
-                                                     "matmul_q4", "matmul_q4m", "matmul_kq", "quant_act",
-                                                     "rmsnorm", "rope_kv", "attention", "eltwise"};
+static const char *const k_mm_types[VK_MM_TYPES] = {"f32", "f16", "bf16", "q8", "q4", "q4m", "kq"};
+static const char *const k_other_pipes[VK_P_COUNT - VK_P_MM_END] = {"quant_act", "rmsnorm", "rope_kv", "attention",
+                                                                    "attn_combine", "eltwise"};
+
+/* the shader name of pipeline p ("" for an int8-dot variant of a type that has none) */
+static void pipe_name(int p, char *out, size_t n) {
+    if (p >= VK_P_MM_END) {
+        snprintf(out, n, "%s", k_other_pipes[p - VK_P_MM_END]);
+        return;
+    }
+    int variant = p / VK_MM_TYPES, t = p % VK_MM_TYPES;
+    int q = t == VK_P_MM_Q8 || t == VK_P_MM_Q4 || t == VK_P_MM_Q4M;
+    static const char *const pre[4] = {"matmul_", "matmul_tiled_", "matmul_dot_", "matmul_tiled_dot_"};
+    if (variant >= 2 && !q) out[0] = 0;
+    else snprintf(out, n, "%s%s", pre[variant], k_mm_types[t]);
+}
 
 #define PC_BYTES 128
 
@@ -44,16 +63,19 @@ static xllm_status make_pipelines(vk_ctx *c, xllm_error *err) {
     if (c->f.vkCreatePipelineLayout(c->dev, &li, NULL, &c->layout) != VK_SUCCESS)
         return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "backend 'vulkan': creating the pipeline layout failed");
     for (int p = 0; p < VK_P_COUNT; p++) {
+        char name[64];
+        pipe_name(p, name, sizeof name);
+        if (!name[0] || (!c->int_dot && strstr(name, "_dot_"))) continue; /* no such variant / no int8 dot here */
         int k = 0;
-        while (vk_shader_blobs[k].name && strcmp(vk_shader_blobs[k].name, k_pipe_names[p])) k++;
+        while (vk_shader_blobs[k].name && strcmp(vk_shader_blobs[k].name, name)) k++;
         if (!vk_shader_blobs[k].name)
-            return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "backend 'vulkan': shader %s is not in this build", k_pipe_names[p]);
+            return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "backend 'vulkan': shader %s is not in this build", name);
         VkShaderModuleCreateInfo si = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
         si.codeSize = vk_shader_blobs[k].bytes;
         si.pCode = vk_shader_blobs[k].code;
         VkShaderModule mod;
         if (c->f.vkCreateShaderModule(c->dev, &si, NULL, &mod) != VK_SUCCESS)
-            return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "backend 'vulkan': shader %s was refused", k_pipe_names[p]);
+            return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "backend 'vulkan': shader %s was refused", name);
         VkComputePipelineCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
         ci.stage.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO;
         ci.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
@@ -64,7 +86,7 @@ static xllm_status make_pipelines(vk_ctx *c, xllm_error *err) {
         c->f.vkDestroyShaderModule(c->dev, mod, NULL);
         if (r != VK_SUCCESS)
             return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "backend 'vulkan': building pipeline %s failed (VkResult %d)",
-                               k_pipe_names[p], (int)r);
+                               name, (int)r);
     }
     return XLLM_OK;
 }
@@ -274,6 +296,20 @@ static void quantize_act(vk_ctx *c, const float *x, int T, int64_t cols, int rea
     c->qact_src = x, c->qact_T = T, c->qact_cols = (int)cols;
 }
 
+/* The matmul variants (matmul.comp; both give the same bits, so the choice is
+ * speed only): the matrix-vector kernel for one token, the tiled one (4 rows x
+ * 16 tokens a workgroup) from two. The planner stores the choice per matrix
+ * and batch bucket in plan_kernel (vb_plan); XLLM_VULKAN_MATMUL forces one. */
+enum { MM_MATVEC = 1, MM_TILED = 2 };
+
+static int mm_rule(int T) { return T <= 1 ? MM_MATVEC : MM_TILED; }
+
+static int mm_kernel(const vk_ctx *c, const matrix *W, int T) {
+    if (c->mm_force) return c->mm_force;
+    int k = W->plan_kernel[mm_bucket(T)];
+    return k == MM_MATVEC || k == MM_TILED ? k : mm_rule(T);
+}
+
 typedef struct {
     uint64_t x, xd, w, bias, y;
     uint32_t rows, cols, T, ldx, ldy, add, group, row_bytes;
@@ -302,7 +338,11 @@ static void matmul_rows(vk_ctx *c, const float *x, int T, const matrix *W, int64
     pc.y = A(y);
     pc.rows = (uint32_t)rows, pc.cols = (uint32_t)W->cols, pc.T = (uint32_t)T, pc.ldx = (uint32_t)W->cols;
     pc.ldy = (uint32_t)ldy, pc.add = (uint32_t)add, pc.group = (uint32_t)W->group, pc.row_bytes = (uint32_t)rb;
-    vk_dispatch(c, pipe, &pc, sizeof pc, (uint64_t)rows, (uint32_t)((T + 7) / 8));
+    int tiled = mm_kernel(c, W, T) == MM_TILED;
+    if (tiled) pipe += VK_MM_TYPES;
+    if (c->int_dot && c->pipes[pipe + 2 * VK_MM_TYPES]) pipe += 2 * VK_MM_TYPES; /* int8 dot products: same bits */
+    if (tiled) vk_dispatch(c, pipe, &pc, sizeof pc, (uint64_t)(rows + 3) / 4, (uint32_t)((T + 15) / 16));
+    else vk_dispatch(c, pipe, &pc, sizeof pc, (uint64_t)rows, (uint32_t)((T + 7) / 8));
 }
 
 static void vb_matmul(void *ctx, const float *x, int T, const matrix *W, const float *bias, float *y, float *tmp,
@@ -322,17 +362,35 @@ static int vb_matmul_silu_mul(void *ctx, const float *x, int T, const matrix *G,
 typedef struct {
     uint64_t a, b, c;
     uint32_t T, n, lda, ldb, ldc, op;
+    float s;
 } elt_pc;
 
 static void eltwise(vk_ctx *c, int op, float *a, size_t lda, const float *b, size_t ldb, const float *cc, size_t ldc,
                     int T, size_t n) {
     elt_pc pc = {A(a), A(b), cc ? A(cc) : 0, (uint32_t)T, (uint32_t)n, (uint32_t)lda, (uint32_t)ldb, (uint32_t)ldc,
-                 (uint32_t)op};
+                 (uint32_t)op, 0.0f};
     vk_dispatch(c, VK_P_ELTWISE, &pc, sizeof pc, groups_of((uint64_t)T * n), 1);
 }
 
 static void vb_silu_mul(void *ctx, float *h, const float *g, size_t ldg, const float *u, size_t ldu, int T, size_t n) {
     eltwise(ctx, 1, h, n, g, ldg, u, ldu, T, n);
+}
+
+static void vb_gelu_mul(void *ctx, float *h, const float *g, size_t ldg, const float *u, size_t ldu, int T, size_t n) {
+    eltwise(ctx, 7, h, n, g, ldg, u, ldu, T, n);
+}
+
+static void vb_scale(void *ctx, float *x, size_t n, float s) {
+    vk_ctx *c = ctx;
+    /* as rows of at most 2^20 so T * n fits the shader's 32-bit index */
+    size_t w = n < ((size_t)1 << 20) ? n : ((size_t)1 << 20);
+    size_t rows = w ? n / w : 0;
+    elt_pc pc = {A(x), A(x), 0, (uint32_t)rows, (uint32_t)w, (uint32_t)w, (uint32_t)w, 0, 8, s};
+    if (rows) vk_dispatch(c, VK_P_ELTWISE, &pc, sizeof pc, groups_of((uint64_t)rows * w), 1);
+    if (w && n % w) {
+        elt_pc r = {A(x + rows * w), A(x + rows * w), 0, 1, (uint32_t)(n % w), 0, 0, 0, 8, s};
+        vk_dispatch(c, VK_P_ELTWISE, &r, sizeof r, groups_of(n % w), 1);
+    }
 }
 
 static void vb_add(void *ctx, float *x, const float *y, size_t n) {
@@ -355,6 +413,11 @@ static int vb_qkv_rope_kv(void *ctx, const be_qkv *d) {
 static void vb_rope_kv(void *ctx, const be_qkv *d) {
     vk_ctx *c = ctx;
     int T = d->T;
+    int whole = d->q_norm && d->qk_norm_all;
+    if (whole) { /* OLMo 2: one RMSNorm over each token's whole q and whole k (in place), then RoPE */
+        vb_rmsnorm(c, d->q, NULL, T, d->q_norm, d->eps, d->n_heads * d->head_dim, d->q, 0);
+        vb_rmsnorm(c, d->k, NULL, T, d->k_norm, d->eps, d->n_kv_heads * d->head_dim, d->k, 0);
+    }
     VkDeviceAddress ra;
     int32_t *slots = vk_ring(c, (size_t)T * sizeof(int32_t), &ra);
     for (int t = 0; t < T; t++) {
@@ -365,54 +428,146 @@ static void vb_rope_kv(void *ctx, const be_qkv *d) {
         uint64_t q, k, v, qn, kn, cs, sn, slots, kc, vc;
         uint32_t T, nh, nkv, hd, interleaved, kvtype, gshift;
         float eps;
-    } pc = {A(d->q), A(d->k), A(d->v), d->q_norm ? A(d->q_norm) : 0, d->k_norm ? A(d->k_norm) : 0, A(d->rope_cos),
+    } pc = {A(d->q), A(d->k), A(d->v), d->q_norm && !whole ? A(d->q_norm) : 0, d->k_norm && !whole ? A(d->k_norm) : 0, A(d->rope_cos),
             A(d->rope_sin), (uint64_t)ra, A(d->k_cache), A(d->v_cache), (uint32_t)T, (uint32_t)d->n_heads,
             (uint32_t)d->n_kv_heads, (uint32_t)d->head_dim, (uint32_t)(d->rope_interleaved != 0), (uint32_t)d->kv_type,
             (uint32_t)(d->kv_type == KV_Q8 ? kvq_group_shift(d->head_dim) : 0), d->eps};
     vk_dispatch(c, VK_P_ROPE_KV, &pc, sizeof pc, groups_of((uint64_t)T * (uint64_t)(d->n_heads + 2 * d->n_kv_heads)), 1);
 }
 
+/* Keys per segment of split attention (attention.comp): a query whose keys
+ * span more than one segment is computed as per-segment partials folded by
+ * attn_combine.comp (flash-decoding); fewer keys: one pass. The cut is at
+ * absolute key positions and fixed for the backend, so whether a query
+ * splits depends on its own context only (batch-invariant). */
+#define ATTN_SEG 512
+#define ATTN_QT 8                          /* queries per tile (attention.comp's QT) */
+#define ATTN_PART_CAP ((size_t)64 << 20)   /* partial results per pass, bytes */
+
+/* split's partial buffer at least `bytes` (grown: the old one is freed after the recorded work ran) */
+static int attn_part_reserve(vk_ctx *c, size_t bytes) {
+    if (c->attn_part_bytes >= bytes) return 1;
+    if (c->attn_part) vk_free_device(c, c->attn_part);
+    c->attn_part = vk_alloc_device(c, bytes);
+    c->attn_part_bytes = c->attn_part ? bytes : 0;
+    return c->attn_part != NULL;
+}
+
+static int attn_nseg(int first, int end) { return (end - 1) / ATTN_SEG - first / ATTN_SEG + 1; }
+
 static void vb_attention(void *ctx, const be_attn *d) {
     vk_ctx *c = ctx;
     int T = d->T;
     /* each sequence's block table once (as far as this batch reaches), and per
      * token: where its table starts, its first key, one past its last key */
-    int32_t *useq = xllm_malloc((size_t)T * 3 * sizeof(int32_t)), *umax = useq + T, *uoff = umax + T;
+    int32_t *useq = xllm_malloc((size_t)T * 5 * sizeof(int32_t)), *umax = useq + T, *uoff = umax + T;
+    int32_t *tiles = uoff + T; /* [ntiles][2] */
     if (!useq) {
         fprintf(stderr, "xllm vulkan: out of memory\n");
         abort();
     }
-    int nu = 0;
+    int nu = 0, nt = 0;
     size_t total = 0;
     for (int t = 0; t < T; t++) {
         int u = 0;
         while (u < nu && useq[u] != d->seq[t]) u++;
         if (u == nu) useq[nu] = d->seq[t], umax[nu] = d->pos[t], nu++;
         else if (d->pos[t] > umax[u]) umax[u] = d->pos[t];
+        /* query tiles: runs of up to ATTN_QT neighbouring tokens of one sequence */
+        if (nt && d->seq[tiles[2 * (nt - 1)]] == d->seq[t] && tiles[2 * (nt - 1) + 1] < ATTN_QT) tiles[2 * (nt - 1) + 1]++;
+        else tiles[2 * nt] = t, tiles[2 * nt + 1] = 1, nt++;
     }
     for (int u = 0; u < nu; u++) uoff[u] = (int32_t)total, total += (size_t)(umax[u] / d->block_size + 1);
-    /* one ring request for both (a second could submit and reset the ring under the first) */
+    /* passes over the tiles so that the partials of a pass fit ATTN_PART_CAP
+     * (or one tile, whatever it needs) */
+    size_t slot_bytes = (size_t)d->n_heads * (size_t)(d->head_dim + 2) * sizeof(float), need = 0, pass_need = 0;
+    for (int i = 0; i < nt; i++) {
+        size_t tile_need = 0;
+        for (int t = tiles[2 * i]; t < tiles[2 * i] + tiles[2 * i + 1]; t++) {
+            int pos = d->pos[t], first = d->window > 0 && pos - d->window + 1 > 0 ? pos - d->window + 1 : 0;
+            int ns = attn_nseg(first, pos + 1);
+            if (ns > 1) tile_need += (size_t)ns * slot_bytes;
+        }
+        if (pass_need + tile_need > ATTN_PART_CAP && pass_need) pass_need = 0;
+        pass_need += tile_need;
+        if (pass_need > need) need = pass_need;
+    }
+    if (need && !attn_part_reserve(c, need)) {
+        fprintf(stderr, "xllm vulkan: out of device memory for split attention's partials (%zu bytes)\n", need);
+        abort();
+    }
+    /* one ring request for all (a second could submit and reset the ring under the first) */
     VkDeviceAddress ia;
-    int32_t *info = vk_ring(c, ((size_t)T * 3 + total) * sizeof(int32_t), &ia), *tabs = info + (size_t)T * 3;
-    VkDeviceAddress ta = ia + (VkDeviceAddress)T * 3 * sizeof(int32_t);
+    int32_t *info = vk_ring(c, ((size_t)T * 4 + (size_t)nt * 2 + total) * sizeof(int32_t), &ia);
+    int32_t *rtiles = info + (size_t)T * 4, *tabs = rtiles + (size_t)nt * 2;
+    VkDeviceAddress tia = ia + (VkDeviceAddress)T * 4 * sizeof(int32_t);
+    VkDeviceAddress ta = tia + (VkDeviceAddress)nt * 2 * sizeof(int32_t);
     for (int u = 0; u < nu; u++)
         memcpy(tabs + uoff[u], d->block_tables[useq[u]], (size_t)(umax[u] / d->block_size + 1) * sizeof(int32_t));
-    for (int t = 0; t < T; t++) {
-        int u = 0;
-        while (useq[u] != d->seq[t]) u++;
-        int pos = d->pos[t], first = d->window > 0 && pos - d->window + 1 > 0 ? pos - d->window + 1 : 0;
-        info[3 * t] = uoff[u], info[3 * t + 1] = first, info[3 * t + 2] = pos + 1;
+    memcpy(rtiles, tiles, (size_t)nt * 2 * sizeof(int32_t));
+    int32_t *pass_start = xllm_malloc((size_t)(nt + 1) * sizeof(int32_t));
+    if (!pass_start) {
+        fprintf(stderr, "xllm vulkan: out of memory\n");
+        abort();
     }
+    int np = 0;
+    size_t slots = 0, cap_slots = need / (slot_bytes ? slot_bytes : 1);
+    for (int i = 0; i < nt; i++) {
+        size_t tile_slots = 0;
+        for (int t = tiles[2 * i]; t < tiles[2 * i] + tiles[2 * i + 1]; t++) {
+            int pos = d->pos[t], first = d->window > 0 && pos - d->window + 1 > 0 ? pos - d->window + 1 : 0;
+            int ns = attn_nseg(first, pos + 1);
+            tile_slots += ns > 1 ? (size_t)ns : 0;
+        }
+        if (i == 0 || (slots + tile_slots > cap_slots && slots)) pass_start[np++] = i, slots = 0;
+        for (int t = tiles[2 * i]; t < tiles[2 * i] + tiles[2 * i + 1]; t++) {
+            int u = 0;
+            while (useq[u] != d->seq[t]) u++;
+            int pos = d->pos[t], first = d->window > 0 && pos - d->window + 1 > 0 ? pos - d->window + 1 : 0;
+            int ns = attn_nseg(first, pos + 1);
+            info[4 * t] = uoff[u], info[4 * t + 1] = first, info[4 * t + 2] = pos + 1;
+            info[4 * t + 3] = ns > 1 ? (int32_t)slots : -1;
+            if (ns > 1) slots += (size_t)ns;
+        }
+    }
+    pass_start[np] = nt;
+    float scale = d->scale > 0 ? d->scale : 1.0f / sqrtf((float)d->head_dim);
+    for (int ps = 0; ps < np; ps++) {
+        int i0 = pass_start[ps], i1 = pass_start[ps + 1], t0 = tiles[2 * i0];
+        int t1 = tiles[2 * (i1 - 1)] + tiles[2 * (i1 - 1) + 1];
+        int maxseg = 1, split = 0;
+        for (int i = i0; i < i1; i++) { /* the tile's segments: from its lowest first key to its last key */
+            int lo = INT32_MAX, hi = 0;
+            for (int t = tiles[2 * i]; t < tiles[2 * i] + tiles[2 * i + 1]; t++) {
+                lo = info[4 * t + 1] < lo ? info[4 * t + 1] : lo;
+                hi = info[4 * t + 2] > hi ? info[4 * t + 2] : hi;
+                split |= info[4 * t + 3] >= 0;
+            }
+            int ns = attn_nseg(lo, hi);
+            maxseg = ns > maxseg ? ns : maxseg;
+        }
+        struct {
+            uint64_t q, out, kc, vc, tables, info, tiles, part;
+            uint32_t ntiles, nh, nkv, hd, bs, kvtype, gshift, seg;
+            float kscale, softcap;
+        } pc = {A(d->q), A(d->out), A(d->k_cache), A(d->v_cache), (uint64_t)ta, (uint64_t)ia,
+                (uint64_t)tia + (uint64_t)i0 * 2 * sizeof(int32_t), c->attn_part ? A(c->attn_part) : 0,
+                (uint32_t)(i1 - i0), (uint32_t)d->n_heads, (uint32_t)d->n_kv_heads, (uint32_t)d->head_dim,
+                (uint32_t)d->block_size, (uint32_t)d->kv_type,
+                (uint32_t)(d->kv_type == KV_Q8 ? kvq_group_shift(d->head_dim) : 0), ATTN_SEG,
+                d->softcap > 0 ? scale / d->softcap : scale, d->softcap > 0 ? d->softcap : 0.0f};
+        vk_dispatch(c, VK_P_ATTENTION, &pc, sizeof pc, (uint64_t)(i1 - i0) * (uint64_t)d->n_heads, (uint32_t)maxseg);
+        if (split) {
+            struct {
+                uint64_t info, part, out;
+                uint32_t T, nh, hd, seg;
+            } cc = {(uint64_t)ia + (uint64_t)t0 * 4 * sizeof(int32_t), A(c->attn_part), A(d->out) + (uint64_t)t0 * (uint64_t)d->n_heads * (uint64_t)d->head_dim * 4,
+                    (uint32_t)(t1 - t0), (uint32_t)d->n_heads, (uint32_t)d->head_dim, ATTN_SEG};
+            vk_dispatch(c, VK_P_ATTN_COMBINE, &cc, sizeof cc, (uint64_t)(t1 - t0) * (uint64_t)d->n_heads, 1);
+        }
+    }
+    xllm_free(pass_start);
     xllm_free(useq);
-    struct {
-        uint64_t q, out, kc, vc, tables, info;
-        uint32_t T, nh, nkv, hd, bs, kvtype, gshift;
-        float scale;
-    } pc = {A(d->q), A(d->out), A(d->k_cache), A(d->v_cache), (uint64_t)ta, (uint64_t)ia, (uint32_t)T,
-            (uint32_t)d->n_heads, (uint32_t)d->n_kv_heads, (uint32_t)d->head_dim, (uint32_t)d->block_size,
-            (uint32_t)d->kv_type, (uint32_t)(d->kv_type == KV_Q8 ? kvq_group_shift(d->head_dim) : 0),
-            1.0f / sqrtf((float)d->head_dim)};
-    vk_dispatch(c, VK_P_ATTENTION, &pc, sizeof pc, (uint64_t)T * (uint64_t)d->n_heads, 1);
 }
 
 /* out = down(silu(gate(x)) * up(x)) for T rows of x (h1, h2: scratch) */
@@ -477,10 +632,10 @@ static void vb_moe(void *ctx, const be_moe *d) {
         for (int t = 0; t < T; t++)
             for (int k = 0; k < K; k++)
                 if (rid[(size_t)t * K + k] == e) idx[i] = t, wt[i] = rw[(size_t)t * K + k], i++;
-        elt_pc g = {A(d->xg), A(d->x), (uint64_t)ra, (uint32_t)n, (uint32_t)H, (uint32_t)H, (uint32_t)H, 0, 3};
+        elt_pc g = {A(d->xg), A(d->x), (uint64_t)ra, (uint32_t)n, (uint32_t)H, (uint32_t)H, (uint32_t)H, 0, 3, 0.0f};
         vk_dispatch(c, VK_P_ELTWISE, &g, sizeof g, groups_of((uint64_t)n * H), 1);
         moe_swiglu(c, d, e, d->xg, n, &d->exp_gate[e], &d->exp_up[e], &d->exp_down[e], d->yg);
-        elt_pc s = {A(d->acc), A(d->yg), (uint64_t)ra, (uint32_t)n, (uint32_t)H, (uint32_t)H, (uint32_t)H, 0, 4};
+        elt_pc s = {A(d->acc), A(d->yg), (uint64_t)ra, (uint32_t)n, (uint32_t)H, (uint32_t)H, (uint32_t)H, 0, 4, 0.0f};
         vk_dispatch(c, VK_P_ELTWISE, &s, sizeof s, groups_of((uint64_t)n * H), 1);
     }
     xllm_free(rl);
@@ -490,6 +645,34 @@ static void vb_moe(void *ctx, const be_moe *d) {
         eltwise(c, 6, d->acc, (size_t)H, d->out, (size_t)H, d->router_logits, 1, T, (size_t)H);
     }
     eltwise(c, 2, d->out, (size_t)H, d->acc, (size_t)H, NULL, 0, T, (size_t)H);
+}
+
+/* The planner: per matrix and batch bucket, the matmul variant (mm_rule:
+ * matrix-vector for one token, tiled from two), kept in plan_kernel like the
+ * CPU planner's choices; results do not depend on it (both variants give the
+ * same bits), so nothing is measured. */
+static xllm_status vb_plan(void *ctx, matrix *const *ws, size_t n, int max_tokens, int budget_ms, cJSON **report,
+                           xllm_error *err) {
+    vk_ctx *c = ctx;
+    (void)budget_ms, (void)err;
+    static const int rep_T[MM_BUCKETS] = {1, 8, 64, 512};
+    for (size_t i = 0; i < n; i++)
+        for (int b = 0; b < MM_BUCKETS; b++) ws[i]->plan_kernel[b] = (uint8_t)mm_rule(rep_T[b]);
+    if (report) {
+        cJSON *r = cJSON_CreateObject(), *k = cJSON_CreateObject();
+        cJSON_AddStringToObject(r, "backend", "vulkan");
+        cJSON_AddNumberToObject(r, "matrices", (double)n);
+        cJSON_AddNumberToObject(r, "max_tokens", max_tokens);
+        const char *names[MM_BUCKETS] = {"T=1", "T=2-8", "T=9-64", "T>64"};
+        for (int b = 0; b < MM_BUCKETS; b++)
+            cJSON_AddStringToObject(k, names[b], c->mm_force ? (c->mm_force == MM_TILED ? "tiled (forced)" : "matvec (forced)")
+                                                 : mm_rule(rep_T[b]) == MM_TILED ? "tiled" : "matvec");
+        cJSON_AddItemToObject(r, "matmul", k);
+        cJSON_AddBoolToObject(r, "int8_dot", c->int_dot);
+        cJSON_AddNumberToObject(r, "attention_split_keys", ATTN_SEG);
+        *report = r;
+    }
+    return XLLM_OK;
 }
 
 static int vb_supports(void *ctx, be_feature f, int arg) {
@@ -502,6 +685,9 @@ static int vb_supports(void *ctx, be_feature f, int arg) {
     case BE_FEAT_QK_NORM: return 1;
     case BE_FEAT_BIAS: return 1;
     case BE_FEAT_MOE: return 1;
+    case BE_FEAT_ATTN_SCALE: return 1;
+    case BE_FEAT_SOFTCAP: return 1;
+    case BE_FEAT_QK_NORM_ALL: return 1;
     default: return 0; /* anything newer than this file: refused until implemented */
     }
 }
@@ -515,7 +701,7 @@ static const backend_ops vulkan_backend_ops = {
     .free = vb_free,
     .copy = vb_copy,
     .upload_matrix = vb_upload_matrix,
-    .plan = NULL,
+    .plan = vb_plan,
     .embed = vb_embed,
     .rope_tables = vb_rope_tables,
     .rmsnorm = vb_rmsnorm,
@@ -528,6 +714,8 @@ static const backend_ops vulkan_backend_ops = {
     .rope_kv = vb_rope_kv,
     .attention = vb_attention,
     .moe = vb_moe,
+    .gelu_mul = vb_gelu_mul,
+    .scale = vb_scale,
     .supports = vb_supports,
     .host_alloc = vb_host_alloc,
     .host_free = vb_host_free,
@@ -546,6 +734,8 @@ xllm_status vulkan_backend_create(backend *out, const backend_options *o, xllm_e
         xllm_free(c);
         return st;
     }
+    const char *mf = getenv("XLLM_VULKAN_MATMUL");
+    c->mm_force = mf && !strcmp(mf, "matvec") ? MM_MATVEC : mf && !strcmp(mf, "tiled") ? MM_TILED : 0;
     c->max_tokens = o->max_tokens ? o->max_tokens : 1;
     c->max_cols = (o->max_cols + 31) / 32 * 32;
     /* quantized activations: codes [max_tokens][max_cols], then d, s, ds per block */

@@ -1,19 +1,43 @@
 #version 450
-// attention.comp - causal attention over the paged KV cache: one workgroup
-// per (token, head). Keys go in chunks of 64 (thread i scores key i of the
-// chunk); every thread folds the chunk's scores in key order (online
-// softmax); thread d accumulates output dimensions d, d + 64, ... in key
-// order. The order depends only on the token's own keys: batch-invariant.
+// attention.comp - causal attention over the paged KV cache, flash-style:
+// one workgroup per (query tile, head, key segment). A query tile is up to 8
+// tokens of one sequence (prefill: consecutive positions; decode: one token),
+// so each K/V row loaded serves every query of the tile.
+//
+// The keys are cut at absolute positions: chunks of 64 (key 64c .. 64c+63)
+// and segments of p.seg keys (a multiple of 64). A query folds its own keys
+// ([first, end): causal, sliding window) chunk by chunk in key order (online
+// softmax: running max m, sum l, output acc); keys outside its range are
+// skipped, never added as zeros. Because the cuts are absolute, what a query
+// computes depends on its own first and end only - not on the tile it shares
+// or the batch (backend.h's determinism).
+//
+// Split-K (flash-decoding): a query whose keys span one segment writes its
+// output here (acc / l); one whose keys span several writes each segment's
+// (m, l, acc) to the partial buffer and attn_combine.comp folds them in
+// segment order. Whether a query splits depends on its own key range.
+//
+// Scores: s = (q . k) * kscale, kscale = scale / softcap; with softcap > 0
+// then s = softcap * tanh(s) (Gemma 2; the CPU backend's order). GQA: head h
+// reads KV head h / (nh / nkv). KV rows in f32, f16 or q8 (kvq.h).
 #include "common.glsl"
 layout(local_size_x = 64) in;
 layout(push_constant) uniform P {
-    uint64_t q, out_, kc, vc, tables, info;  // info: int [T][3] = table offset, first key, keys end
-    uint T, nh, nkv, hd, bs, kvtype, gshift;
-    float scale;
+    uint64_t q, out_, kc, vc, tables;
+    uint64_t info;   // int [T][4]: table offset, first key, keys end, partial base (-1: one segment)
+    uint64_t tiles;  // int [ntiles][2]: first token, tokens
+    uint64_t part;   // float [slot][nh][2 + hd]: m, l, acc
+    uint ntiles, nh, nkv, hd, bs, kvtype, gshift, seg;
+    float kscale, softcap;
 } p;
 #define MAXHD 512
-shared float qs[MAXHD];
-shared float sc[64];
+#define QTMAX 8
+shared float qs[QTMAX * MAXHD];
+shared float pe[QTMAX * 64];
+shared float sm[QTMAX], sl[QTMAX], salpha[QTMAX]; // per query: running max, sum, this chunk's rescale
+
+uint first_at(uint tt0, uint j) { return uint(I32(p.info).v[(tt0 + j) * 4u + 1u]); }
+uint end_at(uint tt0, uint j) { return uint(I32(p.info).v[(tt0 + j) * 4u + 2u]); }
 
 uint rb_() { return p.kvtype == 0u ? p.hd * 4u : p.kvtype == 1u ? p.hd * 2u : p.hd + 2u * (p.hd >> p.gshift); }
 
@@ -23,52 +47,31 @@ float kv_at(uint64_t row, uint i) {
     return float(int(I8(row).v[i])) * f16_at(row + p.hd + 2u * (i >> p.gshift));
 }
 
+#define QT 1
+#define ATTN_TILE attn_tile_1
+#include "attention_tile.glsl"
+#undef QT
+#undef ATTN_TILE
+#define QT 8
+#define ATTN_TILE attn_tile_8
+#include "attention_tile.glsl"
+#undef QT
+#undef ATTN_TILE
+
 void main() {
     uint item = flat_group(), tid = gl_LocalInvocationID.x;
-    if (item >= p.T * p.nh) return;
-    uint t = item / p.nh, h = item % p.nh, kvh = h / (p.nh / p.nkv);
-    uint toff = uint(I32(p.info).v[t * 3u]), first = uint(I32(p.info).v[t * 3u + 1u]), end = uint(I32(p.info).v[t * 3u + 2u]);
-    uint64_t qa = p.q + (uint64_t(t) * p.nh + h) * p.hd * 4u;
-    for (uint i = tid; i < p.hd; i += 64u) qs[i] = F32(qa).v[i];
-    barrier();
-    uint rb = rb_();
-    float m = uintBitsToFloat(0xff800000u), l = 0.0;
-    float acc[MAXHD / 64];
-    for (uint j = 0; j < MAXHD / 64; j++) acc[j] = 0.0;
-    for (uint c0 = first; c0 < end; c0 += 64u) {
-        uint n = min(64u, end - c0);
-        float s = uintBitsToFloat(0xff800000u);
-        if (tid < n) {
-            uint pos = c0 + tid;
-            uint blk = uint(I32(p.tables).v[toff + pos / p.bs]);
-            uint64_t row = p.kc + ((uint64_t(blk) * p.bs + pos % p.bs) * p.nkv + kvh) * rb;
-            float d = 0.0;
-            for (uint i = 0; i < p.hd; i++) d += qs[i] * kv_at(row, i);
-            s = d * p.scale;
-        }
-        sc[tid] = s;
-        barrier();
-        float cm = sc[0];
-        for (uint i = 1; i < n; i++) cm = max(cm, sc[i]);
-        float mn = max(m, cm);
-        float alpha = l == 0.0 && isinf(m) ? 0.0 : exp(m - mn);
-        float cs = 0.0;
-        for (uint i = 0; i < n; i++) cs += exp(sc[i] - mn);
-        l = l * alpha + cs;
-        for (uint j = 0; j * 64u + tid < p.hd; j++) {
-            uint dd = j * 64u + tid;
-            float a = acc[j] * alpha;
-            for (uint i = 0; i < n; i++) {
-                uint pos = c0 + i;
-                uint blk = uint(I32(p.tables).v[toff + pos / p.bs]);
-                uint64_t row = p.vc + ((uint64_t(blk) * p.bs + pos % p.bs) * p.nkv + kvh) * rb;
-                a += exp(sc[i] - mn) * kv_at(row, dd);
-            }
-            acc[j] = a;
-        }
-        m = mn;
-        barrier();
+    if (item >= p.ntiles * p.nh) return;
+    uint tile = item / p.nh, h = item % p.nh, kvh = h / (p.nh / p.nkv);
+    uint tt0 = uint(I32(p.tiles).v[2u * tile]), nq = uint(I32(p.tiles).v[2u * tile + 1u]);
+    // the tile's key range, and this workgroup's segment of it
+    uint lo = 0xffffffffu, hi = 0u;
+    for (uint j = 0; j < nq; j++) {
+        lo = min(lo, uint(I32(p.info).v[(tt0 + j) * 4u + 1u]));
+        hi = max(hi, uint(I32(p.info).v[(tt0 + j) * 4u + 2u]));
     }
-    uint64_t oa = p.out_ + (uint64_t(t) * p.nh + h) * p.hd * 4u;
-    for (uint j = 0; j * 64u + tid < p.hd; j++) F32(oa).v[j * 64u + tid] = acc[j] / l;
+    uint sg = lo / p.seg + gl_WorkGroupID.z;
+    uint s0 = sg * p.seg, s1 = min(s0 + p.seg, hi);
+    if (s0 >= hi) return;
+    if (nq == 1u) attn_tile_1(tid, h, kvh, tt0, nq, lo, hi, sg, s0, s1);
+    else attn_tile_8(tid, h, kvh, tt0, nq, lo, hi, sg, s0, s1);
 }

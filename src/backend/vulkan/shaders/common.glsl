@@ -49,5 +49,16 @@ float div_rn(float a, float b) {
     return (isinf(y) || isnan(q1) || b == 0.0) ? a / b : q1;
 }
 
+// tanh, accurate over the whole range (no exp overflow; no cancellation near 0)
+float tanh_(float x) {
+    float a = abs(x);
+    if (a < 0.25) {
+        float x2 = x * x;
+        return x * (1.0 + x2 * (-0.33333333 + x2 * (0.13333333 + x2 * (-0.053968254 + x2 * 0.021869488))));
+    }
+    float e = exp(2.0 * min(a, 15.0));
+    return sign(x) * (1.0 - 2.0 / (e + 1.0));
+}
+
 // flat workgroup index over a 2-D grid (counts past 65535 groups)
 uint flat_group() { return gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x; }
