@@ -207,6 +207,29 @@ XLLM_API xllm_status xllm_model_pp_worker(xllm_model *model, xllm_error *err);
 XLLM_API xllm_status xllm_model_logits(xllm_model *model, const int32_t *ids, size_t n_ids,
                               int all_positions, float *out, xllm_error *err);
 
+/* Attention probabilities of a single sequence of ids (no BOS added): for
+ * each asked-for layer (layers[0..n_layers), in that order, each once;
+ * layers NULL: every layer in order, n_layers ignored), each query head's
+ * softmax(scale * q.k + mask) over the keys, computed on a reference path
+ * (the host, double precision, from the layer's q and k after q/k norm and
+ * RoPE as the model's attention reads them; the fused attention kernels are
+ * not used and not slowed) with everything the model's family applies: its
+ * attention scale, soft-capping, the layer's sliding window (query i sees
+ * keys i - window + 1 .. i), the causal mask, grouped-query heads (query head
+ * h reads KV head h / (heads / kv_heads)). average_heads = 1 averages over
+ * the query heads. On success *probs (free with xllm_free) holds
+ * shape[0] x shape[1] x shape[2] x shape[3] floats = layers x heads x n_ids x
+ * n_ids, row-major [layer][head][query][key] (heads = 1 when averaged):
+ * masked entries are 0, each query's row sums to 1. The output, and the q/k kept meanwhile, are each limited to
+ * XLLM_ATTENTION_MAX_BYTES (XLLM_ERR_INVALID_ARGUMENT past it: ask for fewer
+ * layers, average the heads, or a shorter sequence). Not with --pp; not yet
+ * for multi-head latent attention (DeepSeek-V2/V3: XLLM_ERR_UNSUPPORTED).
+ * Thread-safe: serialized with the model's other forward passes. */
+#define XLLM_ATTENTION_MAX_BYTES (1 << 30)
+XLLM_API xllm_status xllm_model_attention(xllm_model *model, const int32_t *ids, size_t n_ids, const int32_t *layers,
+                                          size_t n_layers, int average_heads, float **probs, int64_t shape[4],
+                                          xllm_error *err);
+
 /* ------------------------------------------------------------- embeddings */
 
 typedef enum xllm_pooling {

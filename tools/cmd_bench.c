@@ -23,7 +23,9 @@
  *
  * Beside them: peak RSS of the process, and the decode bandwidth bound: the
  * bytes of weights one decode step reads (every tensor except an untied
- * embedding table, of which it reads one row) over the machine's read
+ * embedding table, of which it reads one row; of a mixture of experts'
+ * routed experts, the top-k share k / n_experts: one token's step reads its
+ * k experts) over the machine's read
  * bandwidth with the same number of threads, and the fraction of that bound
  * tg achieves. A shared host's bandwidth drifts within seconds, so it is
  * measured right before and right after each tg run, and each run is set
@@ -193,7 +195,7 @@ static int weight_bytes(const char *path, double *total, double *per_token, xllm
     cJSON *root = cJSON_Parse(text);
     xllm_free(text);
     if (!root) return 0;
-    double all = 0, embed = 0;
+    double all = 0, embed = 0, experts = 0;
     int has_lm_head = 0;
     const cJSON *t;
     cJSON_ArrayForEach(t, cJSON_GetObjectItem(root, "tensors")) {
@@ -202,10 +204,18 @@ static int weight_bytes(const char *path, double *total, double *per_token, xllm
         all += b->valuedouble;
         if (!strcmp(nm->valuestring, "model.embed_tokens.weight")) embed = b->valuedouble;
         if (!strcmp(nm->valuestring, "lm_head.weight")) has_lm_head = 1;
+        if (strstr(nm->valuestring, ".experts.")) experts += b->valuedouble; /* routed experts (not a shared one) */
     }
+    /* a mixture of experts: one token's decode step reads only its top-k experts' weights */
+    const cJSON *cfg = cJSON_GetObjectItem(cJSON_GetObjectItem(root, "metadata"), "config");
+    const cJSON *k = cJSON_GetObjectItem(cfg, "num_experts_per_tok"), *e = cJSON_GetObjectItem(cfg, "num_experts");
+    if (!cJSON_IsNumber(e)) e = cJSON_GetObjectItem(cfg, "num_local_experts");
+    double active = experts;
+    if (experts > 0 && cJSON_IsNumber(k) && cJSON_IsNumber(e) && e->valuedouble >= k->valuedouble && k->valuedouble > 0)
+        active = experts * k->valuedouble / e->valuedouble;
     cJSON_Delete(root);
     *total = all;
-    *per_token = has_lm_head ? all - embed : all;
+    *per_token = (has_lm_head ? all - embed : all) - experts + active;
     return 1;
 }
 

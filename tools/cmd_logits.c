@@ -2,8 +2,10 @@
  * cmd_logits.c - `xllm logits`: the logits of a token sequence, every
  * position's to a raw float32 file (--out) and the last position's as JSON
  * on stdout; the reference output the conformance and A/B checks compare.
+ * --attention FILE adds the attention probabilities (attention_out.c).
  */
 #include "xllm.h"
+#include "attention_out.h"
 #include "cli.h"
 #include "commands.h"
 
@@ -13,13 +15,17 @@
 
 int cmd_logits(int argc, char **argv) {
     cli_args a = {argc, 1, argv, 0};
-    const char *model_path = NULL, *ids_arg = NULL, *out_path = NULL;
+    const char *model_path = NULL, *ids_arg = NULL, *out_path = NULL, *attn_path = NULL, *layers_arg = NULL;
     long threads = 0;
+    int average_heads = 0;
     for (; a.i < argc && !a.bad; a.i++) {
         const char *f = argv[a.i];
         if (!strcmp(f, "-m") || !strcmp(f, "--model")) model_path = cli_arg_value(&a, f);
         else if (!strcmp(f, "--ids")) ids_arg = cli_arg_value(&a, f);
         else if (!strcmp(f, "--out")) out_path = cli_arg_value(&a, f);
+        else if (!strcmp(f, "--attention")) attn_path = cli_arg_value(&a, f);
+        else if (!strcmp(f, "--layers")) layers_arg = cli_arg_value(&a, f);
+        else if (!strcmp(f, "--average-heads")) average_heads = 1;
         else if (!strcmp(f, "-t") || !strcmp(f, "--threads")) {
             if (cli_opt_int(&a, f, 1, 1024, &threads)) return 1;
         } else if (cli_is_help(f)) {
@@ -52,6 +58,7 @@ int cmd_logits(int argc, char **argv) {
         if (!f || fwrite(logits, sizeof(float), n * V, f) != n * V) rc = cli_fail("cannot write %s", out_path);
         if (f && fclose(f) != 0 && !rc) rc = cli_fail("cannot write %s", out_path);
     }
+    if (!rc && attn_path) rc = attention_write(m, ids, n, layers_arg, average_heads, attn_path);
     if (!rc) {
         const float *last = logits + (n - 1) * V;
         printf("{\"logits\":[");

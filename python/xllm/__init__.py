@@ -219,6 +219,9 @@ def _load_library():
         "xllm_model_logits": (ctypes.c_int, [ctypes.c_void_p, P(ctypes.c_int32), ctypes.c_size_t, ctypes.c_int,
                                              P(ctypes.c_float), P(_Error)]),
         "xllm_model_hidden_size": (ctypes.c_int32, [ctypes.c_void_p]),
+        "xllm_model_attention": (ctypes.c_int, [ctypes.c_void_p, P(ctypes.c_int32), ctypes.c_size_t,
+                                                P(ctypes.c_int32), ctypes.c_size_t, ctypes.c_int,
+                                                P(ctypes.c_void_p), P(ctypes.c_int64), P(_Error)]),
         "xllm_model_embed": (ctypes.c_int, [ctypes.c_void_p, P(P(ctypes.c_int32)), P(ctypes.c_size_t), ctypes.c_size_t,
                                             ctypes.c_int, ctypes.c_int, P(ctypes.c_float), P(_Error)]),
         "xllm_sampling_params_default": (_SamplingParams, []),
@@ -818,6 +821,43 @@ class LLM:
         if not all_positions:
             return list(out)
         return [list(out[i * V:(i + 1) * V]) for i in range(n)]
+
+    def attention(self, prompt, layers=None, average_heads=False):
+        """Attention probabilities of a prompt: a str (tokenized with the
+        model's special tokens) or a list of token ids (used as given).
+
+        Computed on a reference path from each layer's q and k (after q/k norm
+        and RoPE), with the family's scale, soft-cap, sliding window, causal
+        mask and grouped-query heads (xllm_model_attention in xllm.h).
+        layers: None (every layer), a list of layer indices, or one int.
+        Returns nested lists [layer][head][query][key] of floats; masked
+        entries are 0 and each query's row sums to 1. average_heads=True
+        drops the head level ([layer][query][key], the mean over query heads);
+        an int for layers drops the layer level."""
+        self._check_open()
+        ids = self.tokenize(prompt) if isinstance(prompt, str) else list(prompt)
+        one = isinstance(layers, int)
+        want = [layers] if one else (None if layers is None else list(layers))
+        n = len(ids)
+        arr = (ctypes.c_int32 * max(n, 1))(*ids)
+        larr = None if want is None else (ctypes.c_int32 * max(len(want), 1))(*want)
+        p = ctypes.c_void_p()
+        shape = (ctypes.c_int64 * 4)()
+        err = _Error()
+        if self._lib.xllm_model_attention(self._model, arr, n, larr, 0 if want is None else len(want),
+                                          1 if average_heads else 0, ctypes.byref(p), shape, ctypes.byref(err)):
+            _raise(err)
+        L, H = shape[0], shape[1]
+        try:
+            flat = list((ctypes.c_float * (L * H * n * n)).from_address(p.value))
+        finally:
+            self._lib.xllm_free(p)
+        rows = [flat[i * n:(i + 1) * n] for i in range(L * H * n)]
+        mats = [rows[i * n:(i + 1) * n] for i in range(L * H)]
+        out = [mats[i * H:(i + 1) * H] for i in range(L)]
+        if average_heads:
+            out = [m[0] for m in out]
+        return out[0] if one else out
 
     _POOLING = {"mean": 0, "last": 1, "cls": 2}
 

@@ -159,6 +159,7 @@ xllm_model *xllm_model_load(const char *path, const xllm_model_options *opts, xl
         goto fail;
     }
     resolve_options(&xm->m->cfg, &o);
+    model_rope_context(xm->m, o.max_context); /* LongRoPE: short or long factors for this context (llama.cpp's rule) */
     if (o.max_batch_seqs > o.max_step_tokens) o.max_batch_seqs = o.max_step_tokens; /* one decode token each */
     o.backend = o.cpu_level = o.attention = NULL; /* the caller's strings: used at load only */
     xm->opts = o;
@@ -277,6 +278,30 @@ xllm_status xllm_model_logits(xllm_model *xm, const int32_t *ids, size_t n_ids, 
     int kv_auto;
     kvq_parse(xm->opts.kv_dtype, &kdt, &kv_auto); /* checked at load; auto: f32 (a pool of exactly these ids) */
     xllm_status st = model_logits_once(xm->m, ids, n_ids, all_positions, kdt, out, err);
+    pthread_mutex_unlock(&xm->forward_lock);
+    call_end(xm);
+    return st;
+}
+
+xllm_status xllm_model_attention(xllm_model *xm, const int32_t *ids, size_t n_ids, const int32_t *layers,
+                                 size_t n_layers, int average_heads, float **probs, int64_t shape[4], xllm_error *err) {
+    xllm_error_clear(err);
+    if (!xm || !probs || !shape) return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "xllm_model_attention: NULL argument");
+    *probs = NULL;
+    memset(shape, 0, 4 * sizeof *shape);
+    if (n_ids > (size_t)xm->opts.max_context)
+        return xllm_errorf(err, XLLM_ERR_CONTEXT_OVERFLOW, "attention: %zu ids exceed the context of %d", n_ids,
+                           xm->opts.max_context);
+    if (xm->pp || !xm->eng)
+        return xm->pp ? xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "xllm_model_attention is not available with --pp yet")
+                      : no_engine(xm, err);
+    call_begin(xm);
+    pthread_mutex_lock(&xm->forward_lock);
+    kv_dtype kdt = KV_F32;
+    int kv_auto;
+    kvq_parse(xm->opts.kv_dtype, &kdt, &kv_auto);
+    xllm_status st = model_attention_once(xm->m, ids, n_ids, layers, n_layers, average_heads ? 1 : 0, kdt, probs,
+                                          shape, err);
     pthread_mutex_unlock(&xm->forward_lock);
     call_end(xm);
     return st;

@@ -59,22 +59,30 @@ typedef struct shape_def {
     int hidden, inter, layers, heads, kv_heads, head_dim; /* head_dim 0: hidden / heads */
     int vocab, ctx, tied, qk_norm, llama3_rope;
     double theta, eps;
+    int experts, experts_used, moe_inter; /* qwen3_moe: every layer a mixture of experts */
 } shape_def;
 
 static const shape_def k_shapes[] = {
-    {"tinyllama-1.1b", "llama", 2048, 5632, 22, 32, 4, 0, 32000, 2048, 0, 0, 0, 10000.0, 1e-5},
-    {"llama3.2-1b", "llama", 2048, 8192, 16, 32, 8, 64, 128256, 131072, 1, 0, 1, 500000.0, 1e-5},
-    {"qwen3-0.6b", "qwen3", 1024, 3072, 28, 16, 8, 128, 151936, 40960, 1, 1, 0, 1000000.0, 1e-6},
-    {"small-120m", "llama", 768, 2304, 12, 12, 12, 0, 32000, 2048, 1, 0, 0, 10000.0, 1e-5},
+    {"tinyllama-1.1b", "llama", 2048, 5632, 22, 32, 4, 0, 32000, 2048, 0, 0, 0, 10000.0, 1e-5, 0, 0, 0},
+    {"llama3.2-1b", "llama", 2048, 8192, 16, 32, 8, 64, 128256, 131072, 1, 0, 1, 500000.0, 1e-5, 0, 0, 0},
+    {"qwen3-0.6b", "qwen3", 1024, 3072, 28, 16, 8, 128, 151936, 40960, 1, 1, 0, 1000000.0, 1e-6, 0, 0, 0},
+    {"small-120m", "llama", 768, 2304, 12, 12, 12, 0, 32000, 2048, 1, 0, 0, 10000.0, 1e-5, 0, 0, 0},
     /* for tests: seconds to make, every code path of the big ones */
-    {"tiny-test", "llama", 64, 128, 2, 4, 2, 0, 512, 256, 0, 0, 0, 10000.0, 1e-5},
-    {"tiny-test-qwen3", "qwen3", 64, 128, 2, 4, 2, 32, 512, 256, 1, 1, 0, 1000000.0, 1e-6},
-    {"tiny-test-llama3", "llama", 64, 128, 2, 4, 2, 0, 512, 256, 1, 0, 1, 500000.0, 1e-5},
+    {"tiny-test", "llama", 64, 128, 2, 4, 2, 0, 512, 256, 0, 0, 0, 10000.0, 1e-5, 0, 0, 0},
+    {"tiny-test-qwen3", "qwen3", 64, 128, 2, 4, 2, 32, 512, 256, 1, 1, 0, 1000000.0, 1e-6, 0, 0, 0},
+    {"tiny-test-llama3", "llama", 64, 128, 2, 4, 2, 0, 512, 256, 1, 0, 1, 500000.0, 1e-5, 0, 0, 0},
+    /* TinyLlama-sized families for the speed comparison of issue 26: Gemma 2 (soft-caps, GeGLU,
+     * pre + post norms, a 4096 window on even layers) and a Qwen3-MoE shape (8 experts, 2 active) */
+    {"gemma2-1.1b", "gemma2", 2048, 5632, 22, 32, 4, 64, 32000, 8192, 1, 0, 0, 10000.0, 1e-6, 0, 0, 0},
+    {"qwen3moe-8x2-1.7b", "qwen3_moe", 2048, 1408, 22, 32, 4, 64, 32000, 40960, 1, 1, 0, 1000000.0, 1e-6, 8, 2, 1408},
+    {"tiny-test-gemma2", "gemma2", 64, 128, 2, 4, 2, 16, 512, 256, 1, 0, 0, 10000.0, 1e-6, 0, 0, 0},
+    {"tiny-test-qwen3moe", "qwen3_moe", 64, 32, 2, 4, 2, 16, 512, 256, 1, 1, 0, 1000000.0, 1e-6, 8, 2, 32},
 };
 #define N_SHAPES (sizeof k_shapes / sizeof *k_shapes)
 
 const char *xllm_synth_shapes(void) {
-    return "tinyllama-1.1b, llama3.2-1b, qwen3-0.6b, small-120m, tiny-test, tiny-test-qwen3, tiny-test-llama3";
+    return "tinyllama-1.1b, llama3.2-1b, qwen3-0.6b, small-120m, gemma2-1.1b, qwen3moe-8x2-1.7b, tiny-test, "
+           "tiny-test-qwen3, tiny-test-llama3, tiny-test-gemma2, tiny-test-qwen3moe";
 }
 
 xllm_synth_options xllm_synth_options_default(void) {
@@ -86,9 +94,12 @@ xllm_synth_options xllm_synth_options_default(void) {
 
 static cJSON *make_config(const shape_def *s) {
     cJSON *c = cJSON_CreateObject();
-    int is_qwen = !strcmp(s->model_type, "qwen3");
+    int is_qwen = !strncmp(s->model_type, "qwen3", 5), is_gemma = !strcmp(s->model_type, "gemma2");
     cJSON *arch = cJSON_AddArrayToObject(c, "architectures");
-    cJSON_AddItemToArray(arch, cJSON_CreateString(is_qwen ? "Qwen3ForCausalLM" : "LlamaForCausalLM"));
+    cJSON_AddItemToArray(arch, cJSON_CreateString(s->experts ? "Qwen3MoeForCausalLM"
+                                                  : is_gemma ? "Gemma2ForCausalLM"
+                                                  : is_qwen  ? "Qwen3ForCausalLM"
+                                                             : "LlamaForCausalLM"));
     char name[96];
     snprintf(name, sizeof name, "xllm-synth-%s", s->name);
     cJSON_AddStringToObject(c, "_name_or_path", name);
@@ -114,8 +125,23 @@ static cJSON *make_config(const shape_def *s) {
         cJSON_AddNullToObject(c, "rope_scaling");
     }
     cJSON_AddBoolToObject(c, "tie_word_embeddings", s->tied);
-    cJSON_AddStringToObject(c, "hidden_act", "silu");
+    cJSON_AddStringToObject(c, "hidden_act", is_gemma ? "gelu_pytorch_tanh" : "silu");
     cJSON_AddBoolToObject(c, "attention_bias", 0);
+    if (is_gemma) { /* Gemma 2's own keys, at Gemma-2-2B's values (window: half the context) */
+        cJSON_AddStringToObject(c, "hidden_activation", "gelu_pytorch_tanh");
+        cJSON_AddNumberToObject(c, "query_pre_attn_scalar", s->head_dim);
+        cJSON_AddNumberToObject(c, "sliding_window", s->ctx / 2);
+        cJSON_AddNumberToObject(c, "attn_logit_softcapping", 50.0);
+        cJSON_AddNumberToObject(c, "final_logit_softcapping", 30.0);
+    }
+    if (s->experts) {
+        cJSON_AddNumberToObject(c, "num_experts", s->experts);
+        cJSON_AddNumberToObject(c, "num_experts_per_tok", s->experts_used);
+        cJSON_AddNumberToObject(c, "moe_intermediate_size", s->moe_inter);
+        cJSON_AddBoolToObject(c, "norm_topk_prob", 1);
+        cJSON_AddNumberToObject(c, "decoder_sparse_step", 1);
+        cJSON_AddItemToObject(c, "mlp_only_layers", cJSON_CreateArray());
+    }
     if (is_qwen) {
         cJSON_AddBoolToObject(c, "use_sliding_window", 0);
         cJSON_AddNullToObject(c, "sliding_window");
@@ -310,7 +336,8 @@ static void unit_add(unit *u, const char *name, int64_t rows, float sd, uint64_t
 
 /* The stored tensors in file order (convert's layout: per layer fused q/k/v and gate/up). */
 static unit *make_units(const shape_def *s, uint64_t seed, size_t *n_out) {
-    size_t cap = 4 + (size_t)s->layers * 10, n = 0;
+    size_t cap = 4 + (size_t)s->layers * (12 + 3 * (size_t)s->experts), n = 0;
+    int gemma = !strcmp(s->model_type, "gemma2");
     unit *u = xllm_calloc(cap, sizeof *u);
     if (!u) return NULL;
     int64_t H = s->hidden, hd = s->head_dim ? s->head_dim : s->hidden / s->heads;
@@ -335,10 +362,27 @@ static unit *make_units(const shape_def *s, uint64_t seed, size_t *n_out) {
         }
         unit_add(UNIT(N("self_attn.o_proj.weight"), 2, q_rows), nm, H, sd_o, seed);
         unit_add(UNIT(N("post_attention_layernorm.weight"), 1, H), nm, 1, 0, seed);
-        unit *gu = UNIT(N("mlp.gate_up_proj.weight"), 2, H);
-        unit_add(gu, N("mlp.gate_proj.weight"), s->inter, sd_h, seed);
-        unit_add(gu, N("mlp.up_proj.weight"), s->inter, sd_h, seed);
-        unit_add(UNIT(N("mlp.down_proj.weight"), 2, s->inter), nm, H, sd_i, seed);
+        if (gemma) /* Gemma's four norms (HF stores w - 1: these ones are a scale of 2, in every format) */
+            unit_add(UNIT(N("pre_feedforward_layernorm.weight"), 1, H), nm, 1, 0, seed);
+        if (s->experts) { /* the router, then each expert's gate / up / down (unfused, as convert keeps them) */
+            unit_add(UNIT(N("mlp.gate.weight"), 2, H), nm, s->experts, sd_h, seed);
+            float sd_m = (float)(1.0 / sqrt((double)s->moe_inter));
+            for (int e = 0; e < s->experts; e++) {
+                char en[64];
+                snprintf(en, sizeof en, "mlp.experts.%d.gate_proj.weight", e);
+                unit_add(UNIT(N(en), 2, H), nm, s->moe_inter, sd_h, seed);
+                snprintf(en, sizeof en, "mlp.experts.%d.up_proj.weight", e);
+                unit_add(UNIT(N(en), 2, H), nm, s->moe_inter, sd_h, seed);
+                snprintf(en, sizeof en, "mlp.experts.%d.down_proj.weight", e);
+                unit_add(UNIT(N(en), 2, s->moe_inter), nm, H, sd_m, seed);
+            }
+        } else {
+            unit *gu = UNIT(N("mlp.gate_up_proj.weight"), 2, H);
+            unit_add(gu, N("mlp.gate_proj.weight"), s->inter, sd_h, seed);
+            unit_add(gu, N("mlp.up_proj.weight"), s->inter, sd_h, seed);
+            unit_add(UNIT(N("mlp.down_proj.weight"), 2, s->inter), nm, H, sd_i, seed);
+        }
+        if (gemma) unit_add(UNIT(N("post_feedforward_layernorm.weight"), 1, H), nm, 1, 0, seed);
 #undef N
     }
     unit_add(UNIT("model.norm.weight", 1, H), "model.norm.weight", 1, 0, seed);

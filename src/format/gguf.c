@@ -694,6 +694,46 @@ static void rope_from_freqs(cfg_b *b, const tinfo *rf, const unsigned char *data
     b->oom |= !cJSON_AddNumberToObject(rs, "original_max_position_embeddings", cand[found][2]);
 }
 
+/* LongRoPE (Phi-3 128k) as llama.cpp's converter stores it: the factor sets
+ * as rope_factors_long / rope_factors_short (head_dim / 2 f32 each), the
+ * pretrained context as rope.scaling.original_context_length (default: the
+ * context length) and the cos/sin scale as rope.scaling.attn_factor (llama.cpp's
+ * default 1). Becomes HF's rope_scaling {"rope_type": "longrope", ...} with
+ * the attention factor given, so HF's default formula is not applied on top. */
+static xllm_status longrope_config(cfg_b *b, const tinfo *rl, const tinfo *rs, const unsigned char *data, int head_dim,
+                                   int64_t ctx_len) {
+    gguf_ctx *c = b->c;
+    int half = head_dim / 2;
+    const tinfo *t2[2] = {rs, rl};
+    for (int k = 0; k < 2; k++)
+        if (t2[k]->dtype != XLLM_DT_F32 || t2[k]->n_dims != 1 || t2[k]->ne[0] != (uint64_t)half)
+            return c->st = xllm_errorf(c->err, XLLM_ERR_FORMAT, "%s: %s must be %d f32 values (head_dim / 2)",
+                                       c->path, k ? "rope_factors_long" : "rope_factors_short", half);
+    double orig = (double)ctx_len, af = 1.0;
+    arch_num(b, "rope.scaling.original_context_length", &orig);
+    arch_num(b, "rope.scaling.attn_factor", &af);
+    if (!(orig >= 1) || !(af > 0) || !isfinite(af))
+        return c->st = xllm_errorf(c->err, XLLM_ERR_FORMAT,
+                                   "%s: LongRoPE needs rope.scaling.original_context_length >= 1 and a positive "
+                                   "rope.scaling.attn_factor", c->path);
+    cJSON *o = cJSON_AddObjectToObject(b->cfg, "rope_scaling");
+    if (!o) return b->oom = 1, XLLM_OK;
+    b->oom |= !cJSON_AddStringToObject(o, "rope_type", "longrope");
+    const char *names[2] = {"short_factor", "long_factor"};
+    for (int k = 0; k < 2; k++) {
+        cJSON *a = cJSON_AddArrayToObject(o, names[k]);
+        if (!a) return b->oom = 1, XLLM_OK;
+        for (int i = 0; i < half; i++) {
+            float v;
+            memcpy(&v, data + t2[k]->offset + (size_t)i * 4, 4);
+            b->oom |= !cJSON_AddItemToArray(a, cJSON_CreateNumber((double)v));
+        }
+    }
+    b->oom |= !cJSON_AddNumberToObject(o, "original_max_position_embeddings", orig);
+    b->oom |= !cJSON_AddNumberToObject(o, "attention_factor", gguf_f32_to_double((float)af));
+    return XLLM_OK;
+}
+
 /* Multi-head latent attention (DeepSeek-V2/V3 as llama.cpp writes them): the
  * HF config's q_lora_rank (0 without attn_q_a: a plain attn_q), kv_lora_rank,
  * qk_nope / qk_rope / v_head_dim. llama.cpp's newer files give the per-head
@@ -874,10 +914,10 @@ static xllm_status build_config(gguf_ctx *c, const arch_info *A, const tinfo *ti
                            "%s: attention.value_length %lld differs from key_length %lld; not supported", c->path,
                            (long long)val_len, (long long)head_dim);
     (void)experts; /* the row was chosen by it (arch_by_gguf) */
-    if (find_tensor(ti, nt, "rope_factors_long.weight") || find_tensor(ti, nt, "rope_factors_short.weight"))
+    if (find_tensor(ti, nt, "blk.0.rope_factors_long.weight") || find_tensor(ti, nt, "blk.0.rope_factors_short.weight"))
         return xllm_errorf(c->err, XLLM_ERR_UNSUPPORTED,
-                           "%s: LongRoPE (rope_factors_long / rope_factors_short, Phi-3 128k context) is not "
-                           "supported; the 4k-context variants of these models are", c->path);
+                           "%s: per-layer LongRoPE factors (blk.N.rope_factors_*) are not supported; llama.cpp's "
+                           "converter writes one rope_factors_long / rope_factors_short pair", c->path);
     if (rope_dim && rope_dim != head_dim)
         return xllm_errorf(c->err, XLLM_ERR_UNSUPPORTED,
                            "%s: rope.dimension_count %lld is not the head size %lld (partial rotary); not supported",
@@ -941,6 +981,14 @@ static xllm_status build_config(gguf_ctx *c, const arch_info *A, const tinfo *ti
     if (linear && factor != 1.0) {
         cJSON *rs = cJSON_AddObjectToObject(b.cfg, "rope_scaling");
         b.oom |= !rs || !cJSON_AddStringToObject(rs, "rope_type", "linear") || !cJSON_AddNumberToObject(rs, "factor", factor);
+    }
+    const tinfo *rl = find_tensor(ti, nt, "rope_factors_long.weight"), *rsh = find_tensor(ti, nt, "rope_factors_short.weight");
+    if (rl || rsh) {
+        if (linear || !rl || !rsh || find_tensor(ti, nt, "rope_freqs.weight"))
+            return xllm_errorf(c->err, XLLM_ERR_UNSUPPORTED,
+                               "%s: LongRoPE needs both rope_factors_long and rope_factors_short, and no other rope "
+                               "scaling", c->path);
+        if (longrope_config(&b, rl, rsh, data, (int)head_dim, ctx_len)) return c->st;
     }
     const tinfo *rf = find_tensor(ti, nt, "rope_freqs.weight");
     if (rf) {

@@ -115,6 +115,47 @@ static double cnum(cfg_r *r, const cJSON *o, const char *k, double def) {
     return v->valuedouble;
 }
 
+/* LongRoPE from an HF config, read as model_config.c reads it (transformers'
+ * _compute_longrope_parameters): the two factor sets (head_dim / 2 each),
+ * the pretrained context and the cos/sin scale, which llama.cpp takes as
+ * rope.scaling.attn_factor (its converter's sqrt(1 + ln s / ln orig)). */
+typedef struct {
+    float *shrt, *lng; /* one allocation: short then long */
+    double orig, attn_factor;
+} longrope;
+
+static xllm_status longrope_read(cfg_r *r, const cJSON *config, const cJSON *rs, int head_dim, int64_t ctx_len,
+                                 longrope *lr) {
+    int half = head_dim / 2;
+    const char *names[2] = {"short_factor", "long_factor"};
+    lr->shrt = xllm_malloc_array((size_t)half * 2, sizeof(float));
+    if (!lr->shrt) return r->st = xllm_errorf(r->err, XLLM_ERR_OUT_OF_MEMORY, "gguf_write: out of memory");
+    lr->lng = lr->shrt + half;
+    for (int k = 0; k < 2; k++) {
+        const cJSON *a = cfield(rs, names[k]), *e;
+        int n = 0;
+        if (!cJSON_IsArray(a) || cJSON_GetArraySize(a) != half)
+            return r->st = xllm_errorf(r->err, XLLM_ERR_FORMAT, "gguf_write: rope_scaling.%s must hold %d numbers",
+                                       names[k], half);
+        cJSON_ArrayForEach(e, a) {
+            if (!cJSON_IsNumber(e) || !(e->valuedouble > 0))
+                return r->st = xllm_errorf(r->err, XLLM_ERR_FORMAT, "gguf_write: rope_scaling.%s must be positive",
+                                           names[k]);
+            (k ? lr->lng : lr->shrt)[n++] = (float)e->valuedouble;
+        }
+    }
+    double orig = cnum(r, config, "original_max_position_embeddings", 0), factor;
+    if (orig > 0) factor = (double)ctx_len / orig;
+    else orig = cnum(r, rs, "original_max_position_embeddings", (double)ctx_len), factor = cnum(r, rs, "factor", 1);
+    double af = cnum(r, rs, "attention_factor", 0);
+    if (!(af > 0)) af = factor <= 1 ? 1.0 : sqrt(1 + log(factor) / log(orig));
+    if (!(orig >= 1) || !isfinite(af))
+        return r->st = xllm_errorf(r->err, XLLM_ERR_FORMAT, "gguf_write: bad longrope rope_scaling");
+    lr->orig = orig;
+    lr->attn_factor = af;
+    return r->st;
+}
+
 static int cbool(const cJSON *o, const char *k) { return cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, k)); }
 
 /* ------------------------------------------------------------ tensors */
@@ -924,6 +965,8 @@ xllm_status gguf_write(const char *dest, const st_tensor *tensors, size_t n, con
         return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "gguf_write: %s sliding-window attention has no GGUF form", arch);
 
     /* rope scaling */
+    longrope lr;
+    memset(&lr, 0, sizeof lr);
     const char *rope_type = NULL;
     double rfactor = 0, rlow = 1, rhigh = 4, rorig = 8192;
     const cJSON *rs = cfield(config, "rope_scaling");
@@ -941,9 +984,17 @@ xllm_status gguf_write(const char *dest, const st_tensor *tensors, size_t n, con
             rorig = cnum(&r, rs, "original_max_position_embeddings", 8192);
             if (!(rlow > 0 && rhigh > rlow && rorig > 0 && rfactor > 0))
                 return xllm_errorf(err, XLLM_ERR_FORMAT, "gguf_write: bad llama3 rope_scaling");
+        } else if (strcmp(rope_type, "longrope") == 0 || strcmp(rope_type, "su") == 0) {
+            rope_type = "longrope";
+            if (longrope_read(&r, config, rs, (int)head_dim, ctx_len, &lr)) {
+                xllm_free(lr.shrt);
+                return r.st;
+            }
+            rfactor = 1;
         } else if (strcmp(rope_type, "linear") != 0) {
             return xllm_errorf(err, XLLM_ERR_UNSUPPORTED,
-                               "gguf_write: rope_scaling type \"%s\" has no GGUF form here (supported: linear, llama3)",
+                               "gguf_write: rope_scaling type \"%s\" has no GGUF form here (supported: linear, "
+                               "llama3, longrope)",
                                rope_type);
         }
         if (rope_type && !(rfactor > 0)) return xllm_errorf(err, XLLM_ERR_FORMAT, "gguf_write: rope_scaling.factor must be > 0");
@@ -977,6 +1028,16 @@ xllm_status gguf_write(const char *dest, const st_tensor *tensors, size_t n, con
                                  (unsigned long long)e);
                 goto done;
             }
+    for (int k = 0; k < 2 && rope_type && strcmp(rope_type, "longrope") == 0; k++) { /* llama.cpp's two tensors */
+        out_tensor *o = out_new(&ol);
+        if (!o) goto oom;
+        snprintf(o->name, sizeof o->name, "%s", k ? "rope_factors_long.weight" : "rope_factors_short.weight");
+        o->type = GGML_F32;
+        o->n_dims = 1;
+        o->ne[0] = (uint64_t)head_dim / 2;
+        o->data = (const unsigned char *)(k ? lr.lng : lr.shrt);
+        o->nbytes = (size_t)head_dim / 2 * sizeof(float);
+    }
     if (rope_type && strcmp(rope_type, "llama3") == 0 && !has_rope_freqs) {
         rope_freqs = xllm_malloc_array((size_t)head_dim / 2, sizeof *rope_freqs);
         out_tensor *o = rope_freqs ? out_new(&ol) : NULL;
@@ -1084,6 +1145,9 @@ xllm_status gguf_write(const char *dest, const st_tensor *tensors, size_t n, con
     if (rope_type && strcmp(rope_type, "linear") == 0) {
         kv_string(&w, AK("rope.scaling.type"), "linear");
         kv_f32(&w, AK("rope.scaling.factor"), (float)rfactor);
+    } else if (rope_type && strcmp(rope_type, "longrope") == 0) { /* the factor tensors, and these two */
+        kv_f32(&w, AK("rope.scaling.attn_factor"), (float)lr.attn_factor);
+        kv_u32(&w, AK("rope.scaling.original_context_length"), (uint32_t)lr.orig);
     } else if (rope_type) { /* llama3: rope_freqs.weight; the parameters for readers that want them back */
         kv_f32(&w, AK("rope.scaling.low_freq_factor"), (float)rlow);
         kv_f32(&w, AK("rope.scaling.high_freq_factor"), (float)rhigh);
@@ -1186,6 +1250,7 @@ done:
     xllm_free(ol.t);
     xllm_free(w.p);
     xllm_free(rope_freqs);
+    xllm_free(lr.shrt);
     tok_out_free(&tk);
     return st;
 }

@@ -59,6 +59,25 @@ static void observe(model *m, int layer, observe_point point, int expert, const 
     xllm_free(h);
 }
 
+/* The attention-weights reference path's view of q, k, v (model.h), read
+ * back to the host first on a backend whose memory is not the host's. */
+static void observe_qkv(model *m, int layer, const fwd_batch *b) {
+    const model_config *c = &m->cfg;
+    size_t T = (size_t)b->n_tokens, qn = T * (size_t)c->n_heads * (size_t)c->head_dim,
+           kn = T * (size_t)c->n_kv_heads * (size_t)c->head_dim;
+    if (OPS->unified_memory) {
+        m->attn_observe(m->attn_observe_ctx, layer, b, m->s.q, m->s.k, m->s.v);
+        return;
+    }
+    float *h = xllm_malloc_array(qn + 2 * kn, sizeof(float));
+    if (!h) return; /* out of memory: the reference path sees no q/k for this layer and says so */
+    OPS->copy(CTX, h, m->s.q, qn * sizeof(float), BE_DEVICE_TO_HOST);
+    OPS->copy(CTX, h + qn, m->s.k, kn * sizeof(float), BE_DEVICE_TO_HOST);
+    OPS->copy(CTX, h + qn + kn, m->s.v, kn * sizeof(float), BE_DEVICE_TO_HOST);
+    m->attn_observe(m->attn_observe_ctx, layer, b, h, h + qn, h + qn + kn);
+    xllm_free(h);
+}
+
 /* RMSNorm of s->x into s->xn. When prep is set (fused, quantized weights
  * next) the backend may prepare the next matmuls' activations in the same
  * pass, so those (BE_ACT_READY) do not prepare them again. */
@@ -156,6 +175,7 @@ static void attention_block(model *m, kv_cache *kv, const fwd_batch *b, int l) {
         }
         PROF(PROF_ROPE_KV, 6.0 * T * (double)(qd + kd), 4.0 * T * (double)(qd + 3 * kd), OPS->rope_kv(CTX, &d));
     }
+    if (m->attn_observe) observe_qkv(m, l, b);
     be_attn a = {T, s->q, s->att, d.k_cache, d.v_cache, kv->block_size, c->n_heads, c->n_kv_heads, hd,
                  c->layer_window[l], b->pos, b->seq, b->block_tables, kv->dtype, c->attn_scale, c->attn_softcap, 0};
     OPS->attention(CTX, &a);
@@ -374,6 +394,11 @@ void model_layers(model *m, kv_cache *kv, const fwd_batch *b, int l0, int l1) {
     if (l0 == m->layer_begin) {
         OPS->rope_tables(CTX, b->pos, b->n_tokens, m->inv_freq, m->rope_theta_scale, c->rope_dim / 2, s->rope_cos,
                          s->rope_sin);
+        if (c->rope == ROPE_LONGROPE && c->rope_attn_factor != 1.0) { /* LongRoPE: cos, sin x attention factor */
+            size_t n = (size_t)b->n_tokens * (size_t)(c->rope_dim / 2);
+            OPS->scale(CTX, s->rope_cos, n, (float)c->rope_attn_factor);
+            OPS->scale(CTX, s->rope_sin, n, (float)c->rope_attn_factor);
+        }
         if (m->inv_freq_local) /* the sliding layers' own base */
             OPS->rope_tables(CTX, b->pos, b->n_tokens, m->inv_freq_local, m->rope_theta_scale_local, c->rope_dim / 2,
                              s->rope_cos_local, s->rope_sin_local);

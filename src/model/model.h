@@ -67,6 +67,14 @@ typedef enum observe_point { OBS_ATTN_IN = 0, OBS_O_IN, OBS_MLP_IN, OBS_DOWN_IN,
 /* x: T rows of cols activations entering the layer's matmul(s); expert: MoE
  * expert index for OBS_DOWN_IN inside a MoE block (-1 otherwise). */
 typedef void (*model_observer)(void *ctx, int layer, observe_point point, int expert, const float *x, int T, int cols);
+/* The attention-weights reference path (src/engine/attention_probs.c): each
+ * layer's q, k and v as the attention reads them (q/k after their norm and
+ * RoPE), in host memory: q [T][n_heads * head_dim], k and v [T][n_kv_heads *
+ * head_dim], for the batch's T tokens (b->pos, b->seq). Called before the
+ * layer's attention; the fused kernels are not changed by it. */
+struct fwd_batch;
+typedef void (*model_attn_observer)(void *ctx, int layer, const struct fwd_batch *b, const float *q, const float *k,
+                                    const float *v);
 
 typedef struct model {
     model_config cfg;
@@ -87,9 +95,12 @@ typedef struct model {
     float rope_theta_scale;        /* > 0: RoPE angles as llama.cpp takes them (rope_tables) */
     double *inv_freq_local;        /* sliding layers' frequencies when cfg.rope_local_theta > 0, else NULL */
     float rope_theta_scale_local;
+    int rope_long;                 /* LongRoPE: the long factor set is in use (model_rope_context) */
     model_scratch s;
     model_observer observe;        /* NULL except during calibration */
     void *observe_ctx;
+    model_attn_observer attn_observe; /* NULL except while attention weights are taken */
+    void *attn_observe_ctx;
     void **owned;                  /* host allocations freed with the model */
     size_t n_owned, cap_owned;
     void **dev;                    /* device buffers (1-D weights, scratch, uploaded matrices): the backend's free */
@@ -142,6 +153,13 @@ model *model_load_part(const char *dir, int n_threads, int max_tokens, const mod
 xllm_status model_split_layers(int n_layers, int n_stages, const char *split, int stage, int *l0, int *l1,
                                xllm_error *err);
 void model_free(model *m);
+/* LongRoPE (cfg.rope == ROPE_LONGROPE): choose the factor set for a context
+ * of `context` tokens per sequence, as llama.cpp does: the long factors when
+ * context > original_max_position_embeddings, else the short ones (load
+ * picks by max_position_embeddings; xllm_model_load then by its
+ * max_context). Returns 1 when the long set is in use. Other models: no-op,
+ * 0. Not thread-safe: call before forward passes. */
+int model_rope_context(model *m, int context);
 /* The backend's load-time planning over every matrix a matmul reads;
  * *report: JSON (caller frees). */
 xllm_status model_plan(model *m, int budget_ms, cJSON **report, xllm_error *err);
@@ -180,6 +198,15 @@ float *model_hidden(model *m);
 /* logits.c (src/model): logits of one sequence of ids, on a private KV pool. */
 xllm_status model_logits_once(model *m, const int32_t *ids, size_t n, int all_positions, kv_dtype kv_type, float *out,
                               xllm_error *err);
+/* attention_probs.c: the attention probabilities of one sequence of ids for
+ * the listed layers (layers NULL: every layer, n_layers ignored), per head or
+ * averaged over heads, in *probs[layer][head][n][n] (xllm_malloc; shape: those
+ * four sizes), recomputed on the host from each layer's q and k (the attention
+ * observer above); on a private KV pool. The caller serializes forward passes
+ * on the model. */
+xllm_status model_attention_once(model *m, const int32_t *ids, size_t n, const int32_t *layers, size_t n_layers,
+                                 int average_heads, kv_dtype kv_type, float **probs, int64_t shape[4],
+                                 xllm_error *err);
 /* embed.c (src/model): k sequences' final hidden states pooled (0 mean, 1 last, 2 first),
  * L2-normalized when normalize, into out[k][hidden]; on private KV pools. */
 xllm_status model_embed_batch(model *m, const int32_t *const *ids, const size_t *n, size_t k, int pooling, int normalize,

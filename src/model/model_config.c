@@ -95,6 +95,54 @@ static void read_eos(cfg_ctx *c, const cJSON *o, model_config *cfg) {
     }
 }
 
+/* rope_scaling.<name>: head_dim / 2 positive numbers */
+static void read_factors(cfg_ctx *c, const cJSON *rs, const char *name, int half, double *out) {
+    if (half > MODEL_MAX_ROPE_FACTORS) {
+        if (!c->st)
+            c->st = xllm_errorf(c->err, XLLM_ERR_UNSUPPORTED, "%s: LongRoPE with head_dim %d (at most %d)", c->path,
+                                2 * half, 2 * MODEL_MAX_ROPE_FACTORS);
+        return;
+    }
+    const cJSON *a = field(rs, name);
+    int n = 0, ok = cJSON_IsArray(a) && cJSON_GetArraySize(a) == half && half <= MODEL_MAX_ROPE_FACTORS;
+    const cJSON *e;
+    if (ok) cJSON_ArrayForEach(e, a) {
+            if (!cJSON_IsNumber(e) || !(e->valuedouble > 0) || !isfinite(e->valuedouble)) ok = 0;
+            else out[n++] = e->valuedouble;
+        }
+    if (!ok && !c->st)
+        c->st = xllm_errorf(c->err, XLLM_ERR_FORMAT, "%s: rope_scaling.%s must be a list of %d positive numbers "
+                            "(head_dim / 2)", c->path, name, half);
+}
+
+/* LongRoPE (HF's "longrope", formerly "su"), as transformers'
+ * _compute_longrope_parameters reads it: short_factor and long_factor, the
+ * pretrained context original_max_position_embeddings (top level, as Phi-3
+ * has it, or inside rope_scaling; else max_position_embeddings), and the
+ * cos/sin scale attention_factor, by default sqrt(1 + ln(s) / ln(original))
+ * with s = max_position_embeddings / original (1 when s <= 1). */
+static void read_longrope(cfg_ctx *c, const cJSON *root, const cJSON *rs, model_config *cfg) {
+    cfg->rope = ROPE_LONGROPE;
+    int half = cfg->head_dim / 2;
+    read_factors(c, rs, "short_factor", half, cfg->rope_short);
+    read_factors(c, rs, "long_factor", half, cfg->rope_long);
+    double orig = get_num(c, root, "original_max_position_embeddings", 0), factor = 1;
+    if (orig > 0) factor = cfg->max_positions / orig;
+    else {
+        orig = get_num(c, rs, "original_max_position_embeddings", cfg->max_positions);
+        factor = get_num(c, rs, "factor", 1);
+    }
+    double af = get_num(c, rs, "attention_factor", 0);
+    if (!(af > 0)) af = factor <= 1 ? 1.0 : sqrt(1 + log(factor) / log(orig));
+    cfg->rope_original_max_pos = orig;
+    cfg->rope_attn_factor = af;
+    cfg->rope_factor = factor;
+    if (!c->st && (!(orig > 1) || !isfinite(af) || !(factor > 0)))
+        c->st = xllm_errorf(c->err, XLLM_ERR_FORMAT,
+                            "%s: longrope rope_scaling needs original_max_position_embeddings > 1 and a positive "
+                            "factor and attention_factor", c->path);
+}
+
 static void read_rope_scaling(cfg_ctx *c, const cJSON *root, model_config *cfg) {
     cfg->rope = ROPE_DEFAULT;
     const cJSON *rs = field(root, "rope_scaling");
@@ -125,10 +173,14 @@ static void read_rope_scaling(cfg_ctx *c, const cJSON *root, model_config *cfg) 
             c->st = xllm_errorf(c->err, XLLM_ERR_FORMAT,
                                 "%s: llama3 rope_scaling needs low_freq_factor < high_freq_factor and "
                                 "original_max_position_embeddings > 0", c->path);
+    } else if (!strcmp(type, "longrope") || !strcmp(type, "su")) {
+        read_longrope(c, root, rs, cfg);
+        return;
     } else {
         if (!c->st)
             c->st = xllm_errorf(c->err, XLLM_ERR_UNSUPPORTED,
-                                "%s: rope_scaling type \"%s\" is not supported (supported: default, linear, llama3)",
+                                "%s: rope_scaling type \"%s\" is not supported (supported: default, linear, llama3, "
+                                "longrope)",
                                 c->path, type);
         return;
     }

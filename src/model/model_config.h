@@ -18,7 +18,9 @@
 #define MODEL_MAX_LAYERS 512
 #define MODEL_MAX_EOS 8
 
-typedef enum rope_type { ROPE_DEFAULT = 0, ROPE_LINEAR, ROPE_LLAMA3 } rope_type;
+#define MODEL_MAX_ROPE_FACTORS 256 /* LongRoPE: head_dim / 2 factors per set (head_dim <= 512) */
+
+typedef enum rope_type { ROPE_DEFAULT = 0, ROPE_LINEAR, ROPE_LLAMA3, ROPE_LONGROPE } rope_type;
 
 typedef struct model_config {
     char model_type[32];
@@ -37,7 +39,13 @@ typedef struct model_config {
     double rope_factor;              /* linear / llama3 */
     double rope_low_freq_factor;     /* llama3 */
     double rope_high_freq_factor;    /* llama3 */
-    double rope_original_max_pos;    /* llama3 */
+    double rope_original_max_pos;    /* llama3, longrope */
+    /* LongRoPE (Phi-3 / Phi-3.5 / Phi-4-mini 128k): frequency i divided by
+     * short[i] or long[i] (long when the context run is over
+     * rope_original_max_pos: model_rope_context), cos and sin multiplied by
+     * rope_attn_factor (both sets) */
+    double rope_short[MODEL_MAX_ROPE_FACTORS], rope_long[MODEL_MAX_ROPE_FACTORS];
+    double rope_attn_factor;
     int qkv_bias;          /* q/k/v projections have bias */
     int o_bias;            /* o_proj has bias */
     int mlp_bias;

@@ -291,11 +291,13 @@ static xllm_status bind_layer(model *m, int l, xllm_error *err) {
 
 /* RoPE inverse frequencies of base theta with the config's scaling (HF
  * semantics); local: a sliding layer's (its own base, never scaled). */
-static void rope_frequencies(const model_config *c, double theta, int local, double *inv_freq) {
+static void rope_frequencies(const model_config *c, double theta, int local, int long_set, double *inv_freq) {
     int half = c->rope_dim / 2;
     for (int i = 0; i < half; i++) {
         double f = 1.0 / pow(theta, (2.0 * i) / c->rope_dim);
         if (local) {
+        } else if (c->rope == ROPE_LONGROPE) { /* HF: 1 / (ext[i] * theta^(2i/d)); llama.cpp: theta_i / ff[i] */
+            f /= long_set ? c->rope_long[i] : c->rope_short[i];
         } else if (c->rope == ROPE_LINEAR) {
             f /= c->rope_factor;
         } else if (c->rope == ROPE_LLAMA3) {
@@ -312,6 +314,14 @@ static void rope_frequencies(const model_config *c, double theta, int local, dou
         }
         inv_freq[i] = f;
     }
+}
+
+int model_rope_context(model *m, int context) {
+    const model_config *c = &m->cfg;
+    if (c->rope != ROPE_LONGROPE) return 0;
+    m->rope_long = context > c->rope_original_max_pos; /* llama.cpp's rule: n_ctx_seq > n_ctx_orig */
+    if (m->inv_freq) rope_frequencies(c, c->rope_theta, 0, m->rope_long, m->inv_freq);
+    return m->rope_long;
 }
 
 #define HEAD_ROWS 64
@@ -538,6 +548,8 @@ static xllm_status check_backend(const model *m, xllm_error *err) {
     else if ((c->moe_sigmoid || c->moe_sel_bias || c->n_group || c->routed_scale > 0) &&
              !backend_supports(&m->be, BE_FEAT_MOE_ROUTING, 0))
         lack = "DeepSeek's expert routing (sigmoid, groups, bias, scale)";
+    else if (c->rope == ROPE_LONGROPE && c->rope_attn_factor != 1.0 && !m->be.ops->scale)
+        lack = "LongRoPE's attention factor (scale)";
     if (lack)
         return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "backend '%s' does not implement %s (head_dim %d): use --backend cpu",
                            name, lack, c->head_dim);
@@ -676,14 +688,15 @@ static int init_rope(model *m, const model_load_options *o) {
     const model_config *c = &m->cfg;
     m->inv_freq = own(m, xllm_malloc_array((size_t)c->rope_dim / 2, sizeof(double)));
     if (!m->inv_freq) return 1;
-    rope_frequencies(c, c->rope_theta, 0, m->inv_freq);
+    model_rope_context(m, c->max_positions); /* LongRoPE's set for the model's whole context until told otherwise */
+    rope_frequencies(c, c->rope_theta, 0, m->rope_long, m->inv_freq);
     /* llama.cpp takes plain RoPE's angles as pos * s^i in float, s = theta^(-2/rope_dim) */
     if (o->arith_llama && c->rope == ROPE_DEFAULT)
         m->rope_theta_scale = powf((float)c->rope_theta, -2.0f / (float)c->rope_dim);
     if (c->rope_local_theta > 0) {
         m->inv_freq_local = own(m, xllm_malloc_array((size_t)c->rope_dim / 2, sizeof(double)));
         if (!m->inv_freq_local) return 1;
-        rope_frequencies(c, c->rope_local_theta, 1, m->inv_freq_local);
+        rope_frequencies(c, c->rope_local_theta, 1, 0, m->inv_freq_local);
         if (o->arith_llama) m->rope_theta_scale_local = powf((float)c->rope_local_theta, -2.0f / (float)c->rope_dim);
     }
     return 0;

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # bench_synth.sh - `xllm synth` and `xllm bench`:
 #  - synth writes models (tiny-test shapes: llama with GQA and an untied lm_head; qwen3 with
-#    q/k norm, decoupled head_dim, tied; llama with llama3 RoPE scaling, tied) that load,
+#    q/k norm, decoupled head_dim, tied; llama with llama3 RoPE scaling, tied; Gemma 2 with its
+#    four norms, soft-caps and GeGLU; Qwen3-MoE with 8 experts, 2 active) that load,
 #    tokenize text and generate;
 #  - the .xllm, GGUF and HF outputs of one synth give the same logits: f32 HF and .xllm
-#    identical, GGUF identical for qwen3 and within 1e-4 for llama (llama.cpp's Q/K row
+#    identical, GGUF identical for qwen3, gemma2 and qwen3moe and within 1e-4 for llama (llama.cpp's Q/K row
 #    permutation sums q.k in another order); q8 .xllm and Q8_0 GGUF likewise;
 #  - the HF directory of a q8 synth holds exactly the .xllm's values (requantizing it gives
 #    the same logits); weights depend on the seed, not on the thread count;
@@ -21,8 +22,8 @@ source "$SRC/tests/e2e/lib/common.bash"
 IDS=1,5,300,17,42,99,511,3,260,261
 logits() { "$XLLM" logits -m "$1" --ids "$IDS" --out "$2" > /dev/null; }
 
-for shape in tiny-test tiny-test-qwen3 tiny-test-llama3; do
-    tol=1e-4; [ "$shape" = tiny-test-qwen3 ] && tol=0
+for shape in tiny-test tiny-test-qwen3 tiny-test-llama3 tiny-test-gemma2 tiny-test-qwen3moe; do
+    tol=1e-4; [ "$shape" != tiny-test ] && [ "$shape" != tiny-test-llama3 ] && tol=0
     d="$T/$shape"; mkdir -p "$d"
     "$XLLM" synth --shape $shape -o "$d/f32.xllm" --gguf "$d/f32.gguf" --hf "$d/hf" &&
     logits "$d/f32.xllm" "$d/x.f32" && logits "$d/hf" "$d/h.f32" && logits "$d/f32.gguf" "$d/g.f32" &&

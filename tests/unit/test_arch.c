@@ -109,8 +109,22 @@ static void test_configs(void) {
     CHECK(c.layer_window[0] == 0 && c.norm_offset == 0);
     CHECK(parse("{\"model_type\": \"phi3\", " BASE ", \"partial_rotary_factor\": 0.75}", &c, &err) ==
               XLLM_ERR_UNSUPPORTED && strstr(err.message, "partial_rotary_factor"));
+    /* Phi-3 LongRoPE: head_dim / 2 (16) factors per set; the attention factor sqrt(1 + ln s / ln orig) */
     CHECK(parse("{\"model_type\": \"phi3\", " BASE ", \"rope_scaling\": {\"type\": \"longrope\", \"long_factor\": [1], "
-                "\"short_factor\": [1]}}", &c, &err) == XLLM_ERR_UNSUPPORTED && strstr(err.message, "longrope"));
+                "\"short_factor\": [1]}}", &c, &err) == XLLM_ERR_FORMAT && strstr(err.message, "short_factor"));
+#define F8 "[1, 1, 1, 1, 2, 2, 2, 2, 1, 1, 1, 1, 2, 2, 2, 2]"
+    CHECK(parse("{\"model_type\": \"phi3\", " BASE ", \"max_position_embeddings\": 131072, "
+                "\"original_max_position_embeddings\": 4096, \"rope_scaling\": {\"type\": \"su\", \"long_factor\": " F8
+                ", \"short_factor\": " F8 "}}", &c, &err) == XLLM_OK);
+    CHECK(c.rope == ROPE_LONGROPE && c.rope_original_max_pos == 4096 && c.rope_long[4] == 2 &&
+          fabs(c.rope_attn_factor - sqrt(1 + log(32.0) / log(4096.0))) < 1e-12);
+    CHECK(parse("{\"model_type\": \"phi3\", " BASE ", \"rope_scaling\": {\"rope_type\": \"longrope\", \"long_factor\": " F8
+                ", \"short_factor\": " F8 ", \"attention_factor\": 1.5, \"original_max_position_embeddings\": 64}}",
+                &c, &err) == XLLM_OK);
+    CHECK(c.rope_attn_factor == 1.5 && c.rope_original_max_pos == 64);
+    CHECK(parse("{\"model_type\": \"phi3\", " BASE ", \"rope_scaling\": {\"type\": \"longrope\", \"long_factor\": " F8
+                ", \"short_factor\": [1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, -1]}}", &c, &err) == XLLM_ERR_FORMAT);
+#undef F8
     /* MoE top-k normalization: Mixtral always, Qwen from the config */
     CHECK(parse("{\"model_type\": \"mixtral\", " BASE ", \"num_local_experts\": 8, \"num_experts_per_tok\": 2, "
                 "\"norm_topk_prob\": false}", &c, &err) == XLLM_OK);
