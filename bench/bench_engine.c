@@ -85,7 +85,7 @@ static run_stats run(xllm_engine *e, int32_t **prompts, int R, int P, int N, int
     double *t_sub = calloc((size_t)R, sizeof(double)), *ttft = calloc((size_t)R, sizeof(double));
     int *done = calloc((size_t)R, sizeof(int));
     xllm_error err;
-    long pre0 = xllm_engine_stat(e, "preemptions", NULL);
+    long pre0 = cli_engine_stat(e, "preemptions", NULL);
     double t0 = now_s();
     long generated = 0;
     for (int i = 0; i < R; i++) {
@@ -146,7 +146,7 @@ static run_stats run(xllm_engine *e, int32_t **prompts, int R, int P, int N, int
     s.tok_s = (double)generated / s.wall;
     s.ttft_p50 = pct(ttft, R, 0.5);
     s.ttft_p99 = pct(ttft, R, 0.99);
-    s.preemptions = xllm_engine_stat(e, "preemptions", NULL) - pre0;
+    s.preemptions = cli_engine_stat(e, "preemptions", NULL) - pre0;
     free(ids);
     free(t_sub);
     free(ttft);
@@ -223,7 +223,7 @@ int main(int argc, char **argv) {
     if (!path || R < 1 || P < 1 || N < 1) return 2;
     xllm_error err;
     xllm_model_options mo = xllm_model_options_default();
-    xllm_model_options_from_env(&mo); /* XLLM_CPU, XLLM_PLAN, ... as the CLI */
+    cli_model_options_from_env(&mo); /* XLLM_CPU, XLLM_PLAN, ... as the CLI */
     mo.n_threads = threads;
     mo.max_batch_seqs = R < 64 ? R : 64;
     int ctx = P + N > prefix + 64 ? P + N : prefix + 64;
@@ -272,8 +272,8 @@ int main(int argc, char **argv) {
                "preemptions, %d failures, %d of %d differ from alone\n", bur.wall, bur.tok_s, bur.tok_s / seq.tok_s,
                bur.ttft_p50, bur.ttft_p99, bur.preemptions, bur.failures + seq.failures, differ(solo, got, S, N), S);
         fflush(stdout);
-        long total = xllm_engine_stat(e, "kv", "blocks_total");
-        long bs = xllm_engine_stat(e, "kv", "block_size");
+        long total = cli_engine_stat(e, "kv", "blocks_total");
+        long bs = cli_engine_stat(e, "kv", "block_size");
         long need = (long)R * ((P + N + bs - 1) / bs);
         xllm_engine_free(e);
         (void)total;
@@ -285,8 +285,8 @@ int main(int argc, char **argv) {
             if (pb < min_blocks) pb = (int)min_blocks;
             /* a pool of pb blocks: workspace = scratch + pb blocks (+ a swap pool of pb / 2) */
             xllm_engine *probe = xllm_engine_create(m, &so, &err);
-            long scratch = xllm_engine_stat(probe, "memory", "scratch_bytes");
-            long bb = xllm_engine_stat(probe, "memory", "kv_bytes") / xllm_engine_stat(probe, "kv", "blocks_total");
+            long scratch = cli_engine_stat(probe, "memory", "scratch_bytes");
+            long bb = cli_engine_stat(probe, "memory", "kv_bytes") / cli_engine_stat(probe, "kv", "blocks_total");
             xllm_engine_free(probe);
             so.swap_size = mode == XLLM_PREEMPT_RECOMPUTE ? -1 : (int64_t)(pb / 2) * bb;
             so.workspace_size = scratch + (int64_t)pb * bb + (so.swap_size > 0 ? so.swap_size : 0);

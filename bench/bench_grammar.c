@@ -82,8 +82,8 @@ int main(int argc, char **argv) {
     int32_t n;
     if (tokenizer_token_bytes(t, &bytes, &off, &n, &err)) return 1;
     if (n > vocab_n) n = vocab_n;
-    const char **tb = xllm_malloc_array((size_t)n, sizeof(char *));
-    uint32_t *lens = xllm_malloc_array((size_t)n, sizeof(uint32_t));
+    const char **tb = mem_malloc_array((size_t)n, sizeof(char *));
+    uint32_t *lens = mem_malloc_array((size_t)n, sizeof(uint32_t));
     for (int32_t i = 0; i < n; i++) {
         lens[i] = (uint32_t)(off[i + 1] - off[i]);
         tb[i] = lens[i] ? bytes + off[i] : NULL;
@@ -102,27 +102,27 @@ int main(int argc, char **argv) {
     }
     for (struct dirent *e; (e = readdir(d)) && n_names < 1024;) {
         size_t l = strlen(e->d_name);
-        if (l > 5 && !strcmp(e->d_name + l - 5, ".json")) names[n_names++] = xllm_strdup(e->d_name);
+        if (l > 5 && !strcmp(e->d_name + l - 5, ".json")) names[n_names++] = mem_strdup(e->d_name);
     }
     closedir(d);
     qsort(names, (size_t)n_names, sizeof names[0], cmp_str);
-    char **texts = xllm_calloc((size_t)n_names, sizeof(char *));
+    char **texts = mem_calloc((size_t)n_names, sizeof(char *));
     size_t largest = 0, largest_len = 0;
     for (int i = 0; i < n_names; i++) {
         char path[1024];
         size_t len;
         snprintf(path, sizeof path, "%s/%s", schemas, names[i]);
-        if (xllm_read_file(path, &texts[i], &len, &err)) return 1;
+        if (file_read_all(path, &texts[i], &len, &err)) return 1;
         if (len > largest_len) largest_len = len, largest = (size_t)i;
     }
     printf("bench_grammar: tokenizer %s, %d ids (trie built in %.1f ms), %d schemas, %d rounds, up to %d steps\n",
            tok_dir, (int)n, trie_us / 1e3, n_names, rounds, steps);
-    float *logits = xllm_malloc_array((size_t)n, sizeof(float));
+    float *logits = mem_malloc_array((size_t)n, sizeof(float));
     size_t cap = (size_t)n_names * (size_t)steps;
-    double *lat = xllm_malloc_array(cap, sizeof(double));
-    double *r_mean = xllm_malloc_array((size_t)rounds, sizeof(double)), *r_p99 = xllm_malloc_array((size_t)rounds, sizeof(double));
-    double *r_max = xllm_malloc_array((size_t)rounds, sizeof(double)), *r_p50 = xllm_malloc_array((size_t)rounds, sizeof(double));
-    int32_t *allowed = xllm_malloc_array((size_t)n, sizeof(int32_t));
+    double *lat = mem_malloc_array(cap, sizeof(double));
+    double *r_mean = mem_malloc_array((size_t)rounds, sizeof(double)), *r_p99 = mem_malloc_array((size_t)rounds, sizeof(double));
+    double *r_max = mem_malloc_array((size_t)rounds, sizeof(double)), *r_p50 = mem_malloc_array((size_t)rounds, sizeof(double));
+    int32_t *allowed = mem_malloc_array((size_t)n, sizeof(int32_t));
     size_t n_lat = 0;
     for (int r = 0; r < rounds; r++) {
         n_lat = 0;

@@ -84,9 +84,9 @@ static void print_row(const row_t *r) {
     fflush(stdout);
 }
 
-static void *quant_matrix(xllm_dtype t, int group, int64_t rows, int64_t cols) {
+static void *quant_matrix(dtype_t t, int group, int64_t rows, int64_t cols) {
     size_t rb = quant_row_bytes(t, group, cols);
-    unsigned char *w = xllm_malloc_aligned(rb * (size_t)rows);
+    unsigned char *w = mem_malloc_aligned(rb * (size_t)rows);
     float *tmp = malloc(sizeof(float) * (size_t)cols);
     for (int64_t r = 0; r < rows; r++) {
         /* quantize a few distinct rows, copy them around (quantizing is slow) */
@@ -109,7 +109,7 @@ static matrix level_matrix(const cpu_kernels *K, const matrix *W, void **owned) 
     matrix Wk = *W;
     *owned = NULL;
     if (g_packed && K->packed_bytes && K->packed_bytes(W)) {
-        *owned = xllm_malloc_aligned(K->packed_bytes(W));
+        *owned = mem_malloc_aligned(K->packed_bytes(W));
         K->repack(W, 0, (W->rows + 3) / 4, *owned);
         Wk.data = *owned;
         Wk.packed = 1;
@@ -117,18 +117,18 @@ static matrix level_matrix(const cpu_kernels *K, const matrix *W, void **owned) 
     return Wk;
 }
 
-static void bench_quant(xllm_dtype t, int group, int64_t rows, int64_t cols, int T, int gemv) {
+static void bench_quant(dtype_t t, int group, int64_t rows, int64_t cols, int T, int gemv) {
     matrix W = {t, group, rows, cols, quant_matrix(t, group, rows, cols), {0}, {0}, 0};
     float *x = malloc(sizeof(float) * (size_t)cols * (size_t)T), *y = malloc(sizeof(float) * (size_t)rows * (size_t)T);
     for (int64_t i = 0; i < cols * T; i++) x[i] = frand();
     row_t r = {0};
     char name[80];
-    snprintf(name, sizeof name, "%s %s/g%d %lldx%lld T=%d%s", gemv ? "gemv" : "gemm", xllm_dtype_name(t), group,
+    snprintf(name, sizeof name, "%s %s/g%d %lldx%lld T=%d%s", gemv ? "gemv" : "gemm", dtype_name(t), group,
              (long long)rows, (long long)cols, T, g_packed ? " packed" : "");
     r.name = name;
     r.unit = gemv ? "GB/s" : "GFLOP/s";
     if (!wanted(name)) {
-        xllm_free_aligned((void *)W.data);
+        mem_free_aligned((void *)W.data);
         free(x);
         free(y);
         return;
@@ -137,19 +137,19 @@ static void bench_quant(xllm_dtype t, int group, int64_t rows, int64_t cols, int
     for (int k = 0; k < g_nk; k++) {
         const cpu_kernels *K = g_k[k];
         size_t as = K->act_bytes(cols);
-        void *act = xllm_malloc_aligned(as * (size_t)T), *scr = xllm_malloc_aligned(K->scratch_bytes(cols));
+        void *act = mem_malloc_aligned(as * (size_t)T), *scr = mem_malloc_aligned(K->scratch_bytes(cols));
         for (int i = 0; i < T; i++) K->act_prepare(x + (size_t)i * cols, cols, (char *)act + (size_t)i * as, 0);
         void *pk;
         matrix Wk = level_matrix(K, &W, &pk);
         double s;
         TIME_IT(s, K->matmul_q(&Wk, act, as, T, NULL, y, (size_t)rows, 0, rows, scr));
         r.value[k] = gemv ? bytes / s / 1e9 : flops / s / 1e9;
-        xllm_free_aligned(pk);
-        xllm_free_aligned(act);
-        xllm_free_aligned(scr);
+        mem_free_aligned(pk);
+        mem_free_aligned(act);
+        mem_free_aligned(scr);
     }
     print_row(&r);
-    xllm_free_aligned((void *)W.data);
+    mem_free_aligned((void *)W.data);
     free(x);
     free(y);
 }
@@ -158,21 +158,21 @@ static void bench_quant(xllm_dtype t, int group, int64_t rows, int64_t cols, int
  * model's shapes, cycling through enough copies of the matrix (>= 256 MB)
  * that every call streams its weights from memory, as decode does. GB/s of
  * weights; for T > 1 also GFLOP/s. */
-static void bench_stream_t(xllm_dtype t, int group, int64_t rows, int64_t cols, int T) {
+static void bench_stream_t(dtype_t t, int group, int64_t rows, int64_t cols, int T) {
     size_t rb = quant_row_bytes(t, group, cols), mb = rb * (size_t)rows;
     int copies = (int)(((size_t)256 << 20) / mb) + 1;
     char name[80];
     if (T == 1)
-        snprintf(name, sizeof name, "gemv stream %s/g%d %lldx%lld%s", xllm_dtype_name(t), group, (long long)rows,
+        snprintf(name, sizeof name, "gemv stream %s/g%d %lldx%lld%s", dtype_name(t), group, (long long)rows,
                  (long long)cols, g_packed ? " packed" : "");
     else
-        snprintf(name, sizeof name, "gemm stream %s/g%d %lldx%lld T=%d%s", xllm_dtype_name(t), group,
+        snprintf(name, sizeof name, "gemm stream %s/g%d %lldx%lld T=%d%s", dtype_name(t), group,
                  (long long)rows, (long long)cols, T, g_packed ? " packed" : "");
     if (!wanted(name)) return;
     matrix *W = malloc(sizeof(matrix) * (size_t)copies);
     W[0] = (matrix){.dtype = t, .group = group, .rows = rows, .cols = cols, .data = quant_matrix(t, group, rows, cols)};
     for (int i = 1; i < copies; i++) {
-        void *d = xllm_malloc_aligned(mb);
+        void *d = mem_malloc_aligned(mb);
         memcpy(d, W[0].data, mb);
         W[i] = (matrix){.dtype = t, .group = group, .rows = rows, .cols = cols, .data = d};
     }
@@ -188,7 +188,7 @@ static void bench_stream_t(xllm_dtype t, int group, int64_t rows, int64_t cols, 
     for (int k = 0; k < g_nk; k++) {
         const cpu_kernels *K = g_k[k];
         size_t as = K->act_bytes(cols);
-        void *act = xllm_malloc_aligned(as * (size_t)T), *scr = xllm_malloc_aligned(K->scratch_bytes(cols));
+        void *act = mem_malloc_aligned(as * (size_t)T), *scr = mem_malloc_aligned(K->scratch_bytes(cols));
         for (int i = 0; i < T; i++) K->act_prepare(x + (size_t)i * cols, cols, (char *)act + (size_t)i * as, 0);
         double s;
         int n = copies < 64 ? copies : 64;
@@ -198,44 +198,44 @@ static void bench_stream_t(xllm_dtype t, int group, int64_t rows, int64_t cols, 
         TIME_IT(s, for (int i = 0; i < n; i++) K->matmul_q(&Wk[i], act, as, T, NULL, y, (size_t)rows, 0, rows, scr));
         r.value[k] = (double)mb * n / s / 1e9;
         rf.value[k] = 2.0 * (double)rows * (double)cols * T * n / s / 1e9;
-        for (int i = 0; i < n; i++) xllm_free_aligned(pk[i]);
+        for (int i = 0; i < n; i++) mem_free_aligned(pk[i]);
         free(Wk);
         free(pk);
-        xllm_free_aligned(act);
-        xllm_free_aligned(scr);
+        mem_free_aligned(act);
+        mem_free_aligned(scr);
     }
     print_row(&r);
     if (T > 1) print_row(&rf);
-    for (int i = 0; i < copies; i++) xllm_free_aligned((void *)W[i].data);
+    for (int i = 0; i < copies; i++) mem_free_aligned((void *)W[i].data);
     free(W);
     free(x);
     free(y);
 }
 
-static void bench_gemv_stream(xllm_dtype t, int group, int64_t rows, int64_t cols) {
+static void bench_gemv_stream(dtype_t t, int group, int64_t rows, int64_t cols) {
     bench_stream_t(t, group, rows, cols, 1);
 }
 
 /* ------------------------------------------------ llama.cpp's K-quants */
 
 /* Bytes of one row of a K-quant type. */
-static size_t kq_row_bytes(xllm_dtype t, int64_t cols) { return (size_t)(cols / kq_block_elems(t)) * kq_block_bytes(t); }
+static size_t kq_row_bytes(dtype_t t, int64_t cols) { return (size_t)(cols / kq_block_elems(t)) * kq_block_bytes(t); }
 
 /* Types kq_quantize_row lacks (Q5_0, Q5_1, IQ4_XS): random bytes, the f16
  * d (and Q5_1's m) at the start of each block set to a small value. */
-static void kq_random_row(xllm_dtype t, int64_t cols, unsigned char *row) {
+static void kq_random_row(dtype_t t, int64_t cols, unsigned char *row) {
     size_t bb = kq_block_bytes(t);
     for (size_t i = 0; i < kq_row_bytes(t, cols); i++) row[i] = (unsigned char)(frand() * 127.0f + 128.0f);
-    uint16_t d = xllm_f32_to_f16(0.01f);
+    uint16_t d = f32_to_f16(0.01f);
     for (int64_t b = 0; b < cols / kq_block_elems(t); b++) {
         memcpy(row + (size_t)b * bb, &d, 2);
         if (t == XLLM_DT_Q5_1) memcpy(row + (size_t)b * bb + 2, &d, 2);
     }
 }
 
-static void *kq_matrix(xllm_dtype t, int64_t rows, int64_t cols) {
+static void *kq_matrix(dtype_t t, int64_t rows, int64_t cols) {
     size_t rb = kq_row_bytes(t, cols);
-    unsigned char *w = xllm_malloc_aligned(rb * (size_t)rows);
+    unsigned char *w = mem_malloc_aligned(rb * (size_t)rows);
     float *tmp = malloc(sizeof(float) * (size_t)cols);
     for (int64_t r = 0; r < rows; r++) {
         if (r < 16) {
@@ -256,8 +256,8 @@ static double time_kq(const cpu_kernels *K, matrix *W, int copies, int T) {
     int64_t cols = W[0].cols, rows = W[0].rows;
     const int kind = kq_act_kind(W[0].dtype);
     size_t as = kq_act_bytes(kind, cols);
-    unsigned char *act = xllm_malloc_aligned(as * (size_t)T);
-    void *scr = xllm_malloc_aligned(K->scratch_bytes(cols));
+    unsigned char *act = mem_malloc_aligned(as * (size_t)T);
+    void *scr = mem_malloc_aligned(K->scratch_bytes(cols));
     float *x = malloc(sizeof(float) * (size_t)cols), *y = malloc(sizeof(float) * (size_t)rows * (size_t)T);
     for (int i = 0; i < T; i++) {
         for (int64_t c = 0; c < cols; c++) x[c] = frand();
@@ -272,11 +272,11 @@ static double time_kq(const cpu_kernels *K, matrix *W, int copies, int T) {
     else /* the level has none: the reference, as cpu_ops falls back to */
         TIME_IT(s, for (int i = 0; i < copies; i++)
                        kq_matmul_ref(Wk[i].dtype, Wk[i].data, cols, act, as, T, NULL, y, (size_t)rows, 0, rows));
-    for (int i = 0; i < copies; i++) xllm_free_aligned(pk[i]);
+    for (int i = 0; i < copies; i++) mem_free_aligned(pk[i]);
     free(Wk);
     free(pk);
-    xllm_free_aligned(act);
-    xllm_free_aligned(scr);
+    mem_free_aligned(act);
+    mem_free_aligned(scr);
     free(x);
     free(y);
     return s / copies;
@@ -285,12 +285,12 @@ static double time_kq(const cpu_kernels *K, matrix *W, int copies, int T) {
 /* GEMM (T > 1, cache-resident matrix, GFLOP/s; stream: >= 256 MB of copies,
  * as decode of T sequences reads them) or streaming GEMV (T = 1, GB/s of
  * stored bytes) of a K-quant matrix. */
-static void bench_kq_s(xllm_dtype t, int64_t rows, int64_t cols, int T, int stream) {
+static void bench_kq_s(dtype_t t, int64_t rows, int64_t cols, int T, int stream) {
     row_t r = {0};
     char name[80];
     if (T == 1) stream = 1;
     snprintf(name, sizeof name, "kq %s %s %lldx%lld%s", T == 1 ? "gemv stream" : stream ? "gemm stream" : "gemm",
-             xllm_dtype_name(t), (long long)rows, (long long)cols, g_packed ? " packed" : "");
+             dtype_name(t), (long long)rows, (long long)cols, g_packed ? " packed" : "");
     if (T > 1) snprintf(name + strlen(name), sizeof name - strlen(name), " T=%d", T);
     r.name = name;
     r.unit = T == 1 ? "GB/s" : "GFLOP/s";
@@ -301,7 +301,7 @@ static void bench_kq_s(xllm_dtype t, int64_t rows, int64_t cols, int T, int stre
     matrix *W = malloc(sizeof(matrix) * (size_t)copies);
     W[0] = (matrix){.dtype = t, .group = kq_block_elems(t), .rows = rows, .cols = cols, .data = kq_matrix(t, rows, cols)};
     for (int i = 1; i < copies; i++) {
-        void *d = xllm_malloc_aligned(mb);
+        void *d = mem_malloc_aligned(mb);
         memcpy(d, W[0].data, mb);
         W[i] = W[0];
         W[i].data = d;
@@ -311,11 +311,11 @@ static void bench_kq_s(xllm_dtype t, int64_t rows, int64_t cols, int T, int stre
         r.value[k] = T == 1 ? (double)mb / s / 1e9 : 2.0 * (double)rows * (double)cols * T / s / 1e9;
     }
     print_row(&r);
-    for (int i = 0; i < copies; i++) xllm_free_aligned((void *)W[i].data);
+    for (int i = 0; i < copies; i++) mem_free_aligned((void *)W[i].data);
     free(W);
 }
 
-static void bench_kq(xllm_dtype t, int64_t rows, int64_t cols, int T) { bench_kq_s(t, rows, cols, T, 0); }
+static void bench_kq(dtype_t t, int64_t rows, int64_t cols, int T) { bench_kq_s(t, rows, cols, T, 0); }
 
 static volatile uint64_t g_sink;
 static void sum_words(const uint64_t *buf, size_t n) {
@@ -328,47 +328,47 @@ static void sum_words(const uint64_t *buf, size_t n) {
  * words, 4 accumulators), in the same run. */
 static double read_gbs(void) {
     size_t n = ((size_t)256 << 20) / 8;
-    uint64_t *buf = xllm_malloc_aligned(n * 8);
+    uint64_t *buf = mem_malloc_aligned(n * 8);
     for (size_t i = 0; i < n; i++) buf[i] = i;
     double s;
     TIME_IT(s, sum_words(buf, n));
-    xllm_free_aligned(buf);
+    mem_free_aligned(buf);
     return (double)n * 8 / s / 1e9;
 }
 
-static void bench_float(xllm_dtype t, int64_t rows, int64_t cols, int T, int gemv) {
-    size_t es = xllm_dtype_size(t);
-    uint16_t *w = xllm_malloc_aligned(es * (size_t)rows * (size_t)cols);
+static void bench_float(dtype_t t, int64_t rows, int64_t cols, int T, int gemv) {
+    size_t es = dtype_size(t);
+    uint16_t *w = mem_malloc_aligned(es * (size_t)rows * (size_t)cols);
     for (int64_t i = 0; i < rows * cols; i++) {
         float f = frand();
         if (t == XLLM_DT_F32) ((float *)w)[i] = f;
-        else w[i] = t == XLLM_DT_F16 ? xllm_f32_to_f16(f) : xllm_f32_to_bf16(f);
+        else w[i] = t == XLLM_DT_F16 ? f32_to_f16(f) : f32_to_bf16(f);
     }
     matrix W = {t, 0, rows, cols, w, {0}, {0}, 0};
     float *x = malloc(sizeof(float) * (size_t)cols * (size_t)T), *y = malloc(sizeof(float) * (size_t)rows * (size_t)T);
     for (int64_t i = 0; i < cols * T; i++) x[i] = frand();
     row_t r = {0};
     char name[80];
-    snprintf(name, sizeof name, "%s %s %lldx%lld T=%d", gemv ? "gemv" : "gemm", xllm_dtype_name(t), (long long)rows,
+    snprintf(name, sizeof name, "%s %s %lldx%lld T=%d", gemv ? "gemv" : "gemm", dtype_name(t), (long long)rows,
              (long long)cols, T);
     r.name = name;
     r.unit = gemv ? "GB/s" : "GFLOP/s";
     if (!wanted(name)) {
-        xllm_free_aligned(w);
+        mem_free_aligned(w);
         free(x);
         free(y);
         return;
     }
     double bytes = (double)es * rows * cols, flops = 2.0 * rows * cols * T;
     for (int k = 0; k < g_nk; k++) {
-        void *scr = xllm_malloc_aligned(g_k[k]->scratch_bytes(cols));
+        void *scr = mem_malloc_aligned(g_k[k]->scratch_bytes(cols));
         double s;
         TIME_IT(s, g_k[k]->matmul_f(&W, x, T, NULL, y, (size_t)rows, 0, rows, scr));
         r.value[k] = gemv ? bytes / s / 1e9 : flops / s / 1e9;
-        xllm_free_aligned(scr);
+        mem_free_aligned(scr);
     }
     print_row(&r);
-    xllm_free_aligned(w);
+    mem_free_aligned(w);
     free(x);
     free(y);
 }
@@ -387,11 +387,11 @@ static void bench_act(int64_t cols, int T) {
     }
     for (int k = 0; k < g_nk; k++) {
         size_t as = g_k[k]->act_bytes(cols);
-        char *act = xllm_malloc_aligned(as * (size_t)T);
+        char *act = mem_malloc_aligned(as * (size_t)T);
         double s;
         TIME_IT(s, for (int i = 0; i < T; i++) g_k[k]->act_prepare(x + (size_t)i * cols, cols, act + (size_t)i * as, 0));
         r.value[k] = 4.0 * cols * T / s / 1e9;
-        xllm_free_aligned(act);
+        mem_free_aligned(act);
     }
     print_row(&r);
     free(x);
@@ -711,17 +711,17 @@ static void bench_peak_fraction(double peak) {
     const cpu_kernels *all[8];
     int n = cpu_kernels_all(all, 8);
     const cpu_kernels *K = all[n - 1];
-    static const xllm_dtype ts[] = {XLLM_DT_Q4, XLLM_DT_Q8};
+    static const dtype_t ts[] = {XLLM_DT_Q4, XLLM_DT_Q8};
     const int64_t rows = 2048, cols = 2048;
     const int T = 512;
     float *x = malloc(sizeof(float) * (size_t)cols * T), *y = malloc(sizeof(float) * (size_t)rows * T);
     for (int64_t i = 0; i < cols * T; i++) x[i] = frand();
     size_t as = K->act_bytes(cols);
-    void *act = xllm_malloc_aligned(as * (size_t)T), *scr = xllm_malloc_aligned(K->scratch_bytes(cols));
+    void *act = mem_malloc_aligned(as * (size_t)T), *scr = mem_malloc_aligned(K->scratch_bytes(cols));
     for (int i = 0; i < T; i++) K->act_prepare(x + (size_t)i * cols, cols, (char *)act + (size_t)i * as, 0);
     for (int i = 0; i < 2; i++) {
         char name[80];
-        snprintf(name, sizeof name, "prefill %s/g32 %lldx%lld T=%d packed", xllm_dtype_name(ts[i]), (long long)rows,
+        snprintf(name, sizeof name, "prefill %s/g32 %lldx%lld T=%d packed", dtype_name(ts[i]), (long long)rows,
                  (long long)cols, T);
         matrix W = {ts[i], 32, rows, cols, quant_matrix(ts[i], 32, rows, cols), {0}, {0}, 0};
         int keep = g_packed;
@@ -736,11 +736,11 @@ static void bench_peak_fraction(double peak) {
         printf("%-34s %9.1f  int8 ops/cycle = %.0f GOPS at %.2f GHz (%s, 1 thread; %d steady rounds): %.1f%% of the "
                "int8 peak\n",
                name, opc, opc * g, g, K->name, kept, peak > 0 ? 100 * opc / peak : 0.0);
-        xllm_free_aligned(pk);
-        xllm_free_aligned((void *)W.data);
+        mem_free_aligned(pk);
+        mem_free_aligned((void *)W.data);
     }
-    xllm_free_aligned(act);
-    xllm_free_aligned(scr);
+    mem_free_aligned(act);
+    mem_free_aligned(scr);
     free(x);
     free(y);
 }
@@ -784,7 +784,7 @@ static int bench_attn_decode(int depth) {
         }
         cpu_backend *cb = cpu_backend_of(&be);
         size_t rb = kvq_row_bytes(dt, HD), layer = (size_t)nb * BS * NKV * rb;
-        unsigned char *k = xllm_malloc_aligned(layer * L), *v = xllm_malloc_aligned(layer * L);
+        unsigned char *k = mem_malloc_aligned(layer * L), *v = mem_malloc_aligned(layer * L);
         int32_t *table = malloc(sizeof *table * (size_t)nb);
         float *q = malloc(sizeof *q * NH * HD), *out = malloc(sizeof *out * NH * HD), row[HD];
         int ok = k && v && table && q && out;
@@ -824,8 +824,8 @@ static int bench_attn_decode(int depth) {
             printf("attn decode %s d=%d %s %8.3f ms (%.3f-%.3f)  %6.2f GB/s of K/V\n", kvq_name(dt), depth, what[st],
                    1e3 * med, 1e3 * t[st][0], 1e3 * t[st][ROUNDS - 1], kv_bytes / med / 1e9);
         }
-        xllm_free_aligned(k);
-        xllm_free_aligned(v);
+        mem_free_aligned(k);
+        mem_free_aligned(v);
         free(table);
         free(q);
         free(out);
@@ -892,7 +892,7 @@ int main(int argc, char **argv) {
     printf("\n");
 
     int64_t big_r = quick ? 4096 : 8192, big_c = 4096; /* GEMV: bigger than the caches */
-    static const xllm_dtype qt[] = {XLLM_DT_Q4, XLLM_DT_Q8, XLLM_DT_Q4M};
+    static const dtype_t qt[] = {XLLM_DT_Q4, XLLM_DT_Q8, XLLM_DT_Q4M};
     for (int i = 0; i < 3; i++) bench_quant(qt[i], 32, big_r, big_c, 1, 1);
     bench_quant(XLLM_DT_Q4, 128, big_r, big_c, 1, 1);
     if (wanted("gemv stream")) printf("%-34s %9.2f  GB/s (memory read bandwidth, the bound for streaming GEMV)\n", "read 256 MB", read_gbs());
@@ -916,7 +916,7 @@ int main(int argc, char **argv) {
     bench_quant(XLLM_DT_Q4, 128, 512, 2048, 64, 0);
     bench_quant(XLLM_DT_Q4, 32, 512, 2048, 4, 0);
     /* K-quants on TinyLlama-1.1B's shapes: qkv/o (2048x2048), gate/up (5632x2048), down (2048x5632) */
-    static const xllm_dtype kqt[] = {XLLM_DT_Q4_K, XLLM_DT_Q6_K, XLLM_DT_IQ4_NL, XLLM_DT_IQ4_XS,
+    static const dtype_t kqt[] = {XLLM_DT_Q4_K, XLLM_DT_Q6_K, XLLM_DT_IQ4_NL, XLLM_DT_IQ4_XS,
                                      XLLM_DT_Q5_0,  XLLM_DT_Q5_1, XLLM_DT_Q2_K,   XLLM_DT_Q3_K};
     for (int i = 0; i < (int)(sizeof kqt / sizeof *kqt); i++) {
         bench_kq(kqt[i], 2048, 2048, 1);
@@ -927,7 +927,7 @@ int main(int argc, char **argv) {
         bench_kq(kqt[i], 512, 2048, 4);
         bench_kq_s(kqt[i], 5632, 2048, 16, 1); /* decode of 16 sequences */
     }
-    static const xllm_dtype ft[] = {XLLM_DT_F32, XLLM_DT_F16, XLLM_DT_BF16};
+    static const dtype_t ft[] = {XLLM_DT_F32, XLLM_DT_F16, XLLM_DT_BF16};
     for (int i = 0; i < 3; i++) bench_float(ft[i], big_r / 2, big_c, 1, 1);
     for (int i = 0; i < 3; i++) bench_float(ft[i], 256, 2048, 64, 0);
     bench_act(4096, 64);

@@ -58,7 +58,7 @@ int main(int argc, char **argv) {
     for (int r = 0; r < R; r++) {
         xllm_error err;
         xllm_model_options o = xllm_model_options_default();
-        xllm_model_options_from_env(&o); /* XLLM_CPU, XLLM_PLAN, ... as the CLI */
+        cli_model_options_from_env(&o); /* XLLM_CPU, XLLM_PLAN, ... as the CLI */
         o.max_batch_seqs = 1;
         o.max_context = 256;
         double t0 = now();

@@ -75,10 +75,10 @@ static uint64_t run_q(const cpu_kernels *K, const matrix *W, const void *act, si
     return h;
 }
 
-static void digest_q(const cpu_kernels *K, xllm_dtype t, int g, int64_t rows, int64_t cols, int T, int use_bias) {
+static void digest_q(const cpu_kernels *K, dtype_t t, int g, int64_t rows, int64_t cols, int T, int use_bias) {
     if (!quant_format_ok(t, g, cols)) return;
     size_t rb = quant_row_bytes(t, g, cols);
-    unsigned char *w = xllm_malloc_aligned(rb * (size_t)rows);
+    unsigned char *w = mem_malloc_aligned(rb * (size_t)rows);
     float *tmp = malloc(sizeof(float) * (size_t)cols), *x = malloc(sizeof(float) * (size_t)cols * (size_t)T);
     float *bias = malloc(sizeof(float) * (size_t)rows);
     for (int64_t r = 0; r < rows; r++) {
@@ -88,15 +88,15 @@ static void digest_q(const cpu_kernels *K, xllm_dtype t, int g, int64_t rows, in
     }
     fill_x(x, cols * T);
     size_t as = K->act_bytes(cols);
-    void *act = xllm_malloc_aligned(as * (size_t)T), *scr = xllm_malloc_aligned(K->scratch_bytes(cols));
+    void *act = mem_malloc_aligned(as * (size_t)T), *scr = mem_malloc_aligned(K->scratch_bytes(cols));
     for (int i = 0; i < T; i++) K->act_prepare(x + (size_t)i * (size_t)cols, cols, (char *)act + (size_t)i * as, 0);
     matrix W = {t, g, rows, cols, w, {0}, {0}, 0};
     const float *b = use_bias ? bias : NULL;
-    printf("%s %s/g%d %lldx%lld T=%d%s stored %016llx", K->name, xllm_dtype_name(t), g, (long long)rows,
+    printf("%s %s/g%d %lldx%lld T=%d%s stored %016llx", K->name, dtype_name(t), g, (long long)rows,
            (long long)cols, T, use_bias ? " bias" : "", (unsigned long long)run_q(K, &W, act, as, T, b, 1, scr));
     size_t pb = K->packed_bytes ? K->packed_bytes(&W) : 0;
     if (pb) {
-        void *pk = xllm_malloc_aligned(pb);
+        void *pk = mem_malloc_aligned(pb);
         K->repack(&W, 0, (rows + 3) / 4, pk);
         matrix P = W;
         P.data = pk;
@@ -106,23 +106,23 @@ static void digest_q(const cpu_kernels *K, xllm_dtype t, int g, int64_t rows, in
             memset(P.plan_kernel, v, sizeof P.plan_kernel);
             printf(" packed/%d %016llx", v, (unsigned long long)run_q(K, &P, act, as, T, b, tile, scr));
         }
-        xllm_free_aligned(pk);
+        mem_free_aligned(pk);
     }
     printf("\n");
-    xllm_free_aligned(act);
-    xllm_free_aligned(scr);
-    xllm_free_aligned(w);
+    mem_free_aligned(act);
+    mem_free_aligned(scr);
+    mem_free_aligned(w);
     free(tmp), free(x), free(bias);
 }
 
-static void digest_f(const cpu_kernels *K, xllm_dtype t, int64_t rows, int64_t cols, int T, int use_bias) {
-    size_t es = xllm_dtype_size(t), ny = (size_t)rows * (size_t)T;
-    unsigned char *buf = xllm_malloc_aligned(es * (size_t)(rows * cols + 1)), *w = buf + es; /* rows not aligned */
+static void digest_f(const cpu_kernels *K, dtype_t t, int64_t rows, int64_t cols, int T, int use_bias) {
+    size_t es = dtype_size(t), ny = (size_t)rows * (size_t)T;
+    unsigned char *buf = mem_malloc_aligned(es * (size_t)(rows * cols + 1)), *w = buf + es; /* rows not aligned */
     for (int64_t i = 0; i < rows * cols; i++) {
         float f = frand();
         if (t == XLLM_DT_F32) memcpy(w + 4 * i, &f, 4);
         else {
-            uint16_t h = t == XLLM_DT_F16 ? xllm_f32_to_f16(f) : xllm_f32_to_bf16(f);
+            uint16_t h = t == XLLM_DT_F16 ? f32_to_f16(f) : f32_to_bf16(f);
             memcpy(w + 2 * i, &h, 2);
         }
     }
@@ -131,7 +131,7 @@ static void digest_f(const cpu_kernels *K, xllm_dtype t, int64_t rows, int64_t c
     fill_x(x, cols * T);
     for (int64_t r = 0; r < rows; r++) bias[r] = frand();
     const float *b = use_bias ? bias : NULL;
-    void *scr = xllm_malloc_aligned(K->scratch_bytes(cols));
+    void *scr = mem_malloc_aligned(K->scratch_bytes(cols));
     matrix W = {t, 0, rows, cols, w, {0}, {0}, 0};
     memset(y, 0xff, sizeof(float) * ny);
     K->matmul_f(&W, x, T, b, y, (size_t)rows, 0, rows, scr);
@@ -141,10 +141,10 @@ static void digest_f(const cpu_kernels *K, xllm_dtype t, int64_t rows, int64_t c
     K->matmul_f(&W, x, T, b, y, (size_t)rows, 0, cut, scr);
     K->matmul_f(&W, x, T, b, y, (size_t)rows, cut, rows, scr);
     h = fnv(h, y, sizeof(float) * ny);
-    printf("%s %s %lldx%lld T=%d%s %016llx\n", K->name, xllm_dtype_name(t), (long long)rows, (long long)cols, T,
+    printf("%s %s %lldx%lld T=%d%s %016llx\n", K->name, dtype_name(t), (long long)rows, (long long)cols, T,
            use_bias ? " bias" : "", (unsigned long long)h);
-    xllm_free_aligned(scr);
-    xllm_free_aligned(buf);
+    mem_free_aligned(scr);
+    mem_free_aligned(buf);
     free(x), free(bias), free(y);
 }
 
@@ -160,11 +160,11 @@ int main(int argc, char **argv) {
     const cpu_kernels *all[8];
     int n = cpu_kernels_all(all, 8);
     static const int Ts[] = {1, 2, 3, 4, 5, 8, 9, 13, 24, 33, 64, 100, 130};
-    static const xllm_dtype qt[] = {XLLM_DT_Q8, XLLM_DT_Q4, XLLM_DT_Q4M};
+    static const dtype_t qt[] = {XLLM_DT_Q8, XLLM_DT_Q4, XLLM_DT_Q4M};
     static const int groups[] = {32, 64, 96, 128, 256};
     static const int64_t qrows[] = {1, 7, 37, 70};
     static const int64_t qcols[] = {32, 160, 768, 1152, 2080};
-    static const xllm_dtype ft[] = {XLLM_DT_F32, XLLM_DT_F16, XLLM_DT_BF16};
+    static const dtype_t ft[] = {XLLM_DT_F32, XLLM_DT_F16, XLLM_DT_BF16};
     static const int64_t frows[] = {1, 5, 19};
     static const int64_t fcols[] = {1, 7, 16, 17, 40, 100, 1000, 4097};
     for (int k = 0; k < n; k++) {

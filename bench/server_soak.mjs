@@ -3,7 +3,7 @@
 // tokens, n 1-3, sometimes seeded sampling) and aborting ~30% of them at a
 // random moment. Every 10 s it samples the server's resident memory
 // (/proc/PID/status), KV pool and memory gauges (/metrics: the library's
-// xllm_malloc bytes, the C heap in use and kept free by the allocator). At the end it waits for the
+// mem_malloc bytes, the C heap in use and kept free by the allocator). At the end it waits for the
 // engine to go idle and prints one JSON line: requests, statuses, 5xx count,
 // aborts, RSS samples, KV blocks used at the end.
 //
@@ -18,7 +18,7 @@ const metric = async (name) => {
   const m = t.match(new RegExp(`^${name}\\{model="${model}"\\} (\\S+)$`, 'm'));
   return m ? +m[1] : NaN;
 };
-// process-wide gauges (no model label): the library's xllm_malloc bytes, the C heap in use / kept free
+// process-wide gauges (no model label): the library's mem_malloc bytes, the C heap in use / kept free
 const gauge = async (name) => {
   const t = await (await fetch(`${url}/metrics`)).text();
   const m = t.match(new RegExp(`^${name} (\\S+)$`, 'm'));

@@ -25,7 +25,7 @@
  * the context with max_new_tokens. Leaks are LeakSanitizer's (libFuzzer
  * checks each input): unlike the loader harnesses, the model and template
  * live across inputs and keep caches (tokenizer, compiled template), so
- * xllm_malloc's byte count is not expected to return to where it was.
+ * mem_malloc's byte count is not expected to return to where it was.
  */
 #include "server/srv.h"
 

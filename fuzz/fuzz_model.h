@@ -4,7 +4,7 @@
  * (model_load: container parse, config validation, tensor binding and shape
  * checks, repacking), then the tokenizer it carries. Invariants checked beyond
  * ASan/UBSan: a failure fills the error (code and message), a success leaves
- * it clear, and every byte allocated through xllm_malloc is freed again.
+ * it clear, and every byte allocated through mem_malloc is freed again.
  */
 #ifndef XLLM_FUZZ_MODEL_H
 #define XLLM_FUZZ_MODEL_H
@@ -52,7 +52,7 @@ static void fuzz_load_model(const char *path) {
         model_free(m);
     }
     if (xllm_allocated_bytes() != base) {
-        fprintf(stderr, "fuzz: %zu bytes leaked through xllm_malloc\n", xllm_allocated_bytes() - base);
+        fprintf(stderr, "fuzz: %zu bytes leaked through mem_malloc\n", xllm_allocated_bytes() - base);
         abort();
     }
 }

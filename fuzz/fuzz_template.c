@@ -39,7 +39,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     free(messages);
     if (xllm_allocated_bytes() != base) {
-        fprintf(stderr, "fuzz: %zu bytes leaked through xllm_malloc\n", xllm_allocated_bytes() - base);
+        fprintf(stderr, "fuzz: %zu bytes leaked through mem_malloc\n", xllm_allocated_bytes() - base);
         abort();
     }
     return 0;

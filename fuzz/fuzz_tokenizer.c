@@ -44,7 +44,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         }
         size_t nid = nb / 4;
         if (nid) {
-            int32_t *raw = xllm_malloc_array(nid, sizeof *raw);
+            int32_t *raw = mem_malloc_array(nid, sizeof *raw);
             if (raw) {
                 memcpy(raw, b, nid * sizeof *raw);
                 char *text = NULL;
@@ -56,7 +56,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         tokenizer_free(t);
     }
     if (xllm_allocated_bytes() != base) {
-        fprintf(stderr, "fuzz: %zu bytes leaked through xllm_malloc\n", xllm_allocated_bytes() - base);
+        fprintf(stderr, "fuzz: %zu bytes leaked through mem_malloc\n", xllm_allocated_bytes() - base);
         abort();
     }
     return 0;

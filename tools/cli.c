@@ -410,7 +410,7 @@ xllm_model *cli_load_model(const char *path, const xllm_model_options *opts, xll
     snprintf(what, sizeof what, "loading %s", path);
     if (!quiet) cli_busy_begin(&b, what);
     xllm_model_options o = opts ? *opts : xllm_model_options_default();
-    xllm_model_options_from_env(&o);
+    cli_model_options_from_env(&o);
     if (b.impl && !o.progress) { /* the library's stages and percentages (xllm_model_options.progress) */
         o.progress = cli_busy_progress;
         o.progress_user = b.impl;

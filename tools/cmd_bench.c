@@ -223,7 +223,7 @@ static int weight_bytes(const char *path, double *total, double *per_token, xllm
 
 /* A number from the model's engine's stats (engine_stat.h); -1 when absent. */
 static double engine_stat(xllm_model *m, const char *a, const char *b) {
-    return (double)xllm_engine_stat(xllm_model_engine(m), a, b);
+    return (double)cli_engine_stat(xllm_model_engine(m), a, b);
 }
 
 /* ------------------------------------------------------------- timing */
@@ -369,7 +369,7 @@ static int bench_load(const bench_args *a, bench_run *b, cli_progress *prog) {
     xllm_model_options mo = xllm_model_options_default();
     mo.n_threads = a->threads;
     mo.kv_dtype = a->kv_dtype;
-    xllm_model_options_from_env(&mo);
+    cli_model_options_from_env(&mo);
     mo.max_batch_seqs = 1;
     /* the KV pool holds one such sequence plus the blocks of the cached
      * prefix that the next pp run's prompt shares with it (2 blocks' slack:
@@ -467,7 +467,7 @@ static void bench_figures(const bench_args *a, bench_run *b, bench_engine *g, cl
     double kv_blocks = engine_stat(m, "kv", "blocks_total");
     g->kv_per_token = g->kv_bytes > 0 && kv_blocks > 0 && block > 0 ? g->kv_bytes / (kv_blocks * block) : 0;
     g->scratch_bytes = engine_stat(m, "memory", "scratch_bytes");
-    xllm_engine_stat_str(xllm_model_engine(m), "kv_dtype", g->kv_name, sizeof g->kv_name);
+    cli_engine_stat_str(xllm_model_engine(m), "kv_dtype", g->kv_name, sizeof g->kv_name);
     g->kv_token_bytes = engine_stat(m, "kv_bytes_per_token", NULL);
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);

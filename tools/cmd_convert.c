@@ -92,7 +92,7 @@ int cmd_convert(int argc, char **argv) {
     const char *src = NULL, *out = NULL, *to = "xllm";
     xllm_convert_options o = xllm_convert_options_default();
     xllm_model_options calib_mo = xllm_model_options_default(); /* calibration's forward passes */
-    xllm_model_options_from_env(&calib_mo);
+    cli_model_options_from_env(&calib_mo);
     o.calib_model_options = &calib_mo;
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i];

@@ -19,7 +19,7 @@ int cmd_serve(int argc, char **argv) {
     pp_cli pp;
     memset(&pp, 0, sizeof pp);
     xllm_model_options ppmo = xllm_model_options_default();
-    o.model_options_hook = xllm_model_options_from_env;
+    o.model_options_hook = cli_model_options_from_env;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         long x;

@@ -87,7 +87,7 @@ int cmd_tokenize(int argc, char **argv) {
         xllm_model_options mo = xllm_model_options_default();
         mo.max_context = 16;
         mo.max_batch_seqs = 1;
-        xllm_model_options_from_env(&mo);
+        cli_model_options_from_env(&mo);
         if (!(m = xllm_model_load(model_path, &mo, &err))) return cli_fail_err(&err);
         if (!(tok = xllm_model_tokenizer(m))) {
             xllm_model_free(m);

@@ -12,7 +12,7 @@
 #include "xllm.h"
 
 /* stats[a] (or stats[a][b] when b is not NULL); -1 when it is absent or not a number. */
-static inline long xllm_engine_stat(xllm_engine *e, const char *a, const char *b) {
+static inline long cli_engine_stat(xllm_engine *e, const char *a, const char *b) {
     char *js = xllm_engine_stats(e);
     cJSON *j = cJSON_Parse(js);
     xllm_free(js);
@@ -24,7 +24,7 @@ static inline long xllm_engine_stat(xllm_engine *e, const char *a, const char *b
 }
 
 /* stats[a] as a string into buf (cap bytes, cut to fit); "" when absent or not a string. */
-static inline void xllm_engine_stat_str(xllm_engine *e, const char *a, char *buf, size_t cap) {
+static inline void cli_engine_stat_str(xllm_engine *e, const char *a, char *buf, size_t cap) {
     char *js = xllm_engine_stats(e);
     cJSON *j = cJSON_Parse(js);
     xllm_free(js);

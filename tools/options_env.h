@@ -29,7 +29,7 @@
 #include <string.h>
 #include "xllm.h"
 
-static inline void xllm_model_options_from_env(xllm_model_options *o) {
+static inline void cli_model_options_from_env(xllm_model_options *o) {
     const char *v;
     if ((v = getenv("XLLM_BACKEND")) && *v) o->backend = v;
     if ((v = getenv("XLLM_DEVICE")) && *v) o->device = atoi(v);

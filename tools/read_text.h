@@ -2,7 +2,7 @@
  * read_text.h - a whole file (or stdin for "-") read into memory, for the
  * commands that take a text, messages or template file. The tools link only
  * the public API, so this is their one reader (the library's is
- * base/file.h's xllm_read_file).
+ * base/file.h's file_read_all).
  */
 #ifndef XLLM_TOOLS_READ_TEXT_H
 #define XLLM_TOOLS_READ_TEXT_H

@@ -64,7 +64,7 @@ static xllm_status fail(cfg_reader *r, xllm_status code, size_t line, const char
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    return xllm_errorf(r->err, code, "%s:%zu: %s", r->file, line, msg);
+    return err_setf(r->err, code, "%s:%zu: %s", r->file, line, msg);
 }
 
 /* A scalar as it may appear in a message: at most 48 bytes, control bytes as '?'. */
@@ -96,7 +96,7 @@ static xllm_status next_raw(cfg_reader *r) {
     if (!yaml_parser_parse(&r->parser, &r->ev)) {
         const yaml_parser_t *p = &r->parser;
         size_t line = p->problem_mark.line + 1;
-        if (p->error == YAML_MEMORY_ERROR) return xllm_errorf(r->err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", r->file);
+        if (p->error == YAML_MEMORY_ERROR) return err_setf(r->err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", r->file);
         if (p->context)
             return fail(r, XLLM_ERR_FORMAT, line, "YAML syntax error: %s (%s on line %zu)", p->problem ? p->problem : "?",
                         p->context, p->context_mark.line + 1);
@@ -130,8 +130,8 @@ static xllm_status next(cfg_reader *r) {
 /* Append n bytes + NUL to the string buffer; *off receives their offset. */
 static xllm_status add_str(cfg_reader *r, const char *a, size_t na, const char *b, size_t nb, long *off) {
     size_t need = r->strs_len + na + nb + 1;
-    if (xllm_array_reserve(&r->strs, &r->strs_cap, need, 1, 256))
-        return xllm_errorf(r->err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", r->file);
+    if (array_reserve(&r->strs, &r->strs_cap, need, 1, 256))
+        return err_setf(r->err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", r->file);
     *off = (long)r->strs_len;
     if (na) memcpy(r->strs + r->strs_len, a, na);
     if (nb) memcpy(r->strs + r->strs_len + na, b, nb);
@@ -557,40 +557,40 @@ static xllm_status parse_stream(cfg_reader *r) {
  * in steps up to that bound). */
 static xllm_status read_bounded(const char *path, char **data, size_t *len, xllm_error *err) {
     FILE *f = fopen(path, "rb");
-    if (!f) return xllm_errorf(err, XLLM_ERR_IO, "%s: cannot open config file: %s", path, strerror(errno));
+    if (!f) return err_setf(err, XLLM_ERR_IO, "%s: cannot open config file: %s", path, strerror(errno));
     struct stat sb;
     size_t cap = 4096;
     if (fstat(fileno(f), &sb) == 0) {
         if (S_ISDIR(sb.st_mode)) {
             fclose(f);
-            return xllm_errorf(err, XLLM_ERR_IO, "%s: is a directory, not a config file", path);
+            return err_setf(err, XLLM_ERR_IO, "%s: is a directory, not a config file", path);
         }
         if (S_ISREG(sb.st_mode)) cap = sb.st_size < CFG_MAX_BYTES ? (size_t)sb.st_size + 1 : (size_t)CFG_MAX_BYTES + 1;
     }
     char *buf = NULL;
     size_t n = 0;
     for (;;) {
-        char *nb = xllm_realloc(buf, cap + 1);
+        char *nb = mem_realloc(buf, cap + 1);
         if (!nb) {
             xllm_free(buf);
             fclose(f);
-            return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+            return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
         }
         buf = nb;
         n += fread(buf + n, 1, cap - n, f);
         if (n < cap || cap > CFG_MAX_BYTES) break; /* the end, or past the bound */
-        /* own growth: the last step is clamped at the size bound, which xllm_array_reserve has no notion of */
+        /* own growth: the last step is clamped at the size bound, which array_reserve has no notion of */
         cap = cap * 2 > (size_t)CFG_MAX_BYTES + 1 ? (size_t)CFG_MAX_BYTES + 1 : cap * 2;
     }
     int bad = ferror(f);
     fclose(f);
     if (bad) {
         xllm_free(buf);
-        return xllm_errorf(err, XLLM_ERR_IO, "%s: cannot read config file", path);
+        return err_setf(err, XLLM_ERR_IO, "%s: cannot read config file", path);
     }
     if (n > CFG_MAX_BYTES) {
         xllm_free(buf);
-        return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "%s: config file larger than %d bytes", path, CFG_MAX_BYTES);
+        return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "%s: config file larger than %d bytes", path, CFG_MAX_BYTES);
     }
     buf[n] = 0;
     *data = buf;
@@ -600,10 +600,10 @@ static xllm_status read_bounded(const char *path, char **data, size_t *len, xllm
 
 xllm_status xllm_config_load(const char *path, xllm_engine_options *eopts, xllm_model_options *mopts,
                              const char **model_path, void **storage, xllm_error *err) {
-    xllm_error_clear(err);
+    err_clear(err);
     if (storage) *storage = NULL;
     if (!path || !eopts || !mopts || !model_path || !storage)
-        return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "xllm_config_load: path, eopts, mopts, model_path and storage "
+        return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "xllm_config_load: path, eopts, mopts, model_path and storage "
                                                            "must not be NULL");
     *model_path = NULL;
     char *data = NULL;
@@ -623,7 +623,7 @@ xllm_status xllm_config_load(const char *path, xllm_engine_options *eopts, xllm_
     r.model_off = -1;
     if (!yaml_parser_initialize(&r.parser)) {
         xllm_free(data);
-        return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+        return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
     }
     yaml_parser_set_input_string(&r.parser, (const unsigned char *)data, len);
     xllm_error local;

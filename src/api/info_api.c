@@ -16,15 +16,15 @@
 #include <string.h>
 
 xllm_status xllm_model_info(const char *path, char **json, xllm_error *err) {
-    xllm_error_clear(err);
+    err_clear(err);
     *json = NULL;
     cJSON *meta = NULL;
     st_archive *a = NULL;
     const char *format;
-    if (xllm_is_dir(path)) {
+    if (file_is_dir(path)) {
         char cfg[4096];
-        xllm_path_join(cfg, sizeof cfg, path, "config.json");
-        xllm_status st = xllm_json_load(cfg, &meta, err);
+        path_join(cfg, sizeof cfg, path, "config.json");
+        xllm_status st = json_file_load(cfg, &meta, err);
         if (st) return st;
         a = st_open(path, err);
         format = "huggingface";
@@ -43,8 +43,8 @@ xllm_status xllm_model_info(const char *path, char **json, xllm_error *err) {
         xllm_free(g.tokenizer_config_json);
         format = "gguf";
     } else {
-        int exists = xllm_file_exists(path);
-        return xllm_errorf(err, exists ? XLLM_ERR_FORMAT : XLLM_ERR_IO,
+        int exists = path_exists(path);
+        return err_setf(err, exists ? XLLM_ERR_FORMAT : XLLM_ERR_IO,
                            "%s: %s; a model is a HuggingFace checkpoint directory (config.json + *.safetensors), an "
                            ".xllm file or a GGUF file", path, exists ? "not a model" : "no such model");
     }
@@ -77,8 +77,8 @@ xllm_status xllm_model_info(const char *path, char **json, xllm_error *err) {
     st_close(a);
     char *text = cJSON_Print(root);
     cJSON_Delete(root);
-    if (!text) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
-    *json = xllm_strdup(text);
+    if (!text) return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+    *json = mem_strdup(text);
     cJSON_free(text);
-    return *json ? XLLM_OK : xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+    return *json ? XLLM_OK : err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
 }

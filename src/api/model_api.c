@@ -82,43 +82,43 @@ static void resolve_options(const model_config *c, xllm_model_options *o) {
 }
 
 xllm_model *xllm_model_load(const char *path, const xllm_model_options *opts, xllm_error *err) {
-    xllm_error_clear(err);
+    err_clear(err);
     if (!path) {
-        xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "model path is NULL");
+        err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "model path is NULL");
         return NULL;
     }
-    int is_dir = xllm_is_dir(path);
-    if (!is_dir && !xllm_file_exists(path)) {
-        xllm_errorf(err, XLLM_ERR_IO, "%s: no such model; a model is a HuggingFace checkpoint directory (config.json + *.safetensors), an "
+    int is_dir = file_is_dir(path);
+    if (!is_dir && !path_exists(path)) {
+        err_setf(err, XLLM_ERR_IO, "%s: no such model; a model is a HuggingFace checkpoint directory (config.json + *.safetensors), an "
                     ".xllm file or a GGUF file",
                     path);
         return NULL;
     }
     xllm_model_options o = opts ? *opts : xllm_model_options_default();
     if (o.profile) xllm_profile_enable(1);
-    xllm_model *xm = xllm_calloc(1, sizeof *xm);
+    xllm_model *xm = mem_calloc(1, sizeof *xm);
     if (!xm) {
-        xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+        err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
         return NULL;
     }
     if (o.max_step_tokens <= 0) o.max_step_tokens = MAX_STEP_TOKENS;
     kv_dtype kdt = KV_F32;
     int kv_auto = 0;
     if (kvq_parse(o.kv_dtype, &kdt, &kv_auto)) {
-        xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "kv_dtype '%s' is not f32, f16, q8 or auto", o.kv_dtype);
+        err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "kv_dtype '%s' is not f32, f16, q8 or auto", o.kv_dtype);
         goto fail;
     }
     o.kv_dtype = kv_auto ? "auto" : kvq_name(kdt); /* a static string: engines read it after the caller's is gone */
     int arith_llama = o.arithmetic && !strcmp(o.arithmetic, "llama");
     if (o.arithmetic && *o.arithmetic && !arith_llama && strcmp(o.arithmetic, "xllm")) {
-        xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "arithmetic '%s' is not xllm or llama", o.arithmetic);
+        err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "arithmetic '%s' is not xllm or llama", o.arithmetic);
         goto fail;
     }
     o.arithmetic = arith_llama ? "llama" : "xllm";
     model_part part = {o.layer_begin, o.layer_end, 0, 1, NULL};
     if (o.pp_size < 0 || (o.pp_size > 1 && (o.layer_begin || o.layer_end)) || o.pp_microbatches < 0 ||
         o.pp_timeout_ms < 0) {
-        xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT,
+        err_setf(err, XLLM_ERR_INVALID_ARGUMENT,
                     "pipeline options: pp_size, pp_microbatches and pp_timeout_ms must not be negative, and a "
                     "layer range goes without pp_size");
         goto fail;
@@ -139,10 +139,10 @@ xllm_model *xllm_model_load(const char *path, const xllm_model_options *opts, xl
     if (xm->pp && pipeline_ready(xm->pp, xm->m, err)) goto fail;
     int whole = xm->m->layer_begin == 0 && xm->m->layer_end == xm->m->cfg.n_layers;
     char tp[4096];
-    xllm_path_join(tp, sizeof tp, path, "tokenizer.json");
+    path_join(tp, sizeof tp, path, "tokenizer.json");
     if (xm->pp_rank > 0) {
         /* a worker rank: no tokenizer, no engine */
-    } else if (is_dir && xllm_file_exists(tp)) {
+    } else if (is_dir && path_exists(tp)) {
         xm->tok = tokenizer_load(path, err);
         if (!xm->tok) goto fail;
     } else if (!is_dir && xm->m->tok_json) {
@@ -154,7 +154,7 @@ xllm_model *xllm_model_load(const char *path, const xllm_model_options *opts, xl
         if (!xm->tok) goto fail;
     }
     if (!kv_auto && !kvq_supported(kdt, xm->m->cfg.head_dim)) {
-        xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "kv_dtype %s needs head_dim a multiple of 8 (this model: %d)",
+        err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "kv_dtype %s needs head_dim a multiple of 8 (this model: %d)",
                     kvq_name(kdt), xm->m->cfg.head_dim);
         goto fail;
     }
@@ -179,7 +179,7 @@ xllm_model *xllm_model_load(const char *path, const xllm_model_options *opts, xl
         if (o.progress) o.progress(o.progress_user, "planning", 1.0);
         char *text = cJSON_PrintUnformatted(report);
         cJSON_Delete(report);
-        xm->plan_json = text ? xllm_strdup(text) : NULL;
+        xm->plan_json = text ? mem_strdup(text) : NULL;
         cJSON_free(text);
     }
     return xm;
@@ -208,7 +208,7 @@ static void model_free_now(xllm_model *xm) {
     pthread_cond_destroy(&xm->calls_cond);
     xllm_free(xm);
     /* XLLM_DEBUG=1: what libxllm still holds (other models and engines, or leaks) */
-    if (xllm_alloc_debug_enabled()) xllm_alloc_debug_report("after xllm_model_free");
+    if (mem_debug_enabled()) mem_debug_report("after xllm_model_free");
 }
 
 void xllm_model_free(xllm_model *xm) {
@@ -246,9 +246,9 @@ int32_t xllm_model_context_size(const xllm_model *xm) { return xm->opts.max_cont
 int xllm_model_pp_rank(const xllm_model *xm) { return xm ? xm->pp_rank : 0; }
 
 xllm_status xllm_model_pp_worker(xllm_model *xm, xllm_error *err) {
-    xllm_error_clear(err);
+    err_clear(err);
     if (!xm || !xm->pp || xm->pp_rank == 0)
-        return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT,
+        return err_setf(err, XLLM_ERR_INVALID_ARGUMENT,
                            "xllm_model_pp_worker: the model was not loaded as a pipeline worker (pp_size > 1, rank > 0)");
     return pipeline_worker(xm->pp, xm->m, err);
 }
@@ -256,21 +256,21 @@ xllm_status xllm_model_pp_worker(xllm_model *xm, xllm_error *err) {
 /* A model part without an engine (a layer range, or a worker rank) cannot generate. */
 static xllm_status no_engine(const xllm_model *xm, xllm_error *err) {
     if (xm->pp)
-        return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT,
+        return err_setf(err, XLLM_ERR_INVALID_ARGUMENT,
                            "pipeline rank %d runs xllm_model_pp_worker; rank 0 generates", xm->pp_rank);
-    return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "the model was loaded for layers [%d, %d) of %d only",
+    return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "the model was loaded for layers [%d, %d) of %d only",
                        xm->m->layer_begin, xm->m->layer_end, xm->m->cfg.n_layers);
 }
 
 xllm_status xllm_model_logits(xllm_model *xm, const int32_t *ids, size_t n_ids, int all_positions, float *out,
                               xllm_error *err) {
-    xllm_error_clear(err);
-    if (!xm) return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "model is NULL");
+    err_clear(err);
+    if (!xm) return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "model is NULL");
     if (n_ids > (size_t)xm->opts.max_context)
-        return xllm_errorf(err, XLLM_ERR_CONTEXT_OVERFLOW, "logits: %zu ids exceed the context of %d", n_ids,
+        return err_setf(err, XLLM_ERR_CONTEXT_OVERFLOW, "logits: %zu ids exceed the context of %d", n_ids,
                            xm->opts.max_context);
     if (xm->pp || !xm->eng)
-        return xm->pp ? xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "xllm_model_logits is not available with --pp yet")
+        return xm->pp ? err_setf(err, XLLM_ERR_UNSUPPORTED, "xllm_model_logits is not available with --pp yet")
                       : no_engine(xm, err);
     call_begin(xm);
     pthread_mutex_lock(&xm->forward_lock);
@@ -285,15 +285,15 @@ xllm_status xllm_model_logits(xllm_model *xm, const int32_t *ids, size_t n_ids, 
 
 xllm_status xllm_model_attention(xllm_model *xm, const int32_t *ids, size_t n_ids, const int32_t *layers,
                                  size_t n_layers, int average_heads, float **probs, int64_t shape[4], xllm_error *err) {
-    xllm_error_clear(err);
-    if (!xm || !probs || !shape) return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "xllm_model_attention: NULL argument");
+    err_clear(err);
+    if (!xm || !probs || !shape) return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "xllm_model_attention: NULL argument");
     *probs = NULL;
     memset(shape, 0, 4 * sizeof *shape);
     if (n_ids > (size_t)xm->opts.max_context)
-        return xllm_errorf(err, XLLM_ERR_CONTEXT_OVERFLOW, "attention: %zu ids exceed the context of %d", n_ids,
+        return err_setf(err, XLLM_ERR_CONTEXT_OVERFLOW, "attention: %zu ids exceed the context of %d", n_ids,
                            xm->opts.max_context);
     if (xm->pp || !xm->eng)
-        return xm->pp ? xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "xllm_model_attention is not available with --pp yet")
+        return xm->pp ? err_setf(err, XLLM_ERR_UNSUPPORTED, "xllm_model_attention is not available with --pp yet")
                       : no_engine(xm, err);
     call_begin(xm);
     pthread_mutex_lock(&xm->forward_lock);
@@ -311,15 +311,15 @@ int32_t xllm_model_hidden_size(const xllm_model *xm) { return xm ? xm->m->cfg.hi
 
 xllm_status xllm_model_embed(xllm_model *xm, const int32_t *const *ids, const size_t *n_ids, size_t n_inputs,
                              xllm_pooling pooling, int normalize, float *out, xllm_error *err) {
-    xllm_error_clear(err);
+    err_clear(err);
     if (!xm || (n_inputs && (!ids || !n_ids || !out)))
-        return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "xllm_model_embed: NULL argument");
+        return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "xllm_model_embed: NULL argument");
     for (size_t i = 0; i < n_inputs; i++)
         if (n_ids[i] > (size_t)xm->opts.max_context)
-            return xllm_errorf(err, XLLM_ERR_CONTEXT_OVERFLOW, "input %zu: %zu ids exceed the context of %d", i, n_ids[i],
+            return err_setf(err, XLLM_ERR_CONTEXT_OVERFLOW, "input %zu: %zu ids exceed the context of %d", i, n_ids[i],
                                xm->opts.max_context);
     if (xm->pp || !xm->eng)
-        return xm->pp ? xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "xllm_model_embed is not available with --pp yet")
+        return xm->pp ? err_setf(err, XLLM_ERR_UNSUPPORTED, "xllm_model_embed is not available with --pp yet")
                       : no_engine(xm, err);
     if (!n_inputs) return XLLM_OK;
     call_begin(xm);
@@ -361,26 +361,26 @@ typedef struct gen_item {
 static xllm_status generate(xllm_model *xm, const xllm_request *requests, size_t n, xllm_token_callback cb,
                             void *user, xllm_result **results, xllm_error *err) {
     engine *e = xm->eng;
-    engine_request **prep = xllm_calloc(n, sizeof *prep);
-    gen_item *items = xllm_calloc(n, sizeof *items);
-    xllm_result *res = xllm_calloc(n, sizeof *res);
+    engine_request **prep = mem_calloc(n, sizeof *prep);
+    gen_item *items = mem_calloc(n, sizeof *items);
+    xllm_result *res = mem_calloc(n, sizeof *res);
     if (!prep || !items || !res) {
         xllm_free(prep);
         xllm_free(items);
         xllm_free(res);
-        return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+        return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
     }
     xllm_status st = XLLM_OK;
     /* validate every request before any runs */
     for (size_t i = 0; i < n && !st; i++) {
         if (requests[i].n > 1) {
-            st = xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT,
+            st = err_setf(err, XLLM_ERR_INVALID_ARGUMENT,
                              "xllm_generate takes one sample per request (n = %d): use xllm_engine_submit",
                              requests[i].n);
         } else {
             st = engine_prepare(e, &requests[i], &prep[i], err);
         }
-        if (st && n > 1) xllm_error_prefix(err, "request %zu", i);
+        if (st && n > 1) err_prefix(err, "request %zu", i);
     }
     if (st) {
         for (size_t i = 0; i < n; i++) engine_discard(prep[i]);
@@ -429,7 +429,7 @@ static xllm_status generate(xllm_model *xm, const xllm_request *requests, size_t
             if (pr == XLLM_POLL_ERROR) {
                 st = err ? err->code : XLLM_ERR_INTERNAL;
                 if (!st) st = XLLM_ERR_INTERNAL;
-                if (n > 1) xllm_error_prefix(err, "request %zu", i);
+                if (n > 1) err_prefix(err, "request %zu", i);
                 break;
             }
             if (pr == XLLM_POLL_DONE) {
@@ -479,12 +479,12 @@ static xllm_status generate(xllm_model *xm, const xllm_request *requests, size_t
 
 xllm_status xllm_generate(xllm_model *xm, const xllm_request *requests, size_t n, xllm_token_callback cb, void *user,
                           xllm_result **results, xllm_error *err) {
-    xllm_error_clear(err);
-    if (!results) return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "results is NULL");
+    err_clear(err);
+    if (!results) return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "results is NULL");
     *results = NULL;
-    if (!xm) return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "model is NULL");
+    if (!xm) return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "model is NULL");
     if (n == 0) return XLLM_OK;
-    if (!requests) return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "requests is NULL");
+    if (!requests) return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "requests is NULL");
     if (!xm->eng) return no_engine(xm, err);
     call_begin(xm);
     xllm_status st = generate(xm, requests, n, cb, user, results, err);
@@ -495,9 +495,9 @@ xllm_status xllm_generate(xllm_model *xm, const xllm_request *requests, size_t n
 /* --------------------------------------------------------------- engines */
 
 xllm_engine *xllm_engine_create(xllm_model *xm, const xllm_engine_options *opts, xllm_error *err) {
-    xllm_error_clear(err);
+    err_clear(err);
     if (!xm) {
-        xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "model is NULL");
+        err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "model is NULL");
         return NULL;
     }
     if (!xm->eng) {
@@ -528,19 +528,19 @@ void xllm_engine_free(xllm_engine *e) { engine_destroy(e); }
 xllm_engine *xllm_model_engine(xllm_model *xm) { return xm ? xm->eng : NULL; }
 
 xllm_status xllm_model_plan(const xllm_model *xm, char **json, xllm_error *err) {
-    xllm_error_clear(err);
-    *json = xllm_strdup(xm->plan_json ? xm->plan_json : "{\"planned\":false}");
-    return *json ? XLLM_OK : xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+    err_clear(err);
+    *json = mem_strdup(xm->plan_json ? xm->plan_json : "{\"planned\":false}");
+    return *json ? XLLM_OK : err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
 }
 
 xllm_status xllm_backend_devices(char **text, xllm_error *err) {
-    if (!text) return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "xllm_backend_devices: text is NULL");
+    if (!text) return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "xllm_backend_devices: text is NULL");
     char *vk = vulkan_describe_devices();
     size_t n = (vk ? strlen(vk) : 0) + 128;
-    char *out = xllm_malloc(n);
+    char *out = mem_malloc(n);
     if (!out) {
         xllm_free(vk);
-        return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+        return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
     }
     snprintf(out, n, "backends: %s\ncpu: the host's CPUs\n%s", backend_names(), vk ? vk : "");
     xllm_free(vk);

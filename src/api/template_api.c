@@ -35,9 +35,9 @@ struct xllm_chat_template {
 
 xllm_status xllm_chat_template_render(const char *template_source, const char *messages_json,
                                       const char *options_json, char **out, size_t *out_len, xllm_error *err) {
-    xllm_error_clear(err);
+    err_clear(err);
     if (!template_source || !messages_json || !out)
-        return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "xllm_chat_template_render: NULL argument");
+        return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "xllm_chat_template_render: NULL argument");
     *out = NULL;
     xllm_error local;
     if (!err) err = &local;
@@ -62,13 +62,13 @@ void xllm_chat_template_free(xllm_chat_template *t) {
 }
 
 static int add_template(xllm_chat_template *t, const char *name, const char *source) {
-    named_template *ni = xllm_realloc(t->items, (t->n + 1) * sizeof *ni);
+    named_template *ni = mem_realloc(t->items, (t->n + 1) * sizeof *ni);
     if (!ni) return -1;
     t->items = ni;
     named_template *it = &t->items[t->n];
     memset(it, 0, sizeof *it);
-    it->name = xllm_strdup(name);
-    it->source = xllm_strdup(source);
+    it->name = mem_strdup(name);
+    it->source = mem_strdup(source);
     if (!it->name || !it->source) {
         xllm_free(it->name);
         xllm_free(it->source);
@@ -92,34 +92,34 @@ static const char *token_text(const cJSON *v) {
 static xllm_status read_config(xllm_chat_template *t, const char *path, const cJSON *cfg, xllm_error *err) {
     const cJSON *ct = cJSON_GetObjectItemCaseSensitive(cfg, "chat_template");
     if (cJSON_IsString(ct)) {
-        if (add_template(t, "default", ct->valuestring)) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+        if (add_template(t, "default", ct->valuestring)) return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
     } else if (cJSON_IsArray(ct)) {
         const cJSON *e;
         cJSON_ArrayForEach(e, ct) {
             const cJSON *nm = cJSON_GetObjectItemCaseSensitive(e, "name");
             const cJSON *src = cJSON_GetObjectItemCaseSensitive(e, "template");
             if (!cJSON_IsString(nm) || !cJSON_IsString(src))
-                return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: chat_template list entries need string \"name\" and \"template\"", path);
-            if (add_template(t, nm->valuestring, src->valuestring)) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+                return err_setf(err, XLLM_ERR_FORMAT, "%s: chat_template list entries need string \"name\" and \"template\"", path);
+            if (add_template(t, nm->valuestring, src->valuestring)) return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
         }
     } else if (cJSON_IsObject(ct)) {
         const cJSON *e;
         cJSON_ArrayForEach(e, ct) {
-            if (!cJSON_IsString(e)) return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: chat_template \"%s\" is not a string", path, e->string);
-            if (add_template(t, e->string, e->valuestring)) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+            if (!cJSON_IsString(e)) return err_setf(err, XLLM_ERR_FORMAT, "%s: chat_template \"%s\" is not a string", path, e->string);
+            if (add_template(t, e->string, e->valuestring)) return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
         }
     } else if (ct && !cJSON_IsNull(ct)) {
-        return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: chat_template must be a string or a list of {name, template}", path);
+        return err_setf(err, XLLM_ERR_FORMAT, "%s: chat_template must be a string or a list of {name, template}", path);
     }
     /* special tokens, as HF's special_tokens_map passes them */
     cJSON *base = cJSON_CreateObject();
-    if (!base) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+    if (!base) return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
     for (int k = 0; k < N_SPECIAL; k++) {
         const char *s = token_text(cJSON_GetObjectItemCaseSensitive(cfg, SPECIAL_NAMES[k]));
         if (!s) continue;
-        if (!(t->special[k] = xllm_strdup(s)) || !cJSON_AddStringToObject(base, SPECIAL_NAMES[k], s)) {
+        if (!(t->special[k] = mem_strdup(s)) || !cJSON_AddStringToObject(base, SPECIAL_NAMES[k], s)) {
             cJSON_Delete(base);
-            return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+            return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
         }
     }
     const cJSON *extra = cJSON_GetObjectItemCaseSensitive(cfg, "additional_special_tokens");
@@ -133,10 +133,10 @@ static xllm_status read_config(xllm_chat_template *t, const char *path, const cJ
     }
     char *json = cJSON_PrintUnformatted(base);
     cJSON_Delete(base);
-    if (!json) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
-    t->base_json = xllm_strdup(json);
+    if (!json) return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+    t->base_json = mem_strdup(json);
     cJSON_free(json);
-    if (!t->base_json) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+    if (!t->base_json) return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
     return XLLM_OK;
 }
 
@@ -158,24 +158,24 @@ static xllm_status model_file_template(xllm_chat_template *t, const char *path, 
         cJSON_Delete(meta);
         const st_tensor *b = st_find(a, XF_BLOB_PREFIX "tokenizer_config.json");
         if (b) {
-            text = xllm_strndup(b->data, b->nbytes);
+            text = mem_strndup(b->data, b->nbytes);
             len = b->nbytes;
         }
         st_close(a);
     }
     if (!text) return XLLM_OK; /* no config: "no chat template" below */
-    if (xllm_json_has_nul(text, len)) { /* the template (or a token) would be cut there */
+    if (json_has_nul(text, len)) { /* the template (or a token) would be cut there */
         xllm_free(text);
-        return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: tokenizer_config.json: a string holds a NUL character (\\u0000)",
+        return err_setf(err, XLLM_ERR_FORMAT, "%s: tokenizer_config.json: a string holds a NUL character (\\u0000)",
                            path);
     }
     cJSON *cfg = cJSON_ParseWithLength(text, len);
-    int oom = !cfg && xllm_json_well_formed(text, len); /* cJSON does not say which */
+    int oom = !cfg && json_well_formed(text, len); /* cJSON does not say which */
     xllm_free(text);
-    if (oom) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory parsing tokenizer_config.json", path);
+    if (oom) return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory parsing tokenizer_config.json", path);
     if (!cJSON_IsObject(cfg)) {
         cJSON_Delete(cfg);
-        return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: tokenizer_config.json inside is not a JSON object", path);
+        return err_setf(err, XLLM_ERR_FORMAT, "%s: tokenizer_config.json inside is not a JSON object", path);
     }
     xllm_status st = read_config(t, path, cfg, err);
     cJSON_Delete(cfg);
@@ -183,56 +183,56 @@ static xllm_status model_file_template(xllm_chat_template *t, const char *path, 
 }
 
 xllm_chat_template *xllm_chat_template_load(const char *path, xllm_error *err) {
-    xllm_error_clear(err);
+    err_clear(err);
     if (!path) {
-        xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "xllm_chat_template_load: path is NULL");
+        err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "xllm_chat_template_load: path is NULL");
         return NULL;
     }
     char cfg_path[4096], jinja_path[4096];
-    int is_dir = xllm_is_dir(path);
+    int is_dir = file_is_dir(path);
     if (is_dir) {
-        xllm_path_join(cfg_path, sizeof cfg_path, path, "tokenizer_config.json");
-        xllm_path_join(jinja_path, sizeof jinja_path, path, "chat_template.jinja");
+        path_join(cfg_path, sizeof cfg_path, path, "tokenizer_config.json");
+        path_join(jinja_path, sizeof jinja_path, path, "chat_template.jinja");
     } else {
         snprintf(cfg_path, sizeof cfg_path, "%s", path);
         jinja_path[0] = 0;
     }
-    xllm_chat_template *t = xllm_calloc(1, sizeof *t);
+    xllm_chat_template *t = mem_calloc(1, sizeof *t);
     if (!t) {
-        xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+        err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
         return NULL;
     }
     if (!is_dir && (xf_is_xllm(path) || gguf_is_gguf(path))) {
         /* model files carry tokenizer_config.json (an .xllm blob, or synthesized from GGUF metadata) */
         if (model_file_template(t, path, err)) goto fail;
-    } else if (xllm_file_exists(cfg_path)) {
+    } else if (path_exists(cfg_path)) {
         cJSON *cfg;
-        if (xllm_json_load(cfg_path, &cfg, err)) goto fail;
+        if (json_file_load(cfg_path, &cfg, err)) goto fail;
         if (!cJSON_IsObject(cfg)) {
             cJSON_Delete(cfg);
-            xllm_errorf(err, XLLM_ERR_FORMAT, "%s: expected a JSON object", cfg_path);
+            err_setf(err, XLLM_ERR_FORMAT, "%s: expected a JSON object", cfg_path);
             goto fail;
         }
         xllm_status st = read_config(t, cfg_path, cfg, err);
         cJSON_Delete(cfg);
         if (st) goto fail;
     } else if (!is_dir) {
-        xllm_errorf(err, XLLM_ERR_IO, "%s: no such file", path);
+        err_setf(err, XLLM_ERR_IO, "%s: no such file", path);
         goto fail;
     }
-    if (t->n == 0 && jinja_path[0] && xllm_file_exists(jinja_path)) { /* newer HF checkpoints */
+    if (t->n == 0 && jinja_path[0] && path_exists(jinja_path)) { /* newer HF checkpoints */
         char *src;
         size_t len;
-        if (xllm_read_file(jinja_path, &src, &len, err)) goto fail;
+        if (file_read_all(jinja_path, &src, &len, err)) goto fail;
         int rc = add_template(t, "default", src);
         xllm_free(src);
         if (rc) {
-            xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+            err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
             goto fail;
         }
     }
     if (t->n == 0) {
-        xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "%s: no chat template (no \"chat_template\" in tokenizer_config.json%s)",
+        err_setf(err, XLLM_ERR_UNSUPPORTED, "%s: no chat template (no \"chat_template\" in tokenizer_config.json%s)",
                     path, is_dir ? " and no chat_template.jinja" : "");
         goto fail;
     }
@@ -263,14 +263,14 @@ const char *xllm_chat_template_special_token(const xllm_chat_template *t, const 
 
 xllm_status xllm_chat_template_apply(const xllm_chat_template *t, const char *name, const char *messages_json,
                                      const char *options_json, char **out, size_t *out_len, xllm_error *err) {
-    xllm_error_clear(err);
+    err_clear(err);
     if (!t || !messages_json || !out)
-        return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "xllm_chat_template_apply: NULL argument");
+        return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "xllm_chat_template_apply: NULL argument");
     *out = NULL;
     const named_template *it = NULL;
     if (name) {
         it = find(t, name);
-        if (!it) return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "no chat template named \"%s\"", name);
+        if (!it) return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "no chat template named \"%s\"", name);
     } else {
         int has_tools = 0;
         if (options_json) {
@@ -282,7 +282,7 @@ xllm_status xllm_chat_template_apply(const xllm_chat_template *t, const char *na
         if (has_tools) it = find(t, "tool_use");
         if (!it) it = find(t, "default");
         if (!it)
-            return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT,
+            return err_setf(err, XLLM_ERR_INVALID_ARGUMENT,
                                "this model has several chat templates and none is named \"default\"; pick one by name");
     }
     if (!it->tpl) {

@@ -21,11 +21,11 @@ typedef struct {
 /* a build without the Vulkan headers or glslc: "vulkan" says so */
 xllm_status vulkan_backend_create(backend *be, const backend_options *o, xllm_error *err) {
     (void)be, (void)o;
-    return xllm_errorf(err, XLLM_ERR_UNSUPPORTED,
+    return err_setf(err, XLLM_ERR_UNSUPPORTED,
                        "backend 'vulkan': this build has no Vulkan backend (built without the Vulkan headers or "
                        "glslc: Debian's libvulkan-dev and glslc)");
 }
-char *vulkan_describe_devices(void) { return xllm_strdup("vulkan: this build has no Vulkan backend\n"); }
+char *vulkan_describe_devices(void) { return mem_strdup("vulkan: this build has no Vulkan backend\n"); }
 long vulkan_validation_messages(void) { return 0; }
 int vulkan_backend_built(void) { return 0; }
 #endif
@@ -49,10 +49,10 @@ static const backend_entry *find(const char *name) {
 }
 
 xllm_status backend_register(const char *name, backend_create_fn create, xllm_error *err) {
-    if (!name || !*name || !create) return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "backend_register: no name or constructor");
-    if (find(name)) return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "backend '%s' is already registered", name);
+    if (!name || !*name || !create) return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "backend_register: no name or constructor");
+    if (find(name)) return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "backend '%s' is already registered", name);
     if (g_n_registered == MAX_REGISTERED)
-        return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "at most %d backends can be registered", MAX_REGISTERED);
+        return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "at most %d backends can be registered", MAX_REGISTERED);
     g_registered[g_n_registered].name = name;
     g_registered[g_n_registered].create = create;
     g_n_registered++;
@@ -74,7 +74,7 @@ xllm_status backend_create(backend *be, const char *name, const backend_options 
     if (!name || !*name) name = "cpu";
     const backend_entry *e = find(name);
     if (e) return e->create(be, o, err);
-    return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "backend '%s' is unknown (known: %s)", name, backend_names());
+    return err_setf(err, XLLM_ERR_UNSUPPORTED, "backend '%s' is unknown (known: %s)", name, backend_names());
 }
 
 void backend_destroy(backend *be) {

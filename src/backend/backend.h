@@ -65,7 +65,7 @@ static inline int mm_bucket(int T) { return T <= 1 ? 0 : T <= 8 ? 1 : T <= 64 ? 
 /* Row-major [rows][cols] matrix in its stored dtype: F32, F16, BF16, or a
  * block-quantized type (Q8, Q4, Q4M, llama.cpp's) with `group` weights per scale. */
 typedef struct matrix {
-    xllm_dtype dtype;
+    dtype_t dtype;
     int group;
     int64_t rows, cols;
     const void *data;
@@ -220,7 +220,7 @@ typedef struct be_moe {
  * that does not know an entry answers 0, so the model refuses to load with a
  * clear error instead of running something the backend ignores. */
 typedef enum be_feature {
-    BE_FEAT_WEIGHT_DTYPE = 0, /* arg: an xllm_dtype of a weight matrix */
+    BE_FEAT_WEIGHT_DTYPE = 0, /* arg: an dtype_t of a weight matrix */
     BE_FEAT_KV_DTYPE,         /* arg: a kv_dtype */
     BE_FEAT_HEAD_DIM,         /* arg: head_dim */
     BE_FEAT_ATTN_WINDOW,      /* sliding-window attention (be_attn.window) */

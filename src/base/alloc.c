@@ -7,7 +7,7 @@
  * allocate). With XLLM_DEBUG=1 (read once, at the first allocation, so every
  * block of the process has the same layout) the header grows by a list node
  * (prev, next, file, line): live blocks are linked under a mutex and
- * xllm_alloc_debug_report prints them grouped by call site. Without it, the
+ * mem_debug_report prints them grouped by call site. Without it, the
  * fast path is malloc + one atomic add; the failure injector adds one relaxed
  * load of a flag.
  */
@@ -53,7 +53,7 @@ static inline int debug_on(void) {
     return d == 2;
 }
 
-int xllm_alloc_debug_enabled(void) { return debug_on(); }
+int mem_debug_enabled(void) { return debug_on(); }
 
 /* ------------------------------------------------------- failure injection */
 
@@ -61,14 +61,14 @@ static atomic_long g_fail_at;   /* 0 = disarmed */
 static atomic_long g_count;     /* allocations since armed */
 static atomic_int g_fail_done;
 
-void xllm_alloc_fail_at(long n) {
+void mem_fail_at(long n) {
     atomic_store(&g_count, 0);
     atomic_store(&g_fail_done, 0);
     atomic_store(&g_fail_at, n > 0 ? n : 0);
 }
 
-long xllm_alloc_count(void) { return atomic_load(&g_count); }
-int xllm_alloc_fail_happened(void) { return atomic_load(&g_fail_done); }
+long mem_alloc_count(void) { return atomic_load(&g_count); }
+int mem_fail_happened(void) { return atomic_load(&g_fail_done); }
 
 /* Should this allocation fail? */
 static inline int injected_failure(void) {
@@ -112,7 +112,7 @@ static void unlink_node(dbg_node *n) {
     pthread_mutex_unlock(&g_debug_mu);
 }
 
-void *xllm_malloc_at(size_t size, const char *file, int line) {
+void *mem_malloc_at(size_t size, const char *file, int line) {
     size_t h = hdr_size();
     if (size > SIZE_MAX - h || injected_failure()) return NULL;
     unsigned char *p = malloc(size + h);
@@ -120,20 +120,20 @@ void *xllm_malloc_at(size_t size, const char *file, int line) {
     return finish(p, size, file, line);
 }
 
-void *xllm_calloc_at(size_t count, size_t size, const char *file, int line) {
+void *mem_calloc_at(size_t count, size_t size, const char *file, int line) {
     if (size && count > SIZE_MAX / size) return NULL;
-    void *p = xllm_malloc_at(count * size, file, line);
+    void *p = mem_malloc_at(count * size, file, line);
     if (p) memset(p, 0, count * size);
     return p;
 }
 
-void *xllm_malloc_array_at(size_t count, size_t size, const char *file, int line) {
+void *mem_malloc_array_at(size_t count, size_t size, const char *file, int line) {
     if (size && count > SIZE_MAX / size) return NULL;
-    return xllm_malloc_at(count * size, file, line);
+    return mem_malloc_at(count * size, file, line);
 }
 
-void *xllm_realloc_at(void *ptr, size_t size, const char *file, int line) {
-    if (!ptr) return xllm_malloc_at(size, file, line);
+void *mem_realloc_at(void *ptr, size_t size, const char *file, int line) {
+    if (!ptr) return mem_malloc_at(size, file, line);
     size_t h = hdr_size();
     if (size > SIZE_MAX - h || injected_failure()) return NULL;
     unsigned char *base = (unsigned char *)ptr - h;
@@ -160,32 +160,32 @@ void xllm_free(void *ptr) {
     free(base);
 }
 
-void *xllm_malloc_aligned_at(size_t size, const char *file, int line) {
+void *mem_malloc_aligned_at(size_t size, const char *file, int line) {
     /* over-allocate, align, and keep the raw pointer just below the block */
     if (size > SIZE_MAX - 128) return NULL;
-    unsigned char *raw = xllm_malloc_at(size + 128, file, line);
+    unsigned char *raw = mem_malloc_at(size + 128, file, line);
     if (!raw) return NULL;
     uintptr_t a = ((uintptr_t)raw + sizeof(void *) + 63) & ~(uintptr_t)63;
     memcpy((unsigned char *)a - sizeof(void *), &raw, sizeof raw);
     return (void *)a;
 }
 
-void xllm_free_aligned(void *ptr) {
+void mem_free_aligned(void *ptr) {
     if (!ptr) return;
     void *raw;
     memcpy(&raw, (unsigned char *)ptr - sizeof(void *), sizeof raw);
     xllm_free(raw);
 }
 
-char *xllm_strndup_at(const char *s, size_t n, const char *file, int line) {
-    char *d = xllm_malloc_at(n + 1, file, line);
+char *mem_strndup_at(const char *s, size_t n, const char *file, int line) {
+    char *d = mem_malloc_at(n + 1, file, line);
     if (!d) return NULL;
     memcpy(d, s, n);
     d[n] = 0;
     return d;
 }
 
-char *xllm_strdup_at(const char *s, const char *file, int line) { return xllm_strndup_at(s, strlen(s), file, line); }
+char *mem_strdup_at(const char *s, const char *file, int line) { return mem_strndup_at(s, strlen(s), file, line); }
 
 size_t xllm_allocated_bytes(void) { return atomic_load(&g_live_bytes); }
 
@@ -198,7 +198,7 @@ static int site_cmp(const void *a, const void *b) {
     return x->bytes != y->bytes ? (x->bytes < y->bytes ? 1 : -1) : (x->n < y->n) - (x->n > y->n);
 }
 
-size_t xllm_alloc_debug_report(const char *when) {
+size_t mem_debug_report(const char *when) {
     if (!debug_on()) return 0;
     pthread_mutex_lock(&g_debug_mu);
     size_t live = 0, total = 0, nsites = 0, cap = 64;

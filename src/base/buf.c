@@ -1,7 +1,7 @@
 /*
  * buf.c - the growable byte string (buf.h): checked growth with a sticky
  * error, printf-append without a length cap, and handing the bytes over;
- * and the same growth for typed arrays (xllm_array_reserve).
+ * and the same growth for typed arrays (array_reserve).
  */
 #include "base/buf.h"
 #include "base/alloc.h"
@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
-int xllm_buf_reserve(xllm_buf *b, size_t extra) {
+int buf_reserve(buf_t *b, size_t extra) {
     if (b->err) return -1;
     size_t max = b->max ? b->max : SIZE_MAX - 1;
     if (b->len > max || extra > max - b->len) {
@@ -21,7 +21,7 @@ int xllm_buf_reserve(xllm_buf *b, size_t extra) {
     if (need <= b->cap) return 0;
     size_t cap = b->cap ? b->cap : 64;
     while (cap < need) cap = cap > SIZE_MAX / 2 ? need : cap * 2;
-    char *p = xllm_realloc(b->p, cap);
+    char *p = mem_realloc(b->p, cap);
     if (!p) {
         b->err = XLLM_BUF_OOM;
         return -1;
@@ -31,27 +31,27 @@ int xllm_buf_reserve(xllm_buf *b, size_t extra) {
     return 0;
 }
 
-int xllm_buf_append(xllm_buf *b, const void *s, size_t n) {
-    if (xllm_buf_reserve(b, n)) return -1;
+int buf_append(buf_t *b, const void *s, size_t n) {
+    if (buf_reserve(b, n)) return -1;
     if (n) memcpy(b->p + b->len, s, n);
     b->len += n;
     b->p[b->len] = 0;
     return 0;
 }
 
-int xllm_buf_puts(xllm_buf *b, const char *s) { return xllm_buf_append(b, s, strlen(s)); }
+int buf_puts(buf_t *b, const char *s) { return buf_append(b, s, strlen(s)); }
 
-int xllm_buf_putc(xllm_buf *b, char c) { return xllm_buf_append(b, &c, 1); }
+int buf_putc(buf_t *b, char c) { return buf_append(b, &c, 1); }
 
-int xllm_buf_fill(xllm_buf *b, char c, size_t n) {
-    if (xllm_buf_reserve(b, n)) return -1;
+int buf_fill(buf_t *b, char c, size_t n) {
+    if (buf_reserve(b, n)) return -1;
     memset(b->p + b->len, c, n);
     b->len += n;
     b->p[b->len] = 0;
     return 0;
 }
 
-int xllm_buf_vprintf(xllm_buf *b, const char *fmt, va_list ap) {
+int buf_vprintf(buf_t *b, const char *fmt, va_list ap) {
     if (b->err) return -1;
     va_list ap2;
     va_copy(ap2, ap);
@@ -61,7 +61,7 @@ int xllm_buf_vprintf(xllm_buf *b, const char *fmt, va_list ap) {
     if (n < 0) {
         rc = -1; /* an encoding error: nothing is appended, err stays clear */
     } else if ((size_t)n >= room) {
-        if (xllm_buf_reserve(b, (size_t)n)) rc = -1;
+        if (buf_reserve(b, (size_t)n)) rc = -1;
         else vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap2);
     } else if (b->max && (size_t)n > b->max - b->len) { /* fitted the memory, not the bound */
         b->err = XLLM_BUF_OVER;
@@ -76,44 +76,44 @@ int xllm_buf_vprintf(xllm_buf *b, const char *fmt, va_list ap) {
     return 0;
 }
 
-int xllm_buf_printf(xllm_buf *b, const char *fmt, ...) {
+int buf_printf(buf_t *b, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    int rc = xllm_buf_vprintf(b, fmt, ap);
+    int rc = buf_vprintf(b, fmt, ap);
     va_end(ap);
     return rc;
 }
 
-void xllm_buf_clear(xllm_buf *b) {
+void buf_clear(buf_t *b) {
     b->len = 0;
     b->err = 0;
 }
 
-void xllm_buf_truncate(xllm_buf *b, size_t n) {
+void buf_truncate(buf_t *b, size_t n) {
     if (n < b->len) b->len = n;
     b->err = 0;
     if (b->p) b->p[b->len] = 0;
 }
 
-char *xllm_buf_steal(xllm_buf *b, size_t *len) {
+char *buf_steal(buf_t *b, size_t *len) {
     char *p = NULL;
     if (!b->err) {
-        p = b->p ? b->p : xllm_strdup("");
+        p = b->p ? b->p : mem_strdup("");
         if (p && len) *len = b->len;
         b->p = NULL;
     }
-    xllm_buf_free(b);
+    buf_free(b);
     return p;
 }
 
-void xllm_buf_free(xllm_buf *b) {
+void buf_free(buf_t *b) {
     xllm_free(b->p);
     b->p = NULL;
     b->len = b->cap = 0;
     b->err = 0;
 }
 
-int xllm_array_reserve_at(void *items, size_t *cap, size_t need, size_t size, size_t first, const char *file,
+int array_reserve_at(void *items, size_t *cap, size_t need, size_t size, size_t first, const char *file,
                           int line) {
     if (need <= *cap) return 0;
     size_t c = *cap ? *cap : first ? first : 1;
@@ -121,7 +121,7 @@ int xllm_array_reserve_at(void *items, size_t *cap, size_t need, size_t size, si
     if (size && c > SIZE_MAX / size) return -1;
     void *old;
     memcpy(&old, items, sizeof old); /* items is a T **: its value is read and written as a pointer */
-    void *p = xllm_realloc_at(old, c * size, file, line);
+    void *p = mem_realloc_at(old, c * size, file, line);
     if (!p) return -1;
     memcpy(items, &p, sizeof p);
     *cap = c;

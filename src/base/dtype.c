@@ -14,13 +14,13 @@ static const struct { const char *name; size_t size; } k_types[XLLM_DT_COUNT] = 
     [XLLM_DT_IQ4_XS] = {"IQ4_XS", 0},
 };
 
-size_t xllm_dtype_size(xllm_dtype t) { return (unsigned)t < XLLM_DT_COUNT ? k_types[t].size : 0; }
+size_t dtype_size(dtype_t t) { return (unsigned)t < XLLM_DT_COUNT ? k_types[t].size : 0; }
 
-const char *xllm_dtype_name(xllm_dtype t) {
+const char *dtype_name(dtype_t t) {
     return (unsigned)t < XLLM_DT_COUNT ? k_types[t].name : "?";
 }
 
-void xllm_to_f32(xllm_dtype t, const void *src, float *dst, size_t n) {
+void dtype_to_f32(dtype_t t, const void *src, float *dst, size_t n) {
     switch (t) {
     case XLLM_DT_F32: memcpy(dst, src, n * 4); break;
     /* memcpy per element: stored tensors need not be 2-byte aligned */
@@ -28,22 +28,22 @@ void xllm_to_f32(xllm_dtype t, const void *src, float *dst, size_t n) {
         for (size_t i = 0; i < n; i++) {
             uint16_t h;
             memcpy(&h, (const char *)src + 2 * i, 2);
-            dst[i] = xllm_f16_to_f32(h);
+            dst[i] = f16_to_f32(h);
         }
         break;
     case XLLM_DT_BF16:
         for (size_t i = 0; i < n; i++) {
             uint16_t h;
             memcpy(&h, (const char *)src + 2 * i, 2);
-            dst[i] = xllm_bf16_to_f32(h);
+            dst[i] = bf16_to_f32(h);
         }
         break;
-    default: assert(!"xllm_to_f32: not a float type");
+    default: assert(!"dtype_to_f32: not a float type");
     }
 }
 
 /* round to nearest even, overflow to inf, subnormals kept */
-uint16_t xllm_f32_to_f16(float f) {
+uint16_t f32_to_f16(float f) {
     uint32_t x;
     memcpy(&x, &f, 4);
     uint32_t sign = (x >> 16) & 0x8000;
@@ -65,7 +65,7 @@ uint16_t xllm_f32_to_f16(float f) {
     return (uint16_t)half;
 }
 
-uint16_t xllm_f32_to_bf16(float f) {
+uint16_t f32_to_bf16(float f) {
     uint32_t u;
     memcpy(&u, &f, 4);
     if ((u & 0x7fffffff) > 0x7f800000) return (uint16_t)((u >> 16) | 0x40); /* NaN stays NaN */

@@ -11,7 +11,7 @@
 #include <stdint.h>
 #include <string.h>
 
-typedef enum xllm_dtype {
+typedef enum dtype_t {
     XLLM_DT_F32 = 0,
     XLLM_DT_F16,
     XLLM_DT_BF16,
@@ -38,23 +38,23 @@ typedef enum xllm_dtype {
     XLLM_DT_Q6_K,
     XLLM_DT_IQ4_XS,
     XLLM_DT_COUNT
-} xllm_dtype;
+} dtype_t;
 
 /* Bytes per element of a plain type; 0 for block-quantized types. */
-size_t xllm_dtype_size(xllm_dtype t);
-static inline int xllm_dtype_is_quant(xllm_dtype t) { return t >= XLLM_DT_Q8 && t <= XLLM_DT_IQ4_XS; }
+size_t dtype_size(dtype_t t);
+static inline int dtype_is_quant(dtype_t t) { return t >= XLLM_DT_Q8 && t <= XLLM_DT_IQ4_XS; }
 /* One of llama.cpp's block types (kquant.h): read by their own kernels, on their own activations. */
-static inline int xllm_dtype_is_kq(xllm_dtype t) { return t >= XLLM_DT_Q5_0 && t <= XLLM_DT_IQ4_XS; }
-const char *xllm_dtype_name(xllm_dtype t);
+static inline int dtype_is_kq(dtype_t t) { return t >= XLLM_DT_Q5_0 && t <= XLLM_DT_IQ4_XS; }
+const char *dtype_name(dtype_t t);
 
-static inline float xllm_bf16_to_f32(uint16_t h) {
+static inline float bf16_to_f32(uint16_t h) {
     uint32_t u = (uint32_t)h << 16;
     float f;
     memcpy(&f, &u, 4);
     return f;
 }
 
-static inline float xllm_f16_to_f32(uint16_t h) {
+static inline float f16_to_f32(uint16_t h) {
     uint32_t sign = (uint32_t)(h & 0x8000) << 16;
     uint32_t exp = (h >> 10) & 0x1f, mant = h & 0x3ff, u;
     if (exp == 0) {
@@ -76,12 +76,12 @@ static inline float xllm_f16_to_f32(uint16_t h) {
     return f;
 }
 
-uint16_t xllm_f32_to_f16(float f);
-uint16_t xllm_f32_to_bf16(float f);
+uint16_t f32_to_f16(float f);
+uint16_t f32_to_bf16(float f);
 /* f rounded to the nearest f16 value (ties to even), as a float. */
-static inline float xllm_f16_round(float f) { return xllm_f16_to_f32(xllm_f32_to_f16(f)); }
+static inline float f16_round(float f) { return f16_to_f32(f32_to_f16(f)); }
 
 /* Convert n elements of type t at src to f32 (t must be F32, F16 or BF16). */
-void xllm_to_f32(xllm_dtype t, const void *src, float *dst, size_t n);
+void dtype_to_f32(dtype_t t, const void *src, float *dst, size_t n);
 
 #endif

@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-xllm_status xllm_errorf(xllm_error *err, xllm_status code, const char *fmt, ...) {
+xllm_status err_setf(xllm_error *err, xllm_status code, const char *fmt, ...) {
     if (err) {
         va_list ap;
         va_start(ap, fmt);
@@ -16,7 +16,7 @@ xllm_status xllm_errorf(xllm_error *err, xllm_status code, const char *fmt, ...)
     return code;
 }
 
-void xllm_error_prefix(xllm_error *err, const char *fmt, ...) {
+void err_prefix(xllm_error *err, const char *fmt, ...) {
     if (!err) return;
     char prefix[512], old[sizeof err->message];
     va_list ap;
@@ -34,7 +34,7 @@ void xllm_error_prefix(xllm_error *err, const char *fmt, ...) {
     err->message[pl + 2 + ol] = 0;
 }
 
-void xllm_error_clear(xllm_error *err) {
+void err_clear(xllm_error *err) {
     if (err) {
         err->code = XLLM_OK;
         err->message[0] = 0;

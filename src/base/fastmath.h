@@ -13,7 +13,7 @@
  * round-to-nearest sum x*log2e + 1.5*2^23, and out-of-range lanes are masked
  * with integer ops, so there is no branch, call or float-to-int conversion
  * and the loops using it vectorize. Relative error about 2e-7. */
-static inline float xllm_exp_nonpos(float x) {
+static inline float fast_exp_nonpos(float x) {
     const float log2e = 1.44269504088896341f;
     const float ln2_hi = 0.693145751953125f, ln2_lo = 1.428606765330187e-06f;
     const float magic = 12582912.0f; /* 1.5 * 2^23, bits 0x4B400000 */

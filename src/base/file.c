@@ -8,26 +8,26 @@
 #include <string.h>
 #include <sys/stat.h>
 
-xllm_status xllm_read_file(const char *path, char **data, size_t *len, xllm_error *err) {
+xllm_status file_read_all(const char *path, char **data, size_t *len, xllm_error *err) {
     *data = NULL;
     FILE *f = fopen(path, "rb");
-    if (!f) return xllm_errorf(err, XLLM_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    if (!f) return err_setf(err, XLLM_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     struct stat st;
     if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
         fclose(f);
-        return xllm_errorf(err, XLLM_ERR_IO, "%s: not a regular file", path);
+        return err_setf(err, XLLM_ERR_IO, "%s: not a regular file", path);
     }
     size_t n = (size_t)st.st_size;
-    char *buf = xllm_malloc(n + 1);
+    char *buf = mem_malloc(n + 1);
     if (!buf) {
         fclose(f);
-        return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory reading %zu bytes", path, n);
+        return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory reading %zu bytes", path, n);
     }
     size_t got = fread(buf, 1, n, f);
     fclose(f);
     if (got != n) {
         xllm_free(buf);
-        return xllm_errorf(err, XLLM_ERR_IO, "%s: short read (%zu of %zu bytes)", path, got, n);
+        return err_setf(err, XLLM_ERR_IO, "%s: short read (%zu of %zu bytes)", path, got, n);
     }
     buf[n] = 0;
     *data = buf;
@@ -35,46 +35,46 @@ xllm_status xllm_read_file(const char *path, char **data, size_t *len, xllm_erro
     return XLLM_OK;
 }
 
-xllm_status xllm_json_load(const char *path, cJSON **out, xllm_error *err) {
+xllm_status json_file_load(const char *path, cJSON **out, xllm_error *err) {
     *out = NULL;
     char *text;
     size_t len;
-    xllm_status st = xllm_read_file(path, &text, &len, err);
+    xllm_status st = file_read_all(path, &text, &len, err);
     if (st) return st;
-    if (xllm_json_has_nul(text, len)) {
+    if (json_has_nul(text, len)) {
         xllm_free(text);
-        return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: a string holds a NUL character (\\u0000), which would cut it",
+        return err_setf(err, XLLM_ERR_FORMAT, "%s: a string holds a NUL character (\\u0000), which would cut it",
                            path);
     }
     const char *end = NULL;
     cJSON *doc = cJSON_ParseWithLengthOpts(text, len, &end, 0);
-    if (!doc && xllm_json_well_formed(text, len)) {
+    if (!doc && json_well_formed(text, len)) {
         xllm_free(text);
-        return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory parsing JSON", path);
+        return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory parsing JSON", path);
     }
     if (!doc) {
         size_t off = end ? (size_t)(end - text) : 0;
         size_t line = 1;
         for (size_t i = 0; i < off && i < len; i++) line += text[i] == '\n';
         xllm_free(text);
-        return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: invalid JSON near byte %zu (line %zu)", path, off, line);
+        return err_setf(err, XLLM_ERR_FORMAT, "%s: invalid JSON near byte %zu (line %zu)", path, off, line);
     }
     xllm_free(text);
     *out = doc;
     return XLLM_OK;
 }
 
-int xllm_file_exists(const char *path) {
+int path_exists(const char *path) {
     struct stat st;
     return stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
-int xllm_is_dir(const char *path) {
+int file_is_dir(const char *path) {
     struct stat st;
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-char *xllm_path_join(char *buf, size_t cap, const char *dir, const char *name) {
+char *path_join(char *buf, size_t cap, const char *dir, const char *name) {
     size_t dl = strlen(dir);
     while (dl > 1 && dir[dl - 1] == '/') dl--;
     snprintf(buf, cap, "%.*s/%s", (int)dl, dir, name);
@@ -114,7 +114,7 @@ static const char *js_number(const char *p, const char *e) {
     return p > s ? p : NULL;
 }
 
-int xllm_json_well_formed(const char *text, size_t len) {
+int json_well_formed(const char *text, size_t len) {
     enum { MAX_DEPTH = 1000 }; /* cJSON's CJSON_NESTING_LIMIT */
     unsigned char stack[MAX_DEPTH]; /* 1 = object, 2 = array */
     int depth = 0;
@@ -169,7 +169,7 @@ int xllm_json_well_formed(const char *text, size_t len) {
     }
 }
 
-int xllm_json_has_nul(const char *text, size_t len) {
+int json_has_nul(const char *text, size_t len) {
     int in_str = 0;
     for (size_t i = 0; i < len; i++) {
         char c = text[i];

@@ -92,8 +92,8 @@ xllm_status xllm_profile_report(char **json, xllm_error *err) {
     }
     char *text = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
-    if (!text) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
-    *json = xllm_strdup(text);
+    if (!text) return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+    *json = mem_strdup(text);
     cJSON_free(text);
-    return *json ? XLLM_OK : xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+    return *json ? XLLM_OK : err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
 }

@@ -192,7 +192,7 @@ threadpool *threadpool_create(int n_threads) {
         n_threads = n > 0 ? (int)n : 1;
     }
     if (n_threads > 256) n_threads = 256;
-    threadpool *tp = xllm_malloc_aligned(sizeof *tp);
+    threadpool *tp = mem_malloc_aligned(sizeof *tp);
     if (!tp) return NULL;
     *tp = (threadpool){0};
     tp->n_threads = n_threads;
@@ -208,7 +208,7 @@ threadpool *threadpool_create(int n_threads) {
     pthread_mutex_init(&tp->mu, NULL);
     pthread_cond_init(&tp->cv, NULL);
 #endif
-    tp->slots = xllm_malloc_aligned((size_t)n_threads * sizeof(slot));
+    tp->slots = mem_malloc_aligned((size_t)n_threads * sizeof(slot));
     if (!tp->slots) {
         threadpool_free(tp);
         return NULL;
@@ -240,13 +240,13 @@ void threadpool_free(threadpool *tp) {
         }
         for (int i = 1; i < tp->n_threads; i++)
             if (tp->slots[i].started) pthread_join(tp->slots[i].thread, NULL);
-        xllm_free_aligned(tp->slots);
+        mem_free_aligned(tp->slots);
     }
 #if !TP_FUTEX
     pthread_mutex_destroy(&tp->mu);
     pthread_cond_destroy(&tp->cv);
 #endif
-    xllm_free_aligned(tp);
+    mem_free_aligned(tp);
 }
 
 int threadpool_size(const threadpool *tp) { return tp->n_threads; }

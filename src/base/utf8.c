@@ -5,7 +5,7 @@
  */
 #include "base/utf8.h"
 
-int32_t xllm_utf8_decode(const unsigned char *s, size_t n, size_t *len) {
+int32_t u8_decode(const unsigned char *s, size_t n, size_t *len) {
     unsigned c = s[0];
     *len = 1;
     if (c < 0x80) return (int32_t)c;
@@ -25,17 +25,17 @@ int32_t xllm_utf8_decode(const unsigned char *s, size_t n, size_t *len) {
     return (int32_t)cp;
 }
 
-size_t xllm_utf8_len(const unsigned char *s, size_t n) {
+size_t u8_len(const unsigned char *s, size_t n) {
     size_t len;
-    xllm_utf8_decode(s, n, &len);
+    u8_decode(s, n, &len);
     return len;
 }
 
-int32_t xllm_utf8_before(const char *s, size_t end, size_t *start) {
+int32_t u8_before(const char *s, size_t end, size_t *start) {
     size_t b = end - 1;
     for (size_t k = 0; k < 3 && b > 0 && ((unsigned char)s[b] & 0xc0) == 0x80; k++) b--;
     size_t l;
-    int32_t cp = xllm_utf8_decode((const unsigned char *)s + b, end - b, &l);
+    int32_t cp = u8_decode((const unsigned char *)s + b, end - b, &l);
     if (cp < 0 || b + l != end) {
         *start = end - 1;
         return -1;
@@ -44,7 +44,7 @@ int32_t xllm_utf8_before(const char *s, size_t end, size_t *start) {
     return cp;
 }
 
-size_t xllm_utf8_encode(uint32_t c, char out[4]) {
+size_t u8_encode(uint32_t c, char out[4]) {
     if (c < 0x80) { out[0] = (char)c; return 1; }
     if (c < 0x800) { out[0] = (char)(0xc0 | c >> 6); out[1] = (char)(0x80 | (c & 63)); return 2; }
     if (c < 0x10000) {
@@ -60,18 +60,18 @@ size_t xllm_utf8_encode(uint32_t c, char out[4]) {
     return 4;
 }
 
-int xllm_utf8_valid(const char *s, size_t n) {
+int u8_valid(const char *s, size_t n) {
     const unsigned char *u = (const unsigned char *)s;
     size_t i = 0, l;
     while (i < n) {
         if (u[i] < 0x80) { i++; continue; }
-        if (xllm_utf8_decode(u + i, n - i, &l) < 0) return 0;
+        if (u8_decode(u + i, n - i, &l) < 0) return 0;
         i += l;
     }
     return 1;
 }
 
-size_t xllm_utf8_complete_prefix(const char *s, size_t n) {
+size_t u8_complete_prefix(const char *s, size_t n) {
     /* look back at most 3 bytes for a lead byte whose sequence is cut short */
     const unsigned char *u = (const unsigned char *)s;
     for (size_t back = 1; back <= 3 && back <= n; back++) {
@@ -104,7 +104,7 @@ static size_t utf8_subpart(const unsigned char *s, size_t n, int *ok) {
     return k;
 }
 
-int xllm_utf8_lossy_append(xllm_buf *out, const char *s, size_t n) {
+int u8_lossy_append(buf_t *out, const char *s, size_t n) {
     const unsigned char *u = (const unsigned char *)s;
     size_t i = 0, run = 0; /* valid bytes not yet copied start at run */
     while (i < n) {
@@ -112,9 +112,9 @@ int xllm_utf8_lossy_append(xllm_buf *out, const char *s, size_t n) {
         int ok;
         size_t k = utf8_subpart(u + i, n - i, &ok);
         if (ok) { i += k; continue; }
-        if (xllm_buf_append(out, s + run, i - run) || xllm_buf_append(out, "\xef\xbf\xbd", 3)) return -1;
+        if (buf_append(out, s + run, i - run) || buf_append(out, "\xef\xbf\xbd", 3)) return -1;
         i += k;
         run = i;
     }
-    return xllm_buf_append(out, s + run, n - run);
+    return buf_append(out, s + run, n - run);
 }

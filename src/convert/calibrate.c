@@ -57,36 +57,36 @@ static xllm_status alloc_stats(calib_stats *s, const model_config *c, xllm_error
     s->expert_cols = c->moe_intermediate;
     s->shared_cols = c->shared_expert_intermediate;
     size_t n = (size_t)c->n_layers * OBS_COUNT;
-    s->sum_sq = xllm_calloc(n, sizeof(double *));
-    s->count = xllm_calloc(n, sizeof(int64_t));
+    s->sum_sq = mem_calloc(n, sizeof(double *));
+    s->count = mem_calloc(n, sizeof(int64_t));
     if (!s->sum_sq || !s->count) goto oom;
     for (size_t k = 0; k < n; k++)
-        if (!(s->sum_sq[k] = xllm_calloc((size_t)s->cols[k % OBS_COUNT], sizeof(double)))) goto oom;
+        if (!(s->sum_sq[k] = mem_calloc((size_t)s->cols[k % OBS_COUNT], sizeof(double)))) goto oom;
     size_t cov_bytes = 0;
     for (size_t k = 0; k < n; k++) cov_bytes += (size_t)s->cols[k % OBS_COUNT] * (size_t)s->cols[k % OBS_COUNT] * sizeof(double);
     if (cov_bytes <= COV_BUDGET_BYTES) {
-        s->cov = xllm_calloc(n, sizeof(double *));
+        s->cov = mem_calloc(n, sizeof(double *));
         if (!s->cov) goto oom;
         for (size_t k = 0; k < n; k++) {
             size_t cc = (size_t)s->cols[k % OBS_COUNT];
-            if (cc <= COV_MAX_COLS && !(s->cov[k] = xllm_calloc(cc * cc, sizeof(double)))) goto oom;
+            if (cc <= COV_MAX_COLS && !(s->cov[k] = mem_calloc(cc * cc, sizeof(double)))) goto oom;
         }
     }
     if (c->n_experts > 0) {
         size_t ne = (size_t)c->n_layers * (size_t)(c->n_experts + 1);
-        s->exp_sum_sq = xllm_calloc(ne, sizeof(double *));
-        s->exp_count = xllm_calloc(ne, sizeof(int64_t));
+        s->exp_sum_sq = mem_calloc(ne, sizeof(double *));
+        s->exp_count = mem_calloc(ne, sizeof(int64_t));
         if (!s->exp_sum_sq || !s->exp_count) goto oom;
         for (size_t k = 0; k < ne; k++) {
             int shared = (int)(k % (size_t)(c->n_experts + 1)) == c->n_experts;
             int cols = shared ? c->shared_expert_intermediate : c->moe_intermediate;
-            if (cols > 0 && !(s->exp_sum_sq[k] = xllm_calloc((size_t)cols, sizeof(double)))) goto oom;
+            if (cols > 0 && !(s->exp_sum_sq[k] = mem_calloc((size_t)cols, sizeof(double)))) goto oom;
         }
     }
     return XLLM_OK;
 oom:
     calib_free(s);
-    return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory for calibration statistics");
+    return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory for calibration statistics");
 }
 
 void calib_free(calib_stats *s) {
@@ -143,7 +143,7 @@ xllm_status calib_collect(const char *src, const char *text_file, int max_tokens
     size_t n_ids = 0;
     tokenizer *tok = NULL;
     model *m = NULL;
-    xllm_status st = xllm_read_file(text_file, &text, &len, err);
+    xllm_status st = file_read_all(text_file, &text, &len, err);
     if (st) goto done;
     model_load_options lo = {0};
     lo.n_threads = n_threads;
@@ -161,12 +161,12 @@ xllm_status calib_collect(const char *src, const char *text_file, int max_tokens
                       : tokenizer_load(src, err);
     if (!tok) {
         st = err ? err->code : XLLM_ERR_FORMAT;
-        xllm_error_prefix(err, "calibration needs the model's tokenizer");
+        err_prefix(err, "calibration needs the model's tokenizer");
         goto done;
     }
     if ((st = tokenizer_encode(tok, text, len, 0, &ids, &n_ids, err))) goto done;
     if (n_ids < 16) {
-        st = xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "%s: too little calibration text (%zu tokens)", text_file, n_ids);
+        st = err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "%s: too little calibration text (%zu tokens)", text_file, n_ids);
         goto done;
     }
     if (max_tokens > 0 && n_ids > (size_t)max_tokens) n_ids = (size_t)max_tokens;
@@ -174,12 +174,12 @@ xllm_status calib_collect(const char *src, const char *text_file, int max_tokens
     if ((st = alloc_stats(out, &m->cfg, err))) goto done;
     m->observe = observe;
     m->observe_ctx = out;
-    float *logits = xllm_malloc_array((size_t)m->cfg.vocab, sizeof(float));
-    int32_t *win = xllm_malloc_array((size_t)window, sizeof(int32_t));
+    float *logits = mem_malloc_array((size_t)m->cfg.vocab, sizeof(float));
+    int32_t *win = mem_malloc_array((size_t)window, sizeof(int32_t));
     if (!logits || !win) {
         xllm_free(logits);
         xllm_free(win);
-        st = xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+        st = err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
         goto done;
     }
     int32_t bos = m->cfg.bos_id;

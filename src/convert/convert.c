@@ -111,9 +111,9 @@ static xllm_status fetch(conv *c, const st_tensor *t, out_t *o, xllm_error *err)
         return XLLM_OK;
     }
     int64_t n = numel(o);
-    o->data = xllm_malloc_array((size_t)(n > 0 ? n : 1), sizeof(float));
-    if (!o->data) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory reading %s", t->name);
-    xllm_to_f32(t->dtype, t->data, o->data, (size_t)n);
+    o->data = mem_malloc_array((size_t)(n > 0 ? n : 1), sizeof(float));
+    if (!o->data) return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory reading %s", t->name);
+    dtype_to_f32(t->dtype, t->data, o->data, (size_t)n);
     return XLLM_OK;
 }
 
@@ -128,19 +128,19 @@ static xllm_status fetch_name(conv *c, const char *name, out_t *o, int *found, x
 }
 
 /* Append a tensor to the output (.xllm: streamed to the file; GGUF: kept). */
-static xllm_status sink_add(conv *c, const char *name, xllm_dtype dtype, int group, int ndim, const int64_t *shape,
+static xllm_status sink_add(conv *c, const char *name, dtype_t dtype, int group, int ndim, const int64_t *shape,
                             const void *data, size_t nbytes, xllm_error *err) {
     if (!c->to_gguf) return xf_writer_add(c->w, name, dtype, group, ndim, shape, data, nbytes, err);
-    if (xllm_array_reserve(&c->gt, &c->gcap, c->gn + 1, sizeof *c->gt, 64))
-        return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+    if (array_reserve(&c->gt, &c->gcap, c->gn + 1, sizeof *c->gt, 64))
+        return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
     st_tensor *t = &c->gt[c->gn];
     memset(t, 0, sizeof *t);
-    t->name = xllm_strdup(name);
-    void *copy = xllm_malloc(nbytes ? nbytes : 1);
+    t->name = mem_strdup(name);
+    void *copy = mem_malloc(nbytes ? nbytes : 1);
     if (!t->name || !copy) {
         xllm_free((void *)t->name);
         xllm_free(copy);
-        return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+        return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
     }
     memcpy(copy, data, nbytes);
     t->dtype = dtype;
@@ -165,7 +165,7 @@ static xllm_status emit(conv *c, out_t *o, xllm_error *err) {
     char tname[32];
     if (o->raw) {
         st = sink_add(c, o->name, o->raw->dtype, o->raw->group, o->ndim, o->shape, o->raw->data, o->raw->nbytes, err);
-        if (!st) cJSON_AddStringToObject(c->types, o->name, xllm_dtype_name(o->raw->dtype));
+        if (!st) cJSON_AddStringToObject(c->types, o->name, dtype_name(o->raw->dtype));
         c->n_written++;
         progress(c);
         return st;
@@ -183,8 +183,8 @@ static xllm_status emit(conv *c, out_t *o, xllm_error *err) {
         cJSON_AddStringToObject(c->fallbacks, o->name, why);
     }
     size_t bytes = (size_t)rows * quant_row_bytes(t.dtype, t.group, cols);
-    void *buf = xllm_malloc(bytes ? bytes : 1);
-    if (!buf) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory writing %s", o->name);
+    void *buf = mem_malloc(bytes ? bytes : 1);
+    if (!buf) return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory writing %s", o->name);
     int done = 0;
     if (o->hessian && (t.dtype == XLLM_DT_Q4 || t.dtype == XLLM_DT_Q4M)) {
         xllm_error gerr;
@@ -192,18 +192,18 @@ static xllm_status emit(conv *c, out_t *o, xllm_error *err) {
         c->gptq_matrices += done;
     }
     if (done) {
-    } else if (xllm_dtype_is_kq(t.dtype)) {
+    } else if (dtype_is_kq(t.dtype)) {
         size_t rb = quant_row_bytes(t.dtype, t.group, cols);
         for (int64_t r = 0; r < rows; r++)
             kq_quantize_row(t.dtype, o->data + r * cols, cols, o->importance, (char *)buf + (size_t)r * rb);
-    } else if (xllm_dtype_is_quant(t.dtype)) {
+    } else if (dtype_is_quant(t.dtype)) {
         size_t rb = quant_row_bytes(t.dtype, t.group, cols);
         for (int64_t r = 0; r < rows; r++)
             quant_quantize_row(t.dtype, t.group, o->data + r * cols, cols, o->importance, (char *)buf + (size_t)r * rb);
     } else if (t.dtype == XLLM_DT_F16 || t.dtype == XLLM_DT_BF16) {
         uint16_t *h = buf;
         for (int64_t i = 0; i < rows * cols; i++)
-            h[i] = t.dtype == XLLM_DT_F16 ? xllm_f32_to_f16(o->data[i]) : xllm_f32_to_bf16(o->data[i]);
+            h[i] = t.dtype == XLLM_DT_F16 ? f32_to_f16(o->data[i]) : f32_to_bf16(o->data[i]);
     } else {
         memcpy(buf, o->data, bytes);
     }
@@ -243,12 +243,12 @@ static xllm_status awq_group(conv *c, out_t **mats, int n, const float *imp, flo
     int64_t cols = mats[0]->shape[1];
     qtype t = policy_pick(&c->pol, mats[0]->cls, 2, cols);
     if (t.dtype != XLLM_DT_Q4 && t.dtype != XLLM_DT_Q4M) return XLLM_OK;
-    float *s = xllm_malloc_array((size_t)cols, sizeof(float)), *best_s = xllm_malloc_array((size_t)cols, sizeof(float));
-    float *row = xllm_malloc_array((size_t)cols, sizeof(float)), *deq = xllm_malloc_array((size_t)cols, sizeof(float));
-    void *qbuf = xllm_malloc(quant_row_bytes(t.dtype, t.group, cols));
+    float *s = mem_malloc_array((size_t)cols, sizeof(float)), *best_s = mem_malloc_array((size_t)cols, sizeof(float));
+    float *row = mem_malloc_array((size_t)cols, sizeof(float)), *deq = mem_malloc_array((size_t)cols, sizeof(float));
+    void *qbuf = mem_malloc(quant_row_bytes(t.dtype, t.group, cols));
     xllm_status st = XLLM_OK;
     if (!s || !best_s || !row || !deq || !qbuf) {
-        st = xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+        st = err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
         goto done;
     }
     double best = -1, best_alpha = 0;
@@ -301,15 +301,15 @@ done:
 static xllm_status attach_importance(conv *c, out_t *o, int layer, observe_point p, int expert, xllm_error *err) {
     if (!c->have_calib || !o->data || o->ndim != 2) return XLLM_OK;
     int cols = (int)o->shape[1];
-    o->importance = xllm_malloc_array((size_t)cols, sizeof(float));
-    if (!o->importance) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+    o->importance = mem_malloc_array((size_t)cols, sizeof(float));
+    if (!o->importance) return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
     if (!calib_importance(&c->calib, layer, p, expert, o->importance, cols)) {
         xllm_free(o->importance);
         o->importance = NULL;
     }
     if (expert == -1 && o->cls != TC_ROUTER) {
-        o->hessian = xllm_malloc_array((size_t)cols * (size_t)cols, sizeof(double));
-        if (!o->hessian) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+        o->hessian = mem_malloc_array((size_t)cols * (size_t)cols, sizeof(double));
+        if (!o->hessian) return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
         if (!calib_hessian(&c->calib, layer, p, o->hessian, cols)) {
             xllm_free(o->hessian);
             o->hessian = NULL;
@@ -328,8 +328,8 @@ static xllm_status fuse_rows(out_t *parts, int n, const char *name, out_t *out, 
     for (int i = 0; i < n; i++) rows += parts[i].shape[0];
     out->shape[0] = rows;
     if (out->ndim == 2) out->shape[1] = per;
-    out->data = xllm_malloc_array((size_t)(rows * per), sizeof(float));
-    if (!out->data) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory fusing %s", name);
+    out->data = mem_malloc_array((size_t)(rows * per), sizeof(float));
+    if (!out->data) return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory fusing %s", name);
     int64_t off = 0;
     for (int i = 0; i < n; i++) {
         int64_t k = parts[i].shape[0] * per;
@@ -370,8 +370,8 @@ static xllm_status convert_layer(conv *c, int l, xllm_error *err) {
         attach_importance(c, &v, l, OBS_ATTN_IN, -1, err);
         if (q.importance && k.importance && v.importance) {
             out_t *mats[3] = {&q, &k, &v};
-            float *imp = xllm_malloc_array((size_t)q.shape[1], sizeof(float));
-            if (!imp) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+            float *imp = mem_malloc_array((size_t)q.shape[1], sizeof(float));
+            if (!imp) return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
             memcpy(imp, q.importance, sizeof(float) * (size_t)q.shape[1]);
             st = awq_group(c, mats, 3, imp, attn_norm.data, NULL, err);
             xllm_free(imp);
@@ -430,16 +430,16 @@ static xllm_status convert_layer(conv *c, int l, xllm_error *err) {
         attach_importance(c, &down, l, OBS_DOWN_IN, -1, err);
         if (gate.importance && up.importance) {
             out_t *mats[2] = {&gate, &up};
-            float *imp = xllm_malloc_array((size_t)gate.shape[1], sizeof(float));
-            if (!imp) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+            float *imp = mem_malloc_array((size_t)gate.shape[1], sizeof(float));
+            if (!imp) return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
             memcpy(imp, gate.importance, sizeof(float) * (size_t)gate.shape[1]);
             st = awq_group(c, mats, 2, imp, mlp_norm.data, NULL, err);
             xllm_free(imp);
         }
         if (!st && down.importance) {
             out_t *mats[1] = {&down};
-            float *imp = xllm_malloc_array((size_t)down.shape[1], sizeof(float));
-            if (!imp) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+            float *imp = mem_malloc_array((size_t)down.shape[1], sizeof(float));
+            if (!imp) return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
             memcpy(imp, down.importance, sizeof(float) * (size_t)down.shape[1]);
             st = awq_group(c, mats, 1, imp, NULL, &up, err);
             xllm_free(imp);
@@ -492,18 +492,18 @@ static xllm_status add_blob(conv *c, const char *file, const char *text, size_t 
 /* A file's text if it exists (NULL otherwise). */
 static xllm_status read_optional(const char *dir, const char *file, char **text, size_t *len, xllm_error *err) {
     char path[4096];
-    xllm_path_join(path, sizeof path, dir, file);
+    path_join(path, sizeof path, dir, file);
     *text = NULL;
     *len = 0;
-    return xllm_file_exists(path) ? xllm_read_file(path, text, len, err) : XLLM_OK;
+    return path_exists(path) ? file_read_all(path, text, len, err) : XLLM_OK;
 }
 
 static cJSON *load_json_or_null(const char *dir, const char *file, xllm_error *err, xllm_status *st) {
     char path[4096];
-    xllm_path_join(path, sizeof path, dir, file);
-    if (!xllm_file_exists(path)) return cJSON_CreateNull();
+    path_join(path, sizeof path, dir, file);
+    if (!path_exists(path)) return cJSON_CreateNull();
     cJSON *j = NULL;
-    *st = xllm_json_load(path, &j, err);
+    *st = json_file_load(path, &j, err);
     return j;
 }
 
@@ -511,9 +511,9 @@ static cJSON *load_json_or_null(const char *dir, const char *file, xllm_error *e
  * generation config and tokenizer texts. */
 static xllm_status open_source(conv *c, const char *src, cJSON **config, cJSON **gen, xllm_error *err) {
     xllm_status st = XLLM_OK;
-    if (xllm_is_dir(src)) {
+    if (file_is_dir(src)) {
         *config = load_json_or_null(src, "config.json", err, &st);
-        if (!st && cJSON_IsNull(*config)) st = xllm_errorf(err, XLLM_ERR_IO, "%s/config.json: missing", src);
+        if (!st && cJSON_IsNull(*config)) st = err_setf(err, XLLM_ERR_IO, "%s/config.json: missing", src);
         if (!st) *gen = load_json_or_null(src, "generation_config.json", err, &st);
         if (!st) st = read_optional(src, "tokenizer.json", &c->tok_json, &c->tok_json_len, err);
         if (!st) st = read_optional(src, "tokenizer_config.json", &c->tok_cfg, &c->tok_cfg_len, err);
@@ -534,7 +534,7 @@ static xllm_status open_source(conv *c, const char *src, cJSON **config, cJSON *
         c->tok_cfg_len = c->tok_cfg ? strlen(c->tok_cfg) : 0;
         return XLLM_OK;
     }
-    return xllm_errorf(err, xllm_file_exists(src) ? XLLM_ERR_FORMAT : XLLM_ERR_IO,
+    return err_setf(err, path_exists(src) ? XLLM_ERR_FORMAT : XLLM_ERR_IO,
                        "%s: not a HuggingFace checkpoint directory or a GGUF file", src);
 }
 
@@ -608,14 +608,14 @@ static cJSON *make_meta(conv *c, const char *src, cJSON **config, cJSON **gen) {
 }
 
 xllm_status xllm_convert(const char *src, const char *dst, const xllm_convert_options *opts, xllm_error *err) {
-    xllm_error_clear(err);
+    err_clear(err);
     xllm_convert_options def = xllm_convert_options_default();
     conv c;
     memset(&c, 0, sizeof c);
     c.o = opts ? opts : &def;
     cJSON *config = NULL, *gen = NULL, *meta = NULL;
     xllm_status st = XLLM_OK;
-    if (!src || !dst) return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "convert needs a source and a destination");
+    if (!src || !dst) return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "convert needs a source and a destination");
     c.to_gguf = c.o->to_gguf;
     if ((st = policy_make(c.o->dtype, c.o->group_size, c.o->policy, &c.pol, err))) return st;
     if ((st = open_source(&c, src, &config, &gen, err))) goto done;
@@ -625,11 +625,11 @@ xllm_status xllm_convert(const char *src, const char *dst, const xllm_convert_op
         goto done;
     c.pol.n_layers = c.cfg.n_layers; /* a K-quant mix picks by layer; its tensors are not fused (one type each) */
     c.n_total = st_count(c.src);
-    c.done = xllm_calloc(c.n_total ? c.n_total : 1, 1);
+    c.done = mem_calloc(c.n_total ? c.n_total : 1, 1);
     c.types = cJSON_CreateObject();
     c.fallbacks = cJSON_CreateObject();
     if (!c.done || !c.types) {
-        st = xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+        st = err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
         goto done;
     }
     if (c.o->calib_file) {

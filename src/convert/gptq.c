@@ -57,22 +57,22 @@ static int inverse_factor(const double *H, int64_t n, double damp, double *u, do
     return 0;
 }
 
-xllm_status gptq_quantize(xllm_dtype t, int group, float *W, int64_t rows, int64_t cols, const double *H, void *out,
+xllm_status gptq_quantize(dtype_t t, int group, float *W, int64_t rows, int64_t cols, const double *H, void *out,
                           xllm_error *err) {
     size_t nn = (size_t)(cols * cols), ng = (size_t)(cols / group);
-    double *u = xllm_malloc_array(nn, sizeof(double)), *tmp = xllm_malloc_array(nn, sizeof(double));
-    float *imp = xllm_malloc_array((size_t)cols, sizeof(float));
-    float *d = xllm_malloc_array((size_t)rows * ng, sizeof(float)), *m = xllm_malloc_array((size_t)rows * ng, sizeof(float));
-    int8_t *q = xllm_malloc_array((size_t)(rows * cols), 1);
+    double *u = mem_malloc_array(nn, sizeof(double)), *tmp = mem_malloc_array(nn, sizeof(double));
+    float *imp = mem_malloc_array((size_t)cols, sizeof(float));
+    float *d = mem_malloc_array((size_t)rows * ng, sizeof(float)), *m = mem_malloc_array((size_t)rows * ng, sizeof(float));
+    int8_t *q = mem_malloc_array((size_t)(rows * cols), 1);
     xllm_status st = XLLM_OK;
     if (!u || !tmp || !imp || !d || !m || !q) {
-        st = xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory for GPTQ (%lld columns)", (long long)cols);
+        st = err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory for GPTQ (%lld columns)", (long long)cols);
         goto done;
     }
     int ok = -1;
     for (double damp = 0.01; damp < 10 && ok; damp *= 10) ok = inverse_factor(H, cols, damp, u, tmp);
     if (ok) {
-        st = xllm_errorf(err, XLLM_ERR_FORMAT, "GPTQ: calibration matrix is not positive definite");
+        st = err_setf(err, XLLM_ERR_FORMAT, "GPTQ: calibration matrix is not positive definite");
         goto done;
     }
     for (int64_t i = 0; i < cols; i++) imp[i] = (float)(H[i * cols + i] + 1e-12);

@@ -18,7 +18,7 @@
 /* W: rows x cols f32 (overwritten), H: cols x cols (symmetric), out: the
  * quantized rows in the block format of (t, group). Returns XLLM_ERR_FORMAT
  * when H cannot be factorised even after damping (caller falls back). */
-xllm_status gptq_quantize(xllm_dtype t, int group, float *W, int64_t rows, int64_t cols, const double *H, void *out,
+xllm_status gptq_quantize(dtype_t t, int group, float *W, int64_t rows, int64_t cols, const double *H, void *out,
                           xllm_error *err);
 
 #endif

@@ -43,7 +43,7 @@ xllm_status qtype_parse(const char *s, int group, qtype *out, xllm_error *err) {
     else if (!strcmp(s, "q3_k")) out->dtype = XLLM_DT_Q3_K, out->group = QK_K;
     else if (!strcmp(s, "iq4_nl")) out->dtype = XLLM_DT_IQ4_NL, out->group = 32;
     else
-        return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT,
+        return err_setf(err, XLLM_ERR_INVALID_ARGUMENT,
                            "unknown type \"%s\" (use f32, f16, bf16, q8, q4, q4m, q2_k, q3_k, q4_k, q5_k, q6_k, "
                            "iq4_nl, q3_k_m, q4_k_m or q5_k_m)",
                            s);
@@ -58,7 +58,7 @@ const char *qtype_name(qtype t, char *buf, size_t cap) {
     case XLLM_DT_Q8: snprintf(buf, cap, "q8"); break;
     case XLLM_DT_Q4: snprintf(buf, cap, "q4/g%d", t.group); break;
     case XLLM_DT_Q4M: snprintf(buf, cap, "q4m/g%d", t.group); break;
-    default: snprintf(buf, cap, "%s", xllm_dtype_name(t.dtype));
+    default: snprintf(buf, cap, "%s", dtype_name(t.dtype));
     }
     return buf;
 }
@@ -66,7 +66,7 @@ const char *qtype_name(qtype t, char *buf, size_t cap) {
 xllm_status policy_make(const char *dtype, int group, const char *spec, policy *p, xllm_error *err) {
     if (group == 0) group = 32;
     if (group != 32 && group != 64 && group != 128)
-        return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "group size must be 32, 64 or 128 (got %d)", group);
+        return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "group size must be 32, 64 or 128 (got %d)", group);
     qtype base, f32 = {XLLM_DT_F32, 0}, q8 = {XLLM_DT_Q8, QK};
     memset(p, 0, sizeof *p);
     const char *d = dtype ? dtype : "f32";
@@ -78,13 +78,13 @@ xllm_status policy_make(const char *dtype, int group, const char *spec, policy *
     } else if ((st = qtype_parse(d, group, &base, err))) {
         return st;
     }
-    int quantized = xllm_dtype_is_quant(base.dtype);
+    int quantized = dtype_is_quant(base.dtype);
     /* embeddings q8 whenever matmuls are quantized (rows are only looked up: memory, not
      * speed; at Q4_K, llama.cpp's choice, the kq-F16 test model's KL divergence on the held
      * text was 0.136 against 0.090 at q8); lm_head q8, or Q6_K for the K-quants as llama.cpp */
     p->cls[TC_EMBED] = quantized ? q8 : base;
     qtype q6k = {XLLM_DT_Q6_K, QK_K};
-    p->cls[TC_LM_HEAD] = xllm_dtype_is_kq(base.dtype) ? q6k : quantized ? q8 : base;
+    p->cls[TC_LM_HEAD] = dtype_is_kq(base.dtype) ? q6k : quantized ? q8 : base;
     p->cls[TC_ATTN] = base;
     p->cls[TC_MLP] = base;
     p->cls[TC_NORM] = f32;
@@ -96,19 +96,19 @@ xllm_status policy_make(const char *dtype, int group, const char *spec, policy *
     snprintf(buf, sizeof buf, "%s", spec);
     for (char *item = strtok(buf, ","); item; item = strtok(NULL, ",")) {
         char *eq = strchr(item, '=');
-        if (!eq) return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "policy item \"%s\" is not class=type", item);
+        if (!eq) return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "policy item \"%s\" is not class=type", item);
         *eq = 0;
         int c = -1;
         for (int i = 0; i < TC_COUNT; i++)
             if (!strcmp(item, k_class_names[i])) c = i;
         if (c < 0)
-            return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT,
+            return err_setf(err, XLLM_ERR_INVALID_ARGUMENT,
                                "unknown tensor class \"%s\" in policy (classes: embed, attn, mlp, lm_head, norm, router)",
                                item);
         qtype t;
         if ((st = qtype_parse(eq + 1, group, &t, err))) return st;
-        if ((c == TC_NORM || c == TC_ROUTER) && xllm_dtype_is_quant(t.dtype))
-            return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "class %s must stay a float type (f32, f16, bf16)", item);
+        if ((c == TC_NORM || c == TC_ROUTER) && dtype_is_quant(t.dtype))
+            return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "class %s must stay a float type (f32, f16, bf16)", item);
         p->cls[c] = t;
     }
     return XLLM_OK;
@@ -153,7 +153,7 @@ qtype policy_pick(const policy *p, tensor_class c, int ndim, int64_t cols) {
     qtype f32 = {XLLM_DT_F32, 0}, q8 = {XLLM_DT_Q8, QK}, f16 = {XLLM_DT_F16, 0};
     if (ndim == 1) return (t.dtype == XLLM_DT_F16 || t.dtype == XLLM_DT_BF16) ? t : f32; /* 1-D: floats only */
     if (ndim != 2) return f32;
-    if (!xllm_dtype_is_quant(t.dtype) || quant_format_ok(t.dtype, t.group, cols)) return t;
+    if (!dtype_is_quant(t.dtype) || quant_format_ok(t.dtype, t.group, cols)) return t;
     if (quant_format_ok(XLLM_DT_Q8, QK, cols)) return q8;
     return f16;
 }

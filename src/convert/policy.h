@@ -20,7 +20,7 @@
 typedef enum tensor_class { TC_EMBED = 0, TC_ATTN, TC_MLP, TC_LM_HEAD, TC_NORM, TC_ROUTER, TC_OTHER, TC_COUNT } tensor_class;
 
 typedef struct qtype {
-    xllm_dtype dtype;
+    dtype_t dtype;
     int group;        /* quantized types only */
 } qtype;
 

@@ -160,13 +160,13 @@ static cJSON *make_config(const shape_def *s) {
 /* Text is built in base/buf.h buffers; their sticky error is checked once. */
 
 /* A JSON string of a piece (ASCII plus U+2581, so only " and \ need escapes). */
-static void sb_json(xllm_buf *b, const char *s) {
-    xllm_buf_append(b, "\"", 1);
+static void sb_json(buf_t *b, const char *s) {
+    buf_append(b, "\"", 1);
     for (; *s; s++) {
-        if (*s == '"' || *s == '\\') xllm_buf_append(b, "\\", 1);
-        xllm_buf_append(b, s, 1);
+        if (*s == '"' || *s == '\\') buf_append(b, "\\", 1);
+        buf_append(b, s, 1);
     }
-    xllm_buf_append(b, "\"", 1);
+    buf_append(b, "\"", 1);
 }
 
 #define SP "\xe2\x96\x81" /* U+2581, SentencePiece's space */
@@ -184,16 +184,16 @@ static xllm_status make_tokenizer(const shape_def *s, char **tok_json, char **to
         if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'))) alpha[na][0] = (char)c, alpha[na++][1] = 0;
     int base = 3 + 256 + na;
     if (s->vocab < base)
-        return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "synth: vocabulary %d is smaller than the %d base pieces",
+        return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "synth: vocabulary %d is smaller than the %d base pieces",
                            s->vocab, base);
-    xllm_buf vb = {0}, mb = {0}, b = {0};
+    buf_t vb = {0}, mb = {0}, b = {0};
     char piece[16];
     int id = 0;
 #define VOCAB(str)                                \
     do {                                          \
-        if (id) xllm_buf_append(&vb, ",", 1);     \
+        if (id) buf_append(&vb, ",", 1);     \
         sb_json(&vb, str);                        \
-        xllm_buf_printf(&vb, ":%d", id++);        \
+        buf_printf(&vb, ":%d", id++);        \
     } while (0)
     VOCAB("<unk>");
     VOCAB("<s>");
@@ -211,7 +211,7 @@ static xllm_status make_tokenizer(const shape_def *s, char **tok_json, char **to
                 if (i != m && j != m) continue;
                 snprintf(piece, sizeof piece, "%s%s", alpha[i], alpha[j]);
                 VOCAB(piece);
-                if (n_merges++) xllm_buf_append(&mb, ",", 1);
+                if (n_merges++) buf_append(&mb, ",", 1);
                 snprintf(piece, sizeof piece, "%s %s", alpha[i], alpha[j]);
                 sb_json(&mb, piece);
             }
@@ -223,7 +223,7 @@ static xllm_status make_tokenizer(const shape_def *s, char **tok_json, char **to
                 for (int k = 1; k < na && id < s->vocab; k++) {
                     snprintf(piece, sizeof piece, "%s%s%s", alpha[i], alpha[j], alpha[k]);
                     VOCAB(piece);
-                    xllm_buf_append(&mb, ",", 1);
+                    buf_append(&mb, ",", 1);
                     n_merges++;
                     snprintf(piece, sizeof piece, "%s%s %s", alpha[i], alpha[j], alpha[k]);
                     sb_json(&mb, piece);
@@ -233,16 +233,16 @@ static xllm_status make_tokenizer(const shape_def *s, char **tok_json, char **to
     if (id != s->vocab) { /* cannot happen below 839k */
         xllm_free(vb.p);
         xllm_free(mb.p);
-        return xllm_errorf(err, XLLM_ERR_INTERNAL, "synth: tokenizer stops at %d pieces", id);
+        return err_setf(err, XLLM_ERR_INTERNAL, "synth: tokenizer stops at %d pieces", id);
     }
-    xllm_buf_puts(&b, "{\"version\":\"1.0\",\"truncation\":null,\"padding\":null,\"added_tokens\":[");
+    buf_puts(&b, "{\"version\":\"1.0\",\"truncation\":null,\"padding\":null,\"added_tokens\":[");
     const char *sp[3] = {"<unk>", "<s>", "</s>"};
     for (int i = 0; i < 3; i++) {
-        xllm_buf_printf(&b, "%s{\"id\":%d,\"content\":", i ? "," : "", i);
+        buf_printf(&b, "%s{\"id\":%d,\"content\":", i ? "," : "", i);
         sb_json(&b, sp[i]);
-        xllm_buf_puts(&b, ",\"single_word\":false,\"lstrip\":false,\"rstrip\":false,\"normalized\":false,\"special\":true}");
+        buf_puts(&b, ",\"single_word\":false,\"lstrip\":false,\"rstrip\":false,\"normalized\":false,\"special\":true}");
     }
-    xllm_buf_puts(&b, "],\"normalizer\":{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"Prepend\",\"prepend\":\"" SP
+    buf_puts(&b, "],\"normalizer\":{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"Prepend\",\"prepend\":\"" SP
                "\"},{\"type\":\"Replace\",\"pattern\":{\"String\":\" \"},\"content\":\"" SP "\"}]},"
                "\"pre_tokenizer\":null,"
                "\"post_processor\":{\"type\":\"TemplateProcessing\","
@@ -255,22 +255,22 @@ static xllm_status make_tokenizer(const shape_def *s, char **tok_json, char **to
                "{\"type\":\"Strip\",\"content\":\" \",\"start\":1,\"stop\":0}]},"
                "\"model\":{\"type\":\"BPE\",\"dropout\":null,\"unk_token\":\"<unk>\",\"continuing_subword_prefix\":null,"
                "\"end_of_word_suffix\":null,\"fuse_unk\":true,\"byte_fallback\":true,\"vocab\":{");
-    if (vb.p) xllm_buf_append(&b, vb.p, vb.len);
-    xllm_buf_puts(&b, "},\"merges\":[");
-    if (mb.p) xllm_buf_append(&b, mb.p, mb.len);
-    xllm_buf_puts(&b, "]}}\n");
+    if (vb.p) buf_append(&b, vb.p, vb.len);
+    buf_puts(&b, "},\"merges\":[");
+    if (mb.p) buf_append(&b, mb.p, mb.len);
+    buf_puts(&b, "]}}\n");
     int oom = vb.err || mb.err || b.err;
     xllm_free(vb.p);
     xllm_free(mb.p);
-    xllm_buf cb = {0};
-    xllm_buf_puts(&cb, "{\"add_bos_token\":true,\"add_eos_token\":false,\"bos_token\":\"<s>\",\"eos_token\":\"</s>\","
+    buf_t cb = {0};
+    buf_puts(&cb, "{\"add_bos_token\":true,\"add_eos_token\":false,\"bos_token\":\"<s>\",\"eos_token\":\"</s>\","
                 "\"unk_token\":\"<unk>\",\"pad_token\":null,\"clean_up_tokenization_spaces\":false,\"legacy\":false,"
                 "\"tokenizer_class\":\"LlamaTokenizer\",\"model_max_length\":");
-    xllm_buf_printf(&cb, "%d}\n", s->ctx);
+    buf_printf(&cb, "%d}\n", s->ctx);
     if (oom || cb.err) {
         xllm_free(b.p);
         xllm_free(cb.p);
-        return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "synth: out of memory making the tokenizer");
+        return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "synth: out of memory making the tokenizer");
     }
     *tok_json = b.p;
     *tok_cfg = cb.p;
@@ -338,7 +338,7 @@ static void unit_add(unit *u, const char *name, int64_t rows, float sd, uint64_t
 static unit *make_units(const shape_def *s, uint64_t seed, size_t *n_out) {
     size_t cap = 4 + (size_t)s->layers * (12 + 3 * (size_t)s->experts), n = 0;
     int gemma = !strcmp(s->model_type, "gemma2");
-    unit *u = xllm_calloc(cap, sizeof *u);
+    unit *u = mem_calloc(cap, sizeof *u);
     if (!u) return NULL;
     int64_t H = s->hidden, hd = s->head_dim ? s->head_dim : s->hidden / s->heads;
     int64_t q_rows = s->heads * hd, kv_rows = s->kv_heads * hd;
@@ -446,25 +446,25 @@ static void do_rows(void *ctx, size_t b, size_t e, int ti) {
         for (int si = 0; si < S->n_sink; si++) {
             xsink *x = &S->sink[si];
             void *dst = x->buf + (size_t)r * x->row_bytes;
-            if (xllm_dtype_is_kq(x->t.dtype)) kq_quantize_row(x->t.dtype, row, cols, NULL, dst);
-            else if (xllm_dtype_is_quant(x->t.dtype)) quant_quantize_row(x->t.dtype, x->t.group, row, cols, NULL, dst);
-            else if (x->t.dtype == XLLM_DT_F16) for (int64_t i = 0; i < cols; i++) ((uint16_t *)dst)[i] = xllm_f32_to_f16(row[i]);
-            else if (x->t.dtype == XLLM_DT_BF16) for (int64_t i = 0; i < cols; i++) ((uint16_t *)dst)[i] = xllm_f32_to_bf16(row[i]);
+            if (dtype_is_kq(x->t.dtype)) kq_quantize_row(x->t.dtype, row, cols, NULL, dst);
+            else if (dtype_is_quant(x->t.dtype)) quant_quantize_row(x->t.dtype, x->t.group, row, cols, NULL, dst);
+            else if (x->t.dtype == XLLM_DT_F16) for (int64_t i = 0; i < cols; i++) ((uint16_t *)dst)[i] = f32_to_f16(row[i]);
+            else if (x->t.dtype == XLLM_DT_BF16) for (int64_t i = 0; i < cols; i++) ((uint16_t *)dst)[i] = f32_to_bf16(row[i]);
             else memcpy(dst, row, sizeof(float) * (size_t)cols);
         }
         if (S->hf) {
             float *h = S->hf_chunk + (size_t)k * (size_t)cols;
             qtype t = S->hf_t;
-            if (xllm_dtype_is_kq(t.dtype)) {
+            if (dtype_is_kq(t.dtype)) {
                 kq_quantize_row(t.dtype, row, cols, NULL, S->qrow[ti]);
                 quant_dequantize_row(t.dtype, t.group, S->qrow[ti], cols, h);
-            } else if (xllm_dtype_is_quant(t.dtype)) {
+            } else if (dtype_is_quant(t.dtype)) {
                 quant_quantize_row(t.dtype, t.group, row, cols, NULL, S->qrow[ti]);
                 quant_dequantize_row(t.dtype, t.group, S->qrow[ti], cols, h);
             } else if (t.dtype == XLLM_DT_F16) {
-                for (int64_t i = 0; i < cols; i++) h[i] = xllm_f16_to_f32(xllm_f32_to_f16(row[i]));
+                for (int64_t i = 0; i < cols; i++) h[i] = f16_to_f32(f32_to_f16(row[i]));
             } else if (t.dtype == XLLM_DT_BF16) {
-                for (int64_t i = 0; i < cols; i++) h[i] = xllm_bf16_to_f32(xllm_f32_to_bf16(row[i]));
+                for (int64_t i = 0; i < cols; i++) h[i] = bf16_to_f32(f32_to_bf16(row[i]));
             } else {
                 memcpy(h, row, sizeof(float) * (size_t)cols);
             }
@@ -486,7 +486,7 @@ static xllm_status gguf_policy_name(const char *g, const char **dtype, xllm_erro
     else if (!strcmp(g, "Q3_K_M") || !strcmp(g, "q3_k_m")) *dtype = "q3_k_m";
     else if (!strcmp(g, "Q4_K_M") || !strcmp(g, "q4_k_m")) *dtype = "q4_k_m";
     else if (!strcmp(g, "Q5_K_M") || !strcmp(g, "q5_k_m")) *dtype = "q5_k_m";
-    else return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT,
+    else return err_setf(err, XLLM_ERR_INVALID_ARGUMENT,
                             "unknown GGUF type \"%s\" (use F32, F16, Q8_0, Q4_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, "
                             "Q3_K_M, Q4_K_M or Q5_K_M)", g);
     return XLLM_OK;
@@ -494,23 +494,23 @@ static xllm_status gguf_policy_name(const char *g, const char **dtype, xllm_erro
 
 static xllm_status write_text(const char *dir, const char *file, const char *text, xllm_error *err) {
     char path[4096];
-    xllm_path_join(path, sizeof path, dir, file);
+    path_join(path, sizeof path, dir, file);
     FILE *f = fopen(path, "wb");
-    if (!f) return xllm_errorf(err, XLLM_ERR_IO, "%s: %s", path, strerror(errno));
+    if (!f) return err_setf(err, XLLM_ERR_IO, "%s: %s", path, strerror(errno));
     size_t n = strlen(text);
     int bad = fwrite(text, 1, n, f) != n;
     bad |= fclose(f) != 0;
-    return bad ? xllm_errorf(err, XLLM_ERR_IO, "%s: write failed", path) : XLLM_OK;
+    return bad ? err_setf(err, XLLM_ERR_IO, "%s: write failed", path) : XLLM_OK;
 }
 
 static xllm_status write_json(const char *dir, const char *file, const cJSON *j, xllm_error *err) {
     char *text = cJSON_Print(j);
-    if (!text) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+    if (!text) return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
     size_t n = strlen(text);
     char *t2 = realloc(text, n + 2);
     if (!t2) {
         free(text);
-        return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+        return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
     }
     t2[n] = '\n';
     t2[n + 1] = 0;
@@ -522,45 +522,45 @@ static xllm_status write_json(const char *dir, const char *file, const cJSON *j,
 /* The safetensors header: every HF tensor, f32, in file order. */
 static xllm_status hf_open(synth *S, const unit *u, size_t nu, char *tmp, size_t tmp_cap, xllm_error *err) {
     const char *dir = S->o->hf_dir;
-    if (mkdir(dir, 0755) != 0 && errno != EEXIST) return xllm_errorf(err, XLLM_ERR_IO, "%s: %s", dir, strerror(errno));
-    if (!xllm_is_dir(dir)) return xllm_errorf(err, XLLM_ERR_IO, "%s: not a directory", dir);
-    xllm_buf h = {0};
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST) return err_setf(err, XLLM_ERR_IO, "%s: %s", dir, strerror(errno));
+    if (!file_is_dir(dir)) return err_setf(err, XLLM_ERR_IO, "%s: not a directory", dir);
+    buf_t h = {0};
     uint64_t off = 0;
-    xllm_buf_puts(&h, "{\"__metadata__\":{\"format\":\"pt\"}");
+    buf_puts(&h, "{\"__metadata__\":{\"format\":\"pt\"}");
     for (size_t i = 0; i < nu; i++)
         for (int p = 0; p < u[i].nparts; p++) {
             const part *pp = &u[i].p[p];
             uint64_t bytes = (uint64_t)(u[i].ndim == 1 ? 1 : pp->rows) * (uint64_t)u[i].cols * 4;
-            xllm_buf_puts(&h, ",");
+            buf_puts(&h, ",");
             sb_json(&h, pp->name);
             if (u[i].ndim == 1)
-                xllm_buf_printf(&h, ":{\"dtype\":\"F32\",\"shape\":[%lld],\"data_offsets\":[%llu,%llu]}",
+                buf_printf(&h, ":{\"dtype\":\"F32\",\"shape\":[%lld],\"data_offsets\":[%llu,%llu]}",
                                 (long long)u[i].cols, (unsigned long long)off, (unsigned long long)(off + bytes));
             else
-                xllm_buf_printf(&h, ":{\"dtype\":\"F32\",\"shape\":[%lld,%lld],\"data_offsets\":[%llu,%llu]}",
+                buf_printf(&h, ":{\"dtype\":\"F32\",\"shape\":[%lld,%lld],\"data_offsets\":[%llu,%llu]}",
                                 (long long)pp->rows, (long long)u[i].cols, (unsigned long long)off,
                                 (unsigned long long)(off + bytes));
             off += bytes;
         }
-    xllm_buf_puts(&h, "}");
-    xllm_buf_fill(&h, ' ', (8 - h.len % 8) % 8); /* the header's length a multiple of 8 */
+    buf_puts(&h, "}");
+    buf_fill(&h, ' ', (8 - h.len % 8) % 8); /* the header's length a multiple of 8 */
     if (h.err) {
         xllm_free(h.p);
-        return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+        return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
     }
     char path[4096];
-    xllm_path_join(path, sizeof path, dir, "model.safetensors");
+    path_join(path, sizeof path, dir, "model.safetensors");
     int fd = tmpfile_create(path, tmp, tmp_cap);
     if (fd < 0) {
         xllm_free(h.p);
-        return xllm_errorf(err, XLLM_ERR_IO, "%s: cannot create a temporary file: %s", path, strerror(errno));
+        return err_setf(err, XLLM_ERR_IO, "%s: cannot create a temporary file: %s", path, strerror(errno));
     }
     S->hf = fdopen(fd, "wb");
     uint64_t hl = h.len;
     int bad = !S->hf || fwrite(&hl, 8, 1, S->hf) != 1 || fwrite(h.p, 1, h.len, S->hf) != h.len;
     xllm_free(h.p);
     if (!S->hf) close(fd);
-    return bad ? xllm_errorf(err, XLLM_ERR_IO, "%s: write failed", tmp) : XLLM_OK;
+    return bad ? err_setf(err, XLLM_ERR_IO, "%s: write failed", tmp) : XLLM_OK;
 }
 
 static xllm_status sink_meta(synth *S, xsink *x, const cJSON *config, xllm_error *err) {
@@ -601,9 +601,9 @@ static xllm_status gguf_from_xllm(const char *xpath, const char *dest, const cJS
     st_archive *a = xf_open(xpath, &meta, err);
     if (!a) return err ? err->code : XLLM_ERR_FORMAT;
     size_t n = 0, total = st_count(a);
-    st_tensor *t = xllm_malloc_array(total ? total : 1, sizeof *t);
+    st_tensor *t = mem_malloc_array(total ? total : 1, sizeof *t);
     xllm_status st = XLLM_OK;
-    if (!t) st = xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+    if (!t) st = err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
     for (size_t i = 0; !st && i < total; i++) {
         const st_tensor *x = st_at(a, i);
         if (!strncmp(x->name, XF_BLOB_PREFIX, strlen(XF_BLOB_PREFIX))) continue;
@@ -619,26 +619,26 @@ static xllm_status gguf_from_xllm(const char *xpath, const char *dest, const cJS
 /* Step 1: the options, checked; the shape, the .xllm dtype and the GGUF's. */
 static xllm_status check_options(const xllm_synth_options *opts, const shape_def **shape, const char **dtype_out,
                                  const char **gdtype, xllm_error *err) {
-    if (!opts || !opts->shape) return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "synth needs a shape (%s)", xllm_synth_shapes());
+    if (!opts || !opts->shape) return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "synth needs a shape (%s)", xllm_synth_shapes());
     const shape_def *s = NULL;
     for (size_t i = 0; i < N_SHAPES; i++)
         if (!strcmp(opts->shape, k_shapes[i].name)) s = &k_shapes[i];
-    if (!s) return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "unknown shape \"%s\" (shapes: %s)", opts->shape, xllm_synth_shapes());
+    if (!s) return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "unknown shape \"%s\" (shapes: %s)", opts->shape, xllm_synth_shapes());
     if (!opts->out && !opts->gguf_out && !opts->hf_dir)
-        return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "synth needs an output: an .xllm file, a GGUF file or an HF directory");
+        return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "synth needs an output: an .xllm file, a GGUF file or an HF directory");
     const char *dtype = opts->dtype ? opts->dtype : "f32";
     if (strcmp(dtype, "f32") && strcmp(dtype, "f16") && strcmp(dtype, "bf16") && strcmp(dtype, "q8") && strcmp(dtype, "q4") &&
         strcmp(dtype, "q4m"))
-        return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "unknown dtype \"%s\" (use f32, f16, bf16, q8, q4 or q4m)", dtype);
+        return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "unknown dtype \"%s\" (use f32, f16, bf16, q8, q4 or q4m)", dtype);
     *gdtype = NULL;
     if (opts->gguf_type && !opts->gguf_out)
-        return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "a GGUF type was given without a GGUF output");
+        return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "a GGUF type was given without a GGUF output");
     if (opts->gguf_out) {
         if (opts->gguf_type) {
             xllm_status st = gguf_policy_name(opts->gguf_type, gdtype, err);
             if (st) return st;
         } else if (!strcmp(dtype, "bf16") || !strcmp(dtype, "q4m")) {
-            return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "give a GGUF type for dtype %s (F32, F16, Q8_0 or Q4_0)", dtype);
+            return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "give a GGUF type for dtype %s (F32, F16, Q8_0 or Q4_0)", dtype);
         } else {
             *gdtype = dtype;
         }
@@ -685,18 +685,18 @@ static xllm_status make_workers(synth *S, const unit *u, size_t nu, xllm_error *
         if (u[i].cols > S->max_cols) S->max_cols = u[i].cols;
         S->rows_total += (size_t)u[i].rows;
     }
-    S->row = xllm_calloc((size_t)(S->nt ? S->nt : 1), sizeof *S->row);
-    S->qrow = xllm_calloc((size_t)(S->nt ? S->nt : 1), sizeof *S->qrow);
-    if (!S->tp || !S->row || !S->qrow) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+    S->row = mem_calloc((size_t)(S->nt ? S->nt : 1), sizeof *S->row);
+    S->qrow = mem_calloc((size_t)(S->nt ? S->nt : 1), sizeof *S->qrow);
+    if (!S->tp || !S->row || !S->qrow) return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
     for (int i = 0; i < S->nt; i++) {
-        S->row[i] = xllm_malloc_array((size_t)S->max_cols, sizeof(float));
-        S->qrow[i] = xllm_malloc(quant_row_bytes(XLLM_DT_F32, 0, S->max_cols)); /* >= any quantized row */
-        if (!S->row[i] || !S->qrow[i]) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+        S->row[i] = mem_malloc_array((size_t)S->max_cols, sizeof(float));
+        S->qrow[i] = mem_malloc(quant_row_bytes(XLLM_DT_F32, 0, S->max_cols)); /* >= any quantized row */
+        if (!S->row[i] || !S->qrow[i]) return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
     }
     S->chunk_rows = S->max_cols > 0 ? ((int64_t)1 << 23) / S->max_cols : 1;
     if (S->chunk_rows < 1) S->chunk_rows = 1;
-    if (S->hf && !(S->hf_chunk = xllm_malloc_array((size_t)(S->chunk_rows * S->max_cols), sizeof(float))))
-        return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+    if (S->hf && !(S->hf_chunk = mem_malloc_array((size_t)(S->chunk_rows * S->max_cols), sizeof(float))))
+        return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
     return XLLM_OK;
 }
 
@@ -713,15 +713,15 @@ static xllm_status write_unit(synth *S, const unit *un, xllm_error *err) {
         xsink *x = &S->sink[k];
         x->t = policy_pick_named(&x->pol, un->name, un->cls, un->ndim, cols);
         x->row_bytes = quant_row_bytes(x->t.dtype, x->t.group, cols);
-        x->buf = xllm_malloc((size_t)rows * x->row_bytes);
-        if (!x->buf) st = xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory making %s", un->name);
+        x->buf = mem_malloc((size_t)rows * x->row_bytes);
+        if (!x->buf) st = err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory making %s", un->name);
     }
     for (int64_t r0 = 0; r0 < rows && !st; r0 += S->chunk_rows) {
         int64_t nr = rows - r0 < S->chunk_rows ? rows - r0 : S->chunk_rows;
         S->chunk_r0 = r0;
         threadpool_run(S->tp, (size_t)nr, 1, do_rows, S);
         if (S->hf && fwrite(S->hf_chunk, sizeof(float), (size_t)(nr * cols), S->hf) != (size_t)(nr * cols))
-            st = xllm_errorf(err, XLLM_ERR_IO, "%s: write failed", S->hf_tmp);
+            st = err_setf(err, XLLM_ERR_IO, "%s: write failed", S->hf_tmp);
         S->rows_done += (size_t)nr;
         if (opts->progress) opts->progress(opts->progress_user, "synthesizing", 0.99 * (double)S->rows_done / (double)S->rows_total);
     }
@@ -762,8 +762,8 @@ static xllm_status finish_hf(synth *S, const cJSON *config, const char *tok_json
     bad |= fclose(S->hf) != 0;
     S->hf = NULL;
     char path[4096];
-    xllm_path_join(path, sizeof path, dir, "model.safetensors");
-    if (bad || rename(S->hf_tmp, path) != 0) return xllm_errorf(err, XLLM_ERR_IO, "%s: write failed", path);
+    path_join(path, sizeof path, dir, "model.safetensors");
+    if (bad || rename(S->hf_tmp, path) != 0) return err_setf(err, XLLM_ERR_IO, "%s: write failed", path);
     tmpfile_forget(S->hf_tmp);
     S->hf_tmp[0] = 0;
     cJSON *gen = cJSON_CreateObject();
@@ -804,7 +804,7 @@ static void synth_release(synth *S) {
 }
 
 xllm_status xllm_synth(const xllm_synth_options *opts, xllm_error *err) {
-    xllm_error_clear(err);
+    err_clear(err);
     const shape_def *s = NULL;
     const char *dtype = NULL, *gdtype = NULL;
     xllm_status st = check_options(opts, &s, &dtype, &gdtype, err);
@@ -818,10 +818,10 @@ xllm_status xllm_synth(const xllm_synth_options *opts, xllm_error *err) {
     cJSON *config = make_config(s);
     char *tok_json = NULL, *tok_cfg = NULL;
     int scratch = opts->gguf_out && (!opts->out || strcmp(gdtype, dtype) != 0);
-    if (!config) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+    if (!config) return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
     if ((st = make_tokenizer(s, &tok_json, &tok_cfg, err))) goto done;
     if (!(u = make_units(s, opts->seed, &nu))) {
-        st = xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+        st = err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
         goto done;
     }
     if ((st = open_outputs(&S, u, nu, dtype, gdtype, scratch, err))) goto done;

@@ -19,19 +19,19 @@ xllm_status bm_init(block_manager *bm, kv_cache *kv, int caching, int32_t swap_b
     uint32_t nb = 16;
     while (nb < 2 * n && nb < (1u << 30)) nb <<= 1;
     bm->bucket_mask = nb - 1;
-    bm->hash = xllm_calloc(n, sizeof *bm->hash);
-    bm->hashed = xllm_calloc(n, 1);
-    bm->pins = xllm_calloc(n, sizeof *bm->pins);
-    bm->ids = xllm_malloc_array(n * (size_t)bm->block_size, sizeof(int32_t));
-    bm->lru_prev = xllm_malloc_array(n, sizeof(int32_t));
-    bm->lru_next = xllm_malloc_array(n, sizeof(int32_t));
-    bm->chain = xllm_malloc_array(n, sizeof(int32_t));
-    bm->bucket = xllm_malloc_array(nb, sizeof(int32_t));
+    bm->hash = mem_calloc(n, sizeof *bm->hash);
+    bm->hashed = mem_calloc(n, 1);
+    bm->pins = mem_calloc(n, sizeof *bm->pins);
+    bm->ids = mem_malloc_array(n * (size_t)bm->block_size, sizeof(int32_t));
+    bm->lru_prev = mem_malloc_array(n, sizeof(int32_t));
+    bm->lru_next = mem_malloc_array(n, sizeof(int32_t));
+    bm->chain = mem_malloc_array(n, sizeof(int32_t));
+    bm->bucket = mem_malloc_array(nb, sizeof(int32_t));
     bm->lru_head = bm->lru_tail = -1;
     if (!bm->hash || !bm->hashed || !bm->pins || !bm->ids || !bm->lru_prev || !bm->lru_next || !bm->chain ||
         !bm->bucket) {
         bm_free(bm);
-        return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "cannot allocate the KV block manager");
+        return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "cannot allocate the KV block manager");
     }
     for (uint32_t i = 0; i < nb; i++) bm->bucket[i] = -1;
     if (swap_blocks > 0) {
@@ -41,12 +41,12 @@ xllm_status bm_init(block_manager *bm, kv_cache *kv, int caching, int32_t swap_b
          * direct device copies), else page-locked plain memory (below) */
         const backend *be = kv->be;
         if (be->ops->host_alloc && (bm->swap = be->ops->host_alloc(be->ctx, bm->swap_bytes))) bm->swap_pinned = 1;
-        else bm->swap = xllm_malloc_aligned(bm->swap_bytes);
-        bm->swap_free = xllm_malloc_array((size_t)swap_blocks, sizeof(int32_t));
+        else bm->swap = mem_malloc_aligned(bm->swap_bytes);
+        bm->swap_free = mem_malloc_array((size_t)swap_blocks, sizeof(int32_t));
         if (!bm->swap || !bm->swap_free) {
             size_t mib = bm->swap_bytes >> 20;
             bm_free(bm);
-            return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "cannot allocate the KV swap pool (%zu MiB)", mib);
+            return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "cannot allocate the KV swap pool (%zu MiB)", mib);
         }
         /* page-locked when the limits allow (RLIMIT_MEMLOCK); else plain memory */
         bm->swap_locked = bm->swap_pinned || mlock(bm->swap, bm->swap_bytes) == 0;
@@ -60,7 +60,7 @@ void bm_free(block_manager *bm) {
     if (bm->swap_pinned) bm->kv->be->ops->host_free(bm->kv->be->ctx, bm->swap);
     else {
         if (bm->swap && bm->swap_locked) munlock(bm->swap, bm->swap_bytes);
-        xllm_free_aligned(bm->swap);
+        mem_free_aligned(bm->swap);
     }
     xllm_free(bm->swap_free);
     xllm_free(bm->hash);
@@ -219,7 +219,7 @@ xllm_status bm_prepare_write(block_manager *bm, kv_seq *t, int32_t pos, xllm_err
         xllm_status st = kv_seq_grow(t, k + 1, err);
         if (st) return st;
         int32_t b = bm_alloc(bm);
-        if (b < 0) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "KV pool exhausted");
+        if (b < 0) return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "KV pool exhausted");
         t->blocks[t->n_blocks++] = b;
         return XLLM_OK;
     }
@@ -231,7 +231,7 @@ xllm_status bm_prepare_write(block_manager *bm, kv_seq *t, int32_t pos, xllm_err
         return XLLM_OK;
     }
     int32_t b = bm_alloc(bm);
-    if (b < 0) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "KV pool exhausted");
+    if (b < 0) return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "KV pool exhausted");
     kv_cache_copy_block(bm->kv, b, old, pos % bm->block_size);
     if (bm->mirror) bm->mirror(bm->mirror_ctx, KV_OP_COPY, b, old, pos % bm->block_size);
     t->blocks[k] = b;
@@ -278,8 +278,8 @@ void bm_swap_discard(block_manager *bm, const int32_t *host, int32_t n) {
 int bm_check(const block_manager *bm, const kv_seq *const *tables, int n_tables, char *msg, size_t msg_len) {
     const kv_cache *kv = bm->kv;
     int32_t N = kv->n_blocks;
-    uint32_t *refs = xllm_calloc((size_t)N, sizeof *refs);
-    uint8_t *in_free = xllm_calloc((size_t)N, 1), *in_lru = xllm_calloc((size_t)N, 1);
+    uint32_t *refs = mem_calloc((size_t)N, sizeof *refs);
+    uint8_t *in_free = mem_calloc((size_t)N, 1), *in_lru = mem_calloc((size_t)N, 1);
     int rc = 0;
     if (!refs || !in_free || !in_lru) goto out; /* no memory to check now: not a violation */
     for (int i = 0; i < n_tables; i++)

@@ -47,17 +47,17 @@ xllm_status constraint_prepare(engine *e, engine_request *r, xllm_error *err) {
         return XLLM_OK;
     }
     if (!e->tok)
-        return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "constrained decoding needs the model's tokenizer (it has none)");
+        return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "constrained decoding needs the model's tokenizer (it has none)");
     /* the texts are the caller's: keep copies (the response-cache key reads them) */
     const char *src[3] = {p->grammar, p->grammar_prefix, p->grammar_suffix};
     size_t len[3], total = 0;
     for (int i = 0; i < 3; i++) total += (len[i] = src[i] ? strnlen(src[i], GRAM_MAX_TEXT + 1) : 0) + 1;
     if (len[0] > GRAM_MAX_TEXT || len[1] > GRAM_MAX_AFFIX || len[2] > GRAM_MAX_AFFIX)
-        return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT,
+        return err_setf(err, XLLM_ERR_INVALID_ARGUMENT,
                            "the constraint text is too long (grammar at most %u bytes, prefix/suffix %d)",
                            (unsigned)GRAM_MAX_TEXT, GRAM_MAX_AFFIX);
-    r->grammar_store = xllm_malloc(total);
-    if (!r->grammar_store) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+    r->grammar_store = mem_malloc(total);
+    if (!r->grammar_store) return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
     const char **dst[3] = {&p->grammar, &p->grammar_prefix, &p->grammar_suffix};
     size_t off = 0;
     for (int i = 0; i < 3; i++) {
@@ -72,9 +72,9 @@ xllm_status constraint_prepare(engine *e, engine_request *r, xllm_error *err) {
     const gram_vocab *v;
     if ((st = engine_vocab(e, &v, err))) return st;
     r->gm = gram_matcher_new(r->gram, v);
-    if (!r->gm) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory for the constraint's matcher");
+    if (!r->gm) return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory for the constraint's matcher");
     int32_t start = gram_start(r->gm);
-    if (start < 0) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory starting the constraint");
+    if (start < 0) return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory starting the constraint");
     for (int j = 0; j < r->n; j++) {
         r->seqs[j].gm = r->gm;
         r->seqs[j].gstate = start;

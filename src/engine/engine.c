@@ -55,7 +55,7 @@ static void fail_everything(engine *e, xllm_status st, const char *msg) {
             engine_request *r = lists[l][i]->req;
             if (!r->fail) {
                 r->fail = st;
-                r->fail_msg = xllm_strdup(msg);
+                r->fail_msg = mem_strdup(msg);
                 e->st.failed++;
             }
         }
@@ -128,7 +128,7 @@ static void *engine_thread(void *arg) {
         }
         if (stopping) sched_cancel_all(e);
         xllm_error err;
-        xllm_error_clear(&err);
+        err_clear(&err);
         xllm_status st = sched_step(e, &err);
         if (st) fail_everything(e, st, err.message);
         if (e->debug) check_pool(e, "after a step");
@@ -154,14 +154,14 @@ static void *engine_thread(void *arg) {
 
 static xllm_status check_options(const xllm_engine_options *eo, xllm_error *err) {
     if (eo->preempt_mode < XLLM_PREEMPT_RECOMPUTE || eo->preempt_mode > XLLM_PREEMPT_ELASTIC)
-        return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "preempt_mode %d is not recompute, swap or elastic",
+        return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "preempt_mode %d is not recompute, swap or elastic",
                            eo->preempt_mode);
     if (eo->cache_policy != XLLM_CACHE_LRU && eo->cache_policy != XLLM_CACHE_NONE)
-        return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "cache_policy %d is not lru or none", eo->cache_policy);
+        return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "cache_policy %d is not lru or none", eo->cache_policy);
     if (eo->timeout_ms < 0 || eo->timeout_ms > 60000 || eo->max_batch_size < 0 || eo->workspace_size < 0 ||
         eo->swap_size < -1 || eo->response_cache_max_bytes < 0 || eo->response_cache_max_entries < 0 ||
         eo->n_knowledge < 0 || eo->n_knowledge > XLLM_MAX_KNOWLEDGE)
-        return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT,
+        return err_setf(err, XLLM_ERR_INVALID_ARGUMENT,
                            "engine options out of range (timeout_ms 0..60000, sizes and counts non-negative, at most %d "
                            "knowledge prefixes)", XLLM_MAX_KNOWLEDGE);
     return XLLM_OK;
@@ -177,21 +177,21 @@ static memory_model memory_model_of(const model *m) {
 /* The step buffers (sized once for the largest step) and the request map. */
 static xllm_status alloc_step_buffers(engine *e, xllm_error *err) {
     size_t T = (size_t)e->max_step_tokens, S = (size_t)e->max_seqs, V = (size_t)e->m->cfg.vocab;
-    e->tokens = xllm_malloc_array(T, sizeof(int32_t));
-    e->pos = xllm_malloc_array(T, sizeof(int32_t));
-    e->seq = xllm_malloc_array(T, sizeof(int32_t));
-    e->out_idx = xllm_malloc_array(T, sizeof(int32_t));
-    e->tables = xllm_calloc(T, sizeof(int32_t *));
-    e->step_seqs = xllm_calloc(T, sizeof(sequence *));
-    e->out_seqs = xllm_calloc(T, sizeof(sequence *));
-    e->logits = xllm_malloc_array(S * V, sizeof(float));
-    e->fork_logits = xllm_malloc_array(V, sizeof(float));
-    e->lp_row = xllm_malloc_array(V, sizeof(float));
+    e->tokens = mem_malloc_array(T, sizeof(int32_t));
+    e->pos = mem_malloc_array(T, sizeof(int32_t));
+    e->seq = mem_malloc_array(T, sizeof(int32_t));
+    e->out_idx = mem_malloc_array(T, sizeof(int32_t));
+    e->tables = mem_calloc(T, sizeof(int32_t *));
+    e->step_seqs = mem_calloc(T, sizeof(sequence *));
+    e->out_seqs = mem_calloc(T, sizeof(sequence *));
+    e->logits = mem_malloc_array(S * V, sizeof(float));
+    e->fork_logits = mem_malloc_array(V, sizeof(float));
+    e->lp_row = mem_malloc_array(V, sizeof(float));
     e->map_mask = MAP_BUCKETS - 1;
-    e->map = xllm_calloc(MAP_BUCKETS, sizeof *e->map);
+    e->map = mem_calloc(MAP_BUCKETS, sizeof *e->map);
     if (!e->tokens || !e->pos || !e->seq || !e->out_idx || !e->tables || !e->step_seqs || !e->out_seqs ||
         !e->logits || !e->fork_logits || !e->lp_row || !e->map)
-        return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "cannot allocate engine buffers");
+        return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "cannot allocate engine buffers");
     return XLLM_OK;
 }
 
@@ -203,7 +203,7 @@ static xllm_status start_thread(engine *e, xllm_error *err) {
         pthread_mutex_destroy(&e->lock);
         pthread_cond_destroy(&e->wake);
         pthread_cond_destroy(&e->out);
-        return xllm_errorf(err, XLLM_ERR_INTERNAL, "cannot start the engine thread");
+        return err_setf(err, XLLM_ERR_INTERNAL, "cannot start the engine thread");
     }
     e->thread_started = 1;
     pthread_mutex_lock(&e->lock);
@@ -240,9 +240,9 @@ engine *engine_create(model *m, const tokenizer *tok, pthread_mutex_t *model_loc
     xllm_engine_options eo = eo_in ? *eo_in : xllm_engine_options_default();
     const model_config *c = &m->cfg;
     if (check_options(&eo, err)) return NULL;
-    engine *e = xllm_calloc(1, sizeof *e);
+    engine *e = mem_calloc(1, sizeof *e);
     if (!e) {
-        xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+        err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
         return NULL;
     }
     e->m = m;
@@ -289,7 +289,7 @@ fail:
 
 xllm_status engine_attach_pipeline(engine *e, struct pipeline *p, xllm_error *err) {
     if (e->o.n_knowledge > 0)
-        return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "knowledge prefixes are not supported with pipeline parallelism");
+        return err_setf(err, XLLM_ERR_UNSUPPORTED, "knowledge prefixes are not supported with pipeline parallelism");
     xllm_status st = pipeline_open(p, &e->kv, e->bm.swap_total, &e->pp, err);
     if (st) return st;
     e->bm.mirror = pipeline_mirror;
@@ -350,12 +350,12 @@ void engine_destroy(engine *e) {
 
 /* Queue a job for the scheduler thread and wait for it. */
 xllm_status engine_run_job(engine *e, engine_job *j, xllm_error *err) {
-    xllm_error_clear(&j->err);
+    err_clear(&j->err);
     j->done = 0;
     pthread_mutex_lock(&e->lock);
     if (e->stopping) {
         pthread_mutex_unlock(&e->lock);
-        return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "the engine is shutting down");
+        return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "the engine is shutting down");
     }
     j->next = e->jobs;
     e->jobs = j;

@@ -55,26 +55,26 @@ void request_map_remove(engine *e, engine_request *r) {
 static xllm_status check_request(const engine *e, const xllm_request *q, size_t *stop_bytes, xllm_error *err) {
     const xllm_sampling_params *p = &q->params;
     if ((q->n <= 0 ? 1 : q->n) > XLLM_MAX_SAMPLES)
-        return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "n = %d samples; at most %d", q->n, XLLM_MAX_SAMPLES);
+        return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "n = %d samples; at most %d", q->n, XLLM_MAX_SAMPLES);
     if (q->priority != XLLM_PRIORITY_ONLINE && q->priority != XLLM_PRIORITY_OFFLINE)
-        return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "priority %d is neither online (0) nor offline (1)",
+        return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "priority %d is neither online (0) nor offline (1)",
                            (int)q->priority);
     if (p->logprobs != 0 && p->logprobs != 1)
-        return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "logprobs must be 0 or 1 (got %d)", p->logprobs);
+        return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "logprobs must be 0 or 1 (got %d)", p->logprobs);
     if (p->top_logprobs < 0 || p->top_logprobs > XLLM_MAX_TOP_LOGPROBS || (p->top_logprobs && !p->logprobs))
-        return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "top_logprobs must be 0..%d, with logprobs set (got %d)",
+        return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "top_logprobs must be 0..%d, with logprobs set (got %d)",
                            XLLM_MAX_TOP_LOGPROBS, p->top_logprobs);
     if (p->n_stop < 0 || p->n_stop > XLLM_MAX_STOP_STRINGS)
-        return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "%d stop strings; at most %d", p->n_stop,
+        return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "%d stop strings; at most %d", p->n_stop,
                            XLLM_MAX_STOP_STRINGS);
     if (p->n_stop_ids < 0 || p->n_stop_ids > XLLM_MAX_STOP_IDS)
-        return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "%d stop ids; at most %d", p->n_stop_ids, XLLM_MAX_STOP_IDS);
+        return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "%d stop ids; at most %d", p->n_stop_ids, XLLM_MAX_STOP_IDS);
     *stop_bytes = 0;
     for (int i = 0; i < p->n_stop; i++) {
-        if (!p->stop[i]) return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "stop string %d is NULL", i);
+        if (!p->stop[i]) return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "stop string %d is NULL", i);
         size_t l = strlen(p->stop[i]);
         if (l > MAX_STOP_LEN)
-            return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "stop string %d is %zu bytes long; at most %d", i, l,
+            return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "stop string %d is %zu bytes long; at most %d", i, l,
                                MAX_STOP_LEN);
         *stop_bytes += l + 1;
     }
@@ -95,27 +95,27 @@ static xllm_status take_prompt(const engine *e, const xllm_request *q, engine_re
     size_t np = 0;
     if (q->prompt) {
         if (!e->tok)
-            st = xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "a text prompt, but the model has no tokenizer");
+            st = err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "a text prompt, but the model has no tokenizer");
         else
             st = tokenizer_encode(e->tok, q->prompt, strlen(q->prompt), 1, &r->prompt, &np, err);
     } else if (q->n_prompt_ids && !q->prompt_ids) {
-        st = xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "prompt_ids is NULL");
+        st = err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "prompt_ids is NULL");
     } else if (q->n_prompt_ids >= (size_t)e->max_context) {
         np = q->n_prompt_ids;
     } else {
         np = q->n_prompt_ids;
-        r->prompt = xllm_malloc_array(np ? np : 1, sizeof(int32_t));
-        if (!r->prompt) st = xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+        r->prompt = mem_malloc_array(np ? np : 1, sizeof(int32_t));
+        if (!r->prompt) st = err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
         else if (np) memcpy(r->prompt, q->prompt_ids, np * sizeof(int32_t));
     }
-    if (!st && np == 0) st = xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "the prompt is empty (no tokens)");
+    if (!st && np == 0) st = err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "the prompt is empty (no tokens)");
     if (!st && np >= (size_t)e->max_context)
-        st = xllm_errorf(err, XLLM_ERR_CONTEXT_OVERFLOW,
+        st = err_setf(err, XLLM_ERR_CONTEXT_OVERFLOW,
                          "the prompt has %zu tokens but the context holds %d (at least one must be left to generate)",
                          np, e->max_context);
     for (size_t k = 0; !st && k < np; k++)
         if (r->prompt[k] < 0 || r->prompt[k] >= e->m->cfg.vocab)
-            st = xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "prompt token id %d is outside the vocabulary (0..%d)",
+            st = err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "prompt token id %d is outside the vocabulary (0..%d)",
                              r->prompt[k], e->m->cfg.vocab - 1);
     *np_out = np;
     return st;
@@ -129,7 +129,7 @@ static xllm_status check_room(const engine *e, size_t np, const xllm_sampling_pa
     int32_t blocks = kv_blocks_for_tokens(&e->kv, need);
     int32_t usable = e->kv.n_blocks - atomic_load(&e->pinned_blocks);
     if (blocks > usable)
-        return xllm_errorf(err, XLLM_ERR_CONTEXT_OVERFLOW,
+        return err_setf(err, XLLM_ERR_CONTEXT_OVERFLOW,
                            "the prompt and max_new_tokens need %d KV blocks (%d tokens) but the KV pool has %d "
                            "(%lld tokens); raise memory.workspace_size (or kv_tokens: xllm_model_options.kv_tokens, "
                            "Python LLM(kv_tokens=...)) or lower max_new_tokens",
@@ -140,19 +140,19 @@ static xllm_status check_room(const engine *e, size_t np, const xllm_sampling_pa
 /* Validate and tokenize a request into a fresh engine_request (not queued). */
 static xllm_status request_prepare(engine *e, const xllm_request *q, engine_request **out, xllm_error *err) {
     *out = NULL;
-    if (!q) return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "the request is NULL");
+    if (!q) return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "the request is NULL");
     size_t stop_bytes;
     xllm_status st = check_request(e, q, &stop_bytes, err);
     if (st) return st;
     const xllm_sampling_params *p = &q->params;
     int n = q->n <= 0 ? 1 : q->n;
-    engine_request *r = xllm_calloc(1, sizeof *r);
-    if (!r) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+    engine_request *r = mem_calloc(1, sizeof *r);
+    if (!r) return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
     r->n = n;
     r->priority = q->priority;
     r->params = *p;
-    r->stop_store = xllm_malloc(stop_bytes + 1);
-    if (!r->stop_store) st = xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+    r->stop_store = mem_malloc(stop_bytes + 1);
+    if (!r->stop_store) st = err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
     for (size_t i = 0, off = 0; !st && i < (size_t)p->n_stop; i++) {
         size_t l = strlen(p->stop[i]);
         memcpy(r->stop_store + off, p->stop[i], l + 1);
@@ -165,10 +165,10 @@ static xllm_status request_prepare(engine *e, const xllm_request *q, engine_requ
     if (!st) st = check_room(e, np, p, err);
     r->n_prompt = (int)np;
     if (!st) {
-        r->seqs = xllm_calloc((size_t)n, sizeof *r->seqs);
-        r->out = xllm_calloc((size_t)n, sizeof *r->out);
-        r->last = xllm_calloc((size_t)n, sizeof *r->last);
-        if (!r->seqs || !r->out || !r->last) st = xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+        r->seqs = mem_calloc((size_t)n, sizeof *r->seqs);
+        r->out = mem_calloc((size_t)n, sizeof *r->out);
+        r->last = mem_calloc((size_t)n, sizeof *r->last);
+        if (!r->seqs || !r->out || !r->last) st = err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
     }
     for (int j = 0; !st && j < n; j++) {
         st = seq_init(&r->seqs[j], r->prompt, r->n_prompt, &r->params, &e->eos, e->m->cfg.vocab, e->max_context,
@@ -179,7 +179,7 @@ static xllm_status request_prepare(engine *e, const xllm_request *q, engine_requ
     if (!st) st = constraint_prepare(e, r, err);
     if (!st && e->o.response_cache && rc_cacheable(&r->params)) {
         r->rc_key = rc_key(r->prompt, (size_t)r->n_prompt, &r->params, n, &r->rc_key_len);
-        if (!r->rc_key) st = xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+        if (!r->rc_key) st = err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
     }
     if (st) {
         engine_request_free(r);
@@ -242,8 +242,8 @@ void engine_discard(engine_request *r) { engine_request_free(r); }
 
 xllm_status xllm_engine_submit(xllm_engine *e, const xllm_request *req, xllm_notify_fn notify, void *notify_user,
                                xllm_request_id *id, xllm_error *err) {
-    xllm_error_clear(err);
-    if (!e || !id) return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "engine or id is NULL");
+    err_clear(err);
+    if (!e || !id) return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "engine or id is NULL");
     *id = 0;
     engine_request *r;
     xllm_status st = request_prepare(e, req, &r, err);
@@ -253,7 +253,7 @@ xllm_status xllm_engine_submit(xllm_engine *e, const xllm_request *req, xllm_not
     pthread_mutex_unlock(&e->lock);
     if (stopping) {
         engine_request_free(r);
-        return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "the engine is shutting down");
+        return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "the engine is shutting down");
     }
     request_enqueue(e, r, notify, notify_user, id);
     return XLLM_OK;

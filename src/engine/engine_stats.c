@@ -74,6 +74,6 @@ char *xllm_engine_stats(xllm_engine *e) {
         (long long)e->kv.n_blocks * block_bytes(e, e->block_size, e->kv.dtype), e->bm.swap_bytes,
         e->bm.swap_locked ? "true" : "false", kvq_name(e->kv.dtype), e->kv_auto ? "true" : "false",
         (long long)block_bytes(e, 1, e->kv.dtype), know);
-    if (len < 0 || (size_t)len >= sizeof buf) return xllm_strdup("{}");
-    return xllm_strdup(buf);
+    if (len < 0 || (size_t)len >= sizeof buf) return mem_strdup("{}");
+    return mem_strdup(buf);
 }

@@ -42,7 +42,7 @@ typedef struct out_piece {
 } out_piece;
 
 static int grow(void **p, size_t want_bytes) {
-    void *q = xllm_realloc(*p, want_bytes ? want_bytes : 1);
+    void *q = mem_realloc(*p, want_bytes ? want_bytes : 1);
     if (!q) return -1;
     *p = q;
     return 0;
@@ -54,7 +54,7 @@ static xllm_status outbox_append(outbox *b, const out_piece *pc) {
         /* ids sets the capacity (16 at least); the parallel arrays follow it */
         size_t cap = b->cap_ids, need = b->n_ids + n ? b->n_ids + n : 1;
         size_t nt = (size_t)(pc->n_top > 0 ? pc->n_top : 1);
-        if (xllm_array_reserve(&b->ids, &cap, need, sizeof(int32_t), 16) ||
+        if (array_reserve(&b->ids, &cap, need, sizeof(int32_t), 16) ||
             grow((void **)&b->ends, cap * sizeof(uint32_t)))
             return XLLM_ERR_OUT_OF_MEMORY;
         if (pc->lp && (grow((void **)&b->lp, cap * sizeof(float)) ||
@@ -63,7 +63,7 @@ static xllm_status outbox_append(outbox *b, const out_piece *pc) {
             return XLLM_ERR_OUT_OF_MEMORY;
         b->cap_ids = cap;
     }
-    if (xllm_array_reserve(&b->text, &b->cap_text, b->text_len + pc->text_len + 1, 1, 64))
+    if (array_reserve(&b->text, &b->cap_text, b->text_len + pc->text_len + 1, 1, 64))
         return XLLM_ERR_OUT_OF_MEMORY;
     for (size_t i = 0; i < n; i++) b->ends[b->n_ids + i] = (uint32_t)b->text_len + (pc->ends[i] - pc->end_base);
     memcpy(b->ids + b->n_ids, pc->ids, n * sizeof(int32_t));
@@ -85,7 +85,7 @@ static xllm_status outbox_append(outbox *b, const out_piece *pc) {
 /* A response-cache hit: the request is done at once, its outboxes hold the
  * stored output. Under the lock. */
 xllm_status stream_from_cache(engine_request *r, const rc_entry *hit) {
-    r->results = xllm_calloc((size_t)r->n, sizeof *r->results);
+    r->results = mem_calloc((size_t)r->n, sizeof *r->results);
     if (!r->results) return XLLM_ERR_OUT_OF_MEMORY;
     for (int j = 0; j < r->n; j++) {
         const rc_sample *s = &hit->samples[j];
@@ -95,9 +95,9 @@ xllm_status stream_from_cache(engine_request *r, const rc_entry *hit) {
         r->out[j].reason = s->reason;
         xllm_result *res = &r->results[j];
         res->n_prompt_ids = (size_t)r->n_prompt;
-        res->prompt_ids = xllm_malloc_array((size_t)r->n_prompt + 1, sizeof(int32_t));
-        res->ids = xllm_malloc_array(s->n_ids + 1, sizeof(int32_t));
-        res->text = xllm_strndup(s->text, s->text_len);
+        res->prompt_ids = mem_malloc_array((size_t)r->n_prompt + 1, sizeof(int32_t));
+        res->ids = mem_malloc_array(s->n_ids + 1, sizeof(int32_t));
+        res->text = mem_strndup(s->text, s->text_len);
         if (!res->prompt_ids || !res->ids || !res->text) return XLLM_ERR_OUT_OF_MEMORY;
         memcpy(res->prompt_ids, r->prompt, (size_t)r->n_prompt * sizeof(int32_t));
         memcpy(res->ids, s->ids, s->n_ids * sizeof(int32_t));
@@ -141,7 +141,7 @@ int engine_publish(engine *e, pending_notify *notes, int max) {
                     s->published = n_gen;
                 } else if (!r->fail) { /* the tokens cannot be delivered: the request fails, and says so */
                     r->fail = XLLM_ERR_OUT_OF_MEMORY;
-                    r->fail_msg = xllm_strdup("out of memory delivering the tokens");
+                    r->fail_msg = mem_strdup("out of memory delivering the tokens");
                     e->st.failed++;
                     atomic_store(&r->abort_req, 1);
                 }
@@ -153,7 +153,7 @@ int engine_publish(engine *e, pending_notify *notes, int max) {
         }
         if (r->n_done == r->n && !r->done) {
             xllm_error err;
-            xllm_result *res = xllm_calloc((size_t)r->n, sizeof *res);
+            xllm_result *res = mem_calloc((size_t)r->n, sizeof *res);
             xllm_status st = res ? XLLM_OK : XLLM_ERR_OUT_OF_MEMORY;
             int cancelled = 0;
             for (int j = 0; j < r->n && !st; j++) {
@@ -175,7 +175,7 @@ int engine_publish(engine *e, pending_notify *notes, int max) {
                 res = NULL;
                 if (!r->fail) {
                     r->fail = XLLM_ERR_OUT_OF_MEMORY;
-                    r->fail_msg = xllm_strdup("out of memory building the results");
+                    r->fail_msg = mem_strdup("out of memory building the results");
                 }
             }
             r->results = res;
@@ -199,9 +199,9 @@ int engine_publish(engine *e, pending_notify *notes, int max) {
 
 xllm_poll_result xllm_engine_poll(xllm_engine *e, xllm_request_id id, xllm_chunk *chunk, int timeout_ms,
                                   xllm_error *err) {
-    xllm_error_clear(err);
+    err_clear(err);
     if (!e || !chunk) {
-        xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "engine or chunk is NULL");
+        err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "engine or chunk is NULL");
         return XLLM_POLL_ERROR;
     }
     memset(chunk, 0, sizeof *chunk);
@@ -212,11 +212,11 @@ xllm_poll_result xllm_engine_poll(xllm_engine *e, xllm_request_id id, xllm_chunk
         engine_request *r = request_map_find(e, id);
         if (!r || r->released) {
             pthread_mutex_unlock(&e->lock);
-            xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "no request with id %llu", (unsigned long long)id);
+            err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "no request with id %llu", (unsigned long long)id);
             return XLLM_POLL_ERROR;
         }
         if (r->fail) {
-            xllm_errorf(err, r->fail, "%s", r->fail_msg ? r->fail_msg : "the request failed");
+            err_setf(err, r->fail, "%s", r->fail_msg ? r->fail_msg : "the request failed");
             pthread_mutex_unlock(&e->lock);
             return XLLM_POLL_ERROR;
         }
@@ -320,8 +320,8 @@ void xllm_engine_release(xllm_engine *e, xllm_request_id id) {
 
 xllm_status xllm_engine_result(xllm_engine *e, xllm_request_id id, xllm_result **results, size_t *n,
                                xllm_error *err) {
-    xllm_error_clear(err);
-    if (!e || !results || !n) return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "NULL argument");
+    err_clear(err);
+    if (!e || !results || !n) return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "NULL argument");
     *results = NULL;
     *n = 0;
     pthread_mutex_lock(&e->lock);
@@ -330,13 +330,13 @@ xllm_status xllm_engine_result(xllm_engine *e, xllm_request_id id, xllm_result *
         r = request_map_find(e, id);
         if (!r || r->released) {
             pthread_mutex_unlock(&e->lock);
-            return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "no request with id %llu", (unsigned long long)id);
+            return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "no request with id %llu", (unsigned long long)id);
         }
         if (r->done) break;
         pthread_cond_wait(&e->out, &e->lock);
     }
     xllm_status st = XLLM_OK;
-    if (r->fail) st = xllm_errorf(err, r->fail, "%s", r->fail_msg ? r->fail_msg : "the request failed");
+    if (r->fail) st = err_setf(err, r->fail, "%s", r->fail_msg ? r->fail_msg : "the request failed");
     else {
         *results = r->results;
         *n = (size_t)r->n;
@@ -349,7 +349,7 @@ xllm_status xllm_engine_result(xllm_engine *e, xllm_request_id id, xllm_result *
     return st;
 }
 
-void xllm_results_free_one(xllm_result *r) {
+void result_free_one(xllm_result *r) {
     xllm_free(r->prompt_ids);
     xllm_free(r->ids);
     xllm_free(r->text);
@@ -361,6 +361,6 @@ void xllm_results_free_one(xllm_result *r) {
 
 void xllm_results_free(xllm_result *results, size_t n) {
     if (!results) return;
-    for (size_t i = 0; i < n; i++) xllm_results_free_one(&results[i]);
+    for (size_t i = 0; i < n; i++) result_free_one(&results[i]);
     xllm_free(results);
 }

@@ -53,7 +53,7 @@ static int grow(void **p, int32_t *cap, int32_t need, size_t elem) {
     if (need <= *cap) return 0;
     if (need > (1 << 29)) return -1; /* the capacity stays an int32_t */
     size_t c = (size_t)*cap;
-    if (xllm_array_reserve(p, &c, (size_t)need, elem, 4)) return -1;
+    if (array_reserve(p, &c, (size_t)need, elem, 4)) return -1;
     *cap = (int32_t)c;
     return 0;
 }
@@ -92,7 +92,7 @@ void gb_add_alt(gbuild *b, int32_t rule, const uint32_t *el, int32_t n) {
     gb_altv *a = &r->alts[r->n];
     a->n = n;
     a->cap = n;
-    a->el = xllm_malloc_array((size_t)(n ? n : 1), sizeof(uint32_t));
+    a->el = mem_malloc_array((size_t)(n ? n : 1), sizeof(uint32_t));
     if (!a->el) {
         b->oom = 1;
         return;
@@ -126,7 +126,7 @@ int32_t gb_lit(gbuild *b, const char *s, size_t n) {
         b->too_big = 1;
         return -1;
     }
-    uint32_t *el = xllm_malloc_array(n ? n : 1, sizeof(uint32_t));
+    uint32_t *el = mem_malloc_array(n ? n : 1, sizeof(uint32_t));
     if (!el) {
         b->oom = 1;
         return -1;
@@ -151,7 +151,7 @@ int32_t gb_bytes(gbuild *b, const gram_set *s) {
 
 int32_t gb_seq(gbuild *b, const int32_t *rules, int n) {
     if (!gb_ok(b)) return -1;
-    uint32_t *el = xllm_malloc_array((size_t)(n ? n : 1), sizeof(uint32_t));
+    uint32_t *el = mem_malloc_array((size_t)(n ? n : 1), sizeof(uint32_t));
     if (!el) {
         b->oom = 1;
         return -1;
@@ -203,7 +203,7 @@ int32_t gb_rep(gbuild *b, int32_t x, int min, int max) {
     }
     if (!gb_ok(b)) return -1;
     int n = min + (tail >= 0);
-    uint32_t *el = xllm_malloc_array((size_t)(n ? n : 1), sizeof(uint32_t));
+    uint32_t *el = mem_malloc_array((size_t)(n ? n : 1), sizeof(uint32_t));
     if (!el) {
         b->oom = 1;
         return -1;
@@ -228,9 +228,9 @@ static const char *rule_label(const gbuild *b, int32_t r, char *buf, size_t n) {
  * lead back to themselves. */
 static int check_left_recursion(gbuild *b) {
     const int32_t R = b->n_rules;
-    uint8_t *nullable = xllm_calloc((size_t)R + 1, 1);
-    uint8_t *color = xllm_calloc((size_t)R + 1, 1);
-    int32_t *stack = xllm_malloc_array((size_t)R + 1, 3 * sizeof(int32_t));
+    uint8_t *nullable = mem_calloc((size_t)R + 1, 1);
+    uint8_t *color = mem_calloc((size_t)R + 1, 1);
+    int32_t *stack = mem_malloc_array((size_t)R + 1, 3 * sizeof(int32_t));
     if (!nullable || !color || !stack) {
         b->oom = 1;
         xllm_free(nullable), xllm_free(color), xllm_free(stack);
@@ -315,7 +315,7 @@ static void inline_leaves(gbuild *b) {
                 }
                 if (!any) continue;
                 int32_t n = al->n + add;
-                uint32_t *el = xllm_malloc_array((size_t)(n ? n : 1), sizeof(uint32_t));
+                uint32_t *el = mem_malloc_array((size_t)(n ? n : 1), sizeof(uint32_t));
                 if (!el) {
                     b->oom = 1;
                     return;
@@ -344,11 +344,11 @@ static void inline_leaves(gbuild *b) {
 }
 
 static xllm_status finish_error(gbuild *b) {
-    if (b->oom) return xllm_errorf(b->err, XLLM_ERR_OUT_OF_MEMORY, "grammar: out of memory");
+    if (b->oom) return err_setf(b->err, XLLM_ERR_OUT_OF_MEMORY, "grammar: out of memory");
     if (b->too_big && !b->failed)
-        return xllm_errorf(b->err, XLLM_ERR_INVALID_ARGUMENT, "grammar: the constraint expands to more than %u elements",
+        return err_setf(b->err, XLLM_ERR_INVALID_ARGUMENT, "grammar: the constraint expands to more than %u elements",
                            (unsigned)GRAM_MAX_ELEMS);
-    return xllm_errorf(b->err, XLLM_ERR_INVALID_ARGUMENT, "%s", b->msg[0] ? b->msg : "grammar: invalid constraint");
+    return err_setf(b->err, XLLM_ERR_INVALID_ARGUMENT, "%s", b->msg[0] ? b->msg : "grammar: invalid constraint");
 }
 
 xllm_status gb_finish(gbuild *b, int32_t root, gram **out) {
@@ -363,7 +363,7 @@ xllm_status gb_finish(gbuild *b, int32_t root, gram **out) {
     if (check_left_recursion(b)) return finish_error(b);
     inline_leaves(b);
     if (!gb_ok(b)) return finish_error(b);
-    gram *g = xllm_calloc(1, sizeof *g);
+    gram *g = mem_calloc(1, sizeof *g);
     int64_t n_alts = 0, n_el = 0;
     for (int32_t r = 0; r < b->n_rules; r++) {
         n_alts += b->rules[r].n;
@@ -375,10 +375,10 @@ xllm_status gb_finish(gbuild *b, int32_t root, gram **out) {
         return finish_error(b);
     }
     if (g) {
-        g->el = xllm_malloc_array((size_t)n_el + 2, sizeof(uint32_t));
-        g->alts = xllm_malloc_array((size_t)n_alts + 1, sizeof(int32_t));
-        g->alt_off = xllm_malloc_array((size_t)b->n_rules + 1, sizeof(int32_t));
-        g->sets = xllm_malloc_array((size_t)b->n_sets + 1, sizeof(gram_set));
+        g->el = mem_malloc_array((size_t)n_el + 2, sizeof(uint32_t));
+        g->alts = mem_malloc_array((size_t)n_alts + 1, sizeof(int32_t));
+        g->alt_off = mem_malloc_array((size_t)b->n_rules + 1, sizeof(int32_t));
+        g->sets = mem_malloc_array((size_t)b->n_sets + 1, sizeof(gram_set));
     }
     if (!g || !g->el || !g->alts || !g->alt_off || !g->sets) {
         gram_free(g);
@@ -403,7 +403,7 @@ xllm_status gb_finish(gbuild *b, int32_t root, gram **out) {
     if (b->n_sets) memcpy(g->sets, b->sets, (size_t)b->n_sets * sizeof(gram_set));
     g->n_sets = b->n_sets;
     g->root = root;
-    g->tc_rule = xllm_malloc_array((size_t)k + 1, sizeof(int32_t));
+    g->tc_rule = mem_malloc_array((size_t)k + 1, sizeof(int32_t));
     if (!g->tc_rule) {
         gram_free(g);
         b->oom = 1;
@@ -436,13 +436,13 @@ xllm_status gram_compile(int kind, const char *text, const char *prefix, const c
     *out = NULL;
     size_t len = text ? strlen(text) : 0;
     if (len > GRAM_MAX_TEXT)
-        return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "the grammar text is %zu bytes; at most %u", len,
+        return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "the grammar text is %zu bytes; at most %u", len,
                            (unsigned)GRAM_MAX_TEXT);
     if ((prefix && strlen(prefix) > GRAM_MAX_AFFIX) || (suffix && strlen(suffix) > GRAM_MAX_AFFIX))
-        return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "grammar_prefix / grammar_suffix: at most %d bytes",
+        return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "grammar_prefix / grammar_suffix: at most %d bytes",
                            GRAM_MAX_AFFIX);
     if (kind != XLLM_GRAMMAR_JSON_OBJECT && !text)
-        return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "grammar_kind %d needs the grammar text (it is NULL)", kind);
+        return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "grammar_kind %d needs the grammar text (it is NULL)", kind);
     gbuild b;
     gb_init(&b, err);
     int32_t root;
@@ -453,7 +453,7 @@ xllm_status gram_compile(int kind, const char *text, const char *prefix, const c
     case XLLM_GRAMMAR_REGEX: root = gram_front_regex(&b, text, len, 0); break;
     default:
         gb_free(&b);
-        return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "unknown grammar_kind %d", kind);
+        return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "unknown grammar_kind %d", kind);
     }
     if ((prefix && *prefix) || (suffix && *suffix)) {
         int32_t parts[3] = {gb_lit(&b, prefix ? prefix : "", prefix ? strlen(prefix) : 0), root,

@@ -47,7 +47,7 @@ static uint32_t name_hash(const char *s, size_t n) {
 static int32_t rule_for(gbnf *p, const char *name, size_t len) {
     if ((p->map_n + 1) * 2 > p->map_cap) {
         uint32_t cap = p->map_cap ? p->map_cap * 2 : 64;
-        void *m = xllm_calloc(cap, sizeof *p->map);
+        void *m = mem_calloc(cap, sizeof *p->map);
         if (!m) {
             p->b->oom = 1;
             return -1;
@@ -70,7 +70,7 @@ static int32_t rule_for(gbnf *p, const char *name, size_t len) {
         if (p->map[h].len == len && !memcmp(p->map[h].name, name, len)) return p->map[h].rule;
     int32_t r = gb_new_rule(p->b);
     if (r < 0) return -1;
-    p->b->rules[r].name = xllm_strndup(name, len);
+    p->b->rules[r].name = mem_strndup(name, len);
     p->map[h].name = name;
     p->map[h].len = len;
     p->map[h].rule = r;
@@ -90,8 +90,8 @@ static int64_t read_char(gbnf *p) {
         if (digits) {
             uint32_t v = 0;
             for (int k = 0; k < digits; k++) {
-                if (p->i >= p->n || xllm_hex_value(p->s[p->i]) < 0) return gb_fail(p->b, "gbnf: \\%c needs %d hex digits", c, digits);
-                v = v * 16 + (uint32_t)xllm_hex_value(p->s[p->i++]);
+                if (p->i >= p->n || u8_hex_value(p->s[p->i]) < 0) return gb_fail(p->b, "gbnf: \\%c needs %d hex digits", c, digits);
+                v = v * 16 + (uint32_t)u8_hex_value(p->s[p->i++]);
             }
             return v;
         }

@@ -250,7 +250,7 @@ static int32_t ref_rule(js *j, const cJSON *target) {
         if (j->refs[k].node == target) return j->refs[k].rule;
     if (j->n_refs == j->cap_refs) {
         size_t cap = (size_t)j->cap_refs;
-        if (j->n_refs >= INT_MAX / 2 || xllm_array_reserve(&j->refs, &cap, (size_t)j->n_refs + 1, sizeof *j->refs, 16)) {
+        if (j->n_refs >= INT_MAX / 2 || array_reserve(&j->refs, &cap, (size_t)j->n_refs + 1, sizeof *j->refs, 16)) {
             j->b->oom = 1;
             return -1;
         }
@@ -277,7 +277,7 @@ static cJSON *own(js *j, cJSON *x) {
     if (j->n_owned == j->cap_owned) {
         size_t cap = (size_t)j->cap_owned;
         if (j->n_owned >= INT_MAX / 2 ||
-            xllm_array_reserve(&j->owned, &cap, (size_t)j->n_owned + 1, sizeof *j->owned, 16)) {
+            array_reserve(&j->owned, &cap, (size_t)j->n_owned + 1, sizeof *j->owned, 16)) {
             cJSON_Delete(x);
             j->b->oom = 1;
             return NULL;
@@ -440,8 +440,8 @@ static int32_t object_schema(js *j, const cJSON *s) {
     if (min_p > n_req || (max_p >= 0 && max_p < n))
         return gb_fail(j->b, "json schema: minProperties/maxProperties that bind the listed properties are not supported");
     if (get(s, "propertyNames")) return gb_fail(j->b, "json schema: keyword \"propertyNames\" with properties is not supported");
-    int32_t *kv = xllm_calloc((size_t)n, sizeof(int32_t));
-    uint8_t *required = xllm_calloc((size_t)n, 1);
+    int32_t *kv = mem_calloc((size_t)n, sizeof(int32_t));
+    uint8_t *required = mem_calloc((size_t)n, 1);
     if (!kv || !required) {
         xllm_free(kv), xllm_free(required);
         j->b->oom = 1;
@@ -594,7 +594,7 @@ static int32_t schema_body(js *j, const cJSON *s) {
         } else if (!strcmp(comb, "oneOf") && n > 64) {
             return gb_fail(j->b, "json schema: oneOf with more than 64 branches is not supported (use anyOf)");
         }
-        int32_t *alts = xllm_calloc((size_t)n, sizeof(int32_t));
+        int32_t *alts = mem_calloc((size_t)n, sizeof(int32_t));
         if (!alts) {
             j->b->oom = 1;
             return -1;
@@ -610,7 +610,7 @@ static int32_t schema_body(js *j, const cJSON *s) {
     if (e) {
         if (!cJSON_IsArray(e) || !cJSON_GetArraySize(e)) return gb_fail(j->b, "json schema: \"enum\" must be a non-empty array");
         int n = cJSON_GetArraySize(e), k = 0;
-        int32_t *alts = xllm_calloc((size_t)n, sizeof(int32_t));
+        int32_t *alts = mem_calloc((size_t)n, sizeof(int32_t));
         if (!alts) {
             j->b->oom = 1;
             return -1;

@@ -223,7 +223,7 @@ int32_t gram_json_number(gbuild *b, const cJSON *s, int integer) {
     st.b = b;
     st.k = k;
     st.t = t;
-    st.memo = xllm_calloc((size_t)(MAX_DIGITS + 1) * (MAX_DIGITS + 1) * 2 * (size_t)k, sizeof(int32_t));
+    st.memo = mem_calloc((size_t)(MAX_DIGITS + 1) * (MAX_DIGITS + 1) * 2 * (size_t)k, sizeof(int32_t));
     if (!st.memo) {
         b->oom = 1;
         return -1;

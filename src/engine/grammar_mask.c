@@ -98,11 +98,11 @@ static int text_chars(const unsigned char *s, int64_t n) {
 /* Per node: t_other and t_chars; per k: the text_le bitsets. -1 when out of memory. */
 static int text_tables(gram_vocab *v, const int32_t *parent) {
     int32_t nn = v->n_nodes, words = (v->V + 31) / 32;
-    v->t_other = xllm_malloc(nn ? (size_t)nn : 1);
-    v->t_chars = xllm_calloc(nn ? (size_t)nn : 1, 1);
-    v->t_rem = xllm_malloc(nn ? (size_t)nn : 1);
-    v->t_cdepth = xllm_malloc(nn ? (size_t)nn : 1);
-    int8_t *tc = xllm_malloc_array((size_t)v->V + 1, 1);
+    v->t_other = mem_malloc(nn ? (size_t)nn : 1);
+    v->t_chars = mem_calloc(nn ? (size_t)nn : 1, 1);
+    v->t_rem = mem_malloc(nn ? (size_t)nn : 1);
+    v->t_cdepth = mem_malloc(nn ? (size_t)nn : 1);
+    int8_t *tc = mem_malloc_array((size_t)v->V + 1, 1);
     if (!v->t_other || !v->t_chars || !v->t_rem || !v->t_cdepth || !tc) {
         xllm_free(tc);
         return -1;
@@ -142,7 +142,7 @@ static int text_tables(gram_vocab *v, const int32_t *parent) {
         if (v->t_chars[i] > v->t_chars[p]) v->t_chars[p] = v->t_chars[i];
     }
     v->text_k = k_max;
-    v->text_le = xllm_calloc((size_t)(k_max + 1) * (size_t)words + 1, sizeof(uint32_t));
+    v->text_le = mem_calloc((size_t)(k_max + 1) * (size_t)words + 1, sizeof(uint32_t));
     if (!v->text_le) {
         xllm_free(tc);
         return -1;
@@ -157,15 +157,15 @@ static int text_tables(gram_vocab *v, const int32_t *parent) {
 /* Takes bytes and off (V + 1 offsets). */
 static xllm_status vocab_build(char *bytes, int64_t *off, int32_t V, gram_vocab **out, xllm_error *err) {
     *out = NULL;
-    gram_vocab *v = xllm_calloc(1, sizeof *v);
-    int32_t *order = xllm_malloc_array((size_t)V + 1, sizeof(int32_t));
+    gram_vocab *v = mem_calloc(1, sizeof *v);
+    int32_t *order = mem_malloc_array((size_t)V + 1, sizeof(int32_t));
     if (!v || !order) goto oom;
     v->V = V;
     v->bytes = bytes;
     v->tok_off = off;
     bytes = NULL;
     off = NULL;
-    v->usable = xllm_calloc((size_t)V + 1, 1);
+    v->usable = mem_calloc((size_t)V + 1, 1);
     if (!v->usable) goto oom;
     int32_t n = 0;
     int64_t total = 0;
@@ -184,12 +184,12 @@ static xllm_status vocab_build(char *bytes, int64_t *off, int32_t V, gram_vocab 
     pthread_mutex_unlock(&g_sort_lock);
     /* at most one node per token byte */
     size_t cap = (size_t)total + 1;
-    v->t_byte = xllm_malloc(cap);
-    v->t_depth = xllm_malloc_array(cap, sizeof(uint16_t));
-    v->t_end = xllm_malloc_array(cap, sizeof(int32_t));
-    v->t_ids_off = xllm_malloc_array(cap + 1, sizeof(int32_t));
-    v->t_ids = xllm_malloc_array((size_t)n + 1, sizeof(int32_t));
-    int32_t *parent = xllm_malloc_array(cap, sizeof(int32_t));
+    v->t_byte = mem_malloc(cap);
+    v->t_depth = mem_malloc_array(cap, sizeof(uint16_t));
+    v->t_end = mem_malloc_array(cap, sizeof(int32_t));
+    v->t_ids_off = mem_malloc_array(cap + 1, sizeof(int32_t));
+    v->t_ids = mem_malloc_array((size_t)n + 1, sizeof(int32_t));
+    int32_t *parent = mem_malloc_array(cap, sizeof(int32_t));
     int32_t path[MAX_TOKEN_BYTES + 1];
     if (!v->t_byte || !v->t_depth || !v->t_end || !v->t_ids_off || !v->t_ids || !parent) {
         xllm_free(parent);
@@ -236,18 +236,18 @@ static xllm_status vocab_build(char *bytes, int64_t *off, int32_t V, gram_vocab 
 oom:
     xllm_free(bytes), xllm_free(off), xllm_free(order);
     gram_vocab_free(v);
-    return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "grammar: out of memory building the token trie");
+    return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "grammar: out of memory building the token trie");
 }
 
 xllm_status gram_vocab_from_bytes(const char *const *tb, const uint32_t *lens, int32_t V, gram_vocab **out,
                                   xllm_error *err) {
     int64_t total = 0;
     for (int32_t i = 0; i < V; i++) total += tb[i] ? lens[i] : 0;
-    char *bytes = xllm_malloc((size_t)total + 1);
-    int64_t *off = xllm_malloc_array((size_t)V + 1, sizeof(int64_t));
+    char *bytes = mem_malloc((size_t)total + 1);
+    int64_t *off = mem_malloc_array((size_t)V + 1, sizeof(int64_t));
     if (!bytes || !off) {
         xllm_free(bytes), xllm_free(off);
-        return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "grammar: out of memory");
+        return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "grammar: out of memory");
     }
     int64_t k = 0;
     for (int32_t i = 0; i < V; i++) {
@@ -265,10 +265,10 @@ xllm_status gram_vocab_from_tokenizer(const struct tokenizer *t, int32_t vocab, 
     xllm_status st = tokenizer_token_bytes(t, &bytes, &off, &n, err);
     if (st) return st;
     if (n != vocab) { /* the model's vocabulary may be padded past the tokenizer's, or smaller */
-        int64_t *o = xllm_malloc_array((size_t)vocab + 1, sizeof(int64_t));
+        int64_t *o = mem_malloc_array((size_t)vocab + 1, sizeof(int64_t));
         if (!o) {
             xllm_free(bytes), xllm_free(off);
-            return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "grammar: out of memory");
+            return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "grammar: out of memory");
         }
         for (int32_t i = 0; i <= vocab; i++) o[i] = i <= n ? off[i] : off[n];
         xllm_free(off);
@@ -293,10 +293,10 @@ const char *gram_vocab_token(const gram_vocab *v, int32_t id, size_t *len) {
 int gm_masks_init(gram_matcher *m) {
     m->words = (m->v->V + 31) / 32;
     m->n_slots = MASK_SLOTS;
-    m->masks = xllm_malloc_array((size_t)m->n_slots * (size_t)m->words + 1, sizeof(uint32_t));
-    m->slot_state = xllm_malloc_array((size_t)m->n_slots, sizeof(int32_t));
-    m->walk = xllm_malloc_array((size_t)m->v->max_depth + 2, sizeof(int32_t));
-    m->walk_row = xllm_malloc_array((size_t)m->v->max_depth + 2, sizeof(int64_t));
+    m->masks = mem_malloc_array((size_t)m->n_slots * (size_t)m->words + 1, sizeof(uint32_t));
+    m->slot_state = mem_malloc_array((size_t)m->n_slots, sizeof(int32_t));
+    m->walk = mem_malloc_array((size_t)m->v->max_depth + 2, sizeof(int32_t));
+    m->walk_row = mem_malloc_array((size_t)m->v->max_depth + 2, sizeof(int64_t));
     if (!m->masks || !m->slot_state || !m->walk || !m->walk_row) return -1;
     for (int i = 0; i < m->n_slots; i++) m->slot_state[i] = -1;
     return 0;
@@ -315,7 +315,7 @@ static int64_t dense_row(gram_matcher *m, int32_t st) {
     if (m->st[st].dense >= 0) return m->st[st].dense;
     if (m->n_dense + 256 > m->cap_dense) {
         size_t cap = (size_t)m->cap_dense;
-        if (xllm_array_reserve(&m->dense, &cap, (size_t)m->n_dense + 256, sizeof(int32_t), 256 * 64)) {
+        if (array_reserve(&m->dense, &cap, (size_t)m->n_dense + 256, sizeof(int32_t), 256 * 64)) {
             m->oom = 1;
             return -1;
         }

@@ -37,7 +37,7 @@ static inline uint64_t mix64(uint64_t x) {
 }
 
 /* open-addressing int32 tables: slot holds id + 1, 0 = empty */
-static int32_t *table_new(uint32_t size) { return xllm_calloc(size, sizeof(int32_t)); }
+static int32_t *table_new(uint32_t size) { return mem_calloc(size, sizeof(int32_t)); }
 
 /* ---------------------------------------------------------------- nodes */
 
@@ -72,9 +72,9 @@ static int32_t node_intern(gram_matcher *m, int32_t pos, int32_t parent) {
     }
     if (m->n_nodes == m->cap_nodes) {
         size_t c = (size_t)m->cap_nodes, c2 = c, c3 = c;
-        if (xllm_array_reserve(&m->node_pos, &c, c + 1, sizeof(int32_t), 64) ||
-            xllm_array_reserve(&m->node_parent, &c2, c2 + 1, sizeof(int32_t), 64) ||
-            xllm_array_reserve(&m->node_seen, &c3, c3 + 1, sizeof(uint32_t), 64)) {
+        if (array_reserve(&m->node_pos, &c, c + 1, sizeof(int32_t), 64) ||
+            array_reserve(&m->node_parent, &c2, c2 + 1, sizeof(int32_t), 64) ||
+            array_reserve(&m->node_seen, &c3, c3 + 1, sizeof(uint32_t), 64)) {
             m->oom = 1;
             return -1;
         }
@@ -97,7 +97,7 @@ static void scratch_push(gram_matcher *m, int32_t node) {
     }
     if (m->n_scratch == m->cap_scratch) {
         size_t c = (size_t)m->cap_scratch;
-        if (xllm_array_reserve(&m->scratch, &c, c + 1, sizeof(int32_t), 64)) {
+        if (array_reserve(&m->scratch, &c, c + 1, sizeof(int32_t), 64)) {
             m->oom = 1;
             return;
         }
@@ -212,8 +212,8 @@ static int32_t state_from_scratch(gram_matcher *m) {
             return v - 1;
     }
     size_t cs = (size_t)m->cap_st, cp = (size_t)m->cap_pool;
-    if (xllm_array_reserve(&m->st, &cs, (size_t)m->n_st + 1, sizeof(gm_state), 64) ||
-        xllm_array_reserve(&m->pool, &cp, (size_t)(m->n_pool + n + 1), sizeof(int32_t), 64)) {
+    if (array_reserve(&m->st, &cs, (size_t)m->n_st + 1, sizeof(gm_state), 64) ||
+        array_reserve(&m->pool, &cp, (size_t)(m->n_pool + n + 1), sizeof(int32_t), 64)) {
         m->oom = 1;
         return -1;
     }
@@ -240,8 +240,8 @@ static int32_t state_from_scratch(gram_matcher *m) {
 /* ------------------------------------------------------------ transitions */
 
 static int tr_rehash(gram_matcher *m, uint32_t size) {
-    uint64_t *k = xllm_calloc(size, sizeof(uint64_t));
-    int32_t *v = xllm_malloc_array(size, sizeof(int32_t));
+    uint64_t *k = mem_calloc(size, sizeof(uint64_t));
+    int32_t *v = mem_malloc_array(size, sizeof(int32_t));
     if (!k || !v) {
         xllm_free(k), xllm_free(v);
         return -1;
@@ -324,9 +324,9 @@ static int tables_init(gram_matcher *m) {
     if (!m->node_map || !m->st_map || tr_rehash(m, 4096)) return -1;
     /* node 0: the empty stack */
     size_t c = 0, c2 = 0, c3 = 0;
-    if (xllm_array_reserve(&m->node_pos, &c, 256, sizeof(int32_t), 64) ||
-        xllm_array_reserve(&m->node_parent, &c2, 256, sizeof(int32_t), 64) ||
-        xllm_array_reserve(&m->node_seen, &c3, 256, sizeof(uint32_t), 64))
+    if (array_reserve(&m->node_pos, &c, 256, sizeof(int32_t), 64) ||
+        array_reserve(&m->node_parent, &c2, 256, sizeof(int32_t), 64) ||
+        array_reserve(&m->node_seen, &c3, 256, sizeof(uint32_t), 64))
         return -1;
     m->cap_nodes = 256;
     m->node_pos[0] = -1;
@@ -337,7 +337,7 @@ static int tables_init(gram_matcher *m) {
 }
 
 gram_matcher *gram_matcher_new(const gram *g, const gram_vocab *v) {
-    gram_matcher *m = xllm_calloc(1, sizeof *m);
+    gram_matcher *m = mem_calloc(1, sizeof *m);
     if (!m) return NULL;
     m->g = g;
     m->v = v;

@@ -45,8 +45,8 @@ static uint32_t rx_char(rx *p) {
 static int hex_n(rx *p, int n, uint32_t *out) {
     uint32_t v = 0;
     for (int k = 0; k < n; k++) {
-        if (p->i >= p->n || xllm_hex_value(p->s[p->i]) < 0) return -1;
-        v = v * 16 + (uint32_t)xllm_hex_value(p->s[p->i++]);
+        if (p->i >= p->n || u8_hex_value(p->s[p->i]) < 0) return -1;
+        v = v * 16 + (uint32_t)u8_hex_value(p->s[p->i++]);
     }
     *out = v;
     return 0;

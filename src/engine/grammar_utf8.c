@@ -19,7 +19,7 @@
 void cpset_add(cpset *s, uint32_t lo, uint32_t hi) {
     if (s->oom || lo > hi) return;
     size_t c = (size_t)s->cap; /* in [lo, hi] pairs */
-    if (s->n >= INT_MAX / 2 || xllm_array_reserve(&s->r, &c, (size_t)s->n + 1, 2 * sizeof(uint32_t), 8)) {
+    if (s->n >= INT_MAX / 2 || array_reserve(&s->r, &c, (size_t)s->n + 1, 2 * sizeof(uint32_t), 8)) {
         s->oom = 1;
         return;
     }

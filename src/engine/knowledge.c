@@ -66,44 +66,44 @@ static knowledge *find(engine *e, const char *name) {
 static xllm_status job_body(engine *e, engine_job *j, xllm_error *err) {
     int B = e->block_size, full = j->n_ids / B;
     if (!e->bm.caching)
-        return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "knowledge prefixes need the prefix cache (cache_policy: lru)");
-    if (find(e, j->name)) return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "knowledge '%s' exists already", j->name);
+        return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "knowledge prefixes need the prefix cache (cache_policy: lru)");
+    if (find(e, j->name)) return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "knowledge '%s' exists already", j->name);
     if (e->n_know >= XLLM_MAX_KNOWLEDGE)
-        return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "at most %d knowledge prefixes", XLLM_MAX_KNOWLEDGE);
+        return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "at most %d knowledge prefixes", XLLM_MAX_KNOWLEDGE);
     if (full == 0)
-        return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT,
+        return err_setf(err, XLLM_ERR_INVALID_ARGUMENT,
                            "knowledge '%s' has %d tokens, less than one KV block (%d tokens): nothing to keep",
                            j->name, j->n_ids, B);
     int32_t pinned = bm_pinned(&e->bm);
     int32_t min_blocks = kv_blocks_for_tokens(&e->kv, e->max_context);
     if (e->kv.n_blocks - pinned - full < min_blocks)
-        return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT,
+        return err_setf(err, XLLM_ERR_INVALID_ARGUMENT,
                            "knowledge '%s' needs %d KV blocks; the pool has %d, %d are pinned and %d must stay free "
                            "for one full-context sequence: raise memory.workspace_size",
                            j->name, full, e->kv.n_blocks, pinned, min_blocks);
     if (j->kind == JOB_LOAD_KNOWLEDGE && j->n_kv_positions < full * B)
-        return xllm_errorf(err, XLLM_ERR_FORMAT, "knowledge '%s': the file holds K/V for %d positions, need %d",
+        return err_setf(err, XLLM_ERR_FORMAT, "knowledge '%s': the file holds K/V for %d positions, need %d",
                            j->name, j->n_kv_positions, full * B);
     kv_seq t = {0};
-    uint64_t *hashes = xllm_malloc_array((size_t)full, sizeof(uint64_t));
+    uint64_t *hashes = mem_malloc_array((size_t)full, sizeof(uint64_t));
     knowledge kn = {0};
-    kn.name = xllm_strdup(j->name);
-    kn.ids = xllm_malloc_array((size_t)j->n_ids, sizeof(int32_t));
-    kn.blocks = xllm_malloc_array((size_t)full, sizeof(int32_t));
+    kn.name = mem_strdup(j->name);
+    kn.ids = mem_malloc_array((size_t)j->n_ids, sizeof(int32_t));
+    kn.blocks = mem_malloc_array((size_t)full, sizeof(int32_t));
     /* the list is read by stats and save under the lock: grow it under the lock */
     pthread_mutex_lock(&e->lock);
-    knowledge *grown = xllm_realloc(e->know, (size_t)(e->n_know + 1) * sizeof *grown);
+    knowledge *grown = mem_realloc(e->know, (size_t)(e->n_know + 1) * sizeof *grown);
     if (grown) e->know = grown;
     pthread_mutex_unlock(&e->lock);
     xllm_status st = XLLM_OK;
     if (!hashes || !kn.name || !kn.ids || !kn.blocks || !grown) {
-        st = xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+        st = err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
         goto out;
     }
     memcpy(kn.ids, j->ids, (size_t)j->n_ids * sizeof(int32_t));
     int32_t hit = bm_lookup(&e->bm, j->ids, full, &t, hashes);
     if (full - hit > bm_available(&e->bm)) {
-        st = xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT,
+        st = err_setf(err, XLLM_ERR_INVALID_ARGUMENT,
                          "knowledge '%s': %d KV blocks are needed but only %d are free now (requests hold the rest)",
                          j->name, full - hit, bm_available(&e->bm));
         goto out;
@@ -172,33 +172,33 @@ void knowledge_run_job(engine *e, engine_job *j) {
 /* --------------------------------------------------------------- public */
 
 static xllm_status check_name(const char *name, xllm_error *err) {
-    if (!name || !*name) return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "a knowledge prefix needs a name");
+    if (!name || !*name) return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "a knowledge prefix needs a name");
     size_t l = strlen(name);
-    if (l > MAX_NAME) return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "knowledge name longer than %d bytes", MAX_NAME);
+    if (l > MAX_NAME) return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "knowledge name longer than %d bytes", MAX_NAME);
     for (size_t i = 0; i < l; i++)
         if ((unsigned char)name[i] < 0x20 || name[i] == '"' || name[i] == '\\')
-            return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "knowledge name: control characters, quotes and "
+            return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "knowledge name: control characters, quotes and "
                                                                "backslashes are not allowed");
     return XLLM_OK;
 }
 
 static xllm_status tokenize_text(engine *e, const char *text, int32_t **ids, size_t *n, xllm_error *err) {
-    if (!e->tok) return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "the model has no tokenizer");
+    if (!e->tok) return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "the model has no tokenizer");
     xllm_status st = tokenizer_encode(e->tok, text, strlen(text), 1, ids, n, err);
     if (st) return st;
     if (*n >= (size_t)e->max_context) {
         xllm_free(*ids);
         *ids = NULL;
-        return xllm_errorf(err, XLLM_ERR_CONTEXT_OVERFLOW, "the knowledge text has %zu tokens; the context holds %d",
+        return err_setf(err, XLLM_ERR_CONTEXT_OVERFLOW, "the knowledge text has %zu tokens; the context holds %d",
                            *n, e->max_context);
     }
     return XLLM_OK;
 }
 
 xllm_status xllm_engine_add_knowledge(xllm_engine *e, const char *name, const char *text, xllm_error *err) {
-    xllm_error_clear(err);
-    if (!e || !text) return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "engine or text is NULL");
-    if (e->pp) return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, NO_PP_KNOWLEDGE);
+    err_clear(err);
+    if (!e || !text) return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "engine or text is NULL");
+    if (e->pp) return err_setf(err, XLLM_ERR_UNSUPPORTED, NO_PP_KNOWLEDGE);
     xllm_status st = check_name(name, err);
     if (st) return st;
     int32_t *ids;
@@ -213,14 +213,14 @@ xllm_status xllm_engine_add_knowledge(xllm_engine *e, const char *name, const ch
 static void put_u32(unsigned char *p, uint32_t v) { memcpy(p, &v, 4); }
 
 xllm_status xllm_engine_save_knowledge(xllm_engine *e, const char *name, const char *path, xllm_error *err) {
-    xllm_error_clear(err);
-    if (!e || !name || !path) return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "NULL argument");
-    if (e->pp) return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, NO_PP_KNOWLEDGE);
+    err_clear(err);
+    if (!e || !name || !path) return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "NULL argument");
+    if (e->pp) return err_setf(err, XLLM_ERR_UNSUPPORTED, NO_PP_KNOWLEDGE);
     pthread_mutex_lock(&e->lock);
     knowledge *k = find(e, name);
     knowledge kn = k ? *k : (knowledge){0};
     pthread_mutex_unlock(&e->lock);
-    if (!k) return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "no knowledge prefix named '%s'", name);
+    if (!k) return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "no knowledge prefix named '%s'", name);
     int B = e->block_size, n_pos = kn.n_blocks * B;
     char header[1024];
     int hl = snprintf(header, sizeof header,
@@ -230,13 +230,13 @@ xllm_status xllm_engine_save_knowledge(xllm_engine *e, const char *name, const c
                       kn.name, (unsigned long long)e->fingerprint, e->kv.n_layers, e->kv.n_kv_heads, e->kv.head_dim,
                       kn.n_ids, n_pos, kvq_name(e->kv.dtype));
     size_t sb = e->kv.slot_bytes;
-    unsigned char *slot = xllm_malloc_array(2, sb); /* one position's K and V, read back from the pool */
-    if (!slot) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+    unsigned char *slot = mem_malloc_array(2, sb); /* one position's K and V, read back from the pool */
+    if (!slot) return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
     char tmp[4200];
     int fd = tmpfile_create(path, tmp, sizeof tmp); /* removed by xllm_remove_temp_files if interrupted */
     if (fd < 0) {
         xllm_free(slot);
-        return xllm_errorf(err, XLLM_ERR_IO, "%s: cannot create a temporary file beside it", path);
+        return err_setf(err, XLLM_ERR_IO, "%s: cannot create a temporary file beside it", path);
     }
     FILE *f = fdopen(fd, "wb");
     if (!f) {
@@ -244,7 +244,7 @@ xllm_status xllm_engine_save_knowledge(xllm_engine *e, const char *name, const c
         close(fd);
         unlink(tmp);
         tmpfile_forget(tmp);
-        return xllm_errorf(err, XLLM_ERR_IO, "%s: cannot write", path);
+        return err_setf(err, XLLM_ERR_IO, "%s: cannot write", path);
     }
     XXH3_state_t *h = XXH3_createState();
     int ok = h != NULL;
@@ -270,7 +270,7 @@ xllm_status xllm_engine_save_knowledge(xllm_engine *e, const char *name, const c
     if (!ok || rename(tmp, path)) {
         unlink(tmp);
         tmpfile_forget(tmp);
-        return xllm_errorf(err, XLLM_ERR_IO, "%s: cannot write the knowledge file", path);
+        return err_setf(err, XLLM_ERR_IO, "%s: cannot write the knowledge file", path);
     }
     tmpfile_forget(tmp);
     return XLLM_OK;
@@ -278,26 +278,26 @@ xllm_status xllm_engine_save_knowledge(xllm_engine *e, const char *name, const c
 
 xllm_status xllm_engine_load_knowledge(xllm_engine *e, const char *name, const char *path, const char *text,
                                        xllm_error *err) {
-    xllm_error_clear(err);
-    if (!e || !path) return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "NULL argument");
-    if (e->pp) return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, NO_PP_KNOWLEDGE);
+    err_clear(err);
+    if (!e || !path) return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "NULL argument");
+    if (e->pp) return err_setf(err, XLLM_ERR_UNSUPPORTED, NO_PP_KNOWLEDGE);
     xllm_status st = check_name(name, err);
     if (st) return st;
     char *data = NULL;
     size_t len = 0;
-    if ((st = xllm_read_file(path, &data, &len, err))) return st;
+    if ((st = file_read_all(path, &data, &len, err))) return st;
     cJSON *hj = NULL;
     int32_t *text_ids = NULL;
     uint32_t hl = 0;
     if (len < 20 || memcmp(data, KV_MAGIC, 8)) {
-        st = xllm_errorf(err, XLLM_ERR_FORMAT, "%s: not an xLLM knowledge (KV) file", path);
+        st = err_setf(err, XLLM_ERR_FORMAT, "%s: not an xLLM knowledge (KV) file", path);
         goto out;
     }
     memcpy(&hl, data + 8, 4);
     uint64_t sum;
     memcpy(&sum, data + len - 8, 8);
     if ((size_t)hl > len - 20 || XXH3_64bits(data, len - 8) != sum) {
-        st = xllm_errorf(err, XLLM_ERR_FORMAT, "%s: the file is damaged (checksum or size mismatch)", path);
+        st = err_setf(err, XLLM_ERR_FORMAT, "%s: the file is damaged (checksum or size mismatch)", path);
         goto out;
     }
     hj = cJSON_ParseWithLength(data + 12, hl);
@@ -313,14 +313,14 @@ xllm_status xllm_engine_load_knowledge(xllm_engine *e, const char *name, const c
         }
     }
     if (!hj || !cJSON_IsString(fp)) {
-        st = xllm_errorf(err, XLLM_ERR_FORMAT, "%s: malformed header", path);
+        st = err_setf(err, XLLM_ERR_FORMAT, "%s: malformed header", path);
         goto out;
     }
     char want[32];
     snprintf(want, sizeof want, "%016llx", (unsigned long long)e->fingerprint);
     if (strcmp(fp->valuestring, want) || (int)v[0] != e->kv.n_layers || (int)v[1] != e->kv.n_kv_heads ||
         (int)v[2] != e->kv.head_dim) {
-        st = xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT,
+        st = err_setf(err, XLLM_ERR_INVALID_ARGUMENT,
                          "%s was written for another model (fingerprint %s, %d layers x %d KV heads x %d; this model: "
                          "%s, %d x %d x %d): refusing its KV",
                          path, fp->valuestring, (int)v[0], (int)v[1], (int)v[2], want, e->kv.n_layers,
@@ -331,11 +331,11 @@ xllm_status xllm_engine_load_knowledge(xllm_engine *e, const char *name, const c
     kv_dtype fdt = KV_F32;
     int f_auto = 0;
     if (dtj && (!cJSON_IsString(dtj) || kvq_parse(dtj->valuestring, &fdt, &f_auto) || f_auto)) {
-        st = xllm_errorf(err, XLLM_ERR_FORMAT, "%s: malformed header (kv_dtype)", path);
+        st = err_setf(err, XLLM_ERR_FORMAT, "%s: malformed header (kv_dtype)", path);
         goto out;
     }
     if (fdt != e->kv.dtype) {
-        st = xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT,
+        st = err_setf(err, XLLM_ERR_INVALID_ARGUMENT,
                          "%s holds %s KV but this engine's pool stores %s (kv_dtype): load it into an engine with "
                          "kv_dtype %s, or rebuild the knowledge from its text",
                          path, kvq_name(fdt), kvq_name(e->kv.dtype), kvq_name(fdt));
@@ -345,20 +345,20 @@ xllm_status xllm_engine_load_knowledge(xllm_engine *e, const char *name, const c
     size_t sb = e->kv.slot_bytes;
     size_t want_len = 12 + hl + (size_t)n_ids * 4 + (size_t)n_pos * (size_t)e->kv.n_layers * 2 * sb + 8;
     if (want_len != len || n_pos > n_ids || n_ids >= e->max_context) {
-        st = xllm_errorf(err, XLLM_ERR_FORMAT, "%s: sizes in the header do not match the file", path);
+        st = err_setf(err, XLLM_ERR_FORMAT, "%s: sizes in the header do not match the file", path);
         goto out;
     }
     int32_t *ids = (int32_t *)(void *)(data + 12 + hl);
-    int32_t *idcopy = xllm_malloc_array((size_t)n_ids + 1, sizeof(int32_t));
+    int32_t *idcopy = mem_malloc_array((size_t)n_ids + 1, sizeof(int32_t));
     if (!idcopy) {
-        st = xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+        st = err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
         goto out;
     }
     memcpy(idcopy, ids, (size_t)n_ids * sizeof(int32_t)); /* aligned copy */
     for (int i = 0; i < n_ids; i++)
         if (idcopy[i] < 0 || idcopy[i] >= e->m->cfg.vocab) {
             xllm_free(idcopy);
-            st = xllm_errorf(err, XLLM_ERR_FORMAT, "%s: token id %d outside the vocabulary", path, ids[i]);
+            st = err_setf(err, XLLM_ERR_FORMAT, "%s: token id %d outside the vocabulary", path, ids[i]);
             goto out;
         }
     if (text) {
@@ -369,16 +369,16 @@ xllm_status xllm_engine_load_knowledge(xllm_engine *e, const char *name, const c
         }
         if (tn != (size_t)n_ids || memcmp(text_ids, idcopy, tn * sizeof(int32_t))) {
             xllm_free(idcopy);
-            st = xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT,
+            st = err_setf(err, XLLM_ERR_INVALID_ARGUMENT,
                              "%s holds the KV of other token ids than the text's (%d ids in the file, %zu in the text)",
                              path, n_ids, tn);
             goto out;
         }
     }
-    unsigned char *kv = xllm_malloc_array((size_t)n_pos * (size_t)e->kv.n_layers * 2 * sb + 1, 1);
+    unsigned char *kv = mem_malloc_array((size_t)n_pos * (size_t)e->kv.n_layers * 2 * sb + 1, 1);
     if (!kv) {
         xllm_free(idcopy);
-        st = xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+        st = err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
         goto out;
     }
     memcpy(kv, data + 12 + hl + (size_t)n_ids * 4, (size_t)n_pos * (size_t)e->kv.n_layers * 2 * sb);
@@ -397,16 +397,16 @@ out:
 xllm_status knowledge_from_options(engine *e, xllm_error *err) {
     for (int k = 0; k < e->o.n_knowledge; k++) {
         const char *name = e->o.knowledge_name[k], *path = e->o.knowledge_path[k], *kvp = e->o.knowledge_kv_path[k];
-        if (!name || !path) return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "knowledge %d: name or path missing", k);
+        if (!name || !path) return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "knowledge %d: name or path missing", k);
         char *text = NULL;
         size_t len;
-        xllm_status st = xllm_read_file(path, &text, &len, err);
-        if (st) return xllm_error_prefix(err, "knowledge '%s'", name), st;
+        xllm_status st = file_read_all(path, &text, &len, err);
+        if (st) return err_prefix(err, "knowledge '%s'", name), st;
         if (strlen(text) != len) {
             xllm_free(text);
-            return xllm_errorf(err, XLLM_ERR_FORMAT, "knowledge '%s': %s holds a NUL byte", name, path);
+            return err_setf(err, XLLM_ERR_FORMAT, "knowledge '%s': %s holds a NUL byte", name, path);
         }
-        if (kvp && xllm_file_exists(kvp)) {
+        if (kvp && path_exists(kvp)) {
             st = xllm_engine_load_knowledge(e, name, kvp, text, err);
         } else {
             st = xllm_engine_add_knowledge(e, name, text, err);

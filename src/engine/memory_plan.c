@@ -53,7 +53,7 @@ static xllm_status split_workspace(const xllm_model_options *mo, const xllm_engi
     memory_fmt_bytes(sc, sizeof sc, (int64_t)p->scratch_bytes);
     memory_fmt_bytes(need, sizeof need, (int64_t)p->scratch_bytes + *swap_bytes + (int64_t)min_blocks * p->block_bytes);
     memory_fmt_bytes(sw, sizeof sw, *swap_bytes);
-    return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT,
+    return err_setf(err, XLLM_ERR_INVALID_ARGUMENT,
                        "memory.workspace_size %s is too small: scratch %s + swap pool %s + one full-context "
                        "sequence (%d tokens, %d KV blocks of %lld bytes) needs at least %s",
                        ws, sc, sw, mo->max_context, min_blocks, (long long)p->block_bytes, need);
@@ -71,7 +71,7 @@ xllm_status memory_plan_make(const memory_model *mm, const xllm_model_options *m
     /* the KV storage: as asked, or (auto) chosen from the budget */
     p.kv_dtype = KV_F32;
     if (kvq_parse(mo->kv_dtype, &p.kv_dtype, &p.kv_auto))
-        return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "kv_dtype '%s' is not f32, f16, q8 or auto", mo->kv_dtype);
+        return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "kv_dtype '%s' is not f32, f16, q8 or auto", mo->kv_dtype);
     int64_t need_tokens = (int64_t)p.max_seqs * mo->max_context;
     /* the f32 pool of kv_tokens: the budget of auto without a workspace */
     int64_t kv_tokens_f32 = (int64_t)blocks_for_tokens(B, mo->kv_tokens) * memory_block_bytes(mm, B, KV_F32);

@@ -15,8 +15,8 @@ xllm_status rc_init(response_cache *rc, size_t max_bytes, int max_entries, xllm_
     uint32_t nb = 64;
     while (nb < (uint32_t)max_entries && nb < (1u << 24)) nb <<= 1;
     rc->n_buckets = nb;
-    rc->buckets = xllm_calloc(nb, sizeof *rc->buckets);
-    if (!rc->buckets) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "cannot allocate the response cache");
+    rc->buckets = mem_calloc(nb, sizeof *rc->buckets);
+    if (!rc->buckets) return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "cannot allocate the response cache");
     return XLLM_OK;
 }
 
@@ -58,7 +58,7 @@ typedef struct keybuf {
 
 static void put(keybuf *k, const void *src, size_t n) {
     if (k->oom) return;
-    if (n > SIZE_MAX - k->n || xllm_array_reserve(&k->p, &k->cap, k->n + n, 1, 256)) {
+    if (n > SIZE_MAX - k->n || array_reserve(&k->p, &k->cap, k->n + n, 1, 256)) {
         k->oom = 1;
         return;
     }
@@ -171,27 +171,27 @@ void rc_insert(response_cache *rc, const unsigned char *key, size_t len, const r
                  (samples[i].lp ? samples[i].n_ids * (sizeof(float) + (size_t)samples[i].n_top * 8) : 0);
     if (bytes > rc->max_bytes || rc->max_entries <= 0) return;
     while (rc->head && (rc->bytes + bytes > rc->max_bytes || rc->n_entries + 1 > rc->max_entries)) evict(rc, rc->head);
-    rc_entry *e = xllm_calloc(1, sizeof *e);
+    rc_entry *e = mem_calloc(1, sizeof *e);
     if (!e) return;
     e->hash = h;
-    e->key = xllm_malloc(len ? len : 1);
-    e->samples = xllm_calloc((size_t)n, sizeof(rc_sample));
+    e->key = mem_malloc(len ? len : 1);
+    e->samples = mem_calloc((size_t)n, sizeof(rc_sample));
     e->n = n;
     e->bytes = bytes;
     int ok = e->key && e->samples;
     for (int i = 0; ok && i < n; i++) {
         const rc_sample *s = &samples[i];
         rc_sample *d = &e->samples[i];
-        d->ids = xllm_malloc_array(s->n_ids + 1, sizeof(int32_t));
-        d->text_end = xllm_malloc_array(s->n_ids + 1, sizeof(uint32_t));
-        d->text = xllm_strndup(s->text ? s->text : "", s->text_len);
+        d->ids = mem_malloc_array(s->n_ids + 1, sizeof(int32_t));
+        d->text_end = mem_malloc_array(s->n_ids + 1, sizeof(uint32_t));
+        d->text = mem_strndup(s->text ? s->text : "", s->text_len);
         ok = d->ids && d->text_end && d->text;
         if (!ok) break;
         if (s->lp) {
             size_t nt = s->n_ids * (size_t)s->n_top;
-            d->lp = xllm_malloc_array(s->n_ids + 1, sizeof(float));
-            d->top_ids = xllm_malloc_array(nt + 1, sizeof(int32_t));
-            d->top_lp = xllm_malloc_array(nt + 1, sizeof(float));
+            d->lp = mem_malloc_array(s->n_ids + 1, sizeof(float));
+            d->top_ids = mem_malloc_array(nt + 1, sizeof(int32_t));
+            d->top_lp = mem_malloc_array(nt + 1, sizeof(float));
             ok = d->lp && d->top_ids && d->top_lp;
             if (!ok) break;
             memcpy(d->lp, s->lp, s->n_ids * sizeof(float));

@@ -96,47 +96,47 @@ static uint64_t entropy_seed(const void *addr) {
 /* ----------------------------------------------------------- init / free */
 
 xllm_status sampler_init(sampler *s, const xllm_sampling_params *p, int32_t vocab, xllm_error *err) {
-    if (!s) return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "sampler_init: NULL sampler");
+    if (!s) return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "sampler_init: NULL sampler");
     memset(s, 0, sizeof *s);
     xllm_sampling_params q = p ? *p : xllm_sampling_params_default();
     if (vocab <= 0)
-        return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "sampler: vocab size must be > 0 (got %d)", (int)vocab);
+        return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "sampler: vocab size must be > 0 (got %d)", (int)vocab);
     if (q.max_new_tokens < 0)
-        return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "max_new_tokens must be >= 0 (got %d)", q.max_new_tokens);
+        return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "max_new_tokens must be >= 0 (got %d)", q.max_new_tokens);
     if (isnan(q.temperature))
-        return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "temperature must be a number (got NaN)");
+        return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "temperature must be a number (got NaN)");
     if (q.top_k < 0)
-        return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "top_k must be >= 0 (got %d)", q.top_k);
+        return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "top_k must be >= 0 (got %d)", q.top_k);
     if (!(q.top_p > 0.0f && q.top_p <= 1.0f))
-        return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "top_p must be in (0, 1] (got %g)", (double)q.top_p);
+        return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "top_p must be in (0, 1] (got %g)", (double)q.top_p);
     if (!(q.min_p >= 0.0f && q.min_p <= 1.0f))
-        return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "min_p must be in [0, 1] (got %g)", (double)q.min_p);
+        return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "min_p must be in [0, 1] (got %g)", (double)q.min_p);
     if (!(q.repetition_penalty > 0.0f) || isinf(q.repetition_penalty))
-        return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "repetition_penalty must be > 0 and finite (got %g)",
+        return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "repetition_penalty must be > 0 and finite (got %g)",
                            (double)q.repetition_penalty);
     if (!isfinite(q.presence_penalty))
-        return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "presence_penalty must be finite (got %g)",
+        return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "presence_penalty must be finite (got %g)",
                            (double)q.presence_penalty);
     if (!isfinite(q.frequency_penalty))
-        return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "frequency_penalty must be finite (got %g)",
+        return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "frequency_penalty must be finite (got %g)",
                            (double)q.frequency_penalty);
     if (q.n_stop < 0 || q.n_stop > XLLM_MAX_STOP_STRINGS)
-        return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "n_stop must be in [0, %d] (got %d)",
+        return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "n_stop must be in [0, %d] (got %d)",
                            XLLM_MAX_STOP_STRINGS, q.n_stop);
     if (q.n_stop_ids < 0 || q.n_stop_ids > XLLM_MAX_STOP_IDS)
-        return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "n_stop_ids must be in [0, %d] (got %d)",
+        return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "n_stop_ids must be in [0, %d] (got %d)",
                            XLLM_MAX_STOP_IDS, q.n_stop_ids);
     /* grammar_kind / grammar: compiled and applied by the engine (constraint.c) */
 
     s->p = q;
     s->vocab = vocab;
-    s->out_counts = xllm_calloc((size_t)vocab, sizeof *s->out_counts);
-    s->seen = xllm_calloc((size_t)vocab, sizeof *s->seen);
-    s->scratch_val = xllm_malloc_array((size_t)vocab, sizeof *s->scratch_val);
-    s->scratch_idx = xllm_malloc_array((size_t)vocab, sizeof *s->scratch_idx);
+    s->out_counts = mem_calloc((size_t)vocab, sizeof *s->out_counts);
+    s->seen = mem_calloc((size_t)vocab, sizeof *s->seen);
+    s->scratch_val = mem_malloc_array((size_t)vocab, sizeof *s->scratch_val);
+    s->scratch_idx = mem_malloc_array((size_t)vocab, sizeof *s->scratch_idx);
     if (!s->out_counts || !s->seen || !s->scratch_val || !s->scratch_idx) {
         sampler_free(s);
-        return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "sampler: out of memory for vocab %d", (int)vocab);
+        return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "sampler: out of memory for vocab %d", (int)vocab);
     }
     rng_seed(s->rng, q.has_seed ? q.seed : entropy_seed(s));
     return XLLM_OK;
@@ -556,7 +556,7 @@ static int32_t sample_dist(sampler *s, const float *logits) {
             if (end - c == LANES && !any_ge(logits + c, kth)) continue; /* the common case */
             for (int32_t i = c; i < end; i++) {
                 if (logits[i] >= kth && logits[i] > -INFINITY) { /* ties with the k-th kept (HF, vLLM) */
-                    w[n] = xllm_exp_nonpos((logits[i] - m) / t);
+                    w[n] = fast_exp_nonpos((logits[i] - m) / t);
                     idx[n++] = i;
                 }
             }
@@ -565,7 +565,7 @@ static int32_t sample_dist(sampler *s, const float *logits) {
     } else if (s->p.top_k > 0 && s->p.top_k < V) {
         /* large k: the k-th largest by bisection, then branch-free compaction */
         const float kth = kth_largest_bisect(logits, V, s->p.top_k, m, w, idx);
-        for (int32_t i = 0; i < V; i++) w[i] = xllm_exp_nonpos((logits[i] - m) / t);
+        for (int32_t i = 0; i < V; i++) w[i] = fast_exp_nonpos((logits[i] - m) / t);
         n = 0;
         for (int32_t i = 0; i < V; i++) {
             float v = w[i];
@@ -575,7 +575,7 @@ static int32_t sample_dist(sampler *s, const float *logits) {
         }
         if (filtered) n = filter_p(s, w, n, 0, total_weight(w, n));
     } else {
-        for (int32_t i = 0; i < V; i++) w[i] = xllm_exp_nonpos((logits[i] - m) / t);
+        for (int32_t i = 0; i < V; i++) w[i] = fast_exp_nonpos((logits[i] - m) / t);
         n = (size_t)V;
         if (!filtered) /* plain softmax sampling over the vocabulary, ids in order */
             return (int32_t)draw_index(w, n, total_weight(w, n), rng_uniform(s->rng));

@@ -65,7 +65,7 @@ static int key_cmp(const engine *e, const sequence *a, const sequence *b) {
 
 static int list_insert(const engine *e, sequence ***list, int *n, int *cap, sequence *s) {
     size_t nc = (size_t)*cap;
-    if (*n >= INT_MAX / 2 || xllm_array_reserve(list, &nc, (size_t)*n + 1, sizeof **list, 16)) return -1;
+    if (*n >= INT_MAX / 2 || array_reserve(list, &nc, (size_t)*n + 1, sizeof **list, 16)) return -1;
     *cap = (int)nc;
     int i = *n;
     while (i > 0 && key_cmp(e, (*list)[i - 1], s) > 0) {
@@ -399,8 +399,8 @@ static xllm_status fork_samples(engine *e, sequence *s0, const float *logits, in
         if (s->state != SEQ_FORK_WAIT) continue;
         xllm_status st;
         if (s->table.cap < s0->table.n_blocks) {
-            int32_t *nb = xllm_realloc(s->table.blocks, (size_t)s0->table.cap * sizeof(int32_t));
-            if (!nb) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory forking samples");
+            int32_t *nb = mem_realloc(s->table.blocks, (size_t)s0->table.cap * sizeof(int32_t));
+            if (!nb) return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory forking samples");
             s->table.blocks = nb;
             s->table.cap = s0->table.cap;
         }
@@ -414,7 +414,7 @@ static xllm_status fork_samples(engine *e, sequence *s0, const float *logits, in
         memcpy(s->hashes, s0->hashes, (size_t)s0->n_registered * sizeof(uint64_t));
         s->state = SEQ_RUNNING;
         if (list_insert(e, &e->running, &e->n_running, &e->cap_running, s))
-            return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory forking samples");
+            return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory forking samples");
         memcpy(e->fork_logits, logits, (size_t)vocab * sizeof(float));
         if ((st = sample_one(e, s, e->fork_logits, vocab, err))) return st;
         touch(e, r);
@@ -544,7 +544,7 @@ xllm_status sched_step(engine *e, xllm_error *err) {
 
 int sched_check(engine *e, char *msg, size_t len) {
     int n = e->n_running + e->n_know;
-    const kv_seq **tables = xllm_calloc((size_t)(n ? n : 1), sizeof *tables);
+    const kv_seq **tables = mem_calloc((size_t)(n ? n : 1), sizeof *tables);
     if (!tables) return 0; /* cannot check now; not a violation */
     for (int i = 0; i < e->n_running; i++) tables[i] = &e->running[i]->table;
     /* waiting sequences hold no blocks (a failed admission gives hits back) */

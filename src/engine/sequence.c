@@ -19,24 +19,24 @@ xllm_status seq_init(sequence *s, const int32_t *prompt, int n_prompt, const xll
     s->max_context = max_context;
     s->cap = n_prompt + s->max_new + 1;
     if (s->cap > max_context + 1) s->cap = max_context + 1;
-    s->ids = xllm_malloc_array((size_t)s->cap, sizeof(int32_t));
-    s->tok_text_end = xllm_malloc_array((size_t)(s->cap - n_prompt + 1), sizeof(uint32_t));
-    s->hashes = xllm_malloc_array((size_t)(s->cap / block_size + 1), sizeof(uint64_t));
-    s->host = xllm_malloc_array((size_t)((s->cap + block_size - 1) / block_size + 1), sizeof(int32_t));
+    s->ids = mem_malloc_array((size_t)s->cap, sizeof(int32_t));
+    s->tok_text_end = mem_malloc_array((size_t)(s->cap - n_prompt + 1), sizeof(uint32_t));
+    s->hashes = mem_malloc_array((size_t)(s->cap / block_size + 1), sizeof(uint64_t));
+    s->host = mem_malloc_array((size_t)((s->cap + block_size - 1) / block_size + 1), sizeof(int32_t));
     if (p->logprobs) {
         size_t g = (size_t)(s->cap - n_prompt + 1);
         s->n_top = p->top_logprobs;
-        s->lp = xllm_malloc_array(g, sizeof(float));
-        s->top_ids = xllm_malloc_array(g * (size_t)(s->n_top ? s->n_top : 1), sizeof(int32_t));
-        s->top_lp = xllm_malloc_array(g * (size_t)(s->n_top ? s->n_top : 1), sizeof(float));
+        s->lp = mem_malloc_array(g, sizeof(float));
+        s->top_ids = mem_malloc_array(g * (size_t)(s->n_top ? s->n_top : 1), sizeof(int32_t));
+        s->top_lp = mem_malloc_array(g * (size_t)(s->n_top ? s->n_top : 1), sizeof(float));
         if (!s->lp || !s->top_ids || !s->top_lp) {
             seq_free(s);
-            return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+            return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
         }
     }
     if (!s->ids || !s->tok_text_end || !s->hashes || !s->host) {
         seq_free(s);
-        return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+        return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
     }
     memcpy(s->ids, prompt, (size_t)n_prompt * sizeof(int32_t));
     xllm_sampling_params sp = *p;
@@ -50,7 +50,7 @@ xllm_status seq_init(sequence *s, const int32_t *prompt, int n_prompt, const xll
     /* seeded with the prompt: the text is the exact continuation of the prompt's text */
     if (tok && (!(s->ds = detok_stream_new(tok, 1)) || detok_stream_seed(s->ds, prompt, (size_t)n_prompt, NULL))) {
         seq_free(s);
-        return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+        return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
     }
     if (s->max_new == 0) {
         s->finished = 1;
@@ -93,8 +93,8 @@ static int is_stop_id(const sequence *s, int32_t id) {
 }
 
 static xllm_status text_append(sequence *s, const char *piece, size_t n, xllm_error *err) {
-    if (n > SIZE_MAX - 1 - s->text_len || xllm_array_reserve(&s->text, &s->text_cap, s->text_len + n + 1, 1, 256))
-        return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory growing output text");
+    if (n > SIZE_MAX - 1 - s->text_len || array_reserve(&s->text, &s->text_cap, s->text_len + n + 1, 1, 256))
+        return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory growing output text");
     memcpy(s->text + s->text_len, piece, n);
     s->text_len += n;
     s->text[s->text_len] = 0;
@@ -216,16 +216,16 @@ xllm_status seq_result(const sequence *s, double t_submit, xllm_result *r, xllm_
     memset(r, 0, sizeof *r);
     r->n_prompt_ids = (size_t)s->n_prompt;
     r->n_ids = (size_t)(s->n_ids - s->n_prompt);
-    r->prompt_ids = xllm_malloc_array(r->n_prompt_ids + 1, sizeof(int32_t));
-    r->ids = xllm_malloc_array(r->n_ids + 1, sizeof(int32_t));
-    r->text = xllm_strndup(s->text ? s->text : "", s->text ? s->text_len : 0);
+    r->prompt_ids = mem_malloc_array(r->n_prompt_ids + 1, sizeof(int32_t));
+    r->ids = mem_malloc_array(r->n_ids + 1, sizeof(int32_t));
+    r->text = mem_strndup(s->text ? s->text : "", s->text ? s->text_len : 0);
     r->text_len = s->text ? s->text_len : 0;
     if (!r->prompt_ids || !r->ids || !r->text) {
         xllm_free(r->prompt_ids);
         xllm_free(r->ids);
         xllm_free(r->text);
         memset(r, 0, sizeof *r);
-        return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+        return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
     }
     memcpy(r->prompt_ids, s->ids, r->n_prompt_ids * sizeof(int32_t));
     memcpy(r->ids, s->ids + s->n_prompt, r->n_ids * sizeof(int32_t));
@@ -235,8 +235,8 @@ xllm_status seq_result(const sequence *s, double t_submit, xllm_result *r, xllm_
         r->decode_s = s->t_last - s->t_first;
     }
     if (s->lp && result_set_logprobs(r, s->lp, s->top_ids, s->top_lp, s->n_top)) {
-        xllm_results_free_one(r);
-        return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+        result_free_one(r);
+        return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
     }
     return XLLM_OK;
 }
@@ -244,9 +244,9 @@ xllm_status seq_result(const sequence *s, double t_submit, xllm_result *r, xllm_
 int result_set_logprobs(xllm_result *r, const float *lp, const int32_t *top_ids, const float *top_lp, int n_top) {
     size_t nt = r->n_ids * (size_t)n_top;
     r->n_top = n_top;
-    r->logprobs = xllm_malloc_array(r->n_ids + 1, sizeof(float));
-    r->top_ids = xllm_malloc_array(nt + 1, sizeof(int32_t));
-    r->top_logprobs = xllm_malloc_array(nt + 1, sizeof(float));
+    r->logprobs = mem_malloc_array(r->n_ids + 1, sizeof(float));
+    r->top_ids = mem_malloc_array(nt + 1, sizeof(int32_t));
+    r->top_logprobs = mem_malloc_array(nt + 1, sizeof(float));
     if (!r->logprobs || !r->top_ids || !r->top_logprobs) return -1;
     memcpy(r->logprobs, lp, r->n_ids * sizeof(float));
     memcpy(r->top_ids, top_ids, nt * sizeof(int32_t));

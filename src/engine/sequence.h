@@ -108,7 +108,7 @@ void seq_cancel(sequence *s);
 static inline int seq_n_generated(const sequence *s) { return s->n_ids - s->n_prompt; }
 
 /* Free the arrays of one result and zero it. */
-void xllm_results_free_one(xllm_result *r);
+void result_free_one(xllm_result *r);
 /* Copy r->n_ids log-probabilities (and n_top alternatives each) into r; -1 when out of memory. */
 int result_set_logprobs(xllm_result *r, const float *lp, const int32_t *top_ids, const float *top_lp, int n_top);
 /* The sequence's final result (arrays and text owned by r). */

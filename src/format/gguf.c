@@ -69,7 +69,7 @@ const gguf_kv *gguf_find(const gguf_ctx *c, const char *key) {
 
 static int wrong(gguf_ctx *c, const char *key, const gguf_kv *kv, const char *want) {
     if (!c->st)
-        c->st = xllm_errorf(c->err, XLLM_ERR_FORMAT, "%s: metadata \"%s\" must be %s (it is a%s %s)", c->path, key,
+        c->st = err_setf(c->err, XLLM_ERR_FORMAT, "%s: metadata \"%s\" must be %s (it is a%s %s)", c->path, key,
                             want, kv->type == GGUF_ARRAY || kv->type == GGUF_I8 || kv->type == GGUF_I16 ||
                             kv->type == GGUF_I32 || kv->type == GGUF_I64 ? "n" : "", type_name(kv->type));
     return 0;
@@ -138,7 +138,7 @@ int gguf_get_num(gguf_ctx *c, const char *key, double *out) {
     if (!is_num_type(kv->type)) return wrong(c, key, kv, "a number");
     *out = scalar_num(kv->val, kv->type);
     if (!isfinite(*out)) {
-        if (!c->st) c->st = xllm_errorf(c->err, XLLM_ERR_FORMAT, "%s: metadata \"%s\" is not finite", c->path, key);
+        if (!c->st) c->st = err_setf(c->err, XLLM_ERR_FORMAT, "%s: metadata \"%s\" is not finite", c->path, key);
         return 0;
     }
     return 1;
@@ -170,9 +170,9 @@ int gguf_get_str_array(gguf_ctx *c, const char *key, gguf_str **out, size_t *n) 
     const gguf_kv *kv = gguf_find(c, key);
     if (!kv) return 0;
     if (kv->type != GGUF_ARRAY || kv->arr_type != GGUF_STRING) return wrong(c, key, kv, "an array of strings");
-    gguf_str *v = xllm_malloc_array(kv->arr_n ? (size_t)kv->arr_n : 1, sizeof *v);
+    gguf_str *v = mem_malloc_array(kv->arr_n ? (size_t)kv->arr_n : 1, sizeof *v);
     if (!v) {
-        c->st = xllm_errorf(c->err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory reading \"%s\"", c->path, key);
+        c->st = err_setf(c->err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory reading \"%s\"", c->path, key);
         return 0;
     }
     const unsigned char *p = kv->val; /* every element was bounds-checked at parse */
@@ -325,7 +325,7 @@ typedef struct {
     uint32_t n_dims, type;
     uint64_t ne[4];
     uint64_t offset, nbytes;
-    xllm_dtype dtype;
+    dtype_t dtype;
 } tinfo;
 
 static const char *ggml_type_name(uint32_t t) {
@@ -338,9 +338,9 @@ static const char *ggml_type_name(uint32_t t) {
 }
 
 /* Values per block of a quantized type as GGUF stores it. */
-static int gguf_block_elems(xllm_dtype t) { return xllm_dtype_is_kq(t) ? kq_block_elems(t) : QK; }
+static int gguf_block_elems(dtype_t t) { return dtype_is_kq(t) ? kq_block_elems(t) : QK; }
 
-static int map_ggml_type(uint32_t t, xllm_dtype *dt) {
+static int map_ggml_type(uint32_t t, dtype_t *dt) {
     switch (t) {
     case GGML_F32: *dt = XLLM_DT_F32; return 1;
     case GGML_F16: *dt = XLLM_DT_F16; return 1;
@@ -383,7 +383,7 @@ static int cmp_tinfo_offset(const void *a, const void *b) {
  * what the header claims. */
 static int grow(void **arr, size_t *cap, uint64_t i, size_t size) {
     size_t old = *cap;
-    if (i >= SIZE_MAX || xllm_array_reserve(arr, cap, (size_t)i + 1, size, 64)) return -1;
+    if (i >= SIZE_MAX || array_reserve(arr, cap, (size_t)i + 1, size, 64)) return -1;
     if (*cap > old) memset((char *)*arr + old * size, 0, (*cap - old) * size);
     return 0;
 }
@@ -393,29 +393,29 @@ static xllm_status parse_kvs(const char *path, cursor *cur, gguf_kv **kvp, uint6
     size_t cap = 0;
     for (uint64_t i = 0; i < n_kv; i++) {
         if (grow((void **)kvp, &cap, i, sizeof **kvp))
-            return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+            return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
         gguf_kv *e = &(*kvp)[i];
         if (cur_str(cur, &e->key))
-            return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: truncated: metadata key %llu runs past the end of the file",
+            return err_setf(err, XLLM_ERR_FORMAT, "%s: truncated: metadata key %llu runs past the end of the file",
                                path, (unsigned long long)i);
         if (e->key.len == 0 || memchr(e->key.p, 0, e->key.len))
-            return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: metadata key %llu is empty or holds a NUL byte", path,
+            return err_setf(err, XLLM_ERR_FORMAT, "%s: metadata key %llu is empty or holds a NUL byte", path,
                                (unsigned long long)i);
         const char *k = show(e->key.p, e->key.len, sbuf, sizeof sbuf);
         if (cur_u32(cur, &e->type))
-            return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: truncated in metadata \"%s\"", path, k);
+            return err_setf(err, XLLM_ERR_FORMAT, "%s: truncated in metadata \"%s\"", path, k);
         if (e->type >= GGUF_NTYPES)
-            return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: metadata \"%s\" has unknown value type %u", path, k, e->type);
+            return err_setf(err, XLLM_ERR_FORMAT, "%s: metadata \"%s\" has unknown value type %u", path, k, e->type);
         const unsigned char *start = cur->p;
         uint32_t bad = 0;
         int r = skip_value(cur, e->type, 0, &bad);
         if (r == V_TRUNC)
-            return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: truncated: metadata \"%s\" runs past the end of the file",
+            return err_setf(err, XLLM_ERR_FORMAT, "%s: truncated: metadata \"%s\" runs past the end of the file",
                                path, k);
         if (r == V_TYPE)
-            return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: metadata \"%s\" holds unknown value type %u", path, k, bad);
+            return err_setf(err, XLLM_ERR_FORMAT, "%s: metadata \"%s\" holds unknown value type %u", path, k, bad);
         if (r == V_DEEP)
-            return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: metadata \"%s\": arrays nested too deeply", path, k);
+            return err_setf(err, XLLM_ERR_FORMAT, "%s: metadata \"%s\": arrays nested too deeply", path, k);
         e->val = start;
         if (e->type == GGUF_ARRAY) {
             e->arr_type = rd_u32(start);
@@ -426,13 +426,13 @@ static xllm_status parse_kvs(const char *path, cursor *cur, gguf_kv **kvp, uint6
     /* keys are unique */
     gguf_kv *kv = *kvp;
     if (n_kv > 1) {
-        const gguf_kv **order = xllm_malloc_array((size_t)n_kv, sizeof *order);
-        if (!order) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+        const gguf_kv **order = mem_malloc_array((size_t)n_kv, sizeof *order);
+        if (!order) return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
         for (uint64_t i = 0; i < n_kv; i++) order[i] = &kv[i];
         qsort(order, (size_t)n_kv, sizeof *order, cmp_kv_key);
         for (uint64_t i = 1; i < n_kv; i++)
             if (cmp_kv_key(&order[i - 1], &order[i]) == 0) {
-                xllm_status st = xllm_errorf(err, XLLM_ERR_FORMAT, "%s: duplicate metadata key \"%s\"", path,
+                xllm_status st = err_setf(err, XLLM_ERR_FORMAT, "%s: duplicate metadata key \"%s\"", path,
                                              show(order[i]->key.p, order[i]->key.len, sbuf, sizeof sbuf));
                 xllm_free(order);
                 return st;
@@ -447,25 +447,25 @@ static xllm_status parse_tensor_infos(const char *path, cursor *cur, tinfo **tip
     size_t cap = 0;
     for (uint64_t i = 0; i < n; i++) {
         if (grow((void **)tip, &cap, i, sizeof **tip))
-            return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+            return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
         tinfo *t = &(*tip)[i];
         if (cur_str(cur, &t->name))
-            return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: truncated: tensor info %llu runs past the end of the file",
+            return err_setf(err, XLLM_ERR_FORMAT, "%s: truncated: tensor info %llu runs past the end of the file",
                                path, (unsigned long long)i);
         const char *nm = show(t->name.p, t->name.len, sbuf, sizeof sbuf);
         if (t->name.len == 0 || t->name.len > 1023 || memchr(t->name.p, 0, t->name.len))
-            return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: tensor %llu has an empty, overlong or NUL-holding name",
+            return err_setf(err, XLLM_ERR_FORMAT, "%s: tensor %llu has an empty, overlong or NUL-holding name",
                                path, (unsigned long long)i);
         if (cur_u32(cur, &t->n_dims))
-            return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: truncated in the info of tensor %s", path, nm);
+            return err_setf(err, XLLM_ERR_FORMAT, "%s: truncated in the info of tensor %s", path, nm);
         if (t->n_dims < 1 || t->n_dims > 4)
-            return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: tensor %s has %u dimensions (1 to 4 allowed)", path, nm,
+            return err_setf(err, XLLM_ERR_FORMAT, "%s: tensor %s has %u dimensions (1 to 4 allowed)", path, nm,
                                t->n_dims);
         for (uint32_t d = 0; d < t->n_dims; d++)
             if (cur_u64(cur, &t->ne[d]))
-                return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: truncated in the info of tensor %s", path, nm);
+                return err_setf(err, XLLM_ERR_FORMAT, "%s: truncated in the info of tensor %s", path, nm);
         if (cur_u32(cur, &t->type) || cur_u64(cur, &t->offset))
-            return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: truncated in the info of tensor %s", path, nm);
+            return err_setf(err, XLLM_ERR_FORMAT, "%s: truncated in the info of tensor %s", path, nm);
     }
     return XLLM_OK;
 }
@@ -479,7 +479,7 @@ static xllm_status check_tensors(const char *path, tinfo *ti, uint64_t n, uint64
         tinfo *t = &ti[i];
         const char *nm = show(t->name.p, t->name.len, sbuf, sizeof sbuf);
         if (!map_ggml_type(t->type, &t->dtype))
-            return xllm_errorf(err, XLLM_ERR_UNSUPPORTED,
+            return err_setf(err, XLLM_ERR_UNSUPPORTED,
                                "%s: tensor %s has GGML type %s (%u), which xllm does not support "
                                "(supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, "
                                "IQ4_NL, IQ4_XS)", path, nm, ggml_type_name(t->type),
@@ -487,32 +487,32 @@ static xllm_status check_tensors(const char *path, tinfo *ti, uint64_t n, uint64
         uint64_t nelem = 1;
         for (uint32_t d = 0; d < t->n_dims; d++) {
             if (t->ne[d] == 0 || t->ne[d] > ((uint64_t)1 << 40) || nelem > ((uint64_t)1 << 52) / t->ne[d])
-                return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: tensor %s has an impossible shape", path, nm);
+                return err_setf(err, XLLM_ERR_FORMAT, "%s: tensor %s has an impossible shape", path, nm);
             nelem *= t->ne[d];
         }
         size_t elem_align;
-        if (xllm_dtype_is_quant(t->dtype)) {
+        if (dtype_is_quant(t->dtype)) {
             int blk = gguf_block_elems(t->dtype);
             if (t->ne[0] % (uint64_t)blk)
-                return xllm_errorf(err, XLLM_ERR_FORMAT,
+                return err_setf(err, XLLM_ERR_FORMAT,
                                    "%s: tensor %s: %s rows of %llu elements are not whole blocks of %d", path, nm,
                                    ggml_type_name(t->type), (unsigned long long)t->ne[0], blk);
             t->nbytes = (nelem / t->ne[0]) * quant_row_bytes(t->dtype, blk, (int64_t)t->ne[0]);
             elem_align = 2;
         } else {
-            elem_align = xllm_dtype_size(t->dtype);
+            elem_align = dtype_size(t->dtype);
             t->nbytes = nelem * elem_align;
         }
         if (t->offset % alignment)
-            return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: tensor %s: offset %llu is not a multiple of the alignment %llu",
+            return err_setf(err, XLLM_ERR_FORMAT, "%s: tensor %s: offset %llu is not a multiple of the alignment %llu",
                                path, nm, (unsigned long long)t->offset, (unsigned long long)alignment);
         if (t->offset > data_size || t->nbytes > data_size - t->offset)
-            return xllm_errorf(err, XLLM_ERR_FORMAT,
+            return err_setf(err, XLLM_ERR_FORMAT,
                                "%s: tensor %s: data [%llu, +%llu) lies outside the file (data section is %llu bytes; "
                                "truncated?)", path, nm, (unsigned long long)t->offset,
                                (unsigned long long)t->nbytes, (unsigned long long)data_size);
         if ((data_start + t->offset) % elem_align)
-            return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: tensor %s: data is not aligned for %s", path, nm,
+            return err_setf(err, XLLM_ERR_FORMAT, "%s: tensor %s: data is not aligned for %s", path, nm,
                                ggml_type_name(t->type));
     }
     /* The tensors tile the data section: in offset order each starts where
@@ -524,8 +524,8 @@ static xllm_status check_tensors(const char *path, tinfo *ti, uint64_t n, uint64
      * tiles so. (A relabelling between types of the same size, F16 as BF16 or
      * Q4_0 as IQ4_NL, leaves no trace in the sizes and cannot be caught.) */
     if (n > 0) {
-        tinfo **order = xllm_malloc_array((size_t)n, sizeof *order);
-        if (!order) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+        tinfo **order = mem_malloc_array((size_t)n, sizeof *order);
+        if (!order) return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
         for (uint64_t i = 0; i < n; i++) order[i] = &ti[i];
         qsort(order, (size_t)n, sizeof *order, cmp_tinfo_offset);
         xllm_status st = XLLM_OK;
@@ -534,17 +534,17 @@ static xllm_status check_tensors(const char *path, tinfo *ti, uint64_t n, uint64
             const tinfo *a = i ? order[i - 1] : NULL, *b = i < n ? order[i] : NULL;
             uint64_t end = a ? a->offset + a->nbytes : 0, next = b ? b->offset : data_size;
             if (a && b && end > next) {
-                st = xllm_errorf(err, XLLM_ERR_FORMAT, "%s: tensors %s and %s overlap", path,
+                st = err_setf(err, XLLM_ERR_FORMAT, "%s: tensors %s and %s overlap", path,
                                  show(a->name.p, a->name.len, sbuf, sizeof sbuf), show(b->name.p, b->name.len, b2, sizeof b2));
             } else if (next - end >= alignment) {
                 const tinfo *t = a ? a : b;
                 const char *nm = show(t->name.p, t->name.len, sbuf, sizeof sbuf);
                 if (!a)
-                    st = xllm_errorf(err, XLLM_ERR_FORMAT,
+                    st = err_setf(err, XLLM_ERR_FORMAT,
                                      "%s: %llu bytes of tensor data before the first tensor (%s at offset %llu) belong to "
                                      "no tensor", path, (unsigned long long)next, nm, (unsigned long long)next);
                 else
-                    st = xllm_errorf(err, XLLM_ERR_FORMAT,
+                    st = err_setf(err, XLLM_ERR_FORMAT,
                                      "%s: tensor %s: type %s and its shape give %llu bytes, but %llu bytes lie between "
                                      "its offset and %s%s (a relabelled type or shape?)", path, nm,
                                      ggml_type_name(t->type), (unsigned long long)t->nbytes,
@@ -589,16 +589,16 @@ static int64_t arch_int(cfg_b *b, const char *suffix, int64_t def, int64_t lo, i
         if (!c->st && def < 0) {
             const gguf_kv *kv = gguf_find(c, key);
             if (kv && kv->type == GGUF_ARRAY)
-                c->st = xllm_errorf(c->err, XLLM_ERR_UNSUPPORTED,
+                c->st = err_setf(c->err, XLLM_ERR_UNSUPPORTED,
                                     "%s: metadata \"%s\" is per-layer (an array); xllm needs one value", c->path, key);
             else
-                c->st = xllm_errorf(c->err, XLLM_ERR_FORMAT, "%s: missing metadata \"%s\"", c->path, key);
+                c->st = err_setf(c->err, XLLM_ERR_FORMAT, "%s: missing metadata \"%s\"", c->path, key);
         }
         return def < 0 ? 0 : def;
     }
     if (v < lo || v > hi) {
         if (!c->st)
-            c->st = xllm_errorf(c->err, XLLM_ERR_FORMAT, "%s: metadata \"%s\" = %lld is outside [%lld, %lld]", c->path,
+            c->st = err_setf(c->err, XLLM_ERR_FORMAT, "%s: metadata \"%s\" = %lld is outside [%lld, %lld]", c->path,
                                 key, (long long)v, (long long)lo, (long long)hi);
         return def < 0 ? 0 : def;
     }
@@ -617,13 +617,13 @@ static void rope_from_freqs(cfg_b *b, const tinfo *rf, const unsigned char *data
     gguf_ctx *c = b->c;
     int half = head_dim / 2;
     if (rf->dtype != XLLM_DT_F32 || rf->n_dims != 1 || rf->ne[0] != (uint64_t)half) {
-        c->st = xllm_errorf(c->err, XLLM_ERR_UNSUPPORTED,
+        c->st = err_setf(c->err, XLLM_ERR_UNSUPPORTED,
                             "%s: rope_freqs.weight must be %d f32 values (head_dim / 2)", c->path, half);
         return;
     }
-    float *r = xllm_malloc_array((size_t)half * 2, sizeof *r);
+    float *r = mem_malloc_array((size_t)half * 2, sizeof *r);
     if (!r) {
-        c->st = xllm_errorf(c->err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", c->path);
+        c->st = err_setf(c->err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", c->path);
         return;
     }
     float *want = r + half;
@@ -677,7 +677,7 @@ static void rope_from_freqs(cfg_b *b, const tinfo *rf, const unsigned char *data
     }
     xllm_free(r);
     if (found < 0) {
-        c->st = xllm_errorf(c->err, XLLM_ERR_UNSUPPORTED,
+        c->st = err_setf(c->err, XLLM_ERR_UNSUPPORTED,
                             "%s: rope_freqs.weight holds per-frequency RoPE factors that are not Llama 3 rope scaling; "
                             "not supported", c->path);
         return;
@@ -707,13 +707,13 @@ static xllm_status longrope_config(cfg_b *b, const tinfo *rl, const tinfo *rs, c
     const tinfo *t2[2] = {rs, rl};
     for (int k = 0; k < 2; k++)
         if (t2[k]->dtype != XLLM_DT_F32 || t2[k]->n_dims != 1 || t2[k]->ne[0] != (uint64_t)half)
-            return c->st = xllm_errorf(c->err, XLLM_ERR_FORMAT, "%s: %s must be %d f32 values (head_dim / 2)",
+            return c->st = err_setf(c->err, XLLM_ERR_FORMAT, "%s: %s must be %d f32 values (head_dim / 2)",
                                        c->path, k ? "rope_factors_long" : "rope_factors_short", half);
     double orig = (double)ctx_len, af = 1.0;
     arch_num(b, "rope.scaling.original_context_length", &orig);
     arch_num(b, "rope.scaling.attn_factor", &af);
     if (!(orig >= 1) || !(af > 0) || !isfinite(af))
-        return c->st = xllm_errorf(c->err, XLLM_ERR_FORMAT,
+        return c->st = err_setf(c->err, XLLM_ERR_FORMAT,
                                    "%s: LongRoPE needs rope.scaling.original_context_length >= 1 and a positive "
                                    "rope.scaling.attn_factor", c->path);
     cJSON *o = cJSON_AddObjectToObject(b->cfg, "rope_scaling");
@@ -750,7 +750,7 @@ static xllm_status mla_config(cfg_b *b, const tinfo *ti, uint64_t nt, int64_t ke
     if (k_mla) key_len = k_mla;
     if (v_mla) val_len = v_mla;
     if (!key_len || !val_len || !rope_dim || rope_dim >= key_len)
-        return xllm_errorf(c->err, XLLM_ERR_FORMAT, "%s: MLA needs attention.key_length(_mla) > rope.dimension_count "
+        return err_setf(c->err, XLLM_ERR_FORMAT, "%s: MLA needs attention.key_length(_mla) > rope.dimension_count "
                            "and attention.value_length(_mla)", c->path);
     if (!find_tensor(ti, nt, "blk.0.attn_q_a.weight")) q_lora = 0; /* V2-Lite: attn_q */
     if (q_lora) put_num(b, "q_lora_rank", (double)q_lora);
@@ -786,13 +786,13 @@ static xllm_status family_config(cfg_b *b, const arch_info *A, int64_t hidden, i
             char key[160];
             snprintf(key, sizeof key, "%s.expert_weights_norm", b->arch);
             if (gguf_find(c, key) && !gguf_get_bool(c, key, &norm) && !c->st)
-                c->st = xllm_errorf(c->err, XLLM_ERR_FORMAT, "%s: %s must be a bool", c->path, key);
+                c->st = err_setf(c->err, XLLM_ERR_FORMAT, "%s: %s must be a bool", c->path, key);
             if (c->st) return c->st;
             if (gating > 2)
-                return xllm_errorf(c->err, XLLM_ERR_UNSUPPORTED, "%s: expert_gating_func %lld is not supported "
+                return err_setf(c->err, XLLM_ERR_UNSUPPORTED, "%s: expert_gating_func %lld is not supported "
                                    "(supported: 1 softmax, 2 sigmoid)", c->path, (long long)gating);
             if (!(scale >= 0 && scale <= 1e4))
-                return xllm_errorf(c->err, XLLM_ERR_FORMAT, "%s: expert_weights_scale must be in [0, 1e4]", c->path);
+                return err_setf(c->err, XLLM_ERR_FORMAT, "%s: expert_weights_scale must be in [0, 1e4]", c->path);
             put_str(b, "scoring_func", gating == 2 ? "sigmoid" : "softmax");
             /* llama.cpp: a group's score is its two best summed, the bias (when the file has it) only chooses:
              * HF's noaux_tc; a missing bias is zero */
@@ -833,14 +833,14 @@ static xllm_status family_config(cfg_b *b, const arch_info *A, int64_t hidden, i
         arch_num(b, "attn_logit_softcapping", &attn);
         arch_num(b, "final_logit_softcapping", &final);
         if (!(attn >= 0) || !(final >= 0))
-            return xllm_errorf(c->err, XLLM_ERR_FORMAT, "%s: soft-capping values must not be negative", c->path);
+            return err_setf(c->err, XLLM_ERR_FORMAT, "%s: soft-capping values must not be negative", c->path);
         if (attn > 0) put_num(b, "attn_logit_softcapping", attn);
         if (final > 0) put_num(b, "final_logit_softcapping", final);
     }
     if (A->rope_local) {
         double swa = 10000.0;
         arch_num(b, "rope.freq_base_swa", &swa);
-        if (!(swa > 0)) return xllm_errorf(c->err, XLLM_ERR_FORMAT, "%s: rope.freq_base_swa must be positive", c->path);
+        if (!(swa > 0)) return err_setf(c->err, XLLM_ERR_FORMAT, "%s: rope.freq_base_swa must be positive", c->path);
         put_num(b, "rope_local_base_freq", swa);
     }
     if (A->window == ARCH_WIN_PATTERN) { /* period, or one bool per layer */
@@ -850,12 +850,12 @@ static xllm_status family_config(cfg_b *b, const arch_info *A, int64_t hidden, i
         int64_t period;
         if (kv && kv->type != GGUF_ARRAY && gguf_get_int(c, key, &period)) {
             if (period < 1 || period > (1 << 20))
-                return xllm_errorf(c->err, XLLM_ERR_FORMAT, "%s: %s = %lld is not a period", c->path, key,
+                return err_setf(c->err, XLLM_ERR_FORMAT, "%s: %s = %lld is not a period", c->path, key,
                                    (long long)period);
             put_num(b, "sliding_window_pattern", (double)period);
         } else if (kv && gguf_get_num_array(c, key, &arr)) {
             if (arr->arr_n != (uint64_t)layers)
-                return xllm_errorf(c->err, XLLM_ERR_FORMAT, "%s: %s has %llu entries for %lld layers", c->path, key,
+                return err_setf(c->err, XLLM_ERR_FORMAT, "%s: %s has %llu entries for %lld layers", c->path, key,
                                    (unsigned long long)arr->arr_n, (long long)layers);
             cJSON *lt = cJSON_AddArrayToObject(b->cfg, "layer_types");
             b->oom |= !lt;
@@ -871,7 +871,7 @@ static xllm_status build_config(gguf_ctx *c, const arch_info *A, const tinfo *ti
                                 const unsigned char *data, size_t n_tokens, gguf_model *out) {
     const char *arch = A->gguf_arch;
     cfg_b b = {c, arch, cJSON_CreateObject(), 0, ti, nt};
-    if (!b.cfg) return xllm_errorf(c->err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", c->path);
+    if (!b.cfg) return err_setf(c->err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", c->path);
     out->config = b.cfg;
     int is_llama = A->rope_interleaved_gguf; /* llama's layout (and its rope_freqs): llama and Mixtral */
     cJSON *archs = cJSON_AddArrayToObject(b.cfg, "architectures");
@@ -891,16 +891,16 @@ static xllm_status build_config(gguf_ctx *c, const arch_info *A, const tinfo *ti
     int64_t window = arch_int(&b, "attention.sliding_window", 0, 0, (int64_t)1 << 30);
     double eps = 0, theta = 10000.0;
     if (!c->st && !arch_num(&b, "attention.layer_norm_rms_epsilon", &eps) && !c->st)
-        c->st = xllm_errorf(c->err, XLLM_ERR_FORMAT, "%s: missing metadata \"%s.attention.layer_norm_rms_epsilon\"",
+        c->st = err_setf(c->err, XLLM_ERR_FORMAT, "%s: missing metadata \"%s.attention.layer_norm_rms_epsilon\"",
                             c->path, arch);
     arch_num(&b, "rope.freq_base", &theta);
     if (c->st) return c->st;
     if (!(eps > 0) || !(theta > 0))
-        return xllm_errorf(c->err, XLLM_ERR_FORMAT, "%s: rms epsilon and rope.freq_base must be positive", c->path);
+        return err_setf(c->err, XLLM_ERR_FORMAT, "%s: rms epsilon and rope.freq_base must be positive", c->path);
     int64_t head_dim = key_len;
     if (!head_dim) {
         if (hidden % heads)
-            return xllm_errorf(c->err, XLLM_ERR_FORMAT,
+            return err_setf(c->err, XLLM_ERR_FORMAT,
                                "%s: embedding_length %lld is not a multiple of head_count %lld and there is no "
                                "attention.key_length", c->path, (long long)hidden, (long long)heads);
         head_dim = hidden / heads;
@@ -910,16 +910,16 @@ static xllm_status build_config(gguf_ctx *c, const arch_info *A, const tinfo *ti
         val_len = rope_dim = 0;
     }
     if (val_len && val_len != head_dim)
-        return xllm_errorf(c->err, XLLM_ERR_UNSUPPORTED,
+        return err_setf(c->err, XLLM_ERR_UNSUPPORTED,
                            "%s: attention.value_length %lld differs from key_length %lld; not supported", c->path,
                            (long long)val_len, (long long)head_dim);
     (void)experts; /* the row was chosen by it (arch_by_gguf) */
     if (find_tensor(ti, nt, "blk.0.rope_factors_long.weight") || find_tensor(ti, nt, "blk.0.rope_factors_short.weight"))
-        return xllm_errorf(c->err, XLLM_ERR_UNSUPPORTED,
+        return err_setf(c->err, XLLM_ERR_UNSUPPORTED,
                            "%s: per-layer LongRoPE factors (blk.N.rope_factors_*) are not supported; llama.cpp's "
                            "converter writes one rope_factors_long / rope_factors_short pair", c->path);
     if (rope_dim && rope_dim != head_dim)
-        return xllm_errorf(c->err, XLLM_ERR_UNSUPPORTED,
+        return err_setf(c->err, XLLM_ERR_UNSUPPORTED,
                            "%s: rope.dimension_count %lld is not the head size %lld (partial rotary); not supported",
                            c->path, (long long)rope_dim, (long long)head_dim);
 
@@ -964,18 +964,18 @@ static xllm_status build_config(gguf_ctx *c, const arch_info *A, const tinfo *ti
             linear = 1;
             if (!arch_num(&b, "rope.scaling.factor", &factor) || !(factor > 0))
                 if (!c->st)
-                    c->st = xllm_errorf(c->err, XLLM_ERR_FORMAT, "%s: linear rope scaling without a positive factor",
+                    c->st = err_setf(c->err, XLLM_ERR_FORMAT, "%s: linear rope scaling without a positive factor",
                                         c->path);
         } else if (!(st.len == 4 && memcmp(st.p, "none", 4) == 0)) {
             char sbuf[96];
-            return xllm_errorf(c->err, XLLM_ERR_UNSUPPORTED,
+            return err_setf(c->err, XLLM_ERR_UNSUPPORTED,
                                "%s: rope scaling type \"%s\" is not supported (supported: none, linear, llama3 factors)",
                                c->path, show(st.p, st.len, sbuf, sizeof sbuf));
         }
     } else if (arch_num(&b, "rope.scale_linear", &factor) && factor != 1.0) {
         linear = factor > 0;
         if (!linear)
-            return xllm_errorf(c->err, XLLM_ERR_FORMAT, "%s: rope.scale_linear must be positive", c->path);
+            return err_setf(c->err, XLLM_ERR_FORMAT, "%s: rope.scale_linear must be positive", c->path);
     }
     if (c->st) return c->st;
     if (linear && factor != 1.0) {
@@ -985,7 +985,7 @@ static xllm_status build_config(gguf_ctx *c, const arch_info *A, const tinfo *ti
     const tinfo *rl = find_tensor(ti, nt, "rope_factors_long.weight"), *rsh = find_tensor(ti, nt, "rope_factors_short.weight");
     if (rl || rsh) {
         if (linear || !rl || !rsh || find_tensor(ti, nt, "rope_freqs.weight"))
-            return xllm_errorf(c->err, XLLM_ERR_UNSUPPORTED,
+            return err_setf(c->err, XLLM_ERR_UNSUPPORTED,
                                "%s: LongRoPE needs both rope_factors_long and rope_factors_short, and no other rope "
                                "scaling", c->path);
         if (longrope_config(&b, rl, rsh, data, (int)head_dim, ctx_len)) return c->st;
@@ -993,11 +993,11 @@ static xllm_status build_config(gguf_ctx *c, const arch_info *A, const tinfo *ti
     const tinfo *rf = find_tensor(ti, nt, "rope_freqs.weight");
     if (rf) {
         if (!is_llama)
-            return xllm_errorf(c->err, XLLM_ERR_UNSUPPORTED,
+            return err_setf(c->err, XLLM_ERR_UNSUPPORTED,
                                "%s: rope_freqs.weight (per-frequency RoPE factors) is only supported for llama",
                                c->path);
         if (linear)
-            return xllm_errorf(c->err, XLLM_ERR_UNSUPPORTED,
+            return err_setf(c->err, XLLM_ERR_UNSUPPORTED,
                                "%s: both linear rope scaling and rope_freqs.weight; not supported", c->path);
         rope_from_freqs(&b, rf, data, (int)head_dim, theta);
         if (c->st) return c->st;
@@ -1015,7 +1015,7 @@ static xllm_status build_config(gguf_ctx *c, const arch_info *A, const tinfo *ti
     if (bos >= 0 || eos >= 0 || eot >= 0) {
         cJSON *g = cJSON_CreateObject();
         out->generation_config = g;
-        if (!g) return xllm_errorf(c->err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", c->path);
+        if (!g) return err_setf(c->err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", c->path);
         if (bos >= 0) b.oom |= !cJSON_AddNumberToObject(g, "bos_token_id", (double)bos);
         int64_t ids[3] = {eos, eot, eom};
         int n = 0;
@@ -1031,7 +1031,7 @@ static xllm_status build_config(gguf_ctx *c, const arch_info *A, const tinfo *ti
             b.oom |= !arr || !cJSON_AddItemToObject(g, "eos_token_id", arr);
         }
     }
-    if (b.oom) return xllm_errorf(c->err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", c->path);
+    if (b.oom) return err_setf(c->err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", c->path);
     return XLLM_OK;
 }
 
@@ -1061,19 +1061,19 @@ void gguf_close(gguf_model *g) {
 static xllm_status read_header(const char *path, const unsigned char *map, size_t size, uint64_t *n_tensors,
                                uint64_t *n_kv, xllm_error *err) {
     if (size < 4 || memcmp(map, "GGUF", 4) != 0)
-        return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: not a GGUF file (bad magic)", path);
-    if (size < 24) return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: truncated GGUF header (%zu bytes)", path, size);
+        return err_setf(err, XLLM_ERR_FORMAT, "%s: not a GGUF file (bad magic)", path);
+    if (size < 24) return err_setf(err, XLLM_ERR_FORMAT, "%s: truncated GGUF header (%zu bytes)", path, size);
     uint32_t version = rd_u32(map + 4);
     if (version != 2 && version != 3) {
         if (version == 0x03000000u || version == 0x02000000u)
-            return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "%s: big-endian GGUF files are not supported", path);
-        return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "%s: GGUF version %u is not supported (supported: 2, 3)", path,
+            return err_setf(err, XLLM_ERR_UNSUPPORTED, "%s: big-endian GGUF files are not supported", path);
+        return err_setf(err, XLLM_ERR_UNSUPPORTED, "%s: GGUF version %u is not supported (supported: 2, 3)", path,
                            version);
     }
     *n_tensors = rd_u64(map + 8);
     *n_kv = rd_u64(map + 16);
     if (*n_kv > (size - 24) / 13 || *n_tensors > (size - 24) / 32)
-        return xllm_errorf(err, XLLM_ERR_FORMAT,
+        return err_setf(err, XLLM_ERR_FORMAT,
                            "%s: the header claims %llu metadata entries and %llu tensors, more than a %zu-byte file "
                            "can hold (truncated or corrupt)", path, (unsigned long long)*n_kv,
                            (unsigned long long)*n_tensors, size);
@@ -1088,7 +1088,7 @@ static xllm_status find_arch(gguf_ctx *c, const arch_info **out) {
     gguf_str arch_s;
     char arch[32];
     if (!gguf_get_str(c, "general.architecture", &arch_s))
-        return c->st ? c->st : xllm_errorf(err, XLLM_ERR_FORMAT, "%s: no general.architecture", path);
+        return c->st ? c->st : err_setf(err, XLLM_ERR_FORMAT, "%s: no general.architecture", path);
     show(arch_s.p, arch_s.len, arch, sizeof arch);
     char key[80];
     int64_t experts = 0;
@@ -1096,7 +1096,7 @@ static xllm_status find_arch(gguf_ctx *c, const arch_info **out) {
     gguf_get_int(c, key, &experts);
     *out = arch_by_gguf(arch, experts > 0);
     if (*out) return XLLM_OK;
-    return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "%s: architecture \"%s\"%s is not supported (supported: %s)", path,
+    return err_setf(err, XLLM_ERR_UNSUPPORTED, "%s: architecture \"%s\"%s is not supported (supported: %s)", path,
                        arch, experts > 0 ? " with experts" : "", arch_gguf_list());
 }
 
@@ -1113,7 +1113,7 @@ static xllm_status add_tensors(const char *path, st_archive *a, const arch_info 
         int kind = gguf_name_to_hf(A, t->cname, 0, hf, sizeof hf);
         uint64_t E = kind == 2 && t->n_dims == 3 ? t->ne[2] : 1;
         if (kind == 2 && (t->n_dims != 3 || E == 0 || E > (1 << 16) || t->nbytes % E))
-            return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: %s stacks experts but is not 3-D with 1 to 65536 of them",
+            return err_setf(err, XLLM_ERR_FORMAT, "%s: %s stacks experts but is not 3-D with 1 to 65536 of them",
                                path, t->cname);
         for (uint64_t e = 0; e < E; e++) {
             st_tensor s;
@@ -1130,7 +1130,7 @@ static xllm_status add_tensors(const char *path, st_archive *a, const arch_info 
                 s.shape[1] = s.shape[0];
                 s.shape[0] = 1;
             }
-            s.group = xllm_dtype_is_quant(t->dtype) ? gguf_block_elems(t->dtype) : 0;
+            s.group = dtype_is_quant(t->dtype) ? gguf_block_elems(t->dtype) : 0;
             s.nbytes = (size_t)(t->nbytes / E);
             s.data = data + t->offset + (size_t)e * s.nbytes;
             s.file = label;
@@ -1142,7 +1142,7 @@ static xllm_status add_tensors(const char *path, st_archive *a, const arch_info 
 
 xllm_status gguf_open(const char *path, gguf_model *out, xllm_error *err) {
     memset(out, 0, sizeof *out);
-    if (!path) return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "gguf_open: path is NULL");
+    if (!path) return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "gguf_open: path is NULL");
     gguf_kv *kv = NULL;
     tinfo *ti = NULL;
     uint64_t n_tensors = 0, n_named = 0, n_kv = 0;
@@ -1162,7 +1162,7 @@ xllm_status gguf_open(const char *path, gguf_model *out, xllm_error *err) {
     int64_t alignment = GGUF_DEFAULT_ALIGNMENT;
     if (gguf_get_int(&c, "general.alignment", &alignment) &&
         (alignment < 1 || alignment > (1 << 24) || (alignment & (alignment - 1))))
-        st = xllm_errorf(err, XLLM_ERR_FORMAT, "%s: general.alignment %lld is not a power of two", path,
+        st = err_setf(err, XLLM_ERR_FORMAT, "%s: general.alignment %lld is not a power of two", path,
                          (long long)alignment);
     if (c.st) st = c.st;
     if (st) goto done;
@@ -1171,14 +1171,14 @@ xllm_status gguf_open(const char *path, gguf_model *out, xllm_error *err) {
     uint64_t pos = (uint64_t)(cur.p - map);
     uint64_t data_start = (pos + (uint64_t)alignment - 1) / (uint64_t)alignment * (uint64_t)alignment;
     if (n_tensors && data_start > size) {
-        st = xllm_errorf(err, XLLM_ERR_FORMAT, "%s: truncated: the tensor data would start at byte %llu of %zu", path,
+        st = err_setf(err, XLLM_ERR_FORMAT, "%s: truncated: the tensor data would start at byte %llu of %zu", path,
                          (unsigned long long)data_start, size);
         goto done;
     }
     if ((st = check_tensors(path, ti, n_tensors, data_start, size, (uint64_t)alignment, err))) goto done;
     for (uint64_t i = 0; i < n_tensors; i++) {
-        if (!(ti[i].cname = xllm_strndup(ti[i].name.p, ti[i].name.len))) {
-            st = xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+        if (!(ti[i].cname = mem_strndup(ti[i].name.p, ti[i].name.len))) {
+            st = err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
             goto done;
         }
         n_named++;
@@ -1204,7 +1204,7 @@ done:
     xllm_free(ti);
     xllm_free(kv);
     if (st) {
-        if (err && err->code == XLLM_OK) xllm_errorf(err, st, "%s: cannot open", path);
+        if (err && err->code == XLLM_OK) err_setf(err, st, "%s: cannot open", path);
         gguf_close(out);
     }
     return st;

@@ -67,7 +67,7 @@ int gguf_get_int(gguf_ctx *c, const char *key, int64_t *out);   /* any integer t
 int gguf_get_num(gguf_ctx *c, const char *key, double *out);    /* any number; f32 as its shortest decimal */
 int gguf_get_bool(gguf_ctx *c, const char *key, int *out);
 int gguf_get_str(gguf_ctx *c, const char *key, gguf_str *out);
-/* An array of strings: *out (xllm_malloc) holds *n views into the file. */
+/* An array of strings: *out (mem_malloc) holds *n views into the file. */
 int gguf_get_str_array(gguf_ctx *c, const char *key, gguf_str **out, size_t *n);
 /* An array of numbers: element i as double / int64. */
 int gguf_get_num_array(gguf_ctx *c, const char *key, const gguf_kv **out);
@@ -98,7 +98,7 @@ void gguf_llama3_rope_factors(double theta, int dim, double factor, double low, 
                               float *out);
 
 /* Tokenizer synthesis from tokenizer.ggml.* (gguf_tok.c). No tokenizer in the
- * file: both outputs NULL and XLLM_OK. Outputs are xllm_malloc-ed text. */
+ * file: both outputs NULL and XLLM_OK. Outputs are mem_malloc-ed text. */
 xllm_status gguf_tok_synthesize(gguf_ctx *c, int64_t model_max_length, char **tokenizer_json,
                                 char **tokenizer_config_json);
 

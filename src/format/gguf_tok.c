@@ -62,7 +62,7 @@ uint64_t gguf_piece_hash(const char *p, size_t n) {
 int32_t *gguf_slots_new(size_t count, size_t *mask) {
     size_t cap = 16;
     while (cap < 2 * count) cap *= 2; /* a table size (load factor <= 1/2), not a growing array */
-    int32_t *slots = xllm_malloc_array(cap, sizeof *slots);
+    int32_t *slots = mem_malloc_array(cap, sizeof *slots);
     if (!slots) return NULL;
     memset(slots, 0xff, cap * sizeof *slots);
     *mask = cap - 1;
@@ -104,12 +104,12 @@ static int32_t pmap_get(const pmap *m, const char *p, size_t len) {
 typedef struct {
     gguf_ctx *c;
     int oom;
-    xllm_buf scratch; /* NUL-terminated copies of file strings */
+    buf_t scratch; /* NUL-terminated copies of file strings */
 } jb;
 
 static const char *cstr(jb *b, const char *p, size_t len) {
-    xllm_buf_clear(&b->scratch);
-    if (xllm_buf_append(&b->scratch, p, len)) {
+    buf_clear(&b->scratch);
+    if (buf_append(&b->scratch, p, len)) {
         b->oom = 1;
         return "";
     }
@@ -141,34 +141,34 @@ static void add_tok(jb *b, cJSON *parent, const char *key, const gguf_str *t) {
 }
 
 /* The vocabulary and merges (hundreds of thousands of strings) are written
- * as JSON text directly (into an xllm_buf, its error checked once at the
+ * as JSON text directly (into an buf_t, its error checked once at the
  * end); cJSON builds only the small components. */
 
 /* the bytes of p as the inside of a JSON string */
-static void sb_esc(xllm_buf *s, const char *p, size_t n) {
+static void sb_esc(buf_t *s, const char *p, size_t n) {
     size_t run = 0;
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)p[i];
         if (c >= 0x20 && c != '"' && c != '\\') continue;
-        xllm_buf_append(s, p + run, i - run);
+        buf_append(s, p + run, i - run);
         char e[8];
         if (c == '"' || c == '\\') e[0] = '\\', e[1] = (char)c, e[2] = 0;
         else snprintf(e, sizeof e, "\\u%04x", c);
-        xllm_buf_append(s, e, strlen(e));
+        buf_append(s, e, strlen(e));
         run = i + 1;
     }
-    xllm_buf_append(s, p + run, n - run);
+    buf_append(s, p + run, n - run);
 }
 
 /* a cJSON object's text without its closing brace ("{...") */
-static void sb_open_object(xllm_buf *s, const cJSON *o) {
+static void sb_open_object(buf_t *s, const cJSON *o) {
     char *t = cJSON_PrintUnformatted(o);
     if (!t) {
         if (!s->err) s->err = XLLM_BUF_OOM;
         return;
     }
     size_t n = strlen(t);
-    xllm_buf_append(s, t, n ? n - 1 : 0);
+    buf_append(s, t, n ? n - 1 : 0);
     cJSON_free(t);
 }
 
@@ -197,8 +197,8 @@ static void template_processing(jb *b, cJSON *parent, const char *key, const ggu
                                 int64_t eos) {
     cJSON *o = add_obj(b, parent, key);
     if (!o) return;
-    char *bs = bos >= 0 ? xllm_strndup(tok[bos].p, tok[bos].len) : NULL;
-    char *es = eos >= 0 ? xllm_strndup(tok[eos].p, tok[eos].len) : NULL;
+    char *bs = bos >= 0 ? mem_strndup(tok[bos].p, tok[bos].len) : NULL;
+    char *es = eos >= 0 ? mem_strndup(tok[eos].p, tok[eos].len) : NULL;
     if ((bos >= 0 && !bs) || (eos >= 0 && !es)) b->oom = 1;
     add_s(b, o, "type", "TemplateProcessing");
     cJSON *single = add_arr(b, o, "single"), *pair = add_arr(b, o, "pair");
@@ -275,8 +275,8 @@ static uint32_t utf8_chars(const char *p, size_t n) {
 static xllm_status spm_merges(gguf_ctx *c, const gguf_str *tok, const float *score, size_t n, const pmap *pm,
                               smerge **out, size_t *n_out) {
     size_t cap = 1024, len = 0;
-    smerge *m = xllm_malloc_array(cap, sizeof *m);
-    if (!m) return xllm_errorf(c->err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", c->path);
+    smerge *m = mem_malloc_array(cap, sizeof *m);
+    if (!m) return err_setf(c->err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", c->path);
     for (size_t id = 0; id < n; id++) {
         const gguf_str *t = &tok[id];
         /* pieces longer than SPM_MAX_PIECE bytes get no merges: trying every split costs
@@ -289,9 +289,9 @@ static xllm_status spm_merges(gguf_ctx *c, const gguf_str *tok, const float *sco
             if (((unsigned char)t->p[cut] & 0xC0) == 0x80) continue; /* not a character boundary */
             int32_t l = pmap_get(pm, t->p, cut), r = pmap_get(pm, t->p + cut, t->len - cut);
             if (l < 0 || r < 0) continue;
-            if (xllm_array_reserve(&m, &cap, len + 1, sizeof *m, 1024)) {
+            if (array_reserve(&m, &cap, len + 1, sizeof *m, 1024)) {
                 xllm_free(m);
-                return xllm_errorf(c->err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", c->path);
+                return err_setf(c->err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", c->path);
             }
             m[len++] = (smerge){l, r, score[id], chars_left, total - chars_left, 0};
         }
@@ -381,7 +381,7 @@ static xllm_status read_kind(gguf_ctx *c, tok_src *t, int *none) {
     char b[64];
     if (!t->spm && !t->gpt2) {
         printable(b, &model);
-        return xllm_errorf(c->err, XLLM_ERR_UNSUPPORTED,
+        return err_setf(c->err, XLLM_ERR_UNSUPPORTED,
                            "%s: tokenizer model \"%s\" is not supported (supported: llama, gpt2)", c->path, b);
     }
     t->fam = &k_gpt2;
@@ -396,7 +396,7 @@ static xllm_status read_kind(gguf_ctx *c, tok_src *t, int *none) {
             t->regex = gguf_regex_qwen2;
         } else if (!str_is(&pre, "default") && !str_is(&pre, "gpt2")) {
             printable(b, &pre);
-            return xllm_errorf(c->err, XLLM_ERR_UNSUPPORTED,
+            return err_setf(c->err, XLLM_ERR_UNSUPPORTED,
                                "%s: pre-tokenizer \"%s\" (tokenizer.ggml.pre) is not supported (supported: "
                                "llama-bpe, qwen2, deepseek-r1-qwen, default, gpt2)", c->path, b);
         }
@@ -404,28 +404,28 @@ static xllm_status read_kind(gguf_ctx *c, tok_src *t, int *none) {
     return c->st;
 }
 
-#define OOM(c) xllm_errorf((c)->err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory building the tokenizer", (c)->path)
+#define OOM(c) err_setf((c)->err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory building the tokenizer", (c)->path)
 
 /* Step 2: tokens, scores, types, special ids and flags. */
 static xllm_status read_vocab(gguf_ctx *c, tok_src *t) {
     if (!gguf_get_str_array(c, "tokenizer.ggml.tokens", &t->tok, &t->n))
-        return c->st ? c->st : xllm_errorf(c->err, XLLM_ERR_FORMAT, "%s: tokenizer.ggml.tokens is missing", c->path);
+        return c->st ? c->st : err_setf(c->err, XLLM_ERR_FORMAT, "%s: tokenizer.ggml.tokens is missing", c->path);
     size_t n = t->n;
     if (n == 0 || n > (1u << 24))
-        return xllm_errorf(c->err, XLLM_ERR_FORMAT, "%s: tokenizer.ggml.tokens has %zu entries", c->path, n);
+        return err_setf(c->err, XLLM_ERR_FORMAT, "%s: tokenizer.ggml.tokens has %zu entries", c->path, n);
     for (size_t i = 0; i < n; i++)
         if (memchr(t->tok[i].p, 0, t->tok[i].len))
-            return xllm_errorf(c->err, XLLM_ERR_FORMAT, "%s: token %zu holds a NUL byte", c->path, i);
-    t->score = xllm_calloc(n, sizeof *t->score);
-    t->type = xllm_malloc(n);
-    t->in_vocab = xllm_malloc(n);
+            return err_setf(c->err, XLLM_ERR_FORMAT, "%s: token %zu holds a NUL byte", c->path, i);
+    t->score = mem_calloc(n, sizeof *t->score);
+    t->type = mem_malloc(n);
+    t->in_vocab = mem_malloc(n);
     if (!t->score || !t->type || !t->in_vocab) return OOM(c);
     memset(t->type, TT_NORMAL, n);
     memset(t->in_vocab, 1, n);
     const gguf_kv *arr;
     if (gguf_get_num_array(c, "tokenizer.ggml.scores", &arr)) {
         if (arr->arr_n != n)
-            return xllm_errorf(c->err, XLLM_ERR_FORMAT, "%s: %llu scores for %zu tokens", c->path,
+            return err_setf(c->err, XLLM_ERR_FORMAT, "%s: %llu scores for %zu tokens", c->path,
                                (unsigned long long)arr->arr_n, n);
         for (size_t i = 0; i < n; i++) {
             double v = gguf_arr_num(arr, i);
@@ -434,7 +434,7 @@ static xllm_status read_vocab(gguf_ctx *c, tok_src *t) {
     }
     if (gguf_get_num_array(c, "tokenizer.ggml.token_type", &arr)) {
         if (arr->arr_n != n)
-            return xllm_errorf(c->err, XLLM_ERR_FORMAT, "%s: %llu token types for %zu tokens", c->path,
+            return err_setf(c->err, XLLM_ERR_FORMAT, "%s: %llu token types for %zu tokens", c->path,
                                (unsigned long long)arr->arr_n, n);
         for (size_t i = 0; i < n; i++) {
             int64_t v = gguf_arr_int(arr, i);
@@ -460,7 +460,7 @@ static xllm_status read_vocab(gguf_ctx *c, tok_src *t) {
     if (c->st) return c->st;
     if (t->spm && pmap_init(&t->pm, t->tok, n, NULL)) return OOM(c);
     /* added tokens: control / unknown (special), user-defined (not), and bos/eos/unk/pad */
-    t->added = xllm_calloc(n, 1);
+    t->added = mem_calloc(n, 1);
     if (!t->added) return OOM(c);
     for (size_t i = 0; i < n; i++) {
         if (t->type[i] == TT_CONTROL || t->type[i] == TT_UNKNOWN) t->added[i] = 2;
@@ -477,9 +477,9 @@ static xllm_status read_vocab(gguf_ctx *c, tok_src *t) {
 static xllm_status read_bpe_merges(gguf_ctx *c, tok_src *t, jb *b) {
     if (!gguf_get_str_array(c, "tokenizer.ggml.merges", &t->merges, &t->n_merges))
         return c->st ? c->st
-                     : xllm_errorf(c->err, XLLM_ERR_FORMAT, "%s: gpt2 tokenizer without tokenizer.ggml.merges", c->path);
+                     : err_setf(c->err, XLLM_ERR_FORMAT, "%s: gpt2 tokenizer without tokenizer.ggml.merges", c->path);
     size_t n = t->n;
-    uint8_t *excluded = xllm_calloc(n, 1);
+    uint8_t *excluded = mem_calloc(n, 1);
     if (!excluded) return OOM(c);
     size_t n_ex = 0;
     for (size_t i = 0; i < n; i++)
@@ -495,7 +495,7 @@ static xllm_status read_bpe_merges(gguf_ctx *c, tok_src *t, jb *b) {
         const gguf_str *mg = &t->merges[k];
         const char *sp = mg->len > 1 ? memchr(mg->p + 1, ' ', mg->len - 1) : NULL;
         if (!sp || memchr(mg->p, 0, mg->len)) {
-            st = xllm_errorf(c->err, XLLM_ERR_FORMAT,
+            st = err_setf(c->err, XLLM_ERR_FORMAT,
                              "%s: tokenizer.ggml.merges entry %zu is not two tokens separated by a space", c->path, k);
             break;
         }
@@ -679,34 +679,34 @@ static cJSON *json_config(jb *b, const tok_src *t, int64_t model_max_length) {
 /* Step 7: {root fields..., "model": {fields..., "vocab": {...}, "merges": [...]}}
  * as text; NULL when out of memory. */
 static char *json_text(const cJSON *root, const cJSON *mo, const tok_src *t) {
-    xllm_buf out = XLLM_BUF_INIT;
+    buf_t out = BUF_INIT;
     sb_open_object(&out, root);
-    xllm_buf_append(&out, ",\"model\":", 9);
+    buf_append(&out, ",\"model\":", 9);
     sb_open_object(&out, mo);
-    xllm_buf_append(&out, ",\"vocab\":{", 10);
+    buf_append(&out, ",\"vocab\":{", 10);
     int first = 1;
     for (size_t i = 0; i < t->n && !out.err; i++) {
         if (!t->in_vocab[i]) continue;
-        xllm_buf_append(&out, first ? "\"" : ",\"", first ? 1 : 2);
+        buf_append(&out, first ? "\"" : ",\"", first ? 1 : 2);
         sb_esc(&out, t->tok[i].p, t->tok[i].len);
-        xllm_buf_printf(&out, "\":%zu", i);
+        buf_printf(&out, "\":%zu", i);
         first = 0;
     }
-    xllm_buf_append(&out, "},\"merges\":[", 12);
+    buf_append(&out, "},\"merges\":[", 12);
     size_t nm_out = t->gpt2 ? t->n_merges : t->n_sm;
     for (size_t k = 0; k < nm_out && !out.err; k++) {
-        xllm_buf_append(&out, k ? ",\"" : "\"", k ? 2 : 1);
+        buf_append(&out, k ? ",\"" : "\"", k ? 2 : 1);
         if (t->gpt2) {
             sb_esc(&out, t->merges[k].p, t->merges[k].len);
         } else {
             sb_esc(&out, t->tok[t->sm[k].l].p, t->tok[t->sm[k].l].len);
-            xllm_buf_append(&out, " ", 1);
+            buf_append(&out, " ", 1);
             sb_esc(&out, t->tok[t->sm[k].r].p, t->tok[t->sm[k].r].len);
         }
-        xllm_buf_append(&out, "\"", 1);
+        buf_append(&out, "\"", 1);
     }
-    xllm_buf_append(&out, "]}}", 3);
-    return xllm_buf_steal(&out, NULL);
+    buf_append(&out, "]}}", 3);
+    return buf_steal(&out, NULL);
 }
 
 xllm_status gguf_tok_synthesize(gguf_ctx *c, int64_t model_max_length, char **tokenizer_json,
@@ -717,7 +717,7 @@ xllm_status gguf_tok_synthesize(gguf_ctx *c, int64_t model_max_length, char **to
     int none;
     xllm_status st = read_kind(c, &t, &none);
     if (st || none) return st;
-    jb b = {c, 0, XLLM_BUF_INIT};
+    jb b = {c, 0, BUF_INIT};
     cJSON *root = NULL, *cfg = NULL, *mo = NULL;
     char *t2 = NULL;
     if ((st = read_vocab(c, &t))) goto done;
@@ -732,7 +732,7 @@ xllm_status gguf_tok_synthesize(gguf_ctx *c, int64_t model_max_length, char **to
     if (!cfg || !mo || b.oom) goto oom;
     char *text = json_text(root, mo, &t);
     t2 = cJSON_PrintUnformatted(cfg);
-    if (!text || !t2 || !(*tokenizer_config_json = xllm_strdup(t2))) {
+    if (!text || !t2 || !(*tokenizer_config_json = mem_strdup(t2))) {
         xllm_free(text);
         goto oom;
     }
@@ -745,7 +745,7 @@ done:
     cJSON_Delete(root);
     cJSON_Delete(mo);
     cJSON_Delete(cfg);
-    xllm_buf_free(&b.scratch);
+    buf_free(&b.scratch);
     tok_src_free(&t);
     return st;
 }

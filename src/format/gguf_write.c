@@ -43,7 +43,7 @@ typedef struct {
 
 static void wb_put(wbuf *w, const void *src, size_t n) {
     if (w->oom) return;
-    if (n > SIZE_MAX - w->len || xllm_array_reserve(&w->p, &w->cap, w->len + n, 1, 4096)) {
+    if (n > SIZE_MAX - w->len || array_reserve(&w->p, &w->cap, w->len + n, 1, 4096)) {
         w->oom = 1;
         return;
     }
@@ -92,13 +92,13 @@ static const cJSON *cfield(const cJSON *o, const char *k) {
 static int64_t cint(cfg_r *r, const char *k, int64_t def, int64_t lo, int64_t hi) {
     const cJSON *v = cfield(r->cfg, k);
     if (!v) {
-        if (def < 0 && !r->st) r->st = xllm_errorf(r->err, XLLM_ERR_FORMAT, "gguf_write: config has no \"%s\"", k);
+        if (def < 0 && !r->st) r->st = err_setf(r->err, XLLM_ERR_FORMAT, "gguf_write: config has no \"%s\"", k);
         return def < 0 ? 0 : def;
     }
     if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < (double)lo ||
         v->valuedouble > (double)hi) {
         if (!r->st)
-            r->st = xllm_errorf(r->err, XLLM_ERR_FORMAT, "gguf_write: config \"%s\" must be an integer in [%lld, %lld]",
+            r->st = err_setf(r->err, XLLM_ERR_FORMAT, "gguf_write: config \"%s\" must be an integer in [%lld, %lld]",
                                 k, (long long)lo, (long long)hi);
         return def < 0 ? 0 : def;
     }
@@ -109,7 +109,7 @@ static double cnum(cfg_r *r, const cJSON *o, const char *k, double def) {
     const cJSON *v = cfield(o, k);
     if (!v) return def;
     if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble)) {
-        if (!r->st) r->st = xllm_errorf(r->err, XLLM_ERR_FORMAT, "gguf_write: config \"%s\" must be a number", k);
+        if (!r->st) r->st = err_setf(r->err, XLLM_ERR_FORMAT, "gguf_write: config \"%s\" must be a number", k);
         return def;
     }
     return v->valuedouble;
@@ -128,18 +128,18 @@ static xllm_status longrope_read(cfg_r *r, const cJSON *config, const cJSON *rs,
                                  longrope *lr) {
     int half = head_dim / 2;
     const char *names[2] = {"short_factor", "long_factor"};
-    lr->shrt = xllm_malloc_array((size_t)half * 2, sizeof(float));
-    if (!lr->shrt) return r->st = xllm_errorf(r->err, XLLM_ERR_OUT_OF_MEMORY, "gguf_write: out of memory");
+    lr->shrt = mem_malloc_array((size_t)half * 2, sizeof(float));
+    if (!lr->shrt) return r->st = err_setf(r->err, XLLM_ERR_OUT_OF_MEMORY, "gguf_write: out of memory");
     lr->lng = lr->shrt + half;
     for (int k = 0; k < 2; k++) {
         const cJSON *a = cfield(rs, names[k]), *e;
         int n = 0;
         if (!cJSON_IsArray(a) || cJSON_GetArraySize(a) != half)
-            return r->st = xllm_errorf(r->err, XLLM_ERR_FORMAT, "gguf_write: rope_scaling.%s must hold %d numbers",
+            return r->st = err_setf(r->err, XLLM_ERR_FORMAT, "gguf_write: rope_scaling.%s must hold %d numbers",
                                        names[k], half);
         cJSON_ArrayForEach(e, a) {
             if (!cJSON_IsNumber(e) || !(e->valuedouble > 0))
-                return r->st = xllm_errorf(r->err, XLLM_ERR_FORMAT, "gguf_write: rope_scaling.%s must be positive",
+                return r->st = err_setf(r->err, XLLM_ERR_FORMAT, "gguf_write: rope_scaling.%s must be positive",
                                            names[k]);
             (k ? lr->lng : lr->shrt)[n++] = (float)e->valuedouble;
         }
@@ -150,7 +150,7 @@ static xllm_status longrope_read(cfg_r *r, const cJSON *config, const cJSON *rs,
     double af = cnum(r, rs, "attention_factor", 0);
     if (!(af > 0)) af = factor <= 1 ? 1.0 : sqrt(1 + log(factor) / log(orig));
     if (!(orig >= 1) || !isfinite(af))
-        return r->st = xllm_errorf(r->err, XLLM_ERR_FORMAT, "gguf_write: bad longrope rope_scaling");
+        return r->st = err_setf(r->err, XLLM_ERR_FORMAT, "gguf_write: bad longrope rope_scaling");
     lr->orig = orig;
     lr->attn_factor = af;
     return r->st;
@@ -181,7 +181,7 @@ typedef struct {
 } out_list;
 
 static out_tensor *out_new(out_list *l) {
-    if (xllm_array_reserve(&l->t, &l->cap, l->n + 1, sizeof *l->t, 64)) return NULL;
+    if (array_reserve(&l->t, &l->cap, l->n + 1, sizeof *l->t, 64)) return NULL;
     out_tensor *t = &l->t[l->n++];
     memset(t, 0, sizeof *t);
     return t;
@@ -236,33 +236,33 @@ static xllm_status add_tensor(out_list *l, const tensor_ctx *tc, const st_tensor
                               int64_t row0, int64_t nrows, xllm_error *err) {
     uint32_t type;
     if (!ggml_type_of(t, &type)) {
-        if (xllm_dtype_is_quant(t->dtype))
-            return xllm_errorf(err, XLLM_ERR_UNSUPPORTED,
+        if (dtype_is_quant(t->dtype))
+            return err_setf(err, XLLM_ERR_UNSUPPORTED,
                                "gguf_write: tensor %s is %s with group %d; GGUF holds only group 32 (Q8_0, Q4_0, Q4_1)",
-                               t->name, xllm_dtype_name(t->dtype), t->group);
-        return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "gguf_write: tensor %s has type %s, which GGUF does not hold",
-                           t->name, xllm_dtype_name(t->dtype));
+                               t->name, dtype_name(t->dtype), t->group);
+        return err_setf(err, XLLM_ERR_UNSUPPORTED, "gguf_write: tensor %s has type %s, which GGUF does not hold",
+                           t->name, dtype_name(t->dtype));
     }
     if (t->ndim < 1 || t->ndim > 4)
-        return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "gguf_write: tensor %s has %d dimensions (GGUF: 1 to 4)", t->name,
+        return err_setf(err, XLLM_ERR_UNSUPPORTED, "gguf_write: tensor %s has %d dimensions (GGUF: 1 to 4)", t->name,
                            t->ndim);
     int64_t cols = t->shape[t->ndim - 1], rows = 1;
     for (int d = 0; d < t->ndim; d++) {
-        if (t->shape[d] < 1) return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "gguf_write: tensor %s has an empty dimension", t->name);
+        if (t->shape[d] < 1) return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "gguf_write: tensor %s has an empty dimension", t->name);
         if (d < t->ndim - 1) rows *= t->shape[d];
     }
     size_t row_bytes = quant_row_bytes(t->dtype, t->group, cols);
-    if (xllm_dtype_is_quant(t->dtype) && !quant_format_ok(t->dtype, t->group, cols))
-        return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "gguf_write: tensor %s: bad quantized shape", t->name);
+    if (dtype_is_quant(t->dtype) && !quant_format_ok(t->dtype, t->group, cols))
+        return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "gguf_write: tensor %s: bad quantized shape", t->name);
     if (t->ndim == 1) { /* a vector: rows of one element for the permutation */
         rows = cols;
-        row_bytes = xllm_dtype_is_quant(t->dtype) ? row_bytes : xllm_dtype_size(t->dtype);
+        row_bytes = dtype_is_quant(t->dtype) ? row_bytes : dtype_size(t->dtype);
     }
-    size_t want = t->ndim == 1 ? (xllm_dtype_is_quant(t->dtype) ? quant_row_bytes(t->dtype, t->group, cols)
-                                                                 : (size_t)cols * xllm_dtype_size(t->dtype))
+    size_t want = t->ndim == 1 ? (dtype_is_quant(t->dtype) ? quant_row_bytes(t->dtype, t->group, cols)
+                                                                 : (size_t)cols * dtype_size(t->dtype))
                                : (size_t)rows * row_bytes;
     if (t->nbytes != want || !t->data)
-        return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "gguf_write: tensor %s: %zu bytes for a shape that needs %zu",
+        return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "gguf_write: tensor %s: %zu bytes for a shape that needs %zu",
                            t->name, t->nbytes, want);
     if (nrows < 0) row0 = 0, nrows = rows;
 
@@ -274,30 +274,30 @@ static xllm_status add_tensor(out_list *l, const tensor_ctx *tc, const st_tensor
                                                                                                       : tc->n_experts;
     if (expert >= 0) { /* one expert of a stacked [n_experts][rows][cols] tensor */
         if (expert >= n_stack || t->ndim != 2 || nrows != rows)
-            return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "gguf_write: expert tensor %s: expert %d of %lld, or "
+            return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "gguf_write: expert tensor %s: expert %d of %lld, or "
                                "not a whole matrix", hf_name, expert, (long long)n_stack);
         out_tensor *o = out_find(l, name);
         if (!o) {
-            if (!(o = out_new(l))) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "gguf_write: out of memory");
+            if (!(o = out_new(l))) return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "gguf_write: out of memory");
             snprintf(o->name, sizeof o->name, "%s", name);
             o->type = type;
             o->n_dims = 3;
             o->ne[0] = (uint64_t)cols, o->ne[1] = (uint64_t)rows, o->ne[2] = (uint64_t)n_stack;
             o->n_parts = (uint64_t)n_stack;
-            o->parts = xllm_calloc((size_t)n_stack, sizeof *o->parts);
+            o->parts = mem_calloc((size_t)n_stack, sizeof *o->parts);
             o->nbytes = (size_t)n_stack * (size_t)rows * row_bytes;
-            if (!o->parts) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "gguf_write: out of memory");
+            if (!o->parts) return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "gguf_write: out of memory");
         }
         if (o->type != type || o->ne[0] != (uint64_t)cols || o->ne[1] != (uint64_t)rows || o->parts[expert])
-            return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "gguf_write: expert tensor %s differs from its "
+            return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "gguf_write: expert tensor %s differs from its "
                                "siblings (type or shape) or comes twice", hf_name);
         o->parts[expert] = t->data;
         return XLLM_OK;
     }
     out_tensor *o = out_new(l);
-    if (!o) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "gguf_write: out of memory");
+    if (!o) return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "gguf_write: out of memory");
     if (strlen(name) >= GGUF_MAX_NAME)
-        return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "gguf_write: tensor name %s is too long for GGUF (63 bytes)", name);
+        return err_setf(err, XLLM_ERR_UNSUPPORTED, "gguf_write: tensor name %s is too long for GGUF (63 bytes)", name);
     snprintf(o->name, sizeof o->name, "%s", name);
     o->type = type;
     o->n_dims = (uint32_t)t->ndim;
@@ -305,7 +305,7 @@ static xllm_status add_tensor(out_list *l, const tensor_ctx *tc, const st_tensor
     if (t->ndim == 2 && t->shape[0] == 1 && ends_with(hf_name, "shared_expert_gate.weight"))
         o->n_dims = 1; /* llama.cpp's ffn_gate_inp_shexp is a vector */
     if (nrows != rows) { /* a row slice of a fused tensor */
-        if (t->ndim > 2) return xllm_errorf(err, XLLM_ERR_INTERNAL, "gguf_write: cannot slice %s", t->name);
+        if (t->ndim > 2) return err_setf(err, XLLM_ERR_INTERNAL, "gguf_write: cannot slice %s", t->name);
         o->ne[t->ndim - 1] = (uint64_t)nrows;
     }
     o->data = (const unsigned char *)t->data + (size_t)row0 * row_bytes;
@@ -313,11 +313,11 @@ static xllm_status add_tensor(out_list *l, const tensor_ctx *tc, const st_tensor
     o->rows = nrows;
     o->row_bytes = row_bytes;
     if (tc->norm_offset != 0 && t->ndim == 1 && ends_with(hf_name, "norm.weight")) { /* Gemma: GGUF holds 1 + w */
-        if (xllm_dtype_is_quant(t->dtype))
-            return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "gguf_write: quantized norm %s", hf_name);
-        o->owned = xllm_malloc_array((size_t)cols, sizeof(float));
-        if (!o->owned) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "gguf_write: out of memory");
-        xllm_to_f32(t->dtype, t->data, o->owned, (size_t)cols);
+        if (dtype_is_quant(t->dtype))
+            return err_setf(err, XLLM_ERR_UNSUPPORTED, "gguf_write: quantized norm %s", hf_name);
+        o->owned = mem_malloc_array((size_t)cols, sizeof(float));
+        if (!o->owned) return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "gguf_write: out of memory");
+        dtype_to_f32(t->dtype, t->data, o->owned, (size_t)cols);
         for (int64_t i = 0; i < cols; i++) o->owned[i] += tc->norm_offset;
         o->type = GGML_F32;
         o->data = (const unsigned char *)o->owned;
@@ -333,7 +333,7 @@ static xllm_status add_tensor(out_list *l, const tensor_ctx *tc, const st_tensor
     if (tc->is_llama && !tc->interleaved && (is_q || is_k) && t->ndim <= 2) {
         int64_t h = is_q ? tc->heads : tc->kv_heads;
         if (nrows % h || (nrows / h) % 2)
-            return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT,
+            return err_setf(err, XLLM_ERR_INVALID_ARGUMENT,
                                "gguf_write: %s has %lld rows, not %lld heads of an even size", t->name,
                                (long long)nrows, (long long)h);
         o->perm_hd = nrows / h;
@@ -353,28 +353,28 @@ static int ends_with(const char *s, const char *suffix) {
 static xllm_status add_kv_b(out_list *l, const tensor_ctx *tc, const st_tensor *t, xllm_error *err) {
     int64_t H = tc->heads, nope = tc->mla_nope, vd = tc->mla_v, r = tc->mla_rank;
     uint32_t type;
-    if (!ggml_type_of(t, &type) || xllm_dtype_is_quant(t->dtype) || t->ndim != 2 || t->shape[0] != H * (nope + vd) ||
-        t->shape[1] != r || t->nbytes != (size_t)(H * (nope + vd) * r) * xllm_dtype_size(t->dtype))
-        return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "gguf_write: %s must be an F32, F16 or BF16 [%lld, %lld] matrix",
+    if (!ggml_type_of(t, &type) || dtype_is_quant(t->dtype) || t->ndim != 2 || t->shape[0] != H * (nope + vd) ||
+        t->shape[1] != r || t->nbytes != (size_t)(H * (nope + vd) * r) * dtype_size(t->dtype))
+        return err_setf(err, XLLM_ERR_UNSUPPORTED, "gguf_write: %s must be an F32, F16 or BF16 [%lld, %lld] matrix",
                            t->name, (long long)(H * (nope + vd)), (long long)r);
     char gname[256];
     int expert;
     if (!gguf_name_from_hf(tc->A, t->name, gname, sizeof gname, &expert))
-        return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "gguf_write: %s is not a layer tensor", t->name);
+        return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "gguf_write: %s is not a layer tensor", t->name);
     const char *tail = strstr(gname, "attn_kv_b.weight");
-    size_t es = xllm_dtype_size(t->dtype), rb = (size_t)r * es;
+    size_t es = dtype_size(t->dtype), rb = (size_t)r * es;
     const unsigned char *src = t->data;
     for (int part = 0; part < 2; part++) {
         out_tensor *o = out_new(l);
-        if (!o) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "gguf_write: out of memory");
+        if (!o) return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "gguf_write: out of memory");
         snprintf(o->name, sizeof o->name, "%.*s%s", (int)(tail - gname), gname, part ? "attn_v_b.weight" : "attn_k_b.weight");
         int64_t rows = part ? vd : nope;
         o->type = type;
         o->n_dims = 3;
         o->ne[0] = (uint64_t)(part ? r : nope), o->ne[1] = (uint64_t)(part ? vd : r), o->ne[2] = (uint64_t)H;
         o->nbytes = (size_t)(H * rows) * rb;
-        unsigned char *d = xllm_malloc(o->nbytes);
-        if (!d) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "gguf_write: out of memory");
+        unsigned char *d = mem_malloc(o->nbytes);
+        if (!d) return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "gguf_write: out of memory");
         o->owned = (float *)(void *)d;
         o->data = d;
         for (int64_t h = 0; h < H; h++) {
@@ -405,11 +405,11 @@ static xllm_status add_hf_tensor(out_list *l, const tensor_ctx *tc, const st_ten
         size_t plen = strlen(t->name) - strlen(fused[f]);
         char name[512];
         int64_t rows = t->shape[0];
-        if (t->ndim > 2) return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "gguf_write: %s is not a matrix", t->name);
+        if (t->ndim > 2) return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "gguf_write: %s is not a matrix", t->name);
         if (f < 2) {
             int64_t q = tc->heads * head_dim, k = tc->kv_heads * head_dim;
             if (rows != q + 2 * k)
-                return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "gguf_write: %s has %lld rows, q/k/v need %lld",
+                return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "gguf_write: %s has %lld rows, q/k/v need %lld",
                                    t->name, (long long)rows, (long long)(q + 2 * k));
             const char *part[3] = {"q_proj", "k_proj", "v_proj"};
             int64_t start[3] = {0, q, q + k}, n[3] = {q, k, k};
@@ -420,7 +420,7 @@ static xllm_status add_hf_tensor(out_list *l, const tensor_ctx *tc, const st_ten
             }
         } else {
             if (rows != 2 * ff)
-                return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "gguf_write: %s has %lld rows, gate+up need %lld",
+                return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "gguf_write: %s has %lld rows, gate+up need %lld",
                                    t->name, (long long)rows, (long long)(2 * ff));
             for (int p = 0; p < 2; p++) {
                 snprintf(name, sizeof name, "%.*smlp.%s.weight", (int)plen, t->name, p ? "up_proj" : "gate_proj");
@@ -551,12 +551,12 @@ static int merge_parts(const cJSON *m, char **a, char **b) {
     if (cJSON_IsString(m)) {
         const char *s = m->valuestring, *sp = strchr(s, ' ');
         if (!sp || strchr(sp + 1, ' ')) return -1;
-        *a = xllm_strndup(s, (size_t)(sp - s));
-        *b = xllm_strdup(sp + 1);
+        *a = mem_strndup(s, (size_t)(sp - s));
+        *b = mem_strdup(sp + 1);
     } else if (cJSON_IsArray(m) && cJSON_GetArraySize(m) == 2 && cJSON_IsString(cJSON_GetArrayItem(m, 0)) &&
                cJSON_IsString(cJSON_GetArrayItem(m, 1))) {
-        *a = xllm_strdup(cJSON_GetArrayItem(m, 0)->valuestring);
-        *b = xllm_strdup(cJSON_GetArrayItem(m, 1)->valuestring);
+        *a = mem_strdup(cJSON_GetArrayItem(m, 0)->valuestring);
+        *b = mem_strdup(cJSON_GetArrayItem(m, 1)->valuestring);
     } else {
         return -1;
     }
@@ -596,7 +596,7 @@ static int32_t smap_get(const smap *m, const char *s) {
 }
 
 static xllm_status tok_oom(xllm_error *err) {
-    return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "gguf_write: out of memory converting the tokenizer");
+    return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "gguf_write: out of memory converting the tokenizer");
 }
 
 /* The tokenizer's kind: a BPE model, SentencePiece-style (byte fallback) or
@@ -607,12 +607,12 @@ static xllm_status tok_kind(const cJSON *root, tok_out *o, const cJSON **model, 
     const cJSON *vocab = cJSON_GetObjectItemCaseSensitive(*model, "vocab");
     if (!cJSON_IsObject(*model) || (mtype && (!cJSON_IsString(mtype) || strcmp(mtype->valuestring, "BPE") != 0)) ||
         !cJSON_IsObject(vocab))
-        return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "gguf_write: only BPE tokenizers can be written to GGUF");
+        return err_setf(err, XLLM_ERR_UNSUPPORTED, "gguf_write: only BPE tokenizers can be written to GGUF");
     o->spm = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(*model, "byte_fallback"));
     if (!o->spm) {
         o->pre = detect_pre(cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer"));
         if (!o->pre)
-            return xllm_errorf(err, XLLM_ERR_UNSUPPORTED,
+            return err_setf(err, XLLM_ERR_UNSUPPORTED,
                                "gguf_write: the tokenizer's pre-tokenizer has no GGUF name (supported: byte fallback "
                                "SentencePiece-style BPE, and byte-level BPE with the GPT-2, Llama 3 or Qwen2 regex)");
     }
@@ -626,46 +626,46 @@ static xllm_status tok_pieces(const cJSON *root, const cJSON *vocab, int64_t voc
     const cJSON *e;
     cJSON_ArrayForEach(e, vocab) {
         if (!cJSON_IsNumber(e) || e->valuedouble < 0 || e->valuedouble >= (1 << 24) || e->valuedouble != floor(e->valuedouble))
-            return xllm_errorf(err, XLLM_ERR_FORMAT, "gguf_write: tokenizer vocab entry has a bad id");
+            return err_setf(err, XLLM_ERR_FORMAT, "gguf_write: tokenizer vocab entry has a bad id");
         if ((int64_t)e->valuedouble > max_id) max_id = (int64_t)e->valuedouble;
     }
     const cJSON *added = cJSON_GetObjectItemCaseSensitive(root, "added_tokens");
     cJSON_ArrayForEach(e, added) {
         const cJSON *id = cJSON_GetObjectItemCaseSensitive(e, "id"), *ct = cJSON_GetObjectItemCaseSensitive(e, "content");
         if (!cJSON_IsNumber(id) || id->valuedouble < 0 || id->valuedouble >= (1 << 24) || !cJSON_IsString(ct))
-            return xllm_errorf(err, XLLM_ERR_FORMAT, "gguf_write: tokenizer added_tokens entry is malformed");
+            return err_setf(err, XLLM_ERR_FORMAT, "gguf_write: tokenizer added_tokens entry is malformed");
         if ((int64_t)id->valuedouble > max_id) max_id = (int64_t)id->valuedouble;
     }
     size_t n = (size_t)(max_id + 1);
     if (vocab_size > (int64_t)n) n = (size_t)vocab_size; /* llama.cpp wants one token per embedding row */
-    if (n == 0) return xllm_errorf(err, XLLM_ERR_FORMAT, "gguf_write: the tokenizer has no vocabulary");
+    if (n == 0) return err_setf(err, XLLM_ERR_FORMAT, "gguf_write: the tokenizer has no vocabulary");
     o->n = n;
-    o->tok = xllm_calloc(n, sizeof *o->tok);
-    o->score = xllm_calloc(n, sizeof *o->score);
-    o->type = xllm_malloc_array(n, sizeof *o->type);
+    o->tok = mem_calloc(n, sizeof *o->tok);
+    o->score = mem_calloc(n, sizeof *o->score);
+    o->type = mem_malloc_array(n, sizeof *o->type);
     if (!o->tok || !o->score || !o->type) return tok_oom(err);
     for (size_t i = 0; i < n; i++) o->type[i] = 1;
     cJSON_ArrayForEach(e, vocab) {
         size_t id = (size_t)e->valuedouble;
         if (o->tok[id])
-            return xllm_errorf(err, XLLM_ERR_FORMAT, "gguf_write: tokenizer id %zu is given to two pieces", id);
-        if (!(o->tok[id] = xllm_strdup(e->string))) return tok_oom(err);
+            return err_setf(err, XLLM_ERR_FORMAT, "gguf_write: tokenizer id %zu is given to two pieces", id);
+        if (!(o->tok[id] = mem_strdup(e->string))) return tok_oom(err);
         if (o->spm && is_byte_piece(e->string)) o->type[id] = 6;
     }
     cJSON_ArrayForEach(e, added) {
         size_t id = (size_t)cJSON_GetObjectItemCaseSensitive(e, "id")->valuedouble;
         const char *content = cJSON_GetObjectItemCaseSensitive(e, "content")->valuestring;
         if (o->tok[id] && strcmp(o->tok[id], content) != 0)
-            return xllm_errorf(err, XLLM_ERR_FORMAT, "gguf_write: added token %zu (%s) differs from the vocab piece %s",
+            return err_setf(err, XLLM_ERR_FORMAT, "gguf_write: added token %zu (%s) differs from the vocab piece %s",
                                id, content, o->tok[id]);
-        if (!o->tok[id] && !(o->tok[id] = xllm_strdup(content))) return tok_oom(err);
+        if (!o->tok[id] && !(o->tok[id] = mem_strdup(content))) return tok_oom(err);
         o->type[id] = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(e, "special")) ? 3 : 4;
     }
     for (size_t i = 0; i < n; i++) {
         if (o->tok[i]) continue;
         char pad[32];
         snprintf(pad, sizeof pad, "[PAD%zu]", i);
-        if (!(o->tok[i] = xllm_strdup(pad))) return tok_oom(err);
+        if (!(o->tok[i] = mem_strdup(pad))) return tok_oom(err);
         o->type[i] = 5;
     }
     return XLLM_OK;
@@ -677,9 +677,9 @@ static xllm_status tok_merge(tok_out *o, const smap *sm, const char *a, const ch
     size_t la = strlen(a), lb = strlen(b);
     if (!o->spm) {
         if (strchr(a, ' ') || strchr(b, ' '))
-            return xllm_errorf(err, XLLM_ERR_UNSUPPORTED,
+            return err_setf(err, XLLM_ERR_UNSUPPORTED,
                                "gguf_write: tokenizer merge %zu has a piece with a space, which GGUF merges cannot hold", k);
-        char *s = xllm_malloc(la + lb + 2);
+        char *s = mem_malloc(la + lb + 2);
         if (!s) return tok_oom(err);
         memcpy(s, a, la);
         s[la] = ' ';
@@ -687,7 +687,7 @@ static xllm_status tok_merge(tok_out *o, const smap *sm, const char *a, const ch
         o->merges[o->n_merges++] = s;
         return XLLM_OK;
     }
-    char *s = xllm_malloc(la + lb + 1);
+    char *s = mem_malloc(la + lb + 1);
     if (!s) return tok_oom(err);
     memcpy(s, a, la);
     memcpy(s + la, b, lb + 1);
@@ -702,7 +702,7 @@ static xllm_status tok_merge(tok_out *o, const smap *sm, const char *a, const ch
 static xllm_status tok_merges(const cJSON *root, const cJSON *merges, const smap *sm, tok_out *o, xllm_error *err) {
     size_t n = o->n, nm = (size_t)cJSON_GetArraySize(merges);
     if (!o->spm) {
-        o->merges = xllm_calloc(nm ? nm : 1, sizeof *o->merges);
+        o->merges = mem_calloc(nm ? nm : 1, sizeof *o->merges);
         if (!o->merges) return tok_oom(err);
     } else {
         for (size_t i = 0; i < n; i++) o->score[i] = NAN; /* "not produced by a merge" until seen */
@@ -713,7 +713,7 @@ static xllm_status tok_merges(const cJSON *root, const cJSON *merges, const smap
         char *a, *b;
         int r = merge_parts(e, &a, &b);
         if (r == -2) return tok_oom(err);
-        if (r) return xllm_errorf(err, XLLM_ERR_FORMAT, "gguf_write: tokenizer merge %zu is malformed", k);
+        if (r) return err_setf(err, XLLM_ERR_FORMAT, "gguf_write: tokenizer merge %zu is malformed", k);
         xllm_status st = tok_merge(o, sm, a, b, k, err);
         xllm_free(a);
         xllm_free(b);
@@ -768,7 +768,7 @@ static xllm_status tok_specials(const cJSON *root, const cJSON *config, const cJ
         if (*dst[i] >= (int64_t)o->n) *dst[i] = -1;
     if (cJSON_IsObject(cfg)) {
         const cJSON *ct = cJSON_GetObjectItemCaseSensitive(cfg, "chat_template");
-        if (cJSON_IsString(ct) && !(o->chat_template = xllm_strdup(ct->valuestring))) return tok_oom(err);
+        if (cJSON_IsString(ct) && !(o->chat_template = mem_strdup(ct->valuestring))) return tok_oom(err);
     }
     return XLLM_OK;
 }
@@ -785,7 +785,7 @@ static xllm_status tokenizer_to_gguf(const char *tok_json, const char *tok_cfg_j
     smap sm = {0};
     const cJSON *model = NULL;
     if (!cJSON_IsObject(root))
-        st = xllm_errorf(err, XLLM_ERR_FORMAT, "gguf_write: tokenizer.json is not a JSON object");
+        st = err_setf(err, XLLM_ERR_FORMAT, "gguf_write: tokenizer.json is not a JSON object");
     if (!st) st = tok_kind(root, o, &model, err);
     if (!st) st = tok_pieces(root, cJSON_GetObjectItemCaseSensitive(model, "vocab"), vocab_size, o, err);
     if (!st && smap_init(&sm, o->tok, o->n)) st = tok_oom(err);
@@ -832,7 +832,7 @@ static void tokenizer_kvs(wbuf *w, const tok_out *t) {
 /* ------------------------------------------------------------ write */
 
 static xllm_status write_all(FILE *f, const char *tmp, const void *p, size_t n, uint64_t *pos, xllm_error *err) {
-    if (n && fwrite(p, 1, n, f) != n) return xllm_errorf(err, XLLM_ERR_IO, "%s: write failed: %s", tmp, strerror(errno));
+    if (n && fwrite(p, 1, n, f) != n) return err_setf(err, XLLM_ERR_IO, "%s: write failed: %s", tmp, strerror(errno));
     *pos += n;
     return XLLM_OK;
 }
@@ -880,7 +880,7 @@ static xllm_status family_check(const arch_info *A, const cJSON *config, int64_t
         k->groups_used = noaux ? cint(&r, "topk_group", k->groups, 1, 1024) : 1;
         if (r.st) return r.st;
         if ((!noaux && !greedy) || cint(&r, "moe_layer_freq", 1, 1, 1 << 20) != 1)
-            return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "gguf_write: this %s (topk_method other than greedy or "
+            return err_setf(err, XLLM_ERR_UNSUPPORTED, "gguf_write: this %s (topk_method other than greedy or "
                                "noaux_tc, or moe_layer_freq) has no GGUF form llama.cpp reads the same way", mt);
         return r.st;
     }
@@ -895,7 +895,7 @@ static xllm_status family_check(const arch_info *A, const cJSON *config, int64_t
             const cJSON *only = cfield(config, "mlp_only_layers");
             if (cbool(config, "norm_topk_prob") != (A->qk_norm != 0) || cint(&r, "decoder_sparse_step", 1, 1, 1 << 20) != 1 ||
                 (only && cJSON_GetArraySize(only) > 0))
-                return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "gguf_write: this %s (norm_topk_prob, decoder_sparse_step or "
+                return err_setf(err, XLLM_ERR_UNSUPPORTED, "gguf_write: this %s (norm_topk_prob, decoder_sparse_step or "
                                    "mlp_only_layers) has no GGUF form llama.cpp reads the same way", mt);
         }
     }
@@ -912,32 +912,32 @@ static xllm_status family_check(const arch_info *A, const cJSON *config, int64_t
         double qpas = cnum(&r, config, "query_pre_attn_scalar", (double)head_dim);
         int wide = (A->window == ARCH_WIN_EVEN && layers == 46) || (A->window == ARCH_WIN_PATTERN && layers == 62);
         if (!ok || qpas != (wide ? (double)(hidden / heads) : (double)head_dim))
-            return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "gguf_write: this %s's sliding-window pattern or "
+            return err_setf(err, XLLM_ERR_UNSUPPORTED, "gguf_write: this %s's sliding-window pattern or "
                                "query_pre_attn_scalar differs from what llama.cpp assumes for its GGUF form", mt);
     }
     if (A->softcap) {
         k->attn_cap = cnum(&r, config, "attn_logit_softcapping", 0);
         k->final_cap = cnum(&r, config, "final_logit_softcapping", 0);
         if (A->softcap == 2 && (!(k->attn_cap > 0) || !(k->final_cap > 0)))
-            return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "gguf_write: %s without soft-capping has no GGUF form "
+            return err_setf(err, XLLM_ERR_UNSUPPORTED, "gguf_write: %s without soft-capping has no GGUF form "
                                "(llama.cpp then assumes 50 / 30)", mt);
     }
     if (A->rope_local) k->rope_swa = cnum(&r, config, "rope_local_base_freq", 10000.0);
     k->norm_offset = (float)cnum(&r, config, "xllm_norm_offset", A->norm_offset);
     if (cnum(&r, config, "partial_rotary_factor", 1.0) != 1.0)
-        return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "gguf_write: partial rotary embeddings are not written");
+        return err_setf(err, XLLM_ERR_UNSUPPORTED, "gguf_write: partial rotary embeddings are not written");
     return r.st;
 }
 
 xllm_status gguf_write(const char *dest, const st_tensor *tensors, size_t n, const cJSON *config,
                        const char *tokenizer_json, const char *tokenizer_config_json, xllm_error *err) {
     if (!dest || (!tensors && n) || !cJSON_IsObject(config))
-        return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "gguf_write: bad arguments");
+        return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "gguf_write: bad arguments");
     const cJSON *mt = cJSON_GetObjectItemCaseSensitive(config, "model_type");
-    if (!cJSON_IsString(mt)) return xllm_errorf(err, XLLM_ERR_FORMAT, "gguf_write: config has no model_type");
+    if (!cJSON_IsString(mt)) return err_setf(err, XLLM_ERR_FORMAT, "gguf_write: config has no model_type");
     const arch_info *A = arch_by_hf(mt->valuestring);
     if (!A || !A->gguf_writable)
-        return xllm_errorf(err, XLLM_ERR_UNSUPPORTED,
+        return err_setf(err, XLLM_ERR_UNSUPPORTED,
                            "gguf_write: model_type \"%s\" cannot be written to GGUF (supported: the families of "
                            "src/format/arch.c with a GGUF form, mistral excepted)", mt->valuestring);
     const char *arch = A->gguf_arch;
@@ -959,10 +959,10 @@ xllm_status gguf_write(const char *dest, const st_tensor *tensors, size_t n, con
     int interleaved = cbool(config, "xllm_rope_interleaved");
     int is_llama = A->rope_interleaved_gguf;
     if (interleaved && !is_llama && !A->mla) /* (DeepSeek's RoPE pairs are adjacent in both forms) */
-        return xllm_errorf(err, XLLM_ERR_UNSUPPORTED,
+        return err_setf(err, XLLM_ERR_UNSUPPORTED,
                            "gguf_write: %s with interleaved RoPE rows has no GGUF form", arch);
     if (A->window == ARCH_WIN_QWEN && cbool(config, "use_sliding_window"))
-        return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "gguf_write: %s sliding-window attention has no GGUF form", arch);
+        return err_setf(err, XLLM_ERR_UNSUPPORTED, "gguf_write: %s sliding-window attention has no GGUF form", arch);
 
     /* rope scaling */
     longrope lr;
@@ -973,7 +973,7 @@ xllm_status gguf_write(const char *dest, const st_tensor *tensors, size_t n, con
     if (rs) {
         const cJSON *t = cfield(rs, "rope_type");
         if (!t) t = cfield(rs, "type");
-        if (!cJSON_IsString(t)) return xllm_errorf(err, XLLM_ERR_FORMAT, "gguf_write: rope_scaling has no rope_type");
+        if (!cJSON_IsString(t)) return err_setf(err, XLLM_ERR_FORMAT, "gguf_write: rope_scaling has no rope_type");
         rope_type = t->valuestring;
         rfactor = cnum(&r, rs, "factor", 0);
         if (strcmp(rope_type, "default") == 0) {
@@ -983,7 +983,7 @@ xllm_status gguf_write(const char *dest, const st_tensor *tensors, size_t n, con
             rhigh = cnum(&r, rs, "high_freq_factor", 4);
             rorig = cnum(&r, rs, "original_max_position_embeddings", 8192);
             if (!(rlow > 0 && rhigh > rlow && rorig > 0 && rfactor > 0))
-                return xllm_errorf(err, XLLM_ERR_FORMAT, "gguf_write: bad llama3 rope_scaling");
+                return err_setf(err, XLLM_ERR_FORMAT, "gguf_write: bad llama3 rope_scaling");
         } else if (strcmp(rope_type, "longrope") == 0 || strcmp(rope_type, "su") == 0) {
             rope_type = "longrope";
             if (longrope_read(&r, config, rs, (int)head_dim, ctx_len, &lr)) {
@@ -992,12 +992,12 @@ xllm_status gguf_write(const char *dest, const st_tensor *tensors, size_t n, con
             }
             rfactor = 1;
         } else if (strcmp(rope_type, "linear") != 0) {
-            return xllm_errorf(err, XLLM_ERR_UNSUPPORTED,
+            return err_setf(err, XLLM_ERR_UNSUPPORTED,
                                "gguf_write: rope_scaling type \"%s\" has no GGUF form here (supported: linear, "
                                "llama3, longrope)",
                                rope_type);
         }
-        if (rope_type && !(rfactor > 0)) return xllm_errorf(err, XLLM_ERR_FORMAT, "gguf_write: rope_scaling.factor must be > 0");
+        if (rope_type && !(rfactor > 0)) return err_setf(err, XLLM_ERR_FORMAT, "gguf_write: rope_scaling.factor must be > 0");
         if (r.st) return r.st;
     }
 
@@ -1014,7 +1014,7 @@ xllm_status gguf_write(const char *dest, const st_tensor *tensors, size_t n, con
     int has_rope_freqs = 0;
     for (size_t i = 0; i < n && !st; i++) {
         if (!tensors[i].name) {
-            st = xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "gguf_write: tensor %zu has no name", i);
+            st = err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "gguf_write: tensor %zu has no name", i);
             break;
         }
         has_rope_freqs |= strcmp(tensors[i].name, "rope_freqs.weight") == 0;
@@ -1024,7 +1024,7 @@ xllm_status gguf_write(const char *dest, const st_tensor *tensors, size_t n, con
     for (size_t i = 0; i < ol.n; i++)
         for (uint64_t e = 0; e < ol.t[i].n_parts; e++)
             if (!ol.t[i].parts[e]) {
-                st = xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "gguf_write: %s lacks expert %llu", ol.t[i].name,
+                st = err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "gguf_write: %s lacks expert %llu", ol.t[i].name,
                                  (unsigned long long)e);
                 goto done;
             }
@@ -1039,7 +1039,7 @@ xllm_status gguf_write(const char *dest, const st_tensor *tensors, size_t n, con
         o->nbytes = (size_t)head_dim / 2 * sizeof(float);
     }
     if (rope_type && strcmp(rope_type, "llama3") == 0 && !has_rope_freqs) {
-        rope_freqs = xllm_malloc_array((size_t)head_dim / 2, sizeof *rope_freqs);
+        rope_freqs = mem_malloc_array((size_t)head_dim / 2, sizeof *rope_freqs);
         out_tensor *o = rope_freqs ? out_new(&ol) : NULL;
         if (!o) goto oom;
         gguf_llama3_rope_factors(theta, (int)head_dim, rfactor, rlow, rhigh, rorig, rope_freqs);
@@ -1053,7 +1053,7 @@ xllm_status gguf_write(const char *dest, const st_tensor *tensors, size_t n, con
     for (size_t i = 0; i < ol.n; i++)
         for (size_t j = 0; j < i; j++)
             if (strcmp(ol.t[i].name, ol.t[j].name) == 0) {
-                st = xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "gguf_write: two tensors are both %s in GGUF",
+                st = err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "gguf_write: two tensors are both %s in GGUF",
                                  ol.t[i].name);
                 goto done;
             }
@@ -1173,17 +1173,17 @@ xllm_status gguf_write(const char *dest, const st_tensor *tensors, size_t n, con
 
     /* the file */
     size_t dl = strlen(dest);
-    tmp = xllm_malloc(dl + 16);
+    tmp = mem_malloc(dl + 16);
     if (!tmp) goto oom;
     int fd = tmpfile_create(dest, tmp, dl + 16);
     if (fd < 0) {
-        st = xllm_errorf(err, XLLM_ERR_IO, "%s: cannot create a temporary file next to it: %s", dest, strerror(errno));
+        st = err_setf(err, XLLM_ERR_IO, "%s: cannot create a temporary file next to it: %s", dest, strerror(errno));
         goto done;
     }
     f = fdopen(fd, "wb");
     if (!f) {
         close(fd);
-        st = xllm_errorf(err, XLLM_ERR_IO, "%s: %s", tmp, strerror(errno));
+        st = err_setf(err, XLLM_ERR_IO, "%s: %s", tmp, strerror(errno));
         goto done;
     }
     uint64_t pos = 0;
@@ -1202,7 +1202,7 @@ xllm_status gguf_write(const char *dest, const st_tensor *tensors, size_t n, con
         const out_tensor *o = &ol.t[i];
         if ((st = pad(f, tmp, &pos, err))) goto done;
         if (pos - data_start != o->offset) {
-            st = xllm_errorf(err, XLLM_ERR_INTERNAL, "gguf_write: offset bookkeeping error at %s", o->name);
+            st = err_setf(err, XLLM_ERR_INTERNAL, "gguf_write: offset bookkeeping error at %s", o->name);
             goto done;
         }
         if (o->n_parts) {
@@ -1218,24 +1218,24 @@ xllm_status gguf_write(const char *dest, const st_tensor *tensors, size_t n, con
         }
     }
     if (fflush(f) != 0 || fsync(fileno(f)) != 0) {
-        st = xllm_errorf(err, XLLM_ERR_IO, "%s: write failed: %s", tmp, strerror(errno));
+        st = err_setf(err, XLLM_ERR_IO, "%s: write failed: %s", tmp, strerror(errno));
         goto done;
     }
     if (fclose(f) != 0) {
         f = NULL;
-        st = xllm_errorf(err, XLLM_ERR_IO, "%s: close failed: %s", tmp, strerror(errno));
+        st = err_setf(err, XLLM_ERR_IO, "%s: close failed: %s", tmp, strerror(errno));
         goto done;
     }
     f = NULL;
     if (rename(tmp, dest) != 0) {
-        st = xllm_errorf(err, XLLM_ERR_IO, "%s: cannot rename into place: %s", dest, strerror(errno));
+        st = err_setf(err, XLLM_ERR_IO, "%s: cannot rename into place: %s", dest, strerror(errno));
         goto done;
     }
     tmpfile_forget(tmp);
     tmp[0] = 0;
     goto done;
 oom:
-    st = xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "gguf_write: out of memory");
+    st = err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "gguf_write: out of memory");
 done:
     if (f) fclose(f);
     if (tmp && tmp[0]) {

@@ -81,7 +81,7 @@ static int has_suffix(const char *s, const char *suffix) {
 static char *join_path(const char *dir, const char *name) {
     size_t dl = strlen(dir), nl = strlen(name);
     while (dl > 1 && dir[dl - 1] == '/') dl--;
-    char *p = xllm_malloc(dl + 1 + nl + 1);
+    char *p = mem_malloc(dl + 1 + nl + 1);
     if (!p) return NULL;
     memcpy(p, dir, dl);
     p[dl] = '/';
@@ -92,9 +92,9 @@ static char *join_path(const char *dir, const char *name) {
 /* The directory part of path ("." when there is none). */
 static char *dir_of(const char *path) {
     const char *slash = strrchr(path, '/');
-    if (!slash) return xllm_strdup(".");
-    if (slash == path) return xllm_strdup("/");
-    return xllm_strndup(path, (size_t)(slash - path));
+    if (!slash) return mem_strdup(".");
+    if (slash == path) return mem_strdup("/");
+    return mem_strndup(path, (size_t)(slash - path));
 }
 
 /* A JSON number that is a non-negative integer exactly representable. */
@@ -108,10 +108,10 @@ static int json_to_u64(const cJSON *j, uint64_t *out) {
     return 1;
 }
 
-static int parse_dtype(const char *s, xllm_dtype *out) {
+static int parse_dtype(const char *s, dtype_t *out) {
     for (int t = 0; t <= XLLM_DT_BOOL; t++) { /* plain element types only */
-        if (strcmp(s, xllm_dtype_name((xllm_dtype)t)) == 0) {
-            *out = (xllm_dtype)t;
+        if (strcmp(s, dtype_name((dtype_t)t)) == 0) {
+            *out = (dtype_t)t;
             return 1;
         }
     }
@@ -134,35 +134,35 @@ static int cmp_data(const void *x, const void *y) {
 
 /* mmap path whole and append it to a->files; *out points at the new entry. */
 static xllm_status map_file(st_archive *a, const char *path, st_file **out, xllm_error *err) {
-    if (xllm_array_reserve(&a->files, &a->cap_files, a->n_files + 1, sizeof *a->files, 4))
-        return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
-    char *copy = xllm_strdup(path);
-    if (!copy) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+    if (array_reserve(&a->files, &a->cap_files, a->n_files + 1, sizeof *a->files, 4))
+        return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+    char *copy = mem_strdup(path);
+    if (!copy) return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
 
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         int e = errno;
         xllm_free(copy);
-        return xllm_errorf(err, XLLM_ERR_IO, "%s: cannot open: %s", path, strerror(e));
+        return err_setf(err, XLLM_ERR_IO, "%s: cannot open: %s", path, strerror(e));
     }
     struct stat sb;
     if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
         close(fd);
         xllm_free(copy);
-        return xllm_errorf(err, XLLM_ERR_IO, "%s: not a regular file", path);
+        return err_setf(err, XLLM_ERR_IO, "%s: not a regular file", path);
     }
     size_t size = (size_t)sb.st_size;
     if (size < 8) {
         close(fd);
         xllm_free(copy);
-        return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: file too short (%zu bytes) to hold a header", path, size);
+        return err_setf(err, XLLM_ERR_FORMAT, "%s: file too short (%zu bytes) to hold a header", path, size);
     }
     void *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
     int e = errno;
     close(fd);
     if (map == MAP_FAILED) {
         xllm_free(copy);
-        return xllm_errorf(err, XLLM_ERR_IO, "%s: cannot mmap %zu bytes: %s", path, size, strerror(e));
+        return err_setf(err, XLLM_ERR_IO, "%s: cannot mmap %zu bytes: %s", path, size, strerror(e));
     }
     st_file *f = &a->files[a->n_files++];
     f->path = copy;
@@ -177,10 +177,10 @@ static xllm_status map_file(st_archive *a, const char *path, st_file **out, xllm
 
 static xllm_status add_tensor(st_archive *a, const st_file *f, const char *name, xllm_error *err,
                               st_tensor **out) {
-    if (xllm_array_reserve(&a->tensors, &a->cap, a->n + 1, sizeof *a->tensors, 64))
-        return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", f->path);
-    char *copy = xllm_strdup(name);
-    if (!copy) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", f->path);
+    if (array_reserve(&a->tensors, &a->cap, a->n + 1, sizeof *a->tensors, 64))
+        return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", f->path);
+    char *copy = mem_strdup(name);
+    if (!copy) return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", f->path);
     st_tensor *t = &a->tensors[a->n++];
     memset(t, 0, sizeof *t);
     t->name = copy;
@@ -194,28 +194,28 @@ static xllm_status parse_entry(st_archive *a, const st_file *f, const cJSON *ite
                                const unsigned char *data, size_t data_len, xllm_error *err) {
     const char *path = f->path, *name = item->string;
     if (!cJSON_IsObject(item))
-        return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: tensor '%s': entry is not a JSON object", path, name);
+        return err_setf(err, XLLM_ERR_FORMAT, "%s: tensor '%s': entry is not a JSON object", path, name);
 
     const cJSON *jd = cJSON_GetObjectItemCaseSensitive(item, "dtype");
     const cJSON *js = cJSON_GetObjectItemCaseSensitive(item, "shape");
     const cJSON *jo = cJSON_GetObjectItemCaseSensitive(item, "data_offsets");
-    if (!jd) return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: tensor '%s': missing \"dtype\"", path, name);
-    if (!js) return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: tensor '%s': missing \"shape\"", path, name);
+    if (!jd) return err_setf(err, XLLM_ERR_FORMAT, "%s: tensor '%s': missing \"dtype\"", path, name);
+    if (!js) return err_setf(err, XLLM_ERR_FORMAT, "%s: tensor '%s': missing \"shape\"", path, name);
     if (!jo)
-        return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: tensor '%s': missing \"data_offsets\"", path, name);
+        return err_setf(err, XLLM_ERR_FORMAT, "%s: tensor '%s': missing \"data_offsets\"", path, name);
 
     if (!cJSON_IsString(jd))
-        return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: tensor '%s': \"dtype\" is not a string", path, name);
-    xllm_dtype dt;
+        return err_setf(err, XLLM_ERR_FORMAT, "%s: tensor '%s': \"dtype\" is not a string", path, name);
+    dtype_t dt;
     if (!parse_dtype(jd->valuestring, &dt))
-        return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "%s: tensor '%s': unsupported dtype '%s'", path,
+        return err_setf(err, XLLM_ERR_UNSUPPORTED, "%s: tensor '%s': unsupported dtype '%s'", path,
                            name, jd->valuestring);
 
     if (!cJSON_IsArray(js))
-        return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: tensor '%s': \"shape\" is not an array", path, name);
+        return err_setf(err, XLLM_ERR_FORMAT, "%s: tensor '%s': \"shape\" is not an array", path, name);
     int ndim = cJSON_GetArraySize(js);
     if (ndim > ST_MAX_DIMS)
-        return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: tensor '%s': shape has too many dims (%d > %d)", path,
+        return err_setf(err, XLLM_ERR_FORMAT, "%s: tensor '%s': shape has too many dims (%d > %d)", path,
                            name, ndim, ST_MAX_DIMS);
     int64_t shape[ST_MAX_DIMS];
     uint64_t nelem = 1;
@@ -224,7 +224,7 @@ static xllm_status parse_entry(st_archive *a, const st_file *f, const cJSON *ite
     cJSON_ArrayForEach(jdim, js) {
         uint64_t d;
         if (!json_to_u64(jdim, &d))
-            return xllm_errorf(err, XLLM_ERR_FORMAT,
+            return err_setf(err, XLLM_ERR_FORMAT,
                                "%s: tensor '%s': shape dim %d is not a non-negative integer", path, name, i);
         shape[i++] = (int64_t)d;
     }
@@ -234,29 +234,29 @@ static xllm_status parse_entry(st_archive *a, const st_file *f, const cJSON *ite
         if (nelem > UINT64_MAX / d) overflow = 1;
         else nelem *= d;
     }
-    size_t esize = xllm_dtype_size(dt);
+    size_t esize = dtype_size(dt);
     if (overflow || nelem > UINT64_MAX / esize)
-        return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: tensor '%s': shape size overflows", path, name);
+        return err_setf(err, XLLM_ERR_FORMAT, "%s: tensor '%s': shape size overflows", path, name);
     uint64_t want = nelem * esize;
 
     uint64_t begin, end;
     if (!cJSON_IsArray(jo) || cJSON_GetArraySize(jo) != 2 || !json_to_u64(cJSON_GetArrayItem(jo, 0), &begin) ||
         !json_to_u64(cJSON_GetArrayItem(jo, 1), &end))
-        return xllm_errorf(err, XLLM_ERR_FORMAT,
+        return err_setf(err, XLLM_ERR_FORMAT,
                            "%s: tensor '%s': \"data_offsets\" is not [begin, end] of non-negative integers",
                            path, name);
     if (begin > end)
-        return xllm_errorf(err, XLLM_ERR_FORMAT,
+        return err_setf(err, XLLM_ERR_FORMAT,
                            "%s: tensor '%s': data_offsets begin %" PRIu64 " > end %" PRIu64, path, name,
                            begin, end);
     if (end > data_len)
-        return xllm_errorf(err, XLLM_ERR_FORMAT,
+        return err_setf(err, XLLM_ERR_FORMAT,
                            "%s: tensor '%s': data_offsets end %" PRIu64 " beyond the data region (%zu bytes)",
                            path, name, end, data_len);
     if (end - begin != want)
-        return xllm_errorf(err, XLLM_ERR_FORMAT,
+        return err_setf(err, XLLM_ERR_FORMAT,
                            "%s: tensor '%s': data size %" PRIu64 " bytes does not match shape and dtype %s "
-                           "(%" PRIu64 " bytes)", path, name, end - begin, xllm_dtype_name(dt), want);
+                           "(%" PRIu64 " bytes)", path, name, end - begin, dtype_name(dt), want);
 
     st_tensor *t = NULL;
     xllm_status st = add_tensor(a, f, name, err, &t);
@@ -273,8 +273,8 @@ static xllm_status parse_entry(st_archive *a, const st_file *f, const cJSON *ite
 static xllm_status check_overlaps(const st_archive *a, size_t first, const st_file *f, xllm_error *err) {
     size_t n = a->n - first;
     if (n < 2) return XLLM_OK;
-    const st_tensor **v = xllm_malloc_array(n, sizeof *v);
-    if (!v) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", f->path);
+    const st_tensor **v = mem_malloc_array(n, sizeof *v);
+    if (!v) return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", f->path);
     for (size_t i = 0; i < n; i++) v[i] = &a->tensors[first + i];
     qsort(v, n, sizeof *v, cmp_data);
     xllm_status st = XLLM_OK;
@@ -285,7 +285,7 @@ static xllm_status check_overlaps(const st_archive *a, size_t first, const st_fi
         const unsigned char *b = t->data;
         if (last && b < (const unsigned char *)last->data + last->nbytes) {
             const unsigned char *base = f->map;
-            st = xllm_errorf(err, XLLM_ERR_FORMAT,
+            st = err_setf(err, XLLM_ERR_FORMAT,
                              "%s: tensors '%s' and '%s' overlap (bytes %td..%td and %td..%td of the file)",
                              f->path, last->name, t->name, (const unsigned char *)last->data - base,
                              (const unsigned char *)last->data + last->nbytes - base, b - base,
@@ -304,11 +304,11 @@ static xllm_status parse_file(st_archive *a, const st_file *f, xllm_error *err) 
     uint64_t hlen = 0;
     for (int i = 7; i >= 0; i--) hlen = (hlen << 8) | f->map[i];
     if (hlen > ST_MAX_HEADER)
-        return xllm_errorf(err, XLLM_ERR_FORMAT,
+        return err_setf(err, XLLM_ERR_FORMAT,
                            "%s: header length %" PRIu64 " is too large (limit %" PRIu64 " bytes); not a "
                            "safetensors file?", path, hlen, ST_MAX_HEADER);
     if (hlen > f->size - 8)
-        return xllm_errorf(err, XLLM_ERR_FORMAT,
+        return err_setf(err, XLLM_ERR_FORMAT,
                            "%s: header length %" PRIu64 " runs beyond the end of the file (%zu bytes)", path,
                            hlen, f->size);
     size_t hl = (size_t)hlen;
@@ -316,13 +316,13 @@ static xllm_status parse_file(st_archive *a, const st_file *f, xllm_error *err) 
     size_t data_len = f->size - 8 - hl;
 
     /* Parse a NUL-terminated copy so cJSON can never read past the mapping. */
-    char *text = xllm_malloc(hl + 1);
-    if (!text) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory for header", path);
+    char *text = mem_malloc(hl + 1);
+    if (!text) return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory for header", path);
     memcpy(text, f->map + 8, hl);
     text[hl] = 0;
-    if (xllm_json_has_nul(text, hl)) { /* a tensor name cut at a NUL would be another name */
+    if (json_has_nul(text, hl)) { /* a tensor name cut at a NUL would be another name */
         xllm_free(text);
-        return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: header: a string holds a NUL character (\\u0000)", path);
+        return err_setf(err, XLLM_ERR_FORMAT, "%s: header: a string holds a NUL character (\\u0000)", path);
     }
     const char *end = NULL;
     cJSON *root = hl ? cJSON_ParseWithLengthOpts(text, hl, &end, 0) : NULL;
@@ -336,21 +336,21 @@ static xllm_status parse_file(st_archive *a, const st_file *f, xllm_error *err) 
             }
         }
     }
-    if (!root && hl && xllm_json_well_formed(text, hl)) { /* then cJSON ran out of memory */
+    if (!root && hl && json_well_formed(text, hl)) { /* then cJSON ran out of memory */
         xllm_free(text);
-        return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory parsing the header", path);
+        return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory parsing the header", path);
     }
     if (!root) {
         size_t off = end && end >= text ? (size_t)(end - text) : 0;
         xllm_free(text);
-        return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: header is not valid JSON (near byte %zu of %zu)", path,
+        return err_setf(err, XLLM_ERR_FORMAT, "%s: header is not valid JSON (near byte %zu of %zu)", path,
                            off, hl);
     }
     xllm_free(text);
 
     xllm_status st = XLLM_OK;
     if (!cJSON_IsObject(root)) {
-        st = xllm_errorf(err, XLLM_ERR_FORMAT, "%s: header is not a JSON object", path);
+        st = err_setf(err, XLLM_ERR_FORMAT, "%s: header is not a JSON object", path);
         goto done;
     }
     size_t first = a->n;
@@ -358,13 +358,13 @@ static xllm_status parse_file(st_archive *a, const st_file *f, xllm_error *err) 
     cJSON_ArrayForEach(item, root) {
         if (strcmp(item->string, "__metadata__") == 0) {
             if (!cJSON_IsObject(item)) {
-                st = xllm_errorf(err, XLLM_ERR_FORMAT, "%s: \"__metadata__\" is not a JSON object", path);
+                st = err_setf(err, XLLM_ERR_FORMAT, "%s: \"__metadata__\" is not a JSON object", path);
                 goto done;
             }
             const cJSON *m;
             cJSON_ArrayForEach(m, item) {
                 if (!cJSON_IsString(m)) {
-                    st = xllm_errorf(err, XLLM_ERR_FORMAT, "%s: \"__metadata__\" value '%s' is not a string",
+                    st = err_setf(err, XLLM_ERR_FORMAT, "%s: \"__metadata__\" value '%s' is not a string",
                                      path, m->string);
                     goto done;
                 }
@@ -387,8 +387,8 @@ static xllm_status finish(st_archive *a, xllm_error *err) {
         const st_tensor *p = &a->tensors[i - 1], *t = &a->tensors[i];
         if (strcmp(p->name, t->name) == 0) {
             if (p->file == t->file)
-                return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: duplicate tensor name '%s'", t->file, t->name);
-            return xllm_errorf(err, XLLM_ERR_FORMAT, "duplicate tensor name '%s' in %s and %s", t->name,
+                return err_setf(err, XLLM_ERR_FORMAT, "%s: duplicate tensor name '%s'", t->file, t->name);
+            return err_setf(err, XLLM_ERR_FORMAT, "duplicate tensor name '%s' in %s and %s", t->name,
                                p->file, t->file);
         }
     }
@@ -411,45 +411,45 @@ static st_file *find_shard(const st_archive *a, const char *shard) {
 
 static xllm_status open_index(st_archive *a, const char *index_path, xllm_error *err) {
     cJSON *doc;
-    xllm_status st = xllm_json_load(index_path, &doc, err);
+    xllm_status st = json_file_load(index_path, &doc, err);
     if (st) return st;
     char *dir = dir_of(index_path);
     if (!dir) {
         cJSON_Delete(doc);
-        return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", index_path);
+        return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", index_path);
     }
     const cJSON *wm = NULL, *e;
     if (!cJSON_IsObject(doc)) {
-        st = xllm_errorf(err, XLLM_ERR_FORMAT, "%s: not a JSON object", index_path);
+        st = err_setf(err, XLLM_ERR_FORMAT, "%s: not a JSON object", index_path);
         goto done;
     }
     wm = cJSON_GetObjectItemCaseSensitive(doc, "weight_map");
     if (!wm) {
-        st = xllm_errorf(err, XLLM_ERR_FORMAT, "%s: missing \"weight_map\"", index_path);
+        st = err_setf(err, XLLM_ERR_FORMAT, "%s: missing \"weight_map\"", index_path);
         goto done;
     }
     if (!cJSON_IsObject(wm) || !wm->child) {
-        st = xllm_errorf(err, XLLM_ERR_FORMAT, "%s: \"weight_map\" is not a non-empty JSON object", index_path);
+        st = err_setf(err, XLLM_ERR_FORMAT, "%s: \"weight_map\" is not a non-empty JSON object", index_path);
         goto done;
     }
 
     /* Map and parse each distinct shard once. */
     cJSON_ArrayForEach(e, wm) {
         if (!cJSON_IsString(e) || !e->valuestring[0]) {
-            st = xllm_errorf(err, XLLM_ERR_FORMAT, "%s: weight_map entry '%s' is not a shard file name",
+            st = err_setf(err, XLLM_ERR_FORMAT, "%s: weight_map entry '%s' is not a shard file name",
                              index_path, e->string);
             goto done;
         }
         if (find_shard(a, e->valuestring)) continue;
         char *shard_path = join_path(dir, e->valuestring);
-        char *shard = xllm_strdup(e->valuestring);
+        char *shard = mem_strdup(e->valuestring);
         st_file *f = NULL;
-        if (!shard_path || !shard) st = xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", index_path);
+        if (!shard_path || !shard) st = err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", index_path);
         else st = map_file(a, shard_path, &f, err);
         xllm_free(shard_path);
         if (st) {
             xllm_free(shard);
-            if (st == XLLM_ERR_IO) xllm_error_prefix(err, "%s: shard '%s' of weight_map", index_path, e->valuestring);
+            if (st == XLLM_ERR_IO) err_prefix(err, "%s: shard '%s' of weight_map", index_path, e->valuestring);
             goto done;
         }
         f->shard = shard;
@@ -464,12 +464,12 @@ static xllm_status open_index(st_archive *a, const char *index_path, xllm_error 
         const st_tensor *t = st_find(a, e->string);
         const st_file *f = find_shard(a, e->valuestring);
         if (!t) {
-            st = xllm_errorf(err, XLLM_ERR_FORMAT, "%s: tensor '%s' listed in weight_map is missing from shard %s",
+            st = err_setf(err, XLLM_ERR_FORMAT, "%s: tensor '%s' listed in weight_map is missing from shard %s",
                              index_path, e->string, f->path);
             goto done;
         }
         if (t->file != f->path) {
-            st = xllm_errorf(err, XLLM_ERR_FORMAT,
+            st = err_setf(err, XLLM_ERR_FORMAT,
                              "%s: tensor '%s' listed in weight_map under shard %s is missing from it (found in %s)",
                              index_path, e->string, f->path, t->file);
             goto done;
@@ -485,23 +485,23 @@ done:
 
 st_archive *st_open(const char *path, xllm_error *err) {
     if (!path) {
-        xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "st_open: path is NULL");
+        err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "st_open: path is NULL");
         return NULL;
     }
-    st_archive *a = xllm_calloc(1, sizeof *a);
+    st_archive *a = mem_calloc(1, sizeof *a);
     if (!a) {
-        xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+        err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
         return NULL;
     }
     xllm_status st;
-    if (xllm_is_dir(path)) {
+    if (file_is_dir(path)) {
         char *single = join_path(path, "model.safetensors");
         char *index = join_path(path, "model.safetensors.index.json");
-        if (!single || !index) st = xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
-        else if (xllm_file_exists(single)) st = open_single(a, single, err);
-        else if (xllm_file_exists(index)) st = open_index(a, index, err);
+        if (!single || !index) st = err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+        else if (path_exists(single)) st = open_single(a, single, err);
+        else if (path_exists(index)) st = open_index(a, index, err);
         else
-            st = xllm_errorf(err, XLLM_ERR_IO, "%s: no model.safetensors or model.safetensors.index.json in directory",
+            st = err_setf(err, XLLM_ERR_IO, "%s: no model.safetensors or model.safetensors.index.json in directory",
                              path);
         xllm_free(single);
         xllm_free(index);
@@ -550,8 +550,8 @@ const st_tensor *st_at(const st_archive *a, size_t i) { return a && i < a->n ? &
 /* ------------------------------------------------------- builder (other formats) */
 
 st_archive *st_archive_new(xllm_error *err) {
-    st_archive *a = xllm_calloc(1, sizeof *a);
-    if (!a) xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+    st_archive *a = mem_calloc(1, sizeof *a);
+    if (!a) err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
     return a;
 }
 
@@ -570,10 +570,10 @@ xllm_status st_archive_add(st_archive *a, const st_tensor *src, xllm_error *err)
     const st_file *f = NULL;
     for (size_t i = 0; i < a->n_files && !f; i++)
         if (a->files[i].path == src->file) f = &a->files[i];
-    if (!f) return xllm_errorf(err, XLLM_ERR_INTERNAL, "st_archive_add: tensor %s is not in a mapped file", src->name);
+    if (!f) return err_setf(err, XLLM_ERR_INTERNAL, "st_archive_add: tensor %s is not in a mapped file", src->name);
     const unsigned char *p = src->data;
     if (p < f->map || src->nbytes > f->size || (size_t)(p - f->map) > f->size - src->nbytes)
-        return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: tensor '%s' lies outside the file", f->path, src->name);
+        return err_setf(err, XLLM_ERR_FORMAT, "%s: tensor '%s' lies outside the file", f->path, src->name);
     st_tensor *t;
     xllm_status st = add_tensor(a, f, src->name, err, &t);
     if (st) return st;

@@ -19,7 +19,7 @@
 
 typedef struct st_tensor {
     const char *name;        /* owned by the archive */
-    xllm_dtype dtype;
+    dtype_t dtype;
     int ndim;
     int64_t shape[ST_MAX_DIMS];
     int group;               /* block-quantized types: elements per scale group (else 0) */

@@ -42,7 +42,7 @@ struct xf_writer {
 
 static xllm_status wr(xf_writer *w, const void *p, size_t n, xllm_error *err) {
     if (n && fwrite(p, 1, n, w->f) != n)
-        return xllm_errorf(err, XLLM_ERR_IO, "%s: write failed: %s", w->tmp, strerror(errno));
+        return err_setf(err, XLLM_ERR_IO, "%s: write failed: %s", w->tmp, strerror(errno));
     w->pos += n;
     return XLLM_OK;
 }
@@ -54,27 +54,27 @@ static xllm_status pad_to(xf_writer *w, uint64_t align, xllm_error *err) {
 }
 
 xf_writer *xf_writer_open(const char *dest, xllm_error *err) {
-    xf_writer *w = xllm_calloc(1, sizeof *w);
+    xf_writer *w = mem_calloc(1, sizeof *w);
     if (!w) {
-        xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+        err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
         return NULL;
     }
     size_t n = strlen(dest);
-    w->dest = xllm_strdup(dest);
-    w->tmp = xllm_malloc(n + 16);
+    w->dest = mem_strdup(dest);
+    w->tmp = mem_malloc(n + 16);
     if (!w->dest || !w->tmp) {
-        xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+        err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
         goto fail;
     }
     int fd = tmpfile_create(dest, w->tmp, n + 16);
     if (fd < 0) {
-        xllm_errorf(err, XLLM_ERR_IO, "%s: cannot create a temporary file next to it: %s", dest, strerror(errno));
+        err_setf(err, XLLM_ERR_IO, "%s: cannot create a temporary file next to it: %s", dest, strerror(errno));
         goto fail;
     }
     w->f = fdopen(fd, "wb");
     if (!w->f) {
         close(fd);
-        xllm_errorf(err, XLLM_ERR_IO, "%s: %s", w->tmp, strerror(errno));
+        err_setf(err, XLLM_ERR_IO, "%s: %s", w->tmp, strerror(errno));
         goto fail;
     }
     unsigned char header[HEADER_SIZE] = {0}; /* placeholder; the real one is written last */
@@ -86,17 +86,17 @@ fail:
 }
 
 static xllm_status table_append(xf_writer *w, const void *p, size_t n, xllm_error *err) {
-    if (n > SIZE_MAX - w->table_len || xllm_array_reserve(&w->table, &w->table_cap, w->table_len + n, 1, 4096))
-        return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+    if (n > SIZE_MAX - w->table_len || array_reserve(&w->table, &w->table_cap, w->table_len + n, 1, 4096))
+        return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
     memcpy(w->table + w->table_len, p, n);
     w->table_len += n;
     return XLLM_OK;
 }
 
-xllm_status xf_writer_add(xf_writer *w, const char *name, xllm_dtype dtype, int group, int ndim, const int64_t *shape,
+xllm_status xf_writer_add(xf_writer *w, const char *name, dtype_t dtype, int group, int ndim, const int64_t *shape,
                           const void *data, size_t nbytes, xllm_error *err) {
     if (ndim < 1 || ndim > ST_MAX_DIMS)
-        return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "%s: %d dimensions", name, ndim);
+        return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "%s: %d dimensions", name, ndim);
     xllm_status st = pad_to(w, XF_ALIGN, err);
     if (st) return st;
     uint64_t offset = w->pos;
@@ -126,7 +126,7 @@ xllm_status xf_writer_finish(xf_writer *w, const cJSON *meta, xllm_error *err) {
     char *meta_text = cJSON_PrintUnformatted(meta);
     xllm_status st = XLLM_OK;
     if (!meta_text) {
-        st = xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory serializing metadata");
+        st = err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory serializing metadata");
         goto fail;
     }
     size_t meta_len = strlen(meta_text);
@@ -140,7 +140,7 @@ xllm_status xf_writer_finish(xf_writer *w, const cJSON *meta, xllm_error *err) {
 
     XXH64_state_t *h = XXH64_createState();
     if (!h) {
-        st = xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+        st = err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
         goto fail;
     }
     XXH64_reset(h, 0);
@@ -161,17 +161,17 @@ xllm_status xf_writer_finish(xf_writer *w, const cJSON *meta, xllm_error *err) {
     put_u64(header + 56, sum);
     if (fseek(w->f, 0, SEEK_SET) != 0 || fwrite(header, 1, sizeof header, w->f) != sizeof header ||
         fflush(w->f) != 0 || fsync(fileno(w->f)) != 0) {
-        st = xllm_errorf(err, XLLM_ERR_IO, "%s: write failed: %s", w->tmp, strerror(errno));
+        st = err_setf(err, XLLM_ERR_IO, "%s: write failed: %s", w->tmp, strerror(errno));
         goto fail;
     }
     if (fclose(w->f) != 0) {
         w->f = NULL;
-        st = xllm_errorf(err, XLLM_ERR_IO, "%s: close failed: %s", w->tmp, strerror(errno));
+        st = err_setf(err, XLLM_ERR_IO, "%s: close failed: %s", w->tmp, strerror(errno));
         goto fail;
     }
     w->f = NULL;
     if (rename(w->tmp, w->dest) != 0) {
-        st = xllm_errorf(err, XLLM_ERR_IO, "%s: cannot rename into place: %s", w->dest, strerror(errno));
+        st = err_setf(err, XLLM_ERR_IO, "%s: cannot rename into place: %s", w->dest, strerror(errno));
         goto fail;
     }
     tmpfile_forget(w->tmp);
@@ -215,14 +215,14 @@ static xllm_status parse_table(st_archive *a, const char *label, const unsigned 
     size_t index = 0;
     char name[1024];
     while (p < end) {
-        if ((size_t)(end - p) < 16) return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: tensor table entry %zu truncated", label, index);
+        if ((size_t)(end - p) < 16) return err_setf(err, XLLM_ERR_FORMAT, "%s: tensor table entry %zu truncated", label, index);
         uint32_t name_len = get_u32(p), dtype = get_u32(p + 4), group = get_u32(p + 8), ndim = get_u32(p + 12);
         p += 16;
         if (ndim < 1 || ndim > ST_MAX_DIMS || name_len == 0 || name_len >= sizeof name)
-            return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: tensor table entry %zu is malformed", label, index);
+            return err_setf(err, XLLM_ERR_FORMAT, "%s: tensor table entry %zu is malformed", label, index);
         size_t need = 8 * (size_t)ndim + 16 + name_len + (8 - name_len % 8) % 8;
         if ((size_t)(end - p) < need)
-            return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: tensor table entry %zu truncated", label, index);
+            return err_setf(err, XLLM_ERR_FORMAT, "%s: tensor table entry %zu truncated", label, index);
         st_tensor t;
         memset(&t, 0, sizeof t);
         t.ndim = (int)ndim;
@@ -242,26 +242,26 @@ static xllm_status parse_table(st_archive *a, const char *label, const unsigned 
         name[name_len] = 0;
         p += name_len + (8 - name_len % 8) % 8;
         if (dtype >= XLLM_DT_COUNT)
-            return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "%s: tensor %s has unknown type code %u (written by a newer xllm?)",
+            return err_setf(err, XLLM_ERR_UNSUPPORTED, "%s: tensor %s has unknown type code %u (written by a newer xllm?)",
                                label, name, dtype);
-        t.dtype = (xllm_dtype)dtype;
+        t.dtype = (dtype_t)dtype;
         t.group = (int)group;
         uint64_t want;
-        if (xllm_dtype_is_quant(t.dtype)) {
+        if (dtype_is_quant(t.dtype)) {
             int64_t cols = t.shape[ndim - 1];
             if (overflow || !quant_format_ok(t.dtype, t.group, cols))
-                return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: tensor %s: bad quantized shape/group", label, name);
+                return err_setf(err, XLLM_ERR_FORMAT, "%s: tensor %s: bad quantized shape/group", label, name);
             want = (nelem / (uint64_t)cols) * quant_row_bytes(t.dtype, t.group, cols);
         } else {
             if (overflow || nelem > UINT64_MAX / 8)
-                return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: tensor %s: shape overflows", label, name);
-            want = nelem * xllm_dtype_size(t.dtype);
+                return err_setf(err, XLLM_ERR_FORMAT, "%s: tensor %s: shape overflows", label, name);
+            want = nelem * dtype_size(t.dtype);
         }
         if (nbytes != want)
-            return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: tensor %s: %llu bytes stored, shape and type need %llu", label,
+            return err_setf(err, XLLM_ERR_FORMAT, "%s: tensor %s: %llu bytes stored, shape and type need %llu", label,
                                name, (unsigned long long)nbytes, (unsigned long long)want);
         if (off % XF_ALIGN || off < HEADER_SIZE || off > size || nbytes > size - off)
-            return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: tensor %s: data [%llu, +%llu) is outside the file or unaligned",
+            return err_setf(err, XLLM_ERR_FORMAT, "%s: tensor %s: data [%llu, +%llu) is outside the file or unaligned",
                                label, name, (unsigned long long)off, (unsigned long long)nbytes);
         t.name = name;
         t.data = map + off;
@@ -289,8 +289,8 @@ static int cmp_extent(const void *a, const void *b) {
 static xllm_status check_extents(const st_archive *a, const char *label, const unsigned char *map, uint64_t meta_off,
                                  uint64_t meta_len, uint64_t table_off, uint64_t table_len, xllm_error *err) {
     size_t n = st_count(a);
-    extent *x = xllm_malloc_array(n + 2, sizeof *x);
-    if (!x) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", label);
+    extent *x = mem_malloc_array(n + 2, sizeof *x);
+    if (!x) return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", label);
     size_t k = 0;
     x[k++] = (extent){meta_off, meta_off + meta_len, "the metadata", 0};
     x[k++] = (extent){table_off, table_off + table_len, "the tensor table", 0};
@@ -305,7 +305,7 @@ static xllm_status check_extents(const st_archive *a, const char *label, const u
     for (size_t i = 0; i < k && !st; i++) {
         if (x[i].end == x[i].start) continue;
         if (last != SIZE_MAX && x[i].start < x[last].end)
-            st = xllm_errorf(err, XLLM_ERR_FORMAT, "%s: %s%s and %s%s overlap in the file", label,
+            st = err_setf(err, XLLM_ERR_FORMAT, "%s: %s%s and %s%s overlap in the file", label,
                              x[last].tensor ? "tensor " : "", x[last].what, x[i].tensor ? "tensor " : "", x[i].what);
         if (last == SIZE_MAX || x[i].end > x[last].end) last = i;
     }
@@ -323,36 +323,36 @@ st_archive *xf_open(const char *path, cJSON **meta, xllm_error *err) {
     xllm_status st = st_archive_map(a, path, &map, &size, &label, err);
     if (st) goto fail;
     if (size < HEADER_SIZE || memcmp(map, XF_MAGIC, 8) != 0) {
-        xllm_errorf(err, XLLM_ERR_FORMAT, "%s: not an .xllm file (bad magic)", path);
+        err_setf(err, XLLM_ERR_FORMAT, "%s: not an .xllm file (bad magic)", path);
         goto fail;
     }
     uint32_t version = get_u32(map + 8);
     if (version > XF_VERSION) {
-        xllm_errorf(err, XLLM_ERR_UNSUPPORTED,
+        err_setf(err, XLLM_ERR_UNSUPPORTED,
                     "%s: format version %u is newer than this xllm reads (%d): upgrade xllm", path, version, XF_VERSION);
         goto fail;
     }
     if (version == 0 || get_u32(map + 12) != HEADER_SIZE) {
-        xllm_errorf(err, XLLM_ERR_FORMAT, "%s: corrupt header", path);
+        err_setf(err, XLLM_ERR_FORMAT, "%s: corrupt header", path);
         goto fail;
     }
     uint64_t meta_off = get_u64(map + 16), meta_len = get_u64(map + 24), table_off = get_u64(map + 32),
              table_len = get_u64(map + 40), file_size = get_u64(map + 48), sum = get_u64(map + 56);
     if (file_size != size) {
-        xllm_errorf(err, XLLM_ERR_FORMAT, "%s: file is %zu bytes but its header says %llu (truncated or appended to)",
+        err_setf(err, XLLM_ERR_FORMAT, "%s: file is %zu bytes but its header says %llu (truncated or appended to)",
                     path, size, (unsigned long long)file_size);
         goto fail;
     }
     if (meta_off < HEADER_SIZE || meta_off > size || meta_len > size - meta_off || table_off > size ||
         table_len > size - table_off) {
-        xllm_errorf(err, XLLM_ERR_FORMAT, "%s: metadata or tensor table lies outside the file", path);
+        err_setf(err, XLLM_ERR_FORMAT, "%s: metadata or tensor table lies outside the file", path);
         goto fail;
     }
     /* the metadata and the table apart (the archive is still empty; every tensor is checked once read) */
     if ((st = check_extents(a, label, map, meta_off, meta_len, table_off, table_len, err))) goto fail;
     XXH64_state_t *h = XXH64_createState();
     if (!h) {
-        xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+        err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
         goto fail;
     }
     XXH64_reset(h, 0);
@@ -361,20 +361,20 @@ st_archive *xf_open(const char *path, cJSON **meta, xllm_error *err) {
     uint64_t got = XXH64_digest(h);
     XXH64_freeState(h);
     if (got != sum) {
-        xllm_errorf(err, XLLM_ERR_FORMAT, "%s: metadata checksum mismatch (file corrupt)", path);
+        err_setf(err, XLLM_ERR_FORMAT, "%s: metadata checksum mismatch (file corrupt)", path);
         goto fail;
     }
-    if (xllm_json_has_nul((const char *)map + meta_off, (size_t)meta_len)) {
-        xllm_errorf(err, XLLM_ERR_FORMAT, "%s: metadata: a string holds a NUL character (\\u0000)", path);
+    if (json_has_nul((const char *)map + meta_off, (size_t)meta_len)) {
+        err_setf(err, XLLM_ERR_FORMAT, "%s: metadata: a string holds a NUL character (\\u0000)", path);
         goto fail;
     }
     *meta = cJSON_ParseWithLength((const char *)map + meta_off, (size_t)meta_len);
-    if (!*meta && xllm_json_well_formed((const char *)map + meta_off, (size_t)meta_len)) {
-        xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory parsing the metadata", path);
+    if (!*meta && json_well_formed((const char *)map + meta_off, (size_t)meta_len)) {
+        err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory parsing the metadata", path);
         goto fail;
     }
     if (!*meta || !cJSON_IsObject(*meta)) {
-        xllm_errorf(err, XLLM_ERR_FORMAT, "%s: metadata is not a JSON object", path);
+        err_setf(err, XLLM_ERR_FORMAT, "%s: metadata is not a JSON object", path);
         goto fail;
     }
     if ((st = parse_table(a, label, map, size, map + table_off, (size_t)table_len, err))) goto fail;
@@ -382,7 +382,7 @@ st_archive *xf_open(const char *path, cJSON **meta, xllm_error *err) {
     if ((st = check_extents(a, label, map, meta_off, meta_len, table_off, table_len, err))) goto fail;
     return a;
 fail:
-    if (err && err->code == XLLM_OK) xllm_errorf(err, XLLM_ERR_FORMAT, "%s: cannot open", path);
+    if (err && err->code == XLLM_OK) err_setf(err, XLLM_ERR_FORMAT, "%s: cannot open", path);
     cJSON_Delete(*meta);
     *meta = NULL;
     st_close(a);

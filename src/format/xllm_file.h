@@ -27,7 +27,7 @@ typedef struct xf_writer xf_writer;
 
 xf_writer *xf_writer_open(const char *dest, xllm_error *err);
 /* Append one tensor (data copied into the file now, aligned to XF_ALIGN). */
-xllm_status xf_writer_add(xf_writer *w, const char *name, xllm_dtype dtype, int group, int ndim, const int64_t *shape,
+xllm_status xf_writer_add(xf_writer *w, const char *name, dtype_t dtype, int group, int ndim, const int64_t *shape,
                           const void *data, size_t nbytes, xllm_error *err);
 /* Write metadata + table + header, fsync, rename into place; frees w. */
 xllm_status xf_writer_finish(xf_writer *w, const cJSON *meta, xllm_error *err);

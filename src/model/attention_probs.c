@@ -86,46 +86,46 @@ xllm_status model_attention_once(model *m, const int32_t *ids, size_t n, const i
     const model_config *c = &m->cfg;
     *probs = NULL;
     memset(shape, 0, 4 * sizeof *shape);
-    if (n == 0 || !ids) return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "attention: need at least one id");
+    if (n == 0 || !ids) return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "attention: need at least one id");
     if (c->mla_dim)
-        return xllm_errorf(err, XLLM_ERR_UNSUPPORTED,
+        return err_setf(err, XLLM_ERR_UNSUPPORTED,
                            "attention weights are not available for multi-head latent attention (DeepSeek) yet");
     if (n_layers > (size_t)c->n_layers)
-        return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "attention: %zu layers asked for, the model has %d", n_layers,
+        return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "attention: %zu layers asked for, the model has %d", n_layers,
                            c->n_layers);
     size_t L = layers ? n_layers : (size_t)c->n_layers;
-    if (L == 0) return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "attention: no layers asked for");
+    if (L == 0) return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "attention: no layers asked for");
     size_t heads = average_heads ? 1 : (size_t)c->n_heads;
     size_t qd = (size_t)c->n_heads * (size_t)c->head_dim, kd = (size_t)c->n_kv_heads * (size_t)c->head_dim;
     /* the output, and the q/k kept, each within XLLM_ATTENTION_MAX_BYTES */
     double out_bytes = (double)L * (double)heads * (double)n * (double)n * sizeof(float);
     double keep_bytes = (double)L * (double)n * (double)(qd + kd) * sizeof(float);
     if (out_bytes > XLLM_ATTENTION_MAX_BYTES || keep_bytes > XLLM_ATTENTION_MAX_BYTES)
-        return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT,
+        return err_setf(err, XLLM_ERR_INVALID_ARGUMENT,
                            "attention: %zu layers x %zu heads x %zu x %zu tokens is %.0f MiB, over the limit of %d MiB "
                            "(ask for fewer layers, average the heads, or a shorter prompt)",
                            L, heads, n, n, (out_bytes > keep_bytes ? out_bytes : keep_bytes) / 1048576.0,
                            XLLM_ATTENTION_MAX_BYTES >> 20);
     take tk = {c, n, NULL, NULL, NULL, NULL};
-    tk.slot = xllm_malloc_array((size_t)c->n_layers, sizeof(int));
-    tk.q = xllm_malloc_array(L * n, qd * sizeof(float));
-    tk.k = xllm_malloc_array(L * n, kd * sizeof(float));
-    tk.seen = xllm_calloc(L * n, 1);
-    float *vocab_row = xllm_malloc_array((size_t)c->vocab, sizeof(float));
-    float *out = xllm_calloc(L * heads * n * n, sizeof(float));
-    double *row = xllm_malloc_array(n, sizeof(double));
+    tk.slot = mem_malloc_array((size_t)c->n_layers, sizeof(int));
+    tk.q = mem_malloc_array(L * n, qd * sizeof(float));
+    tk.k = mem_malloc_array(L * n, kd * sizeof(float));
+    tk.seen = mem_calloc(L * n, 1);
+    float *vocab_row = mem_malloc_array((size_t)c->vocab, sizeof(float));
+    float *out = mem_calloc(L * heads * n * n, sizeof(float));
+    double *row = mem_malloc_array(n, sizeof(double));
     xllm_status st = XLLM_OK;
     if (!tk.slot || !tk.q || !tk.k || !tk.seen || !vocab_row || !out || !row)
-        st = xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "attention: out of memory");
+        st = err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "attention: out of memory");
     if (!st) {
         for (int l = 0; l < c->n_layers; l++) tk.slot[l] = -1;
         for (size_t s = 0; s < L && !st; s++) {
             int32_t l = layers ? layers[s] : (int32_t)s;
             if (l < 0 || l >= c->n_layers)
-                st = xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "attention: layer %d is not in 0..%d", l,
+                st = err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "attention: layer %d is not in 0..%d", l,
                                  c->n_layers - 1);
             else if (tk.slot[l] >= 0)
-                st = xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "attention: layer %d is asked for twice", l);
+                st = err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "attention: layer %d is asked for twice", l);
             else tk.slot[l] = (int)s;
         }
     }
@@ -137,7 +137,7 @@ xllm_status model_attention_once(model *m, const int32_t *ids, size_t n, const i
         m->attn_observe_ctx = NULL;
     }
     for (size_t i = 0; i < L * n && !st; i++)
-        if (!tk.seen[i]) st = xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "attention: out of memory reading q/k back");
+        if (!tk.seen[i]) st = err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "attention: out of memory reading q/k back");
     for (size_t s = 0; s < L && !st; s++) {
         int l = layers ? layers[s] : (int)s;
         layer_probs(c, l, n, tk.q + s * n * qd, tk.k + s * n * kd, average_heads, row, out + s * heads * n * n);

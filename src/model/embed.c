@@ -37,27 +37,27 @@ xllm_status model_embed_batch(model *m, const int32_t *const *ids, const size_t 
                               kv_dtype kv_type, float *out, xllm_error *err) {
     const model_config *c = &m->cfg;
     if (!m->final_norm || m->layer_begin != 0 || m->layer_end != c->n_layers)
-        return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "embeddings need the whole model");
-    if (pooling < 0 || pooling > 2) return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "unknown pooling %d", pooling);
+        return err_setf(err, XLLM_ERR_UNSUPPORTED, "embeddings need the whole model");
+    if (pooling < 0 || pooling > 2) return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "unknown pooling %d", pooling);
     for (size_t i = 0; i < k; i++) {
-        if (!n[i] || !ids[i]) return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "input %zu has no ids", i);
-        if (n[i] > (size_t)INT32_MAX / 2) return xllm_errorf(err, XLLM_ERR_CONTEXT_OVERFLOW, "input %zu: too many ids", i);
+        if (!n[i] || !ids[i]) return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "input %zu has no ids", i);
+        if (n[i] > (size_t)INT32_MAX / 2) return err_setf(err, XLLM_ERR_CONTEXT_OVERFLOW, "input %zu: too many ids", i);
         for (size_t t = 0; t < n[i]; t++)
             if (ids[i][t] < 0 || ids[i][t] >= c->vocab)
-                return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "input %zu: token id %d is outside the vocabulary (0..%d)",
+                return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "input %zu: token id %d is outside the vocabulary (0..%d)",
                                    i, ids[i][t], c->vocab - 1);
     }
     const int T_max = m->s.max_tokens;
     const size_t H = (size_t)c->hidden;
-    int32_t *tok = xllm_malloc_array((size_t)T_max, sizeof(int32_t));
-    int32_t *pos = xllm_malloc_array((size_t)T_max, sizeof(int32_t));
-    int32_t *seq = xllm_malloc_array((size_t)T_max, sizeof(int32_t));
-    float *rows = xllm_malloc_array((size_t)T_max * H, sizeof(float));
-    double *acc = xllm_malloc_array(H, sizeof(double));
-    kv_seq *seqs = xllm_calloc((size_t)T_max, sizeof(kv_seq));
-    const int32_t **tables = xllm_calloc((size_t)T_max, sizeof(*tables));
+    int32_t *tok = mem_malloc_array((size_t)T_max, sizeof(int32_t));
+    int32_t *pos = mem_malloc_array((size_t)T_max, sizeof(int32_t));
+    int32_t *seq = mem_malloc_array((size_t)T_max, sizeof(int32_t));
+    float *rows = mem_malloc_array((size_t)T_max * H, sizeof(float));
+    double *acc = mem_malloc_array(H, sizeof(double));
+    kv_seq *seqs = mem_calloc((size_t)T_max, sizeof(kv_seq));
+    const int32_t **tables = mem_calloc((size_t)T_max, sizeof(*tables));
     xllm_status st = XLLM_OK;
-    if (!tok || !pos || !seq || !rows || !acc || !seqs || !tables) st = xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+    if (!tok || !pos || !seq || !rows || !acc || !seqs || !tables) st = err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
     for (size_t g0 = 0; g0 < k && !st;) {
         /* a group: consecutive inputs whose ids fit one step, or one longer input */
         size_t g1 = g0, total = 0;

@@ -40,8 +40,8 @@
     PROF(op, mm_flops(W, T), mm_bytes(W, T), OPS->matmul(CTX, x, T, W, bias, y, NULL, 0))
 
 static int any_quant(const matrix *a, const matrix *b, const matrix *c) {
-    return (a && a->data && xllm_dtype_is_quant(a->dtype)) || (b && b->data && xllm_dtype_is_quant(b->dtype)) ||
-           (c && c->data && xllm_dtype_is_quant(c->dtype));
+    return (a && a->data && dtype_is_quant(a->dtype)) || (b && b->data && dtype_is_quant(b->dtype)) ||
+           (c && c->data && dtype_is_quant(c->dtype));
 }
 
 /* Calibration's observer sees host memory: on a backend whose memory is not
@@ -52,7 +52,7 @@ static void observe(model *m, int layer, observe_point point, int expert, const 
         return;
     }
     size_t bytes = (size_t)T * (size_t)cols * sizeof(float);
-    float *h = xllm_malloc(bytes);
+    float *h = mem_malloc(bytes);
     if (!h) return; /* out of memory: this observation is lost (calibration statistics only) */
     OPS->copy(CTX, h, x, bytes, BE_DEVICE_TO_HOST);
     m->observe(m->observe_ctx, layer, point, expert, h, T, cols);
@@ -69,7 +69,7 @@ static void observe_qkv(model *m, int layer, const fwd_batch *b) {
         m->attn_observe(m->attn_observe_ctx, layer, b, m->s.q, m->s.k, m->s.v);
         return;
     }
-    float *h = xllm_malloc_array(qn + 2 * kn, sizeof(float));
+    float *h = mem_malloc_array(qn + 2 * kn, sizeof(float));
     if (!h) return; /* out of memory: the reference path sees no q/k for this layer and says so */
     OPS->copy(CTX, h, m->s.q, qn * sizeof(float), BE_DEVICE_TO_HOST);
     OPS->copy(CTX, h + qn, m->s.k, kn * sizeof(float), BE_DEVICE_TO_HOST);
@@ -357,7 +357,7 @@ static void mlp_block(model *m, int l, int T) {
 static xllm_status check_batch(const model *m, const fwd_batch *b, xllm_error *err) {
     int T = b->n_tokens;
     if (T <= 0 || T > m->s.max_tokens)
-        return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "forward batch of %d tokens (allowed 1..%d)", T,
+        return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "forward batch of %d tokens (allowed 1..%d)", T,
                            m->s.max_tokens);
     return XLLM_OK;
 }
@@ -369,11 +369,11 @@ xllm_status model_embed(model *m, const fwd_batch *b, xllm_error *err) {
     if (st) return st;
     int T = b->n_tokens;
     if (!m->embed.data)
-        return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "this model part (layers %d..%d) has no embedding",
+        return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "this model part (layers %d..%d) has no embedding",
                            m->layer_begin, m->layer_end - 1);
     for (int t = 0; t < T; t++)
         if (b->tokens[t] < 0 || b->tokens[t] >= c->vocab)
-            return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "token id %d is outside the vocabulary (0..%d)",
+            return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "token id %d is outside the vocabulary (0..%d)",
                                b->tokens[t], c->vocab - 1);
     PROF(PROF_EMBED, 0, (double)T * (double)quant_row_bytes(m->embed.dtype, m->embed.group, m->embed.cols),
          OPS->embed(CTX, &m->embed, b->tokens, T, s->x));
@@ -438,7 +438,7 @@ void model_head(model *m, const fwd_batch *b, float *logits) {
 
 xllm_status model_forward(model *m, kv_cache *kv, const fwd_batch *b, float *logits, xllm_error *err) {
     if (m->layer_begin != 0 || m->layer_end != m->cfg.n_layers)
-        return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT,
+        return err_setf(err, XLLM_ERR_INVALID_ARGUMENT,
                            "this model part holds layers %d..%d of %d: a whole forward pass needs them all",
                            m->layer_begin, m->layer_end - 1, m->cfg.n_layers);
     xllm_status st = model_embed(m, b, err);

@@ -13,7 +13,7 @@ xllm_status kv_cache_init(kv_cache *kv, const backend *be, int n_layers, int n_k
                           int block_size, int32_t n_blocks, kv_dtype dtype, xllm_error *err) {
     memset(kv, 0, sizeof *kv);
     if (!kvq_supported(dtype, head_dim))
-        return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "a %s KV cache needs head_dim a multiple of 8 (this model: %d)",
+        return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "a %s KV cache needs head_dim a multiple of 8 (this model: %d)",
                            kvq_name(dtype), head_dim);
     kv->be = be;
     kv->n_layers = n_layers;
@@ -22,7 +22,7 @@ xllm_status kv_cache_init(kv_cache *kv, const backend *be, int n_layers, int n_k
     kv->block_size = block_size;
     kv->n_blocks = n_blocks;
     if (!backend_supports(be, BE_FEAT_KV_DTYPE, (int)dtype))
-        return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "backend '%s' does not implement a %s KV cache",
+        return err_setf(err, XLLM_ERR_UNSUPPORTED, "backend '%s' does not implement a %s KV cache",
                            be->ops->name, kvq_name(dtype));
     kv->dtype = dtype;
     kv->slot_bytes = (size_t)n_kv_heads * kvq_row_bytes(dtype, head_dim);
@@ -30,11 +30,11 @@ xllm_status kv_cache_init(kv_cache *kv, const backend *be, int n_layers, int n_k
     size_t total = kv->layer_stride * (size_t)n_layers;
     kv->k = be->ops->alloc(be->ctx, total);
     kv->v = be->ops->alloc(be->ctx, total);
-    kv->free_list = xllm_malloc_array((size_t)n_blocks, sizeof(int32_t));
-    kv->refcount = xllm_calloc((size_t)n_blocks, sizeof(uint16_t));
+    kv->free_list = mem_malloc_array((size_t)n_blocks, sizeof(int32_t));
+    kv->refcount = mem_calloc((size_t)n_blocks, sizeof(uint16_t));
     if (!kv->k || !kv->v || !kv->free_list || !kv->refcount) {
         kv_cache_free(kv);
-        return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "cannot allocate the KV cache (%zu MiB)", 2 * total >> 20);
+        return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "cannot allocate the KV cache (%zu MiB)", 2 * total >> 20);
     }
     /* lowest ids on top of the stack */
     for (int32_t i = 0; i < n_blocks; i++) kv->free_list[i] = n_blocks - 1 - i;
@@ -126,8 +126,8 @@ int32_t kv_blocks_for_tokens(const kv_cache *kv, int32_t n_tokens) {
 xllm_status kv_seq_grow(kv_seq *s, int32_t need, xllm_error *err) {
     if (need <= s->cap) return XLLM_OK;
     size_t cap = (size_t)s->cap;
-    if (need > INT32_MAX / 2 || xllm_array_reserve(&s->blocks, &cap, (size_t)need, sizeof(int32_t), 8))
-        return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory growing a block table");
+    if (need > INT32_MAX / 2 || array_reserve(&s->blocks, &cap, (size_t)need, sizeof(int32_t), 8))
+        return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory growing a block table");
     s->cap = (int32_t)cap;
     return XLLM_OK;
 }
@@ -138,7 +138,7 @@ xllm_status kv_seq_reserve(kv_seq *s, kv_cache *kv, int32_t n_tokens, xllm_error
     if (st) return st;
     while (s->n_blocks < need) {
         int32_t b = kv_cache_alloc_block(kv);
-        if (b < 0) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "KV cache is full (%d blocks)", kv->n_blocks);
+        if (b < 0) return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "KV cache is full (%d blocks)", kv->n_blocks);
         s->blocks[s->n_blocks++] = b;
     }
     return XLLM_OK;

@@ -14,25 +14,25 @@
 
 xllm_status model_logits_once(model *m, const int32_t *ids, size_t n, int all_positions, kv_dtype kv_type, float *out,
                               xllm_error *err) {
-    if (n == 0 || !ids || !out) return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "logits: need at least one id");
+    if (n == 0 || !ids || !out) return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "logits: need at least one id");
     const model_config *c = &m->cfg;
     for (size_t i = 0; i < n; i++)
         if (ids[i] < 0 || ids[i] >= c->vocab)
-            return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT,
+            return err_setf(err, XLLM_ERR_INVALID_ARGUMENT,
                                "token id %d at index %zu is outside the vocabulary (0..%d)", ids[i], i, c->vocab - 1);
-    if (n > (size_t)INT32_MAX / 2) return xllm_errorf(err, XLLM_ERR_CONTEXT_OVERFLOW, "logits: too many ids (%zu)", n);
+    if (n > (size_t)INT32_MAX / 2) return err_setf(err, XLLM_ERR_CONTEXT_OVERFLOW, "logits: too many ids (%zu)", n);
     const int B = 16;
     int32_t n_blocks = (int32_t)((n + B - 1) / B);
     kv_cache kv;
     xllm_status st = kv_cache_init(&kv, &m->be, c->n_layers, c->n_kv_heads, c->head_dim, B, n_blocks, kv_type, err);
     if (st) return st;
     int T_max = m->s.max_tokens;
-    int32_t *tok = xllm_malloc_array((size_t)T_max, sizeof(int32_t));
-    int32_t *pos = xllm_malloc_array((size_t)T_max, sizeof(int32_t));
-    int32_t *seq = xllm_calloc((size_t)T_max, sizeof(int32_t));
-    int32_t *oi = xllm_malloc_array((size_t)T_max, sizeof(int32_t));
+    int32_t *tok = mem_malloc_array((size_t)T_max, sizeof(int32_t));
+    int32_t *pos = mem_malloc_array((size_t)T_max, sizeof(int32_t));
+    int32_t *seq = mem_calloc((size_t)T_max, sizeof(int32_t));
+    int32_t *oi = mem_malloc_array((size_t)T_max, sizeof(int32_t));
     kv_seq s = {0};
-    if (!tok || !pos || !seq || !oi) st = xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+    if (!tok || !pos || !seq || !oi) st = err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
     if (!st) st = kv_seq_reserve(&s, &kv, (int32_t)n, err);
     const int32_t *table[1] = {s.blocks};
     size_t V = (size_t)c->vocab;

@@ -200,7 +200,7 @@ xllm_status model_logits_once(model *m, const int32_t *ids, size_t n, int all_po
                               xllm_error *err);
 /* attention_probs.c: the attention probabilities of one sequence of ids for
  * the listed layers (layers NULL: every layer, n_layers ignored), per head or
- * averaged over heads, in *probs[layer][head][n][n] (xllm_malloc; shape: those
+ * averaged over heads, in *probs[layer][head][n][n] (mem_malloc; shape: those
  * four sizes), recomputed on the host from each layer's q and k (the attention
  * observer above); on a private KV pool. The caller serializes forward passes
  * on the model. */

@@ -25,13 +25,13 @@ static const cJSON *field(const cJSON *o, const char *name) {
 static int get_int(cfg_ctx *c, const cJSON *o, const char *name, long long def, long long lo, long long hi) {
     const cJSON *v = field(o, name);
     if (!v) {
-        if (def < -1 && !c->st) c->st = xllm_errorf(c->err, XLLM_ERR_FORMAT, "%s: missing required field \"%s\"", c->path, name);
+        if (def < -1 && !c->st) c->st = err_setf(c->err, XLLM_ERR_FORMAT, "%s: missing required field \"%s\"", c->path, name);
         return (int)(def < -1 ? lo : def);
     }
     if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < (double)lo ||
         v->valuedouble > (double)hi) {
         if (!c->st)
-            c->st = xllm_errorf(c->err, XLLM_ERR_FORMAT, "%s: field \"%s\" must be an integer in [%lld, %lld]",
+            c->st = err_setf(c->err, XLLM_ERR_FORMAT, "%s: field \"%s\" must be an integer in [%lld, %lld]",
                                 c->path, name, lo, hi);
         return (int)lo;
     }
@@ -42,7 +42,7 @@ static double get_num(cfg_ctx *c, const cJSON *o, const char *name, double def) 
     const cJSON *v = field(o, name);
     if (!v) return def;
     if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble)) {
-        if (!c->st) c->st = xllm_errorf(c->err, XLLM_ERR_FORMAT, "%s: field \"%s\" must be a number", c->path, name);
+        if (!c->st) c->st = err_setf(c->err, XLLM_ERR_FORMAT, "%s: field \"%s\" must be a number", c->path, name);
         return def;
     }
     return v->valuedouble;
@@ -52,7 +52,7 @@ static int get_bool(cfg_ctx *c, const cJSON *o, const char *name, int def) {
     const cJSON *v = field(o, name);
     if (!v) return def;
     if (!cJSON_IsBool(v)) {
-        if (!c->st) c->st = xllm_errorf(c->err, XLLM_ERR_FORMAT, "%s: field \"%s\" must be true or false", c->path, name);
+        if (!c->st) c->st = err_setf(c->err, XLLM_ERR_FORMAT, "%s: field \"%s\" must be true or false", c->path, name);
         return def;
     }
     return cJSON_IsTrue(v);
@@ -73,21 +73,21 @@ static void read_eos(cfg_ctx *c, const cJSON *o, model_config *cfg) {
     if (cJSON_IsNumber(v)) {
         if (!is_token_id(v)) {
             if (!c->st)
-                c->st = xllm_errorf(c->err, XLLM_ERR_FORMAT, "%s: eos_token_id must be an integer in [0, 2^30]", c->path);
+                c->st = err_setf(c->err, XLLM_ERR_FORMAT, "%s: eos_token_id must be an integer in [0, 2^30]", c->path);
             return;
         }
         cfg->eos_ids[cfg->n_eos++] = (int32_t)v->valuedouble;
         return;
     }
     if (!cJSON_IsArray(v)) {
-        if (!c->st) c->st = xllm_errorf(c->err, XLLM_ERR_FORMAT, "%s: eos_token_id must be an integer or a list", c->path);
+        if (!c->st) c->st = err_setf(c->err, XLLM_ERR_FORMAT, "%s: eos_token_id must be an integer or a list", c->path);
         return;
     }
     const cJSON *e;
     cJSON_ArrayForEach(e, v) {
         if (!is_token_id(e)) {
             if (!c->st)
-                c->st = xllm_errorf(c->err, XLLM_ERR_FORMAT, "%s: eos_token_id list holds something other than an "
+                c->st = err_setf(c->err, XLLM_ERR_FORMAT, "%s: eos_token_id list holds something other than an "
                                     "integer in [0, 2^30]", c->path);
             return;
         }
@@ -99,7 +99,7 @@ static void read_eos(cfg_ctx *c, const cJSON *o, model_config *cfg) {
 static void read_factors(cfg_ctx *c, const cJSON *rs, const char *name, int half, double *out) {
     if (half > MODEL_MAX_ROPE_FACTORS) {
         if (!c->st)
-            c->st = xllm_errorf(c->err, XLLM_ERR_UNSUPPORTED, "%s: LongRoPE with head_dim %d (at most %d)", c->path,
+            c->st = err_setf(c->err, XLLM_ERR_UNSUPPORTED, "%s: LongRoPE with head_dim %d (at most %d)", c->path,
                                 2 * half, 2 * MODEL_MAX_ROPE_FACTORS);
         return;
     }
@@ -111,7 +111,7 @@ static void read_factors(cfg_ctx *c, const cJSON *rs, const char *name, int half
             else out[n++] = e->valuedouble;
         }
     if (!ok && !c->st)
-        c->st = xllm_errorf(c->err, XLLM_ERR_FORMAT, "%s: rope_scaling.%s must be a list of %d positive numbers "
+        c->st = err_setf(c->err, XLLM_ERR_FORMAT, "%s: rope_scaling.%s must be a list of %d positive numbers "
                             "(head_dim / 2)", c->path, name, half);
 }
 
@@ -138,7 +138,7 @@ static void read_longrope(cfg_ctx *c, const cJSON *root, const cJSON *rs, model_
     cfg->rope_attn_factor = af;
     cfg->rope_factor = factor;
     if (!c->st && (!(orig > 1) || !isfinite(af) || !(factor > 0)))
-        c->st = xllm_errorf(c->err, XLLM_ERR_FORMAT,
+        c->st = err_setf(c->err, XLLM_ERR_FORMAT,
                             "%s: longrope rope_scaling needs original_max_position_embeddings > 1 and a positive "
                             "factor and attention_factor", c->path);
 }
@@ -148,14 +148,14 @@ static void read_rope_scaling(cfg_ctx *c, const cJSON *root, model_config *cfg) 
     const cJSON *rs = field(root, "rope_scaling");
     if (!rs) return;
     if (!cJSON_IsObject(rs)) {
-        if (!c->st) c->st = xllm_errorf(c->err, XLLM_ERR_FORMAT, "%s: rope_scaling must be an object or null", c->path);
+        if (!c->st) c->st = err_setf(c->err, XLLM_ERR_FORMAT, "%s: rope_scaling must be an object or null", c->path);
         return;
     }
     const cJSON *t = field(rs, "rope_type");
     if (!t) t = field(rs, "type");
     const char *type = cJSON_IsString(t) ? t->valuestring : NULL;
     if (!type) {
-        if (!c->st) c->st = xllm_errorf(c->err, XLLM_ERR_FORMAT, "%s: rope_scaling has no rope_type", c->path);
+        if (!c->st) c->st = err_setf(c->err, XLLM_ERR_FORMAT, "%s: rope_scaling has no rope_type", c->path);
         return;
     }
     if (!strcmp(type, "default")) return;
@@ -170,7 +170,7 @@ static void read_rope_scaling(cfg_ctx *c, const cJSON *root, model_config *cfg) 
         cfg->rope_original_max_pos = get_num(c, rs, "original_max_position_embeddings", 0);
         if (!c->st && (cfg->rope_low_freq_factor <= 0 || cfg->rope_high_freq_factor <= cfg->rope_low_freq_factor ||
                        cfg->rope_original_max_pos <= 0))
-            c->st = xllm_errorf(c->err, XLLM_ERR_FORMAT,
+            c->st = err_setf(c->err, XLLM_ERR_FORMAT,
                                 "%s: llama3 rope_scaling needs low_freq_factor < high_freq_factor and "
                                 "original_max_position_embeddings > 0", c->path);
     } else if (!strcmp(type, "longrope") || !strcmp(type, "su")) {
@@ -178,14 +178,14 @@ static void read_rope_scaling(cfg_ctx *c, const cJSON *root, model_config *cfg) 
         return;
     } else {
         if (!c->st)
-            c->st = xllm_errorf(c->err, XLLM_ERR_UNSUPPORTED,
+            c->st = err_setf(c->err, XLLM_ERR_UNSUPPORTED,
                                 "%s: rope_scaling type \"%s\" is not supported (supported: default, linear, llama3, "
                                 "longrope)",
                                 c->path, type);
         return;
     }
     if (!c->st && !(cfg->rope_factor > 0))
-        c->st = xllm_errorf(c->err, XLLM_ERR_FORMAT, "%s: rope_scaling.factor must be > 0", c->path);
+        c->st = err_setf(c->err, XLLM_ERR_FORMAT, "%s: rope_scaling.factor must be > 0", c->path);
 }
 
 /* Which layers slide, by the family's rule (arch_window); HF's layer_types
@@ -212,7 +212,7 @@ static void read_windows(cfg_ctx *c, const cJSON *root, model_config *cfg) {
     if (!lt || a->window == ARCH_WIN_NONE) return;
     if (!cJSON_IsArray(lt) || cJSON_GetArraySize(lt) != cfg->n_layers) {
         if (!c->st)
-            c->st = xllm_errorf(c->err, XLLM_ERR_FORMAT, "%s: layer_types must list one type per layer (%d)", c->path,
+            c->st = err_setf(c->err, XLLM_ERR_FORMAT, "%s: layer_types must list one type per layer (%d)", c->path,
                                 cfg->n_layers);
         return;
     }
@@ -221,7 +221,7 @@ static void read_windows(cfg_ctx *c, const cJSON *root, model_config *cfg) {
         const char *t = cJSON_IsString(e) ? e->valuestring : "";
         if (strcmp(t, "sliding_attention") && strcmp(t, "full_attention")) {
             if (!c->st)
-                c->st = xllm_errorf(c->err, XLLM_ERR_UNSUPPORTED, "%s: layer_types holds \"%s\" (supported: "
+                c->st = err_setf(c->err, XLLM_ERR_UNSUPPORTED, "%s: layer_types holds \"%s\" (supported: "
                                     "sliding_attention, full_attention)", c->path, t);
             return;
         }
@@ -253,7 +253,7 @@ static void read_moe(cfg_ctx *c, const cJSON *root, model_config *cfg) {
                 if (!cJSON_IsNumber(e) || !(e->valuedouble >= 0 && e->valuedouble < cfg->n_layers) ||
                     e->valuedouble != floor(e->valuedouble)) {
                     if (!c->st)
-                        c->st = xllm_errorf(c->err, XLLM_ERR_FORMAT, "%s: mlp_only_layers must hold layer indices in "
+                        c->st = err_setf(c->err, XLLM_ERR_FORMAT, "%s: mlp_only_layers must hold layer indices in "
                                             "[0, %d)", c->path, cfg->n_layers);
                     break;
                 }
@@ -273,10 +273,10 @@ static void read_moe(cfg_ctx *c, const cJSON *root, model_config *cfg) {
         const char *sfn = cJSON_IsString(sf) ? sf->valuestring : "softmax";
         const char *tmn = cJSON_IsString(tm) ? tm->valuestring : "greedy";
         if (strcmp(sfn, "softmax") && strcmp(sfn, "sigmoid") && !c->st)
-            c->st = xllm_errorf(c->err, XLLM_ERR_UNSUPPORTED, "%s: scoring_func \"%s\" is not supported (supported: "
+            c->st = err_setf(c->err, XLLM_ERR_UNSUPPORTED, "%s: scoring_func \"%s\" is not supported (supported: "
                                 "softmax, sigmoid)", c->path, sfn);
         if (strcmp(tmn, "greedy") && strcmp(tmn, "group_limited_greedy") && strcmp(tmn, "noaux_tc") && !c->st)
-            c->st = xllm_errorf(c->err, XLLM_ERR_UNSUPPORTED, "%s: topk_method \"%s\" is not supported (supported: "
+            c->st = err_setf(c->err, XLLM_ERR_UNSUPPORTED, "%s: topk_method \"%s\" is not supported (supported: "
                                 "greedy, group_limited_greedy, noaux_tc)", c->path, tmn);
         cfg->moe_sigmoid = !strcmp(sfn, "sigmoid");
         cfg->moe_sel_bias = !strcmp(tmn, "noaux_tc"); /* V3's e_score_correction_bias */
@@ -290,16 +290,16 @@ static void read_moe(cfg_ctx *c, const cJSON *root, model_config *cfg) {
         if (!c->st && (cfg->n_group && (cfg->n_experts % cfg->n_group || cfg->topk_group > cfg->n_group ||
                                         cfg->n_experts_used > cfg->topk_group * (cfg->n_experts / cfg->n_group) ||
                                         (!cfg->group_max && cfg->n_experts / cfg->n_group < 2))))
-            c->st = xllm_errorf(c->err, XLLM_ERR_FORMAT, "%s: n_group %d / topk_group %d do not divide %d experts into "
+            c->st = err_setf(c->err, XLLM_ERR_FORMAT, "%s: n_group %d / topk_group %d do not divide %d experts into "
                                 "groups that can hold num_experts_per_tok %d", c->path, cfg->n_group, cfg->topk_group,
                                 cfg->n_experts, cfg->n_experts_used);
         if (!c->st && !(cfg->routed_scale > 0 && cfg->routed_scale <= 1e4))
-            c->st = xllm_errorf(c->err, XLLM_ERR_FORMAT, "%s: routed_scaling_factor must be in (0, 1e4]", c->path);
+            c->st = err_setf(c->err, XLLM_ERR_FORMAT, "%s: routed_scaling_factor must be in (0, 1e4]", c->path);
     }
     cfg->shared_gated = a->moe == MOE_QWEN;
     cfg->norm_topk_prob = a->norm_topk >= 0 ? a->norm_topk : get_bool(c, root, "norm_topk_prob", 0);
     if (!c->st && cfg->n_experts_used > cfg->n_experts)
-        c->st = xllm_errorf(c->err, XLLM_ERR_FORMAT, "%s: num_experts_per_tok (%d) exceeds the number of experts (%d)",
+        c->st = err_setf(c->err, XLLM_ERR_FORMAT, "%s: num_experts_per_tok (%d) exceeds the number of experts (%d)",
                             c->path, cfg->n_experts_used, cfg->n_experts);
 }
 
@@ -316,7 +316,7 @@ static void read_mla(cfg_ctx *c, const cJSON *root, model_config *cfg) {
     if (c->st) return;
     cfg->mla_dim = cfg->kv_lora_rank + cfg->qk_rope_dim;
     if (cfg->mla_dim % 2 || cfg->qk_rope_dim % 2) {
-        c->st = xllm_errorf(c->err, XLLM_ERR_UNSUPPORTED, "%s: kv_lora_rank + qk_rope_head_dim (%d) and "
+        c->st = err_setf(c->err, XLLM_ERR_UNSUPPORTED, "%s: kv_lora_rank + qk_rope_head_dim (%d) and "
                             "qk_rope_head_dim (%d) must be even", c->path, cfg->mla_dim, cfg->qk_rope_dim);
         return;
     }
@@ -338,7 +338,7 @@ static void read_family(cfg_ctx *c, const cJSON *root, model_config *cfg) {
         if (!strcmp(s, "silu") || !strcmp(s, "swish")) cfg->act = ARCH_ACT_SILU;
         else if (!strcmp(s, "gelu_pytorch_tanh") || !strcmp(s, "gelu_tanh")) cfg->act = ARCH_ACT_GELU_TANH;
         else if (!c->st)
-            c->st = xllm_errorf(c->err, XLLM_ERR_UNSUPPORTED, "%s: activation \"%s\" is not supported (supported: "
+            c->st = err_setf(c->err, XLLM_ERR_UNSUPPORTED, "%s: activation \"%s\" is not supported (supported: "
                                 "silu, gelu_pytorch_tanh)", c->path, s);
     }
     cfg->norm_offset = (float)get_num(c, root, "xllm_norm_offset", a->norm_offset); /* 0 from the GGUF reader */
@@ -354,7 +354,7 @@ static void read_family(cfg_ctx *c, const cJSON *root, model_config *cfg) {
     if (!c->st && (!(cfg->attn_softcap >= 0 && cfg->attn_softcap <= 1e6) ||
                    !(cfg->final_softcap >= 0 && cfg->final_softcap <= 1e6) || !(qpas == 0 || (qpas >= 1e-3 && qpas <= 1e9)) ||
                    (a->rope_local && !(cfg->rope_local_theta > 0))))
-        c->st = xllm_errorf(c->err, XLLM_ERR_FORMAT, "%s: soft-caps must be in [0, 1e6], query_pre_attn_scalar in "
+        c->st = err_setf(c->err, XLLM_ERR_FORMAT, "%s: soft-caps must be in [0, 1e6], query_pre_attn_scalar in "
                             "[1e-3, 1e9] and rope_local_base_freq > 0", c->path);
 }
 
@@ -362,12 +362,12 @@ xllm_status model_config_parse(const cJSON *root, const cJSON *gen, const char *
                                model_config *cfg, xllm_error *err) {
     memset(cfg, 0, sizeof *cfg);
     cfg_ctx c = {path, err, XLLM_OK};
-    if (!cJSON_IsObject(root)) return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: top level is not a JSON object", path);
+    if (!cJSON_IsObject(root)) return err_setf(err, XLLM_ERR_FORMAT, "%s: top level is not a JSON object", path);
     const cJSON *mt = field(root, "model_type");
-    if (!cJSON_IsString(mt)) return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: missing \"model_type\"", path);
+    if (!cJSON_IsString(mt)) return err_setf(err, XLLM_ERR_FORMAT, "%s: missing \"model_type\"", path);
     cfg->arch = arch_by_hf(mt->valuestring);
     if (!cfg->arch)
-        return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "%s: model_type \"%s\" is not supported (supported: %s)", path,
+        return err_setf(err, XLLM_ERR_UNSUPPORTED, "%s: model_type \"%s\" is not supported (supported: %s)", path,
                            mt->valuestring, arch_hf_list());
     const arch_info *a = cfg->arch;
     snprintf(cfg->model_type, sizeof cfg->model_type, "%s", mt->valuestring);
@@ -387,13 +387,13 @@ xllm_status model_config_parse(const cJSON *root, const cJSON *gen, const char *
      * on a zero row, eps >= 1 drowns the activations; theta <= 0 makes the RoPE
      * frequencies NaN (as the GGUF reader already refuses) */
     if (!c.st && !(cfg->rms_eps > 0 && cfg->rms_eps < 1))
-        c.st = xllm_errorf(err, XLLM_ERR_FORMAT, "%s: rms_norm_eps must be in (0, 1) (got %g)", path,
+        c.st = err_setf(err, XLLM_ERR_FORMAT, "%s: rms_norm_eps must be in (0, 1) (got %g)", path,
                            get_num(&c, root, "rms_norm_eps", 1e-6));
     if (!c.st && !(cfg->rope_theta > 0))
-        c.st = xllm_errorf(err, XLLM_ERR_FORMAT, "%s: rope_theta must be > 0 (got %g)", path, cfg->rope_theta);
+        c.st = err_setf(err, XLLM_ERR_FORMAT, "%s: rope_theta must be > 0 (got %g)", path, cfg->rope_theta);
     read_rope_scaling(&c, root, cfg);
     if (!c.st && field(root, "partial_rotary_factor") && get_num(&c, root, "partial_rotary_factor", 1.0) != 1.0)
-        c.st = xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "%s: partial_rotary_factor %g (RoPE over part of the head) is "
+        c.st = err_setf(err, XLLM_ERR_UNSUPPORTED, "%s: partial_rotary_factor %g (RoPE over part of the head) is "
                            "not supported", path, get_num(&c, root, "partial_rotary_factor", 1.0));
 
     int attention_bias = get_bool(&c, root, "attention_bias", 0);
@@ -419,10 +419,10 @@ xllm_status model_config_parse(const cJSON *root, const cJSON *gen, const char *
     cfg->n_eos = 0;
     read_eos(&c, root, cfg);
     if (!c.st && cfg->n_heads % cfg->n_kv_heads != 0)
-        c.st = xllm_errorf(err, XLLM_ERR_FORMAT, "%s: num_attention_heads (%d) is not a multiple of num_key_value_heads (%d)",
+        c.st = err_setf(err, XLLM_ERR_FORMAT, "%s: num_attention_heads (%d) is not a multiple of num_key_value_heads (%d)",
                            path, cfg->n_heads, cfg->n_kv_heads);
     if (!c.st && cfg->head_dim % 2 && !cfg->mla_dim)
-        c.st = xllm_errorf(err, XLLM_ERR_FORMAT, "%s: head_dim (%d) must be even for RoPE", path, cfg->head_dim);
+        c.st = err_setf(err, XLLM_ERR_FORMAT, "%s: head_dim (%d) must be even for RoPE", path, cfg->head_dim);
     if (c.st) return c.st;
 
     /* generation_config.json overrides bos/eos when present. */
@@ -438,11 +438,11 @@ xllm_status model_config_parse(const cJSON *root, const cJSON *gen, const char *
 
 xllm_status model_config_load(const char *dir, model_config *cfg, xllm_error *err) {
     char path[4096], gen_path[4096];
-    xllm_path_join(path, sizeof path, dir, "config.json");
-    xllm_path_join(gen_path, sizeof gen_path, dir, "generation_config.json");
+    path_join(path, sizeof path, dir, "config.json");
+    path_join(gen_path, sizeof gen_path, dir, "generation_config.json");
     cJSON *root = NULL, *gen = NULL;
-    xllm_status st = xllm_json_load(path, &root, err);
-    if (!st && xllm_file_exists(gen_path)) st = xllm_json_load(gen_path, &gen, err);
+    xllm_status st = json_file_load(path, &root, err);
+    if (!st && path_exists(gen_path)) st = json_file_load(gen_path, &gen, err);
     if (!st) st = model_config_parse(root, gen, path, gen_path, cfg, err);
     cJSON_Delete(root);
     cJSON_Delete(gen);

@@ -27,7 +27,7 @@
 
 static void *own(model *m, void *p) {
     if (!p) return NULL;
-    if (xllm_array_reserve(&m->owned, &m->cap_owned, m->n_owned + 1, sizeof(void *), 64)) {
+    if (array_reserve(&m->owned, &m->cap_owned, m->n_owned + 1, sizeof(void *), 64)) {
         xllm_free(p);
         return NULL;
     }
@@ -38,7 +38,7 @@ static void *own(model *m, void *p) {
 /* Track a device buffer (freed with the model through the backend); NULL: p is freed now. */
 static void *dev_own(model *m, void *p) {
     if (!p) return NULL;
-    if (xllm_array_reserve(&m->dev, &m->cap_dev, m->n_dev + 1, sizeof(void *), 64)) {
+    if (array_reserve(&m->dev, &m->cap_dev, m->n_dev + 1, sizeof(void *), 64)) {
         m->be.ops->free(m->be.ctx, p);
         return NULL;
     }
@@ -59,21 +59,21 @@ static const char *shape_str(const st_tensor *t, char *buf, size_t cap) {
 
 static xllm_status check_float_dtype(const st_tensor *t, xllm_error *err) {
     if (t->dtype == XLLM_DT_F32 || t->dtype == XLLM_DT_F16 || t->dtype == XLLM_DT_BF16) return XLLM_OK;
-    return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "%s: tensor %s has dtype %s (supported: F32, F16, BF16)", t->file,
-                       t->name, xllm_dtype_name(t->dtype));
+    return err_setf(err, XLLM_ERR_UNSUPPORTED, "%s: tensor %s has dtype %s (supported: F32, F16, BF16)", t->file,
+                       t->name, dtype_name(t->dtype));
 }
 
 static xllm_status check_matrix_dtype(const st_tensor *t, xllm_error *err) {
-    if (!xllm_dtype_is_quant(t->dtype)) return check_float_dtype(t, err);
+    if (!dtype_is_quant(t->dtype)) return check_float_dtype(t, err);
     if (t->ndim == 2 && quant_format_ok(t->dtype, t->group, t->shape[1])) return XLLM_OK;
-    return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: tensor %s: %s with group %d does not fit rows of %lld", t->file,
-                       t->name, xllm_dtype_name(t->dtype), t->group, (long long)(t->ndim == 2 ? t->shape[1] : 0));
+    return err_setf(err, XLLM_ERR_FORMAT, "%s: tensor %s: %s with group %d does not fit rows of %lld", t->file,
+                       t->name, dtype_name(t->dtype), t->group, (long long)(t->ndim == 2 ? t->shape[1] : 0));
 }
 
 static const st_tensor *find(model *m, const char *name, int required, xllm_error *err, xllm_status *st) {
     const st_tensor *t = st_find(m->weights_file, name);
     if (!t && required && !*st)
-        *st = xllm_errorf(err, XLLM_ERR_FORMAT, "%s: checkpoint is missing tensor %s", m->dir, name);
+        *st = err_setf(err, XLLM_ERR_FORMAT, "%s: checkpoint is missing tensor %s", m->dir, name);
     return t;
 }
 
@@ -85,7 +85,7 @@ static void bind_matrix(model *m, const char *name, int64_t rows, int64_t cols, 
     if ((*st = check_matrix_dtype(t, err))) return;
     if (t->ndim != 2 || t->shape[0] != rows || t->shape[1] != cols) {
         char buf[128];
-        *st = xllm_errorf(err, XLLM_ERR_FORMAT, "%s: tensor %s has shape %s, expected [%lld, %lld]", t->file, name,
+        *st = err_setf(err, XLLM_ERR_FORMAT, "%s: tensor %s has shape %s, expected [%lld, %lld]", t->file, name,
                           shape_str(t, buf, sizeof buf), (long long)rows, (long long)cols);
         return;
     }
@@ -108,18 +108,18 @@ static void bind_vector_off(model *m, const char *name, int64_t n, int required,
     if ((*st = check_float_dtype(t, err))) return;
     if (t->ndim != 1 || t->shape[0] != n) {
         char buf[128];
-        *st = xllm_errorf(err, XLLM_ERR_FORMAT, "%s: tensor %s has shape %s, expected [%lld]", t->file, name,
+        *st = err_setf(err, XLLM_ERR_FORMAT, "%s: tensor %s has shape %s, expected [%lld]", t->file, name,
                           shape_str(t, buf, sizeof buf), (long long)n);
         return;
     }
-    float *h = xllm_malloc_array((size_t)n, sizeof(float));
+    float *h = mem_malloc_array((size_t)n, sizeof(float));
     float *v = h ? dev_alloc(m, (size_t)n * sizeof(float)) : NULL;
     if (!v) {
         xllm_free(h);
-        *st = xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory loading %s", name);
+        *st = err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory loading %s", name);
         return;
     }
-    xllm_to_f32(t->dtype, t->data, h, (size_t)n);
+    dtype_to_f32(t->dtype, t->data, h, (size_t)n);
     if (offset != 0.0f)
         for (int64_t i = 0; i < n; i++) h[i] += offset;
     m->be.ops->copy(m->be.ctx, v, h, (size_t)n * sizeof(float), BE_HOST_TO_DEVICE);
@@ -167,9 +167,9 @@ static xllm_status bind_mla(model *m, int l, const char *p, xllm_error *err) {
     bind_matrix(m, NM("%s.self_attn.kv_a_proj_with_mqa.weight", p), c->mla_dim, h, &L->kv_a, err, &st);
     bind_vector(m, NM("%s.self_attn.kv_a_layernorm.weight", p), r, 1, &L->kv_a_norm, err, &st);
     bind_matrix(m, NM("%s.self_attn.o_proj.weight", p), h, (int64_t)H * vd, &L->o, err, &st);
-    L->k_b = own(m, xllm_calloc((size_t)H, sizeof(matrix)));
-    L->v_b = own(m, xllm_calloc((size_t)H, sizeof(matrix)));
-    if (!L->k_b || !L->v_b) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+    L->k_b = own(m, mem_calloc((size_t)H, sizeof(matrix)));
+    L->v_b = own(m, mem_calloc((size_t)H, sizeof(matrix)));
+    if (!L->k_b || !L->v_b) return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
     if (st || st_find(m->weights_file, NM("%s.self_attn.k_b_proj.0.weight", p))) {
         for (int i = 0; i < H && !st; i++) {
             bind_matrix(m, NM("%s.self_attn.k_b_proj.%d.weight", p, i), r, nope, &L->k_b[i], err, &st);
@@ -182,17 +182,17 @@ static xllm_status bind_mla(model *m, int l, const char *p, xllm_error *err) {
     snprintf(name, sizeof name, "%s.self_attn.kv_b_proj.weight", p);
     bind_matrix(m, name, (int64_t)H * (nope + vd), r, &kvb, err, &st);
     if (st) return st;
-    if (xllm_dtype_is_quant(kvb.dtype))
-        return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "%s: %s is %s; a quantized kv_b_proj is not supported (keep it "
-                           "F16, BF16 or F32)", m->dir, name, xllm_dtype_name(kvb.dtype));
-    size_t es = xllm_dtype_size(kvb.dtype), row = (size_t)r * es;
+    if (dtype_is_quant(kvb.dtype))
+        return err_setf(err, XLLM_ERR_UNSUPPORTED, "%s: %s is %s; a quantized kv_b_proj is not supported (keep it "
+                           "F16, BF16 or F32)", m->dir, name, dtype_name(kvb.dtype));
+    size_t es = dtype_size(kvb.dtype), row = (size_t)r * es;
     for (int i = 0; i < H; i++) {
         const unsigned char *k0 = (const unsigned char *)kvb.data + (size_t)i * (size_t)(nope + vd) * row;
         L->v_b[i] = kvb;
         L->v_b[i].rows = vd;
         L->v_b[i].data = k0 + (size_t)nope * row;
-        unsigned char *t = own(m, xllm_malloc((size_t)r * (size_t)nope * es));
-        if (!t) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+        unsigned char *t = own(m, mem_malloc((size_t)r * (size_t)nope * es));
+        if (!t) return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
         for (int a = 0; a < r; a++) /* t[a][b] = kv_b[i * (nope + vd) + b][a] */
             for (int b = 0; b < nope; b++) memcpy(t + ((size_t)a * nope + b) * es, k0 + (size_t)b * row + (size_t)a * es, es);
         L->k_b[i] = kvb;
@@ -260,10 +260,10 @@ static xllm_status bind_layer(model *m, int l, xllm_error *err) {
     }
     if (st) return st;
     size_t E = (size_t)c->n_experts;
-    L->exp_gate = own(m, xllm_calloc(E, sizeof(matrix)));
-    L->exp_up = own(m, xllm_calloc(E, sizeof(matrix)));
-    L->exp_down = own(m, xllm_calloc(E, sizeof(matrix)));
-    if (!L->exp_gate || !L->exp_up || !L->exp_down) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+    L->exp_gate = own(m, mem_calloc(E, sizeof(matrix)));
+    L->exp_up = own(m, mem_calloc(E, sizeof(matrix)));
+    L->exp_down = own(m, mem_calloc(E, sizeof(matrix)));
+    if (!L->exp_gate || !L->exp_up || !L->exp_down) return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
     const int mixtral = c->moe == MOE_MIXTRAL;
     const char *moe = mixtral ? "block_sparse_moe" : "mlp";
     bind_matrix(m, NM("%s.%s.gate.weight", p, moe), c->n_experts, h, &L->router, err, &st);
@@ -361,7 +361,7 @@ static xllm_status alloc_scratch(model *m, int T, xllm_error *err) {
         !ALLOC(s->route_w, t * K) || !ALLOC(s->expert_tokens, t * K) || !ALLOC(s->expert_w, t * K) ||
         !ALLOC(s->expert_count, E) || !ALLOC(s->fused, t * (qd + 2 * kd > 2 * inter ? qd + 2 * kd : 2 * inter)) ||
         (!m->be.ops->unified_memory && !ALLOC(s->logits, (size_t)s->head_rows * (size_t)c->vocab)))
-        return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "cannot allocate forward scratch for %d tokens", T);
+        return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "cannot allocate forward scratch for %d tokens", T);
 #undef ALLOC
     return XLLM_OK;
 }
@@ -372,8 +372,8 @@ static xllm_status pack_one(model *m, matrix *w, xllm_error *err) {
     void *storage;
     if (!w->data) return XLLM_OK;
     /* room first, so a copy is never lost */
-    if (xllm_array_reserve(&m->dev, &m->cap_dev, m->n_dev + 1, sizeof(void *), 64))
-        return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+    if (array_reserve(&m->dev, &m->cap_dev, m->n_dev + 1, sizeof(void *), 64))
+        return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
     const void *src = w->data;
     size_t src_bytes = (size_t)w->rows * quant_row_bytes(w->dtype, w->group, w->cols);
     xllm_status st = m->be.ops->upload_matrix(m->be.ctx, w, &storage, err);
@@ -413,9 +413,9 @@ static xllm_status pack_weights(model *m, xllm_error *err) {
 xllm_status model_split_layers(int n_layers, int n_stages, const char *split, int stage, int *l0, int *l1,
                                xllm_error *err) {
     if (n_stages < 1 || stage < 0 || stage >= n_stages)
-        return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "stage %d of %d", stage, n_stages);
+        return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "stage %d of %d", stage, n_stages);
     if (n_stages > n_layers)
-        return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT,
+        return err_setf(err, XLLM_ERR_INVALID_ARGUMENT,
                            "%d pipeline stages but the model has %d layers (at least one layer per stage)", n_stages,
                            n_layers);
     if (!split || !*split) { /* even; the first n_layers % n_stages stages take one more */
@@ -430,7 +430,7 @@ xllm_status model_split_layers(int n_layers, int n_stages, const char *split, in
         char *end;
         long v = strtol(p, &end, 10);
         if (end == p || v < 1 || v > MODEL_MAX_LAYERS || (*end && *end != ','))
-            return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT,
+            return err_setf(err, XLLM_ERR_INVALID_ARGUMENT,
                                "layer split \"%s\": entries must be whole numbers of layers, at least 1, separated "
                                "by commas (e.g. 8,8,6)", split);
         if (n == stage) *l0 = sum, *l1 = sum + (int)v;
@@ -440,10 +440,10 @@ xllm_status model_split_layers(int n_layers, int n_stages, const char *split, in
         p = end + 1;
     }
     if (n != n_stages)
-        return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "layer split \"%s\" has %d entries for %d pipeline stages",
+        return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "layer split \"%s\" has %d entries for %d pipeline stages",
                            split, n, n_stages);
     if (sum != n_layers)
-        return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "layer split \"%s\" sums to %d layers; the model has %d",
+        return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "layer split \"%s\" sums to %d layers; the model has %d",
                            split, sum, n_layers);
     return XLLM_OK;
 }
@@ -483,8 +483,8 @@ xllm_status model_plan(model *m, int budget_ms, cJSON **report, xllm_error *err)
     size_t cap = 1;
     for (int i = 0; i < c->n_layers; i++)
         cap += 15 + (c->mla_dim ? 2 * (size_t)c->n_heads : 0) + (c->layer_is_moe[i] ? 3 * (size_t)c->n_experts : 0);
-    matrix **ws = xllm_malloc_array(cap, sizeof *ws);
-    if (!ws) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+    matrix **ws = mem_malloc_array(cap, sizeof *ws);
+    if (!ws) return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
     size_t n = model_matrices(m, ws, cap);
     xllm_status st = m->be.ops->plan(m->be.ctx, ws, n, m->s.max_tokens, budget_ms, report, err);
     xllm_free(ws);
@@ -551,7 +551,7 @@ static xllm_status check_backend(const model *m, xllm_error *err) {
     else if (c->rope == ROPE_LONGROPE && c->rope_attn_factor != 1.0 && !m->be.ops->scale)
         lack = "LongRoPE's attention factor (scale)";
     if (lack)
-        return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "backend '%s' does not implement %s (head_dim %d): use --backend cpu",
+        return err_setf(err, XLLM_ERR_UNSUPPORTED, "backend '%s' does not implement %s (head_dim %d): use --backend cpu",
                            name, lack, c->head_dim);
     return XLLM_OK;
 }
@@ -568,7 +568,7 @@ model *model_load_part(const char *dir, int n_threads, int max_tokens, const mod
  * configuration and the tokenizer it carries. 0, or 1 with err set. */
 static int open_weights(model *m, const char *dir, xllm_error *err) {
     xllm_status st = XLLM_OK;
-    if (xllm_is_dir(dir)) {
+    if (file_is_dir(dir)) {
         if ((st = model_config_load(dir, &m->cfg, err))) return 1;
         m->weights_file = st_open(dir, err);
         if (!m->weights_file) return 1;
@@ -587,7 +587,7 @@ static int open_weights(model *m, const char *dir, xllm_error *err) {
             kept = 0;
         }
         if (!kept) {
-            st = xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", dir);
+            st = err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", dir);
             return 1;
         }
         char cfg_label[4200];
@@ -616,7 +616,7 @@ static int open_weights(model *m, const char *dir, xllm_error *err) {
                                      gen_label, &m->cfg, err)))
             return 1;
     } else {
-        xllm_errorf(err, xllm_file_exists(dir) ? XLLM_ERR_FORMAT : XLLM_ERR_IO,
+        err_setf(err, path_exists(dir) ? XLLM_ERR_FORMAT : XLLM_ERR_IO,
                     "%s: not a model; a model is a HuggingFace checkpoint directory (config.json + *.safetensors), an .xllm file or a GGUF file", dir);
         return 1;
     }
@@ -634,7 +634,7 @@ static int take_part(model *m, const model_part *part, xllm_error *err) {
             return 1;
     } else if (part && (part->layer_begin || part->layer_end)) {
         if (part->layer_begin < 0 || part->layer_begin >= part->layer_end || part->layer_end > c->n_layers) {
-            xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "layer range [%d, %d) is not inside the model's %d layers",
+            err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "layer range [%d, %d) is not inside the model's %d layers",
                         part->layer_begin, part->layer_end, c->n_layers);
             return 1;
         }
@@ -658,7 +658,7 @@ static int bind_ends(model *m, const char *dir, xllm_error *err) {
      * lm_head; "tie_word_embeddings": false needs one */
     int has_head = st_find(m->weights_file, "lm_head.weight") != NULL;
     if (c->tie_embeddings == 0 && !has_head)
-        st = xllm_errorf(err, XLLM_ERR_FORMAT, "%s: tie_word_embeddings is false but there is no lm_head.weight", dir);
+        st = err_setf(err, XLLM_ERR_FORMAT, "%s: tie_word_embeddings is false but there is no lm_head.weight", dir);
     else if (!last)
         ; /* no head on this stage */
     else if (c->tie_embeddings == 1 || (c->tie_embeddings < 0 && !has_head)) {
@@ -674,7 +674,7 @@ static int bind_ends(model *m, const char *dir, xllm_error *err) {
         long long l = 0;
         for (const char *p = name + 13; *p >= '0' && *p <= '9' && l <= MODEL_MAX_LAYERS; p++) l = l * 10 + (*p - '0');
         if (l >= c->n_layers) {
-            xllm_errorf(err, XLLM_ERR_FORMAT, "%s: tensor %s is beyond num_hidden_layers (%d)", dir, name,
+            err_setf(err, XLLM_ERR_FORMAT, "%s: tensor %s is beyond num_hidden_layers (%d)", dir, name,
                         c->n_layers);
             return 1;
         }
@@ -686,7 +686,7 @@ static int bind_ends(model *m, const char *dir, xllm_error *err) {
  * scale when its arithmetic is asked for. */
 static int init_rope(model *m, const model_load_options *o) {
     const model_config *c = &m->cfg;
-    m->inv_freq = own(m, xllm_malloc_array((size_t)c->rope_dim / 2, sizeof(double)));
+    m->inv_freq = own(m, mem_malloc_array((size_t)c->rope_dim / 2, sizeof(double)));
     if (!m->inv_freq) return 1;
     model_rope_context(m, c->max_positions); /* LongRoPE's set for the model's whole context until told otherwise */
     rope_frequencies(c, c->rope_theta, 0, m->rope_long, m->inv_freq);
@@ -694,7 +694,7 @@ static int init_rope(model *m, const model_load_options *o) {
     if (o->arith_llama && c->rope == ROPE_DEFAULT)
         m->rope_theta_scale = powf((float)c->rope_theta, -2.0f / (float)c->rope_dim);
     if (c->rope_local_theta > 0) {
-        m->inv_freq_local = own(m, xllm_malloc_array((size_t)c->rope_dim / 2, sizeof(double)));
+        m->inv_freq_local = own(m, mem_malloc_array((size_t)c->rope_dim / 2, sizeof(double)));
         if (!m->inv_freq_local) return 1;
         rope_frequencies(c, c->rope_local_theta, 1, 0, m->inv_freq_local);
         if (o->arith_llama) m->rope_theta_scale_local = powf((float)c->rope_local_theta, -2.0f / (float)c->rope_dim);
@@ -704,17 +704,17 @@ static int init_rope(model *m, const model_load_options *o) {
 
 model *model_load_ex(const char *dir, const model_load_options *o, xllm_error *err) {
     const model_part *part = o->part;
-    xllm_error_clear(err);
+    err_clear(err);
     int max_tokens = o->max_tokens;
-    model *m = xllm_calloc(1, sizeof *m);
+    model *m = mem_calloc(1, sizeof *m);
     if (!m) {
-        xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+        err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
         return NULL;
     }
-    m->dir = xllm_strdup(dir);
+    m->dir = mem_strdup(dir);
     if (!m->dir) {
         xllm_free(m);
-        xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+        err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
         return NULL;
     }
     if (open_weights(m, dir, err)) goto fail;
@@ -724,9 +724,9 @@ model *model_load_ex(const char *dir, const model_load_options *o, xllm_error *e
     if (take_part(m, part, err)) goto fail;
     if (bind_ends(m, dir, err)) goto fail;
 
-    m->layers = own(m, xllm_calloc((size_t)c->n_layers, sizeof(layer_weights)));
+    m->layers = own(m, mem_calloc((size_t)c->n_layers, sizeof(layer_weights)));
     if (!m->layers) {
-        xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+        err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
         goto fail;
     }
     for (int l = m->layer_begin; l < m->layer_end; l++)
@@ -737,7 +737,7 @@ model *model_load_ex(const char *dir, const model_load_options *o, xllm_error *e
     if (pack_weights(m, err)) goto fail;
     return m;
 fail:
-    if (err && err->code == XLLM_OK) xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory loading %s", dir);
+    if (err && err->code == XLLM_OK) err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory loading %s", dir);
     model_free(m);
     return NULL;
 }

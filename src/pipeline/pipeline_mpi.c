@@ -162,7 +162,7 @@ static void isend(pipeline *p, const void *buf, int count, MPI_Datatype type, in
     if (p->n_pending == p->cap_pending) {
         size_t cap = (size_t)p->cap_pending;
         if (p->n_pending >= INT_MAX / 2 ||
-            xllm_array_reserve(&p->pending, &cap, (size_t)p->n_pending + 1, sizeof *p->pending, 32))
+            array_reserve(&p->pending, &cap, (size_t)p->n_pending + 1, sizeof *p->pending, 32))
             fatal(p, "out of memory");
         p->cap_pending = (int)cap;
     }
@@ -181,18 +181,18 @@ static void ctrl_all(pipeline *p, const int32_t *m, int n) {
 static int grow_idx(pipeline *p, size_t n) {
     if (n <= p->idx_cap) return 0;
     size_t c = p->idx_cap; /* seq_local sets the capacity; the other two follow it */
-    if (xllm_array_reserve(&p->seq_local, &c, n, sizeof(int32_t), 256)) return -1;
+    if (array_reserve(&p->seq_local, &c, n, sizeof(int32_t), 256)) return -1;
     int32_t *a;
-    if (!(a = xllm_realloc(p->out_local, c * sizeof(int32_t)))) return -1;
+    if (!(a = mem_realloc(p->out_local, c * sizeof(int32_t)))) return -1;
     p->out_local = a;
-    if (!(a = xllm_realloc(p->need, c * sizeof(int32_t)))) return -1;
+    if (!(a = mem_realloc(p->need, c * sizeof(int32_t)))) return -1;
     p->need = a;
     p->idx_cap = c;
     return 0;
 }
 
 static void msg_put(pipeline *p, int32_t v) {
-    if (xllm_array_reserve(&p->msg, &p->msg_cap, p->msg_len + 1, sizeof(int32_t), 256)) fatal(p, "out of memory");
+    if (array_reserve(&p->msg, &p->msg_cap, p->msg_len + 1, sizeof(int32_t), 256)) fatal(p, "out of memory");
     p->msg[p->msg_len++] = v;
 }
 
@@ -203,33 +203,33 @@ xllm_status pipeline_start(const pipeline_options *o, pipeline **out, int *rank,
     int inited = 0, provided = 0;
     MPI_Initialized(&inited);
     if (!inited && !getenv("OMPI_COMM_WORLD_SIZE") && !getenv("PMIX_RANK") && !getenv("PMI_SIZE"))
-        return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT,
+        return err_setf(err, XLLM_ERR_INVALID_ARGUMENT,
                            "--pp %d: not started by an MPI launcher (run it as: mpirun -np %d xllm ...)", o->size,
                            o->size);
     if (!inited) {
         int fin = 0;
         MPI_Finalized(&fin);
         if (fin)
-            return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT,
+            return err_setf(err, XLLM_ERR_INVALID_ARGUMENT,
                                "pipeline: MPI was already finalized in this process (one pipeline-parallel model "
                                "after another is not possible)");
         if (MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS)
-            return xllm_errorf(err, XLLM_ERR_INTERNAL, "pipeline: MPI_Init_thread failed");
+            return err_setf(err, XLLM_ERR_INTERNAL, "pipeline: MPI_Init_thread failed");
         g_we_initialized = 1;
     } else {
         MPI_Query_thread(&provided);
     }
     if (provided < MPI_THREAD_SERIALIZED)
-        return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "pipeline: this MPI gives no MPI_THREAD_SERIALIZED");
+        return err_setf(err, XLLM_ERR_UNSUPPORTED, "pipeline: this MPI gives no MPI_THREAD_SERIALIZED");
     int size = 0, r = 0;
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     MPI_Comm_rank(MPI_COMM_WORLD, &r);
     if (size != o->size)
-        return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT,
+        return err_setf(err, XLLM_ERR_INVALID_ARGUMENT,
                            "--pp %d but the MPI job has %d process%s (run it as: mpirun -np %d xllm ...)", o->size,
                            size, size == 1 ? "" : "es", o->size);
-    pipeline *p = xllm_calloc(1, sizeof *p);
-    if (!p) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+    pipeline *p = mem_calloc(1, sizeof *p);
+    if (!p) return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
     p->rank = r;
     p->size = size;
     p->M = o->microbatches > 0 ? o->microbatches : PIPELINE_DEFAULT_MICROBATCHES;
@@ -240,7 +240,7 @@ xllm_status pipeline_start(const pipeline_options *o, pipeline **out, int *rank,
     p->fail_hang = o->test_fail_hang;
     if (MPI_Comm_dup(MPI_COMM_WORLD, &p->comm) != MPI_SUCCESS) {
         xllm_free(p);
-        return xllm_errorf(err, XLLM_ERR_INTERNAL, "pipeline: MPI_Comm_dup failed");
+        return err_setf(err, XLLM_ERR_INTERNAL, "pipeline: MPI_Comm_dup failed");
     }
     MPI_Comm_set_errhandler(p->comm, MPI_ERRORS_RETURN);
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
@@ -287,7 +287,7 @@ xllm_status pipeline_ready(pipeline *p, const model *m, xllm_error *err) {
         wait_req(p, &q, "loading its part of the model", r, NULL);
         if (w[2] != m->cfg.n_layers || w[3] != m->cfg.hidden || w[4] != m->cfg.vocab || w[0] != prev_end ||
             (r == p->size - 1 && w[1] != m->cfg.n_layers))
-            return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT,
+            return err_setf(err, XLLM_ERR_INVALID_ARGUMENT,
                                "pipeline: rank %d loaded layers [%lld, %lld) of a model with %lld layers, hidden "
                                "%lld, vocab %lld; rank 0 expected layers from %lld of %d layers, hidden %d, vocab "
                                "%d (every rank must load the same model with the same --pp-layers)",
@@ -324,7 +324,7 @@ static void print_stats(const pipeline *p) {
 
 static void pool_free(worker_pool *w) {
     kv_cache_free(&w->kv);
-    xllm_free_aligned(w->swap);
+    mem_free_aligned(w->swap);
     memset(w, 0, sizeof *w);
 }
 
@@ -359,8 +359,8 @@ void pipeline_end(pipeline *p) {
 /* ------------------------------------------------------------ rank 0 side */
 
 xllm_status pipeline_open(pipeline *p, const kv_cache *kv, int32_t swap_blocks, pipeline_link **out, xllm_error *err) {
-    pipeline_link *l = xllm_calloc(1, sizeof *l);
-    if (!l) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+    pipeline_link *l = mem_calloc(1, sizeof *l);
+    if (!l) return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
     pthread_mutex_lock(&p->mu);
     l->p = p;
     l->id = ++p->next_id;
@@ -386,7 +386,7 @@ void pipeline_close(pipeline_link *l) {
  * step's forward pass): the operation goes out with the next step. */
 void pipeline_mirror(void *link, kv_op op, int32_t a, int32_t b, int32_t n) {
     pipeline_link *l = link;
-    if (xllm_array_reserve(&l->ops, &l->cap_ops, (l->n_ops + 1) * 4, sizeof(int32_t), 256)) fatal(l->p, "out of memory");
+    if (array_reserve(&l->ops, &l->cap_ops, (l->n_ops + 1) * 4, sizeof(int32_t), 256)) fatal(l->p, "out of memory");
     int32_t *q = l->ops + l->n_ops * 4;
     q[0] = (int32_t)op, q[1] = a, q[2] = b, q[3] = n;
     l->n_ops++;
@@ -437,15 +437,15 @@ xllm_status pipeline_forward(pipeline_link *l, model *m, kv_cache *kv, const fwd
     int T = b->n_tokens, H = c->hidden, B = kv->block_size;
     size_t V = (size_t)c->vocab;
     if (T <= 0 || T > m->s.max_tokens)
-        return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "forward batch of %d tokens (allowed 1..%d)", T,
+        return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "forward batch of %d tokens (allowed 1..%d)", T,
                            m->s.max_tokens);
     for (int t = 0; t < T; t++)
         if (b->tokens[t] < 0 || b->tokens[t] >= c->vocab)
-            return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "token id %d is outside the vocabulary (0..%d)",
+            return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "token id %d is outside the vocabulary (0..%d)",
                                b->tokens[t], c->vocab - 1);
     pthread_mutex_lock(&p->mu);
     double t_start = now_s();
-    if (grow_idx(p, (size_t)T) || xllm_array_reserve(&p->hid_send, &p->hid_send_cap, (size_t)T * (size_t)H, sizeof(float), 256))
+    if (grow_idx(p, (size_t)T) || array_reserve(&p->hid_send, &p->hid_send_cap, (size_t)T * (size_t)H, sizeof(float), 256))
         fatal(p, "out of memory");
 
     mb_range mb[MAX_MICROBATCHES];
@@ -536,7 +536,7 @@ static worker_pool *pool_find(pipeline *p, int id) {
 
 static void worker_open(pipeline *p, const model *m, const int32_t *q, int n) {
     if (n < 6 || q[2] <= 0 || q[3] <= 0 || q[4] < 0 || q[5] < 0 || q[5] >= KV_DTYPES || pool_find(p, q[1])) fatal(p, "malformed OPEN message");
-    worker_pool *np = xllm_realloc(p->pools, (size_t)(p->n_pools + 1) * sizeof *np);
+    worker_pool *np = mem_realloc(p->pools, (size_t)(p->n_pools + 1) * sizeof *np);
     if (!np) fatal(p, "out of memory");
     p->pools = np;
     worker_pool *w = &p->pools[p->n_pools];
@@ -550,7 +550,7 @@ static void worker_open(pipeline *p, const model *m, const int32_t *q, int n) {
     w->swap_blocks = q[4];
     w->swap_block_bytes = 2 * (size_t)w->kv.n_layers * kv_cache_block_bytes(&w->kv);
     if (w->swap_blocks) {
-        w->swap = xllm_malloc_aligned((size_t)w->swap_blocks * w->swap_block_bytes);
+        w->swap = mem_malloc_aligned((size_t)w->swap_blocks * w->swap_block_bytes);
         if (!w->swap) fatal(p, "cannot allocate the KV swap pool (%d blocks)", w->swap_blocks);
     }
     p->n_pools++;
@@ -611,7 +611,7 @@ static void worker_step(pipeline *p, model *m, const int32_t *q, size_t n) {
         for (int s = 0; s < S; s++) R.i += (size_t)rd(&R, 0, INT32_MAX / 2);
         T += Tk, O += No, S_total += S;
     }
-    if (xllm_array_reserve(&p->tables, &p->tables_cap, (size_t)S_total, sizeof(*p->tables), 256)) fatal(p, "out of memory");
+    if (array_reserve(&p->tables, &p->tables_cap, (size_t)S_total, sizeof(*p->tables), 256)) fatal(p, "out of memory");
     R.i = mark;
     T = 0, O = 0;
     int S0 = 0;
@@ -645,10 +645,10 @@ static void worker_step(pipeline *p, model *m, const int32_t *q, size_t n) {
     }
     int H = c->hidden, last = p->rank == p->size - 1;
     size_t V = (size_t)c->vocab;
-    if (xllm_array_reserve(&p->hid_recv, &p->hid_recv_cap, (size_t)T * (size_t)H, sizeof(float), 256) ||
-        (!last && xllm_array_reserve(&p->hid_send, &p->hid_send_cap, (size_t)T * (size_t)H, sizeof(float), 256)))
+    if (array_reserve(&p->hid_recv, &p->hid_recv_cap, (size_t)T * (size_t)H, sizeof(float), 256) ||
+        (!last && array_reserve(&p->hid_send, &p->hid_send_cap, (size_t)T * (size_t)H, sizeof(float), 256)))
         fatal(p, "out of memory");
-    if (last && O > 0 && xllm_array_reserve(&p->logits, &p->logits_cap, (size_t)O * V, sizeof(float), 256))
+    if (last && O > 0 && array_reserve(&p->logits, &p->logits_cap, (size_t)O * V, sizeof(float), 256))
         fatal(p, "out of memory");
     MPI_Request hr[MAX_MICROBATCHES];
     for (int k = 0; k < n_mb; k++)
@@ -687,7 +687,7 @@ static void worker_step(pipeline *p, model *m, const int32_t *q, size_t n) {
 }
 
 xllm_status pipeline_worker(pipeline *p, model *m, xllm_error *err) {
-    if (p->rank == 0) return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "rank 0 runs the engine, not a worker loop");
+    if (p->rank == 0) return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "rank 0 runs the engine, not a worker loop");
     for (;;) {
         double t0 = now_s(), deadline = t0 + p->timeout_ms / 1000.0;
         int flag = 0, spins = 0;
@@ -702,7 +702,7 @@ xllm_status pipeline_worker(pipeline *p, model *m, xllm_error *err) {
         int count = 0;
         MPI_Get_count(&stt, MPI_INT32_T, &count);
         if (count < 1) fatal(p, "an empty control message");
-        if (xllm_array_reserve(&p->msg, &p->msg_cap, (size_t)count, sizeof(int32_t), 256)) fatal(p, "out of memory");
+        if (array_reserve(&p->msg, &p->msg_cap, (size_t)count, sizeof(int32_t), 256)) fatal(p, "out of memory");
         check_mpi(p, MPI_Recv(p->msg, count, MPI_INT32_T, 0, TAG_CTRL, p->comm, MPI_STATUS_IGNORE), "receiving from", 0);
         switch (p->msg[0]) {
         case MSG_HEARTBEAT: p->t_idle += now_s() - t0; break;

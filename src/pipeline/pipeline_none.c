@@ -11,13 +11,13 @@ xllm_status pipeline_start(const pipeline_options *o, pipeline **out, int *rank,
     (void)o;
     *out = NULL;
     *rank = 0;
-    return xllm_errorf(err, XLLM_ERR_UNSUPPORTED,
+    return err_setf(err, XLLM_ERR_UNSUPPORTED,
                        "--pp: this xllm was built without MPI (install libopenmpi-dev and openmpi-bin, then rebuild)");
 }
 
 xllm_status pipeline_ready(pipeline *p, const model *m, xllm_error *err) {
     (void)p, (void)m;
-    return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "built without MPI");
+    return err_setf(err, XLLM_ERR_UNSUPPORTED, "built without MPI");
 }
 
 void pipeline_end(pipeline *p) { (void)p; }
@@ -27,7 +27,7 @@ void pipeline_abort(pipeline *p, const char *msg) { (void)p, (void)msg; }
 xllm_status pipeline_open(pipeline *p, const kv_cache *kv, int32_t swap_blocks, pipeline_link **out, xllm_error *err) {
     (void)p, (void)kv, (void)swap_blocks;
     *out = NULL;
-    return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "built without MPI");
+    return err_setf(err, XLLM_ERR_UNSUPPORTED, "built without MPI");
 }
 
 void pipeline_close(pipeline_link *l) { (void)l; }
@@ -40,10 +40,10 @@ void pipeline_mirror(void *link, kv_op op, int32_t a, int32_t b, int32_t n) {
 xllm_status pipeline_forward(pipeline_link *l, model *m, kv_cache *kv, const fwd_batch *b, float *logits,
                              xllm_error *err) {
     (void)l, (void)m, (void)kv, (void)b, (void)logits;
-    return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "built without MPI");
+    return err_setf(err, XLLM_ERR_UNSUPPORTED, "built without MPI");
 }
 
 xllm_status pipeline_worker(pipeline *p, model *m, xllm_error *err) {
     (void)p, (void)m;
-    return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "built without MPI");
+    return err_setf(err, XLLM_ERR_UNSUPPORTED, "built without MPI");
 }

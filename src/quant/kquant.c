@@ -15,10 +15,10 @@ const int8_t kq_iq4_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 1
 static float f16at(const uint8_t *p) {
     uint16_t h;
     memcpy(&h, p, 2);
-    return xllm_f16_to_f32(h);
+    return f16_to_f32(h);
 }
 
-int kq_block_elems(xllm_dtype t) {
+int kq_block_elems(dtype_t t) {
     switch (t) {
     case XLLM_DT_Q5_0: case XLLM_DT_Q5_1: case XLLM_DT_IQ4_NL: return 32;
     case XLLM_DT_Q2_K: case XLLM_DT_Q3_K: case XLLM_DT_Q4_K: case XLLM_DT_Q5_K: case XLLM_DT_Q6_K:
@@ -27,7 +27,7 @@ int kq_block_elems(xllm_dtype t) {
     }
 }
 
-size_t kq_block_bytes(xllm_dtype t) {
+size_t kq_block_bytes(dtype_t t) {
     switch (t) {
     case XLLM_DT_Q5_0: return 22;
     case XLLM_DT_Q5_1: return 24;
@@ -42,7 +42,7 @@ size_t kq_block_bytes(xllm_dtype t) {
     }
 }
 
-int kq_act_kind(xllm_dtype t) {
+int kq_act_kind(dtype_t t) {
     int n = kq_block_elems(t);
     return n == QK_K ? KQ_ACT_Q8K : n == 32 ? KQ_ACT_Q80 : 0;
 }
@@ -124,7 +124,7 @@ static void scale_min_k4(int j, const uint8_t *s, int16_t *sc, int16_t *mn) {
     }
 }
 
-int kq_unpack_block(xllm_dtype t, const void *blk, int8_t *codes, int16_t *sc, int16_t *mn, float *d, float *dmin) {
+int kq_unpack_block(dtype_t t, const void *blk, int8_t *codes, int16_t *sc, int16_t *mn, float *d, float *dmin) {
     const uint8_t *b = blk;
     *dmin = 0;
     switch (t) {
@@ -245,9 +245,9 @@ int kq_unpack_block(xllm_dtype t, const void *blk, int8_t *codes, int16_t *sc, i
     }
 }
 
-static int has_mins(xllm_dtype t) { return t == XLLM_DT_Q2_K || t == XLLM_DT_Q4_K || t == XLLM_DT_Q5_K; }
+static int has_mins(dtype_t t) { return t == XLLM_DT_Q2_K || t == XLLM_DT_Q4_K || t == XLLM_DT_Q5_K; }
 
-void kq_dequantize_row(xllm_dtype t, const void *row, int64_t cols, float *out) {
+void kq_dequantize_row(dtype_t t, const void *row, int64_t cols, float *out) {
     int n = kq_block_elems(t);
     size_t bb = kq_block_bytes(t);
     int8_t codes[QK_K];
@@ -270,7 +270,7 @@ void kq_dequantize_row(xllm_dtype t, const void *row, int64_t cols, float *out) 
 
 /* ------------------------------------------------------------------- dot */
 
-float kq_dot(xllm_dtype t, const void *row, const void *act, int64_t cols) {
+float kq_dot(dtype_t t, const void *row, const void *act, int64_t cols) {
     int n = kq_block_elems(t);
     size_t bb = kq_block_bytes(t);
     const int8_t *q = act;
@@ -310,7 +310,7 @@ float kq_dot(xllm_dtype t, const void *row, const void *act, int64_t cols) {
     return acc;
 }
 
-void kq_matmul_ref(xllm_dtype t, const void *W, int64_t cols, const void *act, size_t act_stride, int T,
+void kq_matmul_ref(dtype_t t, const void *W, int64_t cols, const void *act, size_t act_stride, int T,
                    const float *bias, float *y, size_t ldy, int64_t r0, int64_t r1) {
     size_t rb = (size_t)(cols / kq_block_elems(t)) * kq_block_bytes(t);
     for (int64_t r = r0; r < r1; r++) {

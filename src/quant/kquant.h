@@ -38,20 +38,20 @@
 #define QK_K 256
 
 /* Values per block (256 or 32) and bytes per block; 0 if t is not a kq type. */
-int kq_block_elems(xllm_dtype t);
-size_t kq_block_bytes(xllm_dtype t);
+int kq_block_elems(dtype_t t);
+size_t kq_block_bytes(dtype_t t);
 
 /* The activations a type wants. */
 enum { KQ_ACT_Q8K = 1, KQ_ACT_Q80 = 2 };
-int kq_act_kind(xllm_dtype t);
+int kq_act_kind(dtype_t t);
 /* Bytes of one prepared row of cols values (0 when cols is not a whole
  * number of blocks: 256 for Q8K, 32 for Q80). */
 size_t kq_act_bytes(int kind, int64_t cols);
 void kq_act_prepare(int kind, const float *x, int64_t cols, void *out);
 
 /* Row r's dot product with one prepared activation row (the reference). */
-float kq_dot(xllm_dtype t, const void *row, const void *act, int64_t cols);
-void kq_dequantize_row(xllm_dtype t, const void *row, int64_t cols, float *out);
+float kq_dot(dtype_t t, const void *row, const void *act, int64_t cols);
+void kq_dequantize_row(dtype_t t, const void *row, int64_t cols, float *out);
 
 /* One block's contents as integers: codes[e] (the signed value the block
  * scale multiplies: Q6_K's q - 32, Q3_K's q - 4, IQ4's table value), the
@@ -59,12 +59,12 @@ void kq_dequantize_row(xllm_dtype t, const void *row, int64_t cols, float *out);
  * (dmin: Q4_1's / Q5_1's m). Also xLLM's Q8 / Q4 / Q4M blocks of 32 (the same
  * bytes as GGUF's Q8_0 / Q4_0 / Q4_1). Returns the sub-block size (16 or 32).
  * For tests and kernels' unpacking. */
-int kq_unpack_block(xllm_dtype t, const void *blk, int8_t *codes, int16_t *sc, int16_t *mn, float *d, float *dmin);
+int kq_unpack_block(dtype_t t, const void *blk, int8_t *codes, int16_t *sc, int16_t *mn, float *d, float *dmin);
 
 /* y[t * ldy + r] = W[r] . act_t + bias[r], rows [r0, r1), tokens t < T, acts
  * act_stride bytes apart, through kq_dot: the reference GEMV/GEMM every level
  * may fall back to (each element computed alike whatever T and the split). */
-void kq_matmul_ref(xllm_dtype t, const void *W, int64_t cols, const void *act, size_t act_stride, int T,
+void kq_matmul_ref(dtype_t t, const void *W, int64_t cols, const void *act, size_t act_stride, int T,
                    const float *bias, float *y, size_t ldy, int64_t r0, int64_t r1);
 
 /* kquant_llama.c: llama.cpp's float steps for the matmuls the levels' kernels
@@ -74,16 +74,16 @@ void kq_matmul_ref(xllm_dtype t, const void *W, int64_t cols, const void *act, s
  * first is token tok0 of the batch tokens the activations were prepared
  * for (llama.cpp picks kernels by batch size and by a token's place in it).
  * Thread-safe. */
-int kq_llama_owns(xllm_dtype t, int group);
-void kq_matmul_llama(xllm_dtype t, const void *W, int64_t cols, const void *act, size_t act_stride, int T,
+int kq_llama_owns(dtype_t t, int group);
+void kq_matmul_llama(dtype_t t, const void *W, int64_t cols, const void *act, size_t act_stride, int T,
                      int tok0, int batch, const float *bias, float *y, size_t ldy, int64_t r0, int64_t r1);
 
 /* Quantizers (kquant_quantize.c): the types kq_quantize_row handles (Q2_K,
  * Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL), and one row of cols (a multiple of the
  * type's block, 256 or 32) into out. importance: per column weights of the
  * squared error (calibration), or NULL. Thread-safe (pure). */
-int kq_can_quantize(xllm_dtype t);
-void kq_quantize_row(xllm_dtype t, const float *x, int64_t cols, const float *importance, void *out);
+int kq_can_quantize(dtype_t t);
+void kq_quantize_row(dtype_t t, const float *x, int64_t cols, const float *importance, void *out);
 
 /* Q4_K / Q5_K: the 8 six-bit scales and mins from the 12 bytes at blk + 4,
  * one per byte of *sc and *mn (sub-blocks 0..3 in the low 6 bits of bytes

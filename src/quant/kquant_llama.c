@@ -67,7 +67,7 @@ typedef struct {
  * summed in block order apart, at the end. Q4_0 and IQ4_NL (repacked 8 rows
  * at a time, their GEMV and GEMM alike): the block's exact sum S, acc =
  * fma(float(S), d_w * d_a, acc). Tokens [0, nt) of act, each its own sums. */
-KQL_INLINE void dot_32(xllm_dtype t, const uint8_t *row, const int8_t *act, size_t stride, int nt, int64_t cols,
+KQL_INLINE void dot_32(dtype_t t, const uint8_t *row, const int8_t *act, size_t stride, int nt, int64_t cols,
                        float *out) {
     size_t bb = quant_block_bytes(t, 32);
     int panel = t == XLLM_DT_IQ4_NL || t == XLLM_DT_Q4, mins = t == XLLM_DT_Q5_1 || t == XLLM_DT_Q4M;
@@ -112,7 +112,7 @@ KQL_INLINE void dot_32(xllm_dtype t, const uint8_t *row, const int8_t *act, size
  * exact sums S (codes) and M (mins x activation sums), acc = fma(float(S),
  * d_w * d_a, acc), accm = fma(float(M), dmin_w * d_a, accm); acc - accm.
  * Tokens [0, nt) of act, token i in form group[i]. */
-KQL_INLINE void dot_super(xllm_dtype t, const uint8_t *row, const int8_t *act, size_t stride, int nt, int64_t cols,
+KQL_INLINE void dot_super(dtype_t t, const uint8_t *row, const int8_t *act, size_t stride, int nt, int64_t cols,
                           const int *group, float *out) {
     size_t bb = kq_block_bytes(t);
     int64_t nb = cols / QK_K;
@@ -173,7 +173,7 @@ KQL_INLINE void dot_super(xllm_dtype t, const uint8_t *row, const int8_t *act, s
  * -1 not a type of this file. The repacked types' GEMM takes the batch's
  * tokens four at a time and rounds per 64 (Q4_K) or 128 (Q2_K) elements;
  * the last batch % 4 tokens go through their GEMV, per super-block. */
-KQL_INLINE int form(xllm_dtype t, int batch, int tok) {
+KQL_INLINE int form(dtype_t t, int batch, int tok) {
     int gemm = tok < batch - batch % 4;
     switch (t) {
     case XLLM_DT_Q2_K: return gemm ? 128 : QK_K;              /* repacked q2_K_8x8 (AVX-512 machines) */
@@ -184,17 +184,17 @@ KQL_INLINE int form(xllm_dtype t, int batch, int tok) {
     }
 }
 
-KQL_INLINE int is_32(xllm_dtype t) {
+KQL_INLINE int is_32(dtype_t t) {
     return t == XLLM_DT_Q8 || t == XLLM_DT_Q4 || t == XLLM_DT_Q4M || t == XLLM_DT_Q5_0 || t == XLLM_DT_Q5_1 ||
            t == XLLM_DT_IQ4_NL;
 }
 
-int kq_llama_owns(xllm_dtype t, int group) {
+int kq_llama_owns(dtype_t t, int group) {
     if (t == XLLM_DT_Q8 || t == XLLM_DT_Q4 || t == XLLM_DT_Q4M) return group == 32;
     return is_32(t) || form(t, 1, 0) >= 0;
 }
 
-KQL_INLINE void matmul(xllm_dtype t, const void *W, int64_t cols, const void *act, size_t act_stride, int T,
+KQL_INLINE void matmul(dtype_t t, const void *W, int64_t cols, const void *act, size_t act_stride, int T,
                        int tok0, int batch, const float *bias, float *y, size_t ldy, int64_t r0, int64_t r1) {
     size_t rb = quant_row_bytes(t, is_32(t) ? 32 : QK_K, cols);
     /* (llama.cpp's repacked and panel forms also want the matrix's rows a
@@ -221,7 +221,7 @@ KQL_INLINE void matmul(xllm_dtype t, const void *W, int64_t cols, const void *ac
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
-__attribute__((target("avx2,fma"))) static void matmul_fma(xllm_dtype t, const void *W, int64_t cols, const void *act,
+__attribute__((target("avx2,fma"))) static void matmul_fma(dtype_t t, const void *W, int64_t cols, const void *act,
                                                           size_t act_stride, int T, int tok0, int batch,
                                                           const float *bias, float *y, size_t ldy, int64_t r0,
                                                           int64_t r1) {
@@ -229,7 +229,7 @@ __attribute__((target("avx2,fma"))) static void matmul_fma(xllm_dtype t, const v
 }
 #endif
 
-void kq_matmul_llama(xllm_dtype t, const void *W, int64_t cols, const void *act, size_t act_stride, int T, int tok0,
+void kq_matmul_llama(dtype_t t, const void *W, int64_t cols, const void *act, size_t act_stride, int T, int tok0,
                      int batch, const float *bias, float *y, size_t ldy, int64_t r0, int64_t r1) {
 #if defined(__x86_64__) && defined(__GNUC__)
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {

@@ -29,14 +29,14 @@
 #include <string.h>
 
 static void wr16(uint8_t *p, float f) {
-    uint16_t h = xllm_f32_to_f16(f);
+    uint16_t h = f32_to_f16(f);
     memcpy(p, &h, 2);
 }
 
 static float rd16(const uint8_t *p) {
     uint16_t h;
     memcpy(&h, p, 2);
-    return xllm_f16_to_f32(h);
+    return f16_to_f32(h);
 }
 
 static int clampi(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
@@ -125,7 +125,7 @@ static void weights(const float *x, const float *imp, int n, float *w) {
     for (int i = 0; i < n; i++) w[i] = (imp ? imp[i] : 1.0f) * (rms + fabsf(x[i]));
 }
 
-static void q45k_block(xllm_dtype t, const float *x, const float *imp, uint8_t *b) {
+static void q45k_block(dtype_t t, const float *x, const float *imp, uint8_t *b) {
     int L = t == XLLM_DT_Q5_K ? 31 : 15;
     float w[QK_K], s[8], m[8], smax = 0, mmax = 0;
     weights(x, imp, QK_K, w);
@@ -269,7 +269,7 @@ static void iq4nl_block(const float *x, const float *imp, uint8_t *b) {
             if (stt <= 0 || sxt == 0) break;
             d = (float)(sxt / stt);
         }
-        float dq = xllm_f16_to_f32(xllm_f32_to_f16(d)), id = 1.0f / dq;
+        float dq = f16_to_f32(f32_to_f16(d)), id = 1.0f / dq;
         double e = 0;
         for (int i = 0; i < 32; i++) {
             double r = x[i] - dq * kq_iq4_values[iq4_nearest(x[i] * id)];
@@ -283,12 +283,12 @@ static void iq4nl_block(const float *x, const float *imp, uint8_t *b) {
         b[2 + i] = (uint8_t)(iq4_nearest(x[i] * id) | iq4_nearest(x[i + 16] * id) << 4);
 }
 
-int kq_can_quantize(xllm_dtype t) {
+int kq_can_quantize(dtype_t t) {
     return t == XLLM_DT_Q2_K || t == XLLM_DT_Q3_K || t == XLLM_DT_Q4_K || t == XLLM_DT_Q5_K || t == XLLM_DT_Q6_K ||
            t == XLLM_DT_IQ4_NL;
 }
 
-void kq_quantize_row(xllm_dtype t, const float *x, int64_t cols, const float *importance, void *out) {
+void kq_quantize_row(dtype_t t, const float *x, int64_t cols, const float *importance, void *out) {
     size_t bb = kq_block_bytes(t);
     int n = kq_block_elems(t);
     for (int64_t b = 0; b < cols / n; b++) {

@@ -24,7 +24,7 @@ void kvq_store_row(kv_dtype dt, const float *x, int hd, void *dst) {
     }
     if (dt == KV_F16) {
         for (int i = 0; i < hd; i++) {
-            uint16_t h = xllm_f32_to_f16(x[i]);
+            uint16_t h = f32_to_f16(x[i]);
             memcpy(o + (size_t)i * 2, &h, 2);
         }
         return;
@@ -42,8 +42,8 @@ void kvq_store_row(kv_dtype dt, const float *x, int hd, void *dst) {
         uint16_t h = 0x7e00; /* NaN */
         if (finite) {
             float d = amax / 127.0f;
-            h = xllm_f32_to_f16(d < 65504.0f ? d : 65504.0f);
-            float df = xllm_f16_to_f32(h), id = df > 0.0f ? 1.0f / df : 0.0f;
+            h = f32_to_f16(d < 65504.0f ? d : 65504.0f);
+            float df = f16_to_f32(h), id = df > 0.0f ? 1.0f / df : 0.0f;
             for (int i = 0; i < G; i++) {
                 float v = roundf(xg[i] * id);
                 o[(size_t)g * G + i] = (unsigned char)(int8_t)(v > 127.0f ? 127 : v < -127.0f ? -127 : (int)v);

@@ -64,10 +64,10 @@ static inline float kvq_get(kv_dtype dt, const void *row, int hd, int i) {
     }
     if (dt == KV_F16) {
         memcpy(&h, r + (size_t)i * 2, 2);
-        return xllm_f16_to_f32(h);
+        return f16_to_f32(h);
     }
     memcpy(&h, r + hd + 2 * (i >> kvq_group_shift(hd)), 2);
-    return (float)(int8_t)r[i] * xllm_f16_to_f32(h);
+    return (float)(int8_t)r[i] * f16_to_f32(h);
 }
 
 /* "f32", "f16", "q8" */

@@ -15,17 +15,17 @@
 static float rd16(const unsigned char *p) {
     uint16_t h;
     memcpy(&h, p, 2);
-    return xllm_f16_to_f32(h);
+    return f16_to_f32(h);
 }
 
 static void wr16(unsigned char *p, float f) {
-    uint16_t h = xllm_f32_to_f16(f);
+    uint16_t h = f32_to_f16(f);
     memcpy(p, &h, 2);
 }
 
 /* ----------------------------------------------------------------- sizes */
 
-size_t quant_block_bytes(xllm_dtype t, int group) {
+size_t quant_block_bytes(dtype_t t, int group) {
     switch (t) {
     case XLLM_DT_Q8: return 2 + (size_t)group;
     case XLLM_DT_Q4: return 2 + (size_t)group / 2;
@@ -34,15 +34,15 @@ size_t quant_block_bytes(xllm_dtype t, int group) {
     }
 }
 
-int quant_format_ok(xllm_dtype t, int group, int64_t cols) {
-    if (!xllm_dtype_is_quant(t)) return 0;
-    if (xllm_dtype_is_kq(t)) return group == kq_block_elems(t) && cols > 0 && cols % group == 0;
+int quant_format_ok(dtype_t t, int group, int64_t cols) {
+    if (!dtype_is_quant(t)) return 0;
+    if (dtype_is_kq(t)) return group == kq_block_elems(t) && cols > 0 && cols % group == 0;
     if (group < QK || group % QK || group > 4096) return 0;
     return cols > 0 && cols % group == 0;
 }
 
-size_t quant_row_bytes(xllm_dtype t, int group, int64_t cols) {
-    if (!xllm_dtype_is_quant(t)) return (size_t)cols * xllm_dtype_size(t);
+size_t quant_row_bytes(dtype_t t, int group, int64_t cols) {
+    if (!dtype_is_quant(t)) return (size_t)cols * dtype_size(t);
     return (size_t)(cols / group) * quant_block_bytes(t, group);
 }
 
@@ -64,7 +64,7 @@ static int get_nibble(const unsigned char *q, int i) {
 
 /* Quantize one group of n values with range clipped by `clip`; writes the
  * block and returns the importance-weighted squared error. */
-static double quant_group(xllm_dtype t, const float *x, int n, float clip, const float *imp, unsigned char *blk) {
+static double quant_group(dtype_t t, const float *x, int n, float clip, const float *imp, unsigned char *blk) {
     double errsum = 0;
     if (t == XLLM_DT_Q8) {
         float amax = 0;
@@ -148,8 +148,8 @@ static double quant_group(xllm_dtype t, const float *x, int n, float clip, const
     return errsum;
 }
 
-void quant_quantize_row(xllm_dtype t, int group, const float *x, int64_t cols, const float *importance, void *out) {
-    assert(quant_format_ok(t, group, cols) && !xllm_dtype_is_kq(t));
+void quant_quantize_row(dtype_t t, int group, const float *x, int64_t cols, const float *importance, void *out) {
+    assert(quant_format_ok(t, group, cols) && !dtype_is_kq(t));
     size_t bb = quant_block_bytes(t, group);
     unsigned char *o = out;
     unsigned char tmp[4 + 4096];
@@ -167,7 +167,7 @@ void quant_quantize_row(xllm_dtype t, int group, const float *x, int64_t cols, c
     }
 }
 
-void quant_group_params(xllm_dtype t, int group, const float *x, const float *importance, float *d, float *m) {
+void quant_group_params(dtype_t t, int group, const float *x, const float *importance, float *d, float *m) {
     unsigned char blk[4 + 4096], tmp[4 + 4096];
     size_t bb = quant_block_bytes(t, group);
     double best = quant_group(t, x, group, 1.0f, importance, blk);
@@ -182,7 +182,7 @@ void quant_group_params(xllm_dtype t, int group, const float *x, const float *im
     *m = t == XLLM_DT_Q4M ? rd16(blk + 2) : 0.0f;
 }
 
-int quant_level(xllm_dtype t, float x, float d, float m) {
+int quant_level(dtype_t t, float x, float d, float m) {
     float id = d != 0 ? 1.0f / d : 0.0f;
     int v;
     switch (t) {
@@ -192,9 +192,9 @@ int quant_level(xllm_dtype t, float x, float d, float m) {
     }
 }
 
-float quant_value(xllm_dtype t, int q, float d, float m) { return t == XLLM_DT_Q4M ? q * d + m : q * d; }
+float quant_value(dtype_t t, int q, float d, float m) { return t == XLLM_DT_Q4M ? q * d + m : q * d; }
 
-void quant_pack_row(xllm_dtype t, int group, const int8_t *q, const float *d, const float *m, int64_t cols, void *out) {
+void quant_pack_row(dtype_t t, int group, const int8_t *q, const float *d, const float *m, int64_t cols, void *out) {
     size_t bb = quant_block_bytes(t, group);
     unsigned char *b = out;
     for (int64_t g = 0; g < cols / group; g++, b += bb) {
@@ -213,8 +213,8 @@ void quant_pack_row(xllm_dtype t, int group, const int8_t *q, const float *d, co
     }
 }
 
-void quant_dequantize_row(xllm_dtype t, int group, const void *row, int64_t cols, float *out) {
-    if (xllm_dtype_is_kq(t)) {
+void quant_dequantize_row(dtype_t t, int group, const void *row, int64_t cols, float *out) {
+    if (dtype_is_kq(t)) {
         kq_dequantize_row(t, row, cols, out);
         return;
     }
@@ -271,7 +271,7 @@ void quant_activations(const float *x, int64_t cols, int8_t *q, float *d, int32_
 
 /* ------------------------------------------------------------------- dot */
 
-float quant_dot(xllm_dtype t, int group, const void *row, const int8_t *q, const float *d, const int32_t *s,
+float quant_dot(dtype_t t, int group, const void *row, const int8_t *q, const float *d, const int32_t *s,
                 const float *ds, int64_t cols) {
     size_t bb = quant_block_bytes(t, group);
     const unsigned char *b = row;

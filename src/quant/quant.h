@@ -23,30 +23,30 @@
 #define QK 32 /* activation block, and the smallest weight group */
 
 /* The functions below also describe llama.cpp's block types (kquant.h:
- * xllm_dtype_is_kq, group = the type's block of 32 or 256) for sizes, format
+ * dtype_is_kq, group = the type's block of 32 or 256) for sizes, format
  * checks and dequantization; quantizing and quant_dot are for Q8/Q4/Q4M. */
 
 /* Bytes of one block of `group` weights. */
-size_t quant_block_bytes(xllm_dtype t, int group);
+size_t quant_block_bytes(dtype_t t, int group);
 /* Bytes of one row of `cols` weights (cols % group == 0), or of a plain-typed row. */
-size_t quant_row_bytes(xllm_dtype t, int group, int64_t cols);
+size_t quant_row_bytes(dtype_t t, int group, int64_t cols);
 /* Is (t, group) a valid quantized format for rows of `cols`? */
-int quant_format_ok(xllm_dtype t, int group, int64_t cols);
+int quant_format_ok(dtype_t t, int group, int64_t cols);
 
 /* Quantize one row. For 4-bit types each group's range is clipped by the
  * factor in [0.6, 1] and its scale (and minimum) refitted by least squares
  * so as to minimise the squared error weighted by importance: per column,
  * e.g. mean activation^2 from calibration; NULL weighs all columns alike. */
-void quant_quantize_row(xllm_dtype t, int group, const float *x, int64_t cols, const float *importance, void *out);
+void quant_quantize_row(dtype_t t, int group, const float *x, int64_t cols, const float *importance, void *out);
 /* The pieces of quant_quantize_row, for quantizers that choose levels
  * themselves (GPTQ): a group's stored scale d and minimum m (0 unless Q4M)
  * after the same search; the level of one value; its dequantized value; and
  * packing levels (Q4: -8..7, Q4M: 0..15, Q8: -127..127) with per-group d, m. */
-void quant_group_params(xllm_dtype t, int group, const float *x, const float *importance, float *d, float *m);
-int quant_level(xllm_dtype t, float x, float d, float m);
-float quant_value(xllm_dtype t, int q, float d, float m);
-void quant_pack_row(xllm_dtype t, int group, const int8_t *q, const float *d, const float *m, int64_t cols, void *out);
-void quant_dequantize_row(xllm_dtype t, int group, const void *row, int64_t cols, float *out);
+void quant_group_params(dtype_t t, int group, const float *x, const float *importance, float *d, float *m);
+int quant_level(dtype_t t, float x, float d, float m);
+float quant_value(dtype_t t, int q, float d, float m);
+void quant_pack_row(dtype_t t, int group, const int8_t *q, const float *d, const float *m, int64_t cols, void *out);
+void quant_dequantize_row(dtype_t t, int group, const void *row, int64_t cols, float *out);
 
 /* Activations quantized to int8 in blocks of QK: q[cols], d[cols/QK], s[cols/QK] = sum of q. */
 typedef struct qact {
@@ -66,7 +66,7 @@ static inline void quant_act_scale(float amax, int llama, float *d, float *id) {
     float db = amax / 127.0f;
     if (llama) {
         *id = amax != 0 ? 127.0f / amax : 0.0f;
-        *d = xllm_f16_round(db);
+        *d = f16_round(db);
     } else {
         *id = db != 0 ? 1.0f / db : 0.0f;
         *d = db;
@@ -77,11 +77,11 @@ static inline void quant_act_scale(float amax, int llama, float *d, float *id) {
  * Q8_1 keeps f16(amax / 127 x s), the unrounded scale times the sum rounded
  * to f16. amax, d and s as quant_act_scale and the codes give them. */
 static inline float quant_act_dsum(float amax, float d, int32_t s, int llama) {
-    return llama ? xllm_f16_round(amax / 127.0f * (float)s) : d * (float)s;
+    return llama ? f16_round(amax / 127.0f * (float)s) : d * (float)s;
 }
 
 /* Dot product of one quantized weight row with one quantized activation row. */
-float quant_dot(xllm_dtype t, int group, const void *row, const int8_t *q, const float *d, const int32_t *s,
+float quant_dot(dtype_t t, int group, const void *row, const int8_t *q, const float *d, const int32_t *s,
                 const float *ds, int64_t cols);
 
 #endif

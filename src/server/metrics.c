@@ -176,7 +176,7 @@ void metrics_render(srv_state *s, sbuf *o) {
                           jnum(st[i], gauges[g].a, gauges[g].b));
     }
     for (int i = 0; i < nm; i++) cJSON_Delete(st[i]);
-    /* memory: what the library holds through xllm_malloc, and the C heap as
+    /* memory: what the library holds through mem_malloc, and the C heap as
      * glibc's allocator sees it (in use vs kept free in its arenas), so a
      * growing RSS can be told apart: a leak grows the in-use bytes, allocator
      * high-water (arenas of connection threads, fragmentation) the free ones */

@@ -15,7 +15,7 @@
 #include <string.h>
 
 /* The server's one growth rule: it links only xllm.h, so not base/buf.h's
- * xllm_array_reserve (the same rule). */
+ * array_reserve (the same rule). */
 int srv_reserve(void *items, size_t *cap, size_t need, size_t size, size_t first, size_t max) {
     if (need <= *cap) return 0;
     if (need > max || (size && max > SIZE_MAX / size)) return -1;

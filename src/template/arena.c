@@ -28,7 +28,7 @@ void *tpl_alloc(tpl_arena *a, size_t size) {
         size_t bs = size > BLOCK_MIN ? size : BLOCK_MIN;
         if (b && b->size < 4 * 1024 * 1024 && bs < b->size * 2) bs = b->size * 2; /* grow geometrically */
         if (bs > SIZE_MAX - sizeof *b) return NULL;
-        tpl_arena_block *nb = xllm_malloc(sizeof *nb + bs);
+        tpl_arena_block *nb = mem_malloc(sizeof *nb + bs);
         if (!nb) return NULL;
         nb->size = bs;
         nb->used = 0;

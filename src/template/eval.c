@@ -30,7 +30,7 @@ int tpl_fail(tpl_ctx *c, xllm_status code, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    xllm_errorf(c->err, code, "chat template line %d: %s", c->line, msg);
+    err_setf(c->err, code, "chat template line %d: %s", c->line, msg);
     return -1;
 }
 
@@ -276,7 +276,7 @@ static int do_slice(tpl_ctx *c, const tv *obj, const tv parts[3], const int give
 /* ------------------------------------------------------------- evaluation */
 
 static int eval(tpl_ctx *c, scope *s, const node *n, tv *out);
-static int exec(tpl_ctx *c, scope *s, const node *n, xllm_buf *out);
+static int exec(tpl_ctx *c, scope *s, const node *n, buf_t *out);
 static int call_loop(tpl_ctx *c, const tpl_loop *L, const tpl_args *a, tv *out);
 
 static int eval_args(tpl_ctx *c, scope *s, const node *n, tv *first, tpl_args *a) {
@@ -365,12 +365,12 @@ static int call_macro(tpl_ctx *c, const tv_func *fn, const tpl_args *a, tv *out)
     }
     if (m->uses_varargs && scope_set(c, s, "varargs", tv_list_val(varargs))) return -1;
     if (m->uses_kwargs && scope_set(c, s, "kwargs", tv_dict_val(kwargs))) return -1;
-    xllm_buf b = tpl_buf_make(c);
+    buf_t b = tpl_buf_make(c);
     int saved_line = c->line;
     int rc = exec(c, s, m->b, &b);
     c->line = saved_line;
     if (rc < 0) {
-        xllm_buf_free(&b);
+        buf_free(&b);
         return -1;
     }
     return tpl_buf_to_value(c, &b, out);
@@ -556,9 +556,9 @@ static int eval(tpl_ctx *c, scope *s, const node *n, tv *out) {
 
 /* ------------------------------------------------------------- statements */
 
-static int write_value(tpl_ctx *c, const tv *v, xllm_buf *out) {
+static int write_value(tpl_ctx *c, const tv *v, buf_t *out) {
     if (v->kind == TV_STR) {
-        if (xllm_buf_append(out, v->u.s, v->len))
+        if (buf_append(out, v->u.s, v->len))
             return out->err == XLLM_BUF_OOM ? tpl_oom(c) : tpl_fail(c, XLLM_ERR_FORMAT, "the rendered text is larger than the limit (%zu bytes)", out->max);
         return 0;
     }
@@ -566,7 +566,7 @@ static int write_value(tpl_ctx *c, const tv *v, xllm_buf *out) {
 }
 
 /* One run of a for loop over seq (depth > 1: a recursive loop(...) call). */
-static int run_loop(tpl_ctx *c, scope *s, const node *n, const tv *seq, int depth, xllm_buf *out) {
+static int run_loop(tpl_ctx *c, scope *s, const node *n, const tv *seq, int depth, buf_t *out) {
     const tv *items;
     size_t cnt;
     if (tv_iter(c, seq, &items, &cnt)) return -1;
@@ -616,7 +616,7 @@ static int run_loop(tpl_ctx *c, scope *s, const node *n, const tv *seq, int dept
     return 0;
 }
 
-static int exec_for(tpl_ctx *c, scope *s, const node *n, xllm_buf *out) {
+static int exec_for(tpl_ctx *c, scope *s, const node *n, buf_t *out) {
     tv seq;
     if (eval(c, s, n->b, &seq)) return -1;
     c->line = n->line;
@@ -627,9 +627,9 @@ static int exec_for(tpl_ctx *c, scope *s, const node *n, xllm_buf *out) {
 static int call_loop(tpl_ctx *c, const tpl_loop *L, const tpl_args *a, tv *out) {
     if (!L->node->op) return tpl_fail(c, XLLM_ERR_FORMAT, "loop() is only callable in a recursive for loop");
     if (a->npos != 1 || a->nkw) return tpl_fail(c, XLLM_ERR_FORMAT, "loop() takes exactly one argument");
-    xllm_buf b = tpl_buf_make(c);
+    buf_t b = tpl_buf_make(c);
     if (run_loop(c, L->outer, L->node, &a->pos[0], L->depth + 1, &b)) {
-        xllm_buf_free(&b);
+        buf_free(&b);
         return -1;
     }
     return tpl_buf_to_value(c, &b, out);
@@ -640,14 +640,14 @@ static int call_loop(tpl_ctx *c, const tpl_loop *L, const tpl_args *a, tv *out) 
 static int render_body(tpl_ctx *c, scope *s, const node *body, tv *out) {
     scope *inner = scope_new(c, s);
     if (!inner) return -1;
-    xllm_buf b = tpl_buf_make(c);
+    buf_t b = tpl_buf_make(c);
     int rc = exec(c, inner, body, &b);
     if (rc < 0) {
-        xllm_buf_free(&b);
+        buf_free(&b);
         return -1;
     }
     if (rc > 0) { /* break/continue: leaves the enclosing loop's body, the text is dropped */
-        xllm_buf_free(&b);
+        buf_free(&b);
         return rc;
     }
     return tpl_buf_to_value(c, &b, out) ? -1 : 0;
@@ -662,7 +662,7 @@ static int apply_filter_chain(tpl_ctx *c, scope *s, const node *chain, const tv 
 }
 
 /* 0 done, 1 break, 2 continue, -1 error. */
-static int exec(tpl_ctx *c, scope *s, const node *n, xllm_buf *out) {
+static int exec(tpl_ctx *c, scope *s, const node *n, buf_t *out) {
     if (++c->work > TPL_MAX_WORK && tpl_work(c, 0)) return -1;
     if (++c->depth > TPL_MAX_DEPTH) return tpl_fail(c, XLLM_ERR_UNSUPPORTED, "statements nested too deeply");
     c->line = n->line;
@@ -673,7 +673,7 @@ static int exec(tpl_ctx *c, scope *s, const node *n, xllm_buf *out) {
         for (size_t i = 0; i < n->nk && !rc; i++) rc = exec(c, s, n->kids[i], out);
         break;
     case S_DATA:
-        if (xllm_buf_append(out, n->val.u.s, n->val.len))
+        if (buf_append(out, n->val.u.s, n->val.len))
             rc = out->err == XLLM_BUF_OOM ? tpl_oom(c) : tpl_fail(c, XLLM_ERR_FORMAT, "the rendered text is larger than the limit (%zu bytes)", out->max);
         break;
     case S_OUT:
@@ -747,7 +747,7 @@ static int exec(tpl_ctx *c, scope *s, const node *n, xllm_buf *out) {
 
 int tpl_eval_const(tpl_ctx *c, const node *n, tv *out) { return eval(c, NULL, n, out); }
 
-int tpl_render_ast(tpl_ctx *c, const tpl_template *t, xllm_buf *out) {
+int tpl_render_ast(tpl_ctx *c, const tpl_template *t, buf_t *out) {
     c->top = scope_new(c, NULL);
     if (!c->top) return -1;
     int rc = exec(c, c->top, t->root, out);

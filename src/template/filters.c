@@ -64,7 +64,7 @@ FILTER(f_capitalize) { return text_method(c, in, a, "capitalize", "capitalize", 
 FILTER(f_title) {
     tv s;
     if (tpl_bind(c, "title", a, NULL, 0, NULL) || str_of(c, in, &s)) return -1;
-    xllm_buf b = tpl_buf_make(c);
+    buf_t b = tpl_buf_make(c);
     size_t i = 0;
     while (i < s.len) {
         size_t st = i, j = i;
@@ -79,7 +79,7 @@ FILTER(f_title) {
             i = k;
         }
         if (sep) {
-            xllm_buf_append(&b, s.u.s + st, i - st);
+            buf_append(&b, s.u.s + st, i - st);
         } else {
             py_upper(&b, s.u.s + st, j - st);
             py_lower(&b, s.u.s + j, i - j);
@@ -112,15 +112,15 @@ FILTER(f_safe) {
 FILTER(f_escape) {
     tv s;
     if (tpl_bind(c, "escape", a, NULL, 0, NULL) || str_of(c, in, &s)) return -1;
-    xllm_buf b = tpl_buf_make(c);
+    buf_t b = tpl_buf_make(c);
     for (size_t i = 0; i < s.len; i++) {
         switch (s.u.s[i]) {
-        case '&': xllm_buf_append(&b, "&amp;", 5); break;
-        case '<': xllm_buf_append(&b, "&lt;", 4); break;
-        case '>': xllm_buf_append(&b, "&gt;", 4); break;
-        case '"': xllm_buf_append(&b, "&#34;", 5); break;
-        case '\'': xllm_buf_append(&b, "&#39;", 5); break;
-        default: xllm_buf_putc(&b, s.u.s[i]);
+        case '&': buf_append(&b, "&amp;", 5); break;
+        case '<': buf_append(&b, "&lt;", 4); break;
+        case '>': buf_append(&b, "&gt;", 4); break;
+        case '"': buf_append(&b, "&#34;", 5); break;
+        case '\'': buf_append(&b, "&#39;", 5); break;
+        default: buf_putc(&b, s.u.s[i]);
         }
     }
     return tpl_buf_to_value(c, &b, out);
@@ -163,14 +163,14 @@ FILTER(f_indent) {
     tv s2 = tv_str(tmp, s.len + 1), lines;
     if (call_method(c, &s2, "splitlines", NULL, 0, &lines)) return -1;
     const tv_list *L = lines.u.l;
-    xllm_buf b = tpl_buf_make(c);
-    if (first) xllm_buf_append(&b, ind.u.s, ind.len);
+    buf_t b = tpl_buf_make(c);
+    if (first) buf_append(&b, ind.u.s, ind.len);
     for (size_t i = 0; i < L->n; i++) {
         if (i) {
-            xllm_buf_putc(&b, '\n');
-            if (blank || L->items[i].len) xllm_buf_append(&b, ind.u.s, ind.len);
+            buf_putc(&b, '\n');
+            if (blank || L->items[i].len) buf_append(&b, ind.u.s, ind.len);
         }
-        xllm_buf_append(&b, L->items[i].u.s, L->items[i].len);
+        buf_append(&b, L->items[i].u.s, L->items[i].len);
     }
     return tpl_buf_to_value(c, &b, out);
 }
@@ -206,9 +206,9 @@ FILTER(f_truncate) {
         for (size_t k = cut; k-- > 0;)
             if (s.u.s[k] == ' ') { head.len = k; break; }
     }
-    xllm_buf b = tpl_buf_make(c);
-    xllm_buf_append(&b, head.u.s, head.len);
-    xllm_buf_append(&b, end.u.s, end.len);
+    buf_t b = tpl_buf_make(c);
+    buf_append(&b, head.u.s, head.len);
+    buf_append(&b, end.u.s, end.len);
     return tpl_buf_to_value(c, &b, out);
 }
 
@@ -291,9 +291,9 @@ FILTER(f_tojson) {
         o.key_sep = seps[1].u.s;
         o.key_sep_len = seps[1].len;
     }
-    xllm_buf b = tpl_buf_make(c);
+    buf_t b = tpl_buf_make(c);
     if (tpl_json_dump(c, in, &o, &b)) {
-        xllm_buf_free(&b);
+        buf_free(&b);
         return -1;
     }
     return tpl_buf_to_value(c, &b, out);
@@ -387,16 +387,16 @@ FILTER(f_join) {
     const tv *items;
     size_t n;
     if (items_of(c, in, &items, &n)) return -1;
-    xllm_buf b = tpl_buf_make(c);
+    buf_t b = tpl_buf_make(c);
     for (size_t i = 0; i < n; i++) {
         tv v = items[i];
         if (!is_missing(&p[1]) && p[1].kind != TV_NONE && tpl_attr_path(c, &items[i], &p[1], &v)) goto fail;
-        if (i && xllm_buf_append(&b, sep.u.s, sep.len)) break;
+        if (i && buf_append(&b, sep.u.s, sep.len)) break;
         if (tv_to_str(c, &v, &b)) goto fail;
     }
     return tpl_buf_to_value(c, &b, out);
 fail:
-    xllm_buf_free(&b);
+    buf_free(&b);
     return -1;
 }
 
@@ -461,7 +461,7 @@ int tpl_attr_path(tpl_ctx *c, const tv *item, const tv *path, tv *out) {
 /* Case folding for comparisons when case_sensitive is false. */
 static int fold(tpl_ctx *c, const tv *v, tv *out) {
     if (v->kind != TV_STR) { *out = *v; return 0; }
-    xllm_buf b = tpl_buf_make(c);
+    buf_t b = tpl_buf_make(c);
     py_lower(&b, v->u.s, v->len);
     return tpl_buf_to_value(c, &b, out);
 }

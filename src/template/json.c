@@ -28,7 +28,7 @@ typedef struct jp {
 
 static int jfail(jp *p, const char *msg) {
     if (!p->c->failed) {
-        xllm_errorf(p->c->err, XLLM_ERR_FORMAT, "%s: invalid JSON at byte %zu: %s", p->what, p->i, msg);
+        err_setf(p->c->err, XLLM_ERR_FORMAT, "%s: invalid JSON at byte %zu: %s", p->what, p->i, msg);
         p->c->failed = 1;
     }
     return -1;
@@ -45,20 +45,20 @@ static int jstring(jp *p, tv *out) {
     size_t k = start;
     while (k < p->n && p->s[k] != '"' && p->s[k] != '\\' && (unsigned char)p->s[k] >= 0x20) k++;
     if (k < p->n && p->s[k] == '"') {
-        if (!xllm_utf8_valid(p->s + start, k - start)) return jfail(p, "string is not valid UTF-8");
+        if (!u8_valid(p->s + start, k - start)) return jfail(p, "string is not valid UTF-8");
         p->i = k + 1;
         return tv_str_copy(p->c, p->s + start, k - start, out);
     }
-    xllm_buf b = tpl_buf_make(p->c);
+    buf_t b = tpl_buf_make(p->c);
     b.max = (size_t)-1;
     while (p->i < p->n && p->s[p->i] != '"') {
         char ch = p->s[p->i];
-        if ((unsigned char)ch < 0x20) { xllm_buf_free(&b); return jfail(p, "control character in string"); }
+        if ((unsigned char)ch < 0x20) { buf_free(&b); return jfail(p, "control character in string"); }
         if (ch != '\\') {
             size_t st = p->i;
             while (p->i < p->n && p->s[p->i] != '"' && p->s[p->i] != '\\' && (unsigned char)p->s[p->i] >= 0x20) p->i++;
-            if (!xllm_utf8_valid(p->s + st, p->i - st)) { xllm_buf_free(&b); return jfail(p, "string is not valid UTF-8"); }
-            if (xllm_buf_append(&b, p->s + st, p->i - st)) break;
+            if (!u8_valid(p->s + st, p->i - st)) { buf_free(&b); return jfail(p, "string is not valid UTF-8"); }
+            if (buf_append(&b, p->s + st, p->i - st)) break;
             continue;
         }
         if (p->i + 1 >= p->n) break;
@@ -75,28 +75,28 @@ static int jstring(jp *p, tv *out) {
         case 't': o = '\t'; break;
         case 'u': {
             uint32_t cp, lo;
-            if (p->i + 4 > p->n || xllm_hex4(p->s + p->i, &cp)) { xllm_buf_free(&b); return jfail(p, "bad \\u escape"); }
+            if (p->i + 4 > p->n || u8_hex4(p->s + p->i, &cp)) { buf_free(&b); return jfail(p, "bad \\u escape"); }
             p->i += 4;
             if (cp >= 0xD800 && cp < 0xDC00 && p->i + 6 <= p->n && p->s[p->i] == '\\' && p->s[p->i + 1] == 'u' &&
-                !xllm_hex4(p->s + p->i + 2, &lo) && lo >= 0xDC00 && lo < 0xE000) {
+                !u8_hex4(p->s + p->i + 2, &lo) && lo >= 0xDC00 && lo < 0xE000) {
                 cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
                 p->i += 6;
             } else if (cp >= 0xD800 && cp < 0xE000) {
                 cp = 0xFFFD; /* a lone surrogate cannot be UTF-8 */
             }
             char u[4];
-            if (xllm_buf_append(&b, u, xllm_utf8_encode(cp, u))) goto oom;
+            if (buf_append(&b, u, u8_encode(cp, u))) goto oom;
             continue;
         }
-        default: xllm_buf_free(&b); return jfail(p, "bad escape in string");
+        default: buf_free(&b); return jfail(p, "bad escape in string");
         }
-        if (xllm_buf_putc(&b, o)) goto oom;
+        if (buf_putc(&b, o)) goto oom;
     }
-    if (p->i >= p->n) { xllm_buf_free(&b); return jfail(p, "unterminated string"); }
+    if (p->i >= p->n) { buf_free(&b); return jfail(p, "unterminated string"); }
     p->i++;
     return tpl_buf_to_value(p->c, &b, out);
 oom:
-    xllm_buf_free(&b);
+    buf_free(&b);
     return tpl_oom(p->c);
 }
 
@@ -129,7 +129,7 @@ static int jnumber(jp *p, tv *out) {
     size_t len = p->i - st;
     if (len >= sizeof buf) {
         if (!is_float) return jfail(p, "integer too large (more than 64 bits)");
-        char *tmp = xllm_malloc(len + 1);
+        char *tmp = mem_malloc(len + 1);
         if (!tmp) return tpl_oom(p->c);
         memcpy(tmp, p->s + st, len);
         tmp[len] = 0;
@@ -237,8 +237,8 @@ int tpl_json_parse(tpl_ctx *c, const char *text, size_t len, const char *what, t
 
 /* ----------------------------------------------------------------- dumping */
 
-static int dump_string(xllm_buf *b, const char *s, size_t len, int ascii) {
-    if (xllm_buf_putc(b, '"')) return -1;
+static int dump_string(buf_t *b, const char *s, size_t len, int ascii) {
+    if (buf_putc(b, '"')) return -1;
     size_t i = 0;
     while (i < len) {
         size_t st = i;
@@ -248,68 +248,68 @@ static int dump_string(xllm_buf *b, const char *s, size_t len, int ascii) {
             if (ch < 0x20 || ch == '"' || ch == '\\' || (ascii && ch >= 0x7F)) break;
             i++;
         }
-        if (i > st && xllm_buf_append(b, s + st, i - st)) return -1;
+        if (i > st && buf_append(b, s + st, i - st)) return -1;
         if (i >= len) break;
         uint32_t cp = py_utf8_next(s, len, &i);
         int rc;
         switch (cp) {
-        case '"': rc = xllm_buf_append(b, "\\\"", 2); break;
-        case '\\': rc = xllm_buf_append(b, "\\\\", 2); break;
-        case '\n': rc = xllm_buf_append(b, "\\n", 2); break;
-        case '\r': rc = xllm_buf_append(b, "\\r", 2); break;
-        case '\t': rc = xllm_buf_append(b, "\\t", 2); break;
-        case '\b': rc = xllm_buf_append(b, "\\b", 2); break;
-        case '\f': rc = xllm_buf_append(b, "\\f", 2); break;
+        case '"': rc = buf_append(b, "\\\"", 2); break;
+        case '\\': rc = buf_append(b, "\\\\", 2); break;
+        case '\n': rc = buf_append(b, "\\n", 2); break;
+        case '\r': rc = buf_append(b, "\\r", 2); break;
+        case '\t': rc = buf_append(b, "\\t", 2); break;
+        case '\b': rc = buf_append(b, "\\b", 2); break;
+        case '\f': rc = buf_append(b, "\\f", 2); break;
         default:
             if (cp >= 0x10000) {
                 uint32_t v = cp - 0x10000;
-                rc = xllm_buf_printf(b, "\\u%04x\\u%04x", 0xD800 + (v >> 10), 0xDC00 + (v & 0x3FF));
+                rc = buf_printf(b, "\\u%04x\\u%04x", 0xD800 + (v >> 10), 0xDC00 + (v & 0x3FF));
             } else {
-                rc = xllm_buf_printf(b, "\\u%04x", cp);
+                rc = buf_printf(b, "\\u%04x", cp);
             }
         }
         if (rc) return -1;
     }
-    return xllm_buf_putc(b, '"');
+    return buf_putc(b, '"');
 }
 
-static int dump_float(xllm_buf *b, double f) {
-    if (isnan(f)) return xllm_buf_append(b, "NaN", 3);
-    if (isinf(f)) return f < 0 ? xllm_buf_append(b, "-Infinity", 9) : xllm_buf_append(b, "Infinity", 8);
+static int dump_float(buf_t *b, double f) {
+    if (isnan(f)) return buf_append(b, "NaN", 3);
+    if (isinf(f)) return f < 0 ? buf_append(b, "-Infinity", 9) : buf_append(b, "Infinity", 8);
     char num[40];
     py_float_repr(f, num);
-    return xllm_buf_append(b, num, strlen(num));
+    return buf_append(b, num, strlen(num));
 }
 
-static int newline_indent(xllm_buf *b, const tpl_json_opts *o, int level) {
-    if (xllm_buf_putc(b, '\n')) return -1;
+static int newline_indent(buf_t *b, const tpl_json_opts *o, int level) {
+    if (buf_putc(b, '\n')) return -1;
     for (int k = 0; k < level; k++)
-        if (xllm_buf_append(b, o->indent, o->indent_len)) return -1;
+        if (buf_append(b, o->indent, o->indent_len)) return -1;
     return 0;
 }
 
-static int dump(tpl_ctx *c, const tv *v, const tpl_json_opts *o, xllm_buf *b, int level);
+static int dump(tpl_ctx *c, const tv *v, const tpl_json_opts *o, buf_t *b, int level);
 
-static int dump_key(tpl_ctx *c, const tv *k, const tpl_json_opts *o, xllm_buf *b) {
+static int dump_key(tpl_ctx *c, const tv *k, const tpl_json_opts *o, buf_t *b) {
     char num[40];
     switch (k->kind) {
     case TV_STR: return dump_string(b, k->u.s, k->len, o->ensure_ascii);
-    case TV_INT: return xllm_buf_printf(b, "\"%" PRId64 "\"", k->u.i);
-    case TV_BOOL: return xllm_buf_append(b, k->u.b ? "\"true\"" : "\"false\"", k->u.b ? 6 : 7);
-    case TV_NONE: return xllm_buf_append(b, "\"null\"", 6);
+    case TV_INT: return buf_printf(b, "\"%" PRId64 "\"", k->u.i);
+    case TV_BOOL: return buf_append(b, k->u.b ? "\"true\"" : "\"false\"", k->u.b ? 6 : 7);
+    case TV_NONE: return buf_append(b, "\"null\"", 6);
     case TV_FLOAT:
-        if (isnan(k->u.f)) return xllm_buf_append(b, "\"NaN\"", 5);
-        if (isinf(k->u.f)) return k->u.f < 0 ? xllm_buf_append(b, "\"-Infinity\"", 11) : xllm_buf_append(b, "\"Infinity\"", 10);
+        if (isnan(k->u.f)) return buf_append(b, "\"NaN\"", 5);
+        if (isinf(k->u.f)) return k->u.f < 0 ? buf_append(b, "\"-Infinity\"", 11) : buf_append(b, "\"Infinity\"", 10);
         py_float_repr(k->u.f, num);
-        return xllm_buf_printf(b, "\"%s\"", num);
+        return buf_printf(b, "\"%s\"", num);
     default:
         return tpl_fail(c, XLLM_ERR_FORMAT, "tojson: keys must be str, int, float, bool or None, not %s",
                         tv_type_name(k));
     }
 }
 
-static int dump_dict(tpl_ctx *c, const tv_dict *d, const tpl_json_opts *o, xllm_buf *b, int level) {
-    if (d->n == 0) return xllm_buf_append(b, "{}", 2);
+static int dump_dict(tpl_ctx *c, const tv_dict *d, const tpl_json_opts *o, buf_t *b, int level) {
+    if (d->n == 0) return buf_append(b, "{}", 2);
     size_t *order = tpl_alloc(c->arena, d->n * sizeof *order);
     if (!order) return tpl_oom(c);
     for (size_t i = 0; i < d->n; i++) order[i] = i;
@@ -326,45 +326,45 @@ static int dump_dict(tpl_ctx *c, const tv_dict *d, const tpl_json_opts *o, xllm_
             order[j] = cur;
         }
     }
-    if (xllm_buf_putc(b, '{')) return -1;
+    if (buf_putc(b, '{')) return -1;
     if (o->has_indent && newline_indent(b, o, level + 1)) return -1;
     for (size_t k = 0; k < d->n; k++) {
         size_t i = order[k];
         if (k) {
-            if (xllm_buf_append(b, o->item_sep, o->item_sep_len)) return -1;
+            if (buf_append(b, o->item_sep, o->item_sep_len)) return -1;
             if (o->has_indent && newline_indent(b, o, level + 1)) return -1;
         }
-        if (dump_key(c, &d->keys[i], o, b) || xllm_buf_append(b, o->key_sep, o->key_sep_len) ||
+        if (dump_key(c, &d->keys[i], o, b) || buf_append(b, o->key_sep, o->key_sep_len) ||
             dump(c, &d->vals[i], o, b, level + 1))
             return -1;
     }
     if (o->has_indent && newline_indent(b, o, level)) return -1;
-    return xllm_buf_putc(b, '}');
+    return buf_putc(b, '}');
 }
 
-static int dump(tpl_ctx *c, const tv *v, const tpl_json_opts *o, xllm_buf *b, int level) {
+static int dump(tpl_ctx *c, const tv *v, const tpl_json_opts *o, buf_t *b, int level) {
     if (level > JSON_MAX_DEPTH) return tpl_fail(c, XLLM_ERR_FORMAT, "tojson: value nested too deeply");
     switch (v->kind) {
-    case TV_NONE: return xllm_buf_append(b, "null", 4);
-    case TV_BOOL: return v->u.b ? xllm_buf_append(b, "true", 4) : xllm_buf_append(b, "false", 5);
-    case TV_INT: return xllm_buf_printf(b, "%" PRId64, v->u.i);
+    case TV_NONE: return buf_append(b, "null", 4);
+    case TV_BOOL: return v->u.b ? buf_append(b, "true", 4) : buf_append(b, "false", 5);
+    case TV_INT: return buf_printf(b, "%" PRId64, v->u.i);
     case TV_FLOAT: return dump_float(b, v->u.f);
     case TV_STR: return dump_string(b, v->u.s, v->len, o->ensure_ascii);
     case TV_LIST: {
         const tv_list *l = v->u.l;
         if (l->kind != L_LIST && l->kind != L_TUPLE) break;
-        if (l->n == 0) return xllm_buf_append(b, "[]", 2);
-        if (xllm_buf_putc(b, '[')) return -1;
+        if (l->n == 0) return buf_append(b, "[]", 2);
+        if (buf_putc(b, '[')) return -1;
         if (o->has_indent && newline_indent(b, o, level + 1)) return -1;
         for (size_t i = 0; i < l->n; i++) {
             if (i) {
-                if (xllm_buf_append(b, o->item_sep, o->item_sep_len)) return -1;
+                if (buf_append(b, o->item_sep, o->item_sep_len)) return -1;
                 if (o->has_indent && newline_indent(b, o, level + 1)) return -1;
             }
             if (dump(c, &l->items[i], o, b, level + 1)) return -1;
         }
         if (o->has_indent && newline_indent(b, o, level)) return -1;
-        return xllm_buf_putc(b, ']');
+        return buf_putc(b, ']');
     }
     case TV_DICT:
         if (v->u.d->kind != D_DICT) break;
@@ -374,7 +374,7 @@ static int dump(tpl_ctx *c, const tv *v, const tpl_json_opts *o, xllm_buf *b, in
     return tpl_fail(c, XLLM_ERR_FORMAT, "tojson: Object of type %s is not JSON serializable", tv_type_name(v));
 }
 
-int tpl_json_dump(tpl_ctx *c, const tv *v, const tpl_json_opts *o, xllm_buf *b) {
+int tpl_json_dump(tpl_ctx *c, const tv *v, const tpl_json_opts *o, buf_t *b) {
     if (dump(c, v, o, b, 0)) {
         if (c->failed) return -1;
         if (b->err == XLLM_BUF_OOM) return tpl_oom(c);

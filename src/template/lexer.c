@@ -29,7 +29,7 @@ typedef struct lx {
 } lx;
 
 static int lfail(lx *l, xllm_status code, const char *msg, const char *arg) {
-    xllm_errorf(l->err, code, "chat template line %d: %s%s", l->line, msg, arg ? arg : "");
+    err_setf(l->err, code, "chat template line %d: %s%s", l->line, msg, arg ? arg : "");
     return -1;
 }
 
@@ -130,7 +130,7 @@ static int decode_string(lx *l, const char *s, size_t n, token *tk) {
             if (e >= '0' && e <= '7') {
                 cp = (uint32_t)(e - '0');
                 for (int d = 0; d < 2 && i < n && s[i] >= '0' && s[i] <= '7'; d++) cp = cp * 8 + (uint32_t)(s[i++] - '0');
-                k += xllm_utf8_encode(cp, o + k);
+                k += u8_encode(cp, o + k);
                 continue;
             }
             o[k++] = '\\'; /* unknown escapes stay as written */
@@ -139,14 +139,14 @@ static int decode_string(lx *l, const char *s, size_t n, token *tk) {
         }
         for (int d = 0; d < digits; d++) {
             char h = i < n ? s[i] : 0;
-            int v = xllm_hex_value(h);
+            int v = u8_hex_value(h);
             if (v < 0) return lfail(l, XLLM_ERR_FORMAT, "bad escape in a string literal", NULL);
             cp = cp * 16 + (uint32_t)v;
             i++;
         }
         if (cp > 0x10FFFF || (cp >= 0xD800 && cp < 0xE000))
             return lfail(l, XLLM_ERR_FORMAT, "bad escape in a string literal", NULL);
-        k += xllm_utf8_encode(cp, o + k); /* the escape is never shorter than its UTF-8 */
+        k += u8_encode(cp, o + k); /* the escape is never shorter than its UTF-8 */
     }
     o[k] = 0;
     tk->s = o;

@@ -49,7 +49,7 @@ static int sub_range(tpl_ctx *c, const tv *self, const tv *start, const tv *end,
     return 0;
 }
 
-static int new_str(tpl_ctx *c, xllm_buf *b, tv *out) { return tpl_buf_to_value(c, b, out); }
+static int new_str(tpl_ctx *c, buf_t *b, tv *out) { return tpl_buf_to_value(c, b, out); }
 
 static int set_of_chars_has(const tv *chars, uint32_t cp) {
     size_t i = 0;
@@ -276,13 +276,13 @@ static int no_args(tpl_ctx *c, const char *what, const tpl_args *a) {
 
 METHOD(m_upper) {
     if (no_args(c, "upper()", a)) return -1;
-    xllm_buf b = tpl_buf_make(c);
+    buf_t b = tpl_buf_make(c);
     py_upper(&b, SELF_STR(self));
     return new_str(c, &b, out);
 }
 METHOD(m_lower) {
     if (no_args(c, "lower()", a)) return -1;
-    xllm_buf b = tpl_buf_make(c);
+    buf_t b = tpl_buf_make(c);
     py_lower(&b, SELF_STR(self));
     return new_str(c, &b, out);
 }
@@ -291,7 +291,7 @@ static int is_cased(uint32_t cp) { return py_isupper(cp) || py_islower(cp); }
 
 METHOD(m_title) {
     if (no_args(c, "title()", a)) return -1;
-    xllm_buf b = tpl_buf_make(c);
+    buf_t b = tpl_buf_make(c);
     size_t i = 0;
     int prev_cased = 0;
     while (i < self->len) {
@@ -306,7 +306,7 @@ METHOD(m_title) {
 
 METHOD(m_capitalize) {
     if (no_args(c, "capitalize()", a)) return -1;
-    xllm_buf b = tpl_buf_make(c);
+    buf_t b = tpl_buf_make(c);
     size_t i = 0;
     if (self->len) {
         py_utf8_next(SELF_STR(self), &i);
@@ -318,7 +318,7 @@ METHOD(m_capitalize) {
 
 METHOD(m_swapcase) {
     if (no_args(c, "swapcase()", a)) return -1;
-    xllm_buf b = tpl_buf_make(c);
+    buf_t b = tpl_buf_make(c);
     size_t i = 0;
     while (i < self->len) {
         size_t st = i;
@@ -327,14 +327,14 @@ METHOD(m_swapcase) {
             py_lower_range(&b, SELF_STR(self), st, i);
         } else if (py_isupper(cp)) py_lower(&b, self->u.s + st, i - st);
         else if (py_islower(cp)) py_upper(&b, self->u.s + st, i - st);
-        else xllm_buf_append(&b, self->u.s + st, i - st);
+        else buf_append(&b, self->u.s + st, i - st);
     }
     return new_str(c, &b, out);
 }
 
 METHOD(m_casefold) {
     if (no_args(c, "casefold()", a)) return -1;
-    xllm_buf b = tpl_buf_make(c);
+    buf_t b = tpl_buf_make(c);
     py_casefold(&b, SELF_STR(self));
     return new_str(c, &b, out);
 }
@@ -347,30 +347,30 @@ METHOD(m_replace) {
     if (want_str(c, "replace() arg 1", &p[0]) || want_str(c, "replace() arg 2", &p[1])) return -1;
     int64_t count = -1;
     if (p[2].kind != TV_MISSING && tpl_arg_int(c, "replace() count", &p[2], &count)) return -1;
-    xllm_buf b = tpl_buf_make(c);
+    buf_t b = tpl_buf_make(c);
     const char *s = self->u.s;
     size_t n = self->len, i = 0;
     int64_t done = 0;
     if (p[0].len == 0) { /* insert between code points */
         while (count < 0 || done < count) {
-            xllm_buf_append(&b, p[1].u.s, p[1].len);
+            buf_append(&b, p[1].u.s, p[1].len);
             done++;
             if (i >= n) break;
             size_t st = i;
             py_utf8_next(s, n, &i);
-            xllm_buf_append(&b, s + st, i - st);
+            buf_append(&b, s + st, i - st);
         }
-        xllm_buf_append(&b, s + i, n - i);
+        buf_append(&b, s + i, n - i);
         return new_str(c, &b, out);
     }
     while (i <= n) {
         const char *hit = (count < 0 || done < count) ? memmem(s + i, n - i, p[0].u.s, p[0].len) : NULL;
         if (!hit) {
-            xllm_buf_append(&b, s + i, n - i);
+            buf_append(&b, s + i, n - i);
             break;
         }
-        xllm_buf_append(&b, s + i, (size_t)(hit - (s + i)));
-        xllm_buf_append(&b, p[1].u.s, p[1].len);
+        buf_append(&b, s + i, (size_t)(hit - (s + i)));
+        buf_append(&b, p[1].u.s, p[1].len);
         i = (size_t)(hit - s) + p[0].len;
         done++;
     }
@@ -432,15 +432,15 @@ METHOD(m_join) {
     const tv *items;
     size_t n;
     if (tv_iter(c, &p[0], &items, &n)) return -1;
-    xllm_buf b = tpl_buf_make(c);
+    buf_t b = tpl_buf_make(c);
     for (size_t i = 0; i < n; i++) {
         if (items[i].kind != TV_STR) {
-            xllm_buf_free(&b);
+            buf_free(&b);
             return tpl_fail(c, XLLM_ERR_FORMAT, "sequence item %zu: expected str instance, %s found", i,
                             tv_type_name(&items[i]));
         }
-        if (i) xllm_buf_append(&b, SELF_STR(self));
-        xllm_buf_append(&b, items[i].u.s, items[i].len);
+        if (i) buf_append(&b, SELF_STR(self));
+        buf_append(&b, items[i].u.s, items[i].len);
     }
     return new_str(c, &b, out);
 }
@@ -543,13 +543,13 @@ static int justify(tpl_ctx *c, const tv *self, const tpl_args *a, int mode, tv *
     if (mode == 0) left = pad / 2 + (pad & (size_t)w & 1); /* center: CPython's rule */
     else if (mode == 1) left = 0;                          /* ljust */
     else left = pad;                                       /* rjust */
-    xllm_buf b = tpl_buf_make(c);
+    buf_t b = tpl_buf_make(c);
     int rc = 0;
-    if (fl == 1) rc = xllm_buf_fill(&b, fill[0], left);
-    else for (size_t k = 0; k < left && !rc; k++) rc = xllm_buf_append(&b, fill, fl);
-    if (!rc) rc = xllm_buf_append(&b, SELF_STR(self));
-    if (fl == 1 && !rc) rc = xllm_buf_fill(&b, fill[0], pad - left);
-    else for (size_t k = left; k < pad && !rc; k++) rc = xllm_buf_append(&b, fill, fl);
+    if (fl == 1) rc = buf_fill(&b, fill[0], left);
+    else for (size_t k = 0; k < left && !rc; k++) rc = buf_append(&b, fill, fl);
+    if (!rc) rc = buf_append(&b, SELF_STR(self));
+    if (fl == 1 && !rc) rc = buf_fill(&b, fill[0], pad - left);
+    else for (size_t k = left; k < pad && !rc; k++) rc = buf_append(&b, fill, fl);
     return new_str(c, &b, out);
 }
 METHOD(m_center) { return justify(c, self, a, 0, out); }
@@ -564,17 +564,17 @@ METHOD(m_zfill) {
     size_t n = py_cp_count(SELF_STR(self));
     if (w <= (int64_t)n) { *out = *self; return 0; }
     if ((uint64_t)w > c->max_output) return tpl_fail(c, XLLM_ERR_FORMAT, "width larger than the output limit");
-    xllm_buf b = tpl_buf_make(c);
+    buf_t b = tpl_buf_make(c);
     size_t sign = self->len && (self->u.s[0] == '+' || self->u.s[0] == '-');
-    xllm_buf_append(&b, self->u.s, sign);
-    xllm_buf_fill(&b, '0', (size_t)w - n);
-    xllm_buf_append(&b, self->u.s + sign, self->len - sign);
+    buf_append(&b, self->u.s, sign);
+    buf_fill(&b, '0', (size_t)w - n);
+    buf_append(&b, self->u.s + sign, self->len - sign);
     return new_str(c, &b, out);
 }
 
 /* str.format: {} {0} {name} {0.attr} {0[key]}, !s/!r, and a small format
  * spec (fill/align/width for text; width/precision/type for numbers). */
-static int format_field_spec(tpl_ctx *c, const tv *v, const char *spec, size_t sl, xllm_buf *b) {
+static int format_field_spec(tpl_ctx *c, const tv *v, const char *spec, size_t sl, buf_t *b) {
     if (sl == 0) return tv_to_str(c, v, b);
     char fill = ' ', align = 0, type = 0;
     size_t i = 0;
@@ -631,31 +631,31 @@ static int format_field_spec(tpl_ctx *c, const tv *v, const char *spec, size_t s
     if (align == '>' ) left = pad;
     else if (align == '^') left = pad / 2;
     if (align == '=' && text.len && (text.u.s[0] == '-' || text.u.s[0] == '+' || text.u.s[0] == ' ')) {
-        xllm_buf_putc(b, text.u.s[0]);
+        buf_putc(b, text.u.s[0]);
         text.u.s++;
         text.len--;
         left = pad;
     } else if (align == '=') left = pad;
-    int rc = xllm_buf_fill(b, fill, left);
-    if (!rc) rc = xllm_buf_append(b, text.u.s, text.len);
-    if (!rc) rc = xllm_buf_fill(b, fill, pad - left);
+    int rc = buf_fill(b, fill, left);
+    if (!rc) rc = buf_append(b, text.u.s, text.len);
+    if (!rc) rc = buf_fill(b, fill, pad - left);
     return rc;
 }
 
 METHOD(m_format) {
-    xllm_buf b = tpl_buf_make(c);
+    buf_t b = tpl_buf_make(c);
     const char *s = self->u.s;
     size_t n = self->len, i = 0, auto_idx = 0;
     int rc = 0;
     while (i < n && !rc) {
         char ch = s[i];
         if (ch == '}' ) {
-            if (i + 1 < n && s[i + 1] == '}') { xllm_buf_putc(&b, '}'); i += 2; continue; }
+            if (i + 1 < n && s[i + 1] == '}') { buf_putc(&b, '}'); i += 2; continue; }
             rc = tpl_fail(c, XLLM_ERR_FORMAT, "Single '}' encountered in format string");
             break;
         }
-        if (ch != '{') { xllm_buf_putc(&b, ch); i++; continue; }
-        if (i + 1 < n && s[i + 1] == '{') { xllm_buf_putc(&b, '{'); i += 2; continue; }
+        if (ch != '{') { buf_putc(&b, ch); i++; continue; }
+        if (i + 1 < n && s[i + 1] == '{') { buf_putc(&b, '{'); i += 2; continue; }
         size_t e = i + 1;
         int nest = 0;
         while (e < n && (s[e] != '}' || nest)) {
@@ -717,17 +717,17 @@ METHOD(m_format) {
         if (k != fl || memchr(spec, '{', sl)) { rc = tpl_fail(c, XLLM_ERR_UNSUPPORTED, "format field '{%.*s}' is not supported", (int)fl, f); break; }
         if (v.kind == TV_UNDEF && (sl || conv)) { rc = tpl_fail_undef(c, &v); break; } /* format(Undefined, '') is '' */
         if (conv == 'r' || conv == 's' || conv == 'a') {
-            xllm_buf tb = tpl_buf_make(c);
+            buf_t tb = tpl_buf_make(c);
             rc = conv == 's' ? tv_to_str(c, &v, &tb) : tv_repr(c, &v, &tb);
             if (!rc) rc = tpl_buf_to_value(c, &tb, &v);
-            else xllm_buf_free(&tb);
+            else buf_free(&tb);
             if (rc) break;
         } else if (conv) { rc = tpl_fail(c, XLLM_ERR_FORMAT, "Unknown conversion specifier %c", conv); break; }
         rc = format_field_spec(c, &v, spec, sl, &b);
         i = e + 1;
     }
     if (rc && !c->failed) return new_str(c, &b, out); /* the buffer's limit: reported by new_str */
-    if (rc) { xllm_buf_free(&b); return -1; }
+    if (rc) { buf_free(&b); return -1; }
     return new_str(c, &b, out);
 }
 
@@ -875,9 +875,9 @@ static int find_in(tpl_ctx *c, const tv *self, const mdef *tab, size_t n, const 
     for (size_t i = 0; i < n; i++) {
         if (strlen(tab[i].name) != len || memcmp(tab[i].name, name, len)) continue;
         if (tab[i].fn) return bind_method(c, self, tab[i].name, tab[i].fn, out);
-        xllm_buf b = tpl_buf_make(c);
+        buf_t b = tpl_buf_make(c);
         tv desc;
-        xllm_buf_printf(&b, "%s '%s'", tv_type_name(self), tab[i].name);
+        buf_printf(&b, "%s '%s'", tv_type_name(self), tab[i].name);
         if (tpl_buf_to_value(c, &b, &desc)) return -1;
         return bind_method(c, &desc, tab[i].name, unsupported_call, out);
     }

@@ -92,9 +92,9 @@ static void float_divmod(double vx, double wx, double *floordiv, double *mod) {
 
 int tpl_binop(tpl_ctx *c, int op, const tv *a, const tv *b, tv *out) {
     if (op == OP_CONCAT) {
-        xllm_buf buf = tpl_buf_make(c);
+        buf_t buf = tpl_buf_make(c);
         if (tv_to_str(c, a, &buf) || tv_to_str(c, b, &buf)) {
-            xllm_buf_free(&buf);
+            buf_free(&buf);
             return -1;
         }
         return tpl_buf_to_value(c, &buf, out);
@@ -282,12 +282,12 @@ int tpl_compare(tpl_ctx *c, int op, const tv *a, const tv *b, int *res) {
 
 /* ------------------------------------------------------ printf-style % */
 
-static int pad_text(xllm_buf *b, const char *s, size_t len, int width, int left) {
+static int pad_text(buf_t *b, const char *s, size_t len, int width, int left) {
     size_t cps = py_cp_count(s, len);
     size_t padn = width > 0 && (size_t)width > cps ? (size_t)width - cps : 0;
-    if (!left && xllm_buf_fill(b, ' ', padn)) return -1;
-    if (xllm_buf_append(b, s, len)) return -1;
-    if (left && xllm_buf_fill(b, ' ', padn)) return -1;
+    if (!left && buf_fill(b, ' ', padn)) return -1;
+    if (buf_append(b, s, len)) return -1;
+    if (left && buf_fill(b, ' ', padn)) return -1;
     return 0;
 }
 
@@ -299,14 +299,14 @@ typedef struct pct_spec {
 } pct_spec;
 
 /* %s %r %a */
-static int pct_str(tpl_ctx *c, xllm_buf *b, const tv *arg, const pct_spec *p) {
+static int pct_str(tpl_ctx *c, buf_t *b, const tv *arg, const pct_spec *p) {
     tv sv;
     int rc;
     if (p->conv == 's') rc = tv_stringify(c, arg, &sv);
     else {
-        xllm_buf rb = tpl_buf_make(c);
+        buf_t rb = tpl_buf_make(c);
         rc = tv_repr(c, arg, &rb) || tpl_buf_to_value(c, &rb, &sv);
-        if (rc) xllm_buf_free(&rb);
+        if (rc) buf_free(&rb);
     }
     if (rc) return rc;
     size_t len = sv.len;
@@ -315,19 +315,19 @@ static int pct_str(tpl_ctx *c, xllm_buf *b, const tv *arg, const pct_spec *p) {
 }
 
 /* %c: a one-character string, or a code point */
-static int pct_char(tpl_ctx *c, xllm_buf *b, const tv *arg, const pct_spec *p) {
+static int pct_char(tpl_ctx *c, buf_t *b, const tv *arg, const pct_spec *p) {
     if (arg->kind == TV_STR && py_cp_count(arg->u.s, arg->len) == 1) return pad_text(b, arg->u.s, arg->len, p->width, p->left);
     if (!is_intlike(arg)) return tpl_fail(c, XLLM_ERR_FORMAT, "%%c requires int or char");
     if (ival(arg) < 0 || ival(arg) > 0x10FFFF) return tpl_fail(c, XLLM_ERR_FORMAT, "%%c arg not in range(0x110000)");
     uint32_t cp = (uint32_t)ival(arg);
     if (cp >= 0xD800 && cp < 0xE000) return tpl_fail(c, XLLM_ERR_UNSUPPORTED, "%%c of a surrogate");
     char u[4];
-    return pad_text(b, u, xllm_utf8_encode(cp, u), p->width, p->left);
+    return pad_text(b, u, u8_encode(cp, u), p->width, p->left);
 }
 
 /* %d %i %u %x %X %o in Python's layout: sign, 0x/0X/0o prefix with '#',
  * digits (precision = least digits), padding */
-static int pct_int(tpl_ctx *c, xllm_buf *b, const tv *arg, const pct_spec *p) {
+static int pct_int(tpl_ctx *c, buf_t *b, const tv *arg, const pct_spec *p) {
     char conv = p->conv;
     const char *flags = p->flags;
     int64_t v = 0;
@@ -366,18 +366,18 @@ static int pct_int(tpl_ctx *c, xllm_buf *b, const tv *arg, const pct_spec *p) {
     size_t pad = width > 0 && (size_t)width > body ? (size_t)width - body : 0;
     int zero_pad = strchr(flags, '0') && !left;
     int rc = 0;
-    if (!left && !zero_pad) rc = xllm_buf_fill(b, ' ', pad);
-    if (!rc) rc = xllm_buf_append(b, sign, strlen(sign));
-    if (!rc) rc = xllm_buf_append(b, prefix, strlen(prefix));
-    if (zero_pad && !rc) rc = xllm_buf_fill(b, '0', pad);
-    if (!rc) rc = xllm_buf_fill(b, '0', zeros);
-    if (!rc) rc = xllm_buf_append(b, digits, nd);
-    if (left && !rc) rc = xllm_buf_fill(b, ' ', pad);
+    if (!left && !zero_pad) rc = buf_fill(b, ' ', pad);
+    if (!rc) rc = buf_append(b, sign, strlen(sign));
+    if (!rc) rc = buf_append(b, prefix, strlen(prefix));
+    if (zero_pad && !rc) rc = buf_fill(b, '0', pad);
+    if (!rc) rc = buf_fill(b, '0', zeros);
+    if (!rc) rc = buf_append(b, digits, nd);
+    if (left && !rc) rc = buf_fill(b, ' ', pad);
     return rc;
 }
 
 /* %f %F %e %E %g %G through C's printf (the same digits as Python's) */
-static int pct_float(tpl_ctx *c, xllm_buf *b, const tv *arg, const pct_spec *p) {
+static int pct_float(tpl_ctx *c, buf_t *b, const tv *arg, const pct_spec *p) {
     char conv = p->conv, spec[48], num[400];
     if (!tv_is_number(arg)) return tpl_fail(c, XLLM_ERR_FORMAT, "%%%c format: a real number is required, not %s", conv, tv_type_name(arg));
     if (p->width > 300 || p->prec > 100) /* num[] holds the whole field; Python would print it */
@@ -387,7 +387,7 @@ static int pct_float(tpl_ctx *c, xllm_buf *b, const tv *arg, const pct_spec *p) 
     if (p->prec >= 0) k += snprintf(spec + k, sizeof spec - (size_t)k, ".%d", p->prec);
     snprintf(spec + k, sizeof spec - (size_t)k, "%c", conv);
     snprintf(num, sizeof num, spec, tv_as_double(arg));
-    return xllm_buf_append(b, num, strlen(num));
+    return buf_append(b, num, strlen(num));
 }
 
 /* The flags, width, precision and letter at s[*i] (after the '%' and any
@@ -424,14 +424,14 @@ int tpl_percent_format(tpl_ctx *c, const tv *fmt, const tv *args, tv *out) {
     } else if (args->kind == TV_DICT && args->u.d->kind == D_DICT) {
         map = args->u.d;
     }
-    xllm_buf b = tpl_buf_make(c);
+    buf_t b = tpl_buf_make(c);
     const char *s = fmt->u.s;
     size_t n = fmt->len, i = 0;
     int rc = 0;
     while (i < n && !rc) {
         const char *pct = memchr(s + i, '%', n - i);
         size_t lit = pct ? (size_t)(pct - (s + i)) : n - i;
-        if (lit && xllm_buf_append(&b, s + i, lit)) { rc = -1; break; }
+        if (lit && buf_append(&b, s + i, lit)) { rc = -1; break; }
         i += lit;
         if (i >= n) break;
         i++; /* '%' */
@@ -446,7 +446,7 @@ int tpl_percent_format(tpl_ctx *c, const tv *fmt, const tv *args, tv *out) {
         }
         pct_spec p;
         if ((rc = pct_parse(c, s, n, &i, &p))) break;
-        if (p.conv == '%') { rc = xllm_buf_putc(&b, '%'); continue; }
+        if (p.conv == '%') { rc = buf_putc(&b, '%'); continue; }
         if (!arg) {
             if (map) arg = args;
             else if (used >= nargs) { rc = tpl_fail(c, XLLM_ERR_FORMAT, "not enough arguments for format string"); break; }
@@ -472,7 +472,7 @@ int tpl_percent_format(tpl_ctx *c, const tv *fmt, const tv *args, tv *out) {
             tpl_buf_to_value(c, &b, out); /* reports the buffer's problem */
             return -1;
         }
-        xllm_buf_free(&b);
+        buf_free(&b);
         return -1;
     }
     return tpl_buf_to_value(c, &b, out);

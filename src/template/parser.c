@@ -40,7 +40,7 @@ static int pfail(ps *p, xllm_status code, int line, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    xllm_errorf(p->err, code, "chat template line %d: %s", line, msg);
+    err_setf(p->err, code, "chat template line %d: %s", line, msg);
     return -1;
 }
 

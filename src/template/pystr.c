@@ -186,9 +186,9 @@ uint32_t py_tolower(uint32_t cp) {
     return l ? (uint32_t)towlower_l((wint_t)cp, l) : cp;
 }
 
-static int put_cp(xllm_buf *b, uint32_t cp) {
+static int put_cp(buf_t *b, uint32_t cp) {
     char u[4];
-    return xllm_buf_append(b, u, xllm_utf8_encode(cp, u));
+    return buf_append(b, u, u8_encode(cp, u));
 }
 
 /* Unicode SpecialCasing: characters whose upper, title or folded case is
@@ -221,39 +221,39 @@ static const special_case *special(uint32_t cp) {
     return NULL;
 }
 
-int py_upper(xllm_buf *b, const char *s, size_t len) {
+int py_upper(buf_t *b, const char *s, size_t len) {
     size_t i = 0;
     while (i < len) {
         uint32_t cp = py_utf8_next(s, len, &i);
         const special_case *sc = special(cp);
-        int rc = sc && sc->upper ? xllm_buf_append(b, sc->upper, strlen(sc->upper)) : put_cp(b, py_toupper(cp));
+        int rc = sc && sc->upper ? buf_append(b, sc->upper, strlen(sc->upper)) : put_cp(b, py_toupper(cp));
         if (rc) return -1;
     }
     return 0;
 }
 
-int py_casefold(xllm_buf *b, const char *s, size_t len) {
+int py_casefold(buf_t *b, const char *s, size_t len) {
     size_t i = 0;
     while (i < len) {
         uint32_t cp = py_utf8_next(s, len, &i);
         const special_case *sc = special(cp);
         int rc;
-        if (sc && sc->fold) rc = xllm_buf_append(b, sc->fold, strlen(sc->fold));
+        if (sc && sc->fold) rc = buf_append(b, sc->fold, strlen(sc->fold));
         else if (cp == 0x3C2) rc = put_cp(b, 0x3C3);
-        else if (cp == 0x130) rc = xllm_buf_append(b, "i\xcc\x87", 3);
+        else if (cp == 0x130) rc = buf_append(b, "i\xcc\x87", 3);
         else rc = put_cp(b, py_tolower(cp));
         if (rc) return -1;
     }
     return 0;
 }
 
-int py_title_char(xllm_buf *b, const char *s, size_t len) {
+int py_title_char(buf_t *b, const char *s, size_t len) {
     size_t i = 0;
     uint32_t cp = py_utf8_next(s, len, &i);
     const special_case *sc = special(cp);
-    if (sc && sc->title) return xllm_buf_append(b, sc->title, strlen(sc->title));
+    if (sc && sc->title) return buf_append(b, sc->title, strlen(sc->title));
     char u[4];
-    return xllm_buf_append(b, u, xllm_utf8_encode(py_totitle(cp), u));
+    return buf_append(b, u, u8_encode(py_totitle(cp), u));
 }
 
 static int cased(uint32_t cp);
@@ -290,13 +290,13 @@ int py_final_sigma(const char *s, size_t len, size_t pos, size_t after) {
 
 static int cased(uint32_t cp) { return py_isupper(cp) || py_islower(cp) || (cp >= 0x1C5 && cp <= 0x1F2); }
 
-int py_lower_range(xllm_buf *b, const char *s, size_t len, size_t from, size_t to) {
+int py_lower_range(buf_t *b, const char *s, size_t len, size_t from, size_t to) {
     size_t i = from;
     while (i < to) {
         size_t st = i;
         uint32_t cp = py_utf8_next(s, len, &i);
         int rc;
-        if (cp == 0x130) rc = xllm_buf_append(b, "i\xcc\x87", 3);
+        if (cp == 0x130) rc = buf_append(b, "i\xcc\x87", 3);
         else if (cp == 0x3A3) rc = put_cp(b, py_final_sigma(s, len, st, i) ? 0x3C2 : 0x3C3);
         else rc = put_cp(b, py_tolower(cp));
         if (rc) return -1;
@@ -304,14 +304,14 @@ int py_lower_range(xllm_buf *b, const char *s, size_t len, size_t from, size_t t
     return 0;
 }
 
-int py_lower(xllm_buf *b, const char *s, size_t len) { return py_lower_range(b, s, len, 0, len); }
+int py_lower(buf_t *b, const char *s, size_t len) { return py_lower_range(b, s, len, 0, len); }
 
 /* ------------------------------------------------------------------- repr */
 
-int py_str_repr(xllm_buf *b, const char *s, size_t len) {
+int py_str_repr(buf_t *b, const char *s, size_t len) {
     int has_sq = memchr(s, '\'', len) != NULL, has_dq = memchr(s, '"', len) != NULL;
     char q = has_sq && !has_dq ? '"' : '\'';
-    if (xllm_buf_putc(b, q)) return -1;
+    if (buf_putc(b, q)) return -1;
     size_t i = 0;
     while (i < len) {
         size_t st = i;
@@ -319,18 +319,18 @@ int py_str_repr(xllm_buf *b, const char *s, size_t len) {
         int rc;
         if (cp == (uint32_t)q || cp == '\\') {
             char e[2] = {'\\', (char)cp};
-            rc = xllm_buf_append(b, e, 2);
-        } else if (cp == '\t') rc = xllm_buf_append(b, "\\t", 2);
-        else if (cp == '\n') rc = xllm_buf_append(b, "\\n", 2);
-        else if (cp == '\r') rc = xllm_buf_append(b, "\\r", 2);
-        else if (cp < 0x7F && cp >= 0x20) rc = xllm_buf_putc(b, (char)cp);
-        else if (py_isprintable(cp)) rc = xllm_buf_append(b, s + st, i - st);
-        else if (cp < 0x100) rc = xllm_buf_printf(b, "\\x%02x", cp);
-        else if (cp < 0x10000) rc = xllm_buf_printf(b, "\\u%04x", cp);
-        else rc = xllm_buf_printf(b, "\\U%08x", cp);
+            rc = buf_append(b, e, 2);
+        } else if (cp == '\t') rc = buf_append(b, "\\t", 2);
+        else if (cp == '\n') rc = buf_append(b, "\\n", 2);
+        else if (cp == '\r') rc = buf_append(b, "\\r", 2);
+        else if (cp < 0x7F && cp >= 0x20) rc = buf_putc(b, (char)cp);
+        else if (py_isprintable(cp)) rc = buf_append(b, s + st, i - st);
+        else if (cp < 0x100) rc = buf_printf(b, "\\x%02x", cp);
+        else if (cp < 0x10000) rc = buf_printf(b, "\\u%04x", cp);
+        else rc = buf_printf(b, "\\U%08x", cp);
         if (rc) return -1;
     }
-    return xllm_buf_putc(b, q);
+    return buf_putc(b, q);
 }
 
 void py_float_repr(double x, char out[40]) {

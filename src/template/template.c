@@ -11,22 +11,22 @@
 
 tpl_template *tpl_compile(const char *src, size_t len, xllm_error *err) {
     if (!src) {
-        xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "chat template: source is NULL");
+        err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "chat template: source is NULL");
         return NULL;
     }
-    if (!xllm_utf8_valid(src, len)) {
-        xllm_errorf(err, XLLM_ERR_FORMAT, "chat template: not valid UTF-8");
+    if (!u8_valid(src, len)) {
+        err_setf(err, XLLM_ERR_FORMAT, "chat template: not valid UTF-8");
         return NULL;
     }
-    tpl_template *t = xllm_calloc(1, sizeof *t);
+    tpl_template *t = mem_calloc(1, sizeof *t);
     if (!t) {
-        xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+        err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
         return NULL;
     }
     /* \r\n and \r become \n; with keep_trailing_newline off, one final \n goes */
     char *s = tpl_alloc(&t->arena, len + 1);
     if (!s) {
-        xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+        err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
         tpl_free(t);
         return NULL;
     }
@@ -57,7 +57,7 @@ void tpl_free(tpl_template *t) {
 }
 
 static int fail_msg(tpl_ctx *c, xllm_status code, const char *msg) {
-    xllm_errorf(c->err, code, "%s", msg);
+    err_setf(c->err, code, "%s", msg);
     c->failed = 1;
     return -1;
 }
@@ -67,7 +67,7 @@ static int add_object(tpl_ctx *c, tv_dict *vars, const char *json, const char *w
     tv obj;
     if (tpl_json_parse(c, json, strlen(json), what, &obj)) return -1;
     if (obj.kind != TV_DICT) {
-        xllm_errorf(c->err, XLLM_ERR_INVALID_ARGUMENT, "%s: expected a JSON object of variables", what);
+        err_setf(c->err, XLLM_ERR_INVALID_ARGUMENT, "%s: expected a JSON object of variables", what);
         c->failed = 1;
         return -1;
     }
@@ -85,7 +85,7 @@ xllm_status tpl_render(const tpl_template *t, const char *messages_json, const c
     xllm_error local;
     if (!err) err = &local;
     if (!t || !messages_json || !out)
-        return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "chat template render: NULL argument");
+        return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "chat template render: NULL argument");
     *out = NULL;
     if (out_len) *out_len = 0;
     size_t in_bytes = strlen(messages_json) + (vars_json ? strlen(vars_json) : 0);
@@ -97,7 +97,7 @@ xllm_status tpl_render(const tpl_template *t, const char *messages_json, const c
     c.max_output = TPL_MAX_OUTPUT;
     tv_dict *vars = tv_dict_new(&c, D_DICT);
     tv messages;
-    xllm_buf b;
+    buf_t b;
     memset(&b, 0, sizeof b);
     b.max = c.max_output;
     if (!vars || tpl_json_parse(&c, messages_json, strlen(messages_json), "messages", &messages)) goto fail;
@@ -115,7 +115,7 @@ xllm_status tpl_render(const tpl_template *t, const char *messages_json, const c
     c.vars = vars;
     if (tpl_render_ast(&c, t, &b)) goto fail;
     if (!b.p) {
-        b.p = xllm_malloc(1);
+        b.p = mem_malloc(1);
         if (!b.p) {
             tpl_oom(&c);
             goto fail;
@@ -127,8 +127,8 @@ xllm_status tpl_render(const tpl_template *t, const char *messages_json, const c
     tpl_arena_free(&arena);
     return XLLM_OK;
 fail:
-    xllm_buf_free(&b);
+    buf_free(&b);
     tpl_arena_free(&arena);
-    if (!c.failed) xllm_errorf(err, XLLM_ERR_INTERNAL, "chat template: render failed");
+    if (!c.failed) err_setf(err, XLLM_ERR_INTERNAL, "chat template: render failed");
     return err->code != XLLM_OK ? err->code : XLLM_ERR_INTERNAL;
 }

@@ -20,7 +20,7 @@
 #include "xllm.h"
 #include "base/error.h"
 #include "base/buf.h"
-#include "base/utf8.h" /* xllm_utf8_encode / xllm_utf8_valid */
+#include "base/utf8.h" /* u8_encode / u8_valid */
 
 /* ------------------------------------------------------------------ arena */
 
@@ -182,18 +182,18 @@ int tv_iter(tpl_ctx *c, const tv *v, const tv **items, size_t *n);
 
 /* ----------------------------------------------------- growable byte buffer */
 
-/* Output text is base/buf.h's xllm_buf, bounded by the render's max_output
+/* Output text is base/buf.h's buf_t, bounded by the render's max_output
  * (tpl_buf_make); its sticky error becomes the render's error at the end. */
 
 /* Python str() and repr() appended to b; -1 (reported) for values that have
  * no stable text (functions, generators). */
-int tv_to_str(tpl_ctx *c, const tv *v, xllm_buf *b);
-int tv_repr(tpl_ctx *c, const tv *v, xllm_buf *b);
+int tv_to_str(tpl_ctx *c, const tv *v, buf_t *b);
+int tv_repr(tpl_ctx *c, const tv *v, buf_t *b);
 /* str(v) as a value (strings are returned as they are). */
 int tv_stringify(tpl_ctx *c, const tv *v, tv *out);
 /* Buffer contents moved into an arena string value. */
-int tpl_buf_to_value(tpl_ctx *c, xllm_buf *b, tv *out);
-xllm_buf tpl_buf_make(tpl_ctx *c);
+int tpl_buf_to_value(tpl_ctx *c, buf_t *b, tv *out);
+buf_t tpl_buf_make(tpl_ctx *c);
 
 /* ---------------------------------------------------- Python string helpers */
 
@@ -217,16 +217,16 @@ uint32_t py_toupper(uint32_t cp);
 uint32_t py_tolower(uint32_t cp);
 uint32_t py_totitle(uint32_t cp);
 /* Append one code point (s[0..len)) in title case (Python's str.title). */
-int py_title_char(xllm_buf *b, const char *s, size_t len);
+int py_title_char(buf_t *b, const char *s, size_t len);
 /* Append s upper/lower-cased (Python's full mapping for the common cases). */
-int py_upper(xllm_buf *b, const char *s, size_t len);
-int py_lower(xllm_buf *b, const char *s, size_t len);
+int py_upper(buf_t *b, const char *s, size_t len);
+int py_lower(buf_t *b, const char *s, size_t len);
 /* Lower-case s[from..to) with the whole of s as the context (final sigma). */
-int py_lower_range(xllm_buf *b, const char *s, size_t len, size_t from, size_t to);
+int py_lower_range(buf_t *b, const char *s, size_t len, size_t from, size_t to);
 int py_final_sigma(const char *s, size_t len, size_t pos, size_t after);
-int py_casefold(xllm_buf *b, const char *s, size_t len);
+int py_casefold(buf_t *b, const char *s, size_t len);
 /* repr(str) with Python's choice of quotes. */
-int py_str_repr(xllm_buf *b, const char *s, size_t len);
+int py_str_repr(buf_t *b, const char *s, size_t len);
 /* repr(float): shortest round-trip, Python's layout ("1.0", "1e+16", "inf"). */
 void py_float_repr(double x, char out[40]);
 
@@ -247,7 +247,7 @@ typedef struct tpl_json_opts {
     size_t item_sep_len, key_sep_len;
     int sort_keys;
 } tpl_json_opts;
-int tpl_json_dump(tpl_ctx *c, const tv *v, const tpl_json_opts *o, xllm_buf *b);
+int tpl_json_dump(tpl_ctx *c, const tv *v, const tpl_json_opts *o, buf_t *b);
 
 /* -------------------------------------------------------------------- AST */
 
@@ -369,7 +369,7 @@ int tpl_fold(tpl_template *t, xllm_error *err);
 int tpl_eval_const(tpl_ctx *c, const node *n, tv *out);
 
 /* Render the template with variables; *out is arena-owned. */
-int tpl_render_ast(tpl_ctx *c, const tpl_template *t, xllm_buf *out);
+int tpl_render_ast(tpl_ctx *c, const tpl_template *t, buf_t *out);
 
 /* Evaluation helpers other files call. */
 int tpl_getattr(tpl_ctx *c, const tv *obj, const char *name, size_t len, tv *out);

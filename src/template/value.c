@@ -439,80 +439,80 @@ int tv_iter(tpl_ctx *c, const tv *v, const tv **items, size_t *n) {
 
 /* ------------------------------------------------------------------ buffer */
 
-xllm_buf tpl_buf_make(tpl_ctx *c) {
-    xllm_buf b;
+buf_t tpl_buf_make(tpl_ctx *c) {
+    buf_t b;
     memset(&b, 0, sizeof b);
     b.max = c->max_output;
     return b;
 }
 
 /* A buffer failure becomes the render's error. */
-static int buf_fail(tpl_ctx *c, const xllm_buf *b) {
+static int buf_fail(tpl_ctx *c, const buf_t *b) {
     if (b->err == XLLM_BUF_OOM) return tpl_oom(c);
     if (b->err == XLLM_BUF_OVER) return tpl_fail(c, XLLM_ERR_FORMAT, "the rendered text is larger than the limit (%zu bytes)", b->max);
     return -1; /* an error was reported already */
 }
 
-int tpl_buf_to_value(tpl_ctx *c, xllm_buf *b, tv *out) {
+int tpl_buf_to_value(tpl_ctx *c, buf_t *b, tv *out) {
     if (b->err) {
         int rc = buf_fail(c, b);
-        xllm_buf_free(b);
+        buf_free(b);
         return rc;
     }
     int rc = tv_str_copy(c, b->p ? b->p : "", b->len, out);
-    xllm_buf_free(b);
+    buf_free(b);
     return rc;
 }
 
 /* ---------------------------------------------------------- str() / repr() */
 
-static int write_value(tpl_ctx *c, const tv *v, xllm_buf *b, int repr, int depth);
+static int write_value(tpl_ctx *c, const tv *v, buf_t *b, int repr, int depth);
 
-static int write_seq(tpl_ctx *c, const tv *items, size_t n, xllm_buf *b, int depth) {
+static int write_seq(tpl_ctx *c, const tv *items, size_t n, buf_t *b, int depth) {
     for (size_t i = 0; i < n; i++) {
-        if (i && xllm_buf_append(b, ", ", 2)) return -1;
+        if (i && buf_append(b, ", ", 2)) return -1;
         if (write_value(c, &items[i], b, 1, depth + 1)) return -1;
     }
     return 0;
 }
 
-static int write_dict(tpl_ctx *c, const tv_dict *d, xllm_buf *b, int depth) {
-    if (xllm_buf_putc(b, '{')) return -1;
+static int write_dict(tpl_ctx *c, const tv_dict *d, buf_t *b, int depth) {
+    if (buf_putc(b, '{')) return -1;
     for (size_t i = 0; i < d->n; i++) {
-        if (i && xllm_buf_append(b, ", ", 2)) return -1;
-        if (write_value(c, &d->keys[i], b, 1, depth + 1) || xllm_buf_append(b, ": ", 2) ||
+        if (i && buf_append(b, ", ", 2)) return -1;
+        if (write_value(c, &d->keys[i], b, 1, depth + 1) || buf_append(b, ": ", 2) ||
             write_value(c, &d->vals[i], b, 1, depth + 1))
             return -1;
     }
-    return xllm_buf_putc(b, '}');
+    return buf_putc(b, '}');
 }
 
-static int write_value(tpl_ctx *c, const tv *v, xllm_buf *b, int repr, int depth) {
+static int write_value(tpl_ctx *c, const tv *v, buf_t *b, int repr, int depth) {
     if (depth > TPL_MAX_DEPTH) return tpl_fail(c, XLLM_ERR_FORMAT, "value nested too deeply to print");
     char num[48];
     switch (v->kind) {
     case TV_MISSING:
-    case TV_UNDEF: return repr ? xllm_buf_append(b, "Undefined", 9) : 0;
-    case TV_NONE: return xllm_buf_append(b, "None", 4);
-    case TV_BOOL: return v->u.b ? xllm_buf_append(b, "True", 4) : xllm_buf_append(b, "False", 5);
-    case TV_INT: return xllm_buf_printf(b, "%" PRId64, v->u.i);
-    case TV_FLOAT: py_float_repr(v->u.f, num); return xllm_buf_append(b, num, strlen(num));
-    case TV_STR: return repr ? py_str_repr(b, v->u.s, v->len) : xllm_buf_append(b, v->u.s, v->len);
+    case TV_UNDEF: return repr ? buf_append(b, "Undefined", 9) : 0;
+    case TV_NONE: return buf_append(b, "None", 4);
+    case TV_BOOL: return v->u.b ? buf_append(b, "True", 4) : buf_append(b, "False", 5);
+    case TV_INT: return buf_printf(b, "%" PRId64, v->u.i);
+    case TV_FLOAT: py_float_repr(v->u.f, num); return buf_append(b, num, strlen(num));
+    case TV_STR: return repr ? py_str_repr(b, v->u.s, v->len) : buf_append(b, v->u.s, v->len);
     case TV_LIST: {
         const tv_list *l = v->u.l;
         switch (l->kind) {
         case L_LIST:
-            return xllm_buf_putc(b, '[') || write_seq(c, l->items, l->n, b, depth) || xllm_buf_putc(b, ']') ? -1 : 0;
+            return buf_putc(b, '[') || write_seq(c, l->items, l->n, b, depth) || buf_putc(b, ']') ? -1 : 0;
         case L_TUPLE:
-            if (xllm_buf_putc(b, '(') || write_seq(c, l->items, l->n, b, depth)) return -1;
-            if (l->n == 1 && xllm_buf_putc(b, ',')) return -1;
-            return xllm_buf_putc(b, ')');
+            if (buf_putc(b, '(') || write_seq(c, l->items, l->n, b, depth)) return -1;
+            if (l->n == 1 && buf_putc(b, ',')) return -1;
+            return buf_putc(b, ')');
         case L_RANGE:
-            if (l->r_step == 1) return xllm_buf_printf(b, "range(%" PRId64 ", %" PRId64 ")", l->r_start, l->r_stop);
-            return xllm_buf_printf(b, "range(%" PRId64 ", %" PRId64 ", %" PRId64 ")", l->r_start, l->r_stop, l->r_step);
+            if (l->r_step == 1) return buf_printf(b, "range(%" PRId64 ", %" PRId64 ")", l->r_start, l->r_stop);
+            return buf_printf(b, "range(%" PRId64 ", %" PRId64 ", %" PRId64 ")", l->r_start, l->r_stop, l->r_step);
         case L_KEYS: case L_VALUES: case L_ITEMS: {
             const char *pre = l->kind == L_KEYS ? "dict_keys([" : l->kind == L_VALUES ? "dict_values([" : "dict_items([";
-            return xllm_buf_append(b, pre, strlen(pre)) || write_seq(c, l->items, l->n, b, depth) || xllm_buf_append(b, "])", 2)
+            return buf_append(b, pre, strlen(pre)) || write_seq(c, l->items, l->n, b, depth) || buf_append(b, "])", 2)
                        ? -1 : 0;
         }
         default:
@@ -522,9 +522,9 @@ static int write_value(tpl_ctx *c, const tv *v, xllm_buf *b, int repr, int depth
     }
     case TV_DICT: {
         const tv_dict *d = v->u.d;
-        if (d->kind == D_LOOP) return xllm_buf_printf(b, "<LoopContext %zu/%zu>", d->loop->index0 + 1, d->loop->length);
+        if (d->kind == D_LOOP) return buf_printf(b, "<LoopContext %zu/%zu>", d->loop->index0 + 1, d->loop->length);
         if (d->kind == D_NAMESPACE)
-            return xllm_buf_append(b, "<Namespace ", 11) || write_dict(c, d, b, depth) || xllm_buf_putc(b, '>') ? -1 : 0;
+            return buf_append(b, "<Namespace ", 11) || write_dict(c, d, b, depth) || buf_putc(b, '>') ? -1 : 0;
         return write_dict(c, d, b, depth);
     }
     case TV_FUNC:
@@ -534,12 +534,12 @@ static int write_value(tpl_ctx *c, const tv *v, xllm_buf *b, int repr, int depth
     return -1;
 }
 
-int tv_to_str(tpl_ctx *c, const tv *v, xllm_buf *b) {
+int tv_to_str(tpl_ctx *c, const tv *v, buf_t *b) {
     if (write_value(c, v, b, 0, 0)) return c->failed ? -1 : buf_fail(c, b);
     return 0;
 }
 
-int tv_repr(tpl_ctx *c, const tv *v, xllm_buf *b) {
+int tv_repr(tpl_ctx *c, const tv *v, buf_t *b) {
     if (write_value(c, v, b, 1, 0)) return c->failed ? -1 : buf_fail(c, b);
     return 0;
 }
@@ -547,9 +547,9 @@ int tv_repr(tpl_ctx *c, const tv *v, xllm_buf *b) {
 int tv_stringify(tpl_ctx *c, const tv *v, tv *out) {
     if (v->kind == TV_STR) { *out = *v; return 0; }
     if (v->kind == TV_UNDEF || v->kind == TV_MISSING) { *out = tv_str("", 0); return 0; }
-    xllm_buf b = tpl_buf_make(c);
+    buf_t b = tpl_buf_make(c);
     if (tv_to_str(c, v, &b)) {
-        xllm_buf_free(&b);
+        buf_free(&b);
         return -1;
     }
     return tpl_buf_to_value(c, &b, out);

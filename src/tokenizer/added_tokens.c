@@ -43,7 +43,7 @@ static void trie_free(trie *t) {
 }
 
 static int trie_node(trie *t) {
-    if (xllm_array_reserve(&t->term, &t->cap_nodes, t->n_nodes + 1, sizeof *t->term, 64)) return -1;
+    if (array_reserve(&t->term, &t->cap_nodes, t->n_nodes + 1, sizeof *t->term, 64)) return -1;
     t->term[t->n_nodes] = -1;
     return (int)t->n_nodes++;
 }
@@ -116,14 +116,14 @@ xllm_status tok_added_parse(const cJSON *arr, const tok_normalizer *norm, const 
                             tok_added **out, xllm_error *err) {
     *out = NULL;
     if (arr && !cJSON_IsNull(arr) && !cJSON_IsArray(arr))
-        return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: \"added_tokens\" is not an array", path);
+        return err_setf(err, XLLM_ERR_FORMAT, "%s: \"added_tokens\" is not an array", path);
     size_t cnt = arr && cJSON_IsArray(arr) ? (size_t)cJSON_GetArraySize(arr) : 0;
-    xllm_buf nb = {0}, scratch = {0}; /* a normalized content */
+    buf_t nb = {0}, scratch = {0}; /* a normalized content */
     tok_rx_ws *rx = tok_rx_ws_new();
-    tok_added *a = rx ? xllm_calloc(1, sizeof *a) : NULL;
+    tok_added *a = rx ? mem_calloc(1, sizeof *a) : NULL;
     if (a) {
-        a->tokens = xllm_calloc(cnt ? cnt : 1, sizeof *a->tokens);
-        a->patterns = xllm_calloc(cnt ? cnt : 1, sizeof *a->patterns);
+        a->tokens = mem_calloc(cnt ? cnt : 1, sizeof *a->tokens);
+        a->patterns = mem_calloc(cnt ? cnt : 1, sizeof *a->patterns);
     }
     if (!a || !a->tokens || !a->patterns || tok_strmap_init(&a->by_content, cnt) || tok_strmap_init(&a->special, 8))
         goto oom;
@@ -133,15 +133,15 @@ xllm_status tok_added_parse(const cJSON *arr, const tok_normalizer *norm, const 
         const cJSON *content = cJSON_GetObjectItemCaseSensitive(e, "content");
         int32_t idv;
         if (!tok_json_int(id, 0, 0x7ffffffe, &idv) || !cJSON_IsString(content)) {
-            xllm_buf_free(&nb);
-            xllm_buf_free(&scratch);
+            buf_free(&nb);
+            buf_free(&scratch);
             tok_rx_ws_free(rx);
             tok_added_free(a);
-            return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: added token without an id and a content", path);
+            return err_setf(err, XLLM_ERR_FORMAT, "%s: added token without an id and a content", path);
         }
         if (!content->valuestring[0]) continue; /* HF ignores empty added tokens */
         tok_added_token *t = &a->tokens[a->n];
-        t->content = xllm_strdup(content->valuestring);
+        t->content = mem_strdup(content->valuestring);
         if (!t->content) goto oom;
         a->n++;
         t->len = strlen(t->content);
@@ -158,8 +158,8 @@ xllm_status tok_added_parse(const cJSON *arr, const tok_normalizer *norm, const 
         if (t->single_word && !a->word) {
             xllm_status st = tok_regex_compile("\\w", 2, path, "single_word", &a->word, err);
             if (st) {
-                xllm_buf_free(&nb);
-                xllm_buf_free(&scratch);
+                buf_free(&nb);
+                buf_free(&scratch);
                 tok_rx_ws_free(rx);
                 tok_added_free(a);
                 return st;
@@ -172,20 +172,20 @@ xllm_status tok_added_parse(const cJSON *arr, const tok_normalizer *norm, const 
         }
         if (tok_normalize(norm, t->content, t->len, &nb, &scratch, rx, NULL)) goto oom;
         if (!nb.len) continue;
-        a->patterns[idx] = xllm_strndup(nb.p, nb.len);
+        a->patterns[idx] = mem_strndup(nb.p, nb.len);
         if (!a->patterns[idx] || trie_insert(&a->norm, nb.p, nb.len, idx)) goto oom;
     }
-    xllm_buf_free(&nb);
-    xllm_buf_free(&scratch);
+    buf_free(&nb);
+    buf_free(&scratch);
     tok_rx_ws_free(rx);
     *out = a;
     return XLLM_OK;
 oom:
-    xllm_buf_free(&nb);
-    xllm_buf_free(&scratch);
+    buf_free(&nb);
+    buf_free(&scratch);
     tok_rx_ws_free(rx);
     tok_added_free(a);
-    return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+    return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
 }
 
 /* ---------------------------------------------------------------- split */
@@ -194,7 +194,7 @@ oom:
 static int word_char_at(const tok_added *a, tok_rx_ws *rx, const char *s, size_t len, size_t at, int before) {
     if (before) {
         size_t st;
-        if (xllm_utf8_before(s, at, &st) < 0) return 0;
+        if (u8_before(s, at, &st) < 0) return 0;
         at = st;
     }
     return tok_regex_match_at(a->word, rx, s, len, at) == 1;
@@ -236,12 +236,12 @@ int tok_added_split(const tok_added *a, int normalized, const char *s, size_t le
             }
             if (tk->lstrip) {
                 size_t b = start, cs;
-                while (b > 0 && tok_is_whitespace(xllm_utf8_before(s, b, &cs))) b = cs;
+                while (b > 0 && tok_is_whitespace(u8_before(s, b, &cs))) b = cs;
                 start = b > done ? b : done; /* HF: max(new start, end of the last split) */
             }
             if (tk->rstrip) {
                 size_t l;
-                while (stop < len && tok_is_whitespace(xllm_utf8_decode((const unsigned char *)s + stop, len - stop, &l)))
+                while (stop < len && tok_is_whitespace(u8_decode((const unsigned char *)s + stop, len - stop, &l)))
                     stop += l;
             }
             if (push_text(out, s, done, start, base_flag)) return -1;

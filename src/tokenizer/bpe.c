@@ -68,11 +68,11 @@ struct tok_bpe_ws {
     size_t n_syms, cap_syms;
     bpe_cand *heap;
     size_t n_heap, cap_heap;
-    xllm_buf tmp;
+    buf_t tmp;
     /* word cache (NULL slots = no cache) */
     cache_slot *slots;
     size_t n_entries;
-    xllm_buf keys;
+    buf_t keys;
     tok_ids ids;
 };
 
@@ -104,11 +104,11 @@ int32_t tok_bpe_token_to_id(const tok_bpe *m, const char *s, size_t len) {
     return tok_strmap_get(&m->vocab, s, len);
 }
 
-#define OOM() xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", path)
+#define OOM() err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", path)
 /* tok_js_string fails on a bad string and when its scratch buffer cannot
  * grow: a span that is well-formed JSON means the latter */
-#define BAD(what) (xllm_json_well_formed(raw + span[0], span[1] - span[0]) ? OOM() : \
-                   xllm_errorf(err, XLLM_ERR_FORMAT, "%s: malformed BPE \"%s\" near byte %zu", path, what, \
+#define BAD(what) (json_well_formed(raw + span[0], span[1] - span[0]) ? OOM() : \
+                   err_setf(err, XLLM_ERR_FORMAT, "%s: malformed BPE \"%s\" near byte %zu", path, what, \
                                (size_t)(p ? p - raw : 0)))
 
 typedef struct { const char *s; uint32_t len; int32_t id; } vocab_entry;
@@ -117,13 +117,13 @@ static xllm_status parse_vocab(const char *raw, const size_t span[2], const char
                                xllm_error *err) {
     const char *p = raw + span[0], *end = raw + span[1];
     if (span[1] <= span[0] || *p != '{')
-        return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: BPE model without a \"vocab\" object", path);
-    m->arena = xllm_malloc(span[1] - span[0] + 1);
+        return err_setf(err, XLLM_ERR_FORMAT, "%s: BPE model without a \"vocab\" object", path);
+    m->arena = mem_malloc(span[1] - span[0] + 1);
     if (!m->arena) return OOM();
     char *a = m->arena;
     vocab_entry *ents = NULL;
     size_t n = 0, cap = 0;
-    xllm_buf scratch = {0};
+    buf_t scratch = {0};
     xllm_status st = XLLM_OK;
     m->max_id = -1;
     p = tok_js_ws(p + 1, end);
@@ -139,11 +139,11 @@ static xllm_status parse_vocab(const char *raw, const size_t span[2], const char
         const char *d = p;
         while (p < end && *p >= '0' && *p <= '9' && id <= 0x7ffffffe) id = id * 10 + (uint64_t)(*p++ - '0');
         if (p == d || id > 0x7ffffffe || klen > UINT32_MAX || (p < end && (*p == '.' || *p == 'e' || *p == 'E'))) {
-            st = xllm_errorf(err, XLLM_ERR_FORMAT, "%s: vocab entry \"%.*s\" has no valid id", path,
+            st = err_setf(err, XLLM_ERR_FORMAT, "%s: vocab entry \"%.*s\" has no valid id", path,
                              (int)(klen > 64 ? 64 : klen), k);
             break;
         }
-        if (xllm_array_reserve(&ents, &cap, n + 1, sizeof *ents, 1024)) { st = OOM(); break; }
+        if (array_reserve(&ents, &cap, n + 1, sizeof *ents, 1024)) { st = OOM(); break; }
         memcpy(a, k, klen);
         a[klen] = 0;
         ents[n++] = (vocab_entry){a, (uint32_t)klen, (int32_t)id};
@@ -154,19 +154,19 @@ static xllm_status parse_vocab(const char *raw, const size_t span[2], const char
         if (!p || p >= end || *p != ',') { st = BAD("vocab"); break; }
         p++;
     }
-    xllm_buf_free(&scratch);
+    buf_free(&scratch);
     /* tables are indexed by id: ids must be about as many as the entries, or
      * one id of 10^9 would cost gigabytes (real vocabularies are dense) */
     if (!st && m->max_id >= 0 && (size_t)m->max_id >= 2 * n + 1024)
-        st = xllm_errorf(err, XLLM_ERR_FORMAT, "%s: vocab id %ld is far beyond its %zu entries (ids must be dense)",
+        st = err_setf(err, XLLM_ERR_FORMAT, "%s: vocab id %ld is far beyond its %zu entries (ids must be dense)",
                          path, (long)m->max_id, n);
     if (!st && tok_strmap_init(&m->vocab, n)) st = OOM();
     if (!st) {
-        m->id_to_tok = xllm_calloc((size_t)m->max_id + 1, sizeof *m->id_to_tok);
-        m->id_len = xllm_calloc((size_t)m->max_id + 1, sizeof *m->id_len);
+        m->id_to_tok = mem_calloc((size_t)m->max_id + 1, sizeof *m->id_to_tok);
+        m->id_len = mem_calloc((size_t)m->max_id + 1, sizeof *m->id_len);
         if (!m->id_to_tok || !m->id_len) st = OOM();
     }
-    uint64_t *hs = st ? NULL : xllm_malloc_array(n ? n : 1, sizeof *hs);
+    uint64_t *hs = st ? NULL : mem_malloc_array(n ? n : 1, sizeof *hs);
     if (!st && !hs) st = OOM();
     for (size_t i = 0; !st && i < n; i++) hs[i] = tok_hash(ents[i].s, ents[i].len);
     for (size_t i = 0; !st && i < n; i++) { /* inserts with the slots prefetched ahead */
@@ -190,14 +190,14 @@ static xllm_status parse_vocab(const char *raw, const size_t span[2], const char
  * which change what a character looks up). */
 static xllm_status build_char_table(tok_bpe *m, const char *path, xllm_error *err) {
     if (m->prefix || m->suffix) return XLLM_OK;
-    m->char_ids = xllm_malloc_array(65536, sizeof *m->char_ids);
+    m->char_ids = mem_malloc_array(65536, sizeof *m->char_ids);
     if (!m->char_ids) return OOM();
     memset(m->char_ids, 0xff, 65536 * sizeof *m->char_ids);
     for (size_t i = 0; i < m->vocab.cap; i++) {
         const tok_strslot *s = &m->vocab.slots[i];
         if (!s->key || s->len == 0 || s->len > 3) continue;
         size_t l;
-        int32_t cp = xllm_utf8_decode((const unsigned char *)s->key, s->len, &l);
+        int32_t cp = u8_decode((const unsigned char *)s->key, s->len, &l);
         if (cp >= 0 && l == s->len && cp < 65536) m->char_ids[cp] = s->val;
     }
     return XLLM_OK;
@@ -210,7 +210,7 @@ static xllm_status build_char_table(tok_bpe *m, const char *path, xllm_error *er
 #define MERGE_BATCH 64
 
 typedef struct {
-    xllm_buf arena;
+    buf_t arena;
     size_t off[MERGE_BATCH][3];
     uint32_t len[MERGE_BATCH][3];
     uint32_t rank[MERGE_BATCH];
@@ -232,35 +232,35 @@ static xllm_status flush_batch(tok_bpe *m, merge_batch *b, const char *path, xll
             h[3 * i + j] = tok_hash(keys[3 * i + j], lens[3 * i + j]);
         }
     tok_strmap_get_many(&m->vocab, 3 * n, keys, lens, h, ids);
-    if (xllm_array_reserve(&b->kv, &b->cap_kv, b->n_kv + n, sizeof *b->kv, 4096)) return OOM();
+    if (array_reserve(&b->kv, &b->cap_kv, b->n_kv + n, sizeof *b->kv, 4096)) return OOM();
     for (size_t i = 0; i < n; i++) {
         int32_t ia = ids[3 * i], ib = ids[3 * i + 1], inew = ids[3 * i + 2];
         if (ia < 0 || ib < 0 || inew < 0)
-            return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: merge %u uses a token missing from the vocab", path,
+            return err_setf(err, XLLM_ERR_FORMAT, "%s: merge %u uses a token missing from the vocab", path,
                                (unsigned)b->rank[i] + 1);
         b->kv[b->n_kv++] = (tok_u64slot){(uint64_t)(uint32_t)ia << 32 | (uint32_t)ib,
                                          (uint64_t)b->rank[i] << 32 | (uint32_t)inew};
     }
     b->n = 0;
-    xllm_buf_clear(&b->arena);
+    buf_clear(&b->arena);
     return XLLM_OK;
 }
 
 static xllm_status add_merge(tok_bpe *m, merge_batch *bt, const char *a, size_t alen, const char *b, size_t blen,
                              uint32_t rank, const char *path, xllm_error *err) {
     size_t i = bt->n;
-    xllm_buf *ar = &bt->arena;
+    buf_t *ar = &bt->arena;
     size_t cut = m->plen < blen ? m->plen : blen; /* HF drops the prefix's length from b, unchecked */
-    if (alen > UINT32_MAX / 2 || blen > UINT32_MAX / 2) return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: merge too long", path);
+    if (alen > UINT32_MAX / 2 || blen > UINT32_MAX / 2) return err_setf(err, XLLM_ERR_FORMAT, "%s: merge too long", path);
     bt->off[i][0] = ar->len;
     bt->len[i][0] = (uint32_t)alen;
-    if (xllm_buf_append(ar, a, alen)) return OOM();
+    if (buf_append(ar, a, alen)) return OOM();
     bt->off[i][1] = ar->len;
     bt->len[i][1] = (uint32_t)blen;
-    if (xllm_buf_append(ar, b, blen)) return OOM();
+    if (buf_append(ar, b, blen)) return OOM();
     bt->off[i][2] = ar->len;
     bt->len[i][2] = (uint32_t)(alen + blen - cut);
-    if (xllm_buf_append(ar, a, alen) || xllm_buf_append(ar, b + cut, blen - cut)) return OOM();
+    if (buf_append(ar, a, alen) || buf_append(ar, b + cut, blen - cut)) return OOM();
     bt->rank[i] = rank;
     bt->n++;
     return bt->n == MERGE_BATCH ? flush_batch(m, bt, path, err) : XLLM_OK;
@@ -271,8 +271,8 @@ static xllm_status parse_merges(const char *raw, const size_t span[2], const cha
     if (span[1] <= span[0]) return tok_u64map_init(&m->merges, 0) ? OOM() : XLLM_OK;
     const char *p = raw + span[0], *end = raw + span[1];
     if (*p == 'n') return tok_u64map_init(&m->merges, 0) ? OOM() : XLLM_OK; /* null */
-    if (*p != '[') return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: BPE \"merges\" is not an array", path);
-    xllm_buf sa = {0}, sb = {0};
+    if (*p != '[') return err_setf(err, XLLM_ERR_FORMAT, "%s: BPE \"merges\" is not an array", path);
+    buf_t sa = {0}, sb = {0};
     merge_batch bt;
     memset(&bt, 0, sizeof bt);
     xllm_status st = XLLM_OK;
@@ -288,7 +288,7 @@ static xllm_status parse_merges(const char *raw, const size_t span[2], const cha
             if (alen >= 8 && memcmp(a, "#version", 8) == 0) goto next; /* HF skips these lines */
             const char *sp = memchr(a, ' ', alen);
             if (!sp || memchr(sp + 1, ' ', alen - (size_t)(sp + 1 - a))) {
-                st = xllm_errorf(err, XLLM_ERR_FORMAT, "%s: merge %u (\"%.*s\") is not two tokens", path,
+                st = err_setf(err, XLLM_ERR_FORMAT, "%s: merge %u (\"%.*s\") is not two tokens", path,
                                  (unsigned)rank + 1, (int)(alen > 64 ? 64 : alen), a);
                 break;
             }
@@ -302,13 +302,13 @@ static xllm_status parse_merges(const char *raw, const size_t span[2], const cha
             else p = NULL;
             p = tok_js_ws(p, end);
             if (!p || p >= end || *p != ']') {
-                st = xllm_errorf(err, XLLM_ERR_FORMAT, "%s: merge %u is neither \"a b\" nor [a, b]", path,
+                st = err_setf(err, XLLM_ERR_FORMAT, "%s: merge %u is neither \"a b\" nor [a, b]", path,
                                  (unsigned)rank + 1);
                 break;
             }
             p++;
         } else {
-            st = xllm_errorf(err, XLLM_ERR_FORMAT, "%s: merge %u is neither \"a b\" nor [a, b]", path,
+            st = err_setf(err, XLLM_ERR_FORMAT, "%s: merge %u is neither \"a b\" nor [a, b]", path,
                              (unsigned)rank + 1);
             break;
         }
@@ -326,9 +326,9 @@ static xllm_status parse_merges(const char *raw, const size_t span[2], const cha
     if (!st && bt.n) st = flush_batch(m, &bt, path, err);
     if (!st && tok_u64map_init_load(&m->merges, bt.n_kv, 70)) st = OOM();
     if (!st) tok_u64map_put_many(&m->merges, bt.kv, bt.n_kv);
-    xllm_buf_free(&sa);
-    xllm_buf_free(&sb);
-    xllm_buf_free(&bt.arena);
+    buf_free(&sa);
+    buf_free(&sb);
+    buf_free(&bt.arena);
     xllm_free(bt.kv);
     return st;
 }
@@ -336,7 +336,7 @@ static xllm_status parse_merges(const char *raw, const size_t span[2], const cha
 static xllm_status parse_str_field(const cJSON *j, const char *name, const char *path, char **out, xllm_error *err) {
     int r = tok_json_strdup(cJSON_GetObjectItemCaseSensitive(j, name), out);
     if (r == -2) return OOM();
-    if (r) return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: BPE \"%s\" is not a string", path, name);
+    if (r) return err_setf(err, XLLM_ERR_FORMAT, "%s: BPE \"%s\" is not a string", path, name);
     return XLLM_OK;
 }
 
@@ -358,9 +358,9 @@ static xllm_status build_cuts(tok_bpe *m, const char *path, xllm_error *err) {
         for (const char *p = t; (p = tok_find(p, len - (size_t)(p - t), META_SP, 3)) != NULL; p += 3) {
             if (p == t) continue;
             size_t st;
-            int32_t x = xllm_utf8_before(t, (size_t)(p - t), &st);
+            int32_t x = u8_before(t, (size_t)(p - t), &st);
             if (x == 0x2581) continue;
-            if (xllm_array_reserve(&m->cut_bad, &cap, m->n_cut_bad + 1, sizeof *m->cut_bad, 16)) return OOM();
+            if (array_reserve(&m->cut_bad, &cap, m->n_cut_bad + 1, sizeof *m->cut_bad, 16)) return OOM();
             m->cut_bad[m->n_cut_bad++] = x;
         }
     }
@@ -372,7 +372,7 @@ static xllm_status build_cuts(tok_bpe *m, const char *path, xllm_error *err) {
 xllm_status tok_bpe_parse(const cJSON *j, const char *raw, const size_t vocab[2], const size_t merges[2],
                           const char *path, tok_bpe **out, xllm_error *err) {
     *out = NULL;
-    tok_bpe *m = xllm_calloc(1, sizeof *m);
+    tok_bpe *m = mem_calloc(1, sizeof *m);
     if (!m) return OOM();
     xllm_status st = parse_str_field(j, "unk_token", path, &m->unk_token, err);
     if (!st) st = parse_str_field(j, "continuing_subword_prefix", path, &m->prefix, err);
@@ -399,9 +399,9 @@ xllm_status tok_bpe_parse(const cJSON *j, const char *raw, const size_t vocab[2]
 /* ------------------------------------------------------------- encoding */
 
 tok_bpe_ws *tok_bpe_ws_new(int with_cache) {
-    tok_bpe_ws *ws = xllm_calloc(1, sizeof(tok_bpe_ws));
+    tok_bpe_ws *ws = mem_calloc(1, sizeof(tok_bpe_ws));
     if (ws && with_cache) {
-        ws->slots = xllm_malloc_array(CACHE_SLOTS, sizeof *ws->slots);
+        ws->slots = mem_malloc_array(CACHE_SLOTS, sizeof *ws->slots);
         if (!ws->slots) {
             xllm_free(ws);
             return NULL;
@@ -415,9 +415,9 @@ void tok_bpe_ws_free(tok_bpe_ws *ws) {
     if (!ws) return;
     xllm_free(ws->syms);
     xllm_free(ws->heap);
-    xllm_buf_free(&ws->tmp);
+    buf_free(&ws->tmp);
     xllm_free(ws->slots);
-    xllm_buf_free(&ws->keys);
+    buf_free(&ws->keys);
     xllm_free(ws->ids.v);
     xllm_free(ws);
 }
@@ -437,12 +437,12 @@ static void cache_put(tok_bpe_ws *ws, const char *s, size_t len, uint64_t h, con
     if (ws->n_entries >= CACHE_MAX_ENTRIES || ws->keys.len + len > UINT32_MAX / 2 || ws->ids.n + n > UINT32_MAX / 2) {
         memset(ws->slots, 0xff, CACHE_SLOTS * sizeof *ws->slots); /* full: start over */
         ws->n_entries = 0;
-        xllm_buf_clear(&ws->keys);
+        buf_clear(&ws->keys);
         ws->ids.n = 0;
     }
     size_t key_off = ws->keys.len, ids_off = ws->ids.n;
-    if (xllm_buf_append(&ws->keys, s, len) || tok_ids_append(&ws->ids, ids, n)) {
-        xllm_buf_truncate(&ws->keys, key_off); /* no room: not cached, the cache still usable */
+    if (buf_append(&ws->keys, s, len) || tok_ids_append(&ws->ids, ids, n)) {
+        buf_truncate(&ws->keys, key_off); /* no room: not cached, the cache still usable */
         ws->ids.n = ids_off;
         return;
     }
@@ -453,7 +453,7 @@ static void cache_put(tok_bpe_ws *ws, const char *s, size_t len, uint64_t h, con
 }
 
 static int add_sym(tok_bpe_ws *ws, int32_t c, uint32_t len) {
-    if (xllm_array_reserve(&ws->syms, &ws->cap_syms, ws->n_syms + 1, sizeof *ws->syms, 64)) return -1;
+    if (array_reserve(&ws->syms, &ws->cap_syms, ws->n_syms + 1, sizeof *ws->syms, 64)) return -1;
     int32_t i = (int32_t)ws->n_syms++;
     ws->syms[i] = (bpe_sym){c, i - 1, i + 1, len};
     return 0;
@@ -462,7 +462,7 @@ static int add_sym(tok_bpe_ws *ws, int32_t c, uint32_t len) {
 static inline int cand_less(bpe_cand a, bpe_cand b) { return a.rank != b.rank ? a.rank < b.rank : a.pos < b.pos; }
 
 static int heap_push(tok_bpe_ws *ws, bpe_cand c) {
-    if (xllm_array_reserve(&ws->heap, &ws->cap_heap, ws->n_heap + 1, sizeof *ws->heap, 64)) return -1;
+    if (array_reserve(&ws->heap, &ws->cap_heap, ws->n_heap + 1, sizeof *ws->heap, 64)) return -1;
     size_t i = ws->n_heap++;
     while (i > 0) {
         size_t parent = (i - 1) / 2;
@@ -542,13 +542,13 @@ static int32_t char_id(const tok_bpe *m, tok_bpe_ws *ws, const char *piece, size
     *full_len = cl;
     if (m->char_ids && cl <= 3) {
         size_t l;
-        int32_t cp = xllm_utf8_decode((const unsigned char *)piece, cl, &l);
+        int32_t cp = u8_decode((const unsigned char *)piece, cl, &l);
         if (cp >= 0 && l == cl) return m->char_ids[cp];
     }
     if ((m->prefix && !first) || (m->suffix && last)) {
-        xllm_buf_clear(&ws->tmp);
-        if ((m->prefix && !first && xllm_buf_append(&ws->tmp, m->prefix, m->plen)) ||
-            xllm_buf_append(&ws->tmp, piece, cl) || (m->suffix && last && xllm_buf_append(&ws->tmp, m->suffix, m->slen)))
+        buf_clear(&ws->tmp);
+        if ((m->prefix && !first && buf_append(&ws->tmp, m->prefix, m->plen)) ||
+            buf_append(&ws->tmp, piece, cl) || (m->suffix && last && buf_append(&ws->tmp, m->suffix, m->slen)))
             return -2;
         *full = ws->tmp.p;
         *full_len = ws->tmp.len;
@@ -563,7 +563,7 @@ static xllm_status merge_word(const tok_bpe *m, const char *s, size_t len, tok_i
     uint32_t unk_len = 0;
     const unsigned char *u = (const unsigned char *)s;
     for (size_t i = 0; i < len;) {
-        size_t cl = xllm_utf8_len(u + i, len - i);
+        size_t cl = u8_len(u + i, len - i);
         const char *piece;
         size_t plen;
         int32_t id = char_id(m, ws, s + i, cl, i == 0, i + cl == len, &piece, &plen);
@@ -588,7 +588,7 @@ static xllm_status merge_word(const tok_bpe *m, const char *s, size_t len, tok_i
         if (!m->unk_token) continue; /* no unk token: the character is dropped */
         int32_t uid = tok_strmap_get(&m->vocab, m->unk_token, strlen(m->unk_token));
         if (uid < 0)
-            return xllm_errorf(err, XLLM_ERR_FORMAT, "BPE unk_token \"%s\" is not in the vocabulary", m->unk_token);
+            return err_setf(err, XLLM_ERR_FORMAT, "BPE unk_token \"%s\" is not in the vocabulary", m->unk_token);
         if (unk_id >= 0 && m->fuse_unk) {
             unk_len += (uint32_t)cl;
         } else {
@@ -603,7 +603,7 @@ static xllm_status merge_word(const tok_bpe *m, const char *s, size_t len, tok_i
         if (ws->syms[i].len && tok_ids_push(out, ws->syms[i].c)) goto oom;
     return XLLM_OK;
 oom:
-    return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory in BPE");
+    return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory in BPE");
 }
 
 static xllm_status tokenize_piece(const tok_bpe *m, const char *s, size_t len, tok_ids *out, tok_bpe_ws *ws,
@@ -616,14 +616,14 @@ static xllm_status tokenize_piece(const tok_bpe *m, const char *s, size_t len, t
         if (c) {
             /* a word may tokenize to nothing (every character dropped): no ids array then */
             if (c->n_ids && tok_ids_append(out, ws->ids.v + c->ids_off, c->n_ids))
-                return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory in BPE");
+                return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory in BPE");
             return XLLM_OK;
         }
     }
     size_t first = out->n;
     xllm_status st;
     int32_t id = m->ignore_merges ? tok_strmap_get(&m->vocab, s, len) : -1;
-    if (id >= 0) st = tok_ids_push(out, id) ? xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory") : XLLM_OK;
+    if (id >= 0) st = tok_ids_push(out, id) ? err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory") : XLLM_OK;
     else st = merge_word(m, s, len, out, ws, err);
     if (!st && cacheable) cache_put(ws, s, len, h, out->n > first ? out->v + first : NULL, out->n - first);
     return st;
@@ -632,7 +632,7 @@ static xllm_status tokenize_piece(const tok_bpe *m, const char *s, size_t len, t
 /* May the word be cut before the U+2581 at s[k] (k > 0)? */
 static int can_cut(const tok_bpe *m, const char *s, size_t k) {
     size_t st;
-    int32_t x = xllm_utf8_before(s, k, &st);
+    int32_t x = u8_before(s, k, &st);
     if (x < 0 || x == 0x2581) return 0;
     if (x < 65536 ? m->char_ids[x] < 0 : tok_strmap_get(&m->vocab, s + st, k - st) < 0) return 0; /* not a plain symbol */
     size_t lo = 0, hi = m->n_cut_bad;

@@ -24,7 +24,7 @@ static void build(void) {
     for (int b = 0; b < 256; b++) {
         int cp = printable(b) ? b : next++;
         char tmp[4];
-        g_len[b] = (uint8_t)xllm_utf8_encode(cp, tmp);
+        g_len[b] = (uint8_t)u8_encode(cp, tmp);
         g_utf8[b][0] = tmp[0];
         g_utf8[b][1] = tmp[1];
         g_byte_of[cp] = (int16_t)b;
@@ -44,7 +44,7 @@ int tok_bytelevel_byte(int32_t cp) {
 
 int tok_bytelevel_encode(tok_list *l, const char *s, size_t n) {
     pthread_once(&g_once, build);
-    if (xllm_buf_reserve(&l->text, 2 * n)) return TOK_ERR_OOM;
+    if (buf_reserve(&l->text, 2 * n)) return TOK_ERR_OOM;
     char *o = l->text.p + l->text.len;
     for (size_t i = 0; i < n; i++) {
         unsigned char b = (unsigned char)s[i];

@@ -44,14 +44,14 @@ void tok_decoder_free(tok_decoder *d) {
     xllm_free(d);
 }
 
-#define OOM() xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", path)
+#define OOM() err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", path)
 
 static xllm_status parse_char(const cJSON *j, const char *field, const char *path, const char *what, tok_decoder *d,
                               xllm_error *err) {
     const cJSON *c = cJSON_GetObjectItemCaseSensitive(j, field);
     size_t len = cJSON_IsString(c) ? strlen(c->valuestring) : 0;
-    if (!len || len >= sizeof d->ch || xllm_utf8_len((const unsigned char *)c->valuestring, len) != len)
-        return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: %s decoder needs a one-character \"%s\"", path, what, field);
+    if (!len || len >= sizeof d->ch || u8_len((const unsigned char *)c->valuestring, len) != len)
+        return err_setf(err, XLLM_ERR_FORMAT, "%s: %s decoder needs a one-character \"%s\"", path, what, field);
     memcpy(d->ch, c->valuestring, len);
     d->ch_len = len;
     return XLLM_OK;
@@ -61,7 +61,7 @@ static xllm_status parse_count(const cJSON *j, const char *field, const char *pa
     const cJSON *c = cJSON_GetObjectItemCaseSensitive(j, field);
     if (!c) { *out = 0; return XLLM_OK; }
     if (!cJSON_IsNumber(c) || c->valuedouble < 0 || c->valuedouble > 1e9)
-        return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: Strip decoder \"%s\" is not a count", path, field);
+        return err_setf(err, XLLM_ERR_FORMAT, "%s: Strip decoder \"%s\" is not a count", path, field);
     *out = (size_t)c->valuedouble;
     return XLLM_OK;
 }
@@ -71,9 +71,9 @@ static xllm_status parse_one(const cJSON *j, const char *type, const char *path,
         d->type = DEC_SEQUENCE;
         const cJSON *arr = cJSON_GetObjectItemCaseSensitive(j, "decoders");
         if (!cJSON_IsArray(arr))
-            return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: Sequence decoder without \"decoders\"", path);
+            return err_setf(err, XLLM_ERR_FORMAT, "%s: Sequence decoder without \"decoders\"", path);
         int cnt = cJSON_GetArraySize(arr);
-        d->kids = xllm_calloc(cnt ? (size_t)cnt : 1, sizeof *d->kids);
+        d->kids = mem_calloc(cnt ? (size_t)cnt : 1, sizeof *d->kids);
         if (!d->kids) return OOM();
         const cJSON *k;
         cJSON_ArrayForEach(k, arr) {
@@ -89,8 +89,8 @@ static xllm_status parse_one(const cJSON *j, const char *type, const char *path,
                                            &d->pat, err);
         if (st) return st;
         const cJSON *c = cJSON_GetObjectItemCaseSensitive(j, "content");
-        if (!cJSON_IsString(c)) return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: Replace decoder without \"content\"", path);
-        d->b = xllm_strdup(c->valuestring);
+        if (!cJSON_IsString(c)) return err_setf(err, XLLM_ERR_FORMAT, "%s: Replace decoder without \"content\"", path);
+        d->b = mem_strdup(c->valuestring);
         if (!d->b) return OOM();
         d->b_len = strlen(d->b);
         return XLLM_OK;
@@ -124,23 +124,23 @@ static xllm_status parse_one(const cJSON *j, const char *type, const char *path,
         if (cJSON_IsString(ps)) {
             if (strcmp(ps->valuestring, "never") == 0) d->first_drop = 0;
             else if (strcmp(ps->valuestring, "first") != 0 && strcmp(ps->valuestring, "always") != 0)
-                return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "%s: unsupported Metaspace prepend_scheme \"%s\"", path,
+                return err_setf(err, XLLM_ERR_UNSUPPORTED, "%s: unsupported Metaspace prepend_scheme \"%s\"", path,
                                    ps->valuestring);
         } else if (cJSON_IsBool(aps)) {
             d->first_drop = cJSON_IsTrue(aps);
         }
         return XLLM_OK;
     }
-    return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "%s: unsupported decoder type \"%s\"", path, type);
+    return err_setf(err, XLLM_ERR_UNSUPPORTED, "%s: unsupported decoder type \"%s\"", path, type);
 }
 
 xllm_status tok_decoder_parse(const cJSON *j, const char *path, tok_decoder **out, xllm_error *err) {
     *out = NULL;
     if (!j || cJSON_IsNull(j)) return XLLM_OK;
-    if (!cJSON_IsObject(j)) return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: decoder is not an object", path);
+    if (!cJSON_IsObject(j)) return err_setf(err, XLLM_ERR_FORMAT, "%s: decoder is not an object", path);
     const char *type = tok_json_type(j);
-    if (!type) return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: decoder without a \"type\"", path);
-    tok_decoder *d = xllm_calloc(1, sizeof *d);
+    if (!type) return err_setf(err, XLLM_ERR_FORMAT, "%s: decoder without a \"type\"", path);
+    tok_decoder *d = mem_calloc(1, sizeof *d);
     if (!d) return OOM();
     xllm_status st = parse_one(j, type, path, d, err);
     if (st) {
@@ -156,7 +156,7 @@ xllm_status tok_decoder_parse(const cJSON *j, const char *path, tok_decoder **ou
 /* "<0xXX>" -> the byte, else -1 */
 static int byte_token(const char *s, size_t len) {
     if (len != 6 || memcmp(s, "<0x", 3) != 0 || s[5] != '>') return -1;
-    int h = s[3] == '+' ? 0 : xllm_hex_value(s[3]), l = xllm_hex_value(s[4]); /* Rust's from_str_radix takes a '+' */
+    int h = s[3] == '+' ? 0 : u8_hex_value(s[3]), l = u8_hex_value(s[4]); /* Rust's from_str_radix takes a '+' */
     return h < 0 || l < 0 ? -1 : h * 16 + l;
 }
 
@@ -168,7 +168,7 @@ static int flush_bytes(tok_list *out, int *open) {
     if (!*open) return 0;
     *open = 0;
     tok_span run = out->items[out->n - 1];
-    if (xllm_utf8_valid(out->text.p + run.off, run.len)) return 0;
+    if (u8_valid(out->text.p + run.off, run.len)) return 0;
     out->n--;
     out->text.len = run.off;
     for (size_t i = 0; i < run.len; i++)
@@ -177,27 +177,27 @@ static int flush_bytes(tok_list *out, int *open) {
 }
 
 /* All tokens back to bytes through the byte-level map, one lossy string. */
-static int byte_level(const tok_list *l, tok_list *sc, xllm_buf *bytes) {
-    xllm_buf_clear(bytes);
+static int byte_level(const tok_list *l, tok_list *sc, buf_t *bytes) {
+    buf_clear(bytes);
     for (size_t i = 0; i < l->n; i++) {
         const unsigned char *s = (const unsigned char *)tok_list_str(l, i);
         size_t len = l->items[i].len, start = bytes->len, k = 0;
         while (k < len) {
             size_t cl;
-            int b = tok_bytelevel_byte(xllm_utf8_decode(s + k, len - k, &cl));
+            int b = tok_bytelevel_byte(u8_decode(s + k, len - k, &cl));
             if (b < 0) break;
             unsigned char c = (unsigned char)b;
-            if (xllm_buf_append(bytes, &c, 1)) return -1;
+            if (buf_append(bytes, &c, 1)) return -1;
             k += cl;
         }
         if (k < len) { /* a character outside the map: the token's own bytes */
             bytes->len = start;
-            if (xllm_buf_append(bytes, s, len)) return -1;
+            if (buf_append(bytes, s, len)) return -1;
         }
     }
     if (tok_list_begin(sc, -1, 0)) return -1;
     size_t before = sc->text.len;
-    if (xllm_utf8_lossy_append(&sc->text, bytes->p ? bytes->p : "", bytes->len)) return -1;
+    if (u8_lossy_append(&sc->text, bytes->p ? bytes->p : "", bytes->len)) return -1;
     sc->items[sc->n - 1].len = sc->text.len - before;
     return 0;
 }
@@ -300,7 +300,7 @@ int tok_decode_chain(const tok_decoder *d, tok_list *l, tok_list *scratch, tok_r
  * their raw bytes (no UTF-8 check: a partial character is a partial
  * character), and a Strip after Fuse (it trims the whole text's ends) is
  * skipped. cur holds the token on entry and the bytes on return. */
-static int dec_token_bytes(const tok_decoder *d, xllm_buf *cur, xllm_buf *tmp, tok_rx_ws *rx, int *fused) {
+static int dec_token_bytes(const tok_decoder *d, buf_t *cur, buf_t *tmp, tok_rx_ws *rx, int *fused) {
     if (d->type == DEC_SEQUENCE) {
         for (size_t i = 0; i < d->n_kids; i++)
             if (dec_token_bytes(d->kids[i], cur, tmp, rx, fused)) return -1;
@@ -308,7 +308,7 @@ static int dec_token_bytes(const tok_decoder *d, xllm_buf *cur, xllm_buf *tmp, t
     }
     const char *s = cur->p ? cur->p : "";
     size_t len = cur->len;
-    xllm_buf_clear(tmp);
+    buf_clear(tmp);
     switch (d->type) {
     case DEC_SEQUENCE:
     case DEC_FUSE:
@@ -321,27 +321,27 @@ static int dec_token_bytes(const tok_decoder *d, xllm_buf *cur, xllm_buf *tmp, t
         size_t start = 0;
         for (size_t k = 0; k < m->n; k++) {
             size_t a = m->v[2 * k], b = m->v[2 * k + 1];
-            if (xllm_buf_append(tmp, s + start, a - start) || xllm_buf_append(tmp, d->b, d->b_len)) return -1;
+            if (buf_append(tmp, s + start, a - start) || buf_append(tmp, d->b, d->b_len)) return -1;
             start = b;
         }
-        if (xllm_buf_append(tmp, s + start, len - start)) return -1;
+        if (buf_append(tmp, s + start, len - start)) return -1;
         break;
     }
     case DEC_BYTE_FALLBACK: {
         int b = byte_token(s, len);
         if (b < 0) return 0;
         unsigned char c = (unsigned char)b;
-        if (xllm_buf_append(tmp, &c, 1)) return -1;
+        if (buf_append(tmp, &c, 1)) return -1;
         break;
     }
     case DEC_BYTE_LEVEL: {
         size_t k = 0;
         while (k < len) {
             size_t cl;
-            int b = tok_bytelevel_byte(xllm_utf8_decode((const unsigned char *)s + k, len - k, &cl));
+            int b = tok_bytelevel_byte(u8_decode((const unsigned char *)s + k, len - k, &cl));
             if (b < 0) break;
             unsigned char c = (unsigned char)b;
-            if (xllm_buf_append(tmp, &c, 1)) return -1;
+            if (buf_append(tmp, &c, 1)) return -1;
             k += cl;
         }
         if (k < len) return 0; /* a character outside the map: the token's own bytes */
@@ -354,31 +354,31 @@ static int dec_token_bytes(const tok_decoder *d, xllm_buf *cur, xllm_buf *tmp, t
             b += d->ch_len;
         for (size_t k = 0; k < d->stop && e - b >= d->ch_len && memcmp(s + e - d->ch_len, d->ch, d->ch_len) == 0; k++)
             e -= d->ch_len;
-        if (xllm_buf_append(tmp, s + b, e - b)) return -1;
+        if (buf_append(tmp, s + b, e - b)) return -1;
         break;
     }
     case DEC_METASPACE: {
         size_t start = 0, k = 0;
         while (k + d->ch_len <= len) {
             if (memcmp(s + k, d->ch, d->ch_len) == 0) {
-                if (xllm_buf_append(tmp, s + start, k - start) || xllm_buf_append(tmp, " ", 1)) return -1;
+                if (buf_append(tmp, s + start, k - start) || buf_append(tmp, " ", 1)) return -1;
                 k += d->ch_len;
                 start = k;
             } else {
                 k++;
             }
         }
-        if (xllm_buf_append(tmp, s + start, len - start)) return -1;
+        if (buf_append(tmp, s + start, len - start)) return -1;
         break;
     }
     }
-    xllm_buf t = *cur;
+    buf_t t = *cur;
     *cur = *tmp;
     *tmp = t;
     return 0;
 }
 
-int tok_decoder_token_bytes(const tok_decoder *d, xllm_buf *cur, xllm_buf *tmp, tok_rx_ws *rx) {
+int tok_decoder_token_bytes(const tok_decoder *d, buf_t *cur, buf_t *tmp, tok_rx_ws *rx) {
     int fused = 0;
     return d ? dec_token_bytes(d, cur, tmp, rx, &fused) : 0;
 }

@@ -30,13 +30,13 @@ struct detok_stream {
     size_t n, cap;
     size_t read;  /* ids[0..read) have been emitted */
     tok_list toks, scratch;
-    xllm_buf prefix_text, new_text;
+    buf_t prefix_text, new_text;
     tok_rx_ws *rx;
 };
 
 detok_stream *detok_stream_new(const tokenizer *t, int skip_special) {
     if (!t) return NULL;
-    detok_stream *s = xllm_calloc(1, sizeof *s);
+    detok_stream *s = mem_calloc(1, sizeof *s);
     if (!s) return NULL;
     s->t = t;
     s->skip_special = skip_special;
@@ -52,15 +52,15 @@ void detok_stream_free(detok_stream *s) {
     xllm_free(s->ids);
     tok_list_free(&s->toks);
     tok_list_free(&s->scratch);
-    xllm_buf_free(&s->prefix_text);
-    xllm_buf_free(&s->new_text);
+    buf_free(&s->prefix_text);
+    buf_free(&s->new_text);
     tok_rx_ws_free(s->rx);
     xllm_free(s);
 }
 
-static int ends_unfinished(const xllm_buf *b) {
+static int ends_unfinished(const buf_t *b) {
     if (b->len >= 3 && memcmp(b->p + b->len - 3, "\xef\xbf\xbd", 3) == 0) return 1;
-    return xllm_utf8_complete_prefix(b->p, b->len) != b->len;
+    return u8_complete_prefix(b->p, b->len) != b->len;
 }
 
 /* Decode the window; emit what is new (force: even if unfinished). */
@@ -69,8 +69,8 @@ static xllm_status emit(detok_stream *s, int force, const char **out, size_t *ou
     *out_len = 0;
     if (tok_decode_into(s->t, s->ids, s->read, 0, &s->toks, &s->scratch, &s->prefix_text, s->rx) ||
         tok_decode_into(s->t, s->ids, s->n, 0, &s->toks, &s->scratch, &s->new_text, s->rx))
-        return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "detok_stream: out of memory");
-    const xllm_buf *pre = &s->prefix_text, *cur = &s->new_text;
+        return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "detok_stream: out of memory");
+    const buf_t *pre = &s->prefix_text, *cur = &s->new_text;
     if (cur->len <= pre->len || (!force && ends_unfinished(cur))) return XLLM_OK;
     size_t k = 0;
     while (k < pre->len && pre->p[k] == cur->p[k]) k++;
@@ -85,16 +85,16 @@ static xllm_status emit(detok_stream *s, int force, const char **out, size_t *ou
 }
 
 xllm_status detok_stream_push(detok_stream *s, int32_t id, const char **out, size_t *out_len, xllm_error *err) {
-    if (!s || !out || !out_len) return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "detok_stream_push: NULL argument");
+    if (!s || !out || !out_len) return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "detok_stream_push: NULL argument");
     *out = "";
     *out_len = 0;
     const tokenizer *t = s->t;
     if (id < 0 || id >= t->n_pieces || !t->pieces[id])
-        return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "detok_stream_push: id %ld is not in the vocabulary (size %d)",
+        return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "detok_stream_push: id %ld is not in the vocabulary (size %d)",
                            (long)id, (int)t->n_pieces);
     if (s->skip_special && t->special[id]) return XLLM_OK;
-    if (xllm_array_reserve(&s->ids, &s->cap, s->n + 1, sizeof *s->ids, 16))
-        return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "detok_stream: out of memory");
+    if (array_reserve(&s->ids, &s->cap, s->n + 1, sizeof *s->ids, 16))
+        return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "detok_stream: out of memory");
     s->ids[s->n++] = id;
     return emit(s, 0, out, out_len, err);
 }
@@ -105,7 +105,7 @@ xllm_status detok_stream_push(detok_stream *s, int32_t id, const char **out, siz
  * Metaspace / Strip decoder would otherwise eat its leading space). */
 #define DETOK_CONTEXT 8
 xllm_status detok_stream_seed(detok_stream *s, const int32_t *ids, size_t n, xllm_error *err) {
-    if (!s) return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "detok_stream_seed: NULL stream");
+    if (!s) return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "detok_stream_seed: NULL stream");
     const tokenizer *t = s->t;
     int32_t ctx[DETOK_CONTEXT];
     size_t k = 0;
@@ -116,8 +116,8 @@ xllm_status detok_stream_seed(detok_stream *s, const int32_t *ids, size_t n, xll
         ctx[DETOK_CONTEXT - 1 - k++] = id;
     }
     if (s->cap < k + 16) {
-        int32_t *v = xllm_realloc(s->ids, (k + 16) * sizeof *v);
-        if (!v) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "detok_stream: out of memory");
+        int32_t *v = mem_realloc(s->ids, (k + 16) * sizeof *v);
+        if (!v) return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "detok_stream: out of memory");
         s->ids = v;
         s->cap = k + 16;
     }
@@ -127,7 +127,7 @@ xllm_status detok_stream_seed(detok_stream *s, const int32_t *ids, size_t n, xll
 }
 
 xllm_status detok_stream_flush(detok_stream *s, const char **out, size_t *out_len, xllm_error *err) {
-    if (!s || !out || !out_len) return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "detok_stream_flush: NULL argument");
+    if (!s || !out || !out_len) return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "detok_stream_flush: NULL argument");
     *out = "";
     *out_len = 0;
     return s->n > s->read ? emit(s, 1, out, out_len, err) : XLLM_OK;

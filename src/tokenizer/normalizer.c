@@ -46,13 +46,13 @@ void tok_normalizer_free(tok_normalizer *n) {
     xllm_free(n);
 }
 
-#define OOM() xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", path)
+#define OOM() err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", path)
 
 static xllm_status parse_str(const cJSON *j, const char *field, const char *path, const char *what, tok_normalizer *n,
                              xllm_error *err) {
     int r = tok_json_strdup(cJSON_GetObjectItemCaseSensitive(j, field), &n->a);
     if (r == -2) return OOM();
-    if (r || !n->a) return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: %s normalizer without \"%s\"", path, what, field);
+    if (r || !n->a) return err_setf(err, XLLM_ERR_FORMAT, "%s: %s normalizer without \"%s\"", path, what, field);
     n->a_len = strlen(n->a);
     return XLLM_OK;
 }
@@ -70,9 +70,9 @@ static xllm_status parse_one(const cJSON *j, const char *type, const char *path,
         n->type = NORM_SEQUENCE;
         const cJSON *arr = cJSON_GetObjectItemCaseSensitive(j, "normalizers");
         if (!cJSON_IsArray(arr))
-            return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: Sequence normalizer without \"normalizers\"", path);
+            return err_setf(err, XLLM_ERR_FORMAT, "%s: Sequence normalizer without \"normalizers\"", path);
         int cnt = cJSON_GetArraySize(arr);
-        n->kids = xllm_calloc(cnt ? (size_t)cnt : 1, sizeof *n->kids);
+        n->kids = mem_calloc(cnt ? (size_t)cnt : 1, sizeof *n->kids);
         if (!n->kids) return OOM();
         const cJSON *k;
         cJSON_ArrayForEach(k, arr) {
@@ -110,16 +110,16 @@ static xllm_status parse_one(const cJSON *j, const char *type, const char *path,
         n->type = NORM_BYTE_LEVEL;
         return XLLM_OK;
     }
-    return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "%s: unsupported normalizer type \"%s\"", path, type);
+    return err_setf(err, XLLM_ERR_UNSUPPORTED, "%s: unsupported normalizer type \"%s\"", path, type);
 }
 
 xllm_status tok_normalizer_parse(const cJSON *j, const char *path, tok_normalizer **out, xllm_error *err) {
     *out = NULL;
     if (!j || cJSON_IsNull(j)) return XLLM_OK;
-    if (!cJSON_IsObject(j)) return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: normalizer is not an object", path);
+    if (!cJSON_IsObject(j)) return err_setf(err, XLLM_ERR_FORMAT, "%s: normalizer is not an object", path);
     const char *type = tok_json_type(j);
-    if (!type) return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: normalizer without a \"type\"", path);
-    tok_normalizer *n = xllm_calloc(1, sizeof *n);
+    if (!type) return err_setf(err, XLLM_ERR_FORMAT, "%s: normalizer without a \"type\"", path);
+    tok_normalizer *n = mem_calloc(1, sizeof *n);
     if (!n) return OOM();
     xllm_status st = parse_one(j, type, path, n, err);
     if (st) {
@@ -131,47 +131,47 @@ xllm_status tok_normalizer_parse(const cJSON *j, const char *path, tok_normalize
 }
 
 /* Replace every match of the pattern in s by rep, into out. */
-static int replace_all(const tok_normalizer *n, const char *s, size_t len, xllm_buf *out, tok_rx_ws *rx, int *kept) {
+static int replace_all(const tok_normalizer *n, const char *s, size_t len, buf_t *out, tok_rx_ws *rx, int *kept) {
     tok_ranges *m = tok_rx_ranges(rx);
     int rc = tok_pattern_find(&n->pat, rx, s, len, m);
     if (rc < 0) return rc;
     if (m->n && m->v[0] == 0 && m->v[1] > 0 && n->a_len == 0) *kept = 0;
-    xllm_buf_clear(out);
-    if (xllm_buf_reserve(out, len)) return TOK_ERR_OOM;
+    buf_clear(out);
+    if (buf_reserve(out, len)) return TOK_ERR_OOM;
     size_t start = 0;
     for (size_t i = 0; i < m->n; i++) {
         size_t a = m->v[2 * i], b = m->v[2 * i + 1];
-        if (xllm_buf_append(out, s + start, a - start) || xllm_buf_append(out, n->a, n->a_len)) return TOK_ERR_OOM;
+        if (buf_append(out, s + start, a - start) || buf_append(out, n->a, n->a_len)) return TOK_ERR_OOM;
         start = b;
     }
-    return xllm_buf_append(out, s + start, len - start) ? TOK_ERR_OOM : 0;
+    return buf_append(out, s + start, len - start) ? TOK_ERR_OOM : 0;
 }
 
-static int strip(const tok_normalizer *n, const char *s, size_t len, xllm_buf *out, int *kept) {
+static int strip(const tok_normalizer *n, const char *s, size_t len, buf_t *out, int *kept) {
     size_t a = 0, b = len, l;
-    while (n->left && a < b && tok_is_whitespace(xllm_utf8_decode((const unsigned char *)s + a, b - a, &l))) a += l;
+    while (n->left && a < b && tok_is_whitespace(u8_decode((const unsigned char *)s + a, b - a, &l))) a += l;
     if (a) *kept = 0;
     while (n->right && b > a) {
         size_t st;
-        if (!tok_is_whitespace(xllm_utf8_before(s, b, &st)) || st < a) break;
+        if (!tok_is_whitespace(u8_before(s, b, &st)) || st < a) break;
         b = st;
     }
-    xllm_buf_clear(out);
-    return xllm_buf_append(out, s + a, b - a);
+    buf_clear(out);
+    return buf_append(out, s + a, b - a);
 }
 
-static int byte_level(const char *s, size_t len, xllm_buf *out) {
-    xllm_buf_clear(out);
+static int byte_level(const char *s, size_t len, buf_t *out) {
+    buf_clear(out);
     for (size_t i = 0; i < len; i++) {
         size_t l;
         const char *c = tok_bytelevel_char((unsigned char)s[i], &l);
-        if (xllm_buf_append(out, c, l)) return -1;
+        if (buf_append(out, c, l)) return -1;
     }
-    return xllm_buf_reserve(out, 0);
+    return buf_reserve(out, 0);
 }
 
 /* Transform *cur in place (through scratch). */
-static int norm_apply(const tok_normalizer *n, xllm_buf *cur, xllm_buf *scratch, tok_rx_ws *rx, int *kept) {
+static int norm_apply(const tok_normalizer *n, buf_t *cur, buf_t *scratch, tok_rx_ws *rx, int *kept) {
     int rc = 0;
     switch (n->type) {
     case NORM_SEQUENCE:
@@ -180,8 +180,8 @@ static int norm_apply(const tok_normalizer *n, xllm_buf *cur, xllm_buf *scratch,
         return 0;
     case NORM_PREPEND:
         if (cur->len == 0) return 0;
-        xllm_buf_clear(scratch);
-        rc = xllm_buf_append(scratch, n->a, n->a_len) || xllm_buf_append(scratch, cur->p, cur->len) ? TOK_ERR_OOM : 0;
+        buf_clear(scratch);
+        rc = buf_append(scratch, n->a, n->a_len) || buf_append(scratch, cur->p, cur->len) ? TOK_ERR_OOM : 0;
         break;
     case NORM_REPLACE: rc = replace_all(n, cur->p, cur->len, scratch, rx, kept); break;
     case NORM_NF: rc = tok_uni_normalize(n->form, cur->p, cur->len, scratch) ? TOK_ERR_OOM : 0; break;
@@ -190,24 +190,24 @@ static int norm_apply(const tok_normalizer *n, xllm_buf *cur, xllm_buf *scratch,
     case NORM_STRIP_ACCENTS:
         rc = tok_uni_strip_accents(cur->p, cur->len, scratch) ? TOK_ERR_OOM : 0;
         if (!rc && scratch->len < cur->len) { /* was the first character dropped? */
-            int32_t c0 = xllm_utf8_decode((const unsigned char *)cur->p, cur->len, &(size_t){0});
+            int32_t c0 = u8_decode((const unsigned char *)cur->p, cur->len, &(size_t){0});
             if (c0 >= 0 && tok_uni_is_mark(c0)) *kept = 0;
         }
         break;
     case NORM_BYTE_LEVEL: rc = byte_level(cur->p, cur->len, scratch) ? TOK_ERR_OOM : 0; break;
     }
     if (rc) return rc;
-    xllm_buf t = *cur;
+    buf_t t = *cur;
     *cur = *scratch;
     *scratch = t;
     return 0;
 }
 
-int tok_normalize(const tok_normalizer *n, const char *in, size_t len, xllm_buf *out, xllm_buf *scratch,
+int tok_normalize(const tok_normalizer *n, const char *in, size_t len, buf_t *out, buf_t *scratch,
                   tok_rx_ws *rx, int *start_kept) {
     int kept = 1;
-    xllm_buf_clear(out);
-    if (xllm_buf_append(out, in, len)) return TOK_ERR_OOM;
+    buf_clear(out);
+    if (buf_append(out, in, len)) return TOK_ERR_OOM;
     int rc = n ? norm_apply(n, out, scratch, rx, &kept) : 0;
     if (start_kept) *start_kept = kept;
     return rc;

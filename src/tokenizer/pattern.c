@@ -13,7 +13,7 @@
 #include <string.h>
 
 int tok_ranges_push(tok_ranges *r, size_t a, size_t b) {
-    if (xllm_array_reserve(&r->v, &r->cap, r->n + 1, 2 * sizeof *r->v, 64)) return -1; /* (start, end) pairs */
+    if (array_reserve(&r->v, &r->cap, r->n + 1, 2 * sizeof *r->v, 64)) return -1; /* (start, end) pairs */
     r->v[2 * r->n] = a;
     r->v[2 * r->n + 1] = b;
     r->n++;
@@ -38,11 +38,11 @@ xllm_status tok_pattern_parse(const cJSON *pat, const char *path, const char *wh
     const cJSON *r = cJSON_GetObjectItemCaseSensitive(pat, "Regex");
     if (cJSON_IsString(s)) {
         out->lit_len = strlen(s->valuestring);
-        out->lit = xllm_strdup(s->valuestring);
-        return out->lit ? XLLM_OK : xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+        out->lit = mem_strdup(s->valuestring);
+        return out->lit ? XLLM_OK : err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
     }
     if (cJSON_IsString(r)) return tok_regex_compile(r->valuestring, strlen(r->valuestring), path, what, &out->re, err);
-    return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: %s without a String or Regex pattern", path, what);
+    return err_setf(err, XLLM_ERR_FORMAT, "%s: %s without a String or Regex pattern", path, what);
 }
 
 int tok_pattern_find(const tok_pattern *p, tok_rx_ws *rx, const char *s, size_t len, tok_ranges *out) {

@@ -56,17 +56,17 @@ void tok_postproc_free(tok_postproc *p) {
 static xllm_status parse_cls_sep(const cJSON *j, const char *path, const char *type, tok_postproc *p,
                                  xllm_error *err) {
     const char *names[2] = {"cls", "sep"};
-    p->pieces = xllm_calloc(3, sizeof *p->pieces);
-    if (!p->pieces) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+    p->pieces = mem_calloc(3, sizeof *p->pieces);
+    if (!p->pieces) return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
     for (int k = 0; k < 2; k++) {
         const cJSON *pair = cJSON_GetObjectItemCaseSensitive(j, names[k]);
         const cJSON *id = cJSON_GetArrayItem(pair, 1);
         int32_t idv;
         if (!cJSON_IsArray(pair) || !tok_json_int(id, 0, 0x7ffffffe, &idv))
-            return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: %s without a [token, id] \"%s\"", path, type, names[k]);
+            return err_setf(err, XLLM_ERR_FORMAT, "%s: %s without a [token, id] \"%s\"", path, type, names[k]);
         tpl_piece *pc = &p->pieces[k == 0 ? 0 : 2];
-        pc->ids = xllm_malloc(sizeof *pc->ids);
-        if (!pc->ids) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+        pc->ids = mem_malloc(sizeof *pc->ids);
+        if (!pc->ids) return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
         pc->ids[0] = idv;
         pc->n = 1;
     }
@@ -81,16 +81,16 @@ static xllm_status resolve_special(const cJSON *table, const char *name, const c
     const cJSON *e = cJSON_GetObjectItemCaseSensitive(table, name);
     const cJSON *ids = cJSON_GetObjectItemCaseSensitive(e, "ids");
     if (!cJSON_IsArray(ids))
-        return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: TemplateProcessing uses \"%s\", missing from special_tokens",
+        return err_setf(err, XLLM_ERR_FORMAT, "%s: TemplateProcessing uses \"%s\", missing from special_tokens",
                            path, name);
     int n = cJSON_GetArraySize(ids);
-    pc->ids = xllm_malloc_array(n ? (size_t)n : 1, sizeof *pc->ids);
-    if (!pc->ids) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+    pc->ids = mem_malloc_array(n ? (size_t)n : 1, sizeof *pc->ids);
+    if (!pc->ids) return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
     const cJSON *x;
     cJSON_ArrayForEach(x, ids) {
         int32_t idv;
         if (!tok_json_int(x, 0, 0x7ffffffe, &idv))
-            return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: special token \"%s\" has a bad id", path, name);
+            return err_setf(err, XLLM_ERR_FORMAT, "%s: special token \"%s\" has a bad id", path, name);
         pc->ids[pc->n++] = idv;
     }
     return XLLM_OK;
@@ -111,13 +111,13 @@ static xllm_status parse_piece(const cJSON *it, const cJSON *table, const char *
         const cJSON *t = cJSON_GetObjectItemCaseSensitive(it, "SpecialToken");
         const cJSON *id = cJSON_GetObjectItemCaseSensitive(s ? s : t, "id");
         if (!cJSON_IsString(id))
-            return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: bad TemplateProcessing piece", path);
+            return err_setf(err, XLLM_ERR_FORMAT, "%s: bad TemplateProcessing piece", path);
         if (s) seq_id = id->valuestring;
         else special = id->valuestring;
     }
     if (seq_id) {
         if (strcmp(seq_id, "A") != 0 && strcmp(seq_id, "0") != 0)
-            return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: single template refers to sequence \"%s\"", path, seq_id);
+            return err_setf(err, XLLM_ERR_FORMAT, "%s: single template refers to sequence \"%s\"", path, seq_id);
         pc->is_seq = 1;
         return XLLM_OK;
     }
@@ -128,10 +128,10 @@ static xllm_status parse_template(const cJSON *j, const char *path, tok_postproc
     const cJSON *single = cJSON_GetObjectItemCaseSensitive(j, "single");
     const cJSON *table = cJSON_GetObjectItemCaseSensitive(j, "special_tokens");
     if (!cJSON_IsArray(single))
-        return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: TemplateProcessing without a \"single\" template", path);
+        return err_setf(err, XLLM_ERR_FORMAT, "%s: TemplateProcessing without a \"single\" template", path);
     int n = cJSON_GetArraySize(single);
-    p->pieces = xllm_calloc(n ? (size_t)n : 1, sizeof *p->pieces);
-    if (!p->pieces) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+    p->pieces = mem_calloc(n ? (size_t)n : 1, sizeof *p->pieces);
+    if (!p->pieces) return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
     const cJSON *it;
     cJSON_ArrayForEach(it, single) {
         xllm_status st = parse_piece(it, table, path, &p->pieces[p->n++], err);
@@ -148,10 +148,10 @@ static xllm_status parse_one(const cJSON *j, const char *type, const char *path,
     if (strcmp(type, "Sequence") == 0) {
         const cJSON *arr = cJSON_GetObjectItemCaseSensitive(j, "processors");
         if (!cJSON_IsArray(arr))
-            return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: Sequence post_processor without \"processors\"", path);
+            return err_setf(err, XLLM_ERR_FORMAT, "%s: Sequence post_processor without \"processors\"", path);
         int cnt = cJSON_GetArraySize(arr);
-        p->kids = xllm_calloc(cnt ? (size_t)cnt : 1, sizeof *p->kids);
-        if (!p->kids) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+        p->kids = mem_calloc(cnt ? (size_t)cnt : 1, sizeof *p->kids);
+        if (!p->kids) return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
         const cJSON *k;
         cJSON_ArrayForEach(k, arr) {
             xllm_status st = tok_postproc_parse(k, path, &p->kids[p->n_kids], err);
@@ -160,17 +160,17 @@ static xllm_status parse_one(const cJSON *j, const char *type, const char *path,
         }
         return XLLM_OK;
     }
-    return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "%s: unsupported post_processor type \"%s\"", path, type);
+    return err_setf(err, XLLM_ERR_UNSUPPORTED, "%s: unsupported post_processor type \"%s\"", path, type);
 }
 
 xllm_status tok_postproc_parse(const cJSON *j, const char *path, tok_postproc **out, xllm_error *err) {
     *out = NULL;
     if (!j || cJSON_IsNull(j)) return XLLM_OK;
-    if (!cJSON_IsObject(j)) return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: post_processor is not an object", path);
+    if (!cJSON_IsObject(j)) return err_setf(err, XLLM_ERR_FORMAT, "%s: post_processor is not an object", path);
     const char *type = tok_json_type(j);
-    if (!type) return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: post_processor without a \"type\"", path);
-    tok_postproc *p = xllm_calloc(1, sizeof *p);
-    if (!p) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+    if (!type) return err_setf(err, XLLM_ERR_FORMAT, "%s: post_processor without a \"type\"", path);
+    tok_postproc *p = mem_calloc(1, sizeof *p);
+    if (!p) return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
     xllm_status st = parse_one(j, type, path, p, err);
     if (st) {
         tok_postproc_free(p);

@@ -52,7 +52,7 @@ void tok_pretok_free(tok_pretok *p) {
     xllm_free(p);
 }
 
-#define OOM() xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", path)
+#define OOM() err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", path)
 
 static int get_bool(const cJSON *j, const char *name, int dflt) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, name);
@@ -63,8 +63,8 @@ static xllm_status one_char(const cJSON *j, const char *field, const char *path,
                             xllm_error *err) {
     const cJSON *r = cJSON_GetObjectItemCaseSensitive(j, field);
     size_t len = cJSON_IsString(r) ? strlen(r->valuestring) : 0;
-    if (!len || len >= sizeof p->repl || xllm_utf8_len((const unsigned char *)r->valuestring, len) != len)
-        return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: %s needs a one-character \"%s\"", path, what, field);
+    if (!len || len >= sizeof p->repl || u8_len((const unsigned char *)r->valuestring, len) != len)
+        return err_setf(err, XLLM_ERR_FORMAT, "%s: %s needs a one-character \"%s\"", path, what, field);
     memcpy(p->repl, r->valuestring, len);
     p->repl_len = len;
     return XLLM_OK;
@@ -82,7 +82,7 @@ static xllm_status parse_metaspace(const cJSON *j, const char *path, tok_pretok 
         else if (strcmp(ps->valuestring, "first") == 0) p->scheme = PREPEND_FIRST;
         else if (strcmp(ps->valuestring, "never") == 0) p->scheme = PREPEND_NEVER;
         else
-            return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "%s: unsupported Metaspace prepend_scheme \"%s\"", path,
+            return err_setf(err, XLLM_ERR_UNSUPPORTED, "%s: unsupported Metaspace prepend_scheme \"%s\"", path,
                                ps->valuestring);
     } else if (cJSON_IsBool(aps)) {
         p->scheme = cJSON_IsTrue(aps) ? PREPEND_ALWAYS : PREPEND_NEVER;
@@ -96,9 +96,9 @@ static xllm_status parse_one(const cJSON *j, const char *type, const char *path,
         p->type = PRE_SEQUENCE;
         const cJSON *arr = cJSON_GetObjectItemCaseSensitive(j, "pretokenizers");
         if (!cJSON_IsArray(arr))
-            return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: Sequence pre_tokenizer without \"pretokenizers\"", path);
+            return err_setf(err, XLLM_ERR_FORMAT, "%s: Sequence pre_tokenizer without \"pretokenizers\"", path);
         int cnt = cJSON_GetArraySize(arr);
-        p->kids = xllm_calloc(cnt ? (size_t)cnt : 1, sizeof *p->kids);
+        p->kids = mem_calloc(cnt ? (size_t)cnt : 1, sizeof *p->kids);
         if (!p->kids) return OOM();
         const cJSON *k;
         cJSON_ArrayForEach(k, arr) {
@@ -152,16 +152,16 @@ static xllm_status parse_one(const cJSON *j, const char *type, const char *path,
         p->type = PRE_BERT;
         return XLLM_OK;
     }
-    return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "%s: unsupported pre_tokenizer type \"%s\"", path, type);
+    return err_setf(err, XLLM_ERR_UNSUPPORTED, "%s: unsupported pre_tokenizer type \"%s\"", path, type);
 }
 
 xllm_status tok_pretok_parse(const cJSON *j, const char *path, tok_pretok **out, xllm_error *err) {
     *out = NULL;
     if (!j || cJSON_IsNull(j)) return XLLM_OK;
-    if (!cJSON_IsObject(j)) return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: pre_tokenizer is not an object", path);
+    if (!cJSON_IsObject(j)) return err_setf(err, XLLM_ERR_FORMAT, "%s: pre_tokenizer is not an object", path);
     const char *type = tok_json_type(j);
-    if (!type) return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: pre_tokenizer without a \"type\"", path);
-    tok_pretok *p = xllm_calloc(1, sizeof *p);
+    if (!type) return err_setf(err, XLLM_ERR_FORMAT, "%s: pre_tokenizer without a \"type\"", path);
+    tok_pretok *p = mem_calloc(1, sizeof *p);
     if (!p) return OOM();
     xllm_status st = parse_one(j, type, path, p, err);
     if (st) {
@@ -186,7 +186,7 @@ static int char_matches(const char *s, size_t len, char_pred pred, const tok_pre
     const unsigned char *u = (const unsigned char *)s;
     for (size_t i = 0; i < len;) {
         size_t l;
-        int32_t cp = xllm_utf8_decode(u + i, len - i, &l);
+        int32_t cp = u8_decode(u + i, len - i, &l);
         if (cp >= 0 && pred(cp, p) && tok_ranges_push(m, i, i + l)) return TOK_ERR_OOM;
         i += l;
     }
@@ -208,16 +208,16 @@ static int literal_matches(const char *s, size_t len, const char *lit, size_t li
 /* Metaspace on one piece: replace ' ', prepend, split before replacements. */
 static int metaspace_piece(const tok_pretok *p, const char *s, size_t len, int32_t flag, tok_list *out,
                            tok_rx_ws *rx) {
-    xllm_buf *t = tok_rx_buf(rx);
-    xllm_buf_clear(t);
+    buf_t *t = tok_rx_buf(rx);
+    buf_clear(t);
     int starts = (len && s[0] == ' ') || (len >= p->repl_len && memcmp(s, p->repl, p->repl_len) == 0);
     int prepend = p->scheme == PREPEND_ALWAYS || (p->scheme == PREPEND_FIRST && flag);
-    if (prepend && !starts && xllm_buf_append(t, p->repl, p->repl_len)) return TOK_ERR_OOM;
+    if (prepend && !starts && buf_append(t, p->repl, p->repl_len)) return TOK_ERR_OOM;
     for (size_t i = 0; i < len;) {
         const char *sp = memchr(s + i, ' ', len - i);
         size_t j = sp ? (size_t)(sp - s) : len;
-        if (xllm_buf_append(t, s + i, j - i)) return TOK_ERR_OOM;
-        if (j < len && xllm_buf_append(t, p->repl, p->repl_len)) return TOK_ERR_OOM;
+        if (buf_append(t, s + i, j - i)) return TOK_ERR_OOM;
+        if (j < len && buf_append(t, p->repl, p->repl_len)) return TOK_ERR_OOM;
         i = j + 1;
     }
     if (!p->split) return t->len && tok_list_push(out, t->p, t->len, -1, flag) ? TOK_ERR_OOM : 0;
@@ -228,10 +228,10 @@ static int metaspace_piece(const tok_pretok *p, const char *s, size_t len, int32
 
 static int byte_level_piece(const tok_pretok *p, const char *s, size_t len, int32_t flag, tok_list *out,
                             tok_rx_ws *rx) {
-    xllm_buf *t = tok_rx_buf(rx);
+    buf_t *t = tok_rx_buf(rx);
     if (p->add_prefix_space && !(len && s[0] == ' ')) {
-        xllm_buf_clear(t);
-        if (xllm_buf_append(t, " ", 1) || xllm_buf_append(t, s, len)) return TOK_ERR_OOM;
+        buf_clear(t);
+        if (buf_append(t, " ", 1) || buf_append(t, s, len)) return TOK_ERR_OOM;
         s = t->p;
         len = t->len;
     }

@@ -20,13 +20,13 @@ xllm_status tok_split_behavior_parse(const cJSON *j, const char *path, const cha
     static const struct { const char *name; tok_split_behavior b; } names[] = {
         {"Removed", SPLIT_REMOVED}, {"Isolated", SPLIT_ISOLATED}, {"MergedWithPrevious", SPLIT_MERGED_PREV},
         {"MergedWithNext", SPLIT_MERGED_NEXT}, {"Contiguous", SPLIT_CONTIGUOUS}};
-    if (!cJSON_IsString(j)) return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: %s without a \"behavior\"", path, what);
+    if (!cJSON_IsString(j)) return err_setf(err, XLLM_ERR_FORMAT, "%s: %s without a \"behavior\"", path, what);
     for (size_t i = 0; i < sizeof names / sizeof *names; i++)
         if (strcmp(j->valuestring, names[i].name) == 0) {
             *out = names[i].b;
             return XLLM_OK;
         }
-    return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "%s: unsupported %s behavior \"%s\"", path, what, j->valuestring);
+    return err_setf(err, XLLM_ERR_UNSUPPORTED, "%s: unsupported %s behavior \"%s\"", path, what, j->valuestring);
 }
 
 typedef struct { size_t a, b; int match; } seg;

@@ -3,7 +3,7 @@
  *
  * The pipeline stages are small tagged components, each parsed from its
  * tokenizer.json object by its own file. They exchange text through two tiny
- * containers: xllm_buf (a growable byte string) and tok_list (a list of
+ * containers: buf_t (a growable byte string) and tok_list (a list of
  * strings packed in one buffer, each with an id and a flag). A stage reads a
  * list and writes a fresh one into a caller-provided scratch list, which is
  * then swapped in, so a long-lived caller (detok_stream) reuses its buffers
@@ -31,8 +31,8 @@
 
 /* ------------------------------------------------------------ containers */
 
-/* Byte strings are base/buf.h's xllm_buf (a reused one is emptied with
- * xllm_buf_clear, which also clears a failed append's sticky error). */
+/* Byte strings are base/buf.h's buf_t (a reused one is emptied with
+ * buf_clear, which also clears a failed append's sticky error). */
 
 typedef struct tok_span {
     size_t off, len;
@@ -41,7 +41,7 @@ typedef struct tok_span {
 } tok_span;
 
 typedef struct tok_list {
-    xllm_buf text;
+    buf_t text;
     tok_span *items;
     size_t n, cap;
 } tok_list;
@@ -144,7 +144,7 @@ const char *tok_js_ws(const char *p, const char *end);
 const char *tok_js_skip(const char *p, const char *end); /* one value */
 /* Read the string at p ('"'); *s and *len: a view into the source when it has
  * no escapes, else decoded into scratch. Returns the position after it. */
-const char *tok_js_string(const char *p, const char *end, xllm_buf *scratch, const char **s, size_t *len);
+const char *tok_js_string(const char *p, const char *end, buf_t *scratch, const char **s, size_t *len);
 /* Spans [start, end) of the values of model.vocab and model.merges in the
  * document (0, 0 when absent); -1 if the document is malformed. */
 int tok_js_find_model_parts(const char *doc, size_t len, size_t vocab[2], size_t merges[2]);
@@ -164,7 +164,7 @@ void tok_regex_free(tok_regex *re);
 tok_rx_ws *tok_rx_ws_new(void);
 void tok_rx_ws_free(tok_rx_ws *ws);
 struct tok_ranges *tok_rx_ranges(tok_rx_ws *ws); /* scratch match list the stages share */
-xllm_buf *tok_rx_buf(tok_rx_ws *ws);               /* scratch text the stages share */
+buf_t *tok_rx_buf(tok_rx_ws *ws);               /* scratch text the stages share */
 /* Iterate matches as HF does (Oniguruma find_iter: an empty match right
  * after the previous match is skipped). *pos is the iteration state (start
  * at 0, with *last = SIZE_MAX). 1: match [*ms, *me); 0: no more; <0 error. */
@@ -177,9 +177,9 @@ int tok_regex_match_at(const tok_regex *re, tok_rx_ws *ws, const char *s, size_t
 
 typedef enum { TOK_NF_C, TOK_NF_D, TOK_NF_KC, TOK_NF_KD } tok_nf;
 /* Normalize s into out (cleared first). Invalid UTF-8 bytes pass through. */
-int tok_uni_normalize(tok_nf form, const char *s, size_t n, xllm_buf *out);
-int tok_uni_lowercase(const char *s, size_t n, xllm_buf *out);    /* Rust char::to_lowercase */
-int tok_uni_strip_accents(const char *s, size_t n, xllm_buf *out); /* drop combining marks (M*) */
+int tok_uni_normalize(tok_nf form, const char *s, size_t n, buf_t *out);
+int tok_uni_lowercase(const char *s, size_t n, buf_t *out);    /* Rust char::to_lowercase */
+int tok_uni_strip_accents(const char *s, size_t n, buf_t *out); /* drop combining marks (M*) */
 int tok_uni_is_numeric(int32_t cp);     /* Rust char::is_numeric: N* */
 int tok_uni_is_mark(int32_t cp);        /* M* (what StripAccents drops) */
 int tok_uni_is_punctuation(int32_t cp); /* ASCII punctuation or P* */
@@ -201,7 +201,7 @@ void tok_normalizer_free(tok_normalizer *n);
 /* Normalize in[0..len) into out (cleared first); scratch is working space.
  * *start_kept (may be NULL): 0 when leading characters were deleted, so the
  * output no longer starts at the input's offset 0. */
-int tok_normalize(const tok_normalizer *n, const char *in, size_t len, xllm_buf *out, xllm_buf *scratch,
+int tok_normalize(const tok_normalizer *n, const char *in, size_t len, buf_t *out, buf_t *scratch,
                   tok_rx_ws *rx, int *start_kept);
 
 /* pre_tokenizer.c */
@@ -280,7 +280,7 @@ void tok_decoder_free(tok_decoder *d);
 int tok_decode_chain(const tok_decoder *d, tok_list *l, tok_list *scratch, tok_rx_ws *rx);
 /* One token's bytes as they read inside a text (cur: the token string in, the
  * bytes out; tmp: scratch). 0, or TOK_ERR_*. */
-int tok_decoder_token_bytes(const tok_decoder *d, xllm_buf *cur, xllm_buf *tmp, tok_rx_ws *rx);
+int tok_decoder_token_bytes(const tok_decoder *d, buf_t *cur, buf_t *tmp, tok_rx_ws *rx);
 
 /* added_tokens.c */
 typedef struct tok_added_token {
@@ -350,6 +350,6 @@ struct tokenizer {
 /* Decode (already filtered) ids into out (cleared first), reusing the lists.
  * Ids must have been validated by the caller. */
 int tok_decode_into(const tokenizer *t, const int32_t *ids, size_t n, int skip_special, tok_list *toks,
-                    tok_list *scratch, xllm_buf *out, tok_rx_ws *rx);
+                    tok_list *scratch, buf_t *out, tok_rx_ws *rx);
 
 #endif

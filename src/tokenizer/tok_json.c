@@ -57,7 +57,7 @@ const char *tok_js_skip(const char *p, const char *end) {
     return NULL;
 }
 
-const char *tok_js_string(const char *p, const char *end, xllm_buf *scratch, const char **s, size_t *len) {
+const char *tok_js_string(const char *p, const char *end, buf_t *scratch, const char **s, size_t *len) {
     p = tok_js_ws(p, end);
     if (!p || p >= end || *p != '"') return NULL;
     const char *stop = skip_string(p, end);
@@ -68,8 +68,8 @@ const char *tok_js_string(const char *p, const char *end, xllm_buf *scratch, con
         *len = (size_t)(b - a);
         return stop;
     }
-    xllm_buf_clear(scratch);
-    if (xllm_buf_reserve(scratch, (size_t)(b - a))) return NULL;
+    buf_clear(scratch);
+    if (buf_reserve(scratch, (size_t)(b - a))) return NULL;
     char *o = scratch->p;
     while (a < b) {
         if (*a != '\\') {
@@ -88,16 +88,16 @@ const char *tok_js_string(const char *p, const char *end, xllm_buf *scratch, con
         case '"': case '\\': case '/': *o++ = c; break;
         case 'u': {
             uint32_t cp, lo;
-            if (b - a < 4 || xllm_hex4(a, &cp)) return NULL;
+            if (b - a < 4 || u8_hex4(a, &cp)) return NULL;
             a += 4;
-            if (cp >= 0xd800 && cp < 0xdc00 && b - a >= 6 && a[0] == '\\' && a[1] == 'u' && !xllm_hex4(a + 2, &lo) &&
+            if (cp >= 0xd800 && cp < 0xdc00 && b - a >= 6 && a[0] == '\\' && a[1] == 'u' && !u8_hex4(a + 2, &lo) &&
                 lo >= 0xdc00 && lo < 0xe000) {
                 cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
                 a += 6;
             } else if (cp >= 0xd800 && cp < 0xe000) {
                 cp = 0xfffd; /* a lone surrogate (serde would reject it) */
             }
-            o += xllm_utf8_encode((int32_t)cp, o);
+            o += u8_encode((int32_t)cp, o);
             break;
         }
         default: return NULL;
@@ -116,7 +116,7 @@ const char *tok_js_string(const char *p, const char *end, xllm_buf *scratch, con
 typedef const char *(*member_fn)(void *ctx, const char *key, size_t klen, const char *v0, const char *end);
 
 static const char *walk_object(const char *p, const char *end, member_fn fn, void *ctx) {
-    xllm_buf scratch = {0};
+    buf_t scratch = {0};
     p = tok_js_ws(p, end);
     if (!p || p >= end || *p != '{') return NULL;
     p = tok_js_ws(p + 1, end);
@@ -133,13 +133,13 @@ static const char *walk_object(const char *p, const char *end, member_fn fn, voi
         p = tok_js_ws(v1, end);
         if (!p || p >= end) break;
         if (*p == '}') {
-            xllm_buf_free(&scratch);
+            buf_free(&scratch);
             return p + 1;
         }
         if (*p != ',') break;
         p = tok_js_ws(p + 1, end);
     }
-    xllm_buf_free(&scratch);
+    buf_free(&scratch);
     return NULL;
 }
 

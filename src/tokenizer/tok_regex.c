@@ -12,7 +12,7 @@
  * match ended, the search moves on by one character.
  *
  * A compiled pattern is shared and read-only; each thread brings its own
- * tok_rx_ws (match data and JIT stack). Memory goes through xllm_malloc.
+ * tok_rx_ws (match data and JIT stack). Memory goes through mem_malloc.
  */
 #include "tokenizer/tok_internal.h"
 #include "base/alloc.h"
@@ -33,12 +33,12 @@ struct tok_rx_ws {
     pcre2_match_context *mctx;
     pcre2_jit_stack *stack;
     tok_ranges ranges;
-    xllm_buf buf;
+    buf_t buf;
 };
 
 static void *rx_malloc(size_t n, void *data) {
     (void)data;
-    return xllm_malloc(n);
+    return mem_malloc(n);
 }
 
 static void rx_free(void *p, void *data) {
@@ -49,7 +49,7 @@ static void rx_free(void *p, void *data) {
 #define WORD_CLASS "\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\p{Join_Control}"
 
 /* Oniguruma -> PCRE2 for the escapes whose meaning differs. */
-static int translate(const char *pat, size_t len, xllm_buf *out) {
+static int translate(const char *pat, size_t len, buf_t *out) {
     int in_class = 0;
     for (size_t i = 0; i < len; i++) {
         char c = pat[i];
@@ -61,8 +61,8 @@ static int translate(const char *pat, size_t len, xllm_buf *out) {
             else if (e == 'w') rep = in_class ? WORD_CLASS : "[" WORD_CLASS "]";
             else if (e == 'W' && !in_class) rep = "[^" WORD_CLASS "]";
             if (rep) {
-                if (xllm_buf_append(out, rep, strlen(rep))) return -1;
-            } else if (xllm_buf_append(out, pat + i, 2)) {
+                if (buf_append(out, rep, strlen(rep))) return -1;
+            } else if (buf_append(out, pat + i, 2)) {
                 return -1;
             }
             i++;
@@ -70,21 +70,21 @@ static int translate(const char *pat, size_t len, xllm_buf *out) {
         }
         if (c == '[' && !in_class) {
             in_class = 1;
-            if (xllm_buf_append(out, &c, 1)) return -1;
+            if (buf_append(out, &c, 1)) return -1;
             /* a ']' or '^]' right after '[' is literal */
             if (i + 1 < len && pat[i + 1] == '^') {
-                if (xllm_buf_append(out, "^", 1)) return -1;
+                if (buf_append(out, "^", 1)) return -1;
                 i++;
             }
             if (i + 1 < len && pat[i + 1] == ']') {
-                if (xllm_buf_append(out, "\\]", 2)) return -1;
+                if (buf_append(out, "\\]", 2)) return -1;
                 i++;
             }
             continue;
         }
         if (c == '[' && in_class) in_class++; /* nested class (Oniguruma) or [:alpha:] */
         else if (c == ']' && in_class) in_class--;
-        if (xllm_buf_append(out, &c, 1)) return -1;
+        if (buf_append(out, &c, 1)) return -1;
     }
     return 0;
 }
@@ -99,13 +99,13 @@ void tok_regex_free(tok_regex *re) {
 xllm_status tok_regex_compile(const char *pat, size_t len, const char *path, const char *what, tok_regex **out,
                               xllm_error *err) {
     *out = NULL;
-    xllm_buf t = {0};
-    tok_regex *re = xllm_calloc(1, sizeof *re);
-    if (!re || translate(pat, len, &t) || xllm_buf_reserve(&t, 0) ||
+    buf_t t = {0};
+    tok_regex *re = mem_calloc(1, sizeof *re);
+    if (!re || translate(pat, len, &t) || buf_reserve(&t, 0) ||
         !(re->gctx = pcre2_general_context_create(rx_malloc, rx_free, NULL))) {
-        xllm_buf_free(&t);
+        buf_free(&t);
         tok_regex_free(re);
-        return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+        return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
     }
     pcre2_compile_context *cctx = pcre2_compile_context_create(re->gctx);
     int code;
@@ -113,12 +113,12 @@ xllm_status tok_regex_compile(const char *pat, size_t len, const char *path, con
     re->code = pcre2_compile((PCRE2_SPTR)t.p, t.len, PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &code, &off,
                              cctx);
     pcre2_compile_context_free(cctx);
-    xllm_buf_free(&t);
+    buf_free(&t);
     if (!re->code) {
         PCRE2_UCHAR msg[256];
         pcre2_get_error_message(code, msg, sizeof msg);
         tok_regex_free(re);
-        return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "%s: %s regex \"%.*s\" is not supported: %s", path, what,
+        return err_setf(err, XLLM_ERR_UNSUPPORTED, "%s: %s regex \"%.*s\" is not supported: %s", path, what,
                            (int)(len > 200 ? 200 : len), pat, (const char *)msg);
     }
     pcre2_jit_compile(re->code, PCRE2_JIT_COMPLETE); /* best effort: the interpreter works too */
@@ -127,7 +127,7 @@ xllm_status tok_regex_compile(const char *pat, size_t len, const char *path, con
 }
 
 tok_rx_ws *tok_rx_ws_new(void) {
-    tok_rx_ws *ws = xllm_calloc(1, sizeof *ws);
+    tok_rx_ws *ws = mem_calloc(1, sizeof *ws);
     if (!ws) return NULL;
     ws->gctx = pcre2_general_context_create(rx_malloc, rx_free, NULL);
     if (ws->gctx) {
@@ -142,12 +142,12 @@ tok_rx_ws *tok_rx_ws_new(void) {
 }
 
 tok_ranges *tok_rx_ranges(tok_rx_ws *ws) { return &ws->ranges; }
-xllm_buf *tok_rx_buf(tok_rx_ws *ws) { return &ws->buf; }
+buf_t *tok_rx_buf(tok_rx_ws *ws) { return &ws->buf; }
 
 void tok_rx_ws_free(tok_rx_ws *ws) {
     if (!ws) return;
     tok_ranges_free(&ws->ranges);
-    xllm_buf_free(&ws->buf);
+    buf_free(&ws->buf);
     pcre2_jit_stack_free(ws->stack);
     pcre2_match_context_free(ws->mctx);
     pcre2_match_data_free(ws->md);
@@ -182,7 +182,7 @@ int tok_regex_next(const tok_regex *re, tok_rx_ws *ws, const char *s, size_t len
         int rc = run(re, ws, s, len, *pos, 0, ms, me);
         if (rc <= 0) return rc;
         if (*ms == *me && *last == *me) { /* empty, right after the last match */
-            *pos += *pos < len ? xllm_utf8_len((const unsigned char *)s + *pos, len - *pos) : 1;
+            *pos += *pos < len ? u8_len((const unsigned char *)s + *pos, len - *pos) : 1;
             continue;
         }
         *pos = *me;

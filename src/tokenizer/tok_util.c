@@ -14,8 +14,8 @@
 /* ------------------------------------------------------------ containers */
 
 int tok_list_begin(tok_list *l, int32_t id, int32_t flag) {
-    if (xllm_array_reserve(&l->items, &l->cap, l->n + 1, sizeof *l->items, 16)) return -1;
-    if (xllm_buf_reserve(&l->text, 0)) return -1;
+    if (array_reserve(&l->items, &l->cap, l->n + 1, sizeof *l->items, 16)) return -1;
+    if (buf_reserve(&l->text, 0)) return -1;
     l->items[l->n].off = l->text.len;
     l->items[l->n].len = 0;
     l->items[l->n].id = id;
@@ -25,7 +25,7 @@ int tok_list_begin(tok_list *l, int32_t id, int32_t flag) {
 }
 
 int tok_list_extend(tok_list *l, const void *s, size_t n) {
-    if (xllm_buf_append(&l->text, s, n)) return -1;
+    if (buf_append(&l->text, s, n)) return -1;
     l->items[l->n - 1].len += n;
     return 0;
 }
@@ -37,11 +37,11 @@ int tok_list_push(tok_list *l, const void *s, size_t n, int32_t id, int32_t flag
 
 void tok_list_clear(tok_list *l) {
     l->n = 0;
-    xllm_buf_clear(&l->text);
+    buf_clear(&l->text);
 }
 
 void tok_list_free(tok_list *l) {
-    xllm_buf_free(&l->text);
+    buf_free(&l->text);
     xllm_free(l->items);
     l->items = NULL;
     l->n = l->cap = 0;
@@ -54,13 +54,13 @@ void tok_list_swap(tok_list *a, tok_list *b) {
 }
 
 int tok_ids_push(tok_ids *a, int32_t id) {
-    if (xllm_array_reserve(&a->v, &a->cap, a->n + 1, sizeof *a->v, 32)) return -1;
+    if (array_reserve(&a->v, &a->cap, a->n + 1, sizeof *a->v, 32)) return -1;
     a->v[a->n++] = id;
     return 0;
 }
 
 int tok_ids_append(tok_ids *a, const int32_t *ids, size_t n) {
-    if (n > SIZE_MAX - a->n || xllm_array_reserve(&a->v, &a->cap, a->n + n, sizeof *a->v, 32)) return -1;
+    if (n > SIZE_MAX - a->n || array_reserve(&a->v, &a->cap, a->n + n, sizeof *a->v, 32)) return -1;
     if (n) memcpy(a->v + a->n, ids, n * sizeof *ids);
     a->n += n;
     return 0;
@@ -110,7 +110,7 @@ static size_t table_cap(size_t expected) {
 int tok_strmap_init(tok_strmap *m, size_t expected) {
     memset(m, 0, sizeof *m);
     m->cap = table_cap(expected);
-    m->slots = xllm_calloc(m->cap, sizeof *m->slots);
+    m->slots = mem_calloc(m->cap, sizeof *m->slots);
     if (!m->slots) {
         m->cap = 0;
         return -1;
@@ -204,7 +204,7 @@ int tok_u64map_init_load(tok_u64map *m, size_t expected, int load_pct) {
     memset(m, 0, sizeof *m);
     m->cap = 16;
     while (m->cap * (size_t)load_pct < (expected + 1) * 100) m->cap *= 2;
-    m->slots = xllm_malloc_array(m->cap, sizeof *m->slots);
+    m->slots = mem_malloc_array(m->cap, sizeof *m->slots);
     if (!m->slots) {
         m->cap = 0;
         return -1;
@@ -286,7 +286,7 @@ int tok_json_strdup(const cJSON *item, char **out) {
     *out = NULL;
     if (!item || cJSON_IsNull(item)) return 0;
     if (!cJSON_IsString(item) || !item->valuestring) return -1;
-    *out = xllm_strdup(item->valuestring);
+    *out = mem_strdup(item->valuestring);
     return *out ? 0 : -2;
 }
 

@@ -15,31 +15,31 @@ xllm_status tokenizer_token_bytes(const tokenizer *t, char **bytes, int64_t **of
     *off = NULL;
     *n = 0;
     const int32_t V = t->n_pieces;
-    xllm_buf all = {0}, cur = {0}, tmp = {0};
-    int64_t *o = xllm_malloc_array((size_t)V + 1, sizeof(int64_t));
+    buf_t all = {0}, cur = {0}, tmp = {0};
+    int64_t *o = mem_malloc_array((size_t)V + 1, sizeof(int64_t));
     tok_rx_ws *rx = tok_rx_ws_new();
     int rc = (!o || !rx) ? -1 : 0;
     for (int32_t i = 0; i < V && !rc; i++) {
         o[i] = (int64_t)all.len;
         if (!t->pieces[i] || t->special[i]) continue;
-        xllm_buf_clear(&cur);
-        rc = xllm_buf_append(&cur, t->pieces[i], t->piece_len[i]);
+        buf_clear(&cur);
+        rc = buf_append(&cur, t->pieces[i], t->piece_len[i]);
         if (!rc) rc = tok_decoder_token_bytes(t->decoder, &cur, &tmp, rx);
-        if (!rc && cur.len) rc = xllm_buf_append(&all, cur.p, cur.len);
+        if (!rc && cur.len) rc = buf_append(&all, cur.p, cur.len);
     }
     if (!rc) o[V] = (int64_t)all.len;
-    xllm_buf_free(&cur);
-    xllm_buf_free(&tmp);
+    buf_free(&cur);
+    buf_free(&tmp);
     tok_rx_ws_free(rx);
     if (rc) {
-        xllm_buf_free(&all);
+        buf_free(&all);
         xllm_free(o);
-        return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "token bytes: out of memory");
+        return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "token bytes: out of memory");
     }
-    char *b = xllm_buf_steal(&all, NULL);
+    char *b = buf_steal(&all, NULL);
     if (!b) {
         xllm_free(o);
-        return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "token bytes: out of memory");
+        return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "token bytes: out of memory");
     }
     *bytes = b;
     *off = o;

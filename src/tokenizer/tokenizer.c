@@ -32,7 +32,7 @@
 
 struct encode_ws {
     tok_list splits, pieces, words, scratch;
-    xllm_buf norm, norm_scratch;
+    buf_t norm, norm_scratch;
     tok_ids ids, out;
     tok_bpe_ws *bpe;
     tok_rx_ws *rx;
@@ -44,8 +44,8 @@ static void encode_ws_free(encode_ws *w) {
     tok_list_free(&w->pieces);
     tok_list_free(&w->words);
     tok_list_free(&w->scratch);
-    xllm_buf_free(&w->norm);
-    xllm_buf_free(&w->norm_scratch);
+    buf_free(&w->norm);
+    buf_free(&w->norm_scratch);
     xllm_free(w->ids.v);
     xllm_free(w->out.v);
     tok_bpe_ws_free(w->bpe);
@@ -54,7 +54,7 @@ static void encode_ws_free(encode_ws *w) {
 }
 
 static encode_ws *encode_ws_new(int with_cache) {
-    encode_ws *w = xllm_calloc(1, sizeof *w);
+    encode_ws *w = mem_calloc(1, sizeof *w);
     if (!w) return NULL;
     w->bpe = tok_bpe_ws_new(with_cache);
     w->rx = tok_rx_ws_new();
@@ -116,13 +116,13 @@ void tokenizer_free(tokenizer *t) {
 
 static xllm_status parse_model(const cJSON *j, const char *raw, const size_t vocab[2], const size_t merges[2],
                                const char *path, tok_bpe **out, xllm_error *err) {
-    if (!cJSON_IsObject(j)) return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: no \"model\" object", path);
+    if (!cJSON_IsObject(j)) return err_setf(err, XLLM_ERR_FORMAT, "%s: no \"model\" object", path);
     const char *type = tok_json_type(j);
     /* HF accepts an untagged model; one with merges is BPE */
     if (!type && merges[1] > merges[0]) type = "BPE";
-    if (!type) return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: model without a \"type\"", path);
+    if (!type) return err_setf(err, XLLM_ERR_FORMAT, "%s: model without a \"type\"", path);
     if (strcmp(type, "BPE") != 0)
-        return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "%s: unsupported model type \"%s\"", path, type);
+        return err_setf(err, XLLM_ERR_UNSUPPORTED, "%s: unsupported model type \"%s\"", path, type);
     return tok_bpe_parse(j, raw, vocab, merges, path, out, err);
 }
 
@@ -134,15 +134,15 @@ static xllm_status build_pieces(tokenizer *t, xllm_error *err) {
         if (tok_added_get(t->added, i)->id > max_id) max_id = tok_added_get(t->added, i)->id;
     size_t n_tokens = tok_bpe_vocab_count(t->model) + na;
     if (max_id >= 0 && (size_t)max_id >= 2 * n_tokens + 1024) /* the id tables are sized by the largest id */
-        return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: token id %ld is far beyond its %zu tokens (ids must be dense)",
+        return err_setf(err, XLLM_ERR_FORMAT, "%s: token id %ld is far beyond its %zu tokens (ids must be dense)",
                            t->path, (long)max_id, n_tokens);
     t->n_pieces = max_id + 1;
     size_t n = t->n_pieces ? (size_t)t->n_pieces : 1;
-    t->pieces = xllm_calloc(n, sizeof *t->pieces);
-    t->piece_len = xllm_calloc(n, sizeof *t->piece_len);
-    t->special = xllm_calloc(n, 1);
+    t->pieces = mem_calloc(n, sizeof *t->pieces);
+    t->piece_len = mem_calloc(n, sizeof *t->piece_len);
+    t->special = mem_calloc(n, 1);
     if (!t->pieces || !t->piece_len || !t->special)
-        return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", t->path);
+        return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", t->path);
     for (int32_t id = 0; id <= tok_bpe_vocab_max_id(t->model); id++) {
         size_t len = 0;
         t->pieces[id] = tok_bpe_id_to_token(t->model, id, &len);
@@ -181,14 +181,14 @@ static xllm_status read_config_text(tokenizer *t, const char *text, size_t len, 
     for (int k = 0; k < 2 && !st; k++) {
         const char *v0, *v1;
         if (tok_js_member(text, len, names[k], &v0, &v1)) {
-            st = xllm_errorf(err, XLLM_ERR_FORMAT, "%s: not a well-formed JSON object", cfg_path);
+            st = err_setf(err, XLLM_ERR_FORMAT, "%s: not a well-formed JSON object", cfg_path);
             break;
         }
         if (!v0) continue;
         cJSON *v = cJSON_ParseWithLength(v0, (size_t)(v1 - v0));
-        if (!v && xllm_json_well_formed(v0, (size_t)(v1 - v0)))
-            st = xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", cfg_path);
-        else if (!v) st = xllm_errorf(err, XLLM_ERR_FORMAT, "%s: bad \"%s\"", cfg_path, names[k]);
+        if (!v && json_well_formed(v0, (size_t)(v1 - v0)))
+            st = err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", cfg_path);
+        else if (!v) st = err_setf(err, XLLM_ERR_FORMAT, "%s: bad \"%s\"", cfg_path, names[k]);
         else *dst[k] = config_token(t, v);
         cJSON_Delete(v);
     }
@@ -196,10 +196,10 @@ static xllm_status read_config_text(tokenizer *t, const char *text, size_t len, 
 }
 
 static xllm_status read_config(tokenizer *t, const char *cfg_path, xllm_error *err) {
-    if (!xllm_file_exists(cfg_path)) return XLLM_OK;
+    if (!path_exists(cfg_path)) return XLLM_OK;
     char *text;
     size_t len;
-    xllm_status st = xllm_read_file(cfg_path, &text, &len, err);
+    xllm_status st = file_read_all(cfg_path, &text, &len, err);
     if (st) return st;
     st = read_config_text(t, text, len, cfg_path, err);
     xllm_free(text);
@@ -209,7 +209,7 @@ static xllm_status read_config(tokenizer *t, const char *cfg_path, xllm_error *e
 static xllm_status parse_root(tokenizer *t, const cJSON *root, const char *raw, const size_t vocab[2],
                               const size_t merges[2], xllm_error *err) {
     const char *p = t->path;
-    if (!cJSON_IsObject(root)) return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: not a JSON object", p);
+    if (!cJSON_IsObject(root)) return err_setf(err, XLLM_ERR_FORMAT, "%s: not a JSON object", p);
     xllm_status st = parse_model(cJSON_GetObjectItemCaseSensitive(root, "model"), raw, vocab, merges, p, &t->model, err);
     if (!st) st = tok_normalizer_parse(cJSON_GetObjectItemCaseSensitive(root, "normalizer"), p, &t->normalizer, err);
     if (!st) st = tok_pretok_parse(cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer"), p, &t->pretok, err);
@@ -226,18 +226,18 @@ static xllm_status parse_root(tokenizer *t, const cJSON *root, const char *raw, 
         int32_t pm = tok_postproc_max_id(t->post), pad = tok_trunc_pad_id(t->trunc);
         int32_t bad = pm >= t->n_pieces ? pm : pad >= t->n_pieces ? pad : -1;
         if (bad >= 0)
-            st = xllm_errorf(err, XLLM_ERR_FORMAT, "%s: %s id %ld is not a token (vocabulary of %ld)", p,
+            st = err_setf(err, XLLM_ERR_FORMAT, "%s: %s id %ld is not a token (vocabulary of %ld)", p,
                              bad == pm ? "post_processor" : "padding", (long)bad, (long)t->n_pieces);
     }
     return st;
 }
 
 static xllm_status json_error(const char *path, const char *text, size_t len, size_t off, xllm_error *err) {
-    if (xllm_json_well_formed(text, len)) /* then cJSON ran out of memory */
-        return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory parsing JSON", path);
+    if (json_well_formed(text, len)) /* then cJSON ran out of memory */
+        return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory parsing JSON", path);
     size_t line = 1;
     for (size_t i = 0; i < off && i < len; i++) line += text[i] == '\n';
-    return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: invalid JSON near byte %zu (line %zu)", path, off, line);
+    return err_setf(err, XLLM_ERR_FORMAT, "%s: invalid JSON near byte %zu (line %zu)", path, off, line);
 }
 
 /* Parse tokenizer.json text: the huge spans located, the rest through cJSON. */
@@ -248,7 +248,7 @@ static xllm_status parse_json_text(tokenizer *t, const char *raw, size_t len, xl
         const char *end = NULL; /* let cJSON say where it breaks */
         cJSON *doc = cJSON_ParseWithLengthOpts(raw, len, &end, 0);
         size_t off = end ? (size_t)(end - raw) : 0;
-        if (doc) st = xllm_errorf(err, XLLM_ERR_FORMAT, "%s: not a JSON object", t->path);
+        if (doc) st = err_setf(err, XLLM_ERR_FORMAT, "%s: not a JSON object", t->path);
         else st = json_error(t->path, raw, len, off, err);
         cJSON_Delete(doc);
         return st;
@@ -265,14 +265,14 @@ static xllm_status parse_json_text(tokenizer *t, const char *raw, size_t len, xl
         fill[0] = "[]";
         fill[1] = "{}";
     }
-    xllm_buf skel = {0};
+    buf_t skel = {0};
     size_t at = 0;
     for (int k = 0; k < 2; k++) {
         if (cut[k][1] <= cut[k][0]) continue;
-        if (xllm_buf_append(&skel, raw + at, cut[k][0] - at) || xllm_buf_append(&skel, fill[k], 2)) goto oom;
+        if (buf_append(&skel, raw + at, cut[k][0] - at) || buf_append(&skel, fill[k], 2)) goto oom;
         at = cut[k][1];
     }
-    if (xllm_buf_append(&skel, raw + at, len - at)) goto oom;
+    if (buf_append(&skel, raw + at, len - at)) goto oom;
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(skel.p, skel.len, &end, 0);
     if (!root) {
@@ -281,17 +281,17 @@ static xllm_status parse_json_text(tokenizer *t, const char *raw, size_t len, xl
         st = parse_root(t, root, raw, vocab, merges, err);
         cJSON_Delete(root);
     }
-    xllm_buf_free(&skel);
+    buf_free(&skel);
     return st;
 oom:
-    xllm_buf_free(&skel);
-    return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", t->path);
+    buf_free(&skel);
+    return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", t->path);
 }
 
 static xllm_status load_json(tokenizer *t, xllm_error *err) {
     char *raw;
     size_t len;
-    xllm_status st = xllm_read_file(t->path, &raw, &len, err);
+    xllm_status st = file_read_all(t->path, &raw, &len, err);
     if (st) return st;
     st = parse_json_text(t, raw, len, err);
     xllm_free(raw);
@@ -301,13 +301,13 @@ static xllm_status load_json(tokenizer *t, xllm_error *err) {
 tokenizer *tokenizer_load_text(const char *json, size_t json_len, const char *config_json, size_t config_len,
                                const char *label, xllm_error *err) {
     if (!json || !label) {
-        xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "tokenizer_load_text: NULL argument");
+        err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "tokenizer_load_text: NULL argument");
         return NULL;
     }
-    tokenizer *t = xllm_calloc(1, sizeof *t);
-    if (!t || !(t->path = xllm_strdup(label))) {
+    tokenizer *t = mem_calloc(1, sizeof *t);
+    if (!t || !(t->path = mem_strdup(label))) {
         xllm_free(t);
-        xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", label);
+        err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", label);
         return NULL;
     }
     pthread_mutex_init(&t->ws_lock, NULL);
@@ -323,27 +323,27 @@ tokenizer *tokenizer_load_text(const char *json, size_t json_len, const char *co
 
 tokenizer *tokenizer_load(const char *path, xllm_error *err) {
     if (!path) {
-        xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "tokenizer_load: path is NULL");
+        err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "tokenizer_load: path is NULL");
         return NULL;
     }
     char json_path[4096], cfg_path[4096];
     if (strlen(path) + sizeof "/tokenizer_config.json" > sizeof json_path) {
-        xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "tokenizer_load: path too long");
+        err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "tokenizer_load: path too long");
         return NULL;
     }
-    if (xllm_is_dir(path)) {
-        xllm_path_join(json_path, sizeof json_path, path, "tokenizer.json");
-        xllm_path_join(cfg_path, sizeof cfg_path, path, "tokenizer_config.json");
+    if (file_is_dir(path)) {
+        path_join(json_path, sizeof json_path, path, "tokenizer.json");
+        path_join(cfg_path, sizeof cfg_path, path, "tokenizer_config.json");
     } else {
         snprintf(json_path, sizeof json_path, "%s", path);
         const char *slash = strrchr(path, '/');
         if (slash) snprintf(cfg_path, sizeof cfg_path, "%.*s/tokenizer_config.json", (int)(slash - path), path);
         else snprintf(cfg_path, sizeof cfg_path, "tokenizer_config.json");
     }
-    tokenizer *t = xllm_calloc(1, sizeof *t);
-    if (!t || !(t->path = xllm_strdup(json_path))) {
+    tokenizer *t = mem_calloc(1, sizeof *t);
+    if (!t || !(t->path = mem_strdup(json_path))) {
         xllm_free(t);
-        xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", json_path);
+        err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", json_path);
         return NULL;
     }
     pthread_mutex_init(&t->ws_lock, NULL);
@@ -383,8 +383,8 @@ int32_t tokenizer_eos_id(const tokenizer *t) { return t ? t->eos_id : -1; }
 
 static xllm_status stage_error(int rc, xllm_error *err) {
     if (rc == TOK_ERR_REGEX)
-        return xllm_errorf(err, XLLM_ERR_INTERNAL, "tokenizer: a regular expression hit its match limit");
-    return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "tokenizer: out of memory while encoding");
+        return err_setf(err, XLLM_ERR_INTERNAL, "tokenizer: a regular expression hit its match limit");
+    return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "tokenizer: out of memory while encoding");
 }
 
 /* One stretch of input between raw-matched added tokens. */
@@ -419,8 +419,8 @@ static xllm_status encode_stretch(const tokenizer *t, encode_ws *w, const char *
 /* XLLM_TOKENIZE_MARKED: the marks (U+FDD0 opens, U+FDD1 closes) removed
  * from text into *clean, with plain[i] = 1 for the bytes between them. */
 static int unmark(const char *text, size_t len, char **clean, uint8_t **plain, size_t *clen) {
-    *clean = xllm_malloc(len + 1);
-    *plain = xllm_malloc(len + 1);
+    *clean = mem_malloc(len + 1);
+    *plain = mem_malloc(len + 1);
     if (!*clean || !*plain) return -1;
     size_t o = 0;
     int inside = 0;
@@ -491,7 +491,7 @@ xllm_status tokenizer_encode_ex(const tokenizer *t, const char *text, size_t len
     if (ids) *ids = NULL;
     if (n_ids) *n_ids = 0;
     if (!t || !ids || !n_ids || (!text && len))
-        return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "tokenizer_encode: NULL argument");
+        return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "tokenizer_encode: NULL argument");
     if (!text) text = "";
     int shared;
     encode_ws *w = ws_take(t, &shared);
@@ -499,7 +499,7 @@ xllm_status tokenizer_encode_ex(const tokenizer *t, const char *text, size_t len
     xllm_status st = encode_with(t, w, text, len, flags, err);
     int32_t *res = NULL;
     if (!st) {
-        res = xllm_malloc_array(w->out.n ? w->out.n : 1, sizeof *res); /* never hand out NULL */
+        res = mem_malloc_array(w->out.n ? w->out.n : 1, sizeof *res); /* never hand out NULL */
         if (!res) st = stage_error(-1, err);
         else if (w->out.n) memcpy(res, w->out.v, w->out.n * sizeof *res);
     }
@@ -515,11 +515,11 @@ xllm_status tokenizer_mark_special(const tokenizer *t, const char *text, size_t 
                                    xllm_error *err) {
     *out = NULL;
     *out_len = 0;
-    if (!t || (!text && len)) return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "tokenizer_mark_special: NULL argument");
+    if (!t || (!text && len)) return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "tokenizer_mark_special: NULL argument");
     /* worst case: every byte a one-byte special token (3 + 1 + 3 bytes each) */
-    if (len > (SIZE_MAX - 1) / 7) return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "tokenizer_mark_special: text too long");
-    char *o = xllm_malloc(len * 7 + 1);
-    if (!o) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "tokenizer_mark_special: out of memory");
+    if (len > (SIZE_MAX - 1) / 7) return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "tokenizer_mark_special: text too long");
+    char *o = mem_malloc(len * 7 + 1);
+    if (!o) return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "tokenizer_mark_special: out of memory");
     size_t n = 0, pos = 0;
     while (pos < len) {
         size_t b = len, e = len;
@@ -552,10 +552,10 @@ xllm_status tokenizer_mark_special(const tokenizer *t, const char *text, size_t 
 /* -------------------------------------------------------------- decode */
 
 int tok_decode_into(const tokenizer *t, const int32_t *ids, size_t n, int skip_special, tok_list *toks,
-                    tok_list *scratch, xllm_buf *out, tok_rx_ws *rx) {
+                    tok_list *scratch, buf_t *out, tok_rx_ws *rx) {
     tok_list_clear(toks);
-    xllm_buf_clear(out);
-    if (xllm_buf_reserve(out, 0)) return -1;
+    buf_clear(out);
+    if (buf_reserve(out, 0)) return -1;
     out->p[0] = 0;
     for (size_t i = 0; i < n; i++) {
         if (skip_special && t->special[ids[i]]) continue;
@@ -563,8 +563,8 @@ int tok_decode_into(const tokenizer *t, const int32_t *ids, size_t n, int skip_s
     }
     if (t->decoder && tok_decode_chain(t->decoder, toks, scratch, rx)) return -1;
     for (size_t i = 0; i < toks->n; i++) {
-        if (!t->decoder && i && xllm_buf_append(out, " ", 1)) return -1;
-        if (xllm_buf_append(out, tok_list_str(toks, i), toks->items[i].len)) return -1;
+        if (!t->decoder && i && buf_append(out, " ", 1)) return -1;
+        if (buf_append(out, tok_list_str(toks, i), toks->items[i].len)) return -1;
     }
     return 0;
 }
@@ -574,20 +574,20 @@ xllm_status tokenizer_decode(const tokenizer *t, const int32_t *ids, size_t n_id
     if (text) *text = NULL;
     if (len) *len = 0;
     if (!t || !text || (!ids && n_ids))
-        return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "tokenizer_decode: NULL argument");
+        return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "tokenizer_decode: NULL argument");
     for (size_t i = 0; i < n_ids; i++)
         if (ids[i] < 0 || ids[i] >= t->n_pieces || !t->pieces[ids[i]])
-            return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "tokenizer_decode: id %ld at position %zu is not in the vocabulary (size %d)",
+            return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "tokenizer_decode: id %ld at position %zu is not in the vocabulary (size %d)",
                                (long)ids[i], i, (int)t->n_pieces);
     int shared;
     encode_ws *w = ws_take(t, &shared);
-    if (!w) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "tokenizer: out of memory while decoding");
-    xllm_buf out = {0};
+    if (!w) return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "tokenizer: out of memory while decoding");
+    buf_t out = {0};
     int rc = tok_decode_into(t, ids, n_ids, skip_special, &w->words, &w->scratch, &out, w->rx);
     ws_give(t, w, shared);
     if (rc) {
-        xllm_buf_free(&out);
-        return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "tokenizer: out of memory while decoding");
+        buf_free(&out);
+        return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "tokenizer: out of memory while decoding");
     }
     *text = out.p;
     if (len) *len = out.len;

@@ -48,14 +48,14 @@ xllm_status tok_trunc_parse(const cJSON *trunc, const cJSON *pad, const char *pa
     *out = NULL;
     int has_t = trunc && !cJSON_IsNull(trunc), has_p = pad && !cJSON_IsNull(pad);
     if (!has_t && !has_p) return XLLM_OK;
-    tok_trunc *t = xllm_calloc(1, sizeof *t);
-    if (!t) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+    tok_trunc *t = mem_calloc(1, sizeof *t);
+    if (!t) return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
     if (has_t) {
         t->truncate = 1;
         t->trunc_left = is_dir(trunc, "Left");
         if (!cJSON_IsObject(trunc) || get_count_max(trunc, "max_length", &t->max_length, 1e12)) {
             xllm_free(t);
-            return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: bad \"truncation\"", path);
+            return err_setf(err, XLLM_ERR_FORMAT, "%s: bad \"truncation\"", path);
         }
     }
     if (has_p) {
@@ -70,7 +70,7 @@ xllm_status tok_trunc_parse(const cJSON *trunc, const cJSON *pad, const char *pa
         else if (!cJSON_IsString(s) || strcmp(s->valuestring, "BatchLongest") != 0) bad = 1;
         if (bad) {
             xllm_free(t);
-            return xllm_errorf(err, XLLM_ERR_FORMAT, "%s: bad \"padding\"", path);
+            return err_setf(err, XLLM_ERR_FORMAT, "%s: bad \"padding\"", path);
         }
         t->pad_id = idv;
     }

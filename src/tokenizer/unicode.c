@@ -29,22 +29,22 @@ static int nf_inert(tok_nf form, int32_t c) {
     return !(c >= 0xac00 && c <= 0xd7a3);
 }
 
-static int encode_utf32(const int32_t *u, size_t n, xllm_buf *out) {
-    if (xllm_buf_reserve(out, n * 4)) return -1;
-    for (size_t i = 0; i < n; i++) out->len += xllm_utf8_encode(u[i], out->p + out->len);
+static int encode_utf32(const int32_t *u, size_t n, buf_t *out) {
+    if (buf_reserve(out, n * 4)) return -1;
+    for (size_t i = 0; i < n; i++) out->len += u8_encode(u[i], out->p + out->len);
     out->p[out->len] = 0;
     return 0;
 }
 
 /* One valid UTF-8 run through utf8proc. */
-static int normalize_run(tok_nf form, const char *s, size_t n, xllm_buf *out) {
+static int normalize_run(tok_nf form, const char *s, size_t n, buf_t *out) {
     utf8proc_option_t opt = UTF8PROC_STABLE;
     if (form == TOK_NF_C || form == TOK_NF_KC) opt |= UTF8PROC_COMPOSE;
     else opt |= UTF8PROC_DECOMPOSE;
     if (form == TOK_NF_KC || form == TOK_NF_KD) opt |= UTF8PROC_COMPAT;
     size_t cap = n + 16;
     for (;;) {
-        int32_t *u = xllm_malloc_array(cap, sizeof *u);
+        int32_t *u = mem_malloc_array(cap, sizeof *u);
         if (!u) return -1;
         utf8proc_ssize_t r = utf8proc_decompose((const utf8proc_uint8_t *)s, (utf8proc_ssize_t)n, u,
                                                 (utf8proc_ssize_t)cap, opt);
@@ -55,49 +55,49 @@ static int normalize_run(tok_nf form, const char *s, size_t n, xllm_buf *out) {
             return rc;
         }
         xllm_free(u);
-        if (r < 0) return xllm_buf_append(out, s, n); /* cannot happen on valid input */
+        if (r < 0) return buf_append(out, s, n); /* cannot happen on valid input */
         cap = (size_t)r;
     }
 }
 
-int tok_uni_normalize(tok_nf form, const char *s, size_t n, xllm_buf *out) {
-    xllm_buf_clear(out);
+int tok_uni_normalize(tok_nf form, const char *s, size_t n, buf_t *out) {
+    buf_clear(out);
     const unsigned char *u = (const unsigned char *)s;
     size_t i = 0, l;
-    while (i < n && (u[i] < 0x80 || nf_inert(form, xllm_utf8_decode(u + i, n - i, &l)))) i += u[i] < 0x80 ? 1 : l;
-    if (i == n) return xllm_buf_append(out, s, n);
+    while (i < n && (u[i] < 0x80 || nf_inert(form, u8_decode(u + i, n - i, &l)))) i += u[i] < 0x80 ? 1 : l;
+    if (i == n) return buf_append(out, s, n);
     /* slow path: valid runs through utf8proc, invalid bytes copied */
     i = 0;
     while (i < n) {
         size_t j = i;
-        while (j < n && xllm_utf8_decode(u + j, n - j, &l) >= 0) j += l;
+        while (j < n && u8_decode(u + j, n - j, &l) >= 0) j += l;
         if (j > i && normalize_run(form, s + i, j - i, out)) return -1;
-        if (j < n && xllm_buf_append(out, s + j, 1)) return -1;
+        if (j < n && buf_append(out, s + j, 1)) return -1;
         i = j + (j < n);
     }
     return 0;
 }
 
-int tok_uni_lowercase(const char *s, size_t n, xllm_buf *out) {
-    xllm_buf_clear(out);
-    if (xllm_buf_reserve(out, n)) return -1;
+int tok_uni_lowercase(const char *s, size_t n, buf_t *out) {
+    buf_clear(out);
+    if (buf_reserve(out, n)) return -1;
     const unsigned char *u = (const unsigned char *)s;
     for (size_t i = 0; i < n;) {
         if (u[i] < 0x80) {
             char c = (char)(u[i] >= 'A' && u[i] <= 'Z' ? u[i] + 32 : u[i]);
-            if (xllm_buf_append(out, &c, 1)) return -1;
+            if (buf_append(out, &c, 1)) return -1;
             i++;
             continue;
         }
         size_t l;
-        int32_t cp = xllm_utf8_decode(u + i, n - i, &l);
+        int32_t cp = u8_decode(u + i, n - i, &l);
         if (cp < 0) {
-            if (xllm_buf_append(out, s + i, l)) return -1;
+            if (buf_append(out, s + i, l)) return -1;
         } else if (cp == 0x130) { /* the one unconditional multi-char lowercase */
-            if (xllm_buf_append(out, "i\xcc\x87", 3)) return -1;
+            if (buf_append(out, "i\xcc\x87", 3)) return -1;
         } else {
             char b[4];
-            if (xllm_buf_append(out, b, xllm_utf8_encode(utf8proc_tolower(cp), b))) return -1;
+            if (buf_append(out, b, u8_encode(utf8proc_tolower(cp), b))) return -1;
         }
         i += l;
     }
@@ -109,16 +109,16 @@ int tok_uni_is_mark(int32_t cp) {
     return c == UTF8PROC_CATEGORY_MN || c == UTF8PROC_CATEGORY_MC || c == UTF8PROC_CATEGORY_ME;
 }
 
-int tok_uni_strip_accents(const char *s, size_t n, xllm_buf *out) {
-    xllm_buf_clear(out);
+int tok_uni_strip_accents(const char *s, size_t n, buf_t *out) {
+    buf_clear(out);
     const unsigned char *u = (const unsigned char *)s;
     for (size_t i = 0; i < n;) {
         size_t l;
-        int32_t cp = xllm_utf8_decode(u + i, n - i, &l);
-        if ((cp < 0 || !tok_uni_is_mark(cp)) && xllm_buf_append(out, s + i, l)) return -1;
+        int32_t cp = u8_decode(u + i, n - i, &l);
+        if ((cp < 0 || !tok_uni_is_mark(cp)) && buf_append(out, s + i, l)) return -1;
         i += l;
     }
-    return xllm_buf_reserve(out, 0);
+    return buf_reserve(out, 0);
 }
 
 int tok_uni_is_numeric(int32_t cp) {

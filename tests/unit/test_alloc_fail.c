@@ -1,11 +1,11 @@
 /*
  * test_alloc_fail.c - allocation-failure testing, as SQLite does it: for each
- * operation, make allocation 1, 2, 3, ... fail (xllm_alloc_fail_at, once) and
+ * operation, make allocation 1, 2, 3, ... fail (mem_fail_at, once) and
  * require every run to end cleanly: either XLLM_ERR_OUT_OF_MEMORY with a
  * message, or success with the same result as without the failure (code that
  * can do without a cache may); never a crash (ASan), never a leak (bytes back
  * to where they were). N walks until the operation needs fewer allocations.
- * cJSON is pointed at xllm_malloc here so its allocations fail too.
+ * cJSON is pointed at mem_malloc here so its allocations fail too.
  *
  * Operations: tokenizer load (+ encode + decode), chat template load (+
  * render), model load (HF directory), the public load of a GGUF file
@@ -30,7 +30,7 @@
 #include <string.h>
 #include <unistd.h>
 
-static void *hook_malloc(size_t n) { return xllm_malloc(n); }
+static void *hook_malloc(size_t n) { return mem_malloc(n); }
 static void hook_free(void *p) { xllm_free(p); }
 
 #define TINY XLLM_SOURCE_DIR "/tests/data/tiny/llama"
@@ -42,7 +42,7 @@ static long walk(const char *name, op_fn op, int lasting) {
     xllm_error err = {0};
     char *want = NULL;
     size_t base = xllm_allocated_bytes();
-    xllm_alloc_fail_at(0);
+    mem_fail_at(0);
     xllm_status st = op(&want, &err);
     CHECK_MSG(!st, "%s without failures: %s", name, err.message);
     if (!lasting)
@@ -53,10 +53,10 @@ static long walk(const char *name, op_fn op, int lasting) {
     for (n = 1;; n++) {
         char *got = NULL;
         memset(&err, 0, sizeof err);
-        xllm_alloc_fail_at(n);
+        mem_fail_at(n);
         st = op(&got, &err);
-        int hit = xllm_alloc_fail_happened();
-        xllm_alloc_fail_at(0);
+        int hit = mem_fail_happened();
+        mem_fail_at(0);
         CHECK_MSG(xllm_allocated_bytes() == base, "%s, allocation %ld failing: %zu bytes leaked (%s)", name, n,
                   xllm_allocated_bytes() - base, st ? err.message : "success");
         if (st) {
@@ -138,7 +138,7 @@ static xllm_status op_file(char **result, xllm_error *err) {
     int32_t *ids = NULL;
     size_t n = 0;
     xllm_status st = t ? xllm_tokenize(t, "Once upon a time", 16, 1, &ids, &n, err)
-                       : xllm_errorf(err, XLLM_ERR_INTERNAL, "%s: no tokenizer", g_file);
+                       : err_setf(err, XLLM_ERR_INTERNAL, "%s: no tokenizer", g_file);
     if (!st) {
         char buf[256];
         int k = snprintf(buf, sizeof buf, "vocab %d ctx %d:", xllm_model_vocab_size(m), xllm_model_context_size(m));

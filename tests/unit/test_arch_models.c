@@ -197,7 +197,7 @@ static void check_latent_pool(void) {
     xllm_model *m = xllm_model_load(DIR "/deepseek2/model.gguf", &o, &err);
     CHECK_MSG(m != NULL, "%s", err.message);
     xllm_engine *e = m ? xllm_model_engine(m) : NULL;
-    long bpt = e ? xllm_engine_stat(e, "kv_bytes_per_token", NULL) : -1;
+    long bpt = e ? cli_engine_stat(e, "kv_bytes_per_token", NULL) : -1;
     CHECK_MSG(bpt == 3 * 40 * 2, "deepseek2: the KV pool takes %ld bytes per token, the latent 240", bpt);
     xllm_model_free(m);
 }
@@ -214,12 +214,12 @@ int main(void) {
         snprintf(path, sizeof path, "%s/%s/expected.json", DIR, fam);
         cJSON *exp = NULL;
         xllm_error err;
-        CHECK_MSG(xllm_json_load(path, &exp, &err) == XLLM_OK, "%s: %s", fam, err.message);
+        CHECK_MSG(json_file_load(path, &exp, &err) == XLLM_OK, "%s: %s", fam, err.message);
         if (!exp) continue;
         snprintf(path, sizeof path, "%s/%s/logprobs.f32", DIR, fam);
         char *raw = NULL;
         size_t len = 0;
-        CHECK_MSG(xllm_read_file(path, &raw, &len, &err) == XLLM_OK, "%s: %s", fam, err.message);
+        CHECK_MSG(file_read_all(path, &raw, &len, &err) == XLLM_OK, "%s: %s", fam, err.message);
         if (raw && len == sizeof(float) * 8 * V) {
             const float *ref = (const float *)(void *)raw;
             worst_llama = fmax(worst_llama, check_family(fam, exp, ref, 1));

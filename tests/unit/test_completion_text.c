@@ -37,7 +37,7 @@ static int g_n_texts;
 static void load_corpus(void) {
     size_t n;
     char *s = NULL;
-    if (xllm_read_file(XLLM_SOURCE_DIR "/tests/data/tokenizers/corpus.jsonl", &s, &n, NULL)) s = NULL;
+    if (file_read_all(XLLM_SOURCE_DIR "/tests/data/tokenizers/corpus.jsonl", &s, &n, NULL)) s = NULL;
     CHECK(s != NULL);
     if (!s) return;
     for (char *line = strtok(s, "\n"); line && g_n_texts < MAX_TEXTS; line = strtok(NULL, "\n")) {
@@ -134,8 +134,8 @@ int main(void) {
     for (size_t i = 0; i < sizeof shared / sizeof *shared; i++) {
         char dir[1024];
         snprintf(dir, sizeof dir, "%s/../shared/data/tokenizers/%s", XLLM_SOURCE_DIR, shared[i]);
-        if (!xllm_is_dir(dir)) snprintf(dir, sizeof dir, "/work/shared/data/tokenizers/%s", shared[i]);
-        if (!xllm_is_dir(dir)) { fprintf(stderr, "SKIP %s: no shared tokenizer data\n", shared[i]); continue; }
+        if (!file_is_dir(dir)) snprintf(dir, sizeof dir, "/work/shared/data/tokenizers/%s", shared[i]);
+        if (!file_is_dir(dir)) { fprintf(stderr, "SKIP %s: no shared tokenizer data\n", shared[i]); continue; }
         int f = run_tokenizer(dir, shared[i], 200);
         CHECK_MSG(f <= 0, "%s: %d splits differ", shared[i], f);
     }

@@ -250,8 +250,8 @@ static void exactness_under_load(xllm_model *m) {
         s->solo = run_one(solo, &r, &nr);
         CHECK(s->solo != NULL && nr == (size_t)s->n);
     }
-    long scratch = xllm_engine_stat(solo, "memory", "scratch_bytes");
-    long bb = xllm_engine_stat(solo, "memory", "kv_bytes") / xllm_engine_stat(solo, "kv", "blocks_total");
+    long scratch = cli_engine_stat(solo, "memory", "scratch_bytes");
+    long bb = cli_engine_stat(solo, "memory", "kv_bytes") / cli_engine_stat(solo, "kv", "blocks_total");
     xllm_engine_free(solo);
 
     const char *names[] = {"recompute", "swap", "elastic"};
@@ -267,8 +267,8 @@ static void exactness_under_load(xllm_model *m) {
         xllm_engine *e = xllm_engine_create(m, &o, &err);
         CHECK_MSG(e != NULL, "%s: %s", names[mode], err.message);
         if (!e) continue;
-        CHECK_MSG(xllm_engine_stat(e, "kv", "blocks_total") == blocks, "%s: %ld blocks", names[mode],
-                  xllm_engine_stat(e, "kv", "blocks_total"));
+        CHECK_MSG(cli_engine_stat(e, "kv", "blocks_total") == blocks, "%s: %ld blocks", names[mode],
+                  cli_engine_stat(e, "kv", "blocks_total"));
         worker w[N_THREADS];
         pthread_t th[N_THREADS];
         for (int t = 0; t < N_THREADS; t++) {
@@ -284,18 +284,18 @@ static void exactness_under_load(xllm_model *m) {
         }
         CHECK_MSG(failures == 0, "%s: %d requests differ or failed", names[mode], failures);
         CHECK(finished + aborted == n_req);
-        long pre = xllm_engine_stat(e, "preemptions", NULL);
-        long pre_swap = xllm_engine_stat(e, "preemptions_by_mode", "swap");
+        long pre = cli_engine_stat(e, "preemptions", NULL);
+        long pre_swap = cli_engine_stat(e, "preemptions_by_mode", "swap");
         fprintf(stderr, "%s: %d finished, %d aborted, %ld preemptions (%ld by swap), prefix-cache hits %ld tokens\n",
-                names[mode], finished, aborted, pre, pre_swap, xllm_engine_stat(e, "prefix_cache", "hit_tokens"));
+                names[mode], finished, aborted, pre, pre_swap, cli_engine_stat(e, "prefix_cache", "hit_tokens"));
         CHECK_MSG(pre > 0, "%s: no preemption happened", names[mode]);
         if (mode != XLLM_PREEMPT_RECOMPUTE) CHECK_MSG(pre_swap > 0, "%s: nothing was swapped", names[mode]);
         /* the pool is whole once idle */
-        for (int k = 0; k < 100 && xllm_engine_stat(e, "requests_running", NULL) + xllm_engine_stat(e, "requests_waiting", NULL); k++)
+        for (int k = 0; k < 100 && cli_engine_stat(e, "requests_running", NULL) + cli_engine_stat(e, "requests_waiting", NULL); k++)
             usleep(10000);
-        CHECK(xllm_engine_stat(e, "kv", "blocks_used") == 0);
-        CHECK(xllm_engine_stat(e, "kv", "blocks_free") + xllm_engine_stat(e, "kv", "blocks_cached") == blocks);
-        CHECK(xllm_engine_stat(e, "kv", "swap_blocks_used") == 0);
+        CHECK(cli_engine_stat(e, "kv", "blocks_used") == 0);
+        CHECK(cli_engine_stat(e, "kv", "blocks_free") + cli_engine_stat(e, "kv", "blocks_cached") == blocks);
+        CHECK(cli_engine_stat(e, "kv", "swap_blocks_used") == 0);
         xllm_engine_free(e);
         CHECK_MSG(xllm_allocated_bytes() == before, "%s: %zd bytes leaked", names[mode],
                   (ssize_t)(xllm_allocated_bytes() - before));
@@ -332,14 +332,14 @@ static void prefix_cache(xllm_model *m) {
     if (!e || !off) return;
     size_t n1, n2, n3;
     xllm_result *r1 = run_one(e, &ra, &n1);
-    long p0 = xllm_engine_stat(e, "prefill_tokens", NULL);
+    long p0 = cli_engine_stat(e, "prefill_tokens", NULL);
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     xllm_result *r2 = run_one(e, &rb, &n2);
     clock_gettime(CLOCK_MONOTONIC, &t1);
-    long p1 = xllm_engine_stat(e, "prefill_tokens", NULL);
+    long p1 = cli_engine_stat(e, "prefill_tokens", NULL);
     xllm_result *r3 = run_one(off, &rb, &n3);
-    long hit = xllm_engine_stat(e, "prefix_cache", "hit_tokens");
+    long hit = cli_engine_stat(e, "prefix_cache", "hit_tokens");
     fprintf(stderr, "prefix cache: second request computed %ld prefill tokens of 1020 (hit %ld tokens)\n", p1 - p0, hit);
     CHECK(r1 && r2 && r3);
     CHECK_MSG(p1 - p0 == 1020 - 992, "the second request prefilled %ld tokens; expected 28", p1 - p0);
@@ -370,7 +370,7 @@ static void knowledge(xllm_model *m, const char *other_model_dir) {
     if (!e) return;
     CHECK_MSG(xllm_engine_add_knowledge(e, "story", text, &err) == XLLM_OK, "%s", err.message);
     CHECK_MSG(xllm_engine_save_knowledge(e, "story", path, &err) == XLLM_OK, "%s", err.message);
-    CHECK(xllm_engine_stat(e, "kv", "blocks_pinned") > 0);
+    CHECK(cli_engine_stat(e, "kv", "blocks_pinned") > 0);
     xllm_engine_free(e);
 
     xllm_request r;
@@ -383,20 +383,20 @@ static void knowledge(xllm_model *m, const char *other_model_dir) {
     xllm_engine *plain = xllm_engine_create(m, &o, &err);
     size_t n0, n1;
     xllm_result *want = run_one(plain, &r, &n0);
-    long full_prefill = xllm_engine_stat(plain, "prefill_tokens", NULL);
+    long full_prefill = cli_engine_stat(plain, "prefill_tokens", NULL);
     xllm_engine_free(plain);
 
     o.cache_policy = XLLM_CACHE_LRU;
     xllm_engine *e2 = xllm_engine_create(m, &o, &err);
     CHECK_MSG(xllm_engine_load_knowledge(e2, "story", path, text, &err) == XLLM_OK, "%s", err.message);
-    long p0 = xllm_engine_stat(e2, "prefill_tokens", NULL);
+    long p0 = cli_engine_stat(e2, "prefill_tokens", NULL);
     CHECK_MSG(p0 == 0, "loading a knowledge file computed %ld tokens", p0);
     xllm_result *got = run_one(e2, &r, &n1);
-    long p1 = xllm_engine_stat(e2, "prefill_tokens", NULL);
+    long p1 = cli_engine_stat(e2, "prefill_tokens", NULL);
     char *js = xllm_engine_stats(e2);
     CHECK_MSG(strstr(js, "\"name\":\"story\"") && strstr(js, "\"hits\":1"), "knowledge not reused: %s", js);
     xllm_free(js);
-    long hit = xllm_engine_stat(e2, "prefix_cache", "hit_tokens");
+    long hit = cli_engine_stat(e2, "prefix_cache", "hit_tokens");
     fprintf(stderr, "knowledge: the request computed %ld of %ld prompt tokens (%ld from the knowledge prefix)\n",
             p1 - p0, full_prefill, hit);
     CHECK(hit >= 96 && p1 - p0 == full_prefill - hit);
@@ -439,10 +439,10 @@ static void response_cache(xllm_model *m) {
     r.params.max_new_tokens = 40;
     size_t n1, n2;
     xllm_result *a = run_one(e, &r, &n1);
-    long steps = xllm_engine_stat(e, "steps", NULL);
+    long steps = cli_engine_stat(e, "steps", NULL);
     xllm_result *b = run_one(e, &r, &n2);
-    CHECK(xllm_engine_stat(e, "response_cache", "hits") == 1);
-    CHECK_MSG(xllm_engine_stat(e, "steps", NULL) == steps, "a cache hit ran the model");
+    CHECK(cli_engine_stat(e, "response_cache", "hits") == 1);
+    CHECK_MSG(cli_engine_stat(e, "steps", NULL) == steps, "a cache hit ran the model");
     CHECK(same_result(a, b));
     xllm_results_free(a, n1);
     xllm_results_free(b, n2);
@@ -453,22 +453,22 @@ static void response_cache(xllm_model *m) {
     r.params.seed = 42;
     a = run_one(e, &r, &n1);
     b = run_one(e, &r, &n2);
-    CHECK(xllm_engine_stat(e, "response_cache", "hits") == 2);
+    CHECK(cli_engine_stat(e, "response_cache", "hits") == 2);
     CHECK(same_result(a, b));
     xllm_results_free(a, n1);
     xllm_results_free(b, n2);
     /* a different seed is another request */
     r.params.seed = 43;
     a = run_one(e, &r, &n1);
-    CHECK(xllm_engine_stat(e, "response_cache", "hits") == 2);
+    CHECK(cli_engine_stat(e, "response_cache", "hits") == 2);
     xllm_results_free(a, n1);
     /* unseeded sampling: never cached */
-    long entries = xllm_engine_stat(e, "response_cache", "entries");
+    long entries = cli_engine_stat(e, "response_cache", "entries");
     r.params.has_seed = 0;
     a = run_one(e, &r, &n1);
     b = run_one(e, &r, &n2);
-    CHECK(xllm_engine_stat(e, "response_cache", "hits") == 2);
-    CHECK(xllm_engine_stat(e, "response_cache", "entries") == entries);
+    CHECK(cli_engine_stat(e, "response_cache", "hits") == 2);
+    CHECK(cli_engine_stat(e, "response_cache", "entries") == entries);
     xllm_results_free(a, n1);
     xllm_results_free(b, n2);
     xllm_engine_free(e);
@@ -493,7 +493,7 @@ static void n_samples(xllm_model *m) {
     r.params.max_new_tokens = 40;
     size_t n;
     xllm_result *all = run_one(e, &r, &n);
-    long prefill = xllm_engine_stat(e, "prefill_tokens", NULL);
+    long prefill = cli_engine_stat(e, "prefill_tokens", NULL);
     CHECK(all && n == 4);
     if (!all) return;
     CHECK_MSG(prefill == (long)all[0].n_prompt_ids, "n = 4 prefilled %ld tokens for a %zu-token prompt", prefill,
@@ -565,7 +565,7 @@ static void logprobs(xllm_model *m) {
     free(lg);
     size_t n2;
     xllm_result *again = run_one(e, &r, &n2);
-    CHECK(xllm_engine_stat(e, "response_cache", "hits") == 1);
+    CHECK(cli_engine_stat(e, "response_cache", "hits") == 1);
     CHECK(again && again->logprobs && !memcmp(again->logprobs, res->logprobs, res->n_ids * sizeof(float)) &&
           !memcmp(again->top_ids, res->top_ids, res->n_ids * 5 * sizeof(int32_t)));
     xllm_results_free(again, n2);
@@ -661,8 +661,8 @@ static void kv_auto(xllm_model *m_auto, xllm_model *m_f32) {
     xllm_engine *probe = xllm_engine_create(m_f32, &o, &err);
     CHECK_MSG(probe != NULL, "%s", err.message);
     if (!probe) return;
-    long scratch = xllm_engine_stat(probe, "memory", "scratch_bytes");
-    long f32_token = xllm_engine_stat(probe, "kv_bytes_per_token", NULL);
+    long scratch = cli_engine_stat(probe, "memory", "scratch_bytes");
+    long f32_token = cli_engine_stat(probe, "kv_bytes_per_token", NULL);
     xllm_engine_free(probe);
     long need = 8L * 256;
     /* f32 fits; only f16 fits; only q8 fits */
@@ -674,13 +674,13 @@ static void kv_auto(xllm_model *m_auto, xllm_model *m_f32) {
         CHECK_MSG(e != NULL, "%s", err.message);
         if (!e) continue;
         char dt[16];
-        xllm_engine_stat_str(e, "kv_dtype", dt, sizeof dt);
+        cli_engine_stat_str(e, "kv_dtype", dt, sizeof dt);
         CHECK_MSG(!strcmp(dt, want[k]), "auto with %ld KV bytes chose %s, expected %s", kv[k], dt, want[k]);
         char *js = xllm_engine_stats(e);
         CHECK(strstr(js, "\"kv_dtype_auto\":true") != NULL);
         xllm_free(js);
-        long per = xllm_engine_stat(e, "kv_bytes_per_token", NULL), blocks = xllm_engine_stat(e, "kv", "blocks_total");
-        long bs = xllm_engine_stat(e, "kv", "block_size");
+        long per = cli_engine_stat(e, "kv_bytes_per_token", NULL), blocks = cli_engine_stat(e, "kv", "blocks_total");
+        long bs = cli_engine_stat(e, "kv", "block_size");
         CHECK_MSG(blocks == kv[k] / (per * bs), "%s pool: %ld blocks of %ld bytes for %ld bytes", dt, blocks, per * bs, kv[k]);
         /* head_dim 8: q8 rows of 8 int8 + 2 f16 scales = 0.375 of f32's bytes (kvq.h) */
         if (k == 2) CHECK_MSG(per * 1000 == f32_token * 375, "q8: %ld bytes per token vs f32 %ld", per, f32_token);
@@ -748,9 +748,9 @@ static void knowledge_dtypes(xllm_model *m_f32, xllm_model *m_q8) {
                   strstr(err.message, "stores q8"),
               "f32 file into a q8 pool: %d %s", (int)st, err.message);
     CHECK_MSG(xllm_engine_load_knowledge(e, "k", p8, text, &err) == XLLM_OK, "%s", err.message);
-    CHECK(xllm_engine_stat(e, "prefill_tokens", NULL) == 0);
+    CHECK(cli_engine_stat(e, "prefill_tokens", NULL) == 0);
     xllm_result *got = run_one(e, &r, &n1);
-    CHECK(xllm_engine_stat(e, "prefix_cache", "hit_tokens") >= 48);
+    CHECK(cli_engine_stat(e, "prefix_cache", "hit_tokens") >= 48);
     CHECK_MSG(same_result(want, got), "a loaded q8 knowledge prefix changed the output");
     xllm_results_free(want, n0);
     xllm_results_free(got, n1);
@@ -793,7 +793,7 @@ static void default_pool(const char *stories) {
     xllm_engine *e = xllm_engine_create(m, &o, &err);
     CHECK_MSG(e != NULL, "%s", err.message);
     if (e) {
-        long bs = xllm_engine_stat(e, "kv", "block_size"), blocks = xllm_engine_stat(e, "kv", "blocks_total");
+        long bs = cli_engine_stat(e, "kv", "block_size"), blocks = cli_engine_stat(e, "kv", "blocks_total");
         CHECK_MSG(bs == 16 && blocks == 3 * 7, "default pool: %ld blocks of %ld tokens, expected 21 of 16", blocks, bs);
         xllm_engine_free(e);
     }

@@ -13,7 +13,7 @@
 static inline const xllm_model_options *test_env_options(void) {
     static xllm_model_options o;
     o = xllm_model_options_default();
-    xllm_model_options_from_env(&o);
+    cli_model_options_from_env(&o);
     return &o;
 }
 

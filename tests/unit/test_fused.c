@@ -56,21 +56,21 @@ typedef struct {
     void *data;
 } test_matrix;
 
-static void make_matrix(test_matrix *m, xllm_dtype t, int64_t rows, int64_t cols) {
+static void make_matrix(test_matrix *m, dtype_t t, int64_t rows, int64_t cols) {
     memset(m, 0, sizeof *m);
     m->W.dtype = t;
-    m->W.group = xllm_dtype_is_quant(t) ? 32 : 0;
+    m->W.group = dtype_is_quant(t) ? 32 : 0;
     m->W.rows = rows;
     m->W.cols = cols;
-    size_t rb = xllm_dtype_is_quant(t) ? quant_row_bytes(t, 32, cols) : (size_t)cols * xllm_dtype_size(t);
+    size_t rb = dtype_is_quant(t) ? quant_row_bytes(t, 32, cols) : (size_t)cols * dtype_size(t);
     unsigned char *p = malloc(rb * (size_t)rows);
     float *row = malloc(sizeof(float) * (size_t)cols);
     for (int64_t r = 0; r < rows; r++) {
         for (int64_t c = 0; c < cols; c++) row[c] = frand() * 0.2f;
         unsigned char *dst = p + (size_t)r * rb;
-        if (xllm_dtype_is_quant(t)) quant_quantize_row(t, 32, row, cols, NULL, dst);
+        if (dtype_is_quant(t)) quant_quantize_row(t, 32, row, cols, NULL, dst);
         else if (t == XLLM_DT_F16)
-            for (int64_t c = 0; c < cols; c++) ((uint16_t *)dst)[c] = xllm_f32_to_f16(row[c]);
+            for (int64_t c = 0; c < cols; c++) ((uint16_t *)dst)[c] = f32_to_f16(row[c]);
         else memcpy(dst, row, sizeof(float) * (size_t)cols);
     }
     free(row);
@@ -107,8 +107,8 @@ static void rows_task(void *p, size_t u0, size_t u1, int thread) {
     }
 }
 
-static void check_ops(const cpu_kernels *k, int threads, xllm_dtype t, int T) {
-    const char *lv = k->name, *tn = xllm_dtype_name(t);
+static void check_ops(const cpu_kernels *k, int threads, dtype_t t, int T) {
+    const char *lv = k->name, *tn = dtype_name(t);
     cpu_backend be;
     xllm_error err;
     int64_t H = 96, I = 52; /* I: up rows of a fused gate|up start at 52, a multiple of 4 */
@@ -144,7 +144,7 @@ static void check_ops(const cpu_kernels *k, int threads, xllm_dtype t, int T) {
     op_matmul(&be, xn0, T, &gu.W, bias, y0 + (size_t)T * H);
     op_matmul(&be, xn0, T, &o.W, NULL, y0);
     SAME(y0, y1, T * (H + 2 * I), "%s %s T=%d threads=%d: OP_ACT_READY matmuls differ", lv, tn, T, threads);
-    CHECK_MSG(!xllm_dtype_is_quant(o.W.dtype) || be.act_norm_need, "%s %s: the norms did not learn what to prepare",
+    CHECK_MSG(!dtype_is_quant(o.W.dtype) || be.act_norm_need, "%s %s: the norms did not learn what to prepare",
               lv, tn);
 
     /* gate|up + silu * up, fused matrix */
@@ -183,7 +183,7 @@ static void check_ops(const cpu_kernels *k, int threads, xllm_dtype t, int T) {
 static void check_backend_ops(void) {
     const cpu_kernels *levels[8];
     int n = cpu_kernels_all(levels, 8);
-    xllm_dtype types[] = {XLLM_DT_Q8, XLLM_DT_Q4, XLLM_DT_Q4M, XLLM_DT_F32, XLLM_DT_F16};
+    dtype_t types[] = {XLLM_DT_Q8, XLLM_DT_Q4, XLLM_DT_Q4M, XLLM_DT_F32, XLLM_DT_F16};
     int Ts[] = {1, 3, 17, 300}; /* 300: fused tasks work in several row chunks */
     for (int l = 0; l < n; l++)
         for (int th = 1; th <= 3; th++)

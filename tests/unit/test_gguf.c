@@ -56,14 +56,14 @@ static int write_file(const char *path, const void *p, size_t n) {
 static cJSON *load_json(const char *path) {
     cJSON *j = NULL;
     xllm_error e;
-    if (xllm_json_load(path, &j, &e) != XLLM_OK) return NULL;
+    if (json_file_load(path, &j, &e) != XLLM_OK) return NULL;
     return j;
 }
 
 static char *read_text(const char *path) {
     char *t = NULL;
     size_t n;
-    if (xllm_read_file(path, &t, &n, NULL) != XLLM_OK) return NULL;
+    if (file_read_all(path, &t, &n, NULL) != XLLM_OK) return NULL;
     return t;
 }
 
@@ -99,7 +99,7 @@ static char *raw_string(const char *line, const char *key, size_t *len) {
     const char *p = strstr(line, pat);
     if (!p) return NULL;
     p += strlen(pat);
-    char *out = xllm_malloc(strlen(p) + 1);
+    char *out = mem_malloc(strlen(p) + 1);
     size_t n = 0;
     while (*p && *p != '"') {
         if (*p != '\\') {
@@ -353,7 +353,7 @@ static void test_roundtrip_f32(void) {
     CHECK(hf && cfg && tj && tc);
     if (!hf || !cfg || !tj || !tc) goto out;
     size_t n = st_count(hf);
-    st_tensor *ts = xllm_malloc(n * sizeof *ts);
+    st_tensor *ts = mem_malloc(n * sizeof *ts);
     for (size_t i = 0; i < n; i++) ts[i] = *st_at(hf, i);
     const char *dest = tmp_path("rt.gguf");
     CHECK_MSG(gguf_write(dest, ts, n, cfg, tj, tc, &e) == XLLM_OK, "%s", e.message);
@@ -382,7 +382,7 @@ static void test_roundtrip_f32(void) {
 
         /* a GGUF-read archive (interleaved Q/K rows) written again: rows are not permuted twice */
         size_t m = st_count(a.tensors);
-        st_tensor *ts2 = xllm_malloc(m * sizeof *ts2);
+        st_tensor *ts2 = mem_malloc(m * sizeof *ts2);
         for (size_t i = 0; i < m; i++) ts2[i] = *st_at(a.tensors, i);
         const char *dest2 = tmp_path("rt2.gguf");
         CHECK_MSG(gguf_write(dest2, ts2, m, a.config, a.tokenizer_json, a.tokenizer_config_json, &e) == XLLM_OK, "%s",
@@ -415,7 +415,7 @@ out:
 }
 
 /* Matrices whose width is a multiple of 32 quantized; the rest stay f32. */
-static void test_roundtrip_quant(xllm_dtype dt) {
+static void test_roundtrip_quant(dtype_t dt) {
     xllm_error e;
     st_archive *hf = st_open(HF_DIR, &e);
     cJSON *cfg = load_json(HF_DIR "/config.json");
@@ -423,14 +423,14 @@ static void test_roundtrip_quant(xllm_dtype dt) {
     CHECK(hf && cfg && tj);
     if (!hf || !cfg || !tj) goto out;
     size_t n = st_count(hf), n_quant = 0;
-    st_tensor *ts = xllm_calloc(n, sizeof *ts);
-    void **bufs = xllm_calloc(n, sizeof *bufs);
+    st_tensor *ts = mem_calloc(n, sizeof *ts);
+    void **bufs = mem_calloc(n, sizeof *bufs);
     for (size_t i = 0; i < n; i++) {
         ts[i] = *st_at(hf, i);
         if (ts[i].ndim != 2 || ts[i].shape[1] % 32) continue;
         int64_t rows = ts[i].shape[0], cols = ts[i].shape[1];
         size_t rb = quant_row_bytes(dt, 32, cols);
-        bufs[i] = xllm_malloc((size_t)rows * rb);
+        bufs[i] = mem_malloc((size_t)rows * rb);
         for (int64_t r = 0; r < rows; r++)
             quant_quantize_row(dt, 32, (const float *)ts[i].data + r * cols, cols, NULL, (char *)bufs[i] + r * rb);
         ts[i].dtype = dt;
@@ -441,7 +441,7 @@ static void test_roundtrip_quant(xllm_dtype dt) {
     }
     CHECK(n_quant >= 10);
     const char *dest = tmp_path("q.gguf");
-    CHECK_MSG(gguf_write(dest, ts, n, cfg, tj, NULL, &e) == XLLM_OK, "%s: %s", xllm_dtype_name(dt), e.message);
+    CHECK_MSG(gguf_write(dest, ts, n, cfg, tj, NULL, &e) == XLLM_OK, "%s: %s", dtype_name(dt), e.message);
     gguf_model g;
     CHECK_MSG(gguf_open(dest, &g, &e) == XLLM_OK, "%s", e.message);
     if (g.tensors) {
@@ -451,9 +451,9 @@ static void test_roundtrip_quant(xllm_dtype dt) {
             int ok = t && t->dtype == h->dtype && t->group == h->group && t->nbytes == h->nbytes &&
                      t->ndim == h->ndim && t->shape[0] == h->shape[0];
             if (ok) ok = is_qk(h->name) ? qk_rows_match(t, h, heads_for(h->name, cfg)) : !memcmp(t->data, h->data, h->nbytes);
-            if (!ok) bad++, fprintf(stderr, "  %s: %s differs\n", xllm_dtype_name(dt), h->name);
+            if (!ok) bad++, fprintf(stderr, "  %s: %s differs\n", dtype_name(dt), h->name);
         }
-        CHECK_MSG(bad == 0, "%s round trip: %zu tensors differ", xllm_dtype_name(dt), bad);
+        CHECK_MSG(bad == 0, "%s round trip: %zu tensors differ", dtype_name(dt), bad);
     }
     gguf_close(&g);
     unlink(dest);
@@ -477,7 +477,7 @@ static void test_writer_errors(void) {
         return;
     }
     size_t n = st_count(hf);
-    st_tensor *ts = xllm_malloc(n * sizeof *ts);
+    st_tensor *ts = mem_malloc(n * sizeof *ts);
     for (size_t i = 0; i < n; i++) ts[i] = *st_at(hf, i);
     const char *dest = tmp_path("bad_out.gguf");
 
@@ -490,7 +490,7 @@ static void test_writer_errors(void) {
         st_tensor keep = ts[qi];
         int64_t rows = ts[qi].shape[0], cols = ts[qi].shape[1];
         size_t rb = quant_row_bytes(XLLM_DT_Q4, 64, cols);
-        void *buf = xllm_malloc((size_t)rows * rb);
+        void *buf = mem_malloc((size_t)rows * rb);
         for (int64_t r = 0; r < rows; r++)
             quant_quantize_row(XLLM_DT_Q4, 64, (const float *)keep.data + r * cols, cols, NULL, (char *)buf + r * rb);
         ts[qi].dtype = XLLM_DT_Q4;
@@ -542,7 +542,7 @@ static void test_tiny(const char *arch) {
     CHECK_MSG(hf && cfg && tj, "tiny/%s missing", arch);
     if (hf && cfg && tj) {
         size_t n = st_count(hf);
-        st_tensor *ts = xllm_malloc(n * sizeof *ts);
+        st_tensor *ts = mem_malloc(n * sizeof *ts);
         for (size_t i = 0; i < n; i++) ts[i] = *st_at(hf, i);
         char name[64];
         snprintf(name, sizeof name, "tiny_%s.gguf", arch);
@@ -590,7 +590,7 @@ static char *merge_str(const cJSON *m, int joined) {
         char *sp = strchr(b, ' ');
         if (sp) memmove(sp, sp + 1, strlen(sp));
     }
-    return xllm_strdup(b);
+    return mem_strdup(b);
 }
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
@@ -601,7 +601,7 @@ static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *
 static int same_merges(const cJSON *a, const cJSON *b, int *first_diff) {
     int na = cJSON_GetArraySize(a), nb = cJSON_GetArraySize(b), same = na == nb;
     *first_diff = -1;
-    char **sa = xllm_calloc((size_t)na + 1, sizeof *sa), **sb = xllm_calloc((size_t)nb + 1, sizeof *sb);
+    char **sa = mem_calloc((size_t)na + 1, sizeof *sa), **sb = mem_calloc((size_t)nb + 1, sizeof *sb);
     const cJSON *x = a ? a->child : NULL, *y = b ? b->child : NULL;
     for (int i = 0; x && y; i++, x = x->next, y = y->next) {
         char *jx = merge_str(x, 1), *jy = merge_str(y, 1);
@@ -1062,7 +1062,7 @@ static void test_corruption(void) {
     char *data;
     size_t size;
     xllm_error e;
-    if (xllm_read_file(GGUF_FILE, &data, &size, &e) != XLLM_OK) {
+    if (file_read_all(GGUF_FILE, &data, &size, &e) != XLLM_OK) {
         CHECK(0);
         return;
     }

@@ -33,8 +33,8 @@ static long g_states, g_mismatch;
 static void walk(const gram *g, const gram_vocab *v, int steps, const char *label) {
     gram_matcher *fast = gram_matcher_new(g, v), *ref = gram_matcher_new(g, v);
     const int32_t V = gram_vocab_size(v), W = (V + 31) / 32;
-    uint32_t *want = xllm_calloc((size_t)W, sizeof(uint32_t));
-    int32_t *allowed = xllm_malloc_array((size_t)V, sizeof(int32_t));
+    uint32_t *want = mem_calloc((size_t)W, sizeof(uint32_t));
+    int32_t *allowed = mem_malloc_array((size_t)V, sizeof(int32_t));
     int32_t sf = gram_start(fast), sr = gram_start(ref);
     for (int step = 0; step < steps && sf >= 0; step++) {
         memset(want, 0, (size_t)W * sizeof(uint32_t));
@@ -84,8 +84,8 @@ static gram_vocab *vocab_of(const char *path, int32_t max_ids) {
     gram_vocab *v = NULL;
     if (!tokenizer_token_bytes(t, &bytes, &off, &n, &err)) {
         if (n > max_ids) n = max_ids;
-        const char **tb = xllm_malloc_array((size_t)n, sizeof(char *));
-        uint32_t *lens = xllm_malloc_array((size_t)n, sizeof(uint32_t));
+        const char **tb = mem_malloc_array((size_t)n, sizeof(char *));
+        uint32_t *lens = mem_malloc_array((size_t)n, sizeof(uint32_t));
         for (int32_t i = 0; i < n; i++) {
             lens[i] = (uint32_t)(off[i + 1] - off[i]);
             tb[i] = lens[i] ? bytes + off[i] : NULL;
@@ -114,7 +114,7 @@ int main(int argc, char **argv) {
     CHECK(d != NULL);
     for (struct dirent *e; d && (e = readdir(d)) && n_names < 512;) {
         size_t l = strlen(e->d_name);
-        if (l > 5 && !strcmp(e->d_name + l - 5, ".json")) names[n_names++] = xllm_strdup(e->d_name);
+        if (l > 5 && !strcmp(e->d_name + l - 5, ".json")) names[n_names++] = mem_strdup(e->d_name);
     }
     if (d) closedir(d);
     qsort(names, (size_t)n_names, sizeof names[0], cmp_str);
@@ -139,7 +139,7 @@ int main(int argc, char **argv) {
                 snprintf(path, sizeof path, "%s/tests/data/schemas/%s", XLLM_SOURCE_DIR, names[i]);
                 char *text = NULL;
                 size_t len = 0;
-                st = xllm_read_file(path, &text, &len, &err);
+                st = file_read_all(path, &text, &len, &err);
                 if (!st) st = gram_compile(XLLM_GRAMMAR_JSON_SCHEMA, text, NULL, NULL, &g, &err);
                 xllm_free(text);
                 snprintf(label, sizeof label, "%s/%s", vnames[vi], names[i]);

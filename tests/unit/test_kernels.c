@@ -61,11 +61,11 @@ static void fill_act(float *x, int64_t n) {
     }
 }
 
-static uint16_t rand_f16(float lo, float hi) { return xllm_f32_to_f16(lo + (hi - lo) * (frand() * 0.5f + 0.5f)); }
+static uint16_t rand_f16(float lo, float hi) { return f32_to_f16(lo + (hi - lo) * (frand() * 0.5f + 0.5f)); }
 
 /* Random quantized row: random integer levels (all byte patterns, so Q8 may
  * hold -128) and random f16 scales of both signs. */
-static void rand_qrow(xllm_dtype t, int group, int64_t cols, unsigned char *out) {
+static void rand_qrow(dtype_t t, int group, int64_t cols, unsigned char *out) {
     size_t bb = quant_block_bytes(t, group);
     for (int64_t g = 0; g < cols / group; g++, out += bb) {
         uint16_t d = rand_f16(-0.05f, 0.05f), m = rand_f16(-0.2f, 0.2f);
@@ -78,7 +78,7 @@ static void rand_qrow(xllm_dtype t, int group, int64_t cols, unsigned char *out)
 
 /* Exact value of one quantized row times one quantized activation row, and
  * sum |w_i a_i|, in double from the dequantized values. */
-static void exact_qdot(xllm_dtype t, int group, const void *row, const int8_t *q, const float *d, int64_t cols,
+static void exact_qdot(dtype_t t, int group, const void *row, const int8_t *q, const float *d, int64_t cols,
                        double *val, double *abs_sum) {
     float *w = malloc(sizeof(float) * (size_t)cols);
     quant_dequantize_row(t, group, row, cols, w);
@@ -89,7 +89,7 @@ static void exact_qdot(xllm_dtype t, int group, const void *row, const int8_t *q
         if (t == XLLM_DT_Q4M) { /* the level sums q*dw*a and m*a separately: |q dw| + |m| <= |w| + 2|m| */
             uint16_t h;
             memcpy(&h, (const unsigned char *)row + (size_t)(i / group) * bb + 2, 2);
-            m = fabs((double)xllm_f16_to_f32(h));
+            m = fabs((double)f16_to_f32(h));
         }
         s += (double)w[i] * ai;
         a += (fabs((double)w[i]) + 2 * m) * fabs(ai);
@@ -123,9 +123,9 @@ static void check_quant_act(const cpu_kernels *k) {
         for (int64_t b = 0; llama && b < cols / 32; b++) { /* llama.cpp's scale: amax / 127 rounded to f16 */
             float amax = 0;
             for (int i = 0; i < 32; i++) amax = fmaxf(amax, fabsf(x[b * 32 + i]));
-            CHECK(d0[b] == xllm_f16_to_f32(xllm_f32_to_f16(amax / 127.0f)));
+            CHECK(d0[b] == f16_to_f32(f32_to_f16(amax / 127.0f)));
             /* and Q8_1's sum: f16(amax / 127 x s), the scale unrounded */
-            CHECK(e0[b] == xllm_f16_to_f32(xllm_f32_to_f16(amax / 127.0f * (float)s0[b])));
+            CHECK(e0[b] == f16_to_f32(f32_to_f16(amax / 127.0f * (float)s0[b])));
         }
         free(x), free(q0), free(q1), free(d0), free(d1), free(s0), free(s1), free(e0), free(e1);
     }
@@ -170,13 +170,13 @@ static void check_quant_act_nonfinite(const cpu_kernels *k) {
             /* through a Q8 matmul: the row's output is NaN */
             matrix W = {XLLM_DT_Q8, 32, 2, cols, NULL, {0}, {0}, 0};
             size_t rb = quant_row_bytes(XLLM_DT_Q8, 32, cols);
-            unsigned char *w = xllm_malloc_aligned(rb * 2);
+            unsigned char *w = mem_malloc_aligned(rb * 2);
             for (int r = 0; r < 2; r++) rand_qrow(XLLM_DT_Q8, 32, cols, w + (size_t)r * rb);
             W.data = w;
             float y[2] = {0, 0};
             run_q(k, &W, x, 1, NULL, y, 0, 2);
             CHECK_MSG(isnan(y[0]) && isnan(y[1]), "%s: non-finite activations gave %g %g", k->name, y[0], y[1]);
-            xllm_free_aligned(w);
+            mem_free_aligned(w);
         }
         free(x), free(q0), free(q1), free(d0), free(d1), free(s0), free(s1), free(e0), free(e1);
     }
@@ -187,17 +187,17 @@ static void check_quant_act_nonfinite(const cpu_kernels *k) {
 static void run_q(const cpu_kernels *k, const matrix *W, const float *x, int T, const float *bias, float *y,
                   int64_t r0, int64_t r1) {
     size_t as = k->act_bytes(W->cols);
-    unsigned char *act = xllm_malloc_aligned(as * (size_t)T);
-    void *scr = xllm_malloc_aligned(k->scratch_bytes(W->cols));
+    unsigned char *act = mem_malloc_aligned(as * (size_t)T);
+    void *scr = mem_malloc_aligned(k->scratch_bytes(W->cols));
     for (int t = 0; t < T; t++) k->act_prepare(x + (size_t)t * (size_t)W->cols, W->cols, act + (size_t)t * as, 0);
     k->matmul_q(W, act, as, T, bias, y, (size_t)W->rows, r0, r1, scr);
-    xllm_free_aligned(act);
-    xllm_free_aligned(scr);
+    mem_free_aligned(act);
+    mem_free_aligned(scr);
 }
 
-static void check_qmatmul(xllm_dtype t, int group, int64_t rows, int64_t cols, int T) {
+static void check_qmatmul(dtype_t t, int group, int64_t rows, int64_t cols, int T) {
     size_t rb = quant_row_bytes(t, group, cols);
-    unsigned char *w = xllm_malloc_aligned(rb * (size_t)rows);
+    unsigned char *w = mem_malloc_aligned(rb * (size_t)rows);
     for (int64_t r = 0; r < rows; r++) rand_qrow(t, group, cols, w + (size_t)r * rb);
     matrix W = {t, group, rows, cols, w, {0}, {0}, 0};
     float *x = malloc(sizeof(float) * (size_t)(cols * T)), *bias = malloc(sizeof(float) * (size_t)rows);
@@ -232,18 +232,18 @@ static void check_qmatmul(xllm_dtype t, int group, int64_t rows, int64_t cols, i
         for (int m = 0; m < l; m++)
             if (g_levels[m]->level == k->level)
                 CHECK_MSG(!memcmp(yl[m], ya, sizeof(float) * ny), "%s and %s differ (%s/g%d)", g_levels[m]->name,
-                          k->name, xllm_dtype_name(t), group);
+                          k->name, dtype_name(t), group);
         int bad = 0;
         for (size_t i = 0; i < ny && bad < 3; i++) {
             double tol = bound(nterms, ab[i] + (use_bias ? fabs(bias[i % (size_t)rows]) : 0));
             if (!(fabs(ya[i] - ex[i]) <= tol)) {
                 bad++;
                 CHECK_MSG(0, "%s %s/g%d %lldx%lld T=%d: y[%zu] = %.9g, exact %.9g (tol %.3g)", k->name,
-                          xllm_dtype_name(t), group, (long long)rows, (long long)cols, T, i, ya[i], ex[i], tol);
+                          dtype_name(t), group, (long long)rows, (long long)cols, T, i, ya[i], ex[i], tol);
             }
             if (!(fabs(ya[i] - ys[i]) <= 2 * tol)) {
                 bad++;
-                CHECK_MSG(0, "%s vs scalar %s/g%d: y[%zu] = %.9g vs %.9g", k->name, xllm_dtype_name(t), group, i, ya[i],
+                CHECK_MSG(0, "%s vs scalar %s/g%d: y[%zu] = %.9g vs %.9g", k->name, dtype_name(t), group, i, ya[i],
                           ys[i]);
             }
         }
@@ -253,7 +253,7 @@ static void check_qmatmul(xllm_dtype t, int group, int64_t rows, int64_t cols, i
             float *y1 = malloc(sizeof(float) * (size_t)rows);
             run_q(k, &W, x + (size_t)tt * (size_t)cols, 1, bp, y1, 0, rows);
             CHECK_MSG(!memcmp(y1, ya + (size_t)tt * rows, sizeof(float) * (size_t)rows),
-                      "%s %s/g%d %lldx%lld: token %d of %d differs alone vs in the batch", k->name, xllm_dtype_name(t),
+                      "%s %s/g%d %lldx%lld: token %d of %d differs alone vs in the batch", k->name, dtype_name(t),
                       group, (long long)rows, (long long)cols, tt, T);
             free(y1);
         }
@@ -262,30 +262,30 @@ static void check_qmatmul(xllm_dtype t, int group, int64_t rows, int64_t cols, i
         run_q(k, &W, x, T, bp, yb, 0, cut);
         run_q(k, &W, x, T, bp, yb, cut, rows);
         CHECK_MSG(!memcmp(ya, yb, sizeof(float) * ny), "%s %s/g%d: row split at %lld changes results", k->name,
-                  xllm_dtype_name(t), group, (long long)cut);
+                  dtype_name(t), group, (long long)cut);
     }
     for (int l = 0; l < g_nlevels; l++) free(yl[l]);
-    xllm_free_aligned(w);
+    mem_free_aligned(w);
     free(x), free(bias), free(ya), free(yb), free(ys), free(ex), free(ab), free(q), free(d), free(s), free(ds);
 }
 
 /* ------------------------------------------------------------- float matmul */
 
-static void check_fmatmul(xllm_dtype t, int64_t rows, int64_t cols, int T) {
-    size_t es = xllm_dtype_size(t);
+static void check_fmatmul(dtype_t t, int64_t rows, int64_t cols, int T) {
+    size_t es = dtype_size(t);
     /* offset by one element so rows are not 64-byte aligned */
-    unsigned char *buf = xllm_malloc_aligned(es * (size_t)(rows * cols + 1));
+    unsigned char *buf = mem_malloc_aligned(es * (size_t)(rows * cols + 1));
     unsigned char *w = buf + es;
     float *wf = malloc(sizeof(float) * (size_t)(rows * cols));
     for (int64_t i = 0; i < rows * cols; i++) {
         float f = frand();
         if (t == XLLM_DT_F32) memcpy(w + 4 * i, &f, 4);
         else {
-            uint16_t h = t == XLLM_DT_F16 ? xllm_f32_to_f16(f) : xllm_f32_to_bf16(f);
+            uint16_t h = t == XLLM_DT_F16 ? f32_to_f16(f) : f32_to_bf16(f);
             memcpy(w + 2 * i, &h, 2);
         }
     }
-    xllm_to_f32(t, w, wf, (size_t)(rows * cols));
+    dtype_to_f32(t, w, wf, (size_t)(rows * cols));
     matrix W = {t, 0, rows, cols, w, {0}, {0}, 0};
     float *x = malloc(sizeof(float) * (size_t)(cols * T));
     fill_act(x, cols * T);
@@ -293,7 +293,7 @@ static void check_fmatmul(xllm_dtype t, int64_t rows, int64_t cols, int T) {
     float *ya = malloc(sizeof(float) * ny), *yb = malloc(sizeof(float) * ny), *ys = malloc(sizeof(float) * ny);
     for (int l = 0; l < g_nlevels; l++) {
         const cpu_kernels *k = g_levels[l];
-        void *scr = xllm_malloc_aligned(k->scratch_bytes(cols));
+        void *scr = mem_malloc_aligned(k->scratch_bytes(cols));
         k->matmul_f(&W, x, T, NULL, ya, (size_t)rows, 0, rows, scr);
         if (l == 0) memcpy(ys, ya, sizeof(float) * ny);
         int bad = 0;
@@ -309,7 +309,7 @@ static void check_fmatmul(xllm_dtype t, int64_t rows, int64_t cols, int T) {
                 if (!(fabs(got - e) <= tol)) {
                     bad++;
                     CHECK_MSG(0, "%s %s %lldx%lld T=%d: y[%d][%lld] = %.9g, exact %.9g (tol %.3g)", k->name,
-                              xllm_dtype_name(t), (long long)rows, (long long)cols, T, tt, (long long)r, got, e, tol);
+                              dtype_name(t), (long long)rows, (long long)cols, T, tt, (long long)r, got, e, tol);
                 }
             }
         g_test_checks++;
@@ -317,17 +317,17 @@ static void check_fmatmul(xllm_dtype t, int64_t rows, int64_t cols, int T) {
             float *y1 = malloc(sizeof(float) * (size_t)rows);
             k->matmul_f(&W, x + (size_t)tt * cols, 1, NULL, y1, (size_t)rows, 0, rows, scr);
             CHECK_MSG(!memcmp(y1, ya + (size_t)tt * rows, sizeof(float) * (size_t)rows),
-                      "%s %s %lldx%lld: token %d of %d differs alone vs in the batch", k->name, xllm_dtype_name(t),
+                      "%s %s %lldx%lld: token %d of %d differs alone vs in the batch", k->name, dtype_name(t),
                       (long long)rows, (long long)cols, tt, T);
             free(y1);
         }
         int64_t cut = irand(0, (int)rows);
         k->matmul_f(&W, x, T, NULL, yb, (size_t)rows, 0, cut, scr);
         k->matmul_f(&W, x, T, NULL, yb, (size_t)rows, cut, rows, scr);
-        CHECK_MSG(!memcmp(ya, yb, sizeof(float) * ny), "%s %s: row split changes results", k->name, xllm_dtype_name(t));
-        xllm_free_aligned(scr);
+        CHECK_MSG(!memcmp(ya, yb, sizeof(float) * ny), "%s %s: row split changes results", k->name, dtype_name(t));
+        mem_free_aligned(scr);
     }
-    xllm_free_aligned(buf);
+    mem_free_aligned(buf);
     free(wf), free(x), free(ya), free(yb), free(ys);
 }
 
@@ -563,7 +563,7 @@ static void check_backend(void) {
     int64_t rows = 45, cols = 96 * 3;
     int T = 7;
     size_t rb = quant_row_bytes(XLLM_DT_Q4, 32, cols);
-    unsigned char *w = xllm_malloc_aligned(rb * (size_t)rows);
+    unsigned char *w = mem_malloc_aligned(rb * (size_t)rows);
     for (int64_t r = 0; r < rows; r++) rand_qrow(XLLM_DT_Q4, 32, cols, w + (size_t)r * rb);
     matrix Wq = {XLLM_DT_Q4, 32, rows, cols, w, {0}, {0}, 0};
     float *wf = malloc(sizeof(float) * (size_t)(rows * cols));
@@ -577,9 +577,9 @@ static void check_backend(void) {
         for (int m = 0; m < 2; m++) {
             const matrix *W = m ? &Wf : &Wq;
             if (m) {
-                void *scr = xllm_malloc_aligned(k->scratch_bytes(cols));
+                void *scr = mem_malloc_aligned(k->scratch_bytes(cols));
                 k->matmul_f(W, x, T, NULL, y0, (size_t)rows, 0, rows, scr);
-                xllm_free_aligned(scr);
+                mem_free_aligned(scr);
             } else {
                 run_q(k, W, x, T, NULL, y0, 0, rows);
             }
@@ -595,7 +595,7 @@ static void check_backend(void) {
             }
         }
     }
-    xllm_free_aligned(w);
+    mem_free_aligned(w);
     free(wf), free(x), free(y0), free(y1);
 }
 
@@ -636,7 +636,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < g_nlevels; i++) check_quant_act_nonfinite(g_levels[i]);
 
     static const int Ts[] = {1, 2, 3, 5, 17};
-    static const xllm_dtype qt[] = {XLLM_DT_Q8, XLLM_DT_Q4, XLLM_DT_Q4M};
+    static const dtype_t qt[] = {XLLM_DT_Q8, XLLM_DT_Q4, XLLM_DT_Q4M};
     static const int groups[] = {32, 64, 128};
     for (int ti = 0; ti < 3; ti++)
         for (int gi = 0; gi < 3; gi++)
@@ -651,7 +651,7 @@ int main(int argc, char **argv) {
     check_qmatmul(XLLM_DT_Q4, 32, 9, 4096, 3);
     check_qmatmul(XLLM_DT_Q8, 32, 5, 4096, 2);
 
-    static const xllm_dtype ft[] = {XLLM_DT_F32, XLLM_DT_F16, XLLM_DT_BF16};
+    static const dtype_t ft[] = {XLLM_DT_F32, XLLM_DT_F16, XLLM_DT_BF16};
     for (int ti = 0; ti < 3; ti++)
         for (int k = 0; k < 5; k++) {
             int64_t cols = k == 0 ? irand(1, 40) : irand(1, 4096 / (k == 4 ? 8 : 1));

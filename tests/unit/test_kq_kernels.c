@@ -27,12 +27,12 @@ static uint32_t rnd(void) {
 }
 
 static void put16(uint8_t *p, float f) {
-    uint16_t h = xllm_f32_to_f16(f);
+    uint16_t h = f32_to_f16(f);
     memcpy(p, &h, 2);
 }
 
 /* Random weights with sane f16 scales (as test_dot_random). */
-static uint8_t *random_rows(xllm_dtype t, int64_t rows, int64_t cols) {
+static uint8_t *random_rows(dtype_t t, int64_t rows, int64_t cols) {
     int n = kq_block_elems(t);
     size_t bb = kq_block_bytes(t), nbk = (size_t)(rows * cols / n);
     uint8_t *w = malloc(nbk * bb);
@@ -56,12 +56,12 @@ static int packed_checked;
 static void test_levels(void) {
     const cpu_kernels *ks[8];
     int nk = cpu_kernels_all(ks, 8);
-    const xllm_dtype types[] = {XLLM_DT_Q4_K, XLLM_DT_Q6_K, XLLM_DT_Q5_K, XLLM_DT_Q3_K, XLLM_DT_Q2_K,
+    const dtype_t types[] = {XLLM_DT_Q4_K, XLLM_DT_Q6_K, XLLM_DT_Q5_K, XLLM_DT_Q3_K, XLLM_DT_Q2_K,
                                 XLLM_DT_IQ4_XS, XLLM_DT_Q5_0, XLLM_DT_Q5_1, XLLM_DT_IQ4_NL};
     const int64_t rows = 13, cols = 768;
     enum { TMAX = TMAX_ALL };
     for (size_t ti = 0; ti < sizeof types / sizeof *types; ti++) {
-        xllm_dtype t = types[ti];
+        dtype_t t = types[ti];
         uint8_t *w = random_rows(t, rows, cols);
         int kind = kq_act_kind(t);
         size_t as = kq_act_bytes(kind, cols);
@@ -98,12 +98,12 @@ static void test_levels(void) {
             ks[k]->matmul_kq(&W, act + 3 * as, as, TMAX - 3, bias, &part[3][0], 13, 0, 5, scr);
             ks[k]->matmul_kq(&W, act + 3 * as, as, TMAX - 3, bias, &part[3][0], 13, 5, rows, scr);
             for (int tk = 3; tk < TMAX; tk++) same &= memcmp(part[tk], all[tk], sizeof part[tk]) == 0;
-            CHECK_MSG(same, "%s %s: results depend on T, position or row range", ks[k]->name, xllm_dtype_name(t));
+            CHECK_MSG(same, "%s %s: results depend on T, position or row range", ks[k]->name, dtype_name(t));
             /* float rounding only: within 1e-5 of the outputs' RMS */
-            CHECK_MSG(worst < 1e-5, "%s %s: %.3g x RMS off the reference", ks[k]->name, xllm_dtype_name(t), worst);
+            CHECK_MSG(worst < 1e-5, "%s %s: %.3g x RMS off the reference", ks[k]->name, dtype_name(t), worst);
             if (!strncmp(ks[k]->name, "neon", 4))
                 CHECK_MSG(!memcmp(all, ref, sizeof all), "%s %s: not the reference's bits", ks[k]->name,
-                          xllm_dtype_name(t));
+                          dtype_name(t));
             /* the level's packed layout, where it packs this type: the stored layout's bits */
             size_t pb = ks[k]->packed_bytes && ks[k]->repack ? ks[k]->packed_bytes(&W) : 0;
             if (pb) {
@@ -115,7 +115,7 @@ static void test_levels(void) {
                 ks[k]->matmul_kq(&P, act, as, TMAX, bias, &pk[0][0], 13, 0, rows, scr);
                 ks[k]->matmul_kq(&P, act + 5 * as, as, 1, bias, p1, 13, 0, rows, scr);
                 CHECK_MSG(!memcmp(pk, all, sizeof pk) && !memcmp(p1, all[5], sizeof p1), "%s %s: packed != stored",
-                          ks[k]->name, xllm_dtype_name(t));
+                          ks[k]->name, dtype_name(t));
                 packed_checked++;
                 free(pd);
             }

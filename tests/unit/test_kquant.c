@@ -22,11 +22,11 @@
 #include <string.h>
 
 static void put16(uint8_t *p, float f) {
-    uint16_t h = xllm_f32_to_f16(f);
+    uint16_t h = f32_to_f16(f);
     memcpy(p, &h, 2);
 }
 
-static float deq1(xllm_dtype t, const uint8_t *blk, int i) {
+static float deq1(dtype_t t, const uint8_t *blk, int i) {
     float out[QK_K];
     kq_dequantize_row(t, blk, kq_block_elems(t), out);
     return out[i];
@@ -189,8 +189,8 @@ static void test_activations(void) {
     memcpy(&d0, a + 32, 4);
     memcpy(&s0, a + 36, 4);
     CHECK(q[0] == 127 && (q[1] == -64 || q[1] == -63) && q[2] == 1 && q[3] == 0);
-    CHECK(d0 == xllm_f16_to_f32(xllm_f32_to_f16(2.54f / 127.0f)));
-    CHECK(s0 == xllm_f16_to_f32(xllm_f32_to_f16(2.54f / 127.0f * (float)(127 + q[1] + 1))));
+    CHECK(d0 == f16_to_f32(f32_to_f16(2.54f / 127.0f)));
+    CHECK(s0 == f16_to_f32(f32_to_f16(2.54f / 127.0f * (float)(127 + q[1] + 1))));
 }
 
 static uint32_t rng = 12345;
@@ -200,11 +200,11 @@ static uint32_t rnd(void) {
 }
 
 static void test_dot_random(void) {
-    const xllm_dtype types[] = {XLLM_DT_Q5_0, XLLM_DT_Q5_1, XLLM_DT_IQ4_NL, XLLM_DT_Q2_K, XLLM_DT_Q3_K,
+    const dtype_t types[] = {XLLM_DT_Q5_0, XLLM_DT_Q5_1, XLLM_DT_IQ4_NL, XLLM_DT_Q2_K, XLLM_DT_Q3_K,
                                 XLLM_DT_Q4_K, XLLM_DT_Q5_K, XLLM_DT_Q6_K, XLLM_DT_IQ4_XS};
     const int64_t cols = 512;
     for (size_t ti = 0; ti < sizeof types / sizeof *types; ti++) {
-        xllm_dtype t = types[ti];
+        dtype_t t = types[ti];
         int n = kq_block_elems(t);
         size_t bb = kq_block_bytes(t), rb = (size_t)(cols / n) * bb;
         uint8_t *row = malloc(rb);
@@ -241,13 +241,13 @@ static void test_dot_random(void) {
             for (int b = 0; b < cols / 32; b++) {
                 uint16_t mh;
                 memcpy(&mh, row + b * bb + 2, 2);
-                float m = xllm_f16_to_f32(mh);
+                float m = f16_to_f32(mh);
                 for (int i = 0; i < 32; i++) ref += (double)(w[b * 32 + i] - m) * xa[b * 32 + i];
                 ref += (double)m * sa[b];
             }
         }
         float got = kq_dot(t, row, act, cols);
-        CHECK_MSG(fabs(got - ref) <= 1e-5 * mag + 1e-6, "%s: dot %.7g vs %.7g", xllm_dtype_name(t), got, ref);
+        CHECK_MSG(fabs(got - ref) <= 1e-5 * mag + 1e-6, "%s: dot %.7g vs %.7g", dtype_name(t), got, ref);
         /* the matmul reference is the dot, per element */
         float y[2];
         kq_matmul_ref(t, row, cols, act, 0, 2, NULL, y, 1, 0, 1);
@@ -260,7 +260,7 @@ static void test_dot_random(void) {
 /* llama.cpp's quantized fixture tensors vs the F16 tensors they came from:
  * relative RMS error below what each type's bits allow. */
 static void test_fixtures(void) {
-    static const struct { const char *file; xllm_dtype t; double max_rel; } files[] = {
+    static const struct { const char *file; dtype_t t; double max_rel; } files[] = {
         {"kq-pure-Q2_K.gguf", XLLM_DT_Q2_K, 0.35},   {"kq-pure-Q3_K.gguf", XLLM_DT_Q3_K, 0.18},
         {"kq-pure-Q4_K.gguf", XLLM_DT_Q4_K, 0.09},   {"kq-pure-Q5_K.gguf", XLLM_DT_Q5_K, 0.045},
         {"kq-pure-Q6_K.gguf", XLLM_DT_Q6_K, 0.025},   {"kq-pure-Q5_0.gguf", XLLM_DT_Q5_0, 0.055},
@@ -283,7 +283,7 @@ static void test_fixtures(void) {
             const st_tensor *r = st_find(ref.tensors, t->name);
             CHECK(r && r->dtype == XLLM_DT_F16 && r->shape[0] == t->shape[0] && r->shape[1] == t->shape[1]);
             if (!r) continue;
-            CHECK_MSG(t->dtype == files[f].t, "%s %s: %s", files[f].file, t->name, xllm_dtype_name(t->dtype));
+            CHECK_MSG(t->dtype == files[f].t, "%s %s: %s", files[f].file, t->name, dtype_name(t->dtype));
             int64_t rows = t->shape[0], cols = t->shape[1];
             size_t rb = quant_row_bytes(t->dtype, t->group, cols);
             CHECK(t->nbytes == (size_t)rows * rb);
@@ -291,7 +291,7 @@ static void test_fixtures(void) {
             double se = 0, ss = 0;
             for (int64_t row = 0; row < rows; row++) {
                 quant_dequantize_row(t->dtype, t->group, (const char *)t->data + row * rb, cols, a);
-                xllm_to_f32(XLLM_DT_F16, (const char *)r->data + row * cols * 2, b, (size_t)cols);
+                dtype_to_f32(XLLM_DT_F16, (const char *)r->data + row * cols * 2, b, (size_t)cols);
                 for (int64_t c = 0; c < cols; c++) se += (double)(a[c] - b[c]) * (a[c] - b[c]), ss += (double)b[c] * b[c];
             }
             double rel = sqrt(se / ss);
@@ -301,7 +301,7 @@ static void test_fixtures(void) {
                 uint8_t *qrow = malloc(rb);
                 double se2 = 0;
                 for (int64_t row = 0; row < rows; row++) {
-                    xllm_to_f32(XLLM_DT_F16, (const char *)r->data + row * cols * 2, b, (size_t)cols);
+                    dtype_to_f32(XLLM_DT_F16, (const char *)r->data + row * cols * 2, b, (size_t)cols);
                     kq_quantize_row(t->dtype, b, cols, NULL, qrow);
                     quant_dequantize_row(t->dtype, t->group, qrow, cols, a);
                     for (int64_t c = 0; c < cols; c++) se2 += (double)(a[c] - b[c]) * (a[c] - b[c]);

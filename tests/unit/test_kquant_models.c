@@ -274,7 +274,7 @@ static void test_convert_types(void) {
                                    !strcmp(tb->name, "lm_head.weight")))
                 continue;
             CHECK_MSG(ta && ta->dtype == tb->dtype, "q3_k_m %s: ours %s, llama.cpp's %s", tb->name,
-                      ta ? xllm_dtype_name(ta->dtype) : "missing", xllm_dtype_name(tb->dtype));
+                      ta ? dtype_name(ta->dtype) : "missing", dtype_name(tb->dtype));
             n++;
         }
         CHECK(n == 15); /* 2 layers x 7 matrices + lm_head */
@@ -291,7 +291,7 @@ int main(void) {
     setenv("XLLM_PLAN", "0", 1); /* the planner's choices never change results; skip its timing */
     cJSON *exp;
     xllm_error err;
-    CHECK(xllm_json_load(DIR "/expected.json", &exp, &err) == XLLM_OK);
+    CHECK(json_file_load(DIR "/expected.json", &exp, &err) == XLLM_OK);
     if (!exp) return test_report("test_kquant_models");
     /* llama.cpp's arithmetic (with its f16 KV cache): the best level on all files, then the
      * others on files that cover every type; ours: the best level on all files */

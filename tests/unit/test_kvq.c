@@ -58,7 +58,7 @@ static void check_round_trip(kv_dtype dt, int hd) {
             /* q8: half a step of the stored scale df (amax/127 rounded to f16), or what clamping to
              * 127 leaves when df rounded down; f16: half an ulp of a half (2^-11 relative, 2^-25
              * absolute for subnormals) */
-            double df = xllm_f16_to_f32(xllm_f32_to_f16(amax / 127.0f));
+            double df = f16_to_f32(f32_to_f16(amax / 127.0f));
             double qtol = fmax(0.5 * df, (double)amax - 127.0 * df) * (1.0 + 1e-5) + 1e-12;
             for (int i = g * G; i < (g + 1) * G; i++) {
                 double err = fabs((double)y[i] - (double)x[i]);

@@ -36,7 +36,7 @@ static void one(const char *path, const char *name, int writes_calls, int altern
     size_t l = strlen(path);
     if (l > 6 && !strcmp(path + l - 6, ".jinja")) {
         size_t n;
-        if (xllm_read_file(path, &m.tmpl_src, &n, &xe)) { CHECK_MSG(0, "%s: %s", name, xe.message); return; }
+        if (file_read_all(path, &m.tmpl_src, &n, &xe)) { CHECK_MSG(0, "%s: %s", name, xe.message); return; }
     } else if (!(m.tmpl = xllm_chat_template_load(path, &xe))) {
         fprintf(stderr, "SKIP %s: %s\n", name, xe.message);
         return;
@@ -87,9 +87,9 @@ int main(void) {
     for (size_t i = 0; i < sizeof shared / sizeof *shared; i++) {
         char p[1024];
         snprintf(p, sizeof p, "%s/../shared/data/templates/%s/tokenizer_config.json", XLLM_SOURCE_DIR, shared[i].name);
-        if (!xllm_file_exists(p))
+        if (!path_exists(p))
             snprintf(p, sizeof p, "/work/shared/data/templates/%s/tokenizer_config.json", shared[i].name);
-        if (!xllm_file_exists(p)) { fprintf(stderr, "SKIP %s: no shared template data\n", shared[i].name); continue; }
+        if (!path_exists(p)) { fprintf(stderr, "SKIP %s: no shared template data\n", shared[i].name); continue; }
         one(p, shared[i].name, shared[i].calls, shared[i].alternates);
     }
     /* the normalization is what makes Qwen3 render: without it, content null fails */

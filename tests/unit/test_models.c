@@ -30,7 +30,7 @@ static void check_tiny(const char *arch) {
     if (!m) return;
     cJSON *exp;
     snprintf(path, sizeof path, "%s/expected.json", dir);
-    CHECK(xllm_json_load(path, &exp, &err) == XLLM_OK);
+    CHECK(json_file_load(path, &exp, &err) == XLLM_OK);
     int32_t ids[64], argmax[64], greedy[32];
     int n = json_ids(cJSON_GetObjectItem(exp, "input_ids"), ids, 64);
     int na = json_ids(cJSON_GetObjectItem(exp, "argmax"), argmax, 64);
@@ -43,7 +43,7 @@ static void check_tiny(const char *arch) {
     char *ref_raw;
     size_t ref_len;
     snprintf(path, sizeof path, "%s/logits_48x512.f32", dir);
-    CHECK(xllm_read_file(path, &ref_raw, &ref_len, &err) == XLLM_OK);
+    CHECK(file_read_all(path, &ref_raw, &ref_len, &err) == XLLM_OK);
     CHECK(ref_len == sizeof(float) * (size_t)n * (size_t)V);
     const float *ref = (const float *)ref_raw;
     double max_diff = 0;
@@ -91,7 +91,7 @@ static void check_stories(void) {
     if (!m) return;
     cJSON *exp;
     snprintf(path, sizeof path, "%s/expected.json", dir);
-    CHECK(xllm_json_load(path, &exp, &err) == XLLM_OK);
+    CHECK(json_file_load(path, &exp, &err) == XLLM_OK);
     int32_t prompt[8], want[256];
     int np = json_ids(cJSON_GetObjectItem(exp, "prompt_ids"), prompt, 8);
     int nw = json_ids(cJSON_GetObjectItem(exp, "prompt_greedy_200_ids"), want, 256);

@@ -24,7 +24,7 @@ static float frand(void) {
 
 /* Plain round-to-nearest reference: Q4 d = signed absmax / -8, Q4M over
  * [min, max]; (importance-weighted) squared error, scales rounded to f16. */
-static double rtn_error(xllm_dtype t, int group, const float *x, int64_t cols, const float *imp) {
+static double rtn_error(dtype_t t, int group, const float *x, int64_t cols, const float *imp) {
     double e = 0;
     for (int64_t g = 0; g < cols / group; g++) {
         const float *xg = x + g * group;
@@ -35,8 +35,8 @@ static double rtn_error(xllm_dtype t, int group, const float *x, int64_t cols, c
             hi = fmaxf(hi, xg[i]);
         }
         float d = t == XLLM_DT_Q4 ? vmax / -8 : (hi - lo) / 15, m = t == XLLM_DT_Q4 ? 0 : lo;
-        d = xllm_f16_to_f32(xllm_f32_to_f16(d));
-        m = xllm_f16_to_f32(xllm_f32_to_f16(m));
+        d = f16_to_f32(f32_to_f16(d));
+        m = f16_to_f32(f32_to_f16(m));
         for (int i = 0; i < group; i++) {
             float v = quant_value(t, quant_level(t, xg[i], d, m), d, m);
             e += (imp ? imp[g * group + i] : 1.0) * (double)(xg[i] - v) * (xg[i] - v);
@@ -47,7 +47,7 @@ static double rtn_error(xllm_dtype t, int group, const float *x, int64_t cols, c
 
 /* GPTQ lowers the OUTPUT error on correlated inputs compared with quantizing
  * each weight alone (activation-weighted clip search included). */
-static void check_gptq(xllm_dtype t, int64_t rows, int64_t cols, int64_t n) {
+static void check_gptq(dtype_t t, int64_t rows, int64_t cols, int64_t n) {
     float *W = malloc(sizeof(float) * rows * cols), *W2 = malloc(sizeof(float) * rows * cols);
     float *X = malloc(sizeof(float) * n * cols), *deq = malloc(sizeof(float) * cols), *imp = malloc(sizeof(float) * cols);
     double *H = calloc((size_t)(cols * cols), sizeof(double));
@@ -82,12 +82,12 @@ static void check_gptq(xllm_dtype t, int64_t rows, int64_t cols, int64_t n) {
             e_gptq += (a - ref) * (a - ref);
             e_plain += (b - ref) * (b - ref);
         }
-    CHECK_MSG(e_gptq < 0.8 * e_plain, "%s: GPTQ output error %g not below plain %g", xllm_dtype_name(t), e_gptq, e_plain);
-    fprintf(stderr, "%s GPTQ output error / weighted-clip error = %.3f\n", xllm_dtype_name(t), e_gptq / e_plain);
+    CHECK_MSG(e_gptq < 0.8 * e_plain, "%s: GPTQ output error %g not below plain %g", dtype_name(t), e_gptq, e_plain);
+    fprintf(stderr, "%s GPTQ output error / weighted-clip error = %.3f\n", dtype_name(t), e_gptq / e_plain);
     free(W); free(W2); free(X); free(deq); free(imp); free(H); free(qg); free(qp); free(dg); free(dp);
 }
 
-static void check_format(xllm_dtype t, int group, int64_t cols) {
+static void check_format(dtype_t t, int group, int64_t cols) {
     float *x = malloc(sizeof(float) * cols), *y = malloc(sizeof(float) * cols), *a = malloc(sizeof(float) * cols);
     for (int64_t i = 0; i < cols; i++) x[i] = frand() * (i % 7 == 0 ? 3.0f : 1.0f), a[i] = frand();
     size_t rb = quant_row_bytes(t, group, cols);
@@ -108,7 +108,7 @@ static void check_format(xllm_dtype t, int group, int64_t cols) {
         /* 4-bit: the searched scales never do worse than plain round-to-nearest */
         double e_search = 0, e_rtn = rtn_error(t, group, x, cols, NULL);
         for (int64_t i = 0; i < cols; i++) e_search += (double)(x[i] - y[i]) * (x[i] - y[i]);
-        CHECK_MSG(e_search <= e_rtn * 1.001, "%s g%d cols %lld: search error %g > round-to-nearest %g", xllm_dtype_name(t),
+        CHECK_MSG(e_search <= e_rtn * 1.001, "%s g%d cols %lld: search error %g > round-to-nearest %g", dtype_name(t),
                   group, (long long)cols, e_search, e_rtn);
     }
 
@@ -124,10 +124,10 @@ static void check_format(xllm_dtype t, int group, int64_t cols) {
         ref_true += (double)x[i] * a[i];
     }
     float got = quant_dot(t, group, q, qa, da, sa, dsa, cols);
-    CHECK_MSG(fabs(got - ref) <= 1e-4 * (1 + fabs(ref)) + 1e-3, "%s g%d: dot %g vs %g", xllm_dtype_name(t), group, got, ref);
+    CHECK_MSG(fabs(got - ref) <= 1e-4 * (1 + fabs(ref)) + 1e-3, "%s g%d: dot %g vs %g", dtype_name(t), group, got, ref);
     /* and close to the unquantized dot */
     double tol = t == XLLM_DT_Q8 ? 0.02 : 0.15;
-    CHECK_MSG(fabs(got - ref_true) <= tol * sqrt((double)cols), "%s g%d: dot %g far from true %g", xllm_dtype_name(t), group,
+    CHECK_MSG(fabs(got - ref_true) <= tol * sqrt((double)cols), "%s g%d: dot %g far from true %g", dtype_name(t), group,
               got, ref_true);
 
     /* with importance, the weighted error is no worse than weighted round-to-nearest */
@@ -141,7 +141,7 @@ static void check_format(xllm_dtype t, int group, int64_t cols) {
         if (t == XLLM_DT_Q8) e1 += imp[i] * (x[i] - y[i]) * (x[i] - y[i]);
         e2 += imp[i] * (x[i] - y2[i]) * (x[i] - y2[i]);
     }
-    CHECK_MSG(e2 <= e1 * 1.001, "%s g%d: weighted error %g > round-to-nearest %g", xllm_dtype_name(t), group, e2, e1);
+    CHECK_MSG(e2 <= e1 * 1.001, "%s g%d: weighted error %g > round-to-nearest %g", dtype_name(t), group, e2, e1);
     free(x); free(y); free(a); free(q); free(qa); free(da); free(sa); free(dsa); free(imp); free(y2); free(q2);
 }
 

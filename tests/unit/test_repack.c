@@ -38,13 +38,13 @@ static unsigned g_seed = 777;
  * Returns the packed matrix of the first (the caller frees its data). */
 static matrix repack_whole_and_in_pieces(const cpu_kernels *K, const matrix *S, size_t pb, int64_t piece) {
     int64_t quads = (S->rows + 3) / 4;
-    void *p1 = xllm_malloc_aligned(pb), *p2 = xllm_malloc_aligned(pb);
+    void *p1 = mem_malloc_aligned(pb), *p2 = mem_malloc_aligned(pb);
     memset(p2, 0xA5, pb);
     K->repack(S, 0, quads, p1);
     for (int64_t q0 = 0; q0 < quads; q0 += piece) K->repack(S, q0, q0 + piece < quads ? q0 + piece : quads, p2);
     CHECK_MSG(!memcmp(p1, p2, pb), "%s %s g%d %lldx%lld: repack in pieces of %lld differs", K->name,
-              xllm_dtype_name(S->dtype), S->group, (long long)S->rows, (long long)S->cols, (long long)piece);
-    xllm_free_aligned(p2);
+              dtype_name(S->dtype), S->group, (long long)S->rows, (long long)S->cols, (long long)piece);
+    mem_free_aligned(p2);
     matrix P = *S;
     P.data = p1;
     P.packed = 1;
@@ -57,9 +57,9 @@ static float frand(void) {
     return ((g_seed >> 8) & 0xffffff) / 16777216.0f * 2.0f - 1.0f;
 }
 
-static void check_shape(const cpu_kernels *K, xllm_dtype t, int g, int64_t rows, int64_t cols) {
+static void check_shape(const cpu_kernels *K, dtype_t t, int g, int64_t rows, int64_t cols) {
     size_t rb = quant_row_bytes(t, g, cols);
-    char *w = xllm_malloc_aligned(rb * (size_t)rows);
+    char *w = mem_malloc_aligned(rb * (size_t)rows);
     float *tmp = malloc(sizeof(float) * (size_t)cols);
     for (int64_t r = 0; r < rows; r++) {
         for (int64_t c = 0; c < cols; c++) tmp[c] = frand() * (r % 3 == 0 ? 0.01f : 1.0f);
@@ -68,7 +68,7 @@ static void check_shape(const cpu_kernels *K, xllm_dtype t, int g, int64_t rows,
     matrix S = {.dtype = t, .group = g, .rows = rows, .cols = cols, .data = w};
     size_t pb = K->packed_bytes(&S);
     if (!pb) { /* the level keeps this type as stored */
-        xllm_free_aligned(w);
+        mem_free_aligned(w);
         free(tmp);
         return;
     }
@@ -78,8 +78,8 @@ static void check_shape(const cpu_kernels *K, xllm_dtype t, int g, int64_t rows,
     const int Ts[] = {1, 2, 3, 4, 5, 8, 13, 40};
     int maxT = 40;
     size_t as = K->act_bytes(cols);
-    unsigned char *act = xllm_malloc_aligned(as * (size_t)maxT);
-    void *scr = xllm_malloc_aligned(K->scratch_bytes(cols));
+    unsigned char *act = mem_malloc_aligned(as * (size_t)maxT);
+    void *scr = mem_malloc_aligned(K->scratch_bytes(cols));
     float *x = malloc(sizeof(float) * (size_t)cols * (size_t)maxT);
     float *bias = malloc(sizeof(float) * (size_t)rows);
     float *ys = malloc(sizeof(float) * (size_t)rows * (size_t)maxT), *yp = malloc(sizeof(float) * (size_t)rows * (size_t)maxT);
@@ -98,14 +98,14 @@ static void check_shape(const cpu_kernels *K, xllm_dtype t, int g, int64_t rows,
                 K->matmul_q(&P, act, as, T, rows % 2 ? bias : NULL, yp, (size_t)rows, r0, r1, scr);
             }
             CHECK_MSG(!memcmp(ys, yp, sizeof(float) * (size_t)rows * (size_t)T),
-                      "%s %s g%d %lldx%lld T=%d variant %s: packed != stored", K->name, xllm_dtype_name(t), g,
+                      "%s %s g%d %lldx%lld T=%d variant %s: packed != stored", K->name, dtype_name(t), g,
                       (long long)rows, (long long)cols, T, v ? K->variant_names[v - 1] : "default");
         }
     }
-    xllm_free_aligned(act);
-    xllm_free_aligned(scr);
-    xllm_free_aligned((void *)P.data);
-    xllm_free_aligned(w);
+    mem_free_aligned(act);
+    mem_free_aligned(scr);
+    mem_free_aligned((void *)P.data);
+    mem_free_aligned(w);
     free(x);
     free(bias);
     free(ys);
@@ -119,7 +119,7 @@ static void check_backend(const cpu_kernels *K) {
     CHECK(backend_init_kernels(&be, 2, 512, 8, K, NULL) == XLLM_OK);
     int64_t rows = 37, cols = 480;
     size_t rb = quant_row_bytes(XLLM_DT_Q4, 32, cols);
-    char *w = xllm_malloc_aligned(rb * (size_t)rows);
+    char *w = mem_malloc_aligned(rb * (size_t)rows);
     for (size_t i = 0; i < rb * (size_t)rows; i++) w[i] = (char)(frand() * 127);
     for (int64_t r = 0; r < rows; r++) { /* finite f16 scales */
         for (int64_t b = 0; b < cols / 32; b++) {
@@ -146,18 +146,18 @@ static void check_backend(const cpu_kernels *K) {
     op_matmul(&be, x, 1, &S, NULL, ys);
     op_matmul(&be, x, 1, &W, NULL, yp);
     CHECK_MSG(!memcmp(ys, yp, sizeof(float) * 37), "%s: op_matmul GEMV packed != stored", K->name);
-    xllm_free_aligned(storage);
-    xllm_free_aligned(w);
+    mem_free_aligned(storage);
+    mem_free_aligned(w);
     backend_free(&be);
 }
 
 /* Random K-quant rows with finite f16 scales (d, and dmin / m where the type has one). */
-static uint8_t *kq_random(xllm_dtype t, int64_t rows, int64_t cols) {
+static uint8_t *kq_random(dtype_t t, int64_t rows, int64_t cols) {
     size_t bb = kq_block_bytes(t), nbk = (size_t)(rows * cols / kq_block_elems(t));
-    uint8_t *w = xllm_malloc_aligned(nbk * bb);
+    uint8_t *w = mem_malloc_aligned(nbk * bb);
     for (size_t i = 0; i < nbk * bb; i++) w[i] = (uint8_t)(frand() * 256.0f);
     for (size_t b = 0; b < nbk; b++) {
-        uint16_t d = xllm_f32_to_f16(0.001f + 0.01f * (frand() + 1.0f)), m = xllm_f32_to_f16(0.005f * (frand() + 1.0f));
+        uint16_t d = f32_to_f16(0.001f + 0.01f * (frand() + 1.0f)), m = f32_to_f16(0.005f * (frand() + 1.0f));
         uint8_t *p = w + b * bb;
         if (t == XLLM_DT_Q4_K || t == XLLM_DT_Q5_1) memcpy(p, &d, 2), memcpy(p + 2, &m, 2);
         else if (t == XLLM_DT_Q6_K) memcpy(p + 208, &d, 2);
@@ -170,12 +170,12 @@ static uint8_t *kq_random(xllm_dtype t, int64_t rows, int64_t cols) {
 
 static int g_kq_shapes;
 
-static void check_kq_shape(const cpu_kernels *K, xllm_dtype t, int64_t rows, int64_t cols) {
+static void check_kq_shape(const cpu_kernels *K, dtype_t t, int64_t rows, int64_t cols) {
     uint8_t *w = kq_random(t, rows, cols);
     matrix S = {.dtype = t, .group = kq_block_elems(t), .rows = rows, .cols = cols, .data = w};
     size_t pb = K->packed_bytes(&S);
     if (!pb || !K->matmul_kq) {
-        xllm_free_aligned(w);
+        mem_free_aligned(w);
         return;
     }
     g_kq_shapes++;
@@ -184,8 +184,8 @@ static void check_kq_shape(const cpu_kernels *K, xllm_dtype t, int64_t rows, int
     const int Ts[] = {1, 2, 3, 7, 8, 9, 17, 65, 70};
     const int kind = kq_act_kind(t);
     size_t as = kq_act_bytes(kind, cols);
-    uint8_t *act = xllm_malloc_aligned(as * MAXT);
-    void *scr = xllm_malloc_aligned(K->scratch_bytes(cols));
+    uint8_t *act = mem_malloc_aligned(as * MAXT);
+    void *scr = mem_malloc_aligned(K->scratch_bytes(cols));
     float *x = malloc(sizeof(float) * (size_t)cols), *bias = malloc(sizeof(float) * (size_t)rows);
     float *ys = malloc(sizeof(float) * (size_t)rows * MAXT), *yp = malloc(sizeof(float) * (size_t)rows * MAXT);
     for (int i = 0; i < MAXT; i++) {
@@ -203,20 +203,20 @@ static void check_kq_shape(const cpu_kernels *K, xllm_dtype t, int64_t rows, int
             K->matmul_kq(&P, act, as, T, bs, yp, (size_t)rows, r0, r1, scr);
         }
         CHECK_MSG(!memcmp(ys, yp, sizeof(float) * (size_t)rows * (size_t)T), "%s %s %lldx%lld T=%d: packed != stored",
-                  K->name, xllm_dtype_name(t), (long long)rows, (long long)cols, T);
+                  K->name, dtype_name(t), (long long)rows, (long long)cols, T);
         /* each token alone (GEMV) gives its bits in the batch */
         int same = 1;
         for (int tk = 0; tk < T; tk += 5) {
             K->matmul_kq(&P, act + (size_t)tk * as, as, 1, bs, yp, (size_t)rows, 0, rows, scr);
             same &= !memcmp(yp, ys + (size_t)tk * (size_t)rows, sizeof(float) * (size_t)rows);
         }
-        CHECK_MSG(same, "%s %s %lldx%lld T=%d: GEMV != GEMM", K->name, xllm_dtype_name(t), (long long)rows,
+        CHECK_MSG(same, "%s %s %lldx%lld T=%d: GEMV != GEMM", K->name, dtype_name(t), (long long)rows,
                   (long long)cols, T);
     }
-    xllm_free_aligned(act);
-    xllm_free_aligned(scr);
-    xllm_free_aligned((void *)P.data);
-    xllm_free_aligned(w);
+    mem_free_aligned(act);
+    mem_free_aligned(scr);
+    mem_free_aligned((void *)P.data);
+    mem_free_aligned(w);
     free(x);
     free(bias);
     free(ys);
@@ -225,27 +225,27 @@ static void check_kq_shape(const cpu_kernels *K, xllm_dtype t, int64_t rows, int
 
 /* Through a backend: the threaded repack, op_matmul and op_matmul_rows from a
  * row inside a packed tile (cpu_ops' head buffer) equal the stored matrix's. */
-static void check_kq_backend(const cpu_kernels *K, xllm_dtype t) {
+static void check_kq_backend(const cpu_kernels *K, dtype_t t) {
     const int64_t rows = 53, cols = 512;
     enum { BT = 11 };
     uint8_t *w = kq_random(t, rows, cols);
     matrix S = {.dtype = t, .group = kq_block_elems(t), .rows = rows, .cols = cols, .data = w}, W = S;
     if (!K->packed_bytes(&S)) {
-        xllm_free_aligned(w);
+        mem_free_aligned(w);
         return;
     }
     cpu_backend be;
     CHECK(backend_init_kernels(&be, 2, cols, BT, K, NULL) == XLLM_OK);
     void *storage = NULL;
     CHECK(backend_pack_matrix(&be, &W, &storage, NULL) == XLLM_OK);
-    CHECK_MSG(storage && W.packed, "%s %s: not packed", K->name, xllm_dtype_name(t));
+    CHECK_MSG(storage && W.packed, "%s %s: not packed", K->name, dtype_name(t));
     float x[BT * 512], ys[BT * 53], yp[BT * 53], yr[BT * 53];
     for (int i = 0; i < BT * 512; i++) x[i] = frand();
     for (int T = 1; T <= BT; T += BT - 1) {
         op_matmul(&be, x, T, &S, NULL, ys);
         op_matmul(&be, x, T, &W, NULL, yp);
         CHECK_MSG(!memcmp(ys, yp, sizeof(float) * (size_t)(T * rows)), "%s %s T=%d: op_matmul packed != stored",
-                  K->name, xllm_dtype_name(t), T);
+                  K->name, dtype_name(t), T);
         const matrix *Wp = &W;
         op_act_prepare(&be, x, T, &Wp, 1, 0);
         for (int64_t r0 = 4; r0 < rows; r0 += 20) { /* rows [r0, rows) into yr, rows - r0 per token */
@@ -254,12 +254,12 @@ static void check_kq_backend(const cpu_kernels *K, xllm_dtype t) {
             for (int tk = 0; tk < T; tk++)
                 same &= !memcmp(yr + (size_t)tk * (size_t)(rows - r0), ys + (size_t)tk * (size_t)rows + r0,
                                 sizeof(float) * (size_t)(rows - r0));
-            CHECK_MSG(same, "%s %s T=%d rows from %lld: op_matmul_rows != op_matmul", K->name, xllm_dtype_name(t), T,
+            CHECK_MSG(same, "%s %s T=%d rows from %lld: op_matmul_rows != op_matmul", K->name, dtype_name(t), T,
                       (long long)r0);
         }
     }
-    xllm_free_aligned(storage);
-    xllm_free_aligned(w);
+    mem_free_aligned(storage);
+    mem_free_aligned(w);
     backend_free(&be);
 }
 
@@ -267,7 +267,7 @@ static void check_kq_backend(const cpu_kernels *K, xllm_dtype t) {
  * same way and compute the same bits, stored and packed, GEMV and GEMM
  * (P32: IQ4_NL, IQ4_XS, Q5_x; Q23: Q2_K, Q3_K). */
 static int g_cross;
-static void check_cross(const cpu_kernels *a, const cpu_kernels *b, xllm_dtype t, int64_t rows, int64_t cols,
+static void check_cross(const cpu_kernels *a, const cpu_kernels *b, dtype_t t, int64_t rows, int64_t cols,
                             int extreme) {
     uint8_t *w = kq_random(t, rows, cols);
     if (extreme) { /* every code at its largest (Q5_x 31, IQ4 113, Q2_K 3, Q3_K 7, scales too) and
@@ -281,21 +281,21 @@ static void check_cross(const cpu_kernels *a, const cpu_kernels *b, xllm_dtype t
     }
     matrix S = {.dtype = t, .group = kq_block_elems(t), .rows = rows, .cols = cols, .data = w};
     size_t pa = a->packed_bytes(&S), pb = b->packed_bytes(&S);
-    CHECK_MSG(pa && pa == pb, "%s: avx2 packs %zu bytes, avx512 %zu", xllm_dtype_name(t), pa, pb);
+    CHECK_MSG(pa && pa == pb, "%s: avx2 packs %zu bytes, avx512 %zu", dtype_name(t), pa, pb);
     if (!pa || pa != pb) {
-        xllm_free_aligned(w);
+        mem_free_aligned(w);
         return;
     }
     g_cross++;
     matrix Pa = repack_whole_and_in_pieces(a, &S, pa, 5), Pb = repack_whole_and_in_pieces(b, &S, pb, 5);
-    CHECK_MSG(!memcmp(Pa.data, Pb.data, pa), "%s: avx2 and avx512 packed bytes differ", xllm_dtype_name(t));
+    CHECK_MSG(!memcmp(Pa.data, Pb.data, pa), "%s: avx2 and avx512 packed bytes differ", dtype_name(t));
     enum { MAXT = 70 };
     const int Ts[] = {1, 2, 5, 9, 64, 70};
     const int kind = kq_act_kind(t);
     size_t as = kq_act_bytes(kind, cols), sb = a->scratch_bytes(cols) > b->scratch_bytes(cols) ? a->scratch_bytes(cols)
                                                                                                   : b->scratch_bytes(cols);
-    uint8_t *act = xllm_malloc_aligned(as * MAXT);
-    void *scr = xllm_malloc_aligned(sb);
+    uint8_t *act = mem_malloc_aligned(as * MAXT);
+    void *scr = mem_malloc_aligned(sb);
     float *x = malloc(sizeof(float) * (size_t)cols), *ya = malloc(sizeof(float) * (size_t)rows * MAXT),
           *yb = malloc(sizeof(float) * (size_t)rows * MAXT);
     for (int i = 0; i < MAXT; i++) {
@@ -308,14 +308,14 @@ static void check_cross(const cpu_kernels *a, const cpu_kernels *b, xllm_dtype t
             a->matmul_kq(packed ? &Pa : &S, act, as, T, NULL, ya, (size_t)rows, 0, rows, scr);
             b->matmul_kq(packed ? &Pb : &S, act, as, T, NULL, yb, (size_t)rows, 0, rows, scr);
             CHECK_MSG(!memcmp(ya, yb, sizeof(float) * (size_t)rows * (size_t)T), "%s %lldx%lld T=%d %s: avx2 != avx512",
-                      xllm_dtype_name(t), (long long)rows, (long long)cols, T, packed ? "packed" : "stored");
+                      dtype_name(t), (long long)rows, (long long)cols, T, packed ? "packed" : "stored");
         }
     }
-    xllm_free_aligned(act);
-    xllm_free_aligned(scr);
-    xllm_free_aligned((void *)Pa.data);
-    xllm_free_aligned((void *)Pb.data);
-    xllm_free_aligned(w);
+    mem_free_aligned(act);
+    mem_free_aligned(scr);
+    mem_free_aligned((void *)Pa.data);
+    mem_free_aligned((void *)Pb.data);
+    mem_free_aligned(w);
     free(x);
     free(ya);
     free(yb);
@@ -327,7 +327,7 @@ int main(void) {
     const int64_t rows[] = {1, 3, 4, 5, 13, 37};
     const int64_t cols[] = {32, 96, 128, 160, 256, 384, 416, 800};
     const int groups[] = {32, 64, 128, 96};
-    const xllm_dtype types[] = {XLLM_DT_Q8, XLLM_DT_Q4, XLLM_DT_Q4M};
+    const dtype_t types[] = {XLLM_DT_Q8, XLLM_DT_Q4, XLLM_DT_Q4M};
     for (int k = 0; k < n; k++) {
         const cpu_kernels *K = all[k];
         if (!K->packed_bytes || !K->repack) continue;
@@ -340,7 +340,7 @@ int main(void) {
                         check_shape(K, types[ti], groups[gi], rows[ri], cols[ci]);
                 }
         check_backend(K);
-        const xllm_dtype kt[] = {XLLM_DT_Q4_K,  XLLM_DT_Q6_K, XLLM_DT_IQ4_NL, XLLM_DT_IQ4_XS,
+        const dtype_t kt[] = {XLLM_DT_Q4_K,  XLLM_DT_Q6_K, XLLM_DT_IQ4_NL, XLLM_DT_IQ4_XS,
                                  XLLM_DT_Q5_0,  XLLM_DT_Q5_1, XLLM_DT_Q2_K,   XLLM_DT_Q3_K};
         const int64_t krows[] = {1, 5, 16, 17, 37}, kcols[] = {256, 768};
         for (int ti = 0; ti < (int)(sizeof kt / sizeof *kt); ti++) {
@@ -355,7 +355,7 @@ int main(void) {
         if (all[k]->level == CPU_AVX512) l5 = all[k];
     }
     if (l2 && l5) {
-        const xllm_dtype pt[] = {XLLM_DT_IQ4_NL, XLLM_DT_IQ4_XS, XLLM_DT_Q5_0, XLLM_DT_Q5_1, XLLM_DT_Q2_K, XLLM_DT_Q3_K};
+        const dtype_t pt[] = {XLLM_DT_IQ4_NL, XLLM_DT_IQ4_XS, XLLM_DT_Q5_0, XLLM_DT_Q5_1, XLLM_DT_Q2_K, XLLM_DT_Q3_K};
         for (int ti = 0; ti < (int)(sizeof pt / sizeof *pt); ti++) {
             check_cross(l2, l5, pt[ti], 37, 768, 0);
             check_cross(l2, l5, pt[ti], 16, 2048, 0);

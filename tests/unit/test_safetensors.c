@@ -123,7 +123,7 @@ static void test_single(void) {
         CHECK(t && t->dtype == XLLM_DT_BF16 && t->ndim == 1 && t->shape[0] == 2 && t->nbytes == 4);
         if (t) {
             float v[2];
-            xllm_to_f32(XLLM_DT_BF16, t->data, v, 2);
+            dtype_to_f32(XLLM_DT_BF16, t->data, v, 2);
             CHECK(v[0] == 1.0f && v[1] == -3.0f);
         }
         t = st_find(a, "t_i64");

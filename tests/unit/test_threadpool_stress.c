@@ -76,7 +76,7 @@ static int run_and_check(threadpool *tp, cover_ctx *c, size_t n, size_t min_per)
 
 int main(void) {
     size_t before = xllm_allocated_bytes();
-    cover_ctx *c = xllm_calloc(1, sizeof *c);
+    cover_ctx *c = mem_calloc(1, sizeof *c);
     CHECK(c != NULL);
 
     /* churn: random sizes on pools of 1..6 threads (more than the CPUs too) */

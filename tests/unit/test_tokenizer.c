@@ -48,7 +48,7 @@ static int ids_equal(const int32_t *a, size_t na, const cJSON *arr) {
 
 static int32_t *json_ids(const cJSON *arr, size_t *n) {
     *n = (size_t)cJSON_GetArraySize(arr);
-    int32_t *v = xllm_malloc((*n ? *n : 1) * sizeof *v);
+    int32_t *v = mem_malloc((*n ? *n : 1) * sizeof *v);
     size_t i = 0;
     const cJSON *x;
     cJSON_ArrayForEach(x, arr) v[i++] = (int32_t)x->valuedouble;
@@ -63,7 +63,7 @@ static char *json_raw_string(const char *line, const char *key, size_t *len) {
     const char *p = strstr(line, pat);
     if (!p) return NULL;
     p += strlen(pat);
-    char *out = xllm_malloc(strlen(p) + 1);
+    char *out = mem_malloc(strlen(p) + 1);
     size_t n = 0;
     while (*p && *p != '"') {
         if (*p != '\\') { out[n++] = *p++; continue; }
@@ -131,7 +131,7 @@ static void check_stream(const tokenizer *t, const int32_t *ids, size_t n, int s
         return;
     }
     detok_stream *s = detok_stream_new(t, skip);
-    char *acc = xllm_malloc(full_len + 64);
+    char *acc = mem_malloc(full_len + 64);
     size_t acc_len = 0;
     int broken = 0, overflow = 0;
     for (size_t i = 0; i < n; i++) {
@@ -163,7 +163,7 @@ static void check_expected(const char *tok_path, const char *jsonl_path, int ful
     CHECK_MSG(t != NULL, "%s", e.message);
     char *data;
     size_t len;
-    CHECK_MSG(xllm_read_file(jsonl_path, &data, &len, &e) == XLLM_OK, "%s", e.message);
+    CHECK_MSG(file_read_all(jsonl_path, &data, &len, &e) == XLLM_OK, "%s", e.message);
     if (!t || !data) {
         tokenizer_free(t);
         return;
@@ -492,7 +492,7 @@ static void test_errors(void) {
     CHECK(e.code == XLLM_ERR_IO && strstr(e.message, "no-such-dir") != NULL);
     CHECK(tokenizer_load(NULL, &e) == NULL && e.code == XLLM_ERR_INVALID_ARGUMENT);
     char p[128];
-    unlink(xllm_path_join(p, sizeof p, g_dir, "tokenizer.json"));
+    unlink(path_join(p, sizeof p, g_dir, "tokenizer.json"));
     xllm_tokenizer *pt = xllm_tokenizer_load(g_dir, &e); /* a directory without tokenizer.json */
     CHECK(pt == NULL && e.code == XLLM_ERR_IO);
     xllm_tokenizer_free(pt);
@@ -553,7 +553,7 @@ static void test_errors(void) {
         CHECK(tokenizer_encode(t, NULL, 3, 1, &ids, &cnt, &e) == XLLM_ERR_INVALID_ARGUMENT);
         tokenizer_free(t);
     }
-    unlink(xllm_path_join(p, sizeof p, g_dir, "tokenizer_config.json"));
+    unlink(path_join(p, sizeof p, g_dir, "tokenizer_config.json"));
 }
 
 /* ------------------------------------------------------ random inputs */
@@ -699,7 +699,7 @@ static void test_byte_level(void) {
         size_t full_len = 0;
         CHECK(tokenizer_decode(t, rid, nr, skip, &full, &full_len, NULL) == XLLM_OK);
         detok_stream *st = detok_stream_new(t, skip);
-        xllm_buf acc = {0};
+        buf_t acc = {0};
         int whole = 1;
         for (size_t i = 0; i <= nr; i++) {
             const char *out;
@@ -708,18 +708,18 @@ static void test_byte_level(void) {
                                     : detok_stream_flush(st, &out, &out_len, NULL);
             CHECK(rc == XLLM_OK);
             if (!utf8_ok(out, out_len)) whole = 0;
-            xllm_buf_append(&acc, out, out_len);
+            buf_append(&acc, out, out_len);
         }
         CHECK_MSG(whole, "iter %d: a stream chunk splits a character", iter);
         CHECK_MSG(acc.len == full_len && memcmp(acc.p, full, full_len) == 0, "iter %d: stream \"%s\" != decode \"%s\"",
                   iter, acc.p, full);
-        xllm_buf_free(&acc);
+        buf_free(&acc);
         detok_stream_free(st);
         xllm_free(full);
     }
     /* a long input (one call, word cache and big buffers) */
     size_t big = 300000;
-    char *long_text = xllm_malloc(big);
+    char *long_text = mem_malloc(big);
     for (size_t i = 0; i < big; i++) long_text[i] = "the cat sat on the mat. \n"[i % 25];
     int32_t *ids = NULL;
     size_t n = 0;
@@ -750,9 +750,9 @@ static void test_byte_level(void) {
 static void test_malformed(void) {
     char *json;
     size_t len;
-    CHECK(xllm_read_file(FIXTURES "/tokenizer.json", &json, &len, NULL) == XLLM_OK);
+    CHECK(file_read_all(FIXTURES "/tokenizer.json", &json, &len, NULL) == XLLM_OK);
     if (!json) return;
-    char *buf = xllm_malloc(len + 1);
+    char *buf = mem_malloc(len + 1);
     int loaded = 0, failed_clean = 1;
     for (int iter = 0; iter < 600; iter++) {
         size_t n = len;
@@ -831,9 +831,9 @@ int main(void) {
     for (size_t i = 0; i < sizeof shared / sizeof *shared; i++) {
         char dir[512], exp[600];
         snprintf(dir, sizeof dir, "%s/../shared/data/tokenizers/%s", XLLM_SOURCE_DIR, shared[i]);
-        if (!xllm_is_dir(dir)) snprintf(dir, sizeof dir, "/work/shared/data/tokenizers/%s", shared[i]);
+        if (!file_is_dir(dir)) snprintf(dir, sizeof dir, "/work/shared/data/tokenizers/%s", shared[i]);
         snprintf(exp, sizeof exp, "%s/expected.jsonl", dir);
-        if (xllm_file_exists(exp)) check_expected(dir, exp, 1);
+        if (path_exists(exp)) check_expected(dir, exp, 1);
         else fprintf(stderr, "SKIP %s: no shared tokenizer data\n", shared[i]);
     }
     test_synthetic();
@@ -843,7 +843,7 @@ int main(void) {
     test_malformed();
     test_public_api();
     char p[128];
-    unlink(xllm_path_join(p, sizeof p, g_dir, "tokenizer.json"));
+    unlink(path_join(p, sizeof p, g_dir, "tokenizer.json"));
     rmdir(g_dir);
     CHECK_MSG(xllm_allocated_bytes() == before, "%zu bytes still allocated", xllm_allocated_bytes() - before);
     return test_report("test_tokenizer");

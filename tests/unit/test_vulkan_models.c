@@ -193,7 +193,7 @@ int main(void) {
     int32_t ids[64];
     snprintf(path, sizeof path, "%s/tests/data/tiny/llama/expected.json", XLLM_SOURCE_DIR);
     cJSON *exp;
-    CHECK(xllm_json_load(path, &exp, &err) == XLLM_OK);
+    CHECK(json_file_load(path, &exp, &err) == XLLM_OK);
     int n = json_ids(cJSON_GetObjectItem(exp, "input_ids"), ids, 64);
     CHECK(n == 48);
     cJSON_Delete(exp);

@@ -70,17 +70,17 @@ static float *rnd(size_t n, float scale) {
 
 /* ------------------------------------------------------------ matmul */
 
-static void test_matmul(xllm_dtype t, int group, int T, int64_t rows, int64_t cols, int bias, int add) {
+static void test_matmul(dtype_t t, int group, int T, int64_t rows, int64_t cols, int bias, int add) {
     float *wf = rnd((size_t)(rows * cols), 0.5f), *x = rnd((size_t)T * cols, 1.0f), *b = rnd((size_t)rows, 0.1f);
     float *y0 = rnd((size_t)T * rows, 1.0f);
     size_t rb = quant_row_bytes(t, group, cols);
     unsigned char *w = malloc((size_t)rows * rb);
     for (int64_t r = 0; r < rows; r++) {
-        if (xllm_dtype_is_quant(t)) quant_quantize_row(t, group, wf + r * cols, cols, NULL, w + r * rb);
+        if (dtype_is_quant(t)) quant_quantize_row(t, group, wf + r * cols, cols, NULL, w + r * rb);
         else if (t == XLLM_DT_F32) memcpy(w + r * rb, wf + r * cols, (size_t)cols * 4);
         else
             for (int64_t c = 0; c < cols; c++) {
-                uint16_t h = t == XLLM_DT_F16 ? xllm_f32_to_f16(wf[r * cols + c]) : xllm_f32_to_bf16(wf[r * cols + c]);
+                uint16_t h = t == XLLM_DT_F16 ? f32_to_f16(wf[r * cols + c]) : f32_to_bf16(wf[r * cols + c]);
                 memcpy(w + r * rb + c * 2, &h, 2);
             }
     }
@@ -118,7 +118,7 @@ static void test_matmul(xllm_dtype t, int group, int T, int64_t rows, int64_t co
                 vb->ops->matmul(vb->ctx, x2, T, &W2, b2, y2, NULL, add ? BE_ADD : 0);
                 back(vb, alt, y2, (size_t)T * rows * 4);
                 CHECK_MSG(!memcmp(alt, out[1], (size_t)T * rows * 4), "matmul %s g%d T=%d: %s%s differs in bits",
-                          xllm_dtype_name(t), group, T, v % 2 ? "tiled" : "matrix-vector", v >= 2 ? " without int8 dot" : "");
+                          dtype_name(t), group, T, v % 2 ? "tiled" : "matrix-vector", v >= 2 ? " without int8 dot" : "");
                 drop(vb, x2), drop(vb, y2);
                 if (b2) drop(vb, b2);
                 if (st2) drop(vb, st2);
@@ -129,7 +129,7 @@ static void test_matmul(xllm_dtype t, int group, int T, int64_t rows, int64_t co
             be->ops->matmul(be->ctx, x1, 1, &W, db, y1, NULL, add ? BE_ADD : 0);
             back(be, alt, y1, (size_t)rows * 4);
             CHECK_MSG(!memcmp(alt, out[1] + (size_t)(T - 1) * rows, (size_t)rows * 4),
-                      "matmul %s g%d: token %d of T=%d differs in bits from it alone", xllm_dtype_name(t), group, T - 1, T);
+                      "matmul %s g%d: token %d of T=%d differs in bits from it alone", dtype_name(t), group, T - 1, T);
             drop(be, x1), drop(be, y1);
             free(alt);
         }
@@ -138,14 +138,14 @@ static void test_matmul(xllm_dtype t, int group, int T, int64_t rows, int64_t co
         if (storage) drop(be, storage);
     }
     double e = nmse(out[1], out[0], (size_t)T * rows);
-    CHECK_MSG(e <= 1e-10, "matmul %s g%d T=%d %lldx%lld bias %d add %d: NMSE %g", xllm_dtype_name(t), group, T,
+    CHECK_MSG(e <= 1e-10, "matmul %s g%d T=%d %lldx%lld bias %d add %d: NMSE %g", dtype_name(t), group, T,
               (long long)rows, (long long)cols, bias, add, e);
     free(out[0]), free(out[1]), free(wf), free(x), free(b), free(y0), free(w);
 }
 
 /* llama.cpp's block types (unpacked at upload, f32 activations): against the
  * dequantized weights dotted in double on the host (NMSE bound 1e-10) */
-static void test_matmul_kq(xllm_dtype t, int T) {
+static void test_matmul_kq(dtype_t t, int T) {
     const int64_t rows = 19, cols = 512;
     float *wf = rnd((size_t)(rows * cols), 0.5f), *x = rnd((size_t)T * cols, 1.0f), *b = rnd((size_t)rows, 0.1f);
     size_t rb = quant_row_bytes(t, kq_block_elems(t), cols);
@@ -171,7 +171,7 @@ static void test_matmul_kq(xllm_dtype t, int T) {
     g_vk.ops->matmul(g_vk.ctx, dx, T, &W, db, dy, NULL, 0);
     back(&g_vk, out, dy, (size_t)T * rows * 4);
     double e = nmse(out, ref, (size_t)T * rows);
-    CHECK_MSG(e <= 1e-10, "matmul %s T=%d: NMSE %g vs the dequantized weights", xllm_dtype_name(t), T, e);
+    CHECK_MSG(e <= 1e-10, "matmul %s T=%d: NMSE %g vs the dequantized weights", dtype_name(t), T, e);
     drop(&g_vk, dx), drop(&g_vk, dy), drop(&g_vk, db);
     if (storage) drop(&g_vk, storage);
     free(wf), free(x), free(b), free(w), free(deq), free(ref), free(out);
@@ -356,7 +356,7 @@ int main(void) {
     }
 
     const int Ts[] = {1, 3, 17, 64};
-    struct { xllm_dtype t; int g; } types[] = {{XLLM_DT_F32, 0}, {XLLM_DT_F16, 0}, {XLLM_DT_BF16, 0}, {XLLM_DT_Q8, 32},
+    struct { dtype_t t; int g; } types[] = {{XLLM_DT_F32, 0}, {XLLM_DT_F16, 0}, {XLLM_DT_BF16, 0}, {XLLM_DT_Q8, 32},
                                                {XLLM_DT_Q4, 32}, {XLLM_DT_Q4M, 32}, {XLLM_DT_Q4, 64}, {XLLM_DT_Q4M, 128}};
     for (size_t i = 0; i < sizeof types / sizeof *types; i++)
         for (int j = 0; j < 4; j++) {
@@ -366,10 +366,10 @@ int main(void) {
     test_matmul(XLLM_DT_Q8, 32, 1, 5, 512, 1, 0); /* more columns than threads x 32 */
     int n_kq = 0;
     for (int t = XLLM_DT_Q5_0; t <= XLLM_DT_IQ4_XS; t++)
-        if (kq_can_quantize((xllm_dtype)t)) {
+        if (kq_can_quantize((dtype_t)t)) {
             n_kq++;
-            test_matmul_kq((xllm_dtype)t, 1);
-            test_matmul_kq((xllm_dtype)t, 17);
+            test_matmul_kq((dtype_t)t, 1);
+            test_matmul_kq((dtype_t)t, 17);
         }
     CHECK(n_kq >= 5);
     /* what the backend refuses: a clear error at upload, not a crash */

@@ -279,8 +279,8 @@ static int attn_shared_ready(cpu_backend *be) {
     if (be->attn_tile_state == 0) {
         int R = attn_tile_tokens(be) * (be->n_heads / be->n_kv_heads);
         size_t per = (size_t)R * ((size_t)be->head_dim + ATTN_CHUNK + 2 * ((size_t)be->head_dim + 2) + 1) + 16;
-        float *tile = xllm_malloc_array(per * (size_t)be->n_threads, sizeof(float));
-        int32_t *tiles = xllm_malloc_array(be->max_tokens + 1, sizeof(int32_t));
+        float *tile = mem_malloc_array(per * (size_t)be->n_threads, sizeof(float));
+        int32_t *tiles = mem_malloc_array(be->max_tokens + 1, sizeof(int32_t));
         if (tile && tiles) {
             be->attn_tile = tile;
             be->attn_tiles = tiles;
@@ -302,8 +302,8 @@ xllm_status cpu_attention_init(cpu_backend *be, int max_positions, xllm_error *e
     if (keys < 1) keys = 1;
     size_t items = (size_t)(2 * be->n_threads) > (size_t)be->n_heads ? (size_t)(2 * be->n_threads) : (size_t)be->n_heads;
     be->attn_part_items = items * (size_t)((keys + ATTN_CHUNK - 1) / ATTN_CHUNK);
-    be->attn_part = xllm_malloc_array(be->attn_part_items * (size_t)(be->head_dim + 2), sizeof(float));
-    if (!be->attn_part) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory for attention partials");
+    be->attn_part = mem_malloc_array(be->attn_part_items * (size_t)(be->head_dim + 2), sizeof(float));
+    if (!be->attn_part) return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory for attention partials");
     return XLLM_OK;
 }
 

@@ -73,7 +73,7 @@ static void load_row_f16(const be_attn *d, const void *base, const int32_t *tabl
     else
         kvq_load_row(d->kv_type, attn_kv_row(d, base, table, pos, kvh), d->head_dim, out);
     if (d->kv_type != KV_F16)
-        for (int i = 0; i < d->head_dim; i++) out[i] = xllm_f16_round(out[i]);
+        for (int i = 0; i < d->head_dim; i++) out[i] = f16_round(out[i]);
 }
 
 /* One (token, head) task: its query and output, keys first..pos of KV head kvh. */
@@ -89,7 +89,7 @@ typedef struct {
 static float task_f16(const be_attn *d, const attn_task *k, float scale, float *w, float *acc) {
     int hd = d->head_dim;
     float *q = w, *row = w + hd, M = -INFINITY, S = 0.0f;
-    for (int i = 0; i < hd; i++) q[i] = xllm_f16_round(k->q[i]);
+    for (int i = 0; i < hd; i++) q[i] = f16_round(k->q[i]);
     for (int j = k->first; j <= k->pos; j++) {
         load_row_f16(d, d->k_cache, k->table, j, k->kvh, row);
         float s = attn_f16_dot(row, q, hd) * scale, ms = 1.0f, vs = 1.0f;
@@ -98,12 +98,12 @@ static float task_f16(const be_attn *d, const attn_task *k, float scale, float *
             float Mold = M;
             M = s;
             ms = expf(Mold - M);
-            for (int i = 0; i < hd; i++) acc[i] = xllm_f16_round(acc[i] * ms);
+            for (int i = 0; i < hd; i++) acc[i] = f16_round(acc[i] * ms);
         } else {
             vs = expf(s - M);
         }
         load_row_f16(d, d->v_cache, k->table, j, k->kvh, row);
-        for (int i = 0; i < hd; i++) acc[i] = xllm_f16_round(fmaf(row[i], vs, acc[i]));
+        for (int i = 0; i < hd; i++) acc[i] = f16_round(fmaf(row[i], vs, acc[i]));
         S = fmaf(S, ms, vs); /* llama.cpp's S = S*ms + vs, which its compiler fuses */
     }
     return S;

@@ -104,11 +104,11 @@ typedef struct cpu_attn_kernels {
                                    .kv = {ATTN_KV_ENTRY(f32), ATTN_KV_ENTRY(f16), ATTN_KV_ENTRY(q8)}};
 
 /* The reference softmax of one query's n scores (the arithmetic every level's
- * softmax reproduces): sequential max, xllm_exp_nonpos, sequential sum. */
+ * softmax reproduces): sequential max, fast_exp_nonpos, sequential sum. */
 static inline void attn_softmax_ref(float *sc, int n, float *part) {
     float mx = -INFINITY, sum = 0.0f;
     for (int i = 0; i < n; i++) mx = sc[i] > mx ? sc[i] : mx;
-    for (int i = 0; i < n; i++) sc[i] = xllm_exp_nonpos(sc[i] - mx);
+    for (int i = 0; i < n; i++) sc[i] = fast_exp_nonpos(sc[i] - mx);
     for (int i = 0; i < n; i++) sum += sc[i];
     part[0] = mx;
     part[1] = sum;
@@ -117,7 +117,7 @@ static inline void attn_softmax_ref(float *sc, int n, float *part) {
 /* The frame of every level's softmax: attn_softmax_ref's max and sum chains,
  * G (8 or 4) queries interleaved over their common keys (each query's
  * operations and order unchanged; the dependent chains overlap), and the
- * level's exp_row(s, n, max): s[i] = xllm_exp_nonpos(s[i] - max) bit for bit. */
+ * level's exp_row(s, n, max): s[i] = fast_exp_nonpos(s[i] - max) bit for bit. */
 typedef void (*attn_exp_row_fn)(float *s, int n, float mx);
 static inline __attribute__((always_inline)) void attn_softmax_group(const int G, float *s, size_t lds, const int *n,
                                                                      float *part, size_t pst, attn_exp_row_fn exp_row) {

@@ -240,7 +240,7 @@ AI void accum_multi_T(const int DT, float *acc, size_t lda, int nq, const float 
     }
 }
 
-/* xllm_exp_nonpos(x) on 16 lanes: its operations one intrinsic each, in its
+/* fast_exp_nonpos(x) on 16 lanes: its operations one intrinsic each, in its
  * order (never fused: this file has -mfma, and a compiler could contract the
  * C version), so every lane gives the reference's bits. */
 AI __m512 exp_nonpos16(__m512 x) {
@@ -280,5 +280,5 @@ static void attn_softmax(float *s, size_t lds, int nq, const int *n, float *part
 
 ATTN_KV_TABLE(cpu_attn_avx512, attn_softmax)
 #else
-typedef int xllm_no_cpu_attn_avx512_on_this_arch;
+typedef int no_cpu_attn_avx512_on_this_arch;
 #endif

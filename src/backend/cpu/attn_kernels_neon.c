@@ -242,7 +242,7 @@ AI void accum_multi_T(const int DT, float *acc, size_t lda, int nq, const float 
  * attention.c, so it compiles to the same operations (the compiler's own
  * NEON vectorization of it included). */
 static void exp_row(float *s, int n, float mx) {
-    for (int i = 0; i < n; i++) s[i] = xllm_exp_nonpos(s[i] - mx);
+    for (int i = 0; i < n; i++) s[i] = fast_exp_nonpos(s[i] - mx);
 }
 
 static void attn_softmax(float *s, size_t lds, int nq, const int *n, float *part, size_t pst) {
@@ -251,5 +251,5 @@ static void attn_softmax(float *s, size_t lds, int nq, const int *n, float *part
 
 ATTN_KV_TABLE(cpu_attn_neon, attn_softmax)
 #else
-typedef int xllm_no_cpu_attn_neon_on_this_arch;
+typedef int no_cpu_attn_neon_on_this_arch;
 #endif

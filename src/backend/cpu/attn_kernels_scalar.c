@@ -52,7 +52,7 @@ static inline __attribute__((always_inline)) void accum_multi_T(const int DT, fl
 
 /* The reference exp (this file has the baseline flags, as attention.c). */
 static void exp_row(float *s, int n, float mx) {
-    for (int i = 0; i < n; i++) s[i] = xllm_exp_nonpos(s[i] - mx);
+    for (int i = 0; i < n; i++) s[i] = fast_exp_nonpos(s[i] - mx);
 }
 
 static void attn_softmax(float *s, size_t lds, int nq, const int *n, float *part, size_t pst) {

@@ -39,12 +39,12 @@ static const char *cb_describe(const void *ctx) { return ((const cpu_backend *)c
 
 static void *cb_alloc(void *ctx, size_t bytes) {
     (void)ctx;
-    return xllm_malloc_aligned(bytes ? bytes : 1);
+    return mem_malloc_aligned(bytes ? bytes : 1);
 }
 
 static void cb_free(void *ctx, void *p) {
     (void)ctx;
-    xllm_free_aligned(p);
+    mem_free_aligned(p);
 }
 
 static void cb_copy(void *ctx, void *dst, const void *src, size_t bytes, be_copy_kind kind) {
@@ -500,14 +500,14 @@ xllm_status cpu_backend_create(backend *out, const backend_options *o, xllm_erro
         force = !strcmp(o->attention, "per-item") ? 1 : !strcmp(o->attention, "split") ? 2
                 : !strcmp(o->attention, "shared")  ? 3 : -1;
         if (force < 0)
-            return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT,
+            return err_setf(err, XLLM_ERR_INVALID_ARGUMENT,
                                "attention strategy '%s' is unknown (known: per-item, split, shared)", o->attention);
     }
     cpu_level level;
     xllm_status st = cpu_level_from_env(o->cpu_level, &level, err);
     if (st) return st;
-    cpu_backend *cb = xllm_calloc(1, sizeof *cb);
-    if (!cb) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+    cpu_backend *cb = mem_calloc(1, sizeof *cb);
+    if (!cb) return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
     /* per-thread scratch also holds an attention item's partials and a chunk's scores */
     /* (and attention_f16.c's query, row and sum: 3 x head_dim) */
     size_t max_cols = o->max_cols, hd = (size_t)(o->head_dim > 0 ? o->head_dim : 0);
@@ -519,9 +519,9 @@ xllm_status cpu_backend_create(backend *out, const backend_options *o, xllm_erro
         return st;
     }
     cb->no_repack = o->no_repack != 0;
-    if (o->plan_cache && *o->plan_cache && !(cb->plan_cache = xllm_strdup(o->plan_cache))) {
+    if (o->plan_cache && *o->plan_cache && !(cb->plan_cache = mem_strdup(o->plan_cache))) {
         cb_destroy(cb);
-        return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+        return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
     }
     cb->attn_force = force;
     cb->arith_llama = o->arith_llama != 0;

@@ -106,7 +106,7 @@ xllm_status cpu_backend_create(backend *be, const backend_options *o, xllm_error
  * call it for each matrix a matmul will read, before the first forward) into the order the level's matmul
  * kernels stream it (rows interleaved in tiles, nibbles pre-arranged, scales
  * gathered): W->data then points at *storage (the caller frees it with
- * xllm_free_aligned) and W->packed is set. Results stay bit-identical to the
+ * mem_free_aligned) and W->packed is set. Results stay bit-identical to the
  * stored layout. No-op (XLLM_OK, *storage NULL) where the level has no packed
  * layout for W's type, or when be->no_repack is set. */
 xllm_status backend_pack_matrix(cpu_backend *be, matrix *W, void **storage, xllm_error *err);

@@ -108,13 +108,13 @@ xllm_status cpu_level_from_env(const char *value, cpu_level *out, xllm_error *er
     for (int l = 0; l < CPU_LEVEL_COUNT; l++)
         if (!strcmp(value, level_names[l])) {
             if (!cpu_level_supported((cpu_level)l))
-                return xllm_errorf(err, XLLM_ERR_UNSUPPORTED,
+                return err_setf(err, XLLM_ERR_UNSUPPORTED,
                                    "XLLM_CPU=%s: this CPU (or this build) does not support the %s kernels; available: %s",
                                    value, value, avail);
             *out = (cpu_level)l;
             return XLLM_OK;
         }
-    return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT,
+    return err_setf(err, XLLM_ERR_INVALID_ARGUMENT,
                        "XLLM_CPU=%s: unknown kernel level (known: scalar, avx2, avx512, neon, auto); available here: %s",
                        value, avail);
 }

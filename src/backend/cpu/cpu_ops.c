@@ -36,16 +36,16 @@ xllm_status backend_init_kernels(cpu_backend *be, int n_threads, size_t max_cols
     be->max_cols = max_cols;
     be->max_tokens = max_tokens;
     be->tp = threadpool_create(n_threads);
-    if (!be->tp) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "cannot start the thread pool");
+    if (!be->tp) return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "cannot start the thread pool");
     be->n_threads = threadpool_size(be->tp);
     be->scratch_floats = max_cols + 16;
     be->kscratch_bytes = (kern->scratch_bytes((int64_t)max_cols) + 63) & ~(size_t)63;
-    be->scratch = xllm_calloc((size_t)be->n_threads, sizeof(float *));
-    be->kscratch = xllm_calloc((size_t)be->n_threads, sizeof(void *));
+    be->scratch = mem_calloc((size_t)be->n_threads, sizeof(float *));
+    be->kscratch = mem_calloc((size_t)be->n_threads, sizeof(void *));
     if (!be->scratch || !be->kscratch) goto oom;
     for (int i = 0; i < be->n_threads; i++) {
-        be->scratch[i] = xllm_malloc_aligned(be->scratch_floats * sizeof(float));
-        be->kscratch[i] = xllm_malloc_aligned(be->kscratch_bytes);
+        be->scratch[i] = mem_malloc_aligned(be->scratch_floats * sizeof(float));
+        be->kscratch[i] = mem_malloc_aligned(be->kscratch_bytes);
         if (!be->scratch[i] || !be->kscratch[i]) goto oom;
     }
     /* act_bytes grows with cols; round up to whole 128-column chunks (and
@@ -53,12 +53,12 @@ xllm_status backend_init_kernels(cpu_backend *be, int n_threads, size_t max_cols
     size_t cols_cap = (max_cols + 127) / 128 * 128, cols_k = (max_cols + QK_K - 1) / QK_K * QK_K;
     be->act_row_cap = kern->act_bytes((int64_t)cols_cap) + kq_act_bytes(KQ_ACT_Q8K, (int64_t)cols_k) +
                       kq_act_bytes(KQ_ACT_Q80, (int64_t)cols_cap);
-    be->act = xllm_malloc_aligned(max_tokens * be->act_row_cap);
+    be->act = mem_malloc_aligned(max_tokens * be->act_row_cap);
     if (!be->act) goto oom;
     return XLLM_OK;
 oom:
     backend_free(be);
-    return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "cannot allocate backend scratch");
+    return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "cannot allocate backend scratch");
 }
 
 void backend_free(cpu_backend *be) {
@@ -66,12 +66,12 @@ void backend_free(cpu_backend *be) {
     xllm_free(be->attn_tile);
     xllm_free(be->attn_tiles);
     if (be->scratch)
-        for (int i = 0; i < be->n_threads; i++) xllm_free_aligned(be->scratch[i]);
+        for (int i = 0; i < be->n_threads; i++) mem_free_aligned(be->scratch[i]);
     if (be->kscratch)
-        for (int i = 0; i < be->n_threads; i++) xllm_free_aligned(be->kscratch[i]);
+        for (int i = 0; i < be->n_threads; i++) mem_free_aligned(be->kscratch[i]);
     xllm_free(be->scratch);
     xllm_free(be->kscratch);
-    xllm_free_aligned(be->act);
+    mem_free_aligned(be->act);
     threadpool_free(be->tp);
     memset(be, 0, sizeof *be);
 }
@@ -116,9 +116,9 @@ static int llama_owns(const cpu_backend *be, const matrix *W) {
 
 /* The section W reads (0: float W, which reads x). */
 static unsigned act_need(const cpu_backend *be, const matrix *W) {
-    if (llama_owns(be, W) && !xllm_dtype_is_kq(W->dtype)) return KQ_ACT_Q80; /* llama.cpp's Q8_0 / Q8_1 */
-    if (xllm_dtype_is_kq(W->dtype)) return (unsigned)kq_act_kind(W->dtype);
-    return xllm_dtype_is_quant(W->dtype) ? ACT_LEVEL : 0u;
+    if (llama_owns(be, W) && !dtype_is_kq(W->dtype)) return KQ_ACT_Q80; /* llama.cpp's Q8_0 / Q8_1 */
+    if (dtype_is_kq(W->dtype)) return (unsigned)kq_act_kind(W->dtype);
+    return dtype_is_quant(W->dtype) ? ACT_LEVEL : 0u;
 }
 
 /* Where W's activations start within a row of the current preparation. */
@@ -143,8 +143,8 @@ static void prepare_row(const cpu_backend *be, unsigned have, const float *x, in
 void op_matrix_row(const matrix *W, int64_t row, float *out) {
     size_t rb = quant_row_bytes(W->dtype, W->group, W->cols);
     const char *p = (const char *)W->data + (size_t)row * rb;
-    if (xllm_dtype_is_quant(W->dtype)) quant_dequantize_row(W->dtype, W->group, p, W->cols, out);
-    else xllm_to_f32(W->dtype, p, out, (size_t)W->cols);
+    if (dtype_is_quant(W->dtype)) quant_dequantize_row(W->dtype, W->group, p, W->cols, out);
+    else dtype_to_f32(W->dtype, p, out, (size_t)W->cols);
 }
 
 /* Rows [r0, r1) of W for T tokens on this thread, y indexed by W's row:
@@ -154,12 +154,12 @@ static void rows_abs(cpu_backend *be, const float *x, size_t act_stride, int t0,
                      const float *bias, float *y, size_t ldy, int64_t r0, int64_t r1, int thread) {
     const cpu_kernels *k = be->kern;
     int llama = llama_owns(be, W);
-    if (llama || xllm_dtype_is_kq(W->dtype)) {
+    if (llama || dtype_is_kq(W->dtype)) {
         const unsigned char *a = be->act + (size_t)t0 * act_stride + act_offset(be, W);
         if (llama) kq_matmul_llama(W->dtype, W->data, W->cols, a, act_stride, T, t0, be->act_T, bias, y, ldy, r0, r1);
         else if (k->matmul_kq) k->matmul_kq(W, a, act_stride, T, bias, y, ldy, r0, r1, be->kscratch[thread]);
         else kq_matmul_ref(W->dtype, W->data, W->cols, a, act_stride, T, bias, y, ldy, r0, r1);
-    } else if (xllm_dtype_is_quant(W->dtype))
+    } else if (dtype_is_quant(W->dtype))
         k->matmul_q(W, be->act + (size_t)t0 * act_stride, act_stride, T, bias, y, ldy, r0, r1, be->kscratch[thread]);
     else if (be->arith_llama && (W->dtype == XLLM_DT_F16 || W->dtype == XLLM_DT_F32) && !W->packed) /* f16_llama.c */
         op_f16_matmul_llama(W, x + (size_t)t0 * (size_t)W->cols, T, bias, y, ldy, r0, r1, be->scratch[thread],
@@ -188,7 +188,7 @@ static void rows_rel(cpu_backend *be, const float *x, size_t act_stride, int t0,
         head.rows = ra;
         v.data = (const char *)W->data + be->kern->packed_bytes(&head);
         v.rows = W->rows - ra;
-        assert(tile <= 64 && xllm_dtype_is_quant(W->dtype));
+        assert(tile <= 64 && dtype_is_quant(W->dtype));
         for (int tb = 0; tb < T; tb += 64) {
             int nt = T - tb < 64 ? T - tb : 64;
             rows_abs(be, x, act_stride, t0 + tb, nt, &v, bias ? bias + ra : NULL, buf, (size_t)tile, r0 - ra, re - ra,
@@ -205,8 +205,8 @@ static void rows_rel(cpu_backend *be, const float *x, size_t act_stride, int t0,
         head.rows = r0;
         off = r0 ? be->kern->packed_bytes(&head) : 0;
     } else {
-        off = (size_t)r0 * (xllm_dtype_is_quant(W->dtype) ? quant_row_bytes(W->dtype, W->group, W->cols)
-                                                          : (size_t)W->cols * xllm_dtype_size(W->dtype));
+        off = (size_t)r0 * (dtype_is_quant(W->dtype) ? quant_row_bytes(W->dtype, W->group, W->cols)
+                                                          : (size_t)W->cols * dtype_size(W->dtype));
     }
     v.data = (const char *)W->data + off;
     v.rows = W->rows - r0;
@@ -223,7 +223,7 @@ static void rows_rel(cpu_backend *be, const float *x, size_t act_stride, int t0,
  * prefetchers). Each output's arithmetic is the kernel's whatever the
  * blocks (kernels.h), so the order does not change results. */
 int op_fuse_tokens(const cpu_backend *be, const matrix *W, int T) {
-    size_t per_token = xllm_dtype_is_quant(W->dtype) ? be->act_stride : (size_t)W->cols * sizeof(float);
+    size_t per_token = dtype_is_quant(W->dtype) ? be->act_stride : (size_t)W->cols * sizeof(float);
     int tb = kernels_token_block(per_token, (size_t)384 << 10, 8);
     return T < tb ? T : tb;
 }
@@ -357,7 +357,7 @@ void op_matmul_rows(cpu_backend *be, const float *x, int t0, int T, const matrix
                     int64_t r1, float *y, size_t ldy, int thread) {
     if (T <= 0 || r1 <= r0) return;
     size_t stride = 0;
-    if (xllm_dtype_is_quant(W->dtype)) {
+    if (dtype_is_quant(W->dtype)) {
         stride = be->act_stride;
         assert(act_holds(be, x, t0 + T, W->cols, act_need(be, W)));
     }
@@ -368,7 +368,7 @@ void op_matmul_ex(cpu_backend *be, const float *x, int T, const matrix *W, const
                   unsigned flags) {
     if (T <= 0) return;
     matmul_job j = {be, x, T, W, bias, y, tmp, (flags & OP_ADD) != 0, 0};
-    if (xllm_dtype_is_quant(W->dtype)) {
+    if (dtype_is_quant(W->dtype)) {
         act_ensure(be, x, T, W->cols, act_need(be, W), (flags & OP_ACT_READY) != 0);
         j.act_stride = be->act_stride;
     }
@@ -448,7 +448,7 @@ void op_matmul_silu_mul(cpu_backend *be, const float *x, int T, const matrix *G,
     if (T <= 0 || I <= 0) return;
     assert(g0 % ROW_TILE == 0 && u0 % ROW_TILE == 0 && G->cols == U->cols);
     silu_job j = {be, x, T, G, U, g0, u0, I, gb, ub, h, tmp, 0, 0};
-    int qg = xllm_dtype_is_quant(G->dtype), qu = xllm_dtype_is_quant(U->dtype);
+    int qg = dtype_is_quant(G->dtype), qu = dtype_is_quant(U->dtype);
     if (qg || qu) {
         act_ensure(be, x, T, G->cols, act_need(be, G) | act_need(be, U), (flags & OP_ACT_READY) != 0);
         if (qg) j.sg = be->act_stride;

@@ -31,7 +31,7 @@ static float reduce16(const float *v) {
 
 /* weight i of a row, F16 or F32 */
 static inline float wat(const void *w, int f16, int64_t i) {
-    return f16 ? xllm_f16_to_f32(((const uint16_t *)w)[i]) : ((const float *)w)[i];
+    return f16 ? f16_to_f32(((const uint16_t *)w)[i]) : ((const float *)w)[i];
 }
 
 static float dot_tinyblas(const void *w, int f16, const float *x, int64_t n) {
@@ -65,7 +65,7 @@ void op_f16_matmul_llama(const matrix *W, const float *x, int T, const float *bi
     size_t es = f16 ? 2 : 4;
     for (int t = 0; t < T; t++) {
         const float *xt = x + (size_t)t * (size_t)n;
-        for (int64_t i = 0; i < n; i++) xr[i] = f16 ? xllm_f16_round(xt[i]) : xt[i];
+        for (int64_t i = 0; i < n; i++) xr[i] = f16 ? f16_round(xt[i]) : xt[i];
         for (int64_t r = r0; r < r1; r++) {
             const void *w = (const char *)W->data + (size_t)r * (size_t)n * es;
             float v = n % 16 == 0 && !vec_dot ? dot_tinyblas(w, f16, xr, n) : dot_vec(w, f16, xr, n);

@@ -38,7 +38,7 @@ void op_gelu_mul(float *g, const float *u, size_t n, int llama) {
         } else if (x >= 10.0f) {
             g[i] = x * u[i];
         } else {
-            g[i] = xllm_f16_round(gelu_tanh_llama(xllm_f16_round(x))) * u[i];
+            g[i] = f16_round(gelu_tanh_llama(f16_round(x))) * u[i];
         }
     }
 }

@@ -142,7 +142,7 @@ AI __m256 expand2(uint16_t a, uint16_t b) {
 
 /* Chunk c of a stored row, nsub (1..2) of its 2 sub-blocks present (the rest
  * zero); g: the group, a multiple of 32 (constant when inlined). */
-AI wchunk unpack(const uint8_t *row, xllm_dtype t, int g, size_t bb, int64_t c, int nsub) {
+AI wchunk unpack(const uint8_t *row, dtype_t t, int g, size_t bb, int64_t c, int nsub) {
     wchunk w;
     const uint8_t *bp[2] = {row, row};
     int off[2] = {0, 0};
@@ -181,7 +181,7 @@ typedef struct {
     __m256 dx, dm;
 } achunk;
 
-AI achunk load_act(const uint8_t *a, xllm_dtype t) {
+AI achunk load_act(const uint8_t *a, dtype_t t) {
     achunk r;
     r.a0 = _mm256_loadu_si256((const __m256i *)a);
     r.a1 = _mm256_loadu_si256((const __m256i *)(a + 32));
@@ -193,7 +193,7 @@ AI achunk load_act(const uint8_t *a, xllm_dtype t) {
 
 /* Exact int32 lanes of one row and chunk (lane 4b + l: elements 4l..4l+3 and
  * 16+4l..16+4l+3 of block b); any exact integer route gives the same sums. */
-AI __m256i isum(xllm_dtype t, __m256i w0, __m256i w1, __m256i x0, __m256i x1, __m256i a0, __m256i a1) {
+AI __m256i isum(dtype_t t, __m256i w0, __m256i w1, __m256i x0, __m256i x1, __m256i a0, __m256i a1) {
     const __m256i ones16 = _mm256_set1_epi16(1);
     if (t == XLLM_DT_Q8) {
         __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(x0, _mm256_sign_epi8(a0, w0)), ones16);
@@ -214,7 +214,7 @@ AI __m256i reduce_rows(__m256i i0, __m256i i1, __m256i i2, __m256i i3) {
  * in the same lanes. The GEMV of the stored layout runs it on one row's
  * [b0 x4 | b1 x4] lanes, everything else on 4 rows' lanes: same operations
  * per output, so every path gives the same bits. */
-AI __m256 fstep(__m256 acc, xllm_dtype t, __m256i s, __m256 sd, __m256 sm, const achunk *a) {
+AI __m256 fstep(__m256 acc, dtype_t t, __m256i s, __m256 sd, __m256 sm, const achunk *a) {
     if (t == XLLM_DT_Q4) s = _mm256_add_epi32(s, a->c8);
     __m256 p = _mm256_mul_ps(sd, a->dx);
     if (t == XLLM_DT_Q4M) return _mm256_add_ps(acc, _mm256_fmadd_ps(p, _mm256_cvtepi32_ps(s), _mm256_mul_ps(sm, a->dm)));
@@ -229,7 +229,7 @@ typedef struct {
     char none;
 } qlayout;
 
-AI qlayout make_layout(xllm_dtype t, int g) {
+AI qlayout make_layout(dtype_t t, int g) {
     (void)t, (void)g;
     qlayout L = {0};
     return L;
@@ -238,7 +238,7 @@ AI qlayout make_layout(xllm_dtype t, int g) {
 /* GEMV from the stored layout: one row against one token; rows are read one
  * after another, in memory order (4 interleaved row streams starve the
  * hardware prefetchers). Output = lane 0 + lane 4 (block parities). */
-AI void gemv_q(const uint8_t *W, size_t rb, xllm_dtype t, int g, size_t bb, int64_t cols, const uint8_t *act,
+AI void gemv_q(const uint8_t *W, size_t rb, dtype_t t, int g, size_t bb, int64_t cols, const uint8_t *act,
                const qlayout *L, const float *bias, float *y, int64_t r, const uint8_t *end) {
     (void)L;
     int64_t nfull = cols / CH, nch = n_chunks(cols);
@@ -268,7 +268,7 @@ AI void gemv_q(const uint8_t *W, size_t rb, xllm_dtype t, int g, size_t bb, int6
 
 /* One row's chunk weights in the scratch format (128 bytes): w0, w1, and for
  * Q8 x0, x1. */
-AI void store_w(uint8_t *q, xllm_dtype t, wchunk w) {
+AI void store_w(uint8_t *q, dtype_t t, wchunk w) {
     _mm256_store_si256((__m256i *)q, w.w0);
     _mm256_store_si256((__m256i *)(q + 32), w.w1);
     if (t == XLLM_DT_Q8) {
@@ -278,7 +278,7 @@ AI void store_w(uint8_t *q, xllm_dtype t, wchunk w) {
 }
 
 /* Stored rows r + i (i < 4, clamped to r1 - 1) into scratch. */
-AI void pack_q(const uint8_t *W, size_t rb, xllm_dtype t, int g, size_t bb, int64_t cols, const qlayout *L, int64_t r,
+AI void pack_q(const uint8_t *W, size_t rb, dtype_t t, int g, size_t bb, int64_t cols, const qlayout *L, int64_t r,
                int64_t r1, uint8_t *pack) {
     (void)L;
     int64_t nfull = cols / CH, nch = n_chunks(cols);
@@ -316,9 +316,9 @@ AI void pack_q(const uint8_t *W, size_t rb, xllm_dtype t, int g, size_t bb, int6
 #define QB(t) ((t) == XLLM_DT_Q8 ? 64 : 32)
 #define SB(t) ((t) == XLLM_DT_Q4M ? 32 : 16)
 
-static size_t quad_bytes(xllm_dtype t, int k) { return (size_t)k * (size_t)(4 * QB(t) + SB(t)); }
+static size_t quad_bytes(dtype_t t, int k) { return (size_t)k * (size_t)(4 * QB(t) + SB(t)); }
 
-static size_t packed_tile_bytes(xllm_dtype t, int64_t cols) {
+static size_t packed_tile_bytes(dtype_t t, int64_t cols) {
     int64_t nch = n_chunks(cols);
     size_t b = (size_t)(nch / 4) * quad_bytes(t, 4) + quad_bytes(t, (int)(nch % 4));
     return (b + 63) & ~(size_t)63;
@@ -327,7 +327,7 @@ static size_t packed_tile_bytes(xllm_dtype t, int64_t cols) {
 static size_t packed_bytes(const matrix *W) {
     if (kq_p32_avx2_type(W)) return kq_p32_avx2_packed_bytes(W); /* IQ4_NL, IQ4_XS, Q5_x: P32 (kq_pack32_avx2.c) */
     if (kq_q23_avx2_type(W)) return kq_q23_avx2_packed_bytes(W); /* Q2_K, Q3_K: Q23 (kq_pack23_avx2.c) */
-    if (!xllm_dtype_is_quant(W->dtype) || xllm_dtype_is_kq(W->dtype) || W->group % QK) return 0; /* other kq: as stored */
+    if (!dtype_is_quant(W->dtype) || dtype_is_kq(W->dtype) || W->group % QK) return 0; /* other kq: as stored */
     return (size_t)((W->rows + 3) / 4) * packed_tile_bytes(W->dtype, W->cols);
 }
 
@@ -341,7 +341,7 @@ static void repack(const matrix *W, int64_t tile0, int64_t tile1, void *out) {
         kq_q23_avx2_repack(W, tile0, tile1, out);
         return;
     }
-    xllm_dtype t = W->dtype;
+    dtype_t t = W->dtype;
     int g = W->group;
     size_t bb = quant_block_bytes(t, g), rb = quant_row_bytes(t, g, W->cols), tb = packed_tile_bytes(t, W->cols);
     int64_t cols = W->cols, nch = n_chunks(cols), nfull = cols / CH;
@@ -384,7 +384,7 @@ static void repack(const matrix *W, int64_t tile0, int64_t tile1, void *out) {
 
 /* Row i's weights of a chunk: from scratch (src = the chunk's QS bytes) or
  * from a packed chunk (src = its 4 rows' weights). */
-AI wchunk row_w(const uint8_t *src, xllm_dtype t, int i, int packed) {
+AI wchunk row_w(const uint8_t *src, dtype_t t, int i, int packed) {
     wchunk w;
     if (!packed) {
         const uint8_t *q = src + (size_t)i * 128;
@@ -412,7 +412,7 @@ AI wchunk row_w(const uint8_t *src, xllm_dtype t, int i, int packed) {
 /* Register tile: 4 rows x nt (1..NT) tokens over chunks [0, nch) of one tile,
  * from scratch (packed 0) or straight from a packed tile (packed 1, weights
  * unpacked in registers; nt == 1 is the packed GEMV). Stores rows below r1. */
-AI void tile_q(const uint8_t *src, int64_t nch, xllm_dtype t, int packed, int nt, const uint8_t *act,
+AI void tile_q(const uint8_t *src, int64_t nch, dtype_t t, int packed, int nt, const uint8_t *act,
                size_t astride, const float *bias, float *y, size_t ldy, int64_t r, int64_t r1, const uint8_t *end) {
 #define TQ_DECL(j) __m256 acc##j = _mm256_setzero_ps();
     TOKS_J(TQ_DECL)
@@ -467,7 +467,7 @@ AI void tile_q(const uint8_t *src, int64_t nch, xllm_dtype t, int packed, int nt
         else tile_q(src, nch, TY, packed, 1, act, astride, bias, y, ldy, r, r1, NULL);                             \
         break;
 
-static void tile_q_any(const uint8_t *src, int64_t nch, xllm_dtype t, int nt, const uint8_t *act, size_t astride,
+static void tile_q_any(const uint8_t *src, int64_t nch, dtype_t t, int nt, const uint8_t *act, size_t astride,
                        const float *bias, float *y, size_t ldy, int64_t r, int64_t r1) {
     const int packed = 0;
     switch (t) {
@@ -476,7 +476,7 @@ static void tile_q_any(const uint8_t *src, int64_t nch, xllm_dtype t, int nt, co
     }
 }
 
-static void tile_direct(const uint8_t *src, int64_t nch, xllm_dtype t, int nt, const uint8_t *act, size_t astride,
+static void tile_direct(const uint8_t *src, int64_t nch, dtype_t t, int nt, const uint8_t *act, size_t astride,
                         const float *bias, float *y, size_t ldy, int64_t r, int64_t r1) {
     const int packed = 1;
     switch (t) {
@@ -486,13 +486,13 @@ static void tile_direct(const uint8_t *src, int64_t nch, xllm_dtype t, int nt, c
 }
 
 /* The packed GEMV: a tile's 4 rows against one token. */
-AI void gemv_packed(const uint8_t *tile, int64_t nch, xllm_dtype t, const uint8_t *act, const float *bias, float *y,
+AI void gemv_packed(const uint8_t *tile, int64_t nch, dtype_t t, const uint8_t *act, const float *bias, float *y,
                     int64_t r, int64_t r1, const uint8_t *end) {
     tile_q(tile, nch, t, 1, 1, act, 0, bias, y, 0, r, r1, end);
 }
 
 /* A packed tile into scratch (pack_q's format). */
-AI void pack_q_packed(const uint8_t *tile, xllm_dtype t, int64_t nch, uint8_t *pack) {
+AI void pack_q_packed(const uint8_t *tile, dtype_t t, int64_t nch, uint8_t *pack) {
     for (int64_t c0 = 0; c0 < nch; c0 += 4) {
         int nq = nch - c0 < 4 ? (int)(nch - c0) : 4;
         const uint8_t *quad = tile + (size_t)(c0 / 4) * quad_bytes(t, 4);
@@ -545,7 +545,7 @@ static int64_t packed_rows(const matrix *W) { return kq_p32_avx2_type(W) || kq_q
 AI __m256i tail_mask(int n) { return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)); }
 
 /* 8 weights from element i of a row (n of them present, the rest zero), as f32. */
-AI __m256 load_w(const void *row, xllm_dtype t, int64_t i, int n) {
+AI __m256 load_w(const void *row, dtype_t t, int64_t i, int n) {
     if (t == XLLM_DT_F32)
         return n == 8 ? _mm256_loadu_ps((const float *)row + i) : _mm256_maskload_ps((const float *)row + i, tail_mask(n));
     __m128i h;
@@ -568,7 +568,7 @@ AI __m256 load_w(const void *row, xllm_dtype t, int64_t i, int n) {
 #define FTILE_IJ(F) F(0, 0) F(0, 1) F(1, 0) F(1, 1) F(2, 0) F(2, 1)
 
 /* Rows r + i (i < 3, clamped to r1 - 1) x nt (1..2) tokens. */
-AI void tile_f(const uint8_t *W, size_t rb, xllm_dtype t, int64_t cols, int nt, const float *x, size_t xs,
+AI void tile_f(const uint8_t *W, size_t rb, dtype_t t, int64_t cols, int nt, const float *x, size_t xs,
                const float *bias, float *y, size_t ldy, int64_t r, int64_t r1) {
     const uint8_t *row0 = W + (size_t)r * rb, *row1 = W + (size_t)(r + 1 < r1 ? r + 1 : r) * rb;
     const uint8_t *row2 = W + (size_t)(r + 2 < r1 ? r + 2 : r) * rb;
@@ -605,7 +605,7 @@ AI void tile_f(const uint8_t *W, size_t rb, xllm_dtype t, int64_t cols, int nt, 
     FTILE_IJ(TF_STORE)
 }
 
-AI void tile_f_any(const uint8_t *W, size_t rb, xllm_dtype t, int64_t cols, int nt, const float *x, size_t xs,
+AI void tile_f_any(const uint8_t *W, size_t rb, dtype_t t, int64_t cols, int nt, const float *x, size_t xs,
                    const float *bias, float *y, size_t ldy, int64_t r, int64_t r1) {
     if (nt == 2) tile_f(W, rb, t, cols, 2, x, xs, bias, y, ldy, r, r1);
     else tile_f(W, rb, t, cols, 1, x, xs, bias, y, ldy, r, r1);
@@ -613,7 +613,7 @@ AI void tile_f_any(const uint8_t *W, size_t rb, xllm_dtype t, int64_t cols, int 
 
 /* GEMV: one row against one token, rows in memory order; the same
  * arithmetic per output as tile_f. */
-AI void gemv_f(const uint8_t *W, size_t rb, xllm_dtype t, int64_t cols, const float *x, const float *bias, float *y,
+AI void gemv_f(const uint8_t *W, size_t rb, dtype_t t, int64_t cols, const float *x, const float *bias, float *y,
                int64_t r, const uint8_t *end) {
     const uint8_t *row = W + (size_t)r * rb;
     size_t es = rb / (size_t)cols;
@@ -656,5 +656,5 @@ const cpu_kernels cpu_kernels_avx2 = {
 };
 
 #else
-typedef int xllm_no_avx2_on_this_arch;
+typedef int no_avx2_on_this_arch;
 #endif

@@ -137,7 +137,7 @@ typedef struct {
     __m512i idx_dm;    /* words 0..15: d of lane l's sub-block (l / 4); 16..31: m */
 } qlayout;
 
-static qlayout make_layout(xllm_dtype t, int g) {
+static qlayout make_layout(dtype_t t, int g) {
     qlayout L;
     memset(&L, 0, sizeof L);
     if (g != 32 && g != 64 && g != 128) return L;
@@ -201,7 +201,7 @@ AI __m512i load_rest(const uint8_t *p, size_t n) {
 }
 
 /* A full chunk c of a row through its layout (group 32, 64 or 128). */
-AI wchunk unpack_fast(const uint8_t *row, xllm_dtype t, int g, size_t bb, int64_t c, const qlayout *L) {
+AI wchunk unpack_fast(const uint8_t *row, dtype_t t, int g, size_t bb, int64_t c, const qlayout *L) {
     wchunk w;
     const uint8_t *p = row + (size_t)c * L->cb;
     __m512i lo = _mm512_loadu_si512(p), hi = load_rest(p + 64, L->cb > 128 ? 64 : L->cb - 64);
@@ -227,7 +227,7 @@ AI wchunk unpack_fast(const uint8_t *row, xllm_dtype t, int g, size_t bb, int64_
 /* Chunk c of a quantized row with nsub (1..4) of its 4 sub-blocks present
  * (the rest zero), any group that is a multiple of 32: the tail chunk, and
  * groups without a fast layout. */
-AI wchunk unpack_any(const uint8_t *row, xllm_dtype t, int g, size_t bb, int64_t c, int nsub) {
+AI wchunk unpack_any(const uint8_t *row, dtype_t t, int g, size_t bb, int64_t c, int nsub) {
     wchunk w;
     const uint8_t *bp[4];
     int off[4];
@@ -269,7 +269,7 @@ AI wchunk unpack_any(const uint8_t *row, xllm_dtype t, int g, size_t bb, int64_t
     return w;
 }
 
-AI wchunk unpack(const uint8_t *row, xllm_dtype t, int g, size_t bb, int64_t c, int64_t nfull, int tail,
+AI wchunk unpack(const uint8_t *row, dtype_t t, int g, size_t bb, int64_t c, int64_t nfull, int tail,
                  const qlayout *L) {
     if (c < nfull) return L->fast ? unpack_fast(row, t, g, bb, c, L) : unpack_any(row, t, g, bb, c, 4);
     return unpack_any(row, t, g, bb, c, tail);
@@ -281,7 +281,7 @@ typedef struct {
     __m512 dx, dm;
 } achunk;
 
-AI achunk load_act(const uint8_t *a, xllm_dtype t) {
+AI achunk load_act(const uint8_t *a, dtype_t t) {
     achunk r;
     r.a0 = _mm512_loadu_si512(a);
     r.a1 = _mm512_loadu_si512(a + 64);
@@ -298,7 +298,7 @@ AI achunk load_act(const uint8_t *a, xllm_dtype t) {
 
 /* The per-output arithmetic of one chunk, shared by GEMV and GEMM: exact
  * int32 lanes, then the float part. */
-AI __m512 step(__m512 acc, xllm_dtype t, __m512i w0, __m512i w1, __m512i init, __m512 dw, __m512 mw, achunk a) {
+AI __m512 step(__m512 acc, dtype_t t, __m512i w0, __m512i w1, __m512i init, __m512 dw, __m512 mw, achunk a) {
     __m512i is;
     if (t == XLLM_DT_Q8) {
         is = _mm512_dpbusd_epi32(init, a.a0, w0);
@@ -320,7 +320,7 @@ AI __m512 step(__m512 acc, xllm_dtype t, __m512i w0, __m512i w1, __m512i init, _
 
 /* GEMV: one row against one token; rows are read one after another, in
  * memory order (4 interleaved row streams starve the hardware prefetchers). */
-AI void gemv_q(const uint8_t *W, size_t rb, xllm_dtype t, int g, size_t bb, int64_t cols, const uint8_t *act,
+AI void gemv_q(const uint8_t *W, size_t rb, dtype_t t, int g, size_t bb, int64_t cols, const uint8_t *act,
                const qlayout *L, const float *bias, float *y, int64_t r, const uint8_t *end) {
     int64_t nfull = cols / CH, nch = (cols + CH - 1) / CH;
     int tail = (int)(cols % CH) / QK;
@@ -337,7 +337,7 @@ AI void gemv_q(const uint8_t *W, size_t rb, xllm_dtype t, int g, size_t bb, int6
 
 /* One row's chunk in the GEMM's scratch format (PQ bytes): w0, w1, init (Q8)
  * or mw (Q4M), dw. */
-AI void store_unpacked(uint8_t *p, xllm_dtype t, wchunk w) {
+AI void store_unpacked(uint8_t *p, dtype_t t, wchunk w) {
     _mm512_store_si512(p, w.w0);
     _mm512_store_si512(p + 64, w.w1);
     if (t == XLLM_DT_Q8) _mm512_store_si512(p + 128, w.init);
@@ -347,7 +347,7 @@ AI void store_unpacked(uint8_t *p, xllm_dtype t, wchunk w) {
 
 /* Unpack rows r + i (i < 4, clamped to r1 - 1) into pack: chunk-major,
  * row-minor, ps bytes each. */
-AI void pack_q(const uint8_t *W, size_t rb, xllm_dtype t, int g, size_t bb, int64_t cols, const qlayout *L, int64_t r,
+AI void pack_q(const uint8_t *W, size_t rb, dtype_t t, int g, size_t bb, int64_t cols, const qlayout *L, int64_t r,
                int64_t r1, uint8_t *pack) {
     int64_t nfull = cols / CH, nch = (cols + CH - 1) / CH;
     int tail = (int)(cols % CH) / QK;
@@ -376,7 +376,7 @@ AI void pack_q(const uint8_t *W, size_t rb, xllm_dtype t, int g, size_t bb, int6
 
 /* Register tile: 4 packed rows x nt (1..3) tokens over all chunks; stores
  * rows below r1 only. */
-AI void tile_q(const uint8_t *pack, int64_t nch, xllm_dtype t, int nt, const uint8_t *act, size_t astride,
+AI void tile_q(const uint8_t *pack, int64_t nch, dtype_t t, int nt, const uint8_t *act, size_t astride,
                const float *bias, float *y, size_t ldy, int64_t r, int64_t r1) {
 #define TQ_DECL(i, j) __m512 c##i##j = _mm512_setzero_ps();
     TILE_IJ(TQ_DECL)
@@ -408,7 +408,7 @@ AI void tile_q(const uint8_t *pack, int64_t nch, xllm_dtype t, int nt, const uin
         else tile_q(pack, nch, TY, 1, act, astride, bias, y, ldy, r, r1);                                          \
         break;
 
-static void tile_q_any(const uint8_t *pack, int64_t nch, xllm_dtype t, int nt, const uint8_t *act, size_t astride,
+static void tile_q_any(const uint8_t *pack, int64_t nch, dtype_t t, int nt, const uint8_t *act, size_t astride,
                        const float *bias, float *y, size_t ldy, int64_t r, int64_t r1) {
     switch (t) {
         TQ_CASE(XLLM_DT_Q8) TQ_CASE(XLLM_DT_Q4) TQ_CASE(XLLM_DT_Q4M)
@@ -447,20 +447,20 @@ static void tile_q_any(const uint8_t *pack, int64_t nch, xllm_dtype t, int nt, c
  */
 #define R16_ROWS 16
 
-AI size_t r16_block_bytes(xllm_dtype t) { return t == XLLM_DT_Q8 ? 32 + 512 : 32 + 256; }
+AI size_t r16_block_bytes(dtype_t t) { return t == XLLM_DT_Q8 ? 32 + 512 : 32 + 256; }
 
 static int r16_type(const matrix *W) {
     return (W->dtype == XLLM_DT_Q4 || W->dtype == XLLM_DT_Q8) && W->group % QK == 0 && W->cols % QK == 0 &&
            W->cols % W->group == 0;
 }
 
-static size_t r16_tile_bytes(xllm_dtype t, int64_t cols) {
+static size_t r16_tile_bytes(dtype_t t, int64_t cols) {
     return ((size_t)(cols / QK) * r16_block_bytes(t) + 63) & ~(size_t)63;
 }
 
 /* Row r's part of a 16-row tile (lane i = r % 16), from its stored row;
  * row NULL: zeros. */
-static void r16_put_row(uint8_t *tile, xllm_dtype t, int g, int64_t cols, const uint8_t *row, int i) {
+static void r16_put_row(uint8_t *tile, dtype_t t, int g, int64_t cols, const uint8_t *row, int i) {
     size_t bb = quant_block_bytes(t, g), BB = r16_block_bytes(t);
     for (int64_t b = 0; b < cols / QK; b++) {
         uint8_t *blk = tile + (size_t)b * BB;
@@ -495,7 +495,7 @@ AI __m512i bcast4(const uint8_t *p) {
 /* Per token and 32-column block the int32 lanes' start: -off * (sum of the
  * block's activations), off 8 (Q4) or 128 (Q8), from the prepared -8 * lane
  * sums of token row a. */
-AI int32_t r16_corr1(const uint8_t *a, int64_t b, xllm_dtype t) {
+AI int32_t r16_corr1(const uint8_t *a, int64_t b, dtype_t t) {
     const int32_t *ls = (const int32_t *)(a + (size_t)(b / 4) * ACH + CH + 128) + 4 * (b % 4);
     int32_t s = ls[0] + ls[1] + ls[2] + ls[3];
     return t == XLLM_DT_Q8 ? s * 16 : s;
@@ -525,7 +525,7 @@ AI float r16_da1(const uint8_t *a, int64_t b) {
 AI size_t r16_panel_bytes(int64_t nb) { return (size_t)nb * R16_PB; }
 
 /* Tokens [0, nt) of act (astride bytes apart) into panel, blocks [0, nb). */
-AI void r16_pack_panel(const uint8_t *act, size_t astride, int nt, int64_t nb, xllm_dtype t, uint8_t *panel) {
+AI void r16_pack_panel(const uint8_t *act, size_t astride, int nt, int64_t nb, dtype_t t, uint8_t *panel) {
     for (int64_t b = 0; b < nb; b++) {
         uint8_t *p = panel + (size_t)b * R16_PB;
         int32_t *corr = (int32_t *)p;
@@ -582,7 +582,7 @@ AI __m512i r16_pick(__m512i a, int k) {
 /* One 16-row tile (rows r..r+15 of the view) x nt (1..8) tokens of a panel
  * over all blocks; stores rows [rs, r1) (rs >= r). pf: this pass is the
  * first over the tile (its weights come from memory): prefetch ahead. */
-AI void r16_tile(const uint8_t *tile, int64_t nb, xllm_dtype t, int nt, const uint8_t *panel, const float *bias,
+AI void r16_tile(const uint8_t *tile, int64_t nb, dtype_t t, int nt, const uint8_t *panel, const float *bias,
                  float *y, size_t ldy, int64_t r, int64_t rs, int64_t r1, int pf) {
     const size_t BB = r16_block_bytes(t);
     const __m512i m4 = _mm512_set1_epi8(0x0f);
@@ -648,7 +648,7 @@ AI void r16_tile(const uint8_t *tile, int64_t nb, xllm_dtype t, int nt, const ui
  * block's 8 vpdpbusd go into 4 independent int32 accumulators (one chain of
  * 8 would bound the stream by their latency), summed after: integer sums are
  * exact, so the result is r16_tile's to the bit. */
-AI void r16_tile1(const uint8_t *tile, int64_t nb, xllm_dtype t, const uint8_t *act, const float *bias, float *y,
+AI void r16_tile1(const uint8_t *tile, int64_t nb, dtype_t t, const uint8_t *act, const float *bias, float *y,
                   int64_t r, int64_t rs, int64_t r1) {
     const size_t BB = r16_block_bytes(t);
     const __m512i m4 = _mm512_set1_epi8(0x0f);
@@ -687,7 +687,7 @@ AI void r16_tile1(const uint8_t *tile, int64_t nb, xllm_dtype t, const uint8_t *
     _mm512_mask_storeu_ps(y + (size_t)r, m, f0);
 }
 
-AI void r16_tile_any(const uint8_t *tile, int64_t nb, xllm_dtype t, int nt, const uint8_t *panel, const float *bias,
+AI void r16_tile_any(const uint8_t *tile, int64_t nb, dtype_t t, int nt, const uint8_t *panel, const float *bias,
                      float *y, size_t ldy, int64_t r, int64_t rs, int64_t r1, int pf) {
     switch (nt) {
 #define R16_CASE(N)                                                                                                \
@@ -709,7 +709,7 @@ static int r16_token_block(int64_t nb) {
  * R16 order in scratch first) for T tokens. T == 1: the GEMV, straight from
  * the prepared row. Else for each block of tokens, their panels, then every
  * row tile with every token tile. */
-AI void r16_matmul_t(const matrix *W, xllm_dtype t, const uint8_t *act, size_t astride, int T, const float *bias,
+AI void r16_matmul_t(const matrix *W, dtype_t t, const uint8_t *act, size_t astride, int T, const float *bias,
                      float *y, size_t ldy, int64_t r0, int64_t r1, void *scratch) {
     int64_t nb = W->cols / QK;
     size_t tb = r16_tile_bytes(t, W->cols), rb = quant_row_bytes(t, W->group, W->cols);
@@ -750,7 +750,7 @@ AI void r16_matmul_t(const matrix *W, xllm_dtype t, const uint8_t *act, size_t a
  * lanes; the first of a 16-row tile also its padding, the last of the
  * matrix the lanes past the end. */
 static void r16_repack(const matrix *W, int64_t q0, int64_t q1, void *out) {
-    xllm_dtype t = W->dtype;
+    dtype_t t = W->dtype;
     size_t tb = r16_tile_bytes(t, W->cols), rb = quant_row_bytes(t, W->group, W->cols);
     size_t used = (size_t)(W->cols / QK) * r16_block_bytes(t);
     int64_t nq = (W->rows + 3) / 4;
@@ -786,19 +786,19 @@ static void r16_repack(const matrix *W, int64_t q0, int64_t q1, void *out) {
 #define PQB 64 /* weight bytes per row and chunk */
 #define PSB(t) ((t) == XLLM_DT_Q4M ? 64 : 32)
 
-static size_t pair_bytes(xllm_dtype t) { return (size_t)(8 * PQB + 2 * PSB(t)); }
+static size_t pair_bytes(dtype_t t) { return (size_t)(8 * PQB + 2 * PSB(t)); }
 
-static size_t packed_tile_bytes(xllm_dtype t, int64_t cols) {
+static size_t packed_tile_bytes(dtype_t t, int64_t cols) {
     int64_t nch = n_chunks(cols);
     size_t b = (size_t)(nch / 2) * pair_bytes(t) + (size_t)(nch % 2) * (size_t)(4 * PQB + PSB(t));
     return (b + 63) & ~(size_t)63;
 }
 
 /* Chunk c of a tile: its 4 rows' weights, and its scales. */
-AI const uint8_t *chunk_w(const uint8_t *tile, xllm_dtype t, int64_t c) {
+AI const uint8_t *chunk_w(const uint8_t *tile, dtype_t t, int64_t c) {
     return tile + (size_t)(c / 2) * pair_bytes(t) + (size_t)(c % 2) * 4 * PQB;
 }
-AI const uint8_t *chunk_s(const uint8_t *tile, xllm_dtype t, int64_t c, int64_t nch) {
+AI const uint8_t *chunk_s(const uint8_t *tile, dtype_t t, int64_t c, int64_t nch) {
     int in_pair = c / 2 * 2 + 1 < nch ? 2 : 1;
     return tile + (size_t)(c / 2) * pair_bytes(t) + (size_t)in_pair * 4 * PQB + (size_t)(c % 2) * PSB(t);
 }
@@ -808,10 +808,10 @@ AI const uint8_t *chunk_s(const uint8_t *tile, xllm_dtype t, int64_t c, int64_t 
  * 2048x4096 stream: 22-24 vs 26 GB/s, prefetch distances 0-4 KiB tried),
  * while packing gained only ~5% in prefill. Q4 and Q4M gain in both. */
 static size_t packed_bytes(const matrix *W) {
-    if (xllm_dtype_is_kq(W->dtype)) /* Q4_K, Q6_K: KR16; IQ4_NL, IQ4_XS, Q5_x: P32; Q2_K, Q3_K: Q23; Q5_K stored */
+    if (dtype_is_kq(W->dtype)) /* Q4_K, Q6_K: KR16; IQ4_NL, IQ4_XS, Q5_x: P32; Q2_K, Q3_K: Q23; Q5_K stored */
         return kq_r16_type(W) ? kq_r16_packed_bytes(W) : kq_p32_type(W) ? kq_p32_packed_bytes(W) : kq_q23_packed_bytes(W);
     if (r16_type(W)) return (size_t)((W->rows + R16_ROWS - 1) / R16_ROWS) * r16_tile_bytes(W->dtype, W->cols);
-    if (!xllm_dtype_is_quant(W->dtype) || W->dtype == XLLM_DT_Q8 || W->group % QK) return 0;
+    if (!dtype_is_quant(W->dtype) || W->dtype == XLLM_DT_Q8 || W->group % QK) return 0;
     return (size_t)((W->rows + 3) / 4) * packed_tile_bytes(W->dtype, W->cols);
 }
 
@@ -838,7 +838,7 @@ static void repack(const matrix *W, int64_t tile0, int64_t tile1, void *out) {
         r16_repack(W, tile0, tile1, out);
         return;
     }
-    xllm_dtype t = W->dtype;
+    dtype_t t = W->dtype;
     int g = W->group;
     size_t bb = quant_block_bytes(t, g), rb = quant_row_bytes(t, g, W->cols), tb = packed_tile_bytes(t, W->cols);
     int64_t cols = W->cols, nch = n_chunks(cols), nfull = cols / CH;
@@ -875,7 +875,7 @@ AI __m512 row_lanes(__m512 s, int i) {
 }
 
 /* Chunk c of row i of a packed tile, as unpack() gives it. */
-AI wchunk packed_chunk(const uint8_t *wc, __m512 sd, __m512 sm, xllm_dtype t, int i) {
+AI wchunk packed_chunk(const uint8_t *wc, __m512 sd, __m512 sm, dtype_t t, int i) {
     wchunk w;
     nibbles(_mm512_loadu_si512(wc + (size_t)i * PQB), &w.w0, &w.w1);
     w.init = _mm512_setzero_si512();
@@ -884,13 +884,13 @@ AI wchunk packed_chunk(const uint8_t *wc, __m512 sd, __m512 sm, xllm_dtype t, in
     return w;
 }
 
-AI void chunk_scales(const uint8_t *p, xllm_dtype t, __m512 *sd, __m512 *sm) {
+AI void chunk_scales(const uint8_t *p, dtype_t t, __m512 *sd, __m512 *sm) {
     *sd = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
     *sm = t == XLLM_DT_Q4M ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p + 32))) : _mm512_setzero_ps();
 }
 
 /* GEMV over one packed tile: rows r..r+3 (stores those below r1). */
-AI void gemv_packed(const uint8_t *tile, int64_t nch, xllm_dtype t, const uint8_t *act, const float *bias, float *y,
+AI void gemv_packed(const uint8_t *tile, int64_t nch, dtype_t t, const uint8_t *act, const float *bias, float *y,
                     int64_t r, int64_t r1, const uint8_t *end) {
     __m512 c0 = _mm512_setzero_ps(), c1 = c0, c2 = c0, c3 = c0;
     for (int64_t c = 0; c < nch; c++) {
@@ -919,7 +919,7 @@ AI void gemv_packed(const uint8_t *tile, int64_t nch, xllm_dtype t, const uint8_
 }
 
 /* The GEMM's tile unpack (pack_q's format) from a packed tile. */
-AI void pack_q_packed(const uint8_t *tile, xllm_dtype t, int64_t nch, uint8_t *pack) {
+AI void pack_q_packed(const uint8_t *tile, dtype_t t, int64_t nch, uint8_t *pack) {
     for (int64_t c = 0; c < nch; c++) {
         const uint8_t *wc = chunk_w(tile, t, c);
         __m512 sd, sm;
@@ -933,7 +933,7 @@ AI void pack_q_packed(const uint8_t *tile, xllm_dtype t, int64_t nch, uint8_t *p
 /* Register tile straight from a packed tile (no unpack into scratch): 4 rows
  * x nt (1..3) tokens, weights unpacked in registers for every token tile.
  * The same per-output operations as tile_q. */
-AI void tile_q_direct(const uint8_t *tile, int64_t nch, xllm_dtype t, int nt, const uint8_t *act, size_t astride,
+AI void tile_q_direct(const uint8_t *tile, int64_t nch, dtype_t t, int nt, const uint8_t *act, size_t astride,
                       const float *bias, float *y, size_t ldy, int64_t r, int64_t r1) {
     TILE_IJ(TQ_DECL)
     for (int64_t c = 0; c < nch; c++) {
@@ -955,7 +955,7 @@ AI void tile_q_direct(const uint8_t *tile, int64_t nch, xllm_dtype t, int nt, co
     TILE_STORE()
 }
 
-AI void tile_direct(const uint8_t *tile, int64_t nch, xllm_dtype t, int nt, const uint8_t *act, size_t astride,
+AI void tile_direct(const uint8_t *tile, int64_t nch, dtype_t t, int nt, const uint8_t *act, size_t astride,
                     const float *bias, float *y, size_t ldy, int64_t r, int64_t r1) {
     if (nt == 3) tile_q_direct(tile, nch, t, 3, act, astride, bias, y, ldy, r, r1);
     else if (nt == 2) tile_q_direct(tile, nch, t, 2, act, astride, bias, y, ldy, r, r1);
@@ -1007,7 +1007,7 @@ static size_t scratch_bytes(int64_t cols) {
 /* ----------------------------------------------------------- float matmul */
 
 /* 16 weights from element i of a row (m: which lanes), as f32, zeros elsewhere. */
-AI __m512 load_w(const void *row, xllm_dtype t, int64_t i, __mmask16 m) {
+AI __m512 load_w(const void *row, dtype_t t, int64_t i, __mmask16 m) {
     if (t == XLLM_DT_F32)
         return m == 0xffff ? _mm512_loadu_ps((const float *)row + i) : _mm512_maskz_loadu_ps(m, (const float *)row + i);
     __m256i h = m == 0xffff ? _mm256_loadu_si256((const __m256i *)((const uint16_t *)row + i))
@@ -1023,7 +1023,7 @@ AI __m512 load_w(const void *row, xllm_dtype t, int64_t i, __mmask16 m) {
 
 /* Rows r + i (i < 4, clamped to r1 - 1) x nt (1..4) tokens; one 16-lane
  * accumulator each, columns in order, the tail masked. nt == 1 is the GEMV. */
-AI void tile_f(const uint8_t *W, size_t rb, xllm_dtype t, int64_t cols, int nt, const float *x, size_t xs,
+AI void tile_f(const uint8_t *W, size_t rb, dtype_t t, int64_t cols, int nt, const float *x, size_t xs,
                const float *bias, float *y, size_t ldy, int64_t r, int64_t r1) {
     const uint8_t *row[4];
     for (int i = 0; i < 4; i++) row[i] = W + (size_t)(r + i < r1 ? r + i : r1 - 1) * rb;
@@ -1055,7 +1055,7 @@ AI void tile_f(const uint8_t *W, size_t rb, xllm_dtype t, int64_t cols, int nt, 
     FTILE_IJ(TF_STORE)
 }
 
-AI void tile_f_any(const uint8_t *W, size_t rb, xllm_dtype t, int64_t cols, int nt, const float *x, size_t xs,
+AI void tile_f_any(const uint8_t *W, size_t rb, dtype_t t, int64_t cols, int nt, const float *x, size_t xs,
                    const float *bias, float *y, size_t ldy, int64_t r, int64_t r1) {
     switch (nt) {
     case 4: tile_f(W, rb, t, cols, 4, x, xs, bias, y, ldy, r, r1); break;
@@ -1067,7 +1067,7 @@ AI void tile_f_any(const uint8_t *W, size_t rb, xllm_dtype t, int64_t cols, int 
 
 /* GEMV: one row against one token, rows in memory order; the same
  * arithmetic per output as tile_f. */
-AI void gemv_f(const uint8_t *W, size_t rb, xllm_dtype t, int64_t cols, const float *x, const float *bias, float *y,
+AI void gemv_f(const uint8_t *W, size_t rb, dtype_t t, int64_t cols, const float *x, const float *bias, float *y,
                int64_t r, const uint8_t *end) {
     const uint8_t *row = W + (size_t)r * rb;
     size_t es = rb / (size_t)cols;
@@ -1108,5 +1108,5 @@ const cpu_kernels cpu_kernels_avx512 = {
 };
 
 #else
-typedef int xllm_no_avx512_on_this_arch;
+typedef int no_avx512_on_this_arch;
 #endif

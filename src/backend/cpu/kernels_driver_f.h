@@ -20,10 +20,10 @@
  * over the caller's rows.
  */
 
-AI void matmul_f_t(const matrix *W, xllm_dtype t, const float *x, int T, const float *bias, float *y, size_t ldy,
+AI void matmul_f_t(const matrix *W, dtype_t t, const float *x, int T, const float *bias, float *y, size_t ldy,
                    int64_t r0, int64_t r1) {
     int64_t cols = W->cols;
-    size_t rb = (size_t)cols * xllm_dtype_size(t), xs = (size_t)cols;
+    size_t rb = (size_t)cols * dtype_size(t), xs = (size_t)cols;
     if (T == 1) {
         for (int64_t r = r0; r < r1; r++)
             gemv_f(W->data, rb, t, cols, x, bias, y, r, (const uint8_t *)W->data + (size_t)r1 * rb);

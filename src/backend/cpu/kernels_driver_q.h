@@ -60,7 +60,7 @@ static int token_block(size_t bytes_per_token) { return kernels_token_block(byte
     }
 
 /* Stored rows [r0, r1) of W (type t, group g) for T tokens. */
-AI void matmul_q_t(const matrix *W, xllm_dtype t, int g, const void *act_, size_t astride, int T, const float *bias,
+AI void matmul_q_t(const matrix *W, dtype_t t, int g, const void *act_, size_t astride, int T, const float *bias,
                    float *y, size_t ldy, int64_t r0, int64_t r1, void *scratch) {
     const uint8_t *Wd = W->data, *act = act_;
     size_t bb = quant_block_bytes(t, g), rb = quant_row_bytes(t, g, W->cols);
@@ -100,7 +100,7 @@ static const char *const packed_variants[] = {"direct", "pack/24", "pack/48", "p
 
 /* Packed rows [r0, r1) of W (type t; r0 a multiple of 4: cpu_ops splits rows
  * in tiles) for T tokens. */
-AI void matmul_packed_t(const matrix *W, xllm_dtype t, const uint8_t *act, size_t astride, int T, const float *bias,
+AI void matmul_packed_t(const matrix *W, dtype_t t, const uint8_t *act, size_t astride, int T, const float *bias,
                         float *y, size_t ldy, int64_t r0, int64_t r1, void *scratch) {
     const uint8_t *P = W->data;
     int64_t nch = n_chunks(W->cols);

@@ -9,5 +9,5 @@
 #define NEON_NAME "neon+dotprod"
 #include "backend/cpu/kernels_neon_impl.h"
 #else
-typedef int xllm_no_neon_dot_on_this_arch;
+typedef int no_neon_dot_on_this_arch;
 #endif

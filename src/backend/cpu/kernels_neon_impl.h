@@ -126,7 +126,7 @@ AI uint16_t rd16(const uint8_t *p) {
 AI float32x4_t f16x4(const uint16_t *h) { return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(h))); }
 
 /* Chunk c of a row, nsub (1..4) of its 4 sub-blocks present (the rest zero). */
-AI wchunk unpack(const uint8_t *row, xllm_dtype t, int g, size_t bb, int64_t c, int nsub) {
+AI wchunk unpack(const uint8_t *row, dtype_t t, int g, size_t bb, int64_t c, int nsub) {
     wchunk w;
     uint16_t dh[4] = {0, 0, 0, 0}, mh[4] = {0, 0, 0, 0};
     for (int j = 0; j < 4; j++) {
@@ -155,7 +155,7 @@ AI wchunk unpack(const uint8_t *row, xllm_dtype t, int g, size_t bb, int64_t c, 
 }
 
 /* The per-output arithmetic of one chunk, shared by GEMV and GEMM. */
-AI float32x4_t step(float32x4_t acc, xllm_dtype t, const int8x16_t *w, float32x4_t dw, float32x4_t mw,
+AI float32x4_t step(float32x4_t acc, dtype_t t, const int8x16_t *w, float32x4_t dw, float32x4_t mw,
                     const uint8_t *a) {
     const int8_t *q = (const int8_t *)a;
     int32x4_t p0 = dot32(w[0], w[1], q), p1 = dot32(w[2], w[3], q + 32);
@@ -181,7 +181,7 @@ typedef struct {
     char none;
 } qlayout;
 
-AI qlayout make_layout(xllm_dtype t, int g) {
+AI qlayout make_layout(dtype_t t, int g) {
     (void)t, (void)g;
     qlayout L = {0};
     return L;
@@ -189,7 +189,7 @@ AI qlayout make_layout(xllm_dtype t, int g) {
 
 /* GEMV: one row against one token; rows are read one after another, in
  * memory order. */
-AI void gemv_q(const uint8_t *W, size_t rb, xllm_dtype t, int g, size_t bb, int64_t cols, const uint8_t *act,
+AI void gemv_q(const uint8_t *W, size_t rb, dtype_t t, int g, size_t bb, int64_t cols, const uint8_t *act,
                const qlayout *L, const float *bias, float *y, int64_t r, const uint8_t *end) {
     (void)L;
     int64_t nfull = cols / CH, nch = n_chunks(cols);
@@ -205,7 +205,7 @@ AI void gemv_q(const uint8_t *W, size_t rb, xllm_dtype t, int g, size_t bb, int6
     y[r] = vaddvq_f32(acc) + (bias ? bias[r] : 0.0f);
 }
 
-AI void pack_q(const uint8_t *W, size_t rb, xllm_dtype t, int g, size_t bb, int64_t cols, const qlayout *L, int64_t r,
+AI void pack_q(const uint8_t *W, size_t rb, dtype_t t, int g, size_t bb, int64_t cols, const qlayout *L, int64_t r,
                int64_t r1, uint8_t *pack) {
     (void)L;
     int64_t nfull = cols / CH, nch = n_chunks(cols);
@@ -222,7 +222,7 @@ AI void pack_q(const uint8_t *W, size_t rb, xllm_dtype t, int g, size_t bb, int6
 }
 
 /* Register tile: 4 packed rows x nt (1..4) tokens; stores rows below r1. */
-AI void tile_q(const uint8_t *pack, int64_t nch, xllm_dtype t, int nt, const uint8_t *act, size_t astride,
+AI void tile_q(const uint8_t *pack, int64_t nch, dtype_t t, int nt, const uint8_t *act, size_t astride,
                const float *bias, float *y, size_t ldy, int64_t r, int64_t r1) {
 #define TQ_DECL(i, j) float32x4_t c##i##j = vdupq_n_f32(0);
     TILE_IJ(TQ_DECL)
@@ -255,7 +255,7 @@ AI void tile_q(const uint8_t *pack, int64_t nch, xllm_dtype t, int nt, const uin
         else tile_q(pack, nch, TY, 1, act, astride, bias, y, ldy, r, r1);                                          \
         break;
 
-static void tile_q_any(const uint8_t *pack, int64_t nch, xllm_dtype t, int nt, const uint8_t *act, size_t astride,
+static void tile_q_any(const uint8_t *pack, int64_t nch, dtype_t t, int nt, const uint8_t *act, size_t astride,
                        const float *bias, float *y, size_t ldy, int64_t r, int64_t r1) {
     switch (t) {
         TQ_CASE(XLLM_DT_Q8) TQ_CASE(XLLM_DT_Q4) TQ_CASE(XLLM_DT_Q4M)
@@ -287,7 +287,7 @@ static int64_t packed_rows(const matrix *W) { return kq_pk_neon_type(W) ? 16 : 4
 /* ----------------------------------------------------------- float matmul */
 
 /* 4 weights from element i of a row (n of them present, the rest zero), as f32. */
-AI float32x4_t load_w(const void *row, xllm_dtype t, int64_t i, int n) {
+AI float32x4_t load_w(const void *row, dtype_t t, int64_t i, int n) {
     if (t == XLLM_DT_F32) {
         if (n == 4) return vld1q_f32((const float *)row + i);
         float buf[4] = {0, 0, 0, 0};
@@ -327,7 +327,7 @@ AI float sum4q(float32x4_t q0, float32x4_t q1, float32x4_t q2, float32x4_t q3) {
     return vaddvq_f32(vaddq_f32(vaddq_f32(q0, q1), vaddq_f32(q2, q3)));
 }
 
-AI void tile_f(const uint8_t *W, size_t rb, xllm_dtype t, int64_t cols, int nt, const float *x, size_t xs,
+AI void tile_f(const uint8_t *W, size_t rb, dtype_t t, int64_t cols, int nt, const float *x, size_t xs,
                const float *bias, float *y, size_t ldy, int64_t r, int64_t r1) {
     const uint8_t *row0 = W + (size_t)r * rb, *row1 = W + (size_t)(r + 1 < r1 ? r + 1 : r) * rb;
     const uint8_t *row2 = W + (size_t)(r + 2 < r1 ? r + 2 : r) * rb;
@@ -367,7 +367,7 @@ AI void tile_f(const uint8_t *W, size_t rb, xllm_dtype t, int64_t cols, int nt, 
     FTILE_IJ(TF_STORE)
 }
 
-AI void tile_f_any(const uint8_t *W, size_t rb, xllm_dtype t, int64_t cols, int nt, const float *x, size_t xs,
+AI void tile_f_any(const uint8_t *W, size_t rb, dtype_t t, int64_t cols, int nt, const float *x, size_t xs,
                    const float *bias, float *y, size_t ldy, int64_t r, int64_t r1) {
     if (nt == 2) tile_f(W, rb, t, cols, 2, x, xs, bias, y, ldy, r, r1);
     else tile_f(W, rb, t, cols, 1, x, xs, bias, y, ldy, r, r1);
@@ -375,7 +375,7 @@ AI void tile_f_any(const uint8_t *W, size_t rb, xllm_dtype t, int64_t cols, int 
 
 /* GEMV: one row against one token, rows in memory order; the same
  * arithmetic per output as tile_f. */
-AI void gemv_f(const uint8_t *W, size_t rb, xllm_dtype t, int64_t cols, const float *x, const float *bias, float *y,
+AI void gemv_f(const uint8_t *W, size_t rb, dtype_t t, int64_t cols, const float *x, const float *bias, float *y,
                int64_t r, const uint8_t *end) {
     const uint8_t *row = W + (size_t)r * rb;
     size_t es = rb / (size_t)cols;

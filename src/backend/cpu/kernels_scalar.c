@@ -60,13 +60,13 @@ static void matmul_f(const matrix *W, const float *x, int T, const float *bias, 
                      int64_t r1, void *scratch) {
     int64_t cols = W->cols;
     float *conv = scratch;
-    size_t rb = (size_t)cols * xllm_dtype_size(W->dtype);
+    size_t rb = (size_t)cols * dtype_size(W->dtype);
     for (int64_t r = r0; r < r1; r++) {
         const float *w;
         if (W->dtype == XLLM_DT_F32 && ((uintptr_t)W->data & 3) == 0) {
             w = (const float *)W->data + (size_t)r * (size_t)cols;
         } else {
-            xllm_to_f32(W->dtype, (const char *)W->data + (size_t)r * rb, conv, (size_t)cols);
+            dtype_to_f32(W->dtype, (const char *)W->data + (size_t)r * rb, conv, (size_t)cols);
             w = conv;
         }
         float b = bias ? bias[r] : 0.0f;

@@ -22,5 +22,5 @@ void kq_matmul_avx2(const matrix *W, const void *act, size_t astride, int T, con
 }
 
 #else
-typedef int xllm_no_avx2_on_this_arch;
+typedef int no_avx2_on_this_arch;
 #endif

@@ -79,9 +79,9 @@ AI void block_dot(const kblock *k, int q4k, const int8_t *q, float da, const int
 }
 
 /* Q5_K (Q4_K with t: the same decoder without the fifth bits) */
-AI void decode16(xllm_dtype t, const uint8_t *b, kblock *k) { decode_q45k(b, k, t == XLLM_DT_Q5_K); }
+AI void decode16(dtype_t t, const uint8_t *b, kblock *k) { decode_q45k(b, k, t == XLLM_DT_Q5_K); }
 
-AI void dot16(xllm_dtype t, const kblock *k, const int8_t *q, float da, const int16_t *bs, __m512 *acc, __m256 *accm) {
+AI void dot16(dtype_t t, const kblock *k, const int8_t *q, float da, const int16_t *bs, __m512 *acc, __m256 *accm) {
     (void)t;
     block_dot(k, 1, q, da, bs, acc, accm); /* Q4_K and Q5_K have mins */
 }
@@ -100,5 +100,5 @@ void kq_matmul_avx512(const matrix *W, const void *act, size_t astride, int T, c
 }
 
 #else
-typedef int xllm_no_avx512_on_this_arch;
+typedef int no_avx512_on_this_arch;
 #endif

@@ -8,5 +8,5 @@
 #define KQ_NEON_FN kq_matmul_neon
 #include "backend/cpu/kq_kernels_neon_impl.h"
 #else
-typedef int xllm_no_kq_neon_on_this_arch;
+typedef int no_kq_neon_on_this_arch;
 #endif

@@ -9,5 +9,5 @@
 #define KQ_NEON_FN kq_matmul_neon_dot
 #include "backend/cpu/kq_kernels_neon_impl.h"
 #else
-typedef int xllm_no_kq_neon_dot_on_this_arch;
+typedef int no_kq_neon_dot_on_this_arch;
 #endif

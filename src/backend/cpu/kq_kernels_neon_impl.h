@@ -39,7 +39,7 @@ typedef struct {
 static inline float nk_f16(const uint8_t *p) {
     uint16_t h;
     memcpy(&h, p, 2);
-    return xllm_f16_to_f32(h);
+    return f16_to_f32(h);
 }
 
 /* 4 int32 lanes summing to the dot of 16 codes with 16 activations */
@@ -64,7 +64,7 @@ static inline uint8x16_t nk_bit(uint8x16_t v, int bit, int to) {
     return vshlq_u8(vandq_u8(vshlq_u8(v, vdupq_n_s8((int8_t)-bit)), vdupq_n_u8(1)), vdupq_n_s8((int8_t)to));
 }
 
-static void nk_decode(xllm_dtype t, const uint8_t *b, nkb *k) {
+static void nk_decode(dtype_t t, const uint8_t *b, nkb *k) {
     k->dmin = 0;
     switch (t) {
     case XLLM_DT_Q4_K:
@@ -155,9 +155,9 @@ static void nk_decode(xllm_dtype t, const uint8_t *b, nkb *k) {
     }
 }
 
-static inline int nk_has_mins(xllm_dtype t) { return t == XLLM_DT_Q2_K || t == XLLM_DT_Q4_K || t == XLLM_DT_Q5_K; }
+static inline int nk_has_mins(dtype_t t) { return t == XLLM_DT_Q2_K || t == XLLM_DT_Q4_K || t == XLLM_DT_Q5_K; }
 
-static void nk_super(xllm_dtype t, const uint8_t *W, size_t rb, int64_t nb, const uint8_t *act, size_t astride,
+static void nk_super(dtype_t t, const uint8_t *W, size_t rb, int64_t nb, const uint8_t *act, size_t astride,
                      int64_t cols, int t0, int tb, const float *bias, float *y, size_t ldy, int64_t r0, int64_t r1) {
     const size_t bb = kq_block_bytes(t);
     const int mins = nk_has_mins(t);
@@ -189,7 +189,7 @@ static void nk_super(xllm_dtype t, const uint8_t *W, size_t rb, int64_t nb, cons
 }
 
 /* Q5_0 (d, qh, qs[16]), Q5_1 (d, m, qh, qs[16]), IQ4_NL (d, qs[16]): the 32 codes, d and m. */
-static inline void nk_decode32(xllm_dtype t, const uint8_t *b, int8x16_t *c0, int8x16_t *c1, float *d, float *m) {
+static inline void nk_decode32(dtype_t t, const uint8_t *b, int8x16_t *c0, int8x16_t *c1, float *d, float *m) {
     *d = nk_f16(b);
     *m = 0;
     uint8x16_t lo, hi;
@@ -218,7 +218,7 @@ static inline void nk_decode32(xllm_dtype t, const uint8_t *b, int8x16_t *c0, in
     }
 }
 
-static void nk_blocks32(xllm_dtype t, const uint8_t *W, size_t rb, int64_t nb, const uint8_t *act, size_t astride,
+static void nk_blocks32(dtype_t t, const uint8_t *W, size_t rb, int64_t nb, const uint8_t *act, size_t astride,
                         int64_t cols, int t0, int tb, const float *bias, float *y, size_t ldy, int64_t r0, int64_t r1) {
     const size_t bb = kq_block_bytes(t);
     for (int64_t r = r0; r < r1; r++) {
@@ -269,7 +269,7 @@ void KQ_NEON_FN(const matrix *W, const void *act, size_t astride, int T, const f
         q23n_matmul(W, act, astride, T, bias, y, ldy, r0, r1, scratch);
         return;
     }
-    xllm_dtype t = W->dtype;
+    dtype_t t = W->dtype;
     int n = kq_block_elems(t);
     if (!n) {
         kq_matmul_ref(t, W->data, W->cols, act, astride, T, bias, y, ldy, r0, r1);

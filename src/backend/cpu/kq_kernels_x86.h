@@ -207,11 +207,11 @@ AI void kq_decode_iq4xs(const uint8_t *b, kb8 *k) {
 /* How a type's sums-per-16 term enters: 0 none (IQ4_XS, signed codes), 1
  * offset into the int lanes (Q3_K, Q6_K), 2 mins times dmin (Q2_K, Q4_K,
  * Q5_K). */
-AI int kq_corr_mode(xllm_dtype t) {
+AI int kq_corr_mode(dtype_t t) {
     return t == XLLM_DT_IQ4_XS ? 0 : (t == XLLM_DT_Q3_K || t == XLLM_DT_Q6_K) ? 1 : 2;
 }
 
-AI void kq_decode8(xllm_dtype t, const uint8_t *b, kb8 *k) {
+AI void kq_decode8(dtype_t t, const uint8_t *b, kb8 *k) {
     switch (t) {
     case XLLM_DT_Q2_K: kq_decode_q2k(b, k); break;
     case XLLM_DT_Q3_K: kq_decode_q3k(b, k); break;
@@ -223,7 +223,7 @@ AI void kq_decode8(xllm_dtype t, const uint8_t *b, kb8 *k) {
 }
 
 /* One super-block against one token's 256 activations (q), their d and sums per 16. */
-AI void kq_dot8(xllm_dtype t, const kb8 *k, const int8_t *q, float da, const int16_t *bs, __m256 *acc, __m256 *accm) {
+AI void kq_dot8(dtype_t t, const kb8 *k, const int8_t *q, float da, const int16_t *bs, __m256 *acc, __m256 *accm) {
     int mode = kq_corr_mode(t);
     __m256i is = _mm256_setzero_si256();
     for (int j = 0; j < 8; j++) {
@@ -248,7 +248,7 @@ AI void kq_dot8(xllm_dtype t, const kb8 *k, const int8_t *q, float da, const int
  * y = RED(acc) - REDM(accm) + bias.
  */
 #define KQ_DRIVER(NAME, KB, ACC, ACCM, ZERO, ZEROM, DECODE, DOT, RED, REDM)                                              \
-    AI void NAME##_pass(xllm_dtype t, const uint8_t *W, size_t rb, int64_t nb, size_t bb, const uint8_t *act,             \
+    AI void NAME##_pass(dtype_t t, const uint8_t *W, size_t rb, int64_t nb, size_t bb, const uint8_t *act,             \
                         size_t astride, int64_t cols, int t0, int tb, const float *bias, float *y, size_t ldy,             \
                         int64_t r0, int64_t r1) {                                                                          \
         for (int64_t r = r0; r < r1; r++) {                                                                                \
@@ -270,7 +270,7 @@ AI void kq_dot8(xllm_dtype t, const kb8 *k, const int8_t *q, float da, const int
                 y[(size_t)(t0 + j) * ldy + (size_t)r] = RED(acc[j]) - REDM(accm[j]) + (bias ? bias[r] : 0.0f);            \
         }                                                                                                                  \
     }                                                                                                                      \
-    AI void NAME(xllm_dtype t, const matrix *W, const void *act, size_t astride, int T, const float *bias, float *y,      \
+    AI void NAME(dtype_t t, const matrix *W, const void *act, size_t astride, int T, const float *bias, float *y,      \
                  size_t ldy, int64_t r0, int64_t r1) {                                                                     \
         size_t bb = kq_block_bytes(t);                                                                                     \
         int64_t nb = W->cols / QK_K;                                                                                       \
@@ -304,7 +304,7 @@ AI __m256i kq_bits32(uint32_t qh) {
 }
 
 /* Q5_0 (d, qh, qs[16]), Q5_1 (d, m, qh, qs[16]), IQ4_NL (d, qs[16]) */
-AI void kq_decode1(xllm_dtype t, const uint8_t *b, kb1 *k) {
+AI void kq_decode1(dtype_t t, const uint8_t *b, kb1 *k) {
     k->d = kq_f16(b);
     k->m = 0;
     if (t == XLLM_DT_IQ4_NL) {
@@ -327,7 +327,7 @@ AI void kq_decode1(xllm_dtype t, const uint8_t *b, kb1 *k) {
     }
 }
 
-AI void kq_mm1_pass(xllm_dtype t, const uint8_t *W, size_t rb, int64_t nb, const uint8_t *act, size_t astride,
+AI void kq_mm1_pass(dtype_t t, const uint8_t *W, size_t rb, int64_t nb, const uint8_t *act, size_t astride,
                     int64_t cols, int t0, int tb, const float *bias, float *y, size_t ldy, int64_t r0, int64_t r1) {
     const size_t bb = kq_block_bytes(t);
     const __m256i ones = _mm256_set1_epi16(1);
@@ -354,7 +354,7 @@ AI void kq_mm1_pass(xllm_dtype t, const uint8_t *W, size_t rb, int64_t nb, const
     }
 }
 
-AI void kq_mm1(xllm_dtype t, const matrix *W, const void *act, size_t astride, int T, const float *bias, float *y,
+AI void kq_mm1(dtype_t t, const matrix *W, const void *act, size_t astride, int T, const float *bias, float *y,
                size_t ldy, int64_t r0, int64_t r1) {
     int64_t nb = W->cols / 32;
     size_t rb = (size_t)nb * kq_block_bytes(t);

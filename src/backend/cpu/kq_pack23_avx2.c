@@ -208,7 +208,7 @@ AI void q23_store8(__m256 f, const float *bias, float *y, int64_t r, int64_t rs,
 
 AI void q23_matmul_t(int q2, const matrix *W, const uint8_t *act, size_t astride, int T, const float *bias, float *y,
                      size_t ldy, int64_t r0, int64_t r1, void *scratch) {
-    const xllm_dtype t = q2 ? XLLM_DT_Q2_K : XLLM_DT_Q3_K;
+    const dtype_t t = q2 ? XLLM_DT_Q2_K : XLLM_DT_Q3_K;
     const int64_t cols = W->cols, nb = cols / QK_K;
     const size_t tb = q23_tile_bytes(t, cols), sbb = sb_bytes(t);
     uint8_t *own = (uint8_t *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
@@ -255,5 +255,5 @@ void kq_q23_avx2_matmul(const matrix *W, const void *act, size_t astride, int T,
 }
 
 #else
-typedef int xllm_no_kq_pack23_avx2_on_this_arch;
+typedef int no_kq_pack23_avx2_on_this_arch;
 #endif

@@ -228,7 +228,7 @@ AI void q23_store(__m512 f, const float *bias, float *y, int64_t r, int64_t rs, 
 
 AI void q23_matmul_t(int q2, const matrix *W, const uint8_t *act, size_t astride, int T, const float *bias, float *y,
                      size_t ldy, int64_t r0, int64_t r1, void *scratch) {
-    const xllm_dtype t = q2 ? XLLM_DT_Q2_K : XLLM_DT_Q3_K;
+    const dtype_t t = q2 ? XLLM_DT_Q2_K : XLLM_DT_Q3_K;
     const int64_t cols = W->cols, nb = cols / QK_K;
     const size_t tb = q23_tile_bytes(t, cols), sbb = sb_bytes(t);
     uint8_t *own = scratch;
@@ -270,5 +270,5 @@ void kq_q23_matmul(const matrix *W, const void *act, size_t astride, int T, cons
 }
 
 #else
-typedef int xllm_no_kq_pack23_avx512_on_this_arch;
+typedef int no_kq_pack23_avx512_on_this_arch;
 #endif

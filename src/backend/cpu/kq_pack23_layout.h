@@ -32,8 +32,8 @@ static inline int q23_is_type(const matrix *W) {
     return (W->dtype == XLLM_DT_Q2_K || W->dtype == XLLM_DT_Q3_K) && W->cols > 0 && W->cols % QK_K == 0;
 }
 
-static inline size_t sb_bytes(xllm_dtype t) { return t == XLLM_DT_Q2_K ? Q2B : Q3B; }
-static inline size_t q23_tile_bytes(xllm_dtype t, int64_t cols) { return (size_t)(cols / QK_K) * sb_bytes(t); }
+static inline size_t sb_bytes(dtype_t t) { return t == XLLM_DT_Q2_K ? Q2B : Q3B; }
+static inline size_t q23_tile_bytes(dtype_t t, int64_t cols) { return (size_t)(cols / QK_K) * sb_bytes(t); }
 static inline size_t q23_al64(size_t n) { return (n + 63) & ~(size_t)63; }
 
 static inline size_t q23_packed_bytes(const matrix *W) {
@@ -53,7 +53,7 @@ static inline void q3_scales(const uint8_t *s, int8_t *sc) {
 }
 
 /* Row i (lane i) of a tile from its stored row; row NULL: zeros. */
-static inline void q23_put_row(uint8_t *tile, xllm_dtype t, int64_t nb, const uint8_t *row, int i) {
+static inline void q23_put_row(uint8_t *tile, dtype_t t, int64_t nb, const uint8_t *row, int i) {
     const size_t bb = kq_block_bytes(t);
     const int q2 = t == XLLM_DT_Q2_K;
     for (int64_t b = 0; b < nb; b++) {

@@ -32,7 +32,7 @@ void kq_p32_avx2_repack(const matrix *W, int64_t q0, int64_t q1, void *out) { p3
 
 /* Per token, the integer each block's sum starts from (Q5_0: -16 x the sum of
  * its 32 activations; the other types 0). */
-static void p32_prepare(xllm_dtype t, const uint8_t *act, size_t astride, int n, int64_t cols, int32_t *ex) {
+static void p32_prepare(dtype_t t, const uint8_t *act, size_t astride, int n, int64_t cols, int32_t *ex) {
     const int64_t nb = cols / 32;
     for (int j = 0; j < n; j++) {
         const int8_t *a = (const int8_t *)(act + (size_t)j * astride);
@@ -56,11 +56,11 @@ AI __m256 f16x8(const uint8_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128((cons
 
 AI __m256i iq4_table(void) { return _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)kq_iq4_values)); }
 
-AI int is_iq4(xllm_dtype t) { return t == XLLM_DT_IQ4_NL || t == XLLM_DT_IQ4_XS; }
+AI int is_iq4(dtype_t t) { return t == XLLM_DT_IQ4_NL || t == XLLM_DT_IQ4_XS; }
 
 /* The codes of vector n of a block (8 lanes): lo (elements 4n + k), hi
  * (16 + 4n + k); signed table values (IQ4) or unsigned codes (Q5_x). */
-AI void codes(xllm_dtype t, __m256i v, __m256i h, int n, __m256i tbl, __m256i *lo, __m256i *hi) {
+AI void codes(dtype_t t, __m256i v, __m256i h, int n, __m256i tbl, __m256i *lo, __m256i *hi) {
     const __m256i m4 = _mm256_set1_epi8(0x0f), b4 = _mm256_set1_epi8(0x10);
     __m256i l = _mm256_and_si256(v, m4), u = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
     if (is_iq4(t)) {
@@ -79,7 +79,7 @@ AI __m256i dot4(__m256i P, __m256i w, __m256i a) {
     return _mm256_add_epi32(P, _mm256_madd_epi16(_mm256_maddubs_epi16(w, a), _mm256_set1_epi16(1)));
 }
 
-AI __m256i dot_code(xllm_dtype t, __m256i P, __m256i c, __m256i a) {
+AI __m256i dot_code(dtype_t t, __m256i P, __m256i c, __m256i a) {
     if (is_iq4(t)) return dot4(P, _mm256_sign_epi8(c, c), _mm256_sign_epi8(a, c));
     return dot4(P, c, a);
 }
@@ -98,7 +98,7 @@ AI void p32_store8(__m256 f, const float *bias, float *y, int64_t r, int64_t rs,
 /* ------------------------------------------------------------------ GEMV */
 
 /* The integer sum of one block of 32 (sub-block for IQ4_XS), 8 rows (half hf). */
-AI __m256i block_sum(xllm_dtype t, const uint8_t *grp, const p32_layout *L, int k, int hf, const int8_t *q, int32_t e0,
+AI __m256i block_sum(dtype_t t, const uint8_t *grp, const p32_layout *L, int k, int hf, const int8_t *q, int32_t e0,
                      __m256i tbl) {
     const __m256i h = t == XLLM_DT_Q5_0 || t == XLLM_DT_Q5_1
                           ? _mm256_loadu_si256((const __m256i *)(grp + h_at(L, k) + 32 * hf))
@@ -124,7 +124,7 @@ AI __m256i block_sum(xllm_dtype t, const uint8_t *grp, const p32_layout *L, int 
     return _mm256_add_epi32(p0, p1);
 }
 
-AI void gemv_t(xllm_dtype t, const uint8_t *tile, int64_t ng, const uint8_t *a, int64_t cols, const int32_t *e,
+AI void gemv_t(dtype_t t, const uint8_t *tile, int64_t ng, const uint8_t *a, int64_t cols, const int32_t *e,
                __m256 *out) {
     const p32_layout L = layout_of(t);
     const __m256i tbl = iq4_table();
@@ -168,7 +168,7 @@ typedef struct {
     __m256 mv[2][8];  /* Q5_1: m per block */
 } pdec;
 
-AI void decode_group(xllm_dtype t, const uint8_t *grp, pdec *u) {
+AI void decode_group(dtype_t t, const uint8_t *grp, pdec *u) {
     const p32_layout L = layout_of(t);
     const __m256i tbl = iq4_table();
     for (int hf = 0; hf < 2; hf++) {
@@ -194,7 +194,7 @@ AI void decode_group(xllm_dtype t, const uint8_t *grp, pdec *u) {
 
 /* NT (1..4) tokens against half hf of group g decoded in u; e: their extras
  * (nb apart); F: their 16 floats each (this half: 8 of them). */
-AI void p32_tokens(xllm_dtype t, int NT, const pdec *u, int hf, int64_t g, const uint8_t *a, size_t astride,
+AI void p32_tokens(dtype_t t, int NT, const pdec *u, int hf, int64_t g, const uint8_t *a, size_t astride,
                    int64_t cols, const int32_t *e, int64_t nb, float *F) {
 #define P_DECL(j)                                                                                                 \
     const int8_t *q##j = (const int8_t *)(a + astride * (size_t)((j) < NT ? (j) : 0)) + 256 * g;                 \
@@ -249,7 +249,7 @@ AI void p32_tokens(xllm_dtype t, int NT, const pdec *u, int hf, int64_t g, const
     PJ(P_END)
 }
 
-AI void p32_tokens_any(xllm_dtype t, int nt, const pdec *u, int hf, int64_t g, const uint8_t *a, size_t astride,
+AI void p32_tokens_any(dtype_t t, int nt, const pdec *u, int hf, int64_t g, const uint8_t *a, size_t astride,
                        int64_t cols, const int32_t *e, int64_t nb, float *F) {
     switch (nt) {
     case 4: p32_tokens(t, 4, u, hf, g, a, astride, cols, e, nb, F); break;
@@ -265,7 +265,7 @@ size_t kq_p32_avx2_scratch_bytes(int64_t cols) {
            (size_t)PTB * 16 * sizeof(float) + al64(sizeof(pdec)) + 64;
 }
 
-AI void p32_matmul_t(xllm_dtype t, const matrix *W, const uint8_t *act, size_t astride, int T, const float *bias,
+AI void p32_matmul_t(dtype_t t, const matrix *W, const uint8_t *act, size_t astride, int T, const float *bias,
                      float *y, size_t ldy, int64_t r0, int64_t r1, void *scratch) {
     const int64_t cols = W->cols, ng = cols / QK_K, nb = cols / 32;
     const size_t tb = tile_bytes(t, cols), gb = layout_of(t).bytes;
@@ -320,5 +320,5 @@ void kq_p32_avx2_matmul(const matrix *W, const void *act, size_t astride, int T,
 }
 
 #else
-typedef int xllm_no_kq_pack32_avx2_on_this_arch;
+typedef int no_kq_pack32_avx2_on_this_arch;
 #endif

@@ -72,7 +72,7 @@ void kq_p32_repack(const matrix *W, int64_t q0, int64_t q1, void *out) { p32_rep
  * Q80 rows: q[cols], f32 d[cols / 32], f32 s[cols / 32]; Q8K rows: q[cols],
  * f32 d[cols / 256], int16 sums per 16.
  */
-static void p32_prepare(xllm_dtype t, const uint8_t *act, size_t astride, int n, int64_t cols, int32_t *ex) {
+static void p32_prepare(dtype_t t, const uint8_t *act, size_t astride, int n, int64_t cols, int32_t *ex) {
     const int64_t nb = cols / 32;
     const __m512i ones = _mm512_set1_epi8(1);
     for (int j = 0; j < n; j++) {
@@ -109,7 +109,7 @@ AI __m512i iq4_table(void) { /* llama.cpp's levels + 128, unsigned */
 
 /* The codes of vector n of a block: lo (elements 4n + k), hi (16 + 4n + k).
  * v: the QS vector; h: the block's H vector (Q5_x). */
-AI void codes(xllm_dtype t, __m512i v, __m512i h, int n, __m512i tbl, __m512i *lo, __m512i *hi) {
+AI void codes(dtype_t t, __m512i v, __m512i h, int n, __m512i tbl, __m512i *lo, __m512i *hi) {
     const __m512i m4 = _mm512_set1_epi8(0x0f), b4 = _mm512_set1_epi8(0x10);
     __m512i l = _mm512_and_si512(v, m4), u = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
     if (t == XLLM_DT_IQ4_NL || t == XLLM_DT_IQ4_XS) {
@@ -133,7 +133,7 @@ AI void p32_store(__m512 f, const float *bias, float *y, int64_t r, int64_t rs, 
 /* ------------------------------------------------------------------ GEMV */
 
 /* The integer sum of one block of 32 (sub-block for IQ4_XS) from e0, 16 rows. */
-AI __m512i block_sum(xllm_dtype t, const uint8_t *grp, const p32_layout *L, int k, const int8_t *q, int32_t e0,
+AI __m512i block_sum(dtype_t t, const uint8_t *grp, const p32_layout *L, int k, const int8_t *q, int32_t e0,
                      __m512i tbl) {
     const __m512i h = t == XLLM_DT_Q5_0 || t == XLLM_DT_Q5_1 ? _mm512_loadu_si512(grp + h_at(L, k)) : tbl;
     __m512i p0 = _mm512_set1_epi32(e0), p1 = _mm512_setzero_si512();
@@ -146,7 +146,7 @@ AI __m512i block_sum(xllm_dtype t, const uint8_t *grp, const p32_layout *L, int 
     return _mm512_add_epi32(p0, p1);
 }
 
-AI __m512 gemv_t(xllm_dtype t, const uint8_t *tile, int64_t ng, const uint8_t *a, int64_t cols, const int32_t *e) {
+AI __m512 gemv_t(dtype_t t, const uint8_t *tile, int64_t ng, const uint8_t *a, int64_t cols, const int32_t *e) {
     const p32_layout L = layout_of(t);
     const __m512i tbl = iq4_table();
     const int8_t *q = (const int8_t *)a;
@@ -183,7 +183,7 @@ typedef struct {
     __m512 mv[8];  /* Q5_1: m per block */
 } pdec;
 
-AI void decode_group(xllm_dtype t, const uint8_t *grp, pdec *u) {
+AI void decode_group(dtype_t t, const uint8_t *grp, pdec *u) {
     const p32_layout L = layout_of(t);
     const __m512i tbl = iq4_table();
     for (int k = 0; k < 8; k++) {
@@ -204,7 +204,7 @@ AI void decode_group(xllm_dtype t, const uint8_t *grp, pdec *u) {
 
 /* NT (1..8) tokens (rows of act astride bytes apart, from a) against group g
  * decoded in u; e: their extras (nb apart); F: their 16 floats each. */
-AI void p32_tokens(xllm_dtype t, int NT, const pdec *u, int64_t g, const uint8_t *a, size_t astride, int64_t cols,
+AI void p32_tokens(dtype_t t, int NT, const pdec *u, int64_t g, const uint8_t *a, size_t astride, int64_t cols,
                    const int32_t *e, int64_t nb, float *F) {
 #define P_DECL(j)                                                                                                 \
     const int8_t *q##j = (const int8_t *)(a + astride * (size_t)((j) < NT ? (j) : 0)) + 256 * g;                 \
@@ -243,7 +243,7 @@ AI void p32_tokens(xllm_dtype t, int NT, const pdec *u, int64_t g, const uint8_t
     PJ(P_END)
 }
 
-AI void p32_tokens_any(xllm_dtype t, int nt, const pdec *u, int64_t g, const uint8_t *a, size_t astride, int64_t cols,
+AI void p32_tokens_any(dtype_t t, int nt, const pdec *u, int64_t g, const uint8_t *a, size_t astride, int64_t cols,
                        const int32_t *e, int64_t nb, float *F) {
     switch (nt) {
 #define P_CASE(N)                                                                                                  \
@@ -259,7 +259,7 @@ size_t kq_p32_scratch_bytes(int64_t cols) {
            (size_t)PTB * 16 * sizeof(float) + 64;
 }
 
-AI void p32_matmul_t(xllm_dtype t, const matrix *W, const uint8_t *act, size_t astride, int T, const float *bias,
+AI void p32_matmul_t(dtype_t t, const matrix *W, const uint8_t *act, size_t astride, int T, const float *bias,
                      float *y, size_t ldy, int64_t r0, int64_t r1, void *scratch) {
     const int64_t cols = W->cols, ng = cols / QK_K, nb = cols / 32;
     const size_t tb = tile_bytes(t, cols), gb = layout_of(t).bytes;
@@ -308,5 +308,5 @@ void kq_p32_matmul(const matrix *W, const void *act, size_t astride, int T, cons
 }
 
 #else
-typedef int xllm_no_kq_pack32_avx512_on_this_arch;
+typedef int no_kq_pack32_avx512_on_this_arch;
 #endif

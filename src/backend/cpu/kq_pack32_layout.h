@@ -21,7 +21,7 @@
 #define PR 16  /* rows per tile */
 
 static inline int p32_is_type(const matrix *W) {
-    xllm_dtype t = W->dtype;
+    dtype_t t = W->dtype;
     return (t == XLLM_DT_IQ4_NL || t == XLLM_DT_Q5_0 || t == XLLM_DT_Q5_1 || t == XLLM_DT_IQ4_XS) && W->cols > 0 &&
            W->cols % QK_K == 0;
 }
@@ -33,7 +33,7 @@ typedef struct {
     size_t pb, m, h, qs, sc, bytes;
 } p32_layout;
 
-AI p32_layout layout_of(xllm_dtype t) {
+AI p32_layout layout_of(dtype_t t) {
     p32_layout L = {0, 0, 0, 0, 0, 0};
     switch (t) {
     case XLLM_DT_IQ4_NL: L.pb = 576, L.qs = 64; break;
@@ -52,7 +52,7 @@ AI size_t qs_at(const p32_layout *L, int k) {
     return L->pb ? L->pb * (size_t)(k / 2) + L->qs + 256 * (size_t)(k % 2) : L->qs + 256 * (size_t)k;
 }
 
-static inline size_t tile_bytes(xllm_dtype t, int64_t cols) { return (size_t)(cols / QK_K) * layout_of(t).bytes; }
+static inline size_t tile_bytes(dtype_t t, int64_t cols) { return (size_t)(cols / QK_K) * layout_of(t).bytes; }
 static inline size_t al64(size_t n) { return (n + 63) & ~(size_t)63; }
 
 static inline size_t p32_packed_bytes(const matrix *W) {
@@ -74,7 +74,7 @@ static inline uint32_t h_word(uint32_t qh) {
 }
 
 /* Row i (lane i) of a tile from its stored row; row NULL: zeros. */
-static inline void put_row(uint8_t *tile, xllm_dtype t, int64_t ng, const uint8_t *row, int i) {
+static inline void put_row(uint8_t *tile, dtype_t t, int64_t ng, const uint8_t *row, int i) {
     const p32_layout L = layout_of(t);
     const size_t bb = kq_block_bytes(t);
     for (int64_t g = 0; g < ng; g++) {

@@ -40,12 +40,12 @@ static inline float32x4_t pkn_f16x4(const uint8_t *p) {
     for (int i = 0; i < 4; i++) {
         uint16_t h;
         memcpy(&h, p + 2 * i, 2);
-        v[i] = xllm_f16_to_f32(h);
+        v[i] = f16_to_f32(h);
     }
     return vld1q_f32(v);
 }
 
-static void p32n_decode(xllm_dtype t, const uint8_t *grp, p32n_dec *u) {
+static void p32n_decode(dtype_t t, const uint8_t *grp, p32n_dec *u) {
     const p32_layout L = layout_of(t);
     const int8x16_t tbl = vld1q_s8(kq_iq4_values);
     const uint8x16_t m4 = vdupq_n_u8(0x0f), b1 = vdupq_n_u8(1);
@@ -122,7 +122,7 @@ static inline void pkn_store(const float32x4_t f[4], const float *bias, float *y
 
 /* One token (its prepared Q80 / Q8K row a) against the decoded group g of
  * a tile: f[quad] (4 rows each) carried on. */
-static inline void p32n_token(xllm_dtype t, const p32n_dec *u, int64_t grp, const uint8_t *a, int64_t cols,
+static inline void p32n_token(dtype_t t, const p32n_dec *u, int64_t grp, const uint8_t *a, int64_t cols,
                               float32x4_t f[4]) {
     const int8_t *q = (const int8_t *)a;
     const float *da = (const float *)(a + cols), *sa = da + cols / 32;
@@ -151,7 +151,7 @@ static inline size_t p32n_scratch_bytes(int64_t cols) {
  * in scratch first) for T tokens; F: scratch for T x 16 accumulators. */
 static void p32n_matmul(const matrix *W, const uint8_t *act, size_t astride, int T, const float *bias, float *y,
                         size_t ldy, int64_t r0, int64_t r1, void *scratch) {
-    const xllm_dtype t = W->dtype;
+    const dtype_t t = W->dtype;
     const int64_t cols = W->cols, ng = cols / QK_K;
     const size_t tb = tile_bytes(t, cols), gb = layout_of(t).bytes;
     uint8_t *own = (uint8_t *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);

@@ -74,11 +74,11 @@ AI size_t q6_qh_at(int h, int k) { return Q6_SEG + Q6_SEGB * (size_t)(2 * h + k 
 
 int kq_r16_type(const matrix *W) { return W->dtype == XLLM_DT_Q4_K || W->dtype == XLLM_DT_Q6_K; }
 
-static size_t sb_bytes(xllm_dtype t) { return t == XLLM_DT_Q4_K ? Q4B : Q6B; }
-static size_t tile_bytes(xllm_dtype t, int64_t cols) { return (size_t)(cols / QK_K) * sb_bytes(t); }
+static size_t sb_bytes(dtype_t t) { return t == XLLM_DT_Q4_K ? Q4B : Q6B; }
+static size_t tile_bytes(dtype_t t, int64_t cols) { return (size_t)(cols / QK_K) * sb_bytes(t); }
 static size_t al64(size_t n) { return (n + 63) & ~(size_t)63; }
 /* int32 words per token and super-block of the token extras (kr_prepare) */
-static size_t ex_words(xllm_dtype t) { return t == XLLM_DT_Q4_K ? 4 : 32; }
+static size_t ex_words(dtype_t t) { return t == XLLM_DT_Q4_K ? 4 : 32; }
 
 size_t kq_r16_packed_bytes(const matrix *W) {
     if (!kq_r16_type(W) || W->cols <= 0 || W->cols % QK_K) return 0;
@@ -89,7 +89,7 @@ size_t kq_r16_packed_bytes(const matrix *W) {
 
 /* Row i (lane i) of a tile from its stored row; row NULL: zeros. Q6_K's
  * padding is written with lane 0. */
-static void put_row(uint8_t *tile, xllm_dtype t, int64_t nb, const uint8_t *row, int i) {
+static void put_row(uint8_t *tile, dtype_t t, int64_t nb, const uint8_t *row, int i) {
     size_t bb = kq_block_bytes(t);
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *s = row ? row + (size_t)b * bb : NULL;
@@ -167,7 +167,7 @@ typedef struct {
     int32_t *ex;
 } kr_acts;
 
-static void kr_prepare(xllm_dtype t, const uint8_t *act, size_t astride, int n, int64_t cols, const kr_acts *o) {
+static void kr_prepare(dtype_t t, const uint8_t *act, size_t astride, int n, int64_t cols, const kr_acts *o) {
     int64_t nb = cols / QK_K;
     size_t ew = ex_words(t);
     const __m512i ones = _mm512_set1_epi8(1);
@@ -434,7 +434,7 @@ AI void kr_store(__m512 f, const float *bias, float *y, int64_t r, int64_t rs, i
  * 353-379; 4 and 16 KiB ahead no better). */
 #define KR_PREFETCH 8192
 
-AI void kr_matmul_t(xllm_dtype t, const matrix *W, const uint8_t *act, size_t astride, int T, const float *bias,
+AI void kr_matmul_t(dtype_t t, const matrix *W, const uint8_t *act, size_t astride, int T, const float *bias,
                     float *y, size_t ldy, int64_t r0, int64_t r1, void *scratch) {
     const int q4 = t == XLLM_DT_Q4_K;
     const int64_t cols = W->cols, nb = cols / QK_K;
@@ -489,5 +489,5 @@ void kq_r16_matmul(const matrix *W, const void *act, size_t astride, int T, cons
 }
 
 #else
-typedef int xllm_no_kq_pack_avx512_on_this_arch;
+typedef int no_kq_pack_avx512_on_this_arch;
 #endif

@@ -82,7 +82,7 @@ static cJSON *empty_root(cJSON **plans) {
 static cJSON *load_file(const char *path, cJSON **plans, int *n) {
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
-    char *buf = xllm_malloc(PLAN_CACHE_MAX_BYTES + 1);
+    char *buf = mem_malloc(PLAN_CACHE_MAX_BYTES + 1);
     size_t len = buf ? fread(buf, 1, PLAN_CACHE_MAX_BYTES + 1, f) : 0;
     fclose(f);
     if (!buf || len > PLAN_CACHE_MAX_BYTES) {
@@ -103,10 +103,10 @@ static cJSON *load_file(const char *path, cJSON **plans, int *n) {
 }
 
 plan_cache *plan_cache_open(const char *path) {
-    plan_cache *pc = xllm_calloc(1, sizeof *pc);
+    plan_cache *pc = mem_calloc(1, sizeof *pc);
     if (!pc) return NULL;
     if (!path || !*path) return pc;
-    pc->path = xllm_strdup(path);
+    pc->path = mem_strdup(path);
     pc->root = pc->path ? load_file(path, &pc->plans, &pc->n) : NULL;
     if (!pc->root) {
         pc->n = 0;
@@ -124,7 +124,7 @@ void plan_cache_set_context(plan_cache *pc, const char *level, int n_threads, in
 }
 
 static void make_key(const plan_cache *pc, const matrix *W, char *key, size_t cap) {
-    snprintf(key, cap, "%s|%s/g%d%s|%lldx%lld", pc->ctx, xllm_dtype_name(W->dtype), W->group,
+    snprintf(key, cap, "%s|%s/g%d%s|%lldx%lld", pc->ctx, dtype_name(W->dtype), W->group,
              W->packed ? "/packed" : "", (long long)W->rows, (long long)W->cols);
 }
 

@@ -110,25 +110,25 @@ xllm_status cpu_planner_run(cpu_backend *be, matrix *const *ws, size_t n_ws, int
     struct {
         matrix *m[MAX_MATS];
         int n;
-    } *l = xllm_calloc(1, sizeof *l);
-    if (!l) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+    } *l = mem_calloc(1, sizeof *l);
+    if (!l) return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
     for (size_t i = 0; i < n_ws; i++)
         if (ws[i] && ws[i]->data && l->n < MAX_MATS) l->m[l->n++] = ws[i];
 
     int maxT = k_bucket_T[MM_BUCKETS - 1] < max_tokens ? k_bucket_T[MM_BUCKETS - 1] : max_tokens;
     int64_t max_cols = 0;
     for (int i = 0; i < l->n; i++) max_cols = l->m[i]->cols > max_cols ? l->m[i]->cols : max_cols;
-    float *x = xllm_malloc_array((size_t)maxT * (size_t)max_cols, sizeof(float));
-    float *y = xllm_malloc_array((size_t)maxT * SLICE_ROWS, sizeof(float));
-    uint8_t *done = xllm_calloc((size_t)l->n + 1, 1);
-    int *plans_to_save = xllm_calloc((size_t)l->n + 1, sizeof(int)), n_to_save = 0;
+    float *x = mem_malloc_array((size_t)maxT * (size_t)max_cols, sizeof(float));
+    float *y = mem_malloc_array((size_t)maxT * SLICE_ROWS, sizeof(float));
+    uint8_t *done = mem_calloc((size_t)l->n + 1, 1);
+    int *plans_to_save = mem_calloc((size_t)l->n + 1, sizeof(int)), n_to_save = 0;
     if (!x || !y || !done || !plans_to_save) {
         xllm_free(plans_to_save);
         xllm_free(x);
         xllm_free(y);
         xllm_free(done);
         xllm_free(l);
-        return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory for planning");
+        return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory for planning");
     }
     unsigned seed = 12345;
     for (size_t i = 0; i < (size_t)maxT * (size_t)max_cols; i++) {
@@ -156,10 +156,10 @@ xllm_status cpu_planner_run(cpu_backend *be, matrix *const *ws, size_t n_ws, int
         cJSON *o = cJSON_CreateObject();
         char shape[64], tname[16];
         snprintf(shape, sizeof shape, "%lldx%lld", (long long)w->rows, (long long)w->cols);
-        snprintf(tname, sizeof tname, "%s", xllm_dtype_name(w->dtype));
+        snprintf(tname, sizeof tname, "%s", dtype_name(w->dtype));
         cJSON_AddStringToObject(o, "shape", shape);
         cJSON_AddStringToObject(o, "type", tname);
-        if (xllm_dtype_is_quant(w->dtype)) cJSON_AddNumberToObject(o, "group", w->group);
+        if (dtype_is_quant(w->dtype)) cJSON_AddNumberToObject(o, "group", w->group);
         cJSON_AddNumberToObject(o, "matrices", count);
         cJSON *buckets = cJSON_AddArrayToObject(o, "buckets");
         uint8_t best_threads[MM_BUCKETS] = {0}, best_kernel[MM_BUCKETS] = {0};
@@ -222,7 +222,7 @@ xllm_status cpu_planner_run(cpu_backend *be, matrix *const *ws, size_t n_ws, int
             /* then the level's kernel variants at that thread count (packed
              * matrices, batches), by the same rule against the level's own */
             const cpu_kernels *k = be->kern;
-            if (w->packed && !xllm_dtype_is_kq(w->dtype) && k->n_variants > 0 && T > 1) { /* kq: no variants */
+            if (w->packed && !dtype_is_kq(w->dtype) && k->n_variants > 0 && T > 1) { /* kq: no variants */
                 cJSON *vus = cJSON_AddObjectToObject(bo, "variant_us");
                 memset(slice.plan_threads, best_threads[b], sizeof slice.plan_threads);
                 double tv[16][PLAN_ROUNDS];

@@ -40,9 +40,9 @@ xllm_status backend_pack_matrix(cpu_backend *be, matrix *W, void **storage, xllm
     if (be->arith_llama && (W->dtype == XLLM_DT_F16 || W->dtype == XLLM_DT_F32)) return XLLM_OK; /* f16_llama.c */
     size_t bytes = k->packed_bytes(W);
     if (!bytes) return XLLM_OK;
-    void *out = xllm_malloc_aligned(bytes);
+    void *out = mem_malloc_aligned(bytes);
     if (!out)
-        return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory repacking a %lldx%lld matrix (%zu bytes)",
+        return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory repacking a %lldx%lld matrix (%zu bytes)",
                            (long long)W->rows, (long long)W->cols, bytes);
     repack_job j = {k, W, out};
     size_t tiles = (size_t)((W->rows + 3) / 4);

@@ -3,7 +3,7 @@
  *
  * op_silu_mul takes ours or, with llama set, llama.cpp's. Ours: g * sigmoid(g),
  * with e = exp(-|g|) in (0, 1]: sigmoid(g) is 1 / (1 + e) for g >= 0 and
- * e / (1 + e) below. Branch-free on xllm_exp_nonpos (relative error ~2e-7),
+ * e / (1 + e) below. Branch-free on fast_exp_nonpos (relative error ~2e-7),
  * so the loop vectorizes; NaN stays NaN. On x86 a copy for AVX-512 (16 values an instruction; the baseline
  * copy has SSE2's 4) is picked by the CPU: this file is compiled without
  * floating-point contraction, so both copies round every step alike and give
@@ -28,7 +28,7 @@
 static inline __attribute__((always_inline)) void silu_mul(float *a, const float *b, size_t n) {
     for (size_t i = 0; i < n; i++) {
         float g = a[i];
-        float e = xllm_exp_nonpos(-fabsf(g));
+        float e = fast_exp_nonpos(-fabsf(g));
         a[i] = g * ((g >= 0.0f ? 1.0f : e) / (1.0f + e)) * b[i];
     }
 }

@@ -77,13 +77,13 @@ static int validate_wanted(void) {
 static xllm_status open_instance(vk_ctx *c, int validate, xllm_error *err) {
     char why[256];
     if (!(c->lib = open_loader(why, sizeof why)))
-        return xllm_errorf(err, XLLM_ERR_UNSUPPORTED,
+        return err_setf(err, XLLM_ERR_UNSUPPORTED,
                            "backend 'vulkan': no Vulkan loader on this machine (%s); install one (Debian: "
                            "libvulkan1 and a driver such as mesa-vulkan-drivers) or use --backend cpu",
                            why);
     c->f.vkGetInstanceProcAddr = (PFN_vkGetInstanceProcAddr)dlsym(c->lib, "vkGetInstanceProcAddr");
     if (!c->f.vkGetInstanceProcAddr)
-        return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "backend 'vulkan': the Vulkan loader has no vkGetInstanceProcAddr");
+        return err_setf(err, XLLM_ERR_UNSUPPORTED, "backend 'vulkan': the Vulkan loader has no vkGetInstanceProcAddr");
     c->f.vkCreateInstance = (PFN_vkCreateInstance)c->f.vkGetInstanceProcAddr(NULL, "vkCreateInstance");
     c->f.vkEnumerateInstanceLayerProperties =
         (PFN_vkEnumerateInstanceLayerProperties)c->f.vkGetInstanceProcAddr(NULL, "vkEnumerateInstanceLayerProperties");
@@ -91,12 +91,12 @@ static xllm_status open_instance(vk_ctx *c, int validate, xllm_error *err) {
     if (validate && c->f.vkEnumerateInstanceLayerProperties) {
         uint32_t n = 0;
         c->f.vkEnumerateInstanceLayerProperties(&n, NULL);
-        VkLayerProperties *lp = n ? xllm_calloc(n, sizeof *lp) : NULL;
+        VkLayerProperties *lp = n ? mem_calloc(n, sizeof *lp) : NULL;
         if (lp && c->f.vkEnumerateInstanceLayerProperties(&n, lp) == VK_SUCCESS)
             for (uint32_t i = 0; i < n; i++) have_layer |= !strcmp(lp[i].layerName, "VK_LAYER_KHRONOS_validation");
         xllm_free(lp);
         if (!have_layer)
-            return xllm_errorf(err, XLLM_ERR_UNSUPPORTED,
+            return err_setf(err, XLLM_ERR_UNSUPPORTED,
                                "backend 'vulkan': XLLM_VULKAN_VALIDATE is set but VK_LAYER_KHRONOS_validation is "
                                "not installed (Debian: vulkan-validationlayers)");
     }
@@ -108,7 +108,7 @@ static xllm_status open_instance(vk_ctx *c, int validate, xllm_error *err) {
                     ci.ppEnabledExtensionNames = &ext;
     VkResult r = c->f.vkCreateInstance ? c->f.vkCreateInstance(&ci, NULL, &c->inst) : VK_ERROR_INITIALIZATION_FAILED;
     if (r != VK_SUCCESS)
-        return xllm_errorf(err, XLLM_ERR_UNSUPPORTED,
+        return err_setf(err, XLLM_ERR_UNSUPPORTED,
                            "backend 'vulkan': the Vulkan loader is present but creating an instance failed (VkResult "
                            "%d): no driver installed (Debian: mesa-vulkan-drivers)?",
                            (int)r);
@@ -186,7 +186,7 @@ char *vulkan_describe_devices(void) {
     }
     if (c.inst) c.f.vkDestroyInstance(c.inst, NULL);
     if (c.lib) dlclose(c.lib);
-    return xllm_strdup(buf);
+    return mem_strdup(buf);
 }
 
 static int find_mem_type(vk_ctx *c, uint32_t bits, VkMemoryPropertyFlags want) {
@@ -256,7 +256,7 @@ static int import_wanted(void) { return !env_off("XLLM_VULKAN_IMPORT"); }
 static int has_device_extension(vk_ctx *c, const char *name) {
     uint32_t n = 0;
     if (c->f.vkEnumerateDeviceExtensionProperties(c->phys, NULL, &n, NULL) != VK_SUCCESS || !n) return 0;
-    VkExtensionProperties *e = xllm_calloc(n, sizeof *e);
+    VkExtensionProperties *e = mem_calloc(n, sizeof *e);
     int found = 0;
     if (e && c->f.vkEnumerateDeviceExtensionProperties(c->phys, NULL, &n, e) == VK_SUCCESS)
         for (uint32_t i = 0; i < n && !found; i++) found = !strcmp(e[i].extensionName, name);
@@ -270,21 +270,21 @@ xllm_status vk_open(vk_ctx *c, int device, xllm_error *err) {
     uint32_t n = 0;
     c->f.vkEnumeratePhysicalDevices(c->inst, &n, NULL);
     if (n == 0)
-        return xllm_errorf(err, XLLM_ERR_UNSUPPORTED,
+        return err_setf(err, XLLM_ERR_UNSUPPORTED,
                            "backend 'vulkan': the Vulkan loader sees no device (install a driver, e.g. Debian's "
                            "mesa-vulkan-drivers, or use --backend cpu)");
     VkPhysicalDevice pds[16];
     if (n > 16) n = 16;
     c->f.vkEnumeratePhysicalDevices(c->inst, &n, pds);
     if (device < 0 || (uint32_t)device >= n)
-        return xllm_errorf(err, XLLM_ERR_INVALID_ARGUMENT, "backend 'vulkan': device %d does not exist (%u found: 0..%u)",
+        return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "backend 'vulkan': device %d does not exist (%u found: 0..%u)",
                            device, n, n - 1);
     c->phys = pds[device];
     c->f.vkGetPhysicalDeviceProperties(c->phys, &c->props);
     char miss[256];
     missing_features(c, c->phys, miss, sizeof miss);
     if (miss[0])
-        return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "backend 'vulkan': device %d (%s) lacks %s", device,
+        return err_setf(err, XLLM_ERR_UNSUPPORTED, "backend 'vulkan': device %d (%s) lacks %s", device,
                            c->props.deviceName, miss);
     uint32_t nq = 0;
     c->f.vkGetPhysicalDeviceQueueFamilyProperties(c->phys, &nq, NULL);
@@ -295,14 +295,14 @@ xllm_status vk_open(vk_ctx *c, int device, xllm_error *err) {
     for (uint32_t i = 0; i < nq && c->queue_family == UINT32_MAX; i++)
         if (qf[i].queueFlags & VK_QUEUE_COMPUTE_BIT) c->queue_family = i;
     if (c->queue_family == UINT32_MAX)
-        return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "backend 'vulkan': device %d has no compute queue", device);
+        return err_setf(err, XLLM_ERR_UNSUPPORTED, "backend 'vulkan': device %d has no compute queue", device);
     /* unified memory: a device-local type that is also host-visible and
      * coherent, on an integrated / CPU device; else device-local + staging */
     int host = find_mem_type(c, ~0u, VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT);
     int both = find_mem_type(c, ~0u, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT | VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
                                          VK_MEMORY_PROPERTY_HOST_COHERENT_BIT);
     int local = find_mem_type(c, ~0u, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
-    if (host < 0) return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "backend 'vulkan': no host-visible memory type");
+    if (host < 0) return err_setf(err, XLLM_ERR_UNSUPPORTED, "backend 'vulkan': no host-visible memory type");
     int integrated = c->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU ||
                      c->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
     c->mem_type_host = (uint32_t)host;
@@ -352,12 +352,12 @@ xllm_status vk_open(vk_ctx *c, int device, xllm_error *err) {
     di.ppEnabledExtensionNames = n_exts ? exts : NULL;
     VkResult r = c->f.vkCreateDevice(c->phys, &di, NULL, &c->dev);
     if (r != VK_SUCCESS)
-        return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "backend 'vulkan': creating device %d (%s) failed (VkResult %d)",
+        return err_setf(err, XLLM_ERR_UNSUPPORTED, "backend 'vulkan': creating device %d (%s) failed (VkResult %d)",
                            device, c->props.deviceName, (int)r);
     PFN_vkGetDeviceProcAddr gdpa = c->f.vkGetDeviceProcAddr;
 #define X(fn) \
     if (!(c->f.fn = (PFN_##fn)gdpa(c->dev, #fn))) \
-        return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "backend 'vulkan': the driver has no %s", #fn);
+        return err_setf(err, XLLM_ERR_UNSUPPORTED, "backend 'vulkan': the driver has no %s", #fn);
     VK_FUNCS_DEVICE(X)
 #undef X
     c->f.vkGetDeviceQueue(c->dev, c->queue_family, 0, &c->queue);
@@ -373,15 +373,15 @@ xllm_status vk_open(vk_ctx *c, int device, xllm_error *err) {
     if (c->f.vkCreateCommandPool(c->dev, &pi, NULL, &c->pool) != VK_SUCCESS ||
         (ai.commandPool = c->pool, c->f.vkAllocateCommandBuffers(c->dev, &ai, &c->cmd) != VK_SUCCESS) ||
         c->f.vkCreateFence(c->dev, &fi, NULL, &c->fence) != VK_SUCCESS)
-        return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "backend 'vulkan': creating a command buffer failed");
+        return err_setf(err, XLLM_ERR_UNSUPPORTED, "backend 'vulkan': creating a command buffer failed");
     /* the staging pool: every copy between the host and memory it cannot map
      * (uploads, logits, KV blocks swapped out and in) goes through it; a
      * unified device maps all its memory and needs none */
     if (make_buffer(c, RING_BYTES, 1, &c->ring) || (!c->unified && make_buffer(c, STAGING_BYTES, 1, &c->staging)))
-        return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "backend 'vulkan': no host-visible memory for the staging pool");
+        return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "backend 'vulkan': no host-visible memory for the staging pool");
     void *va = mmap(NULL, VA_RESERVE, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (va == MAP_FAILED)
-        return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "backend 'vulkan': cannot reserve address space for device pointers");
+        return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "backend 'vulkan': cannot reserve address space for device pointers");
     c->va = va;
     c->va_size = VA_RESERVE;
     return XLLM_OK;
@@ -424,7 +424,7 @@ static void *add_alloc(vk_ctx *c, vk_alloc *a, size_t handle_off) {
 static int room_for(vk_ctx *c, size_t bytes) {
     size_t span = (bytes + ALIGN - 1) / ALIGN * ALIGN + ALIGN;
     if (c->va_used + span > c->va_size) return 0;
-    return !xllm_array_reserve(&c->allocs, &c->cap_allocs, c->n_allocs + 1, sizeof *c->allocs, 64);
+    return !array_reserve(&c->allocs, &c->cap_allocs, c->n_allocs + 1, sizeof *c->allocs, 64);
 }
 
 void *vk_alloc_device(vk_ctx *c, size_t bytes) {
@@ -492,7 +492,7 @@ static void *import_host(vk_ctx *c, const void *p, size_t bytes) {
 
 void *vk_host_alloc(vk_ctx *c, size_t bytes) {
     if (c->unified || !bytes) return NULL;
-    if (xllm_array_reserve(&c->hosts, &c->cap_hosts, c->n_hosts + 1, sizeof *c->hosts, 4)) return NULL;
+    if (array_reserve(&c->hosts, &c->cap_hosts, c->n_hosts + 1, sizeof *c->hosts, 4)) return NULL;
     vk_alloc a;
     if (make_buffer(c, bytes, 1, &a)) return NULL;
     a.handle = (uintptr_t)a.mapped;

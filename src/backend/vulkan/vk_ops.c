@@ -61,7 +61,7 @@ static xllm_status make_pipelines(vk_ctx *c, xllm_error *err) {
     li.pushConstantRangeCount = 1;
     li.pPushConstantRanges = &pr;
     if (c->f.vkCreatePipelineLayout(c->dev, &li, NULL, &c->layout) != VK_SUCCESS)
-        return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "backend 'vulkan': creating the pipeline layout failed");
+        return err_setf(err, XLLM_ERR_UNSUPPORTED, "backend 'vulkan': creating the pipeline layout failed");
     for (int p = 0; p < VK_P_COUNT; p++) {
         char name[64];
         pipe_name(p, name, sizeof name);
@@ -69,13 +69,13 @@ static xllm_status make_pipelines(vk_ctx *c, xllm_error *err) {
         int k = 0;
         while (vk_shader_blobs[k].name && strcmp(vk_shader_blobs[k].name, name)) k++;
         if (!vk_shader_blobs[k].name)
-            return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "backend 'vulkan': shader %s is not in this build", name);
+            return err_setf(err, XLLM_ERR_UNSUPPORTED, "backend 'vulkan': shader %s is not in this build", name);
         VkShaderModuleCreateInfo si = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
         si.codeSize = vk_shader_blobs[k].bytes;
         si.pCode = vk_shader_blobs[k].code;
         VkShaderModule mod;
         if (c->f.vkCreateShaderModule(c->dev, &si, NULL, &mod) != VK_SUCCESS)
-            return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "backend 'vulkan': shader %s was refused", name);
+            return err_setf(err, XLLM_ERR_UNSUPPORTED, "backend 'vulkan': shader %s was refused", name);
         VkComputePipelineCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
         ci.stage.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO;
         ci.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
@@ -85,7 +85,7 @@ static xllm_status make_pipelines(vk_ctx *c, xllm_error *err) {
         VkResult r = c->f.vkCreateComputePipelines(c->dev, VK_NULL_HANDLE, 1, &ci, NULL, &c->pipes[p]);
         c->f.vkDestroyShaderModule(c->dev, mod, NULL);
         if (r != VK_SUCCESS)
-            return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "backend 'vulkan': building pipeline %s failed (VkResult %d)",
+            return err_setf(err, XLLM_ERR_UNSUPPORTED, "backend 'vulkan': building pipeline %s failed (VkResult %d)",
                                name, (int)r);
     }
     return XLLM_OK;
@@ -116,7 +116,7 @@ static void ring_to_device(vk_ctx *c, uint64_t ra, void *dst, size_t bytes) {
 
 static uint64_t groups_of(uint64_t threads) { return (threads + 63) / 64; }
 
-static int pipe_for(xllm_dtype t) {
+static int pipe_for(dtype_t t) {
     switch (t) {
     case XLLM_DT_F32: return VK_P_MM_F32;
     case XLLM_DT_F16: return VK_P_MM_F16;
@@ -124,7 +124,7 @@ static int pipe_for(xllm_dtype t) {
     case XLLM_DT_Q8: return VK_P_MM_Q8;
     case XLLM_DT_Q4: return VK_P_MM_Q4;
     case XLLM_DT_Q4M: return VK_P_MM_Q4M;
-    default: return xllm_dtype_is_kq(t) ? VK_P_MM_KQ : -1;
+    default: return dtype_is_kq(t) ? VK_P_MM_KQ : -1;
     }
 }
 
@@ -132,13 +132,13 @@ static int pipe_for(xllm_dtype t) {
  * the unpacked layout of matmul.comp's WT_KQ (codes, then a scale and a
  * minimum per 16), the others as stored. */
 static size_t vk_row_bytes(const matrix *W) {
-    if (xllm_dtype_is_kq(W->dtype)) return (size_t)W->cols + (size_t)W->cols / 16 * 8;
+    if (dtype_is_kq(W->dtype)) return (size_t)W->cols + (size_t)W->cols / 16 * 8;
     return quant_row_bytes(W->dtype, W->group, W->cols);
 }
 
 /* One row of a llama.cpp block type into the WT_KQ layout (kq_unpack_block:
  * weight = d * sc * code - dmin * mn per sub-block of 16 or 32). */
-static void kq_unpack_row(xllm_dtype t, const unsigned char *src, int64_t cols, unsigned char *dst) {
+static void kq_unpack_row(dtype_t t, const unsigned char *src, int64_t cols, unsigned char *dst) {
     int be = kq_block_elems(t);
     size_t bb = kq_block_bytes(t);
     int8_t codes[QK_K];
@@ -189,29 +189,29 @@ static xllm_status vb_upload_matrix(void *ctx, matrix *W, void **storage, xllm_e
     vk_ctx *c = ctx;
     *storage = NULL;
     if (pipe_for(W->dtype) < 0)
-        return xllm_errorf(err, XLLM_ERR_UNSUPPORTED,
+        return err_setf(err, XLLM_ERR_UNSUPPORTED,
                            "backend 'vulkan' does not implement weights of type %s; use --backend cpu",
-                           xllm_dtype_name(W->dtype));
-    if (xllm_dtype_is_quant(W->dtype) && (W->group % 32 || W->cols % 32))
-        return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "backend 'vulkan': quantized rows of %lld with group %d (needs multiples of 32)",
+                           dtype_name(W->dtype));
+    if (dtype_is_quant(W->dtype) && (W->group % 32 || W->cols % 32))
+        return err_setf(err, XLLM_ERR_UNSUPPORTED, "backend 'vulkan': quantized rows of %lld with group %d (needs multiples of 32)",
                            (long long)W->cols, W->group);
-    if (xllm_dtype_is_kq(W->dtype) && W->cols % 256 && W->cols % kq_block_elems(W->dtype))
-        return xllm_errorf(err, XLLM_ERR_UNSUPPORTED, "backend 'vulkan': rows of %lld %s weights", (long long)W->cols,
-                           xllm_dtype_name(W->dtype));
+    if (dtype_is_kq(W->dtype) && W->cols % 256 && W->cols % kq_block_elems(W->dtype))
+        return err_setf(err, XLLM_ERR_UNSUPPORTED, "backend 'vulkan': rows of %lld %s weights", (long long)W->cols,
+                           dtype_name(W->dtype));
     size_t bytes = (size_t)W->rows * vk_row_bytes(W);
     /* the stored layout: imported in place or copied (vk_weights_place); llama.cpp's blocks: unpacked below */
-    int kq = xllm_dtype_is_kq(W->dtype);
+    int kq = dtype_is_kq(W->dtype);
     void *d = kq ? vk_alloc_device(c, bytes) : vk_weights_place(c, W->data, bytes);
     if (!d)
-        return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "backend 'vulkan': out of device memory for a %lldx%lld %s matrix (%zu bytes; %zu in use)",
-                           (long long)W->rows, (long long)W->cols, xllm_dtype_name(W->dtype), bytes, c->device_bytes);
-    if (xllm_dtype_is_kq(W->dtype)) { /* unpacked on the host, row by row, through a bounded buffer */
+        return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "backend 'vulkan': out of device memory for a %lldx%lld %s matrix (%zu bytes; %zu in use)",
+                           (long long)W->rows, (long long)W->cols, dtype_name(W->dtype), bytes, c->device_bytes);
+    if (dtype_is_kq(W->dtype)) { /* unpacked on the host, row by row, through a bounded buffer */
         size_t rb = vk_row_bytes(W), src_rb = quant_row_bytes(W->dtype, W->group, W->cols);
         size_t per = ((size_t)8 << 20) / rb ? ((size_t)8 << 20) / rb : 1;
-        unsigned char *tmp = xllm_malloc(per * rb);
+        unsigned char *tmp = mem_malloc(per * rb);
         if (!tmp) {
             vk_free_device(c, d);
-            return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+            return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
         }
         for (int64_t r0 = 0; r0 < W->rows; r0 += (int64_t)per) {
             int64_t n = W->rows - r0 < (int64_t)per ? W->rows - r0 : (int64_t)per;
@@ -239,8 +239,8 @@ static void vb_embed(void *ctx, const matrix *E, const int32_t *tokens, int T, f
     float *h = vk_ring(c, (size_t)T * n * sizeof(float), &ra);
     for (int t = 0; t < T; t++) { /* the table stays in host memory (backend.h): rows looked up here */
         const char *p = (const char *)E->data + (size_t)tokens[t] * rb;
-        if (xllm_dtype_is_quant(E->dtype)) quant_dequantize_row(E->dtype, E->group, p, E->cols, h + (size_t)t * n);
-        else xllm_to_f32(E->dtype, p, h + (size_t)t * n, n);
+        if (dtype_is_quant(E->dtype)) quant_dequantize_row(E->dtype, E->group, p, E->cols, h + (size_t)t * n);
+        else dtype_to_f32(E->dtype, p, h + (size_t)t * n, n);
     }
     ring_to_device(c, ra, x, (size_t)T * n * sizeof(float));
 }
@@ -321,12 +321,12 @@ static void matmul_rows(vk_ctx *c, const float *x, int T, const matrix *W, int64
     int pipe = pipe_for(W->dtype);
     if (pipe < 0 || !W->packed) {
         fprintf(stderr, "xllm vulkan: a %s matrix reached a matmul without upload (refused at load)\n",
-                xllm_dtype_name(W->dtype));
+                dtype_name(W->dtype));
         abort();
     }
     size_t rb = vk_row_bytes(W);
     mm_pc pc = {0};
-    if (xllm_dtype_is_quant(W->dtype) && !xllm_dtype_is_kq(W->dtype)) {
+    if (dtype_is_quant(W->dtype) && !dtype_is_kq(W->dtype)) {
         quantize_act(c, x, T, W->cols, ready);
         pc.x = A(c->qact);
         pc.xd = pc.x + ((uint64_t)c->max_tokens * c->max_cols + 255) / 256 * 256;
@@ -460,7 +460,7 @@ static void vb_attention(void *ctx, const be_attn *d) {
     int T = d->T;
     /* each sequence's block table once (as far as this batch reaches), and per
      * token: where its table starts, its first key, one past its last key */
-    int32_t *useq = xllm_malloc((size_t)T * 5 * sizeof(int32_t)), *umax = useq + T, *uoff = umax + T;
+    int32_t *useq = mem_malloc((size_t)T * 5 * sizeof(int32_t)), *umax = useq + T, *uoff = umax + T;
     int32_t *tiles = uoff + T; /* [ntiles][2] */
     if (!useq) {
         fprintf(stderr, "xllm vulkan: out of memory\n");
@@ -505,7 +505,7 @@ static void vb_attention(void *ctx, const be_attn *d) {
     for (int u = 0; u < nu; u++)
         memcpy(tabs + uoff[u], d->block_tables[useq[u]], (size_t)(umax[u] / d->block_size + 1) * sizeof(int32_t));
     memcpy(rtiles, tiles, (size_t)nt * 2 * sizeof(int32_t));
-    int32_t *pass_start = xllm_malloc((size_t)(nt + 1) * sizeof(int32_t));
+    int32_t *pass_start = mem_malloc((size_t)(nt + 1) * sizeof(int32_t));
     if (!pass_start) {
         fprintf(stderr, "xllm vulkan: out of memory\n");
         abort();
@@ -589,7 +589,7 @@ static void vb_moe(void *ctx, const be_moe *d) {
     vk_ctx *c = ctx;
     int T = d->T, E = d->n_experts, K = d->n_used, H = d->hidden;
     matmul_rows(c, d->x, T, d->router, 0, E, NULL, d->router_logits, (size_t)E, 0, 0);
-    float *rl = xllm_malloc((size_t)T * E * sizeof(float) + (size_t)T * K * (sizeof(float) + sizeof(int32_t)));
+    float *rl = mem_malloc((size_t)T * E * sizeof(float) + (size_t)T * K * (sizeof(float) + sizeof(int32_t)));
     if (!rl) {
         fprintf(stderr, "xllm vulkan: out of memory\n");
         abort();
@@ -678,7 +678,7 @@ static xllm_status vb_plan(void *ctx, matrix *const *ws, size_t n, int max_token
 static int vb_supports(void *ctx, be_feature f, int arg) {
     (void)ctx;
     switch (f) {
-    case BE_FEAT_WEIGHT_DTYPE: return pipe_for((xllm_dtype)arg) >= 0;
+    case BE_FEAT_WEIGHT_DTYPE: return pipe_for((dtype_t)arg) >= 0;
     case BE_FEAT_KV_DTYPE: return arg == KV_F32 || arg == KV_F16 || arg == KV_Q8;
     case BE_FEAT_HEAD_DIM: return arg > 0 && arg <= 512 && arg % 2 == 0;
     case BE_FEAT_ATTN_WINDOW: return 1;
@@ -723,10 +723,10 @@ static const backend_ops vulkan_backend_ops = {
 
 xllm_status vulkan_backend_create(backend *out, const backend_options *o, xllm_error *err) {
     if (o->arith_llama)
-        return xllm_errorf(err, XLLM_ERR_UNSUPPORTED,
+        return err_setf(err, XLLM_ERR_UNSUPPORTED,
                            "backend 'vulkan' does not implement llama.cpp's arithmetic (arithmetic \"llama\"): use the cpu backend");
-    vk_ctx *c = xllm_calloc(1, sizeof *c);
-    if (!c) return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
+    vk_ctx *c = mem_calloc(1, sizeof *c);
+    if (!c) return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "out of memory");
     xllm_status st = vk_open(c, o->device, err);
     if (!st) st = make_pipelines(c, err);
     if (st) {
@@ -744,7 +744,7 @@ xllm_status vulkan_backend_create(backend *out, const backend_options *o, xllm_e
     if (!(c->qact = vk_alloc_device(c, c->qact_bytes))) {
         vk_close(c);
         xllm_free(c);
-        return xllm_errorf(err, XLLM_ERR_OUT_OF_MEMORY, "backend 'vulkan': out of device memory for its scratch");
+        return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "backend 'vulkan': out of device memory for its scratch");
     }
     snprintf(c->describe, sizeof c->describe, "vulkan %.200s (%s memory)", c->props.deviceName,
              c->unified ? "unified" : "device-local");

@@ -18,7 +18,7 @@ layout(buffer_reference, std430, buffer_reference_align = 1) buffer I8 { int8_t 
 
 float f16_at(uint64_t a) { return unpackHalf2x16(uint(U16(a).v[0])).x; }
 
-// IEEE half of f, rounded to nearest even (base/dtype.c's xllm_f32_to_f16, bit for bit)
+// IEEE half of f, rounded to nearest even (base/dtype.c's f32_to_f16, bit for bit)
 uint f32_to_f16(float f) {
     uint x = floatBitsToUint(f);
     uint sign = (x >> 16) & 0x8000u;
