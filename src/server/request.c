@@ -17,19 +17,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-int http_err(http_error *e, int status, const char *type, const char *param, const char *code, const char *fmt, ...) {
-    e->status = status;
-    e->type = type;
-    e->param = param;
-    e->code = code;
-    e->allow = NULL;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(e->message, sizeof e->message, fmt, ap);
-    va_end(ap);
-    return status;
-}
-
 #define BAD(e, param, ...) http_err(e, 400, "invalid_request_error", param, NULL, __VA_ARGS__)
 
 /* Every string in the tree is valid UTF-8 (cJSON does not check). */
