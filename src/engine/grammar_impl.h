@@ -133,6 +133,8 @@ int32_t gram_front_json_object(gbuild *b);
 /* grammar_json_disjoint.c: 1 when no JSON value matches both schemas
  * (provably; 0 = maybe); the JSON pointer of a node of doc, for messages. */
 struct cJSON;
+/* grammar_json.c: a local JSON pointer (#/...) in doc, NULL when it does not resolve. */
+const struct cJSON *json_pointer_resolve(const struct cJSON *doc, const char *ref);
 int json_schemas_disjoint(const struct cJSON *doc, const struct cJSON *a, const struct cJSON *b);
 void json_schema_path(const struct cJSON *doc, const struct cJSON *target, char *buf, size_t cap);
 /* grammar_json_number.c: an integer / number schema with bounds or multipleOf. */

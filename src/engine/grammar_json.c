@@ -220,9 +220,11 @@ static int check_keywords(js *j, const cJSON *s) {
 
 /* ---------------------------------------------------------------- $ref */
 
-static const cJSON *resolve(js *j, const char *ref) {
+/* A local JSON pointer ("#/$defs/x", ~0 ~1 escapes, strict array indices) in doc; NULL when
+   it does not resolve. Also used by grammar_json_disjoint.c. */
+const cJSON *json_pointer_resolve(const cJSON *doc, const char *ref) {
     if (ref[0] != '#') return NULL;
-    const cJSON *cur = j->doc;
+    const cJSON *cur = doc;
     const char *p = ref + 1;
     while (*p == '/' && cur) {
         p++;
@@ -533,7 +535,7 @@ static int32_t schema_body(js *j, const cJSON *s) {
     const cJSON *ref = get(s, "$ref");
     if (ref) {
         if (!cJSON_IsString(ref)) return gb_fail(j->b, "json schema: \"$ref\" must be a string");
-        const cJSON *target = resolve(j, ref->valuestring);
+        const cJSON *target = json_pointer_resolve(j->doc, ref->valuestring);
         if (!target) return gb_fail(j->b, "json schema: \"$ref\" %.128s does not resolve (only local refs are supported)", ref->valuestring);
         int others = 0;
         const cJSON *it;
@@ -555,7 +557,7 @@ static int32_t schema_body(js *j, const cJSON *s) {
         cJSON_ArrayForEach(it, all) {
             const cJSON *sub = it;
             const cJSON *r2 = get(it, "$ref");
-            if (r2 && cJSON_IsString(r2) && !(sub = resolve(j, r2->valuestring)))
+            if (r2 && cJSON_IsString(r2) && !(sub = json_pointer_resolve(j->doc, r2->valuestring)))
                 return gb_fail(j->b, "json schema: \"$ref\" %.128s does not resolve", r2->valuestring);
             if (!cJSON_IsObject(sub)) return gb_fail(j->b, "json schema: allOf items must be schemas");
             m = merge(j, m, sub, first ? "allOf" : NULL);

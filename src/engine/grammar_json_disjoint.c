@@ -35,31 +35,13 @@
 
 static const cJSON *get(const cJSON *s, const char *k) { return cJSON_IsObject(s) ? cJSON_GetObjectItemCaseSensitive(s, k) : NULL; }
 
-static const cJSON *resolve_ref(const cJSON *doc, const char *ref) {
-    if (ref[0] != '#') return NULL;
-    const cJSON *cur = doc;
-    const char *p = ref + 1;
-    while (*p == '/' && cur) {
-        p++;
-        char tok[256];
-        size_t n = 0;
-        while (*p && *p != '/' && n + 1 < sizeof tok) {
-            if (p[0] == '~' && p[1] == '1') tok[n++] = '/', p += 2;
-            else if (p[0] == '~' && p[1] == '0') tok[n++] = '~', p += 2;
-            else tok[n++] = *p++;
-        }
-        tok[n] = 0;
-        cur = cJSON_IsArray(cur) ? cJSON_GetArrayItem(cur, atoi(tok)) : get(cur, tok);
-    }
-    return *p ? NULL : cur;
-}
 
 /* s with a bare {"$ref": ...} followed (a $ref with siblings is left as it is: not followed). */
 static const cJSON *deref(const cJSON *doc, const cJSON *s) {
     for (int hop = 0; hop < MAX_HOPS && cJSON_IsObject(s); hop++) {
         const cJSON *r = get(s, "$ref");
         if (!cJSON_IsString(r) || cJSON_GetArraySize(s) != 1) break;
-        const cJSON *t = resolve_ref(doc, r->valuestring);
+        const cJSON *t = json_pointer_resolve(doc, r->valuestring);
         if (!t) break;
         s = t;
     }
