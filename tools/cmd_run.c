@@ -237,10 +237,18 @@ static int run_many(xllm_model *m, xllm_engine *eng, const char *path, const xll
     n *= (size_t)samples; /* results: per prompt, its samples */
     int rc = 0;
     if (st) rc = cli_fail_err(&err);
-    size_t np = 0, ng = 0;
+    size_t np = 0, ng = 0, nd = 0; /* nd: tokens after each sequence's first (the decode steps) */
+    double d0 = 1e300, d1 = 0;       /* first first-token time, last last-token time (scheduler clock) */
+    size_t steps = 0;                /* decode steps: the longest sequence's tokens after its first */
     for (size_t i = 0; !st && i < n; i++) {
         np += res[i].n_prompt_ids;
         ng += res[i].n_ids;
+        if (res[i].n_ids > 1) {
+            nd += res[i].n_ids - 1;
+            if (res[i].n_ids - 1 > steps) steps = res[i].n_ids - 1;
+            if (res[i].first_token_s < d0) d0 = res[i].first_token_s;
+            if (res[i].first_token_s + res[i].decode_s > d1) d1 = res[i].first_token_s + res[i].decode_s;
+        }
         if (json) {
             printf("{\"prompt_ids\":");
             cli_print_ids_json(stdout, res[i].prompt_ids, res[i].n_prompt_ids);
@@ -259,8 +267,9 @@ static int run_many(xllm_model *m, xllm_engine *eng, const char *path, const xll
     if (!st && !quiet)
         fprintf(stderr,
                 "xllm: %zu sequences, %zu prompt tokens | generated %zu tokens in %.2f s (%.1f tokens/s aggregate) | "
-                "preemptions %lld\n",
-                n, np, ng, wall, wall > 0 ? (double)ng / wall : 0.0, preempt);
+                "decode %.2f tokens/s, %.2f ms/step | preemptions %lld\n",
+                n, np, ng, wall, wall > 0 ? (double)ng / wall : 0.0, nd && d1 > d0 ? (double)nd / (d1 - d0) : 0.0,
+                steps ? 1e3 * (d1 - d0) / (double)steps : 0.0, preempt);
     if (!st) free_many(res, n);
     for (size_t i = 0; i < n / (size_t)samples; i++) free(lines[i]);
     free(lines);
