@@ -6,7 +6,7 @@
  * fit it (HEAD where GET does; 405 names the allowed ones in Allow), the API
  * key (when set) match, compared in constant time, on every path the
  * endpoint table (endpoints.c) guards, and a declared body fit the limit. An admitted request, body
- * read, comes to http_handle on a worker thread; each handler answers
+ * read, comes to http_handle on a worker of the pool; each handler answers
  * through send_buf / send_json / send_error (listener.c's http_respond) or
  * a stream (http_stream_*); the table's newer endpoints have
  * transport-neutral handlers (srv_call), answered here. Each request is counted in the metrics and

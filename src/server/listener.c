@@ -1,6 +1,6 @@
 /*
- * listener.c - `xllm serve`'s connection layer: one epoll thread, a worker
- * thread per admitted request, and a deadline on every phase.
+ * listener.c - `xllm serve`'s connection layer: one epoll thread, a fixed
+ * pool of worker threads for admitted requests, and a deadline on every phase.
  *
  * The idea (as nginx and Envoy do it): a client holds nothing it has not
  * earned. A connection that is still sending its head or body costs a small
@@ -15,20 +15,39 @@
  * (else the client is dropped and its run aborted). Limits: connections in
  * all (when full, the oldest connection still sending its head is closed to
  * make room), per client address, and a global budget of request-body bytes
- * in flight (503 + Retry-After when spent). A complete request goes to a
- * detached worker thread (http_handle), which answers through http_respond /
+ * in flight (503 + Retry-After when spent). A complete request goes to the
+ * worker pool (http_handle on a worker), which answers through http_respond /
  * http_stream_*, then hands the connection back for keep-alive.
  *
+ * The worker pool: a request goes to the worker that finished last among
+ * those waiting (a stack: its thread stack and malloc caches are warm), or,
+ * when none waits, to a new worker; a worker that has waited POOL_IDLE_S
+ * (30 s) ends, down to POOL_CORE (4). So under a steady load no thread is
+ * made or unmade per request, and after a burst the threads it needed go.
+ * A request keeps its worker for its whole life (a stream: until its last
+ * write), so the pool is sized for the most requests that can be in flight at
+ * once: N = --http-workers, or by default the sum over the models of (batch
+ * slots + --max-queue) + 64, at most --max-connections (so a generation
+ * request beyond an engine's slots and queue still gets the engine's own 429,
+ * not the pool's 503). Requests to /health, /metrics and /v1/models may use
+ * every worker; the others all but a reserve of min(8, N/4), so a pool full
+ * of long streams or never-reading clients still answers /health. Handing a
+ * request over never blocks the epoll thread: when the pool (or the others'
+ * share) is full, the request gets 503 + Retry-After; when a worker cannot be
+ * started it waits in a queue for the next one free.
+ *
  * Memory: each worker thread mallocs in one of glibc's per-thread arenas,
- * and freed memory stays in its arena; with a thread per request, over hours
- * the arenas' kept free memory made RSS creep (+29% in a 30-minute soak,
- * with the bytes in use flat). So the arenas are capped at 4 (unless
+ * and freed memory stays in its arena. The arenas are capped at 4 (unless
  * MALLOC_ARENA_MAX says otherwise) and the epoll thread gives the kept free
- * memory back to the system every 10 s (malloc_trim).
+ * memory back to the system every 10 s (malloc_trim). (With a thread per
+ * request, RSS crept in a 30-minute soak with the bytes in use flat;
+ * bench/hostile.md has the figures before and after the pool.)
  *
  * Thread-safety: connections and their list belong to the epoll thread;
- * a connection handed to a worker belongs to it until it is posted back
- * through the return queue (mutex + eventfd).
+ * a connection handed to the pool (under its mutex) belongs to the worker
+ * that takes it until it is posted back through the return queue (mutex +
+ * eventfd). Only the epoll thread starts and joins workers (http_stop, after
+ * it ended, joins the rest).
  */
 #include "srv.h"
 
@@ -57,6 +76,16 @@
    LINGER_FACTOR times the body limit and LINGER_S seconds; no byte is kept. */
 #define LINGER_S 5.0
 #define LINGER_FACTOR 4
+/* A worker that waits this long for a request ends, unless it is one of the
+   first POOL_CORE (see the top). */
+#define POOL_IDLE_S 30
+#define POOL_CORE 4
+/* Workers kept for /health, /metrics and /v1/models (at most; see the top). */
+#define POOL_RESERVE 8
+/* The default pool's room beyond the engines' slots and queues: requests that
+   hold a worker without an engine request (a 400, a 429 on its way out,
+   /tokenize), and the reserve. */
+#define POOL_MARGIN 64
 
 enum { C_IDLE, C_HEAD, C_BODY, C_WORK, C_LINGER };
 
@@ -79,9 +108,11 @@ struct http_conn {
     int broken;             /* a write failed or missed its deadline */
     int resp_started, chunked_resp, keep_alive, close_after;
     int served;             /* requests answered on this connection */
+    int light;              /* its request is /health, /metrics or /v1/models (may use the pool's reserve) */
     int status;             /* the status of the answer written (0: none yet) */
     struct http_conn *prev, *next;
     struct http_conn *qnext; /* the return queue */
+    struct http_conn *pnext; /* the pool's queue */
 };
 
 typedef struct lsn {
@@ -93,7 +124,16 @@ typedef struct lsn {
     http_conn *head; /* every connection not in a worker's hands is here; workers' too */
     pthread_mutex_t qmu;
     http_conn *q;    /* connections handed back by workers */
-    atomic_int workers;
+    atomic_int workers;  /* requests handed to the pool and not yet handed back */
+    atomic_int heavy;    /* of which not light */
+    /* the worker pool (see the top) */
+    pthread_mutex_t pmu;
+    http_conn *pq, *pq_tail; /* handed over, no worker free to take it yet */
+    struct pworker *idle;    /* workers waiting, the last one to finish on top */
+    struct pworker *live;    /* every worker not yet joined (epoll thread and http_stop only) */
+    int n_live;              /* workers started and not retired */
+    int pool_quit;
+    int pool_max, heavy_max, sized;
     atomic_int partial; /* connections in the middle of sending a request (as of the last scan) */
     atomic_llong inflight;
     int max_conns;
@@ -265,26 +305,121 @@ static void refuse_st(lsn *L, http_conn *c, int status, const char *msg) {
     refuse(L, c, &e);
 }
 
-static void *worker(void *arg);
+/* A worker of the pool. Fields under L->pmu, except t and lnext (the epoll
+ * thread's, and http_stop's once it has ended). */
+typedef struct pworker {
+    lsn *L;
+    pthread_t t;
+    pthread_cond_t cv;
+    http_conn *job;          /* handed to it while it waited */
+    struct pworker *inext;   /* the idle stack */
+    struct pworker *lnext;   /* L->live */
+    int done;                /* retired or quit: it touches nothing more; join it */
+} pworker;
 
+static void *pool_main(void *arg);
+
+/* Join and free the workers that have ended (epoll thread, or http_stop after it). */
+static void pool_reap(lsn *L, int all) {
+    for (pworker **pp = &L->live; *pp;) {
+        pworker *w = *pp;
+        pthread_mutex_lock(&L->pmu);
+        int done = w->done;
+        pthread_mutex_unlock(&L->pmu);
+        if (!done && !all) { pp = &w->lnext; continue; }
+        pthread_join(w->t, NULL);
+        *pp = w->lnext;
+        pthread_cond_destroy(&w->cv);
+        free(w);
+    }
+}
+
+/* The pool's size (see the top): once the models are loaded, from their batch
+ * slots; before, what --http-workers says or the reserve (everything but
+ * /health and /metrics answers 503 then). */
+static void pool_size(lsn *L) {
+    srv_state *s = L->s;
+    long n = s->opt.http_workers;
+    if (!n) {
+        if (!atomic_load(&s->ready)) {
+            n = 2 * POOL_RESERVE;
+        } else {
+            n = POOL_MARGIN;
+            for (int i = 0; i < s->n_models; i++)
+                n += (s->models[i]->max_batch > 0 ? s->models[i]->max_batch : 0) + (s->opt.max_queue > 0 ? s->opt.max_queue : 0);
+            L->sized = 1;
+        }
+    } else {
+        L->sized = 1;
+    }
+    if (n > L->max_conns) n = L->max_conns;
+    if (n < 1) n = 1;
+    L->pool_max = (int)n;
+    int reserve = L->pool_max / 4 < POOL_RESERVE ? L->pool_max / 4 : POOL_RESERVE;
+    L->heavy_max = L->pool_max - reserve;
+    if (L->sized) srv_log("http workers: at most %d (%d for requests other than /health, /metrics, /v1/models)", L->pool_max, L->heavy_max);
+}
+
+/* Hand a complete request to the pool (never blocks: a full pool is 503). */
 static void dispatch(lsn *L, http_conn *c) {
+    if (!L->sized) pool_size(L);
+    c->light = c->endpoint == EP_HEALTH || c->endpoint == EP_METRICS || c->endpoint == EP_MODELS;
+    if (atomic_load(&L->workers) >= L->pool_max || (!c->light && atomic_load(&L->heavy) >= L->heavy_max)) {
+        http_error e;
+        http_err(&e, 503, "server_error", NULL, "busy", "every worker of the server is busy; retry");
+        refuse(L, c, &e);
+        return;
+    }
+    pthread_mutex_lock(&L->pmu);
+    pworker *w = L->idle, *nw = NULL;
+    if (!w && L->n_live < L->pool_max) {
+        /* none waiting: a new worker, which takes this request first */
+        nw = calloc(1, sizeof *nw);
+        pthread_condattr_t ca;
+        pthread_condattr_init(&ca);
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+        if (nw) {
+            nw->L = L;
+            pthread_cond_init(&nw->cv, &ca);
+            nw->job = c;
+            if (pthread_create(&nw->t, NULL, pool_main, nw)) {
+                pthread_cond_destroy(&nw->cv);
+                free(nw);
+                nw = NULL;
+            }
+        }
+        pthread_condattr_destroy(&ca);
+        if (nw) {
+            L->n_live++;
+            nw->lnext = L->live;
+            L->live = nw;
+        } else if (!L->n_live) {
+            pthread_mutex_unlock(&L->pmu);
+            refuse_st(L, c, 503, "the server cannot start a worker thread");
+            return;
+        }
+        /* else: it waits in the queue for the next worker free */
+    }
     c->state = C_WORK;
     epoll_ctl(L->ep, EPOLL_CTL_DEL, c->fd, NULL);
     c->resp_started = c->broken = c->chunked_resp = c->close_after = c->status = 0;
     c->keep_alive = c->h.keep_alive && !c->peer_eof;
     atomic_fetch_add(&L->workers, 1);
+    if (!c->light) atomic_fetch_add(&L->heavy, 1);
     atomic_fetch_add(&c->s->active, 1);
-    pthread_t t;
-    pthread_attr_t a;
-    pthread_attr_init(&a);
-    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-    if (pthread_create(&t, &a, worker, c)) {
-        atomic_fetch_sub(&L->workers, 1);
-        atomic_fetch_sub(&c->s->active, 1);
-        set_events(L, c, EPOLL_CTL_ADD);
-        refuse_st(L, c, 503, "the server cannot start a thread for this request");
+    if (nw) {
+        /* it has its job already */
+    } else if (w) { /* the worker that waited least: its stack and caches are warm */
+        L->idle = w->inext;
+        w->job = c;
+        pthread_cond_signal(&w->cv);
+    } else {
+        c->pnext = NULL;
+        if (L->pq_tail) L->pq_tail->pnext = c;
+        else L->pq = c;
+        L->pq_tail = c;
     }
-    pthread_attr_destroy(&a);
+    pthread_mutex_unlock(&L->pmu);
 }
 
 static void consume(http_conn *c, size_t n) {
@@ -514,6 +649,7 @@ static void on_deadlines(lsn *L) {
         conn_close(L, c); /* idle keep-alive, or lingering done */
     }
     atomic_store(&L->partial, partial);
+    pool_reap(L, 0);
 }
 
 static void on_returns(lsn *L) {
@@ -570,10 +706,10 @@ static void *loop(void *arg) {
     return NULL;
 }
 
-static void *worker(void *arg) {
-    http_conn *c = arg;
-    lsn *L = c->L;
+/* One request on a worker: answer it, hand the connection back. */
+static void serve(lsn *L, http_conn *c) {
     srv_state *s = c->s;
+    int light = c->light;
     http_handle(s, c, &c->h, c->endpoint, c->body.p ? c->body.p : "", c->body.len);
     if (!c->resp_started) {
         http_error e;
@@ -596,7 +732,50 @@ static void *worker(void *arg) {
     uint64_t one = 1;
     (void)!write(L->evfd, &one, sizeof one);
     atomic_fetch_sub(&s->active, 1);
+    if (!light) atomic_fetch_sub(&L->heavy, 1);
     atomic_fetch_sub(&L->workers, 1);
+}
+
+static void *pool_main(void *arg) {
+    pworker *w = arg;
+    lsn *L = w->L;
+#ifdef __GLIBC__
+    pthread_setname_np(pthread_self(), "xllm-http"); /* seen in top -H, /proc/PID/task/ * /comm */
+#endif
+    pthread_mutex_lock(&L->pmu);
+    for (;;) {
+        http_conn *c = w->job;
+        w->job = NULL;
+        if (!c && L->pq) { /* a request that found no worker free */
+            c = L->pq;
+            L->pq = c->pnext;
+            if (!L->pq) L->pq_tail = NULL;
+        }
+        if (c) {
+            pthread_mutex_unlock(&L->pmu);
+            serve(L, c);
+            pthread_mutex_lock(&L->pmu);
+            continue;
+        }
+        if (L->pool_quit) break;
+        /* wait on top of the idle stack; one that waited POOL_IDLE_S retires (beyond POOL_CORE) */
+        w->inext = L->idle;
+        L->idle = w;
+        struct timespec until;
+        clock_gettime(CLOCK_MONOTONIC, &until);
+        until.tv_sec += POOL_IDLE_S;
+        int timed_out = 0;
+        while (!w->job && !L->pool_quit && !timed_out)
+            timed_out = pthread_cond_timedwait(&w->cv, &L->pmu, &until) == ETIMEDOUT;
+        if (w->job) continue; /* dispatch took it off the stack */
+        for (pworker **pp = &L->idle; *pp; pp = &(*pp)->inext)
+            if (*pp == w) { *pp = w->inext; break; }
+        if (L->pool_quit) break;
+        if (L->n_live > POOL_CORE) break; /* retire */
+    }
+    L->n_live--;
+    w->done = 1;
+    pthread_mutex_unlock(&L->pmu);
     return NULL;
 }
 
@@ -607,6 +786,7 @@ void *http_start(srv_state *s, char *err, size_t cap) {
     if (!L) { snprintf(err, cap, "out of memory"); return NULL; }
     L->s = s;
     pthread_mutex_init(&L->qmu, NULL);
+    pthread_mutex_init(&L->pmu, NULL);
 #ifdef __GLIBC__
     if (!getenv("MALLOC_ARENA_MAX")) mallopt(M_ARENA_MAX, 4); /* see the top */
 #endif
@@ -657,6 +837,7 @@ void *http_start(srv_state *s, char *err, size_t cap) {
     getsockname(L->lfd, (struct sockaddr *)&bound, &bl);
     s->actual_port = ntohs(bound.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&bound)->sin6_port
                                                        : ((struct sockaddr_in *)&bound)->sin_port);
+    pool_size(L);
     L->ep = epoll_create1(EPOLL_CLOEXEC);
     L->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = L};
@@ -699,10 +880,16 @@ void http_stop(void *d, srv_state *s) {
         struct timespec ts = {0, 10 * 1000 * 1000};
         nanosleep(&ts, NULL);
     }
+    pthread_mutex_lock(&L->pmu);
+    L->pool_quit = 1;
+    for (pworker *w = L->idle; w; w = w->inext) pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&L->pmu);
+    pool_reap(L, 1);
     while (L->head) conn_close(L, L->head);
     close(L->ep);
     close(L->evfd);
     pthread_mutex_destroy(&L->qmu);
+    pthread_mutex_destroy(&L->pmu);
     free(L);
     (void)s;
 }

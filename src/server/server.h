@@ -30,6 +30,8 @@ typedef struct srv_options {
     int write_timeout_s;      /* a response write making no progress this long drops the client (its run aborts) */
     int max_conns_per_ip;     /* connections from one client address */
     size_t max_inflight_bytes; /* request-body bytes held by all connections at once; 503 + Retry-After beyond */
+    int http_workers;         /* worker threads at most (started as needed, reused, ended after 30 s idle); 0: the models' batch slots +
+                                 max_queue each, + 64 (listener.c) */
     int verbose;
     const char *kv_dtype; /* every model's KV storage (xllm_model_options.kv_dtype); NULL: its config's */
     /* pipeline parallelism: when not NULL and pp_size > 1, its pp_* fields go
@@ -44,7 +46,8 @@ typedef struct srv_options {
 /* Defaults: 127.0.0.1:8080, 8 MiB bodies, 256 queued requests per model,
  * 600 s per request, 30 s idle connections, 4096 connections (256 per
  * client address), heads within 10 s, bodies within 60 s, writes making
- * progress within 30 s, 256 MiB of request bodies in flight. */
+ * progress within 30 s, 256 MiB of request bodies in flight, worker threads
+ * sized from the models (http_workers 0). */
 srv_options srv_options_default(void);
 
 /* Load the models, listen, print "xllm serve: listening on http://HOST:PORT"

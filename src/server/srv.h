@@ -4,14 +4,14 @@
  * The server sits on the public C API only (include/xllm.h): it never touches
  * a tensor. One process serves several models, each with its own xllm_engine.
  * Its connection layer (listener.c) holds connections on one epoll thread
- * until a request is complete, then a worker thread tokenizes, submits to the
+ * until a request is complete, then a worker of its thread pool tokenizes, submits to the
  * engine, and waits for the request's chunks (woken by the engine's notify
  * callback) while it writes the response. The engine's scheduler thread does
  * all model work.
  *
  * Files, one concept each:
  *   server.c    start-up, the model registry, shutdown (server.h is its API)
- *   listener.c  the connection layer: epoll, deadlines, limits, workers, writes
+ *   listener.c  the connection layer: epoll, deadlines, limits, the worker pool, writes
  *   http_parse.c the strict HTTP/1.1 head parser, the chunked decoder
  *   json_strict.c strict JSON with a memory bound
  *   http.c      routing and admission at the head, endpoint handlers
@@ -395,7 +395,7 @@ int http_chunk_step(http_chunk *c, const char *in, size_t n, size_t *used, const
  * request's head and body are complete (no thread for a connection that is
  * still sending), with deadlines on each phase, per-address and global
  * connection limits and a global budget of request-body bytes; then a worker
- * thread runs the handler (http_handle), which answers through the functions
+ * of a pool of kept threads runs the handler (http_handle), which answers through the functions
  * below, with a write-progress deadline. */
 typedef struct http_conn http_conn;
 

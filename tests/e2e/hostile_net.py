@@ -56,6 +56,34 @@ class Server:
                     return int(line.split()[1])
         return -1
 
+    def smaps(self):
+        """Resident KiB by kind of mapping: the main malloc heap, the other malloc arenas
+        (64 MiB-aligned anonymous mappings), thread stacks (8 MiB anonymous), other
+        anonymous memory (large mallocs, the model's and KV buffers), files."""
+        out = {"heap": 0, "arenas": 0, "stacks": 0, "anon": 0, "file": 0}
+        kind = None
+        with open("/proc/%d/smaps" % self.p.pid) as f:
+            for line in f:
+                if re.match(r"^[0-9a-f]+-[0-9a-f]+ ", line):
+                    parts = line.split()
+                    lo, hi = (int(x, 16) for x in parts[0].split("-"))
+                    path = parts[5] if len(parts) > 5 else ""
+                    if path == "[heap]":
+                        kind = "heap"
+                    elif path.startswith("["):
+                        kind = "anon"
+                    elif path:
+                        kind = "file"
+                    elif lo % (64 << 20) == 0 and hi - lo <= (64 << 20):
+                        kind = "arenas"
+                    elif (hi - lo) in ((8 << 20) - 4096, 8 << 20):
+                        kind = "stacks"
+                    else:
+                        kind = "anon"
+                elif line.startswith("Rss:") and kind:
+                    out[kind] += int(line.split()[1])
+        return out
+
     def stop(self):
         self.p.terminate()
         try:
@@ -315,8 +343,14 @@ def suite():
         time.sleep(0.25)
         dropped = "(connection closed)" in srv.stderr()
     took = time.time() - t0
-    kv = metric(port, "xllm_kv_blocks_used")
-    run = metric(port, "xllm_running_requests")
+    # the log line is written just before the run is freed: its KV must be free within 2 s of it
+    t1 = time.time()
+    while True:
+        kv = metric(port, "xllm_kv_blocks_used")
+        run = metric(port, "xllm_running_requests")
+        if (kv == 0 and run == 0) or time.time() - t1 > 2:
+            break
+        time.sleep(0.1)
     check(dropped and 1.5 < took < 6 and kv == 0 and run == 0,
           "3. a never-reading client: dropped at the 2 s write deadline (after %.1f s), KV blocks used %s" % (took, kv))
     s.close()
@@ -429,6 +463,69 @@ def suite():
     rc = srv.stop()
     check(rc == 0, "exit 0 after SIGTERM (%s)" % rc)
     tokens_items()
+    pool_items()
+
+
+def pool_items():
+    """The worker pool: kept threads, 503 + Retry-After when full, /health from the reserve."""
+    srv = Server("--http-workers", "8", "--write-timeout", "3")  # 8 workers, 2 kept for /health, /metrics, /v1/models
+    port = srv.port
+
+    def workers():
+        out = set()
+        for tid in os.listdir("/proc/%d/task" % srv.p.pid):
+            try:
+                with open("/proc/%d/task/%s/comm" % (srv.p.pid, tid)) as f:
+                    if f.read().strip() == "xllm-http":
+                        out.add(tid)
+            except OSError:
+                pass
+        return out
+
+    # 6 keyed clients that never read hold the 6 workers other requests may use until the write deadline
+    body = json.dumps({"prompt": "Once", "max_tokens": 400, "n": 8, "logprobs": 5, "stream": True})
+    readers = []
+    for i in range(6):
+        t = sock(port, rcvbuf=4096)
+        t.sendall(("POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Length: %d\r\n\r\n%s" % (KEY, len(body), body)).encode())
+        readers.append(t)
+    t0 = time.time()
+    while len(workers()) < 6 and time.time() - t0 < 5:  # all 6 taken by a worker (a loaded host may take a while)
+        time.sleep(0.1)
+    time.sleep(0.2)
+    t0 = time.time()
+    st, hd, b = request(port, "POST", "/v1/completions", json.dumps({"prompt": "Once", "max_tokens": 2}), limit_s=5)
+    took = time.time() - t0
+    check(st == 503 and hd.get("retry-after") == "1" and b'"busy"' in b and took < 2,
+          "pool: every worker busy: 503 + Retry-After at once (%s in %.2f s)" % (st, took))
+    t0 = time.time()
+    st, _, _ = request(port, "GET", "/health", key=None, limit_s=5)
+    st2, _, _ = request(port, "GET", "/v1/models", limit_s=5)
+    took = time.time() - t0
+    check(st == 200 and st2 == 200 and took < 2, "pool: /health and /v1/models answer from the reserve (%s %s in %.2f s)" % (st, st2, took))
+    n_busy = len(workers())
+    check(6 <= n_busy <= 8, "pool: at most 8 worker threads (%d)" % n_busy)
+    # the never-readers are dropped at the write deadline: the pool serves again, KV freed
+    ok, t0 = False, time.time()
+    while not ok and time.time() - t0 < 30:
+        time.sleep(0.5)
+        ok, _ = healthy(port, 20)
+    check(ok, "pool: a keyed request answers once the never-reading clients are dropped (%.1f s)" % (time.time() - t0))
+    for t in readers:
+        t.close()
+    # the workers are kept: sequential requests run on the same threads, none started or ended
+    before = workers()
+    good = sum(healthy(port, 20)[0] for _ in range(20))
+    after = workers()
+    check(good == 20 and before and after == before,
+          "pool: 20 requests on the kept workers (%d right; threads %d before, %d after, %d new)"
+          % (good, len(before), len(after), len(after - before)))
+    t0 = time.time()
+    while time.time() - t0 < 3 and metric(port, "xllm_kv_blocks_used") != 0:
+        time.sleep(0.1)
+    check(metric(port, "xllm_kv_blocks_used") == 0, "pool: KV empty at the end")
+    rc = srv.stop()
+    check(rc == 0, "pool: exit 0 after SIGTERM (%s)" % rc)
 
 
 def tokens_items():
@@ -614,12 +711,15 @@ def soak(seconds):
               [threading.Thread(target=hostile, args=(i,)) for i in range(16)]
     for t in threads:
         t.start()
-    rss, heap = [], []
+    rss, heap, nthr, maps = [], [], [], []
     while time.time() < stop:
         time.sleep(5)
         rss.append((time.time() - t0, srv.rss_kib()))
-        if len(rss) % 6 == 0:  # the library's bytes and the C heap in use, every 30 s (a leak shows in these)
-            heap.append((metric(port, "xllm_library_allocated_bytes"), metric(port, "xllm_heap_in_use_bytes")))
+        nthr.append(srv.rss_kib("Threads"))
+        if len(rss) % 6 == 0:  # the library's bytes, the C heap in use and kept free, every 30 s (a leak shows in these)
+            heap.append((metric(port, "xllm_library_allocated_bytes"), metric(port, "xllm_heap_in_use_bytes"),
+                         metric(port, "xllm_heap_free_bytes")))
+            maps.append(srv.smaps())
     for t in threads:
         t.join()
     time.sleep(3)
@@ -629,13 +729,19 @@ def soak(seconds):
     print("soak %d s: %s; RSS after %d s: %d-%d KiB; KV blocks used at the end: %s" %
           (seconds, stats, wu, min(warm), max(warm), kv))
     print("soak RSS KiB every 30 s: %s" % " ".join(str(r) for t, r in rss[5::6]))
-    print("soak library / C heap in use, KiB, every 30 s: %s" %
-          " ".join("%d/%d" % (a / 1024, h / 1024) for a, h in heap if a is not None and h is not None))
+    print("soak library / C heap in use / C heap kept free, KiB, every 30 s: %s" %
+          " ".join("%d/%d/%d" % (a / 1024, h / 1024, f / 1024) for a, h, f in heap if None not in (a, h, f)))
+    print("soak RSS KiB by mapping (main heap/other arenas/thread stacks/other anonymous/files) every 30 s: %s" %
+          " ".join("%(heap)d/%(arenas)d/%(stacks)d/%(anon)d/%(file)d" % m for m in maps))
+    print("soak server threads every 30 s: %s (max %d)" % (" ".join(str(n) for n in nthr[5::6]), max(nthr or [0])))
+    meds = [sorted(x)[len(x) // 2] for x in ([r for t, r in rss if k * 300 <= t < (k + 1) * 300]
+                                             for k in range(int(seconds // 300) + 1)) if x]
+    print("soak RSS median of each 5 minutes, KiB: %s" % " ".join(str(m) for m in meds))
     for l in lost_seen:
         print("soak: lost answer at " + l)
-    if os.environ.get("HOSTILE_RSS_OUT"):  # the whole series (one "seconds KiB" line every 5 s)
+    if os.environ.get("HOSTILE_RSS_OUT"):  # the whole series (one "seconds KiB threads" line every 5 s)
         with open(os.environ["HOSTILE_RSS_OUT"], "w") as f:
-            f.writelines("%.0f %d\n" % (t, r) for t, r in rss)
+            f.writelines("%.0f %d %d\n" % (t, r, n) for (t, r), n in zip(rss, nthr))
     check(stats["lost"] == 0 and stats["5xx"] == 0, "soak: no lost answers, no 5xx")
     check(kv == 0, "soak: KV empty at the end")
     check(max(warm) <= 1.1 * min(warm), "soak: RSS flat after warm-up (within 10%)")
