@@ -230,7 +230,7 @@ typedef enum be_feature {
     BE_FEAT_ATTN_SCALE,       /* be_attn.scale other than 1 / sqrt(head_dim) */
     BE_FEAT_SOFTCAP,          /* be_attn.softcap (attention soft-capping) */
     BE_FEAT_QK_NORM_ALL,      /* be_qkv.qk_norm_all (q/k RMSNorm over the whole projection) */
-    BE_FEAT_MLA,              /* multi-head latent attention: mla_rope_kv and be_attn.latent */
+    BE_FEAT_MLA,              /* multi-head latent attention: mla_rope_kv and be_attn.latent; arg: the latent row's width (mla_dim) */
     BE_FEAT_MOE_ROUTING,      /* be_moe's DeepSeek routing fields (sigmoid, sel_bias, groups, w_scale, no gate) */
     BE_FEAT_COUNT
 } be_feature;

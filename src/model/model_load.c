@@ -533,8 +533,8 @@ static xllm_status check_backend(const model *m, xllm_error *err) {
     const char *name = m->be.ops->name, *lack = NULL;
     int moe = 0, window = 0;
     for (int l = 0; l < c->n_layers && l < MODEL_MAX_LAYERS; l++) moe |= c->layer_is_moe[l], window |= c->layer_window[l] > 0;
-    if (c->mla_dim && (!backend_supports(&m->be, BE_FEAT_MLA, 0) || !m->be.ops->mla_rope_kv))
-        lack = "multi-head latent attention (DeepSeek)";
+    if (c->mla_dim && (!backend_supports(&m->be, BE_FEAT_MLA, c->mla_dim) || !m->be.ops->mla_rope_kv))
+        lack = "multi-head latent attention (DeepSeek) with latent rows this wide";
     else if (!backend_supports(&m->be, BE_FEAT_HEAD_DIM, c->head_dim)) lack = "this head_dim";
     else if (moe && !backend_supports(&m->be, BE_FEAT_MOE, 0)) lack = "mixture-of-experts layers";
     else if (window && !backend_supports(&m->be, BE_FEAT_ATTN_WINDOW, 0)) lack = "sliding-window attention";

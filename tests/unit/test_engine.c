@@ -51,6 +51,8 @@ typedef struct exact_size {
 } exact_size;
 static const exact_size k_full = {N_REQ, 140, 30, 90, 48, 20, 3};
 static const exact_size k_quick = {12, 60, 8, 24, 16, 8, 2};
+/* --exactness-quick on another model (deepseek2: ~3x stories260k's dispatches per step on lavapipe) */
+static const exact_size k_quick_model = {8, 60, 8, 20, 16, 8, 2};
 static exact_size g_size = {N_REQ, 140, 30, 90, 48, 20, 3};
 
 typedef struct spec {
@@ -805,9 +807,12 @@ static void default_pool(const char *stories) {
  * cache, aborts; every request equal to its solo run on that backend; the
  * pool whole at the end), on that backend - ctest runs it on "vulkan"
  * (exit 77, skipped, when the backend cannot start here).
- * `--exactness-quick BACKEND`: the same at the budgeted size (k_quick). */
-static int exactness_only(const char *backend, int quick) {
-    g_size = quick ? k_quick : k_full;
+ * `--exactness-quick BACKEND`: the same at the budgeted size (k_quick).
+ * A third argument: the model to run it on instead of stories260k (ctest:
+ * DeepSeek's latent KV pool on Vulkan, tests/data/archs/deepseek2); with
+ * --exactness-quick it runs at a smaller size still (k_quick_model). */
+static int exactness_only(const char *backend, int quick, const char *model_path) {
+    g_size = quick ? (model_path ? k_quick_model : k_quick) : k_full;
     setenv("XLLM_DEBUG", "1", 1);
     if (!strcmp(backend, "vulkan")) setenv("XLLM_VULKAN_VALIDATE", "1", 1);
     xllm_model_options mo = *test_env_options();
@@ -817,9 +822,9 @@ static int exactness_only(const char *backend, int quick) {
     mo.no_plan = 1;
     char stories[512];
     snprintf(stories, sizeof stories, "%s/models/stories260k", XLLM_SOURCE_DIR);
-    default_pool(stories);
+    if (!model_path) default_pool(stories);
     xllm_error err;
-    xllm_model *m = xllm_model_load(stories, &mo, &err);
+    xllm_model *m = xllm_model_load(model_path ? model_path : stories, &mo, &err);
     if (!m && err.code == XLLM_ERR_UNSUPPORTED && !strstr(err.message, "VALIDATE")) {
         fprintf(stderr, "SKIP test_engine --exactness %s: %s\n", backend, err.message);
         return 77;
@@ -860,8 +865,8 @@ static int model_only(const char *path) {
 }
 
 int main(int argc, char **argv) {
-    if (argc == 3 && !strcmp(argv[1], "--exactness")) return exactness_only(argv[2], 0);
-    if (argc == 3 && !strcmp(argv[1], "--exactness-quick")) return exactness_only(argv[2], 1);
+    if ((argc == 3 || argc == 4) && !strcmp(argv[1], "--exactness")) return exactness_only(argv[2], 0, argv[3]);
+    if ((argc == 3 || argc == 4) && !strcmp(argv[1], "--exactness-quick")) return exactness_only(argv[2], 1, argv[3]);
     if (argc == 3 && !strcmp(argv[1], "--model")) return model_only(argv[2]);
     setenv("XLLM_DEBUG", "1", 1); /* pool invariants after every step */
     setenv("XLLM_PLAN", "0", 1);

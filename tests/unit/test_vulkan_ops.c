@@ -19,10 +19,14 @@
  *   attention (f32, f16, q8 KV; GQA; window; scale and soft-cap; contexts
  *   past 1024 keys, where the split kernel and its combine pass run): 1e-10
  *   gelu_mul: 1e-12   scale: 0 (exact)
+ *   mla_rope_kv (q, latent rows): 1e-12; latent rows written: as rope_kv's;
+ *   latent attention (f32, f16, q8 rows; 3, 4, 8, 16 heads; window; long
+ *   contexts; rows of 40, 80 and DeepSeek-V2/V3's 576): 1e-10
  * Within the backend, bit for bit: the matrix-vector and the tiled matmul,
  * with and without int8 dot products (a second backend made with
  * XLLM_VULKAN_INT_DOT=0), a token's row inside T = 64 against T = 1, and
- * each token's attention alone against inside its batch (split or not).
+ * each token's attention alone against inside its batch (split or not),
+ * latent (MLA) attention too.
  */
 #include "test.h"
 #include "backend/backend.h"
@@ -323,6 +327,121 @@ static void test_attention(int T, kv_dtype kvt, int window, int qk_norm, int lon
     free(pa), free(pb), free(q), free(k), free(v), free(qn), free(kn), free(cs), free(sn), free(kv0), free(row);
 }
 
+/* ------------------------- multi-head latent attention (DeepSeek's MLA) */
+
+/* mla_rope_kv then latent attention (be_mla, be_attn.latent) on backends made
+ * for latent rows of w values (the scratch follows head_dim): tokens over 3
+ * sequences continuing from stored prefixes (long: 1100, 530 and 20 keys,
+ * past the 512-key segments), nh heads (tiles of up to 8 (token, head)
+ * items: 3 heads make tiles of 2 tokens x 3 heads, 16 heads two tiles per
+ * token). Checks q and the latent rows after RoPE, the pools as stored, the
+ * output, and each of a few tokens alone against inside the batch (bits). */
+static void test_mla(backend *cpu, backend *vk, int T, kv_dtype kvt, int w, int rope, int nh, int window, int long_ctx) {
+    const int hr = w / 2, bs = long_ctx ? 16 : 4, nblk = long_ctx ? 256 : 64, per = long_ctx ? 84 : 16;
+    size_t qd = (size_t)nh * w, rb = kvq_row_bytes(kvt, hr), pool = (size_t)nblk * bs * rb;
+    int32_t pos[64], seq[64], tab[3][84];
+    int next[3] = {5, 0, 11};
+    if (long_ctx) next[0] = 1100, next[1] = 530, next[2] = 20;
+    for (int s = 0; s < 3; s++)
+        for (int i = 0; i < per; i++) tab[s][i] = (s * per + i * 7) % nblk;
+    for (int t = 0; t < T; t++) {
+        seq[t] = t % 5 == 4 ? 0 : t % 3 == 1 ? 1 : 2;
+        pos[t] = next[seq[t]]++;
+    }
+    const int32_t *tables[3] = {tab[0], tab[1], tab[2]};
+    float *q = rnd((size_t)T * qd, 1.0f), *kv = rnd((size_t)T * w, 1.0f);
+    float *cs = rnd((size_t)T * rope / 2, 1.0f), *sn = rnd((size_t)T * rope / 2, 1.0f);
+    unsigned char *kv0 = malloc(pool);
+    float *row = rnd((size_t)hr, 1.0f);
+    for (size_t r = 0; r < pool / rb; r++) {
+        for (int i = 0; i < hr; i++) row[i] = frand();
+        kvq_store_row(kvt, row, hr, kv0 + r * rb);
+    }
+    float *res[2][4];
+    for (int b = 0; b < 2; b++) {
+        backend *be = b ? vk : cpu;
+        float *dq = dev(be, q, (size_t)T * qd * 4), *dkv = dev(be, kv, (size_t)T * w * 4);
+        float *dcs = dev(be, cs, (size_t)T * rope / 2 * 4), *dsn = dev(be, sn, (size_t)T * rope / 2 * 4);
+        void *kc = dev(be, kv0, pool), *vc = dev(be, kv0, pool);
+        float *out = dev(be, NULL, (size_t)T * qd * 4);
+        be_mla d = {T, dq, dkv, nh, w, rope, dcs, dsn, T % 2, kc, vc, kvt, bs, pos, seq, tables};
+        be->ops->mla_rope_kv(be->ctx, &d);
+        be_attn a = {T, dq, out, kc, vc, bs, nh, 1, w, window, pos, seq, tables, kvt, 0.2f, 0.0f, 1};
+        be->ops->attention(be->ctx, &a);
+        res[b][0] = malloc((size_t)T * qd * 4), res[b][1] = malloc((size_t)T * w * 4);
+        res[b][2] = malloc(2 * pool), res[b][3] = malloc((size_t)T * qd * 4);
+        back(be, res[b][0], dq, (size_t)T * qd * 4);
+        back(be, res[b][1], dkv, (size_t)T * w * 4);
+        back(be, res[b][2], kc, pool);
+        back(be, (char *)res[b][2] + pool, vc, pool);
+        back(be, res[b][3], out, (size_t)T * qd * 4);
+        if (b == 1 && T > 1) { /* each of a few tokens alone: the same bits as inside the batch */
+            float *one = malloc(qd * 4);
+            for (int t = 0; t < T; t += T > 8 ? 5 : 1) {
+                be_attn a1 = a;
+                a1.T = 1, a1.q = dq + (size_t)t * qd, a1.pos = pos + t, a1.seq = seq + t;
+                be->ops->attention(be->ctx, &a1);
+                back(be, one, out, qd * 4);
+                CHECK_MSG(!memcmp(one, res[1][3] + (size_t)t * qd, qd * 4),
+                          "mla T=%d kv %s w %d nh %d long %d: token %d alone differs in bits", T, kvq_name(kvt), w, nh,
+                          long_ctx, t);
+            }
+            free(one);
+        }
+        drop(be, dq), drop(be, dkv), drop(be, dcs), drop(be, dsn), drop(be, kc), drop(be, vc), drop(be, out);
+    }
+    double eq = nmse(res[1][0], res[0][0], (size_t)T * qd), ek = nmse(res[1][1], res[0][1], (size_t)T * w);
+    size_t nrows = 2 * pool / rb;
+    float *pa = malloc(nrows * hr * 4), *pb = malloc(nrows * hr * 4);
+    for (size_t r = 0; r < nrows; r++) {
+        kvq_load_row(kvt, (char *)res[0][2] + r * rb, hr, pa + r * hr);
+        kvq_load_row(kvt, (char *)res[1][2] + r * rb, hr, pb + r * hr);
+    }
+    double ep = nmse(pb, pa, nrows * hr), eo = nmse(res[1][3], res[0][3], (size_t)T * qd);
+    CHECK_MSG(eq <= 1e-12 && ek <= 1e-12, "mla_rope_kv T=%d w %d: NMSE q %g latent %g", T, w, eq, ek);
+    CHECK_MSG(ep <= (kvt == KV_F32 ? 1e-12 : 1e-6), "mla_rope_kv T=%d kv %s w %d: pool NMSE %g", T, kvq_name(kvt), w, ep);
+    CHECK_MSG(eo <= 1e-10, "latent attention T=%d kv %s w %d nh %d window %d long %d: NMSE %g", T, kvq_name(kvt), w,
+              nh, window, long_ctx, eo);
+    for (int b = 0; b < 2; b++)
+        for (int i = 0; i < 4; i++) free(res[b][i]);
+    free(pa), free(pb), free(q), free(kv), free(cs), free(sn), free(kv0), free(row);
+}
+
+/* the MLA cases, each width on its own pair of backends (scratch sized for it) */
+static void test_mla_all(void) {
+    static const struct { int w, rope; } widths[] = {{40, 8}, {80, 16}, {576, 64}};
+    for (int wi = 0; wi < 3; wi++) {
+        int w = widths[wi].w, rope = widths[wi].rope;
+        backend_options bo;
+        memset(&bo, 0, sizeof bo);
+        bo.n_threads = 1, bo.max_cols = 512, bo.max_tokens = 64, bo.n_heads = 16, bo.n_kv_heads = 1, bo.head_dim = w;
+        bo.max_positions = 2048;
+        backend cpu = {0}, vk = {0};
+        xllm_error err;
+        CHECK_MSG(backend_create(&cpu, "cpu", &bo, &err) == XLLM_OK, "%s", err.message);
+        CHECK_MSG(backend_create(&vk, "vulkan", &bo, &err) == XLLM_OK, "%s", err.message);
+        if (!cpu.ops || !vk.ops) return;
+        CHECK(vk.ops->supports(vk.ctx, BE_FEAT_MLA, w) && vk.ops->mla_rope_kv);
+        const int Ts[] = {1, 3, 17, 64};
+        if (w == 40) { /* the deepseek2 fixture's shape (4 heads, rope 8); q8 cannot store half-rows of 20 */
+            for (int j = 0; j < 4; j++) test_mla(&cpu, &vk, Ts[j], j % 2 ? KV_F16 : KV_F32, w, rope, 4, 0, 0);
+            test_mla(&cpu, &vk, 17, KV_F32, w, rope, 3, 5, 0);
+            test_mla(&cpu, &vk, 64, KV_F16, w, rope, 16, 0, 1);
+        } else if (w == 80) { /* every KV storage, split attention, a window across a segment cut */
+            const kv_dtype kvs[] = {KV_F32, KV_F16, KV_Q8};
+            for (int k = 0; k < 3; k++) test_mla(&cpu, &vk, Ts[k + 1], kvs[k], w, rope, 16, 0, 0);
+            for (int j = 0; j < 4; j++) test_mla(&cpu, &vk, Ts[j], kvs[j % 3], w, rope, j % 2 ? 3 : 8, 0, 1);
+            test_mla(&cpu, &vk, 17, KV_Q8, w, rope, 4, 700, 1);
+        } else { /* DeepSeek-V2/V3's width: the shader's widest row */
+            test_mla(&cpu, &vk, 1, KV_F16, w, rope, 16, 0, 1);
+            test_mla(&cpu, &vk, 3, KV_Q8, w, rope, 4, 0, 0);
+            CHECK(!vk.ops->supports(vk.ctx, BE_FEAT_MLA, w + 2)); /* wider: refused at load */
+        }
+        backend_destroy(&vk);
+        backend_destroy(&cpu);
+    }
+}
+
 int main(void) {
     char *devs = vulkan_describe_devices();
     if (!devs || !strstr(devs, "vulkan device 0:")) {
@@ -392,6 +511,7 @@ int main(void) {
     test_attention(64, KV_F16, 0, 1, 1, 1);
     test_attention(3, KV_F32, 5, 1, 0, 1);
     test_attention(17, KV_F32, 0, 2, 0, 0);
+    test_mla_all();
 
     backend_destroy(&g_vk);
     backend_destroy(&g_vk_nodot);

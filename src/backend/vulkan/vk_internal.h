@@ -1,7 +1,7 @@
 /*
  * vk_internal.h - the Vulkan backend's context, shared by its files:
- * vk_device.c (loader, device, memory, command recording) and vk_ops.c (the
- * backend_ops table).
+ * vk_device.c (loader, device, memory, command recording), vk_ops.c (the
+ * backend_ops table) and vk_mla.c (multi-head latent attention's operations).
  *
  * Device pointers: the model layer does pointer arithmetic on the buffers it
  * gets from alloc() (backend.h), so every allocation gets a unique address
@@ -104,6 +104,7 @@ enum {
     VK_MM_TYPES,
     VK_P_MM_END = 4 * VK_MM_TYPES,
     VK_P_QUANT_ACT = VK_P_MM_END, VK_P_RMSNORM, VK_P_ROPE_KV, VK_P_ATTENTION, VK_P_ATTN_COMBINE, VK_P_ELTWISE,
+    VK_P_MLA_ROPE_KV, VK_P_ATTN_LATENT, /* vk_mla.c */
     VK_P_COUNT
 };
 
@@ -194,6 +195,12 @@ void vk_weights_copied(vk_ctx *c, size_t bytes);
 /* The memory split for the startup line: device memory in use, weights
  * imported / copied, the host-visible staging pool and ring. */
 void vk_memory_line(const vk_ctx *c, char *out, size_t n);
+/* vk_mla.c: multi-head latent attention (DeepSeek): backend_ops.mla_rope_kv,
+ * and backend_ops.attention when be_attn.latent is set */
+void vk_mla_rope_kv(vk_ctx *c, const be_mla *d);
+void vk_attention_latent(vk_ctx *c, const be_attn *d);
+/* the widest latent row attention_latent.comp takes (its MAXW: DeepSeek-V2/V3's 512 + 64) */
+#define VK_MLA_MAX_ROW 576
 /* host pointers the shaders need at most this alignment for (buffer_reference_align
  * in shaders/common.glsl is 4 today; 16 leaves room for vector loads) */
 #define VK_IMPORT_MIN_ALIGN 16

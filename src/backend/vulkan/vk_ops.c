@@ -10,7 +10,10 @@
  * block types unpacked at upload; KV f32, f16, q8; dense (SwiGLU, GeGLU) and
  * mixture-of-experts layers (routing on the host: one wait per MoE layer),
  * q/k norm per head or over the whole projection, GQA, sliding windows, an
- * attention scale and soft-cap, the embedding scale, head_dim up to 512.
+ * attention scale and soft-cap, the embedding scale, head_dim up to 512,
+ * DeepSeek's multi-head latent attention (vk_mla.c: latent rows up to 576)
+ * and its expert routing (sigmoid, selection bias, groups, weight scale,
+ * an ungated shared expert).
  * The planner's choices (all bit-neutral): matrix-vector or tiled matmul per
  * batch bucket (vb_plan), int8 dot products when the device has them,
  * attention split over 512-key segments for long contexts (vb_attention).
@@ -21,6 +24,7 @@
 #include "backend/vulkan/vk_internal.h"
 #include "base/alloc.h"
 #include "base/error.h"
+#include "backend/moe_route.h"
 #include "quant/kquant.h"
 #include "quant/quant.h"
 
@@ -38,7 +42,8 @@ extern const struct {
 
 static const char *const k_mm_types[VK_MM_TYPES] = {"f32", "f16", "bf16", "q8", "q4", "q4m", "kq"};
 static const char *const k_other_pipes[VK_P_COUNT - VK_P_MM_END] = {"quant_act", "rmsnorm", "rope_kv", "attention",
-                                                                    "attn_combine", "eltwise"};
+                                                                    "attn_combine", "eltwise", "mla_rope_kv",
+                                                                    "attention_latent"};
 
 /* the shader name of pipeline p ("" for an int8-dot variant of a type that has none) */
 static void pipe_name(int p, char *out, size_t n) {
@@ -457,6 +462,10 @@ static int attn_nseg(int first, int end) { return (end - 1) / ATTN_SEG - first /
 
 static void vb_attention(void *ctx, const be_attn *d) {
     vk_ctx *c = ctx;
+    if (d->latent) { /* multi-head latent attention (DeepSeek): vk_mla.c */
+        vk_attention_latent(c, d);
+        return;
+    }
     int T = d->T;
     /* each sequence's block table once (as far as this batch reaches), and per
      * token: where its table starts, its first key, one past its last key */
@@ -583,28 +592,43 @@ static void moe_swiglu(vk_ctx *c, const be_moe *d, int expert, const float *x, i
 
 /* The router on the device, its logits read back (one wait per MoE layer), the
  * routing on the host as the CPU backend does it (softmax, top-k with ties to
- * the lower id), then each expert once over its tokens: gather, SwiGLU, and
- * its weighted output added to each token's sum, experts in order. */
+ * the lower id; DeepSeek's sigmoid, selection bias, groups and weight scale
+ * through moe_route_deepseek, the CPU's own function), then each expert once
+ * over its tokens: gather, SwiGLU, and its weighted output added to each
+ * token's sum, experts in order; the shared expert gated, or added as it is
+ * when the model has no gate (DeepSeek). */
 static void vb_moe(void *ctx, const be_moe *d) {
     vk_ctx *c = ctx;
     int T = d->T, E = d->n_experts, K = d->n_used, H = d->hidden;
     matmul_rows(c, d->x, T, d->router, 0, E, NULL, d->router_logits, (size_t)E, 0, 0);
-    float *rl = mem_malloc((size_t)T * E * sizeof(float) + (size_t)T * K * (sizeof(float) + sizeof(int32_t)));
+    int deepseek = d->sigmoid || d->sel_bias || d->n_group > 1 || d->w_scale > 0;
+    float *rl = mem_malloc((size_t)T * E * sizeof(float) + (size_t)T * K * (sizeof(float) + sizeof(int32_t)) +
+                           (d->sel_bias ? (size_t)E * sizeof(float) : 0));
     if (!rl) {
         fprintf(stderr, "xllm vulkan: out of memory\n");
         abort();
     }
     float *rw = rl + (size_t)T * E;
     int32_t *rid = (int32_t *)(rw + (size_t)T * K);
+    float *bias = d->sel_bias ? (float *)(rid + (size_t)T * K) : NULL; /* the selection bias: device memory, read back */
     vk_copy(c, rl, d->router_logits, (size_t)T * E * sizeof(float), BE_DEVICE_TO_HOST);
+    if (bias) vk_copy(c, bias, d->sel_bias, (size_t)E * sizeof(float), BE_DEVICE_TO_HOST);
     for (int t = 0; t < T; t++) {
         float *r = rl + (size_t)t * E;
         float mx = -INFINITY, sum = 0;
         for (int e = 0; e < E; e++) mx = r[e] > mx ? r[e] : mx;
-        for (int e = 0; e < E; e++) sum += (r[e] = expf(r[e] - mx));
-        for (int e = 0; e < E; e++) r[e] /= sum;
+        if (d->sigmoid) { /* as the CPU backend: 1 / (1 + expf(-x)) */
+            for (int e = 0; e < E; e++) r[e] = 1.0f / (1.0f + expf(-r[e]));
+        } else {
+            for (int e = 0; e < E; e++) sum += (r[e] = expf(r[e] - mx));
+            for (int e = 0; e < E; e++) r[e] /= sum;
+        }
         int32_t *ids = rid + (size_t)t * K;
         float *w = rw + (size_t)t * K, wsum = 0;
+        if (deepseek) {
+            moe_route_deepseek(d, bias, r, ids, w, 0);
+            continue;
+        }
         for (int k = 0; k < K; k++) {
             int best = -1;
             for (int e = 0; e < E; e++) {
@@ -641,8 +665,12 @@ static void vb_moe(void *ctx, const be_moe *d) {
     xllm_free(rl);
     if (d->sh_gate && d->sh_gate->data) {
         moe_swiglu(c, d, -2, d->x, T, d->sh_gate, d->sh_up, d->sh_down, d->out); /* -2: the shared expert */
-        matmul_rows(c, d->x, T, d->sh_router, 0, 1, NULL, d->router_logits, 1, 0, 0);
-        eltwise(c, 6, d->acc, (size_t)H, d->out, (size_t)H, d->router_logits, 1, T, (size_t)H);
+        if (d->sh_router && d->sh_router->data) {
+            matmul_rows(c, d->x, T, d->sh_router, 0, 1, NULL, d->router_logits, 1, 0, 0);
+            eltwise(c, 6, d->acc, (size_t)H, d->out, (size_t)H, d->router_logits, 1, T, (size_t)H);
+        } else { /* no gate: added as it is */
+            eltwise(c, 0, d->acc, (size_t)H, d->out, (size_t)H, NULL, 0, T, (size_t)H);
+        }
     }
     eltwise(c, 2, d->out, (size_t)H, d->acc, (size_t)H, NULL, 0, T, (size_t)H);
 }
@@ -651,6 +679,8 @@ static void vb_moe(void *ctx, const be_moe *d) {
  * matrix-vector for one token, tiled from two), kept in plan_kernel like the
  * CPU planner's choices; results do not depend on it (both variants give the
  * same bits), so nothing is measured. */
+static void vb_mla_rope_kv(void *ctx, const be_mla *d) { vk_mla_rope_kv(ctx, d); }
+
 static xllm_status vb_plan(void *ctx, matrix *const *ws, size_t n, int max_tokens, int budget_ms, cJSON **report,
                            xllm_error *err) {
     vk_ctx *c = ctx;
@@ -688,6 +718,8 @@ static int vb_supports(void *ctx, be_feature f, int arg) {
     case BE_FEAT_ATTN_SCALE: return 1;
     case BE_FEAT_SOFTCAP: return 1;
     case BE_FEAT_QK_NORM_ALL: return 1;
+    case BE_FEAT_MLA: return arg <= VK_MLA_MAX_ROW; /* arg: the latent row (mla_dim); attention_latent.comp's limit */
+    case BE_FEAT_MOE_ROUTING: return 1;
     default: return 0; /* anything newer than this file: refused until implemented */
     }
 }
@@ -716,6 +748,7 @@ static const backend_ops vulkan_backend_ops = {
     .moe = vb_moe,
     .gelu_mul = vb_gelu_mul,
     .scale = vb_scale,
+    .mla_rope_kv = vb_mla_rope_kv,
     .supports = vb_supports,
     .host_alloc = vb_host_alloc,
     .host_free = vb_host_free,
