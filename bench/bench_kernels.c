@@ -317,6 +317,24 @@ static void bench_kq_s(dtype_t t, int64_t rows, int64_t cols, int T, int stream)
 
 static void bench_kq(dtype_t t, int64_t rows, int64_t cols, int T) { bench_kq_s(t, rows, cols, T, 0); }
 
+/* GEMV (T = 1) of a matrix that stays in L2 (the same matrix every call):
+ * GB/s of stored bytes with no memory stall, the kernel's arithmetic ceiling
+ * for the streaming GEMV's figure next to it. */
+static void bench_kq_gemv_cached(dtype_t t, int64_t rows, int64_t cols) {
+    row_t r = {0};
+    char name[80];
+    snprintf(name, sizeof name, "kq gemv cached %s %lldx%lld%s", dtype_name(t), (long long)rows, (long long)cols,
+             g_packed ? " packed" : "");
+    r.name = name;
+    r.unit = "GB/s";
+    if (!wanted(name)) return;
+    size_t mb = (size_t)rows * kq_row_bytes(t, cols);
+    matrix W = {.dtype = t, .group = kq_block_elems(t), .rows = rows, .cols = cols, .data = kq_matrix(t, rows, cols)};
+    for (int k = 0; k < g_nk; k++) r.value[k] = (double)mb / time_kq(g_k[k], &W, 1, 1) / 1e9;
+    print_row(&r);
+    mem_free_aligned((void *)W.data);
+}
+
 static volatile uint64_t g_sink;
 static void sum_words(const uint64_t *buf, size_t n) {
     uint64_t a = 0, b = 0, c = 0, d = 0;
@@ -895,6 +913,8 @@ int main(int argc, char **argv) {
     static const dtype_t qt[] = {XLLM_DT_Q4, XLLM_DT_Q8, XLLM_DT_Q4M};
     for (int i = 0; i < 3; i++) bench_quant(qt[i], 32, big_r, big_c, 1, 1);
     bench_quant(XLLM_DT_Q4, 128, big_r, big_c, 1, 1);
+    bench_quant(XLLM_DT_Q4, 32, 256, 2048, 1, 1); /* cache-resident: the kernel's arithmetic ceiling */
+    bench_quant(XLLM_DT_Q4, 32, 64, 5632, 1, 1);
     if (wanted("gemv stream")) printf("%-34s %9.2f  GB/s (memory read bandwidth, the bound for streaming GEMV)\n", "read 256 MB", read_gbs());
     bench_gemv_stream(XLLM_DT_Q4, 32, 2304, 768); /* small-120m qkv */
     bench_gemv_stream(XLLM_DT_Q8, 32, 2304, 768);
@@ -917,11 +937,13 @@ int main(int argc, char **argv) {
     bench_quant(XLLM_DT_Q4, 32, 512, 2048, 4, 0);
     /* K-quants on TinyLlama-1.1B's shapes: qkv/o (2048x2048), gate/up (5632x2048), down (2048x5632) */
     static const dtype_t kqt[] = {XLLM_DT_Q4_K, XLLM_DT_Q6_K, XLLM_DT_IQ4_NL, XLLM_DT_IQ4_XS,
-                                     XLLM_DT_Q5_0,  XLLM_DT_Q5_1, XLLM_DT_Q2_K,   XLLM_DT_Q3_K};
+                                     XLLM_DT_Q5_0,  XLLM_DT_Q5_1, XLLM_DT_Q2_K,   XLLM_DT_Q3_K,  XLLM_DT_Q5_K};
     for (int i = 0; i < (int)(sizeof kqt / sizeof *kqt); i++) {
         bench_kq(kqt[i], 2048, 2048, 1);
         bench_kq(kqt[i], 5632, 2048, 1);
         bench_kq(kqt[i], 2048, 5632, 1);
+        bench_kq_gemv_cached(kqt[i], 256, 2048);
+        bench_kq_gemv_cached(kqt[i], 64, 5632);
         bench_kq(kqt[i], 512, 2048, 64);
         bench_kq(kqt[i], 512, 5632, 64);
         bench_kq(kqt[i], 512, 2048, 4);

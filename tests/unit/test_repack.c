@@ -159,7 +159,7 @@ static uint8_t *kq_random(dtype_t t, int64_t rows, int64_t cols) {
     for (size_t b = 0; b < nbk; b++) {
         uint16_t d = f32_to_f16(0.001f + 0.01f * (frand() + 1.0f)), m = f32_to_f16(0.005f * (frand() + 1.0f));
         uint8_t *p = w + b * bb;
-        if (t == XLLM_DT_Q4_K || t == XLLM_DT_Q5_1) memcpy(p, &d, 2), memcpy(p + 2, &m, 2);
+        if (t == XLLM_DT_Q4_K || t == XLLM_DT_Q5_K || t == XLLM_DT_Q5_1) memcpy(p, &d, 2), memcpy(p + 2, &m, 2);
         else if (t == XLLM_DT_Q6_K) memcpy(p + 208, &d, 2);
         else if (t == XLLM_DT_Q2_K) memcpy(p + 80, &d, 2), memcpy(p + 82, &m, 2);
         else if (t == XLLM_DT_Q3_K) memcpy(p + 108, &d, 2);
@@ -340,8 +340,8 @@ int main(void) {
                         check_shape(K, types[ti], groups[gi], rows[ri], cols[ci]);
                 }
         check_backend(K);
-        const dtype_t kt[] = {XLLM_DT_Q4_K,  XLLM_DT_Q6_K, XLLM_DT_IQ4_NL, XLLM_DT_IQ4_XS,
-                                 XLLM_DT_Q5_0,  XLLM_DT_Q5_1, XLLM_DT_Q2_K,   XLLM_DT_Q3_K};
+        const dtype_t kt[] = {XLLM_DT_Q4_K, XLLM_DT_Q5_K, XLLM_DT_Q6_K, XLLM_DT_IQ4_NL, XLLM_DT_IQ4_XS,
+                                 XLLM_DT_Q5_0, XLLM_DT_Q5_1, XLLM_DT_Q2_K, XLLM_DT_Q3_K};
         const int64_t krows[] = {1, 5, 16, 17, 37}, kcols[] = {256, 768};
         for (int ti = 0; ti < (int)(sizeof kt / sizeof *kt); ti++) {
             for (size_t ri = 0; ri < sizeof krows / sizeof *krows; ri++)

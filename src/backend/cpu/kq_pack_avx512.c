@@ -15,6 +15,11 @@
  *    times 0). M = sum over sub-blocks of min x (activation sum of the
  *    sub-block): vpdpwssd of the lane (min 2p, min 2p+1) by the token's
  *    broadcast pair of 32-sums, 4 per super-block.
+ *  - Q5_K: Q4_K's scheme with 5-bit codes 0..31 (the fifth bit put on bit 4
+ *    by one shift and a ternary-logic per code vector). 16 values could
+ *    reach 16 * 31 * 127 in magnitude, past an int16, so each group of 8
+ *    (2 vpdpbusd from zero, at most 31496) gets its own vpdpwssd by
+ *    (scale, 0). M as Q4_K's.
  *  - Q6_K: codes 0..63 unsigned; a group of 8 values starts from
  *    -32 x (sum of its 8 activations), a per-token constant, so after 2
  *    vpdpbusd it holds sum (q - 32) a, at most 8 * 32 * 127 = 32512 in
@@ -22,7 +27,7 @@
  * These are the reference's S_b and M_b (kquant.h) exactly. Float part per
  * super-block b, 16 lanes (rows), in block order, the same in GEMV and GEMM:
  *   f = fma(float(S), d_w * d_a, f)
- *   f = fnmadd(float(M), dmin_w * d_a, f)     (Q4_K)
+ *   f = fnmadd(float(M), dmin_w * d_a, f)     (Q4_K, Q5_K)
  * and y = f + bias. So results do not depend on T, tiling, the thread split
  * or repacking.
  *
@@ -31,6 +36,10 @@
  *     [16] f16 d, [16] f16 dmin, [8][16] u8 scales, [4][16][2] u8 min pairs,
  *     [32][16][4] codes: vector n, lane i = row i's stored qs[4n .. 4n+3]
  *     (low nibbles: elements 64(n/8) + 4(n%8) + 0..3, high ones 32 further)
+ *   Q5_K (2880 bytes, 180 per row; stored: 176) Q4_K's 320 header bytes,
+ *     then H: [8][16][4], vector b, lane i = row i's stored qh[4b .. 4b+3]
+ *     (bit 2a of each byte: the fifth bit of the low nibbles of code vector
+ *     8a + b, bit 2a + 1 of its high nibbles), then the codes as Q4_K's
  *   Q6_K (3392 bytes, 212 per row; stored: 210)
  *     [16] f16 d, 32 zero bytes, then 4 segments (h, kh) = (0, 0), (0, 1),
  *     (1, 0), (1, 1) of 832 bytes in the order the GEMV reads them:
@@ -63,8 +72,9 @@
 #define KR 16  /* rows per tile */
 #define KTB 64 /* most tokens per token block */
 
-enum { Q4B = 2368, Q6B = 3392 }; /* bytes of one super-block of a tile */
+enum { Q4B = 2368, Q5B = 2880, Q6B = 3392 }; /* bytes of one super-block of a tile */
 enum { Q4_D = 0, Q4_DMIN = 32, Q4_SC = 64, Q4_MN = 192, Q4_QS = 320 };
+enum { Q5_H = 320, Q5_QS = 832 }; /* Q5_K: Q4_K's header, then H, then the codes */
 enum { Q6_D = 0, Q6_SEG = 64, Q6_SEGB = 832 };
 
 /* Q6_K's parts within a super-block of a tile (the layout comment above) */
@@ -72,13 +82,15 @@ AI size_t q6_sc_at(int j) { return Q6_SEG + Q6_SEGB * (size_t)(2 * (j / 8) + j %
 AI size_t q6_ql_at(int h, int s, int k) { return Q6_SEG + Q6_SEGB * (size_t)(2 * h + k / 4) + 64 + 192 * (size_t)(k % 4) + 64 * (size_t)s; }
 AI size_t q6_qh_at(int h, int k) { return Q6_SEG + Q6_SEGB * (size_t)(2 * h + k / 4) + 64 + 192 * (size_t)(k % 4) + 128; }
 
-int kq_r16_type(const matrix *W) { return W->dtype == XLLM_DT_Q4_K || W->dtype == XLLM_DT_Q6_K; }
+int kq_r16_type(const matrix *W) {
+    return W->dtype == XLLM_DT_Q4_K || W->dtype == XLLM_DT_Q5_K || W->dtype == XLLM_DT_Q6_K;
+}
 
-static size_t sb_bytes(dtype_t t) { return t == XLLM_DT_Q4_K ? Q4B : Q6B; }
+static size_t sb_bytes(dtype_t t) { return t == XLLM_DT_Q4_K ? Q4B : t == XLLM_DT_Q5_K ? Q5B : Q6B; }
 static size_t tile_bytes(dtype_t t, int64_t cols) { return (size_t)(cols / QK_K) * sb_bytes(t); }
 static size_t al64(size_t n) { return (n + 63) & ~(size_t)63; }
 /* int32 words per token and super-block of the token extras (kr_prepare) */
-static size_t ex_words(dtype_t t) { return t == XLLM_DT_Q4_K ? 4 : 32; }
+static size_t ex_words(dtype_t t) { return t == XLLM_DT_Q6_K ? 32 : 4; }
 
 size_t kq_r16_packed_bytes(const matrix *W) {
     if (!kq_r16_type(W) || W->cols <= 0 || W->cols % QK_K) return 0;
@@ -93,8 +105,10 @@ static void put_row(uint8_t *tile, dtype_t t, int64_t nb, const uint8_t *row, in
     size_t bb = kq_block_bytes(t);
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *s = row ? row + (size_t)b * bb : NULL;
-        if (t == XLLM_DT_Q4_K) {
-            uint8_t *o = tile + (size_t)b * Q4B;
+        if (t == XLLM_DT_Q4_K || t == XLLM_DT_Q5_K) {
+            const int q5 = t == XLLM_DT_Q5_K;
+            uint8_t *o = tile + (size_t)b * (q5 ? Q5B : Q4B);
+            const size_t qs = q5 ? Q5_QS : Q4_QS, sq = q5 ? 48 : 16; /* the codes: packed, stored */
             uint64_t scw = 0, mnw = 0;
             uint8_t sc[8], mn[8];
             if (s) kq_k4_scales(s, &scw, &mnw);
@@ -105,8 +119,12 @@ static void put_row(uint8_t *tile, dtype_t t, int64_t nb, const uint8_t *row, in
             for (int j = 0; j < 8; j++) o[Q4_SC + 16 * j + i] = sc[j];
             for (int p = 0; p < 4; p++) o[Q4_MN + 32 * p + 2 * i] = mn[2 * p], o[Q4_MN + 32 * p + 2 * i + 1] = mn[2 * p + 1];
             for (int n = 0; n < 32; n++) {
-                if (s) memcpy(o + Q4_QS + 64 * n + 4 * i, s + 16 + 4 * n, 4);
-                else memset(o + Q4_QS + 64 * n + 4 * i, 0, 4);
+                if (s) memcpy(o + qs + 64 * n + 4 * i, s + sq + 4 * n, 4);
+                else memset(o + qs + 64 * n + 4 * i, 0, 4);
+            }
+            for (int n = 0; q5 && n < 8; n++) { /* H vector n: the stored qh[4n .. 4n+3] */
+                if (s) memcpy(o + Q5_H + 64 * n + 4 * i, s + 16 + 4 * n, 4);
+                else memset(o + Q5_H + 64 * n + 4 * i, 0, 4);
             }
         } else {
             uint8_t *o = tile + (size_t)b * Q6B;
@@ -180,7 +198,7 @@ static void kr_prepare(dtype_t t, const uint8_t *act, size_t astride, int n, int
             memcpy(o->q + bj * QK_K, a + b * QK_K, QK_K);
             o->d[bj] = da[b];
             int32_t *e = o->ex + bj * ew;
-            if (t == XLLM_DT_Q4_K) {
+            if (t != XLLM_DT_Q6_K) {
                 for (int p = 0; p < 4; p++) {
                     const int16_t *s = bs + 16 * b + 4 * p;
                     uint32_t lo = (uint16_t)(int16_t)(s[0] + s[1]), hi = (uint16_t)(int16_t)(s[2] + s[3]);
@@ -231,6 +249,24 @@ AI __m512i q4_minpair(const uint8_t *blk, int p) {
 
 AI __m512 f16x16(const uint8_t *p) { return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p)); }
 
+/* Q5_K: the 5-bit codes of vector n = 8a + b of a super-block (a = n / 8):
+ * v its 4-bit codes (QS), h the H vector b (lane i: row i's stored
+ * qh[4b .. 4b+3]), whose bit 2a (low nibbles) and 2a + 1 (high nibbles) of
+ * each byte is the fifth bit. Every shift stays inside the byte for bit 4
+ * (16-bit shifts by at most 4 left or 3 right). A | (B & C): 0xF8. */
+AI void q5_codes(__m512i v, __m512i h, int a, __m512i *lo, __m512i *hi) {
+    const __m512i m4 = _mm512_set1_epi8(0x0f), b4 = _mm512_set1_epi8(0x10);
+    __m512i hl, hh;
+    switch (a) {
+    case 0: hl = _mm512_slli_epi16(h, 4), hh = _mm512_slli_epi16(h, 3); break;
+    case 1: hl = _mm512_slli_epi16(h, 2), hh = _mm512_slli_epi16(h, 1); break;
+    case 2: hl = h, hh = _mm512_srli_epi16(h, 1); break;
+    default: hl = _mm512_srli_epi16(h, 2), hh = _mm512_srli_epi16(h, 3); break;
+    }
+    *lo = _mm512_ternarylogic_epi32(_mm512_and_si512(v, m4), hl, b4, 0xF8);
+    *hi = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(v, 4), m4), hh, b4, 0xF8);
+}
+
 /* ------------------------------------------------------------------ GEMV */
 
 /* One tile x one token (A prepared with n = 1): the 16 rows' f. */
@@ -251,6 +287,43 @@ AI __m512 gemv_q4k(const uint8_t *tile, int64_t nb, const kr_acts *A) {
                     const int8_t *qa = q + 64 * jp + 16 * h + 4 * k;
                     pl = _mm512_dpbusd_epi32(pl, _mm512_and_si512(v, m4), bc4(qa));
                     ph = _mm512_dpbusd_epi32(ph, _mm512_and_si512(_mm512_srli_epi16(v, 4), m4), bc4(qa + 32));
+                }
+                s0 = _mm512_dpwssd_epi32(s0, pl, sl);
+                s1 = _mm512_dpwssd_epi32(s1, ph, sh);
+            }
+        }
+        for (int p = 0; p < 4; p++) m = _mm512_dpwssd_epi32(m, q4_minpair(blk, p), _mm512_set1_epi32(e[p]));
+        __m512 da = _mm512_set1_ps(A->d[b]);
+        f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), _mm512_mul_ps(f16x16(blk + Q4_D), da), f);
+        f = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(m), _mm512_mul_ps(f16x16(blk + Q4_DMIN), da), f);
+    }
+    return f;
+}
+
+/* Q5_K: Q4_K's sequence with 5-bit codes (0..31). A group of 8 values (2
+ * vpdpbusd from zero) sums to at most 8 * 31 * 127 = 31496 in magnitude
+ * (Q8K activations are within +-127), an int16, so each group, not each half
+ * sub-block, gets its vpdpwssd by (scale, 0). S and M are the reference's
+ * S_b and M_b exactly. The 8 H vectors are loaded once per super-block. */
+AI __m512 gemv_q5k(const uint8_t *tile, int64_t nb, const kr_acts *A) {
+    __m512 f = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *blk = tile + (size_t)b * Q5B;
+        const int8_t *q = A->q + b * QK_K;
+        const int32_t *e = A->ex + 4 * b;
+        __m512i H[8];
+        for (int n = 0; n < 8; n++) H[n] = _mm512_loadu_si512(blk + Q5_H + 64 * n);
+        __m512i s0 = _mm512_setzero_si512(), s1 = s0, m = s0;
+        for (int jp = 0; jp < 4; jp++) {
+            __m512i sl = q4_scale(blk, 2 * jp), sh = q4_scale(blk, 2 * jp + 1);
+            for (int g = 0; g < 4; g++) { /* vectors 8jp + 2g, + 1: elements 64jp + 8g .. + 7 (and 32 further) */
+                __m512i pl = _mm512_setzero_si512(), ph = pl;
+                for (int k = 2 * g; k < 2 * g + 2; k++) {
+                    __m512i lo, hi;
+                    q5_codes(_mm512_loadu_si512(blk + Q5_QS + 64 * (8 * jp + k)), H[k], jp, &lo, &hi);
+                    const int8_t *qa = q + 64 * jp + 4 * k;
+                    pl = _mm512_dpbusd_epi32(pl, lo, bc4(qa));
+                    ph = _mm512_dpbusd_epi32(ph, hi, bc4(qa + 32));
                 }
                 s0 = _mm512_dpwssd_epi32(s0, pl, sl);
                 s1 = _mm512_dpwssd_epi32(s1, ph, sh);
@@ -322,6 +395,16 @@ AI void decode_q4k(const uint8_t *blk, kdec *u) {
     u->dmv = f16x16(blk + Q4_DMIN);
 }
 
+AI void decode_q5k(const uint8_t *blk, kdec *u) {
+    for (int n = 0; n < 32; n++) /* as decode_q4k, 5-bit codes */
+        q5_codes(_mm512_loadu_si512(blk + Q5_QS + 64 * n), _mm512_loadu_si512(blk + Q5_H + 64 * (n % 8)), n / 8,
+                 &u->c[16 * (n / 8) + n % 8], &u->c[16 * (n / 8) + 8 + n % 8]);
+    for (int j = 0; j < 8; j++) u->sc[j] = q4_scale(blk, j);
+    for (int p = 0; p < 4; p++) u->mn[p] = q4_minpair(blk, p);
+    u->dv = f16x16(blk + Q4_D);
+    u->dmv = f16x16(blk + Q4_DMIN);
+}
+
 AI void decode_q6k(const uint8_t *blk, kdec *u) {
     for (int h = 0; h < 2; h++)
         for (int k = 0; k < 8; k++)
@@ -346,17 +429,19 @@ AI void decode_q6k(const uint8_t *blk, kdec *u) {
     }
 #define KR_QA(j, v) (q + QK_K * (j) + 4 * (v))
 
-AI void kr_tokens(int q4, int NT, const kdec *u, const int8_t *q, const float *d, const int32_t *e, float *F) {
-    const int ew = q4 ? 4 : 32;
+/* q4: Q4_K or Q5_K (mins); q5: Q5_K, whose vpdpwssd by the scale comes
+ * after every 2 code vectors (8 values) instead of 4 (gemv_q5k). */
+AI void kr_tokens(int q4, int q5, int NT, const kdec *u, const int8_t *q, const float *d, const int32_t *e, float *F) {
+    const int ew = q4 ? 4 : 32, kg = q5 ? 2 : 4;
     KJ(KR_DECL)
     if (q4) {
         for (int s = 0; s < 8; s++) {
             const __m512i sc = u->sc[s];
-            for (int h = 0; h < 2; h++) {
+            for (int h = 0; h < 8 / kg; h++) {
 #define KR_PZ(j) P##j = _mm512_setzero_si512();
                 KJ(KR_PZ)
-                for (int k = 0; k < 4; k++) {
-                    const int v = 8 * s + 4 * h + k;
+                for (int k = 0; k < kg; k++) {
+                    const int v = 8 * s + kg * h + k;
                     const __m512i c = u->c[v];
 #define KR_DP(j) if ((j) < NT) P##j = _mm512_dpbusd_epi32(P##j, c, bc4(KR_QA(j, v)));
                     KJ(KR_DP)
@@ -389,12 +474,13 @@ AI void kr_tokens(int q4, int NT, const kdec *u, const int8_t *q, const float *d
     KJ(KR_FLOAT)
 }
 
-AI void kr_tokens_any(int q4, int nt, const kdec *u, const int8_t *q, const float *d, const int32_t *e, float *F) {
+AI void kr_tokens_any(int q4, int q5, int nt, const kdec *u, const int8_t *q, const float *d, const int32_t *e,
+                      float *F) {
     switch (nt) {
 #define KR_CASE(N)                                                                                                 \
-    case N: kr_tokens(q4, N, u, q, d, e, F); break;
+    case N: kr_tokens(q4, q5, N, u, q, d, e, F); break;
         KR_CASE(8) KR_CASE(7) KR_CASE(6) KR_CASE(5) KR_CASE(4) KR_CASE(3) KR_CASE(2)
-    default: kr_tokens(q4, 1, u, q, d, e, F); break;
+    default: kr_tokens(q4, q5, 1, u, q, d, e, F); break;
     }
 }
 
@@ -436,7 +522,7 @@ AI void kr_store(__m512 f, const float *bias, float *y, int64_t r, int64_t rs, i
 
 AI void kr_matmul_t(dtype_t t, const matrix *W, const uint8_t *act, size_t astride, int T, const float *bias,
                     float *y, size_t ldy, int64_t r0, int64_t r1, void *scratch) {
-    const int q4 = t == XLLM_DT_Q4_K;
+    const int q5 = t == XLLM_DT_Q5_K, q4 = t == XLLM_DT_Q4_K || q5; /* q4: has mins */
     const int64_t cols = W->cols, nb = cols / QK_K;
     const size_t tb = tile_bytes(t, cols), ew = ex_words(t), sbb = sb_bytes(t);
     const int TB = kr_token_block(cols);
@@ -460,7 +546,7 @@ AI void kr_matmul_t(dtype_t t, const matrix *W, const uint8_t *act, size_t astri
                 tile = own;
             }
             if (n == 1) { /* GEMV */
-                __m512 f = q4 ? gemv_q4k(tile, nb, &A) : gemv_q6k(tile, nb, &A);
+                __m512 f = q5 ? gemv_q5k(tile, nb, &A) : q4 ? gemv_q4k(tile, nb, &A) : gemv_q6k(tile, nb, &A);
                 kr_store(f, bias, y + (size_t)t0 * ldy, r, rs, r1);
                 continue;
             }
@@ -469,11 +555,12 @@ AI void kr_matmul_t(dtype_t t, const matrix *W, const uint8_t *act, size_t astri
                 kdec u;
                 const char *ahead = (const char *)tile + (size_t)b * sbb + KR_PREFETCH;
                 for (size_t o = 0; o < sbb; o += 64) _mm_prefetch(ahead + o, _MM_HINT_T0);
-                if (q4) decode_q4k(tile + (size_t)b * sbb, &u);
+                if (q5) decode_q5k(tile + (size_t)b * sbb, &u);
+                else if (q4) decode_q4k(tile + (size_t)b * sbb, &u);
                 else decode_q6k(tile + (size_t)b * sbb, &u);
                 const size_t bn = (size_t)b * (size_t)n;
                 for (int tt = 0; tt < n; tt += 8)
-                    kr_tokens_any(q4, n - tt < 8 ? n - tt : 8, &u, A.q + (bn + (size_t)tt) * QK_K, A.d + bn + tt,
+                    kr_tokens_any(q4, q5, n - tt < 8 ? n - tt : 8, &u, A.q + (bn + (size_t)tt) * QK_K, A.d + bn + tt,
                                   A.ex + (bn + (size_t)tt) * ew, F + 16 * tt);
             }
             for (int j = 0; j < n; j++) kr_store(_mm512_loadu_ps(F + 16 * j), bias, y + (size_t)(t0 + j) * ldy, r, rs, r1);
@@ -485,6 +572,7 @@ void kq_r16_matmul(const matrix *W, const void *act, size_t astride, int T, cons
                    int64_t r0, int64_t r1, void *scratch) {
     if (r1 <= r0 || T <= 0) return;
     if (W->dtype == XLLM_DT_Q4_K) kr_matmul_t(XLLM_DT_Q4_K, W, act, astride, T, bias, y, ldy, r0, r1, scratch);
+    else if (W->dtype == XLLM_DT_Q5_K) kr_matmul_t(XLLM_DT_Q5_K, W, act, astride, T, bias, y, ldy, r0, r1, scratch);
     else kr_matmul_t(XLLM_DT_Q6_K, W, act, astride, T, bias, y, ldy, r0, r1, scratch);
 }
 
