@@ -694,6 +694,48 @@ static void rope_from_freqs(cfg_b *b, const tinfo *rf, const unsigned char *data
     b->oom |= !cJSON_AddNumberToObject(rs, "original_max_position_embeddings", cand[found][2]);
 }
 
+/* YaRN as llama.cpp reads it: rope.scaling.factor, original_context_length
+ * (default: the context length), yarn_beta_fast / yarn_beta_slow (32 / 1)
+ * and rope.scaling.attn_factor (1), a further cos/sin scale on top of YaRN's
+ * own 1 + 0.1 ln(factor). DeepSeek (MLA families) stores mscale_all_dim as
+ * rope.scaling.yarn_log_multiplier = 0.1 mscale_all_dim: llama.cpp then
+ * takes mscale = mscale_all_dim (cos/sin unscaled) and the softmax scale x
+ * mscale(factor, mscale_all_dim)^2; without it, cos/sin x mscale(factor, 1)
+ * and the softmax scale x its square, which is HF's mscale_all_dim = 1
+ * without mscale. Becomes HF's rope_scaling {"rope_type": "yarn", ...}. */
+static xllm_status yarn_config(cfg_b *b, const arch_info *A, double factor, int64_t ctx_len) {
+    gguf_ctx *c = b->c;
+    double orig = (double)ctx_len, bf = 0, bs = 0, af = 1, lm = 0;
+    arch_num(b, "rope.scaling.original_context_length", &orig);
+    int has_bf = arch_num(b, "rope.scaling.yarn_beta_fast", &bf), has_bs = arch_num(b, "rope.scaling.yarn_beta_slow", &bs);
+    arch_num(b, "rope.scaling.attn_factor", &af);
+    if (A->mla) arch_num(b, "rope.scaling.yarn_log_multiplier", &lm);
+    if (!(orig >= 1) || (has_bf && !(bf > 0)) || (has_bs && !(bs > 0)) || !(af > 0) || !isfinite(af) || !isfinite(lm) ||
+        fabs(lm) > 100)
+        return c->st = err_setf(c->err, XLLM_ERR_FORMAT,
+                                "%s: yarn needs rope.scaling.original_context_length >= 1, positive yarn_beta_fast, "
+                                "yarn_beta_slow and attn_factor, and |yarn_log_multiplier| <= 100", c->path);
+    if (A->mla && af != 1.0)
+        return c->st = err_setf(c->err, XLLM_ERR_UNSUPPORTED,
+                                "%s: rope.scaling.attn_factor %g with yarn in a DeepSeek (MLA) file is not supported",
+                                c->path, af);
+    cJSON *o = cJSON_AddObjectToObject(b->cfg, "rope_scaling");
+    if (!o) return b->oom = 1, XLLM_OK;
+    b->oom |= !cJSON_AddStringToObject(o, "rope_type", "yarn");
+    b->oom |= !cJSON_AddNumberToObject(o, "factor", gguf_f32_to_double((float)factor));
+    b->oom |= !cJSON_AddNumberToObject(o, "original_max_position_embeddings", orig);
+    if (has_bf) b->oom |= !cJSON_AddNumberToObject(o, "beta_fast", gguf_f32_to_double((float)bf));
+    if (has_bs) b->oom |= !cJSON_AddNumberToObject(o, "beta_slow", gguf_f32_to_double((float)bs));
+    if (A->mla) {
+        double m = lm != 0 ? gguf_f32_to_double((float)lm / 0.1f) : 1.0; /* llama.cpp divides in float */
+        if (lm != 0) b->oom |= !cJSON_AddNumberToObject(o, "mscale", m);
+        b->oom |= !cJSON_AddNumberToObject(o, "mscale_all_dim", m);
+    } else if (af != 1.0) {
+        b->oom |= !cJSON_AddNumberToObject(o, "attention_factor", af * (factor > 1 ? 1 + 0.1 * log(factor) : 1));
+    }
+    return XLLM_OK;
+}
+
 /* LongRoPE (Phi-3 128k) as llama.cpp's converter stores it: the factor sets
  * as rope_factors_long / rope_factors_short (head_dim / 2 f32 each), the
  * pretrained context as rope.scaling.original_context_length (default: the
@@ -958,19 +1000,19 @@ static xllm_status build_config(gguf_ctx *c, const arch_info *A, const tinfo *ti
     char key[160];
     snprintf(key, sizeof key, "%s.rope.scaling.type", arch);
     double factor = 0;
-    int linear = 0;
+    int linear = 0, yarn = 0;
     if (gguf_get_str(c, key, &st)) {
-        if (st.len == 6 && memcmp(st.p, "linear", 6) == 0) {
-            linear = 1;
+        if ((st.len == 6 && memcmp(st.p, "linear", 6) == 0) || (st.len == 4 && memcmp(st.p, "yarn", 4) == 0)) {
+            linear = st.len == 6, yarn = st.len == 4;
             if (!arch_num(&b, "rope.scaling.factor", &factor) || !(factor > 0))
                 if (!c->st)
-                    c->st = err_setf(c->err, XLLM_ERR_FORMAT, "%s: linear rope scaling without a positive factor",
-                                        c->path);
+                    c->st = err_setf(c->err, XLLM_ERR_FORMAT, "%s: %s rope scaling without a positive factor",
+                                        c->path, yarn ? "yarn" : "linear");
         } else if (!(st.len == 4 && memcmp(st.p, "none", 4) == 0)) {
             char sbuf[96];
             return err_setf(c->err, XLLM_ERR_UNSUPPORTED,
-                               "%s: rope scaling type \"%s\" is not supported (supported: none, linear, llama3 factors)",
-                               c->path, show(st.p, st.len, sbuf, sizeof sbuf));
+                               "%s: rope scaling type \"%s\" is not supported (supported: none, linear, yarn, llama3 "
+                               "factors)", c->path, show(st.p, st.len, sbuf, sizeof sbuf));
         }
     } else if (arch_num(&b, "rope.scale_linear", &factor) && factor != 1.0) {
         linear = factor > 0;
@@ -982,9 +1024,10 @@ static xllm_status build_config(gguf_ctx *c, const arch_info *A, const tinfo *ti
         cJSON *rs = cJSON_AddObjectToObject(b.cfg, "rope_scaling");
         b.oom |= !rs || !cJSON_AddStringToObject(rs, "rope_type", "linear") || !cJSON_AddNumberToObject(rs, "factor", factor);
     }
+    if (yarn && yarn_config(&b, A, factor, ctx_len)) return c->st;
     const tinfo *rl = find_tensor(ti, nt, "rope_factors_long.weight"), *rsh = find_tensor(ti, nt, "rope_factors_short.weight");
     if (rl || rsh) {
-        if (linear || !rl || !rsh || find_tensor(ti, nt, "rope_freqs.weight"))
+        if (linear || yarn || !rl || !rsh || find_tensor(ti, nt, "rope_freqs.weight"))
             return err_setf(c->err, XLLM_ERR_UNSUPPORTED,
                                "%s: LongRoPE needs both rope_factors_long and rope_factors_short, and no other rope "
                                "scaling", c->path);
@@ -996,9 +1039,10 @@ static xllm_status build_config(gguf_ctx *c, const arch_info *A, const tinfo *ti
             return err_setf(c->err, XLLM_ERR_UNSUPPORTED,
                                "%s: rope_freqs.weight (per-frequency RoPE factors) is only supported for llama",
                                c->path);
-        if (linear)
+        if (linear || yarn)
             return err_setf(c->err, XLLM_ERR_UNSUPPORTED,
-                               "%s: both linear rope scaling and rope_freqs.weight; not supported", c->path);
+                               "%s: both %s rope scaling and rope_freqs.weight; not supported", c->path,
+                               yarn ? "yarn" : "linear");
         rope_from_freqs(&b, rf, data, (int)head_dim, theta);
         if (c->st) return c->st;
     }

@@ -156,6 +156,48 @@ static xllm_status longrope_read(cfg_r *r, const cJSON *config, const cJSON *rs,
     return r->st;
 }
 
+/* YaRN from an HF config (read as model_config.c's read_yarn) into the keys
+ * llama.cpp reads: factor, original context, the betas when not 32 / 1, the
+ * cos/sin scale beyond llama.cpp's own 1 + 0.1 ln(factor) as
+ * rope.scaling.attn_factor; for DeepSeek (MLA) yarn_log_multiplier = 0.1
+ * mscale_all_dim, which llama.cpp reads as cos/sin unscaled and the softmax
+ * x mscale(factor, mscale_all_dim)^2 (HF's mscale == mscale_all_dim), or no
+ * multiplier: cos/sin x mscale(factor, 1), the softmax x its square (HF's
+ * mscale_all_dim 1 without mscale). Other DeepSeek settings are refused. */
+typedef struct {
+    double factor, orig, beta_fast, beta_slow, attn_factor, log_mul;
+} yarn_keys;
+
+static double yarn_mscale(double s, double m) { return s <= 1 ? 1.0 : 0.1 * m * log(s) + 1.0; } /* HF's get_mscale */
+
+static xllm_status yarn_read(cfg_r *r, const cJSON *rs, int mla, int64_t ctx_len, yarn_keys *y) {
+    double f = cnum(r, rs, "factor", 0), ms = cnum(r, rs, "mscale", 0), msa = cnum(r, rs, "mscale_all_dim", 0);
+    double af = cnum(r, rs, "attention_factor", 0);
+    y->factor = f;
+    y->orig = cnum(r, rs, "original_max_position_embeddings", (double)ctx_len);
+    y->beta_fast = cnum(r, rs, "beta_fast", 0);
+    y->beta_slow = cnum(r, rs, "beta_slow", 0);
+    if (r->st) return r->st;
+    if (!(f > 0) || !(y->orig >= 1) || y->beta_fast < 0 || y->beta_slow < 0 || af < 0)
+        return r->st = err_setf(r->err, XLLM_ERR_FORMAT, "gguf_write: bad yarn rope_scaling");
+    const cJSON *tr = cfield(rs, "truncate");
+    if (tr && !cJSON_IsTrue(tr))
+        return r->st = err_setf(r->err, XLLM_ERR_UNSUPPORTED, "gguf_write: yarn with truncate false has no GGUF form");
+    double m1 = yarn_mscale(f, 1);
+    if (!(af > 0)) af = (ms != 0 && msa != 0) ? yarn_mscale(f, ms) / yarn_mscale(f, msa) : m1;
+    y->attn_factor = 1, y->log_mul = 0;
+    if (!mla) {
+        y->attn_factor = af / m1;
+    } else if (msa != 0 && fabs(af - 1) <= 1e-6) {
+        y->log_mul = 0.1 * msa;
+    } else if (!(msa == 1 && fabs(af - m1) <= 1e-6)) {
+        return r->st = err_setf(r->err, XLLM_ERR_UNSUPPORTED,
+                                "gguf_write: DeepSeek yarn with cos/sin scale %g and mscale_all_dim %g has no GGUF form "
+                                "(llama.cpp reads mscale = mscale_all_dim)", af, msa);
+    }
+    return XLLM_OK;
+}
+
 static int cbool(const cJSON *o, const char *k) { return cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, k)); }
 
 /* ------------------------------------------------------------ tensors */
@@ -967,6 +1009,8 @@ xllm_status gguf_write(const char *dest, const st_tensor *tensors, size_t n, con
     /* rope scaling */
     longrope lr;
     memset(&lr, 0, sizeof lr);
+    yarn_keys yk;
+    memset(&yk, 0, sizeof yk);
     const char *rope_type = NULL;
     double rfactor = 0, rlow = 1, rhigh = 4, rorig = 8192;
     const cJSON *rs = cfield(config, "rope_scaling");
@@ -991,10 +1035,12 @@ xllm_status gguf_write(const char *dest, const st_tensor *tensors, size_t n, con
                 return r.st;
             }
             rfactor = 1;
+        } else if (strcmp(rope_type, "yarn") == 0) {
+            if (yarn_read(&r, rs, A->mla, ctx_len, &yk)) return r.st;
         } else if (strcmp(rope_type, "linear") != 0) {
             return err_setf(err, XLLM_ERR_UNSUPPORTED,
                                "gguf_write: rope_scaling type \"%s\" has no GGUF form here (supported: linear, "
-                               "llama3, longrope)",
+                               "llama3, longrope, yarn)",
                                rope_type);
         }
         if (rope_type && !(rfactor > 0)) return err_setf(err, XLLM_ERR_FORMAT, "gguf_write: rope_scaling.factor must be > 0");
@@ -1145,6 +1191,14 @@ xllm_status gguf_write(const char *dest, const st_tensor *tensors, size_t n, con
     if (rope_type && strcmp(rope_type, "linear") == 0) {
         kv_string(&w, AK("rope.scaling.type"), "linear");
         kv_f32(&w, AK("rope.scaling.factor"), (float)rfactor);
+    } else if (rope_type && strcmp(rope_type, "yarn") == 0) {
+        kv_string(&w, AK("rope.scaling.type"), "yarn");
+        kv_f32(&w, AK("rope.scaling.factor"), (float)yk.factor);
+        kv_u32(&w, AK("rope.scaling.original_context_length"), (uint32_t)yk.orig);
+        if (yk.beta_fast > 0 && yk.beta_fast != 32) kv_f32(&w, AK("rope.scaling.yarn_beta_fast"), (float)yk.beta_fast);
+        if (yk.beta_slow > 0 && yk.beta_slow != 1) kv_f32(&w, AK("rope.scaling.yarn_beta_slow"), (float)yk.beta_slow);
+        if (fabs(yk.attn_factor - 1) > 1e-7) kv_f32(&w, AK("rope.scaling.attn_factor"), (float)yk.attn_factor);
+        if (yk.log_mul != 0) kv_f32(&w, AK("rope.scaling.yarn_log_multiplier"), (float)yk.log_mul);
     } else if (rope_type && strcmp(rope_type, "longrope") == 0) { /* the factor tensors, and these two */
         kv_f32(&w, AK("rope.scaling.attn_factor"), (float)lr.attn_factor);
         kv_u32(&w, AK("rope.scaling.original_context_length"), (uint32_t)lr.orig);

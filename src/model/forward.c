@@ -394,7 +394,7 @@ void model_layers(model *m, kv_cache *kv, const fwd_batch *b, int l0, int l1) {
     if (l0 == m->layer_begin) {
         OPS->rope_tables(CTX, b->pos, b->n_tokens, m->inv_freq, m->rope_theta_scale, c->rope_dim / 2, s->rope_cos,
                          s->rope_sin);
-        if (c->rope == ROPE_LONGROPE && c->rope_attn_factor != 1.0) { /* LongRoPE: cos, sin x attention factor */
+        if ((c->rope == ROPE_LONGROPE || c->rope == ROPE_YARN) && c->rope_attn_factor != 1.0) { /* LongRoPE, YaRN: cos, sin x attention factor */
             size_t n = (size_t)b->n_tokens * (size_t)(c->rope_dim / 2);
             OPS->scale(CTX, s->rope_cos, n, (float)c->rope_attn_factor);
             OPS->scale(CTX, s->rope_sin, n, (float)c->rope_attn_factor);

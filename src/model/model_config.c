@@ -143,6 +143,50 @@ static void read_longrope(cfg_ctx *c, const cJSON *root, const cJSON *rs, model_
                             "factor and attention_factor", c->path);
 }
 
+/* YaRN's magnitude correction for a context factor s: 1 + 0.1 m ln s (1 when
+ * s <= 1), HF's get_mscale / DeepSeek's yarn_get_mscale */
+double model_yarn_mscale(double s, double m) { return s <= 1 ? 1.0 : 0.1 * m * log(s) + 1.0; }
+
+/* YaRN ("yarn"), as transformers' _compute_yarn_parameters and DeepSeek's
+ * DeepseekV2YarnRotaryEmbedding read it: factor, original_max_position_embeddings
+ * (else max_position_embeddings), beta_fast / beta_slow (32 / 1), truncate
+ * (true), and the cos/sin scale attention_factor, by default
+ * mscale(factor, mscale) / mscale(factor, mscale_all_dim) when both are given,
+ * else mscale(factor, 1). DeepSeek (MLA families) also multiplies the
+ * softmax scale by mscale(factor, mscale_all_dim)^2 when mscale_all_dim is
+ * set. The factor is rope_scaling.factor, as llama.cpp's converter and
+ * DeepSeek's code take it (not max_position_embeddings / original). */
+static void read_yarn(cfg_ctx *c, const cJSON *root, const cJSON *rs, model_config *cfg) {
+    (void)root;
+    cfg->rope = ROPE_YARN;
+    double factor = get_num(c, rs, "factor", 0);
+    double orig = get_num(c, rs, "original_max_position_embeddings", cfg->max_positions);
+    double bf = get_num(c, rs, "beta_fast", 0), bs = get_num(c, rs, "beta_slow", 0);
+    double ms = get_num(c, rs, "mscale", 0), msa = get_num(c, rs, "mscale_all_dim", 0);
+    double af = get_num(c, rs, "attention_factor", 0);
+    if (!c->st && (!(factor > 0) || !(orig >= 1) || bf < 0 || bs < 0 || af < 0 || !(fabs(ms) <= 1e3) ||
+                   !(fabs(msa) <= 1e3))) {
+        c->st = err_setf(c->err, XLLM_ERR_FORMAT,
+                         "%s: yarn rope_scaling needs factor > 0, original_max_position_embeddings >= 1, "
+                         "non-negative beta_fast, beta_slow and attention_factor, |mscale|, |mscale_all_dim| <= 1000",
+                         c->path);
+        return;
+    }
+    if (!(bf > 0)) bf = 32; /* HF: `or 32`, `or 1` */
+    if (!(bs > 0)) bs = 1;
+    if (!(af > 0)) af = (ms != 0 && msa != 0) ? model_yarn_mscale(factor, ms) / model_yarn_mscale(factor, msa)
+                                              : model_yarn_mscale(factor, 1);
+    cfg->rope_factor = factor;
+    cfg->rope_original_max_pos = orig;
+    cfg->rope_beta_fast = bf;
+    cfg->rope_beta_slow = bs;
+    cfg->rope_attn_factor = af;
+    cfg->rope_yarn_truncate = get_bool(c, rs, "truncate", 1);
+    cfg->rope_yarn_mscale_all = cfg->arch->mla ? msa : 0; /* only DeepSeek's attention applies it */
+    if (!c->st && !(isfinite(af) && af > 0))
+        c->st = err_setf(c->err, XLLM_ERR_FORMAT, "%s: yarn rope_scaling gives attention factor %g", c->path, af);
+}
+
 static void read_rope_scaling(cfg_ctx *c, const cJSON *root, model_config *cfg) {
     cfg->rope = ROPE_DEFAULT;
     const cJSON *rs = field(root, "rope_scaling");
@@ -176,11 +220,14 @@ static void read_rope_scaling(cfg_ctx *c, const cJSON *root, model_config *cfg) 
     } else if (!strcmp(type, "longrope") || !strcmp(type, "su")) {
         read_longrope(c, root, rs, cfg);
         return;
+    } else if (!strcmp(type, "yarn")) {
+        read_yarn(c, root, rs, cfg);
+        return;
     } else {
         if (!c->st)
             c->st = err_setf(c->err, XLLM_ERR_UNSUPPORTED,
                                 "%s: rope_scaling type \"%s\" is not supported (supported: default, linear, llama3, "
-                                "longrope)",
+                                "longrope, yarn)",
                                 c->path, type);
         return;
     }
@@ -325,6 +372,10 @@ static void read_mla(cfg_ctx *c, const cJSON *root, model_config *cfg) {
     cfg->rope_dim = cfg->qk_rope_dim;
     cfg->rope_interleaved = 1; /* adjacent pairs, in HF's DeepSeek code and llama.cpp's alike */
     cfg->attn_scale = 1.0f / sqrtf((float)(cfg->qk_nope_dim + cfg->qk_rope_dim)); /* llama.cpp's kq_scale, in float */
+    if (cfg->rope == ROPE_YARN && cfg->rope_yarn_mscale_all != 0) { /* DeepSeek: softmax_scale x mscale^2 */
+        float m = (float)model_yarn_mscale(cfg->rope_factor, cfg->rope_yarn_mscale_all);
+        cfg->attn_scale = m * m / sqrtf((float)(cfg->qk_nope_dim + cfg->qk_rope_dim));
+    }
 }
 
 /* Activation, soft-caps, attention scale, norm offset, embedding scale, local RoPE base. */

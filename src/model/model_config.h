@@ -20,7 +20,7 @@
 
 #define MODEL_MAX_ROPE_FACTORS 256 /* LongRoPE: head_dim / 2 factors per set (head_dim <= 512) */
 
-typedef enum rope_type { ROPE_DEFAULT = 0, ROPE_LINEAR, ROPE_LLAMA3, ROPE_LONGROPE } rope_type;
+typedef enum rope_type { ROPE_DEFAULT = 0, ROPE_LINEAR, ROPE_LLAMA3, ROPE_LONGROPE, ROPE_YARN } rope_type;
 
 typedef struct model_config {
     char model_type[32];
@@ -36,16 +36,24 @@ typedef struct model_config {
     float rms_eps;
     double rope_theta;
     rope_type rope;
-    double rope_factor;              /* linear / llama3 */
+    double rope_factor;              /* linear / llama3 / yarn */
     double rope_low_freq_factor;     /* llama3 */
     double rope_high_freq_factor;    /* llama3 */
-    double rope_original_max_pos;    /* llama3, longrope */
+    double rope_original_max_pos;    /* llama3, longrope, yarn */
     /* LongRoPE (Phi-3 / Phi-3.5 / Phi-4-mini 128k): frequency i divided by
      * short[i] or long[i] (long when the context run is over
      * rope_original_max_pos: model_rope_context), cos and sin multiplied by
      * rope_attn_factor (both sets) */
     double rope_short[MODEL_MAX_ROPE_FACTORS], rope_long[MODEL_MAX_ROPE_FACTORS];
-    double rope_attn_factor;
+    double rope_attn_factor;         /* longrope, yarn: cos and sin x this (q.k x its square) */
+    /* YaRN (DeepSeek-V2/V3, Qwen2.5/Qwen3 long context): frequency i takes
+     * theta_i / factor (interpolation) below the ramp, theta_i itself
+     * (extrapolation) above it, a linear mix between the correction dims of
+     * beta_fast and beta_slow rotations over rope_original_max_pos positions
+     * (rounded outward unless yarn_truncate is 0); cos, sin x rope_attn_factor */
+    double rope_beta_fast, rope_beta_slow;
+    int rope_yarn_truncate;
+    double rope_yarn_mscale_all;     /* DeepSeek's mscale_all_dim (0: none): the score scale x mscale(factor, it)^2 */
     int qkv_bias;          /* q/k/v projections have bias */
     int o_bias;            /* o_proj has bias */
     int mlp_bias;
@@ -93,6 +101,10 @@ typedef struct model_config {
 
 /* Parse a config.json object and an optional generation_config.json object
  * (gen may be NULL); path/gen_path name them in messages. */
+/* YaRN's magnitude factor for context factor s and coefficient m: 1 + 0.1 m ln s,
+ * 1 when s <= 1 (HF's get_mscale). Thread-safe. */
+double model_yarn_mscale(double s, double m);
+
 xllm_status model_config_parse(const cJSON *config, const cJSON *gen, const char *path, const char *gen_path,
                                model_config *cfg, xllm_error *err);
 /* Parse dir/config.json and (if present) dir/generation_config.json. */

@@ -293,11 +293,24 @@ static xllm_status bind_layer(model *m, int l, xllm_error *err) {
  * semantics); local: a sliding layer's (its own base, never scaled). */
 static void rope_frequencies(const model_config *c, double theta, int local, int long_set, double *inv_freq) {
     int half = c->rope_dim / 2;
+    double y_low = 0, y_high = 0;
+    if (c->rope == ROPE_YARN) { /* the pairs that rotate beta_fast / beta_slow times over the original context */
+        const double pi = 3.14159265358979323846, d = c->rope_dim;
+        y_low = d * log(c->rope_original_max_pos / (c->rope_beta_fast * 2 * pi)) / (2 * log(theta));
+        y_high = d * log(c->rope_original_max_pos / (c->rope_beta_slow * 2 * pi)) / (2 * log(theta));
+        if (c->rope_yarn_truncate) y_low = floor(y_low), y_high = ceil(y_high);
+        if (y_low < 0) y_low = 0;
+        if (y_high > d - 1) y_high = d - 1;
+    }
     for (int i = 0; i < half; i++) {
         double f = 1.0 / pow(theta, (2.0 * i) / c->rope_dim);
         if (local) {
         } else if (c->rope == ROPE_LONGROPE) { /* HF: 1 / (ext[i] * theta^(2i/d)); llama.cpp: theta_i / ff[i] */
             f /= long_set ? c->rope_long[i] : c->rope_short[i];
+        } else if (c->rope == ROPE_YARN) { /* extrapolated (as is) below y_low, interpolated (/ factor) above y_high */
+            double r = (i - y_low) / (y_high - y_low > 0.001 ? y_high - y_low : 0.001);
+            double extrap = 1.0 - (r < 0 ? 0 : r > 1 ? 1 : r);
+            f = f / c->rope_factor * (1.0 - extrap) + f * extrap;
         } else if (c->rope == ROPE_LINEAR) {
             f /= c->rope_factor;
         } else if (c->rope == ROPE_LLAMA3) {
@@ -548,7 +561,7 @@ static xllm_status check_backend(const model *m, xllm_error *err) {
     else if ((c->moe_sigmoid || c->moe_sel_bias || c->n_group || c->routed_scale > 0) &&
              !backend_supports(&m->be, BE_FEAT_MOE_ROUTING, 0))
         lack = "DeepSeek's expert routing (sigmoid, groups, bias, scale)";
-    else if (c->rope == ROPE_LONGROPE && c->rope_attn_factor != 1.0 && !m->be.ops->scale)
+    else if ((c->rope == ROPE_LONGROPE || c->rope == ROPE_YARN) && c->rope_attn_factor != 1.0 && !m->be.ops->scale)
         lack = "LongRoPE's attention factor (scale)";
     if (lack)
         return err_setf(err, XLLM_ERR_UNSUPPORTED, "backend '%s' does not implement %s (head_dim %d): use --backend cpu",

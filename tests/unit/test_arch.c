@@ -154,7 +154,37 @@ static void test_configs(void) {
               XLLM_ERR_UNSUPPORTED && strstr(err.message, "scoring_func"));
     CHECK(parse("{\"model_type\": \"deepseek_v2\", " BASE ", \"n_routed_experts\": 4, \"num_experts_per_tok\": 2, "
                 "\"moe_intermediate_size\": 8}", &c, &err) == XLLM_ERR_FORMAT && strstr(err.message, "kv_lora_rank"));
+    /* YaRN: the attention factor (HF's defaults), DeepSeek's softmax mscale^2 (MLA only), bad values */
+    CHECK(parse("{\"model_type\": \"deepseek_v2\", " BASE ", " DS "\"rope_scaling\": {\"type\": \"yarn\", \"factor\": 40, "
+                "\"original_max_position_embeddings\": 4096, \"mscale\": 0.707, \"mscale_all_dim\": 0.707}}", &c,
+                &err) == XLLM_OK);
+    CHECK(c.rope == ROPE_YARN && c.rope_factor == 40 && c.rope_original_max_pos == 4096 && c.rope_beta_fast == 32 &&
+          c.rope_beta_slow == 1 && c.rope_yarn_truncate == 1 && fabs(c.rope_attn_factor - 1) < 1e-12);
+    {
+        double m = 1 + 0.1 * 0.707 * log(40.0);
+        CHECK_NEAR(c.attn_scale, m * m / sqrt(24.0), 1e-6);
+    }
+    CHECK(parse("{\"model_type\": \"deepseek_v2\", " BASE ", " DS "\"rope_scaling\": {\"type\": \"yarn\", \"factor\": 40, "
+                "\"mscale\": 1, \"mscale_all_dim\": 0.5}}", &c, &err) == XLLM_OK);
+    CHECK_NEAR(c.rope_attn_factor, (1 + 0.1 * log(40.0)) / (1 + 0.05 * log(40.0)), 1e-12);
+    CHECK(c.rope_original_max_pos == 2048); /* max_position_embeddings (its default here) */
 #undef DS
+    CHECK(parse("{\"model_type\": \"qwen2\", " BASE ", \"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4, "
+                "\"original_max_position_embeddings\": 32768, \"mscale_all_dim\": 1, \"beta_fast\": 16, "
+                "\"truncate\": false}}", &c, &err) == XLLM_OK);
+    CHECK(c.rope == ROPE_YARN && c.rope_beta_fast == 16 && c.rope_yarn_truncate == 0 &&
+          fabs(c.rope_attn_factor - (1 + 0.1 * log(4.0))) < 1e-12 && c.rope_yarn_mscale_all == 0 && c.attn_scale == 0);
+    CHECK(parse("{\"model_type\": \"qwen2\", " BASE ", \"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4, "
+                "\"attention_factor\": 1.25}}", &c, &err) == XLLM_OK);
+    CHECK(c.rope_attn_factor == 1.25);
+    CHECK(parse("{\"model_type\": \"qwen2\", " BASE ", \"rope_scaling\": {\"rope_type\": \"yarn\"}}", &c, &err) ==
+              XLLM_ERR_FORMAT && strstr(err.message, "factor"));
+    CHECK(parse("{\"model_type\": \"qwen2\", " BASE ", \"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4, "
+                "\"beta_slow\": -1}}", &c, &err) == XLLM_ERR_FORMAT && strstr(err.message, "beta"));
+    CHECK(parse("{\"model_type\": \"qwen2\", " BASE ", \"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4, "
+                "\"original_max_position_embeddings\": 0}}", &c, &err) == XLLM_ERR_FORMAT);
+    CHECK(parse("{\"model_type\": \"qwen2\", " BASE ", \"rope_scaling\": {\"rope_type\": \"dynamic\", \"factor\": 4}}",
+                &c, &err) == XLLM_ERR_UNSUPPORTED && strstr(err.message, "yarn"));
     CHECK(parse("{\"model_type\": \"gpt_neox\", " BASE "}", &c, &err) == XLLM_ERR_UNSUPPORTED &&
           strstr(err.message, "gemma3_text"));
 }

@@ -511,8 +511,9 @@ static void test_writer_errors(void) {
     cJSON *rs = cJSON_CreateObject();
     cJSON_AddStringToObject(rs, "rope_type", "yarn");
     cJSON_AddNumberToObject(rs, "factor", 4);
+    cJSON_AddFalseToObject(rs, "truncate"); /* YaRN without rounding the ramp: llama.cpp always rounds */
     cJSON_ReplaceItemInObject(mis, "rope_scaling", rs);
-    CHECK(gguf_write(dest, ts, n, mis, NULL, NULL, &e) == XLLM_ERR_UNSUPPORTED && strstr(e.message, "yarn"));
+    CHECK(gguf_write(dest, ts, n, mis, NULL, NULL, &e) == XLLM_ERR_UNSUPPORTED && strstr(e.message, "truncate"));
     cJSON_Delete(mis);
     /* a tokenizer that is neither SentencePiece-like nor byte-level */
     const char *wp = "{\"model\":{\"type\":\"WordPiece\",\"vocab\":{\"a\":0}}}";
@@ -973,7 +974,9 @@ static void test_made_files(void) {
     s = base_spec(), s.ukey = "llama.attention.head_count_kv", s.uval = 0;
     expect(&s, XLLM_ERR_FORMAT, "head_count_kv", "zero kv heads");
     s = base_spec(), s.skey = "llama.rope.scaling.type", s.sval = "yarn";
-    expect(&s, XLLM_ERR_UNSUPPORTED, "yarn", "yarn rope scaling");
+    expect(&s, XLLM_ERR_FORMAT, "factor", "yarn rope scaling without a factor");
+    s = base_spec(), s.skey = "llama.rope.scaling.type", s.sval = "dynamic";
+    expect(&s, XLLM_ERR_UNSUPPORTED, "dynamic", "an unknown rope scaling type");
     s = base_spec(), s.skey = "llama.rope.scaling.type", s.sval = "linear";
     expect(&s, XLLM_ERR_FORMAT, "factor", "linear rope scaling without a factor");
     s = base_spec(), s.skey = "llama.rope.scaling.type", s.sval = "none";
