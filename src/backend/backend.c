@@ -28,6 +28,7 @@ xllm_status vulkan_backend_create(backend *be, const backend_options *o, xllm_er
 char *vulkan_describe_devices(void) { return mem_strdup("vulkan: this build has no Vulkan backend\n"); }
 long vulkan_validation_messages(void) { return 0; }
 int vulkan_backend_built(void) { return 0; }
+size_t vulkan_own_bytes_held(const backend *be) { (void)be; return 0; }
 #endif
 
 static const backend_entry k_builtin[] = {

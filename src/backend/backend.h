@@ -322,6 +322,18 @@ typedef struct backend_ops {
      * caller uses ordinary memory (the CPU; a unified-memory device). */
     void *(*host_alloc)(void *ctx, size_t bytes);
     void (*host_free)(void *ctx, void *p);
+
+    /* ------------------------------------------------ own memory */
+    /* The most memory the backend holds for itself, besides what alloc() and
+     * host_alloc() hand out: its scratch, the host-visible ring of step
+     * inputs, the staging pool, split attention's partials - device memory or
+     * pinned host memory, whatever is allocated now and at most later, for the
+     * options it was created with, a KV pool of block_size-token blocks and
+     * contexts of at most max_context tokens.
+     * The engine's memory plan counts it inside memory.workspace_size, before
+     * the KV pool is sized. NULL: none (the CPU: its scratch is ordinary
+     * process memory). Not thread-safe (the model's forward lock). */
+    size_t (*own_bytes)(void *ctx, int block_size, int max_context);
 } backend_ops;
 
 

@@ -169,9 +169,11 @@ static xllm_status check_options(const xllm_engine_options *eo, xllm_error *err)
 
 /* What the memory plan needs of the model: this process's layers and its
  * forward scratch. */
-static memory_model memory_model_of(const model *m) {
+static memory_model memory_model_of(const model *m, int block_size, int max_context) {
+    const backend *be = &m->be;
     return (memory_model){m->layer_end - m->layer_begin, m->cfg.n_kv_heads, m->cfg.head_dim, m->cfg.vocab,
-                          m->s.max_tokens, m->s.bytes};
+                          m->s.max_tokens, m->s.bytes,
+                          be->ops->own_bytes ? be->ops->own_bytes(be->ctx, block_size, max_context) : 0};
 }
 
 /* The step buffers (sized once for the largest step) and the request map. */
@@ -215,15 +217,20 @@ static xllm_status start_thread(engine *e, xllm_error *err) {
 /* The verbose line: how the memory was divided and how the engine runs. */
 static void report_plan(const engine *e, const memory_plan *mp) {
     const xllm_engine_options *eo = &e->o;
-    char sc[32], kv[32], sw[32];
+    char sc[32], kv[32], sw[32], bk[32] = "";
     memory_fmt_bytes(sc, sizeof sc, (int64_t)e->scratch_bytes);
+    if (mp->backend_bytes) { /* a device backend's own scratch, ring and staging */
+        char b[32];
+        memory_fmt_bytes(b, sizeof b, (int64_t)mp->backend_bytes);
+        snprintf(bk, sizeof bk, " + backend %s", b);
+    }
     memory_fmt_bytes(kv, sizeof kv, (int64_t)mp->n_blocks * mp->block_bytes);
     memory_fmt_bytes(sw, sizeof sw, (int64_t)mp->swap_blocks * mp->block_bytes);
     fprintf(stderr,
-            "xllm engine: scratch %s | KV pool %s = %d blocks x %d tokens (%lld tokens), kv_dtype %s%s | swap "
+            "xllm engine: scratch %s%s | KV pool %s = %d blocks x %d tokens (%lld tokens), kv_dtype %s%s | swap "
             "pool %s = %d blocks%s | batch %d sequences, %d tokens per step | preempt %s, prefix cache %s, "
             "response cache %s\n",
-            sc, kv, mp->n_blocks, e->block_size, (long long)mp->n_blocks * e->block_size, kvq_name(mp->kv_dtype),
+            sc, bk, kv, mp->n_blocks, e->block_size, (long long)mp->n_blocks * e->block_size, kvq_name(mp->kv_dtype),
             mp->kv_auto ? " (auto)" : "", sw, mp->swap_blocks,
             mp->swap_blocks ? (e->bm.swap_locked ? " (page-locked)" : " (not page-locked: RLIMIT_MEMLOCK)") : "",
             e->max_seqs, e->max_step_tokens,
@@ -257,7 +264,7 @@ engine *engine_create(model *m, const tokenizer *tok, pthread_mutex_t *model_loc
     e->debug = mo->debug_checks != 0;
     atomic_init(&e->pinned_blocks, 0);
 
-    memory_model mm = memory_model_of(m);
+    memory_model mm = memory_model_of(m, mo->kv_block_size, mo->max_context);
     memory_plan mp;
     if (memory_plan_make(&mm, mo, &eo, &mp, err)) {
         xllm_free(e);
@@ -265,6 +272,7 @@ engine *engine_create(model *m, const tokenizer *tok, pthread_mutex_t *model_loc
     }
     e->max_seqs = mp.max_seqs;
     e->scratch_bytes = mp.scratch_bytes;
+    e->backend_bytes = mp.backend_bytes;
     e->kv_auto = mp.kv_auto;
     xllm_status st = kv_cache_init(&e->kv, &m->be, m->layer_end - m->layer_begin, c->n_kv_heads, c->head_dim,
                                    e->block_size, mp.n_blocks, mp.kv_dtype, err);

@@ -136,6 +136,7 @@ typedef struct xllm_engine {
     model_eos eos;
     uint64_t fingerprint;         /* of the model's weights (knowledge files) */
     size_t scratch_bytes;
+    size_t backend_bytes; /* the backend's own memory inside the workspace (memory_plan) */
     kv_cache kv;
     block_manager bm;
     response_cache rc;

@@ -60,7 +60,7 @@ char *xllm_engine_stats(xllm_engine *e) {
         "\"response_cache\":{\"hits\":%llu,\"misses\":%llu,\"entries\":%d,\"bytes\":%zu},"
         "\"kv\":{\"block_size\":%d,\"blocks_total\":%d,\"blocks_free\":%d,\"blocks_cached\":%d,\"blocks_used\":%d,"
         "\"blocks_pinned\":%d,\"swap_blocks_total\":%d,\"swap_blocks_used\":%d},"
-        "\"memory\":{\"scratch_bytes\":%zu,\"kv_bytes\":%lld,\"swap_bytes\":%zu,\"swap_locked\":%s},"
+        "\"memory\":{\"scratch_bytes\":%zu,\"backend_bytes\":%zu,\"kv_bytes\":%lld,\"swap_bytes\":%zu,\"swap_locked\":%s},"
         "\"kv_dtype\":\"%s\",\"kv_dtype_auto\":%s,\"kv_bytes_per_token\":%lld,"
         "\"knowledge\":[%s]}",
         (unsigned long long)p.submitted, (unsigned long long)p.finished, (unsigned long long)p.aborted,
@@ -70,7 +70,7 @@ char *xllm_engine_stats(xllm_engine *e) {
         (unsigned long long)p.preempt_swap, (unsigned long long)p.pc_lookups, (unsigned long long)p.pc_hit_blocks,
         (unsigned long long)p.pc_hit_tokens, (unsigned long long)p.pc_evictions, (unsigned long long)rc_hits,
         (unsigned long long)rc_misses, rc_entries, rc_bytes, e->block_size, e->kv.n_blocks, p.blocks_free,
-        p.blocks_cached, p.blocks_used, p.blocks_pinned, e->bm.swap_total, p.swap_used, e->scratch_bytes,
+        p.blocks_cached, p.blocks_used, p.blocks_pinned, e->bm.swap_total, p.swap_used, e->scratch_bytes, e->backend_bytes,
         (long long)e->kv.n_blocks * block_bytes(e, e->block_size, e->kv.dtype), e->bm.swap_bytes,
         e->bm.swap_locked ? "true" : "false", kvq_name(e->kv.dtype), e->kv_auto ? "true" : "false",
         (long long)block_bytes(e, 1, e->kv.dtype), know);

@@ -1,6 +1,6 @@
 /*
- * memory_plan.c - the engine's memory split (memory_plan.h): scratch, KV
- * pool and swap pool, and kv_dtype auto, from the options and the model's
+ * memory_plan.c - the engine's memory split (memory_plan.h): scratch, the
+ * backend's own memory, KV pool and swap pool, and kv_dtype auto, from the options and the model's
  * shape alone.
  */
 #include "engine/memory_plan.h"
@@ -44,19 +44,21 @@ static int32_t blocks_for_tokens(int block_size, int64_t tokens) {
  * pool first; too small for one full context is an error. */
 static xllm_status split_workspace(const xllm_model_options *mo, const xllm_engine_options *eo, const memory_plan *p,
                                    int32_t min_blocks, int64_t *kv_bytes, int64_t *swap_bytes, xllm_error *err) {
-    int64_t rest = eo->workspace_size - (int64_t)p->scratch_bytes;
-    *swap_bytes = swap_default(eo, rest);
+    int64_t fixed = (int64_t)p->scratch_bytes + (int64_t)p->backend_bytes;
+    int64_t rest = eo->workspace_size - fixed;
+    *swap_bytes = rest > 0 ? swap_default(eo, rest) : 0;
     *kv_bytes = rest - *swap_bytes;
     if (*kv_bytes >= (int64_t)min_blocks * p->block_bytes) return XLLM_OK;
-    char ws[32], sc[32], need[32], sw[32];
+    char ws[32], sc[32], bk[32], need[32], sw[32];
     memory_fmt_bytes(ws, sizeof ws, eo->workspace_size);
     memory_fmt_bytes(sc, sizeof sc, (int64_t)p->scratch_bytes);
-    memory_fmt_bytes(need, sizeof need, (int64_t)p->scratch_bytes + *swap_bytes + (int64_t)min_blocks * p->block_bytes);
+    memory_fmt_bytes(bk, sizeof bk, (int64_t)p->backend_bytes);
+    memory_fmt_bytes(need, sizeof need, fixed + *swap_bytes + (int64_t)min_blocks * p->block_bytes);
     memory_fmt_bytes(sw, sizeof sw, *swap_bytes);
     return err_setf(err, XLLM_ERR_INVALID_ARGUMENT,
-                       "memory.workspace_size %s is too small: scratch %s + swap pool %s + one full-context "
-                       "sequence (%d tokens, %d KV blocks of %lld bytes) needs at least %s",
-                       ws, sc, sw, mo->max_context, min_blocks, (long long)p->block_bytes, need);
+                       "memory.workspace_size %s is too small: scratch %s + the backend's own memory %s + swap pool "
+                       "%s + one full-context sequence (%d tokens, %d KV blocks of %lld bytes) needs at least %s",
+                       ws, sc, bk, sw, mo->max_context, min_blocks, (long long)p->block_bytes, need);
 }
 
 xllm_status memory_plan_make(const memory_model *mm, const xllm_model_options *mo, const xllm_engine_options *eo,
@@ -68,6 +70,7 @@ xllm_status memory_plan_make(const memory_model *mm, const xllm_model_options *m
     size_t V = (size_t)mm->vocab;
     p.scratch_bytes = mm->step_scratch + ((size_t)p.max_seqs + 1) * V * sizeof(float) +
                       (size_t)mm->max_step_tokens * 4 * sizeof(int32_t);
+    p.backend_bytes = mm->backend_bytes;
     /* the KV storage: as asked, or (auto) chosen from the budget */
     p.kv_dtype = KV_F32;
     if (kvq_parse(mo->kv_dtype, &p.kv_dtype, &p.kv_auto))
@@ -78,7 +81,7 @@ xllm_status memory_plan_make(const memory_model *mm, const xllm_model_options *m
     if (p.kv_auto && eo->workspace_size <= 0)
         p.kv_dtype = kv_dtype_auto(mm, kv_tokens_f32, need_tokens);
     if (p.kv_auto && eo->workspace_size > 0) { /* the budget: what the workspace leaves for KV */
-        int64_t rest = eo->workspace_size - (int64_t)p.scratch_bytes;
+        int64_t rest = eo->workspace_size - (int64_t)p.scratch_bytes - (int64_t)p.backend_bytes;
         p.kv_dtype = kv_dtype_auto(mm, rest - swap_default(eo, rest), need_tokens);
     }
 

@@ -7,7 +7,8 @@
  * (tests/unit/test_memory_plan.c) and the engine only carries it out.
  *
  * The rules: the scratch (the model's forward buffers plus the engine's step
- * buffers) comes first. With memory.workspace_size the rest is split into a
+ * buffers) and the backend's own memory (a device backend's scratch, ring,
+ * staging pool: backend_ops.own_bytes) come first. With memory.workspace_size the rest is split into a
  * swap pool (swap_size; by default a quarter, none with preempt recompute or
  * swap_size -1) and the KV pool, which must hold at least one full-context
  * sequence. Without it the KV pool holds kv_tokens tokens (at least one full
@@ -29,11 +30,13 @@ typedef struct memory_model {
     int n_kv_heads, head_dim, vocab;
     int max_step_tokens;          /* tokens per forward step (the model's scratch: model.s.max_tokens) */
     size_t step_scratch;          /* the model's forward scratch in bytes (model.s.bytes) */
+    size_t backend_bytes;         /* the backend's own memory (backend_ops.own_bytes; 0: none) */
 } memory_model;
 
 typedef struct memory_plan {
     int max_seqs;                 /* sequences per step: max_batch_size or the model's, at most max_step_tokens */
     size_t scratch_bytes;         /* the model's scratch + the engine's logits and step buffers */
+    size_t backend_bytes;         /* the backend's own (memory_model.backend_bytes), inside the workspace */
     kv_dtype kv_dtype;
     int kv_auto;                  /* kv_dtype auto chose it */
     int64_t block_bytes;          /* one KV block of kv_block_size tokens, every layer held */

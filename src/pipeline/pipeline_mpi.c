@@ -43,6 +43,7 @@ typedef struct worker_pool {
     unsigned char *swap;
     int32_t swap_blocks;
     size_t swap_block_bytes;
+    int swap_pinned; /* swap came from the backend's host_alloc (pinned), else mem_malloc_aligned */
 } worker_pool;
 
 struct pipeline {
@@ -323,8 +324,9 @@ static void print_stats(const pipeline *p) {
 }
 
 static void pool_free(worker_pool *w) {
+    if (w->swap_pinned) w->kv.be->ops->host_free(w->kv.be->ctx, w->swap);
+    else mem_free_aligned(w->swap);
     kv_cache_free(&w->kv);
-    mem_free_aligned(w->swap);
     memset(w, 0, sizeof *w);
 }
 
@@ -550,7 +552,12 @@ static void worker_open(pipeline *p, const model *m, const int32_t *q, int n) {
     w->swap_blocks = q[4];
     w->swap_block_bytes = 2 * (size_t)w->kv.n_layers * kv_cache_block_bytes(&w->kv);
     if (w->swap_blocks) {
-        w->swap = mem_malloc_aligned((size_t)w->swap_blocks * w->swap_block_bytes);
+        /* the backend's pinned host memory where it has one (a GPU: a swap is
+         * one direct device copy, as the engine's block manager does), else plain memory */
+        size_t bytes = (size_t)w->swap_blocks * w->swap_block_bytes;
+        const backend *be = w->kv.be;
+        if (be->ops->host_alloc && (w->swap = be->ops->host_alloc(be->ctx, bytes))) w->swap_pinned = 1;
+        else w->swap = mem_malloc_aligned(bytes);
         if (!w->swap) fatal(p, "cannot allocate the KV swap pool (%d blocks)", w->swap_blocks);
     }
     p->n_pools++;

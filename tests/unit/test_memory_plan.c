@@ -2,7 +2,8 @@
  * alone, with no model and no engine: the scratch, the KV pool's block count
  * and storage, and the swap pool for hand-computed cases (fixed dtype, the
  * context floor, the batch clamp, swap choices, kv_dtype auto's three
- * outcomes and its f16 fallback, a workspace split, one too small), errors
+ * outcomes and its f16 fallback, a workspace split, one too small, a
+ * backend's own memory inside the workspace), errors
  * with their messages, and the same answer twice. */
 #include "test.h"
 #include "engine/memory_plan.h"
@@ -12,7 +13,7 @@
 /* 2 layers x 2 KV heads x head_dim 64: per token f32 2*2*2*64*4 = 2048 bytes,
  * f16 1024, q8 2*2*2*(64 + 2*2) = 544; vocab 100, 512 tokens per step and a
  * 1000-byte model scratch: scratch = 1000 + (seqs+1)*100*4 + 512*4*4. */
-static const memory_model k_mm = {2, 2, 64, 100, 512, 1000};
+static const memory_model k_mm = {2, 2, 64, 100, 512, 1000, 0};
 
 static xllm_model_options mopts(const char *kv_dtype, int64_t kv_tokens, int max_context, int seqs) {
     xllm_model_options mo = xllm_model_options_default();
@@ -97,6 +98,36 @@ static void test_workspace(void) {
               strstr(err.message, "16 KV blocks of 32768 bytes"), "%s", err.message);
 }
 
+/* A device backend's own memory (backend_ops.own_bytes) comes out of the
+ * workspace before the swap and KV pools; a workspace that cannot hold it is
+ * the same clear error, naming it. */
+static void test_backend_bytes(void) {
+    xllm_engine_options eo = xllm_engine_options_default();
+    xllm_model_options mo = mopts("f32", 1000, 256, 4);
+    memory_plan p;
+    xllm_error err;
+    memory_model dev = k_mm;
+    dev.backend_bytes = 8 * 32768 + 100;
+    int64_t scratch = 1000 + 5 * 100 * 4 + 512 * 16;
+    eo.workspace_size = scratch + 40 * 32768; /* the backend takes 8 blocks' worth + 100 bytes: 31 blocks + rest */
+    CHECK(memory_plan_make(&dev, &mo, &eo, &p, &err) == XLLM_OK && p.backend_bytes == dev.backend_bytes);
+    /* rest = 32 * 32768 - 100: swap a quarter (262119 bytes: 7 blocks), KV the rest (786357 bytes: 23) */
+    CHECK_MSG(p.n_blocks == 23 && p.swap_blocks == 7, "%d blocks, %d swap", p.n_blocks, p.swap_blocks);
+    CHECK(scratch + (int64_t)p.backend_bytes + (int64_t)(p.n_blocks + p.swap_blocks) * p.block_bytes <= eo.workspace_size);
+    mo.kv_dtype = "auto"; /* the KV budget, 786357 bytes, holds 4 x 256 tokens in neither f32 nor f16: q8 */
+    CHECK(memory_plan_make(&dev, &mo, &eo, &p, &err) == XLLM_OK && p.kv_dtype == KV_Q8);
+    mo.kv_dtype = "f32";
+    eo.swap_size = -1;
+    dev.backend_bytes = 25 * 32768; /* 15 KV blocks left < one context of 16 */
+    CHECK(memory_plan_make(&dev, &mo, &eo, &p, &err) == XLLM_ERR_INVALID_ARGUMENT);
+    CHECK_MSG(strstr(err.message, "too small") && strstr(err.message, "the backend's own memory 800.0 KiB"), "%s",
+              err.message);
+    dev.backend_bytes = (size_t)eo.workspace_size * 2; /* more than the whole workspace: the error, no overflow */
+    CHECK(memory_plan_make(&dev, &mo, &eo, &p, &err) == XLLM_ERR_INVALID_ARGUMENT);
+    mo.kv_dtype = "auto";
+    CHECK(memory_plan_make(&dev, &mo, &eo, &p, &err) == XLLM_ERR_INVALID_ARGUMENT);
+}
+
 static void test_errors(void) {
     xllm_engine_options eo = xllm_engine_options_default();
     xllm_model_options mo = mopts("f8", 1000, 256, 4);
@@ -111,6 +142,7 @@ int main(void) {
     test_swap();
     test_auto();
     test_workspace();
+    test_backend_bytes();
     test_errors();
     return test_report("test_memory_plan");
 }

@@ -26,7 +26,9 @@
  * with and without int8 dot products (a second backend made with
  * XLLM_VULKAN_INT_DOT=0), a token's row inside T = 64 against T = 1, and
  * each token's attention alone against inside its batch (split or not),
- * latent (MLA) attention too.
+ * latent (MLA) attention too, and decode attention with a KV group's heads in
+ * one workgroup against one head per workgroup (XLLM_VULKAN_ATTN_GROUP=0).
+ * The backend's own memory after all of it within what own_bytes promised.
  */
 #include "test.h"
 #include "backend/backend.h"
@@ -265,9 +267,11 @@ static void test_attention(int T, kv_dtype kvt, int window, int qk_norm, int lon
         for (int i = 0; i < hd; i++) row[i] = frand();
         kvq_store_row(kvt, row, hd, kv0 + r * rb);
     }
-    float *res[2][4];
-    for (int b = 0; b < 2; b++) {
-        backend *be = b ? &g_vk : &g_cpu;
+    /* cpu, vulkan, and vulkan with one head per decode workgroup (g_vk_nodot:
+     * XLLM_VULKAN_ATTN_GROUP=0), which must give the GQA-grouped kernel's bits */
+    float *res[3][4];
+    for (int b = 0; b < 3; b++) {
+        backend *be = b == 2 ? &g_vk_nodot : b ? &g_vk : &g_cpu;
         float *dq = dev(be, q, (size_t)T * qd * 4), *dk = dev(be, k, (size_t)T * kd * 4), *dv = dev(be, v, (size_t)T * kd * 4);
         float *dqn = dev(be, qn, nqn * 4), *dkn = dev(be, kn, nqn * 4);
         float *dcs = dev(be, cs, (size_t)T * hd / 2 * 4), *dsn = dev(be, sn, (size_t)T * hd / 2 * 4);
@@ -308,6 +312,9 @@ static void test_attention(int T, kv_dtype kvt, int window, int qk_norm, int lon
         drop(be, dq), drop(be, dk), drop(be, dv), drop(be, dqn), drop(be, dkn), drop(be, dcs), drop(be, dsn);
         drop(be, kc), drop(be, vc), drop(be, out);
     }
+    CHECK_MSG(!memcmp(res[2][3], res[1][3], (size_t)T * qd * 4) && !memcmp(res[2][2], res[1][2], 2 * pool),
+              "attention T=%d kv %s window %d long %d: heads grouped per KV head differ in bits from one per workgroup",
+              T, kvq_name(kvt), window, long_ctx);
     double eq = nmse(res[1][0], res[0][0], (size_t)T * qd), ek = nmse(res[1][1], res[0][1], (size_t)T * kd);
     /* the pools: compare as stored values */
     size_t nrows = 2 * pool / rb;
@@ -322,7 +329,7 @@ static void test_attention(int T, kv_dtype kvt, int window, int qk_norm, int lon
     CHECK_MSG(ep <= pool_bound, "rope_kv T=%d kv %s: KV pool NMSE %g", T, kvq_name(kvt), ep);
     CHECK_MSG(eo <= 1e-10, "attention T=%d kv %s window %d long %d gemma %d: NMSE %g", T, kvq_name(kvt), window,
               long_ctx, gemma, eo);
-    for (int b = 0; b < 2; b++)
+    for (int b = 0; b < 3; b++)
         for (int i = 0; i < 4; i++) free(res[b][i]);
     free(pa), free(pb), free(q), free(k), free(v), free(qn), free(kn), free(cs), free(sn), free(kv0), free(row);
 }
@@ -460,8 +467,10 @@ int main(void) {
     CHECK_MSG(backend_create(&g_vk, "vulkan", &bo, &err) == XLLM_OK, "%s", err.message);
     if (!g_vk.ops) return test_report("test_vulkan_ops");
     setenv("XLLM_VULKAN_INT_DOT", "0", 1); /* a second one without int8 dot products */
+    setenv("XLLM_VULKAN_ATTN_GROUP", "0", 1); /* and one head per decode attention workgroup */
     CHECK_MSG(backend_create(&g_vk_nodot, "vulkan", &bo, &err) == XLLM_OK, "%s", err.message);
     unsetenv("XLLM_VULKAN_INT_DOT");
+    unsetenv("XLLM_VULKAN_ATTN_GROUP");
     if (!g_vk_nodot.ops) return test_report("test_vulkan_ops");
     {   /* the planner's report says whether int8 dot products are in use (lavapipe: yes, emulated) */
         cJSON *rep = NULL;
@@ -483,6 +492,11 @@ int main(void) {
             test_matmul(types[i].t, types[i].g, Ts[j], 67, cols, j % 2, j >= 2);
         }
     test_matmul(XLLM_DT_Q8, 32, 1, 5, 512, 1, 0); /* more columns than threads x 32 */
+    /* float rows of odd widths (not a multiple of 4 or of the 64 lanes), and more columns than lanes */
+    test_matmul(XLLM_DT_F32, 0, 3, 19, 45, 1, 0);
+    test_matmul(XLLM_DT_F16, 0, 17, 19, 54, 0, 1);
+    test_matmul(XLLM_DT_BF16, 0, 1, 19, 37, 1, 0);
+    test_matmul(XLLM_DT_F16, 0, 1, 7, 1096, 0, 0);
     int n_kq = 0;
     for (int t = XLLM_DT_Q5_0; t <= XLLM_DT_IQ4_XS; t++)
         if (kq_can_quantize((dtype_t)t)) {
@@ -512,6 +526,14 @@ int main(void) {
     test_attention(3, KV_F32, 5, 1, 0, 1);
     test_attention(17, KV_F32, 0, 2, 0, 0);
     test_mla_all();
+    {   /* the backend's own memory (ring, staging, scratch, split attention's
+         * partials after the long contexts) within what own_bytes promised
+         * for these shapes (blocks of 4 and 16 tokens, contexts to 2048) */
+        size_t bound = g_vk.ops->own_bytes(g_vk.ctx, 4, 2048), held = vulkan_own_bytes_held(&g_vk);
+        CHECK_MSG(held > 0 && held <= bound, "own memory %zu bytes held, %zu promised", held, bound);
+        fprintf(stderr, "own memory: %zu bytes held, %zu bound\n", held, bound);
+        CHECK(vulkan_own_bytes_held(&g_cpu) == 0);
+    }
 
     backend_destroy(&g_vk);
     backend_destroy(&g_vk_nodot);

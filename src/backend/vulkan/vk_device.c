@@ -38,7 +38,11 @@
 #include <sys/mman.h>
 
 #define VA_RESERVE ((size_t)1 << 40)   /* address space for device pointers (never backed) */
-#define RING_BYTES ((size_t)8 << 20)    /* host inputs of one step, before a submit is forced */
+/* host inputs of one step, before a submit is forced: the least the ring
+ * holds; vulkan_backend_create reserves the largest embedding batch on top
+ * (max_tokens x max_cols floats), which leaves a step's other inputs (per
+ * layer: positions, slots, block tables) room in all but odd shapes */
+#define RING_BYTES ((size_t)256 << 10)
 #define STAGING_BYTES ((size_t)16 << 20)
 #define ALIGN 256
 
@@ -540,7 +544,9 @@ void vk_weights_copied(vk_ctx *c, size_t bytes) { c->weights_copied += bytes, c-
 static void fmt_mib(char *b, size_t n, size_t bytes) { snprintf(b, n, "%.1f MiB", (double)bytes / (1024.0 * 1024.0)); }
 
 void vk_memory_line(const vk_ctx *c, char *out, size_t n) {
-    char dev[32], imp[32], cop[32], stg[32], ring[32], pin[32];
+    char dev[32], imp[32], cop[32], stg[32], ring[32], pin[32], qa[32], ap[32];
+    fmt_mib(qa, sizeof qa, c->qact_bytes);
+    fmt_mib(ap, sizeof ap, c->attn_part_bytes);
     fmt_mib(pin, sizeof pin, c->pinned_bytes);
     fmt_mib(dev, sizeof dev, c->device_bytes);
     fmt_mib(imp, sizeof imp, c->weights_imported);
@@ -550,12 +556,12 @@ void vk_memory_line(const vk_ctx *c, char *out, size_t n) {
     snprintf(out, n,
              "weights %s imported in place (%zu matrices, the model file's mapping) + %s copied (%zu)%s | device memory "
              "%s (copied weights, workspace, KV pool) | staging pool %s%s | pinned host memory %s (the KV swap pool) | "
-             "step-input ring %s",
+             "step-input ring %s | own scratch %s (quantized activations) + %s (split attention's partials)",
              imp, c->n_imported, cop, c->n_copied,
              c->import_align ? "" : !c->unified ? " [not unified: weights live in device memory]"
                                    : !import_wanted() ? " [import off: XLLM_VULKAN_IMPORT=0]"
                                                       : " [the device cannot import host memory]", dev, stg,
-             c->unified ? " (unified memory: copies are plain memcpy)" : " host-visible coherent", pin, ring);
+             c->unified ? " (unified memory: copies are plain memcpy)" : " host-visible coherent", pin, ring, qa, ap);
 }
 
 const vk_alloc *vk_find(const vk_ctx *c, const void *p, size_t *off) {
@@ -642,19 +648,26 @@ void vk_flush(vk_ctx *c) {
     c->ring_used = 0;
 }
 
+int vk_ring_reserve(vk_ctx *c, size_t bytes) {
+    bytes = (bytes + 63) / 64 * 64;
+    if (bytes <= c->ring.size) return 0;
+    vk_flush(c);
+    vk_alloc r;
+    if (make_buffer(c, bytes, 1, &r)) return -1;
+    drop_buffer(c, &c->ring);
+    c->ring = r;
+    return 0;
+}
+
 void *vk_ring(vk_ctx *c, size_t bytes, VkDeviceAddress *addr) {
     bytes = (bytes + 63) / 64 * 64;
     if (c->ring_used + bytes > c->ring.size) {
         vk_flush(c);
-        if (bytes > c->ring.size) { /* grow (rare: a huge batch of block tables) */
-            vk_alloc r;
-            size_t want = bytes > 2 * c->ring.size ? bytes : 2 * c->ring.size;
-            if (make_buffer(c, want, 1, &r)) {
-                fprintf(stderr, "xllm vulkan: out of host-visible memory for a step's inputs (%zu bytes)\n", bytes);
-                abort();
-            }
-            drop_buffer(c, &c->ring);
-            c->ring = r;
+        /* grow to exactly the request (never past the bound own_bytes
+         * reported: creation reserves the largest request for the model's shape) */
+        if (bytes > c->ring.size && vk_ring_reserve(c, bytes)) {
+            fprintf(stderr, "xllm vulkan: out of host-visible memory for a step's inputs (%zu bytes)\n", bytes);
+            abort();
         }
     }
     void *h = c->ring.mapped + c->ring_used;

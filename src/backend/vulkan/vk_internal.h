@@ -146,8 +146,10 @@ typedef struct vk_ctx {
      * enabled at device creation by vk_open; XLLM_VULKAN_INT_DOT=0 turns their use off) */
     int int_dot;
     int mm_force;                 /* XLLM_VULKAN_MATMUL: 0 the planner's rule, 1 matrix-vector, 2 tiled */
+    int attn_no_group;            /* XLLM_VULKAN_ATTN_GROUP=0: decode attention one head per workgroup */
     void *attn_part;              /* split attention's partial results (grown on demand) */
     size_t attn_part_bytes;
+    int n_heads, head_dim;        /* the model's (backend_options): bound the partials (backend_ops.own_bytes) */
     size_t device_bytes; /* allocated device memory now */
     /* importing host memory (VK_EXT_external_memory_host, unified devices only) */
     PFN_vkGetMemoryHostPointerPropertiesEXT get_host_pointer_props; /* NULL: no import */
@@ -159,7 +161,7 @@ typedef struct vk_ctx {
     vk_alloc *hosts;
     size_t n_hosts, cap_hosts, pinned_bytes;
     char describe[256];
-    char describe_mem[768]; /* describe + the memory split, rebuilt by vb_describe */
+    char describe_mem[1024]; /* describe + the memory split, rebuilt by vb_describe */
 } vk_ctx;
 
 /* vk_device.c */
@@ -170,8 +172,11 @@ void vk_free_device(vk_ctx *c, void *p);
 /* the device address of a device pointer (0 for NULL); aborts on a pointer not from alloc */
 VkDeviceAddress vk_addr(vk_ctx *c, const void *p);
 const vk_alloc *vk_find(const vk_ctx *c, const void *p, size_t *off);
-/* host bytes in the ring: returns the host pointer, *addr its device address (may submit first) */
+/* host bytes in the ring: returns the host pointer, *addr its device address (may submit first;
+ * a request larger than the ring grows it to that size) */
 void *vk_ring(vk_ctx *c, size_t bytes, VkDeviceAddress *addr);
+/* the ring at least `bytes` (at creation: the largest request one operation makes); 0 or -1 when out of memory */
+int vk_ring_reserve(vk_ctx *c, size_t bytes);
 /* record a dispatch of pipeline `pipe` with push constants pc, groups counted over a 2-D grid */
 void vk_dispatch(vk_ctx *c, int pipe, const void *pc, uint32_t pc_bytes, uint64_t groups, uint32_t gz);
 void vk_record_copy(vk_ctx *c, VkBuffer src, VkDeviceSize so, VkBuffer dst, VkDeviceSize d0, VkDeviceSize bytes);

@@ -172,7 +172,7 @@ static void vb_destroy(void *ctx) {
 /* the device and the memory split as it is now (vk_memory_line) */
 static const char *vb_describe(const void *ctx) {
     vk_ctx *c = (vk_ctx *)ctx;
-    char mem[512];
+    char mem[768];
     vk_memory_line(c, mem, sizeof mem);
     snprintf(c->describe_mem, sizeof c->describe_mem, "%s: %s", c->describe, mem);
     return c->describe_mem;
@@ -460,6 +460,39 @@ static int attn_part_reserve(vk_ctx *c, size_t bytes) {
 
 static int attn_nseg(int first, int end) { return (end - 1) / ATTN_SEG - first / ATTN_SEG + 1; }
 
+/* Heads per workgroup of a one-token (decode) tile: the most heads of one KV
+ * group, up to a tile's ATTN_QT queries, that divide the group (GQA: the
+ * group's K/V rows are read once for all of them); 1 without GQA or with
+ * XLLM_VULKAN_ATTN_GROUP=0. Results are the same bits either way. */
+static int attn_heads_per_group(const vk_ctx *c, int n_heads, int n_kv_heads) {
+    int g = n_kv_heads > 0 ? n_heads / n_kv_heads : 1, hq = 1;
+    if (c->attn_no_group) return 1;
+    for (int k = 1; k <= ATTN_QT && k <= g; k++)
+        if (g % k == 0) hq = k;
+    return hq;
+}
+
+/* The most split attention's partial buffer grows to for contexts of at most
+ * max_context keys: a pass holds at most ATTN_PART_CAP or one tile's
+ * partials, whichever is more, and never more than every token splitting
+ * into the most segments. */
+static size_t attn_part_bound(const vk_ctx *c, int max_context) {
+    int ns = max_context > 0 ? attn_nseg(0, max_context) : 1;
+    if (ns <= 1) return 0;
+    size_t slot = (size_t)c->n_heads * (size_t)(c->head_dim + 2) * sizeof(float);
+    size_t all = c->max_tokens * (size_t)ns * slot, tile = (size_t)ATTN_QT * (size_t)ns * slot;
+    size_t pass = tile > ATTN_PART_CAP ? tile : ATTN_PART_CAP;
+    return all < pass ? all : pass;
+}
+
+/* The largest ring request of vb_attention (per token 4 ints of info and 2
+ * of its tile, then each sequence's block table once): T tokens, contexts of
+ * at most max_context keys in block_size-token blocks. */
+static size_t attn_ring_bound(const vk_ctx *c, int block_size, int max_context) {
+    size_t per_seq = block_size > 0 && max_context > 0 ? (size_t)((max_context - 1) / block_size + 1) : 0;
+    return c->max_tokens * (6 + per_seq) * sizeof(int32_t);
+}
+
 static void vb_attention(void *ctx, const be_attn *d) {
     vk_ctx *c = ctx;
     if (d->latent) { /* multi-head latent attention (DeepSeek): vk_mla.c */
@@ -513,7 +546,6 @@ static void vb_attention(void *ctx, const be_attn *d) {
     VkDeviceAddress ta = tia + (VkDeviceAddress)nt * 2 * sizeof(int32_t);
     for (int u = 0; u < nu; u++)
         memcpy(tabs + uoff[u], d->block_tables[useq[u]], (size_t)(umax[u] / d->block_size + 1) * sizeof(int32_t));
-    memcpy(rtiles, tiles, (size_t)nt * 2 * sizeof(int32_t));
     int32_t *pass_start = mem_malloc((size_t)(nt + 1) * sizeof(int32_t));
     if (!pass_start) {
         fprintf(stderr, "xllm vulkan: out of memory\n");
@@ -540,6 +572,23 @@ static void vb_attention(void *ctx, const be_attn *d) {
         }
     }
     pass_start[np] = nt;
+    /* in the ring, each pass's tiles of several tokens first (a workgroup
+     * per head), then its one-token tiles (a workgroup per hq heads of a KV
+     * group); nmulti[ps] counts the first kind */
+    int *nmulti = mem_malloc((size_t)(np + 1) * sizeof(int));
+    if (!nmulti) {
+        fprintf(stderr, "xllm vulkan: out of memory\n");
+        abort();
+    }
+    for (int ps = 0; ps < np; ps++) {
+        int k = pass_start[ps];
+        for (int i = pass_start[ps]; i < pass_start[ps + 1]; i++)
+            if (tiles[2 * i + 1] > 1) rtiles[2 * k] = tiles[2 * i], rtiles[2 * k + 1] = tiles[2 * i + 1], k++;
+        nmulti[ps] = k - pass_start[ps];
+        for (int i = pass_start[ps]; i < pass_start[ps + 1]; i++)
+            if (tiles[2 * i + 1] == 1) rtiles[2 * k] = tiles[2 * i], rtiles[2 * k + 1] = 1, k++;
+    }
+    int hq = attn_heads_per_group(c, d->n_heads, d->n_kv_heads);
     float scale = d->scale > 0 ? d->scale : 1.0f / sqrtf((float)d->head_dim);
     for (int ps = 0; ps < np; ps++) {
         int i0 = pass_start[ps], i1 = pass_start[ps + 1], t0 = tiles[2 * i0];
@@ -559,13 +608,17 @@ static void vb_attention(void *ctx, const be_attn *d) {
             uint64_t q, out, kc, vc, tables, info, tiles, part;
             uint32_t ntiles, nh, nkv, hd, bs, kvtype, gshift, seg;
             float kscale, softcap;
+            uint32_t nmulti, hq;
         } pc = {A(d->q), A(d->out), A(d->k_cache), A(d->v_cache), (uint64_t)ta, (uint64_t)ia,
                 (uint64_t)tia + (uint64_t)i0 * 2 * sizeof(int32_t), c->attn_part ? A(c->attn_part) : 0,
                 (uint32_t)(i1 - i0), (uint32_t)d->n_heads, (uint32_t)d->n_kv_heads, (uint32_t)d->head_dim,
                 (uint32_t)d->block_size, (uint32_t)d->kv_type,
                 (uint32_t)(d->kv_type == KV_Q8 ? kvq_group_shift(d->head_dim) : 0), ATTN_SEG,
-                d->softcap > 0 ? scale / d->softcap : scale, d->softcap > 0 ? d->softcap : 0.0f};
-        vk_dispatch(c, VK_P_ATTENTION, &pc, sizeof pc, (uint64_t)(i1 - i0) * (uint64_t)d->n_heads, (uint32_t)maxseg);
+                d->softcap > 0 ? scale / d->softcap : scale, d->softcap > 0 ? d->softcap : 0.0f,
+                (uint32_t)nmulti[ps], (uint32_t)hq};
+        uint64_t groups = (uint64_t)nmulti[ps] * (uint64_t)d->n_heads +
+                          (uint64_t)(i1 - i0 - nmulti[ps]) * (uint64_t)(d->n_heads / hq);
+        vk_dispatch(c, VK_P_ATTENTION, &pc, sizeof pc, groups, (uint32_t)maxseg);
         if (split) {
             struct {
                 uint64_t info, part, out;
@@ -575,6 +628,7 @@ static void vb_attention(void *ctx, const be_attn *d) {
             vk_dispatch(c, VK_P_ATTN_COMBINE, &cc, sizeof cc, (uint64_t)(t1 - t0) * (uint64_t)d->n_heads, 1);
         }
     }
+    xllm_free(nmulti);
     xllm_free(pass_start);
     xllm_free(useq);
 }
@@ -675,6 +729,23 @@ static void vb_moe(void *ctx, const be_moe *d) {
     eltwise(c, 2, d->out, (size_t)H, d->acc, (size_t)H, NULL, 0, T, (size_t)H);
 }
 
+/* backend_ops.own_bytes: the staging pool, the ring (reserved at creation
+ * for the largest embedding batch; attention's block tables at this block
+ * size may need more), the quantized-activation scratch and split
+ * attention's partials at their bound. */
+static size_t vb_own_bytes(void *ctx, int block_size, int max_context) {
+    vk_ctx *c = ctx;
+    size_t ring = c->ring.size, att = (attn_ring_bound(c, block_size, max_context) + 63) / 64 * 64;
+    if (att > ring) ring = att;
+    return c->staging.size + ring + c->qact_bytes + attn_part_bound(c, max_context);
+}
+
+size_t vulkan_own_bytes_held(const backend *be) {
+    if (!be->ops || be->ops->own_bytes != vb_own_bytes) return 0;
+    const vk_ctx *c = be->ctx;
+    return c->staging.size + c->ring.size + c->qact_bytes + c->attn_part_bytes;
+}
+
 /* The planner: per matrix and batch bucket, the matmul variant (mm_rule:
  * matrix-vector for one token, tiled from two), kept in plan_kernel like the
  * CPU planner's choices; results do not depend on it (both variants give the
@@ -752,6 +823,7 @@ static const backend_ops vulkan_backend_ops = {
     .supports = vb_supports,
     .host_alloc = vb_host_alloc,
     .host_free = vb_host_free,
+    .own_bytes = vb_own_bytes,
 };
 
 xllm_status vulkan_backend_create(backend *out, const backend_options *o, xllm_error *err) {
@@ -769,8 +841,19 @@ xllm_status vulkan_backend_create(backend *out, const backend_options *o, xllm_e
     }
     const char *mf = getenv("XLLM_VULKAN_MATMUL");
     c->mm_force = mf && !strcmp(mf, "matvec") ? MM_MATVEC : mf && !strcmp(mf, "tiled") ? MM_TILED : 0;
+    const char *ag = getenv("XLLM_VULKAN_ATTN_GROUP");
+    c->attn_no_group = ag && !strcmp(ag, "0");
     c->max_tokens = o->max_tokens ? o->max_tokens : 1;
     c->max_cols = (o->max_cols + 31) / 32 * 32;
+    c->n_heads = o->n_heads, c->head_dim = o->head_dim;
+    /* the ring holds at least the largest embedding batch (vb_embed: one
+     * request of max_tokens rows), so it grows only for block tables beyond
+     * that, within own_bytes' bound */
+    if (vk_ring_reserve(c, c->max_tokens * (o->max_cols ? o->max_cols : 1) * sizeof(float))) {
+        vk_close(c);
+        xllm_free(c);
+        return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "backend 'vulkan': out of host-visible memory for its step-input ring");
+    }
     /* quantized activations: codes [max_tokens][max_cols], then d, s, ds per block */
     size_t codes = (c->max_tokens * c->max_cols + 255) / 256 * 256;
     c->qact_bytes = codes + 3 * 4 * c->max_tokens * (c->max_cols / 32) + 256;

@@ -21,6 +21,11 @@ char *vulkan_describe_devices(void);
  * when XLLM_VULKAN_VALIDATE=1 enabled the Khronos validation layer; each is
  * also printed to stderr. Thread-safe. */
 long vulkan_validation_messages(void);
+/* The memory a "vulkan" backend holds for itself now (ring, staging pool,
+ * scratch, split attention's partials): what backend_ops.own_bytes bounds;
+ * 0 for another backend or a build without Vulkan. For tests. Not
+ * thread-safe (the model's forward lock). */
+size_t vulkan_own_bytes_held(const backend *be);
 /* 1 when this build has the backend compiled in. */
 int vulkan_backend_built(void);
 #endif

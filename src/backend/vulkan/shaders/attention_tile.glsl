@@ -1,15 +1,18 @@
 // attention_tile.glsl - the body of attention.comp for tiles of up to QT
-// queries, included once per QT (1: decode, 8: prefill) as function
+// queries, included once per QT (1, 2, 4, 8: the smallest that holds the tile) as function
 // ATTN_TILE; register arrays are sized by QT, so a one-query tile does not
 // pay for eight. The arithmetic of a query is the same in both.
-void ATTN_TILE(uint tid, uint h, uint kvh, uint tt0, uint nq, uint lo, uint hi, uint sg, uint s0, uint s1) {
+// Query j of the tile is token tt0 + j / hq, head h + j % hq: a prefill
+// tile's tokens for one head (hq 1), or a decode token's heads of one KV
+// group (GQA: each K/V row loaded serves the whole group).
+void ATTN_TILE(uint tid, uint h, uint hq, uint kvh, uint tt0, uint nq, uint lo, uint hi, uint sg, uint s0, uint s1) {
     uint toff = uint(I32(p.info).v[tt0 * 4u]);
     uint first[QT], end_[QT];
     for (uint j = 0; j < QT; j++) {
-        first[j] = j < nq ? uint(I32(p.info).v[(tt0 + j) * 4u + 1u]) : 0u;
-        end_[j] = j < nq ? uint(I32(p.info).v[(tt0 + j) * 4u + 2u]) : 0u;
+        first[j] = j < nq ? uint(I32(p.info).v[(tt0 + j / hq) * 4u + 1u]) : 0u;
+        end_[j] = j < nq ? uint(I32(p.info).v[(tt0 + j / hq) * 4u + 2u]) : 0u;
         if (j < nq) {
-            uint64_t qa = p.q + (uint64_t(tt0 + j) * p.nh + h) * p.hd * 4u;
+            uint64_t qa = p.q + (uint64_t(tt0 + j / hq) * p.nh + h + j % hq) * p.hd * 4u;
             for (uint i = tid; i < p.hd; i += 64u) qs[j * MAXHD + i] = F32(qa).v[i];
         }
     }
@@ -48,7 +51,7 @@ void ATTN_TILE(uint tid, uint h, uint kvh, uint tt0, uint nq, uint lo, uint hi, 
             float cm = uintBitsToFloat(0xff800000u);
             for (uint i = 0; i < 64u; i++) cm = max(cm, pe[j * 64u + i]);
             float mo = sm[j], mn = max(mo, cm);
-            uint klo = max(c0, first_at(tt0, j)), khi = min(min(c0 + 64u, s1), end_at(tt0, j));
+            uint klo = max(c0, first_at(tt0, j / hq)), khi = min(min(c0 + 64u, s1), end_at(tt0, j / hq));
             float alpha = 1.0; // no key of this query in the chunk: nothing changes
             if (klo < khi && !isinf(mn)) {
                 alpha = isinf(mo) ? 0.0 : exp(mo - mn);
@@ -67,7 +70,7 @@ void ATTN_TILE(uint tid, uint h, uint kvh, uint tt0, uint nq, uint lo, uint hi, 
         barrier();
         if (tid < nq) {
             uint j = tid;
-            uint klo = max(c0, first_at(tt0, j)), khi = min(min(c0 + 64u, s1), end_at(tt0, j));
+            uint klo = max(c0, first_at(tt0, j / hq)), khi = min(min(c0 + 64u, s1), end_at(tt0, j / hq));
             if (klo < khi && !isinf(sm[j])) {
                 float cs = 0.0;
                 for (uint k = klo; k < khi; k++) cs += pe[j * 64u + (k - c0)];
@@ -93,15 +96,15 @@ void ATTN_TILE(uint tid, uint h, uint kvh, uint tt0, uint nq, uint lo, uint hi, 
     }
     for (uint j = 0; j < nq; j++) {
         if (first[j] >= s1 || end_[j] <= s0) continue; // this query has no key in the segment
-        uint t = tt0 + j;
+        uint t = tt0 + j / hq, hj = h + j % hq;
         int pb = I32(p.info).v[t * 4u + 3u];
         if (pb < 0) { // the query's keys are all in this segment: its output
-            uint64_t oa = p.out_ + (uint64_t(t) * p.nh + h) * p.hd * 4u;
+            uint64_t oa = p.out_ + (uint64_t(t) * p.nh + hj) * p.hd * 4u;
             for (uint d = 0; d < MAXHD / 64; d++)
                 if (d * 64u + tid < p.hd) F32(oa).v[d * 64u + tid] = acc[j][d] / sl[j];
         } else { // one segment's partial: slot = base + segment index within the query's range
             uint slot = uint(pb) + (sg - first[j] / p.seg);
-            uint64_t pa = p.part + (uint64_t(slot) * p.nh + h) * (p.hd + 2u) * 4u;
+            uint64_t pa = p.part + (uint64_t(slot) * p.nh + hj) * (p.hd + 2u) * 4u;
             if (tid == 0u) F32(pa).v[0] = sm[j], F32(pa).v[1] = sl[j];
             for (uint d = 0; d < MAXHD / 64; d++)
                 if (d * 64u + tid < p.hd) F32(pa).v[2u + d * 64u + tid] = acc[j][d];
