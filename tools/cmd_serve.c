@@ -40,6 +40,7 @@ int cmd_serve(int argc, char **argv) {
         else if (!strcmp(a, "--header-timeout")) { if (!num(a, v, 0, 86400, &x)) return 1; o.header_timeout_s = (int)x; i++; }
         else if (!strcmp(a, "--body-timeout")) { if (!num(a, v, 0, 86400, &x)) return 1; o.body_timeout_s = (int)x; i++; }
         else if (!strcmp(a, "--write-timeout")) { if (!num(a, v, 0, 86400, &x)) return 1; o.write_timeout_s = (int)x; i++; }
+        else if (!strcmp(a, "--sse-keepalive")) { if (!num(a, v, 0, 86400000, &x)) return 1; o.sse_keepalive_ms = (int)x; i++; }
         else if (!strcmp(a, "--max-connections-per-ip")) { if (!num(a, v, 0, 100000, &x)) return 1; o.max_conns_per_ip = (int)x; i++; }
         else if (!strcmp(a, "--http-workers")) { if (!num(a, v, 0, 100000, &x)) return 1; o.http_workers = (int)x; i++; }
         else if (!strcmp(a, "--max-inflight-bytes")) { if (!num(a, v, 0, 1L << 40, &x)) return 1; o.max_inflight_bytes = (size_t)x; i++; }

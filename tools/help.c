@@ -255,6 +255,8 @@ static const help_entry k_help[] = {
      "  --body-timeout S           its whole body within S seconds of the head, else 408 (default: 60)\n"
      "  --write-timeout S          a client that reads nothing for S seconds is dropped and its\n"
      "                             request aborted (default: 30)\n"
+     "  --sse-keepalive MS         a stream with nothing to send for MS milliseconds (queued,\n"
+     "                             preempted) gets an SSE comment line; 0 = never (default: 15000)\n"
      "  --max-connections N        simultaneous connections; when full, the oldest one still\n"
      "                             sending its head makes room (default: 4096)\n"
      "  --max-connections-per-ip N connections from one client address (default: 256)\n"

@@ -408,7 +408,8 @@ static xllm_status exec_key(cfg_reader *r, int key, const char *path) {
     }
 }
 
-static const char *const MEM_KEYS[] = {"workspace_size", "swap_size", "cache_policy", "kv_block_size", "kv_dtype"};
+static const char *const MEM_KEYS[] = {"workspace_size", "swap_size", "cache_policy", "kv_block_size", "kv_dtype",
+                                       "kv_tokens"};
 static const char *const POLICY_NAMES[] = {"lru", "none"};
 static const char *const KV_DTYPE_NAMES[] = {"f32", "f16", "q8", "auto"};
 
@@ -423,9 +424,13 @@ static xllm_status mem_key(cfg_reader *r, int key, const char *path) {
         r->e.cache_policy = v == 0 ? XLLM_CACHE_LRU : XLLM_CACHE_NONE;
         return XLLM_OK;
     case 3: return get_int(r, path, 1, 1024, &r->m.kv_block_size);
-    default:
+    case 4:
         if ((st = get_enum(r, path, KV_DTYPE_NAMES, 4, &v))) return st;
         r->m.kv_dtype = KV_DTYPE_NAMES[v]; /* static strings */
+        return XLLM_OK;
+    default: /* the KV pool in tokens when there is no workspace_size (the model option kv_tokens) */
+        if ((st = get_int(r, path, 1, 1 << 30, &v))) return st;
+        r->m.kv_tokens = v;
         return XLLM_OK;
     }
 }
@@ -513,7 +518,7 @@ static xllm_status top_key(cfg_reader *r, int key, const char *path) {
         return walk_mapping(r, path, EXEC_KEYS, 6, exec_key);
     case 4:
         if ((st = need_mapping(r, path, "a mapping of keys"))) return st;
-        return walk_mapping(r, path, MEM_KEYS, 5, mem_key);
+        return walk_mapping(r, path, MEM_KEYS, 6, mem_key);
     case 5: return parse_knowledge(r);
     case 6:
         if ((st = need_mapping(r, path, "a mapping of keys"))) return st;

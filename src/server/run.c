@@ -9,6 +9,8 @@
  * busy polling). Between waits it checks the client's socket: a client that
  * hung up has its requests released at once (the engine frees their KV
  * within a step). The request timeout and server shutdown abort the run.
+ * A stream with nothing to send for --sse-keepalive ms (queued, preempted)
+ * gets an SSE comment line, so read timeouts on the way do not end it.
  *
  * Text arrives already free of anything that could still become a stop
  * string (the engine holds it back). When the model has a PII policy that
@@ -171,6 +173,7 @@ struct run {
     char rid[64];
     long created;
     double t0, t_last, deadline;
+    double t_sse;                    /* when the stream last got bytes (for the keep-alive comment) */
     int got_first, aborted, gone, failed, started, ended;
     http_error err;
     sbuf *sse;                       /* where events go while streaming */
@@ -669,6 +672,7 @@ int run_next_sse(run *u, sbuf *out) {
     if (u->ended) return 0;
     if (!u->started) {
         u->started = 1;
+        u->t_sse = srv_now();
         for (int i = 0; i < u->n_choices; i++) {
             if (r->chat) sse_choice(u, i, "", 0, 0, NULL, NULL, 1);
             else if (r->echo && r->echo_text[i / r->n])
@@ -679,7 +683,18 @@ int run_next_sse(run *u, sbuf *out) {
     for (;;) {
         int done = pump(u, 50);
         if (u->gone) return -1;
-        if (out->len && !done) return 1;
+        if (out->len && !done) {
+            u->t_sse = srv_now();
+            return 1;
+        }
+        int ka = u->s->opt.sse_keepalive_ms;
+        if (!done && ka > 0 && (srv_now() - u->t_sse) * 1000 >= ka) {
+            /* nothing for a while (queued, preempted): a comment line, which SSE
+             * readers skip, keeps read timeouts on the way from ending the stream */
+            sb_puts(out, ": keep-alive\n\n");
+            u->t_sse = srv_now();
+            return 1;
+        }
         if (done) {
             for (int i = 0; i < u->n_choices; i++) {
                 choice *c = &u->ch[i];

@@ -34,6 +34,7 @@ srv_options srv_options_default(void) {
     o.header_timeout_s = 10;
     o.body_timeout_s = 60;
     o.write_timeout_s = 30;
+    o.sse_keepalive_ms = 15000;
     o.max_conns_per_ip = 256;
     o.max_inflight_bytes = (size_t)256 << 20;
     return o;

@@ -28,6 +28,9 @@ typedef struct srv_options {
     int header_timeout_s;     /* a request's head, from its first byte (a connection's first: from its start); 408 */
     int body_timeout_s;       /* a request's body, from the end of its head; 408 */
     int write_timeout_s;      /* a response write making no progress this long drops the client (its run aborts) */
+    int sse_keepalive_ms;     /* a stream with nothing to send this long gets an SSE comment (": keep-alive"),
+                                 so clients' and proxies' read timeouts do not end a queued or preempted
+                                 request's stream; 0 = never */
     int max_conns_per_ip;     /* connections from one client address */
     size_t max_inflight_bytes; /* request-body bytes held by all connections at once; 503 + Retry-After beyond */
     int http_workers;         /* worker threads at most (started as needed, reused, ended after 30 s idle); 0: the models' batch slots +

@@ -3,7 +3,9 @@
 // slow backend: tests/e2e/vulkan_server.sh); a client that disconnects mid-stream
 // has its request aborted and its KV freed (read from /metrics); a full queue
 // is 429. The server has 8 batch slots and a small KV pool (load.yaml), so
-// the streams queue and preempt one another.
+// the streams queue and preempt one another. A second server whose KV pool holds
+// one full context (preempt-engine.yaml) shows preemption counted in /metrics,
+// with the preempted streams still equal to their solo runs.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
@@ -80,4 +82,66 @@ test('a full queue answers 429 and holds nothing', async () => {
   const j = await (await fetch(`${srv.url}/v1/completions`, { method: 'POST', body: JSON.stringify({ model: 'stories', prompt: 'x', max_tokens: 1 }) })).json();
   assert.equal(j.choices.length, 1);
   await waitIdle(srv.url);
+});
+
+test('streams that outgrow the KV pool are preempted, counted in /metrics, and still equal their solo runs', async () => {
+  // a pool of one full context (preempt-engine.yaml: memory.kv_tokens 256) for 8 streams
+  // of ~110 tokens: they cannot all hold their KV at once, so the engine preempts
+  const p = await startServer(['--config', path.join(HERE, 'preempt-engine.yaml')]);
+  try {
+    const c = new OpenAI({ baseURL: `${p.url}/v1`, apiKey: 'none', maxRetries: 0 });
+    const ps = prompts.slice(0, 8);
+    const solo = [];
+    for (const q of ps) solo.push((await c.completions.create({ model: 'stories260k', prompt: q, max_tokens: 100, temperature: 0, ignore_eos: true })).choices[0].text);
+    const m0 = await metrics(p.url);
+    assert.equal(m0.get('xllm_preemptions_recompute_total', '{model="stories260k"}'), 0);
+    const texts = await Promise.all(ps.map(async (q) => {
+      const s = await c.completions.create({ model: 'stories260k', prompt: q, max_tokens: 100, temperature: 0, ignore_eos: true, stream: true });
+      let text = '';
+      for await (const x of s) text += x.choices[0]?.text ?? '';
+      return text;
+    }));
+    for (let i = 0; i < ps.length; i++) assert.equal(texts[i], solo[i], `stream ${i}`);
+    const m = await metrics(p.url);
+    // the counter once read a key the stats JSON does not have and stayed 0
+    assert.ok(m.get('xllm_preemptions_recompute_total', '{model="stories260k"}') > 0, 'no preemption counted');
+    assert.equal(m.get('xllm_preemptions_swap_total', '{model="stories260k"}'), 0);
+    assert.equal(m.get('xllm_kv_blocks_total', '{model="stories260k"}'), 16);
+  } finally {
+    assert.equal(await p.stop(), 0, p.stderr());
+  }
+});
+
+test('a stream that waits for a batch slot gets keep-alive comments; its text is unchanged', async () => {
+  // issue 28's 256-client run: streams queued or preempted for over 300 s were ended by
+  // Node's fetch (its body timeout) while the server had nothing to send. The server now
+  // writes an SSE comment after --sse-keepalive ms of silence (20 here; default 15 s).
+  // One batch slot (queue-engine.yaml): a long request holds it while the streams wait.
+  const p = await startServer(['--config', path.join(HERE, 'queue-engine.yaml'), '--sse-keepalive', '20']);
+  try {
+    const c = new OpenAI({ baseURL: `${p.url}/v1`, apiKey: 'none', maxRetries: 0 });
+    const q = prompts[3];
+    const solo = (await c.completions.create({ model: 'stories260k', prompt: q, max_tokens: 16, temperature: 0 })).choices[0].text;
+    const busy = c.completions.create({ model: 'stories260k', prompt: prompts[0], max_tokens: 480, temperature: 0, ignore_eos: true });
+    for (let i = 0; i < 1000; i++, await sleep(5)) // until it holds the slot (then ~480 steps remain)
+      if ((await metrics(p.url)).get('xllm_running_requests', '{model="stories260k"}') === 1) break;
+    const raw = fetch(`${p.url}/v1/completions`, { method: 'POST', body: JSON.stringify({ model: 'stories260k', prompt: q, max_tokens: 16, temperature: 0, stream: true }) })
+      .then((r) => r.text());
+    const sdk = (async () => {
+      const s = await c.completions.create({ model: 'stories260k', prompt: q, max_tokens: 16, temperature: 0, stream: true });
+      let text = '';
+      for await (const x of s) text += x.choices[0]?.text ?? '';
+      return text;
+    })();
+    const [body, sdkText] = await Promise.all([raw, sdk]);
+    await busy;
+    assert.ok(body.includes(': keep-alive\n\n'), `no keep-alive comment in ${JSON.stringify(body.slice(0, 300))}`);
+    const events = body.split('\n\n').filter((e) => e.startsWith('data: '));
+    assert.equal(events[events.length - 1], 'data: [DONE]');
+    const text = events.slice(0, -1).map((e) => JSON.parse(e.slice(6)).choices[0]?.text ?? '').join('');
+    assert.equal(text, solo);
+    assert.equal(sdkText, solo); // the official client skips the comments
+  } finally {
+    assert.equal(await p.stop(), 0, p.stderr());
+  }
 });

@@ -172,6 +172,11 @@ static void test_full(void) {
     CHECK_MSG(l.st == XLLM_OK, "%s", l.err.message);
     CHECK(l.e.preempt_mode == XLLM_PREEMPT_RECOMPUTE);
     CHECK(l.e.swap_size == -1);
+    CHECK(l.m.kv_tokens == 12345); /* not in this file either */
+    loaded l2 = load_text("engine.yaml", "memory: {kv_tokens: 2048}\n");
+    CHECK_MSG(l2.st == XLLM_OK, "%s", l2.err.message);
+    CHECK(l2.m.kv_tokens == 2048);
+    xllm_free(l2.storage);
     CHECK(l.e.cache_policy == XLLM_CACHE_LRU);
     CHECK(l.e.response_cache == 0 && l.e.verbose == 0);
     CHECK(l.model == NULL); /* no model key */
@@ -325,7 +330,7 @@ static void test_errors(void) {
     /* unknown keys in sections */
     expect_error("memory:\n  workspace_size: 1G\n  cache: lru\n", XLLM_ERR_INVALID_ARGUMENT,
                  "engine.yaml:3: unknown key 'cache' in memory (expected one of: workspace_size, swap_size, cache_policy, "
-                 "kv_block_size, kv_dtype)");
+                 "kv_block_size, kv_dtype, kv_tokens)");
     expect_error("memory:\n  kv_dtype: int4\n", XLLM_ERR_INVALID_ARGUMENT,
                  "engine.yaml:2: memory.kv_dtype: 'int4' is not one of f32, f16, q8, auto");
     expect_error("response_cache:\n  on: true\n", XLLM_ERR_INVALID_ARGUMENT,
@@ -355,6 +360,8 @@ static void test_errors(void) {
                  "engine.yaml:2: execution.timeout_ms: must be an integer from 0 to 60000 (got 60001)");
     expect_error("execution:\n  max_step_tokens: 0\n", XLLM_ERR_INVALID_ARGUMENT,
                  "engine.yaml:2: execution.max_step_tokens: must be an integer from 1 to 65536 (got 0)");
+    expect_error("memory:\n  kv_tokens: 0\n", XLLM_ERR_INVALID_ARGUMENT,
+                 "engine.yaml:2: memory.kv_tokens: must be an integer from 1 to 1073741824 (got 0)");
     expect_error("memory:\n  kv_block_size: 2000\n", XLLM_ERR_INVALID_ARGUMENT,
                  "engine.yaml:2: memory.kv_block_size: must be an integer from 1 to 1024 (got 2000)");
     expect_error("response_cache:\n  max_entries: -1\n", XLLM_ERR_INVALID_ARGUMENT,
