@@ -153,7 +153,7 @@ typedef struct xllm_model_options {
     void *progress_user;
     /* How the KV cache stores K and V (docs/ARCHITECTURE.md): "f32" (NULL or ""),
      * "f16", "q8" (int8 with an f16 scale per 32 values: 0.27x of f32's bytes at
-     * head_dim 64 and up; head_dim a multiple of 8), or "auto": each engine picks the widest of
+     * head_dim 64 and up; head_dim a multiple of 4, at least 8), or "auto": each engine picks the widest of
      * f32, f16, q8 in which max_batch_size full contexts fit its KV budget
      * (workspace_size's share, else the f32 pool of kv_tokens) and reports
      * it (xllm_engine_stats "kv_dtype"). Anything else: XLLM_ERR_INVALID_ARGUMENT. */
@@ -222,8 +222,10 @@ XLLM_API xllm_status xllm_model_logits(xllm_model *model, const int32_t *ids, si
  * n_ids, row-major [layer][head][query][key] (heads = 1 when averaged):
  * masked entries are 0, each query's row sums to 1. The output, and the q/k kept meanwhile, are each limited to
  * XLLM_ATTENTION_MAX_BYTES (XLLM_ERR_INVALID_ARGUMENT past it: ask for fewer
- * layers, average the heads, or a shorter sequence). Not with --pp; not yet
- * for multi-head latent attention (DeepSeek-V2/V3: XLLM_ERR_UNSUPPORTED).
+ * layers, average the heads, or a shorter sequence). Not with --pp. Multi-head
+ * latent attention (DeepSeek-V2/V3): per head, q_h . k_h with the decompressed
+ * key k_h = [K_b,h c | k_pe] (kv_b's rows for the head times the latent, the
+ * shared rope key) and scale 1 / sqrt(qk_nope + qk_rope), one KV head.
  * Thread-safe: serialized with the model's other forward passes. */
 #define XLLM_ATTENTION_MAX_BYTES (1 << 30)
 XLLM_API xllm_status xllm_model_attention(xllm_model *model, const int32_t *ids, size_t n_ids, const int32_t *layers,

@@ -154,7 +154,7 @@ xllm_model *xllm_model_load(const char *path, const xllm_model_options *opts, xl
         if (!xm->tok) goto fail;
     }
     if (!kv_auto && !kvq_supported(kdt, xm->m->cfg.head_dim)) {
-        err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "kv_dtype %s needs head_dim a multiple of 8 (this model: %d)",
+        err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "kv_dtype %s needs head_dim a multiple of 4 and at least 8 (this model: %d)",
                     kvq_name(kdt), xm->m->cfg.head_dim);
         goto fail;
     }

@@ -115,9 +115,13 @@ typedef struct be_qkv {
     float *q, *k, *v;             /* [T][n_heads * head_dim], [T][n_kv_heads * head_dim] x 2 */
     const float *q_norm, *k_norm; /* [head_dim] each, or NULL */
     float eps;
-    const float *rope_cos, *rope_sin; /* [T][head_dim / 2] (rope_tables) */
+    const float *rope_cos, *rope_sin; /* [T][rope_dim / 2] (rope_tables) */
     int rope_interleaved;         /* pairs (2i, 2i + 1) instead of (i, i + half) */
     int n_heads, n_kv_heads, head_dim;
+    /* RoPE rotates the first rope_dim values of each q / k head (even, <=
+     * head_dim; pairs (i, i + rope_dim / 2), or (2i, 2i + 1) interleaved);
+     * the rest pass through (partial rotary: Phi-4-mini). 0: head_dim. */
+    int rope_dim;
     void *k_cache, *v_cache;      /* this layer's part of the KV pool */
     kv_dtype kv_type;             /* how its rows are stored */
     int block_size;

@@ -236,3 +236,10 @@ int arch_name_from_hf(const arch_info *a, const char *hf, char *out, unsigned lo
     }
     return 0;
 }
+
+int arch_rope_dims(int head_dim, double factor) {
+    if (!(factor > 0 && factor <= 1) || head_dim < 2) return 0;
+    double r = (double)head_dim * factor + 1e-9;
+    int rot = (int)r;
+    return rot >= 2 && rot <= head_dim && rot % 2 == 0 ? rot : 0;
+}

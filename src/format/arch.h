@@ -91,4 +91,14 @@ const char *arch_gguf_list(void);
 int arch_name_to_hf(const arch_info *a, const char *gguf, int e, char *out, unsigned long cap);
 int arch_name_from_hf(const arch_info *a, const char *hf, char *out, unsigned long cap, int *expert);
 
+/* Partial rotary embeddings (any family; Phi-4-mini: partial_rotary_factor
+ * 0.75): the values RoPE rotates at the start of each head, rot_dims =
+ * int(head_dim * factor) as transformers computes it (a 1e-9 slack, so that
+ * a factor written as rot / head_dim gives rot back); the pairs are
+ * (i, i + rot_dims / 2) (or adjacent pairs in an interleaved layout) and the
+ * rest of the head passes through. GGUF stores rot_dims itself as
+ * <arch>.rope.dimension_count. Returns 0 unless 2 <= rot_dims <= head_dim
+ * and rot_dims is even (the caller's error). */
+int arch_rope_dims(int head_dim, double partial_rotary_factor);
+
 #endif

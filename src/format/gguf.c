@@ -615,10 +615,10 @@ static int arch_num(cfg_b *b, const char *suffix, double *out) {
  * original context) reproducing the stored factors. */
 static void rope_from_freqs(cfg_b *b, const tinfo *rf, const unsigned char *data, int head_dim, double theta) {
     gguf_ctx *c = b->c;
-    int half = head_dim / 2;
+    int half = head_dim / 2; /* head_dim: the rotated values per head (rope.dimension_count) */
     if (rf->dtype != XLLM_DT_F32 || rf->n_dims != 1 || rf->ne[0] != (uint64_t)half) {
         c->st = err_setf(c->err, XLLM_ERR_UNSUPPORTED,
-                            "%s: rope_freqs.weight must be %d f32 values (head_dim / 2)", c->path, half);
+                            "%s: rope_freqs.weight must be %d f32 values (rope.dimension_count / 2)", c->path, half);
         return;
     }
     float *r = mem_malloc_array((size_t)half * 2, sizeof *r);
@@ -737,19 +737,19 @@ static xllm_status yarn_config(cfg_b *b, const arch_info *A, double factor, int6
 }
 
 /* LongRoPE (Phi-3 128k) as llama.cpp's converter stores it: the factor sets
- * as rope_factors_long / rope_factors_short (head_dim / 2 f32 each), the
+ * as rope_factors_long / rope_factors_short (rope.dimension_count / 2 f32 each), the
  * pretrained context as rope.scaling.original_context_length (default: the
  * context length) and the cos/sin scale as rope.scaling.attn_factor (llama.cpp's
  * default 1). Becomes HF's rope_scaling {"rope_type": "longrope", ...} with
  * the attention factor given, so HF's default formula is not applied on top. */
-static xllm_status longrope_config(cfg_b *b, const tinfo *rl, const tinfo *rs, const unsigned char *data, int head_dim,
+static xllm_status longrope_config(cfg_b *b, const tinfo *rl, const tinfo *rs, const unsigned char *data, int rot,
                                    int64_t ctx_len) {
     gguf_ctx *c = b->c;
-    int half = head_dim / 2;
+    int half = rot / 2; /* the rotated values per head / 2 (rope.dimension_count / 2) */
     const tinfo *t2[2] = {rs, rl};
     for (int k = 0; k < 2; k++)
         if (t2[k]->dtype != XLLM_DT_F32 || t2[k]->n_dims != 1 || t2[k]->ne[0] != (uint64_t)half)
-            return c->st = err_setf(c->err, XLLM_ERR_FORMAT, "%s: %s must be %d f32 values (head_dim / 2)",
+            return c->st = err_setf(c->err, XLLM_ERR_FORMAT, "%s: %s must be %d f32 values (rope.dimension_count / 2)",
                                        c->path, k ? "rope_factors_long" : "rope_factors_short", half);
     double orig = (double)ctx_len, af = 1.0;
     arch_num(b, "rope.scaling.original_context_length", &orig);
@@ -960,10 +960,14 @@ static xllm_status build_config(gguf_ctx *c, const arch_info *A, const tinfo *ti
         return err_setf(c->err, XLLM_ERR_UNSUPPORTED,
                            "%s: per-layer LongRoPE factors (blk.N.rope_factors_*) are not supported; llama.cpp's "
                            "converter writes one rope_factors_long / rope_factors_short pair", c->path);
-    if (rope_dim && rope_dim != head_dim)
-        return err_setf(c->err, XLLM_ERR_UNSUPPORTED,
-                           "%s: rope.dimension_count %lld is not the head size %lld (partial rotary); not supported",
-                           c->path, (long long)rope_dim, (long long)head_dim);
+    /* rope.dimension_count below the head size: RoPE over the first rope_dim values of each head
+     * (llama.cpp's n_rot; Phi-4-mini), HF's partial_rotary_factor (arch_rope_dims gives it back) */
+    if (rope_dim &&
+        (rope_dim > head_dim || arch_rope_dims((int)head_dim, (double)rope_dim / (double)head_dim) != rope_dim))
+        return err_setf(c->err, XLLM_ERR_FORMAT,
+                           "%s: rope.dimension_count %lld must be even and at most the head size %lld", c->path,
+                           (long long)rope_dim, (long long)head_dim);
+    int64_t rot = rope_dim ? rope_dim : head_dim;
 
     const tinfo *emb = find_tensor(ti, nt, "token_embd.weight");
     int64_t vocab = 0;
@@ -978,6 +982,7 @@ static xllm_status build_config(gguf_ctx *c, const arch_info *A, const tinfo *ti
     put_num(&b, "num_attention_heads", (double)heads);
     put_num(&b, "num_key_value_heads", (double)kv_heads);
     put_num(&b, "head_dim", (double)head_dim);
+    if (rot < head_dim) put_num(&b, "partial_rotary_factor", (double)rot / (double)head_dim);
     put_num(&b, "rms_norm_eps", eps);
     put_num(&b, "rope_theta", theta);
     put_num(&b, "max_position_embeddings", (double)ctx_len);
@@ -1031,7 +1036,7 @@ static xllm_status build_config(gguf_ctx *c, const arch_info *A, const tinfo *ti
             return err_setf(c->err, XLLM_ERR_UNSUPPORTED,
                                "%s: LongRoPE needs both rope_factors_long and rope_factors_short, and no other rope "
                                "scaling", c->path);
-        if (longrope_config(&b, rl, rsh, data, (int)head_dim, ctx_len)) return c->st;
+        if (longrope_config(&b, rl, rsh, data, (int)rot, ctx_len)) return c->st;
     }
     const tinfo *rf = find_tensor(ti, nt, "rope_freqs.weight");
     if (rf) {
@@ -1043,7 +1048,7 @@ static xllm_status build_config(gguf_ctx *c, const arch_info *A, const tinfo *ti
             return err_setf(c->err, XLLM_ERR_UNSUPPORTED,
                                "%s: both %s rope scaling and rope_freqs.weight; not supported", c->path,
                                yarn ? "yarn" : "linear");
-        rope_from_freqs(&b, rf, data, (int)head_dim, theta);
+        rope_from_freqs(&b, rf, data, (int)rot, theta);
         if (c->st) return c->st;
     }
 

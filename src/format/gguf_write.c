@@ -116,7 +116,7 @@ static double cnum(cfg_r *r, const cJSON *o, const char *k, double def) {
 }
 
 /* LongRoPE from an HF config, read as model_config.c reads it (transformers'
- * _compute_longrope_parameters): the two factor sets (head_dim / 2 each),
+ * _compute_longrope_parameters): the two factor sets (rotated values / 2 each),
  * the pretrained context and the cos/sin scale, which llama.cpp takes as
  * rope.scaling.attn_factor (its converter's sqrt(1 + ln s / ln orig)). */
 typedef struct {
@@ -124,9 +124,9 @@ typedef struct {
     double orig, attn_factor;
 } longrope;
 
-static xllm_status longrope_read(cfg_r *r, const cJSON *config, const cJSON *rs, int head_dim, int64_t ctx_len,
+static xllm_status longrope_read(cfg_r *r, const cJSON *config, const cJSON *rs, int rot, int64_t ctx_len,
                                  longrope *lr) {
-    int half = head_dim / 2;
+    int half = rot / 2;
     const char *names[2] = {"short_factor", "long_factor"};
     lr->shrt = mem_malloc_array((size_t)half * 2, sizeof(float));
     if (!lr->shrt) return r->st = err_setf(r->err, XLLM_ERR_OUT_OF_MEMORY, "gguf_write: out of memory");
@@ -894,12 +894,14 @@ typedef struct {
     int64_t q_lora, kv_lora, nope, rope, vd, n_shared, dense_lead, groups, groups_used;
     int sigmoid, norm_w;
     double w_scale;
+    int rot; /* values RoPE rotates per head (rope.dimension_count): head_dim, or fewer (partial rotary) */
 } fam_keys;
 
 static xllm_status family_check(const arch_info *A, const cJSON *config, int64_t layers, int64_t hidden,
                                 int64_t heads, int64_t head_dim, fam_keys *k, xllm_error *err) {
     cfg_r r = {config, err, XLLM_OK};
     memset(k, 0, sizeof *k);
+    k->rot = (int)head_dim;
     const char *mt = A->hf_type;
     if (A->mla) { /* llama.cpp's deepseek2: the sizes as keys; routing as it reads it */
         k->q_lora = cint(&r, "q_lora_rank", 0, 0, 1 << 20);
@@ -966,8 +968,19 @@ static xllm_status family_check(const arch_info *A, const cJSON *config, int64_t
     }
     if (A->rope_local) k->rope_swa = cnum(&r, config, "rope_local_base_freq", 10000.0);
     k->norm_offset = (float)cnum(&r, config, "xllm_norm_offset", A->norm_offset);
-    if (cnum(&r, config, "partial_rotary_factor", 1.0) != 1.0)
-        return err_setf(err, XLLM_ERR_UNSUPPORTED, "gguf_write: partial rotary embeddings are not written");
+    /* partial rotary: rope.dimension_count = int(head_dim x factor) (arch_rope_dims); llama's rows are
+     * permuted for adjacent pairs over the whole head, so only the rotate-half families take it */
+    double prf = cnum(&r, config, "partial_rotary_factor", 1.0);
+    k->rot = (int)head_dim;
+    if (prf != 1.0 && !r.st) {
+        k->rot = arch_rope_dims((int)head_dim, prf);
+        if (!k->rot)
+            return err_setf(err, XLLM_ERR_FORMAT, "gguf_write: partial_rotary_factor %g gives no even number of "
+                               "rotated values of head_dim %lld", prf, (long long)head_dim);
+        if (A->rope_interleaved_gguf || A->mla)
+            return err_setf(err, XLLM_ERR_UNSUPPORTED, "gguf_write: %s with partial_rotary_factor has no GGUF form "
+                               "here", A->hf_type);
+    }
     return r.st;
 }
 
@@ -1030,7 +1043,7 @@ xllm_status gguf_write(const char *dest, const st_tensor *tensors, size_t n, con
                 return err_setf(err, XLLM_ERR_FORMAT, "gguf_write: bad llama3 rope_scaling");
         } else if (strcmp(rope_type, "longrope") == 0 || strcmp(rope_type, "su") == 0) {
             rope_type = "longrope";
-            if (longrope_read(&r, config, rs, (int)head_dim, ctx_len, &lr)) {
+            if (longrope_read(&r, config, rs, fk.rot, ctx_len, &lr)) {
                 xllm_free(lr.shrt);
                 return r.st;
             }
@@ -1080,9 +1093,9 @@ xllm_status gguf_write(const char *dest, const st_tensor *tensors, size_t n, con
         snprintf(o->name, sizeof o->name, "%s", k ? "rope_factors_long.weight" : "rope_factors_short.weight");
         o->type = GGML_F32;
         o->n_dims = 1;
-        o->ne[0] = (uint64_t)head_dim / 2;
+        o->ne[0] = (uint64_t)fk.rot / 2;
         o->data = (const unsigned char *)(k ? lr.lng : lr.shrt);
-        o->nbytes = (size_t)head_dim / 2 * sizeof(float);
+        o->nbytes = (size_t)fk.rot / 2 * sizeof(float);
     }
     if (rope_type && strcmp(rope_type, "llama3") == 0 && !has_rope_freqs) {
         rope_freqs = mem_malloc_array((size_t)head_dim / 2, sizeof *rope_freqs);
@@ -1154,7 +1167,7 @@ xllm_status gguf_write(const char *dest, const st_tensor *tensors, size_t n, con
     kv_u32(&w, AK("feed_forward_length"), (uint32_t)ff);
     kv_u32(&w, AK("attention.head_count"), (uint32_t)heads);
     kv_u32(&w, AK("attention.head_count_kv"), (uint32_t)(A->mla ? 1 : kv_heads));
-    kv_u32(&w, AK("rope.dimension_count"), (uint32_t)(A->mla ? fk.rope : head_dim));
+    kv_u32(&w, AK("rope.dimension_count"), (uint32_t)(A->mla ? fk.rope : fk.rot));
     if (A->mla) { /* the latent row as key / value, the per-head sizes as *_mla (llama.cpp's MLA files) */
         if (fk.q_lora) kv_u32(&w, AK("attention.q_lora_rank"), (uint32_t)fk.q_lora);
         kv_u32(&w, AK("attention.kv_lora_rank"), (uint32_t)fk.kv_lora);

@@ -15,6 +15,13 @@
  * h / (n_heads / n_kv_heads) (GQA). Masked entries are 0, each row sums to 1.
  * The forward pass itself is unchanged: the observer is one pointer test per
  * layer when it is not set.
+ * Multi-head latent attention (DeepSeek): each head's score is q_h . k_h with
+ * the decompressed key k_h = [K_b,h c | k_pe] (kv_b's nope rows for head h
+ * times the latent c, and the rope key all heads share); it is computed here
+ * as the attention computes it, (K_b,h^T q_nope,h) . c + q_pe . k_pe, from the
+ * absorbed query row and the latent row the observer passes (model.h), with
+ * the model's scale 1 / sqrt(qk_nope + qk_rope): the same number by
+ * associativity (the test checks it against the decompressed form).
  */
 #include "model/model.h"
 #include "base/alloc.h"
@@ -31,12 +38,21 @@ typedef struct take {
     unsigned char *seen; /* per asked-for layer and position: its q/k arrived */
 } take;
 
+/* The rows the attention reads: values per head and KV heads (MLA: the
+ * latent row, one KV head) */
+static void qk_dims(const model_config *c, int *hd, int *n_kv) {
+    *hd = c->mla_dim ? c->mla_dim : c->head_dim;
+    *n_kv = c->mla_dim ? 1 : c->n_kv_heads;
+}
+
 static void take_qk(void *ctx, int layer, const fwd_batch *b, const float *q, const float *k, const float *v) {
     (void)v;
     take *tk = ctx;
     int s = tk->slot[layer];
     if (s < 0) return;
-    size_t qd = (size_t)tk->c->n_heads * (size_t)tk->c->head_dim, kd = (size_t)tk->c->n_kv_heads * (size_t)tk->c->head_dim;
+    int hd, nkv;
+    qk_dims(tk->c, &hd, &nkv);
+    size_t qd = (size_t)tk->c->n_heads * (size_t)hd, kd = (size_t)nkv * (size_t)hd;
     for (int t = 0; t < b->n_tokens; t++) {
         size_t p = (size_t)b->pos[t];
         if (b->seq[t] != 0 || p >= tk->n) continue;
@@ -50,8 +66,10 @@ static void take_qk(void *ctx, int layer, const fwd_batch *b, const float *q, co
  * out[i][j] += p / n_heads; out zeroed by the caller). */
 static void layer_probs(const model_config *c, int layer, size_t n, const float *q, const float *k, int average,
                         double *row, float *out) {
-    int H = c->n_heads, hd = c->head_dim, group = c->n_heads / c->n_kv_heads, w = c->layer_window[layer];
-    size_t qd = (size_t)H * hd, kd = (size_t)c->n_kv_heads * hd;
+    int H = c->n_heads, hd, nkv, w = c->layer_window[layer];
+    qk_dims(c, &hd, &nkv);
+    int group = H / nkv;
+    size_t qd = (size_t)H * hd, kd = (size_t)nkv * hd;
     double scale = c->attn_scale > 0 ? (double)c->attn_scale : 1.0 / sqrt((double)hd), cap = c->attn_softcap;
     for (int h = 0; h < H; h++) {
         int g = h / group;
@@ -87,16 +105,15 @@ xllm_status model_attention_once(model *m, const int32_t *ids, size_t n, const i
     *probs = NULL;
     memset(shape, 0, 4 * sizeof *shape);
     if (n == 0 || !ids) return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "attention: need at least one id");
-    if (c->mla_dim)
-        return err_setf(err, XLLM_ERR_UNSUPPORTED,
-                           "attention weights are not available for multi-head latent attention (DeepSeek) yet");
     if (n_layers > (size_t)c->n_layers)
         return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "attention: %zu layers asked for, the model has %d", n_layers,
                            c->n_layers);
     size_t L = layers ? n_layers : (size_t)c->n_layers;
     if (L == 0) return err_setf(err, XLLM_ERR_INVALID_ARGUMENT, "attention: no layers asked for");
     size_t heads = average_heads ? 1 : (size_t)c->n_heads;
-    size_t qd = (size_t)c->n_heads * (size_t)c->head_dim, kd = (size_t)c->n_kv_heads * (size_t)c->head_dim;
+    int hd, nkv;
+    qk_dims(c, &hd, &nkv);
+    size_t qd = (size_t)c->n_heads * (size_t)hd, kd = (size_t)nkv * (size_t)hd;
     /* the output, and the q/k kept, each within XLLM_ATTENTION_MAX_BYTES */
     double out_bytes = (double)L * (double)heads * (double)n * (double)n * sizeof(float);
     double keep_bytes = (double)L * (double)n * (double)(qd + kd) * sizeof(float);

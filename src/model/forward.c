@@ -78,6 +78,25 @@ static void observe_qkv(model *m, int layer, const fwd_batch *b) {
     xllm_free(h);
 }
 
+/* MLA's view for the attention observer (model.h): the absorbed queries
+ * (s->fused), the latent rows (s->k) and the projected queries (s->q). */
+static void observe_mla(model *m, int layer, const fwd_batch *b) {
+    const model_config *c = &m->cfg;
+    size_t T = (size_t)b->n_tokens, qn = T * (size_t)c->n_heads * (size_t)c->mla_dim, kn = T * (size_t)c->mla_dim,
+           pn = T * (size_t)c->n_heads * (size_t)(c->qk_nope_dim + c->qk_rope_dim);
+    if (OPS->unified_memory) {
+        m->attn_observe(m->attn_observe_ctx, layer, b, m->s.fused, m->s.k, m->s.q);
+        return;
+    }
+    float *h = mem_malloc_array(qn + kn + pn, sizeof(float));
+    if (!h) return; /* out of memory: the reference path sees no q/k for this layer and says so */
+    OPS->copy(CTX, h, m->s.fused, qn * sizeof(float), BE_DEVICE_TO_HOST);
+    OPS->copy(CTX, h + qn, m->s.k, kn * sizeof(float), BE_DEVICE_TO_HOST);
+    OPS->copy(CTX, h + qn + kn, m->s.q, pn * sizeof(float), BE_DEVICE_TO_HOST);
+    m->attn_observe(m->attn_observe_ctx, layer, b, h, h + qn, h + qn + kn);
+    xllm_free(h);
+}
+
 /* RMSNorm of s->x into s->xn. When prep is set (fused, quantized weights
  * next) the backend may prepare the next matmuls' activations in the same
  * pass, so those (BE_ACT_READY) do not prepare them again. */
@@ -145,7 +164,7 @@ static void attention_block(model *m, kv_cache *kv, const fwd_batch *b, int l) {
     d.rope_cos = s->rope_cos, d.rope_sin = s->rope_sin;
     if (m->inv_freq_local && c->layer_window[l] > 0) d.rope_cos = s->rope_cos_local, d.rope_sin = s->rope_sin_local;
     d.rope_interleaved = c->rope_interleaved;
-    d.n_heads = c->n_heads, d.n_kv_heads = c->n_kv_heads, d.head_dim = hd;
+    d.n_heads = c->n_heads, d.n_kv_heads = c->n_kv_heads, d.head_dim = hd, d.rope_dim = c->rope_dim;
     d.k_cache = kv_cache_k(kv, l, 0, 0), d.v_cache = kv_cache_v(kv, l, 0, 0);
     d.kv_type = kv->dtype;
     d.block_size = kv->block_size;
@@ -233,6 +252,7 @@ static void mla_block(model *m, kv_cache *kv, const fwd_batch *b, int l) {
                 kv_cache_k(kv, l, 0, 0), kv_cache_v(kv, l, 0, 0), kv->dtype, kv->block_size, b->pos, b->seq,
                 b->block_tables};
     PROF(PROF_ROPE_KV, 6.0 * T * (double)(H + 1) * rope, 4.0 * T * (double)(fw + 2 * w), OPS->mla_rope_kv(CTX, &d));
+    if (m->attn_observe) observe_mla(m, l, b);
     be_attn a = {T, s->fused, s->att, d.k_cache, d.v_cache, kv->block_size, H, 1, w, c->layer_window[l], b->pos,
                  b->seq, b->block_tables, kv->dtype, c->attn_scale, c->attn_softcap, 1};
     OPS->attention(CTX, &a);

@@ -67,11 +67,16 @@ typedef enum observe_point { OBS_ATTN_IN = 0, OBS_O_IN, OBS_MLP_IN, OBS_DOWN_IN,
 /* x: T rows of cols activations entering the layer's matmul(s); expert: MoE
  * expert index for OBS_DOWN_IN inside a MoE block (-1 otherwise). */
 typedef void (*model_observer)(void *ctx, int layer, observe_point point, int expert, const float *x, int T, int cols);
-/* The attention-weights reference path (src/engine/attention_probs.c): each
+/* The attention-weights reference path (src/model/attention_probs.c): each
  * layer's q, k and v as the attention reads them (q/k after their norm and
  * RoPE), in host memory: q [T][n_heads * head_dim], k and v [T][n_kv_heads *
  * head_dim], for the batch's T tokens (b->pos, b->seq). Called before the
- * layer's attention; the fused kernels are not changed by it. */
+ * layer's attention; the fused kernels are not changed by it.
+ * Multi-head latent attention (cfg.mla_dim > 0) passes what its attention
+ * reads and what came before it: q [T][n_heads][mla_dim] the absorbed query
+ * rows [k_b q_nope | rope(q_pe)], k [T][mla_dim] the latent rows [norm(c) |
+ * rope(k_pe)] (key and value alike), and v [T][n_heads][qk_nope + qk_rope]
+ * the projected query before absorption and RoPE (its q_nope parts). */
 struct fwd_batch;
 typedef void (*model_attn_observer)(void *ctx, int layer, const struct fwd_batch *b, const float *q, const float *k,
                                     const float *v);

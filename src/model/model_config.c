@@ -95,11 +95,25 @@ static void read_eos(cfg_ctx *c, const cJSON *o, model_config *cfg) {
     }
 }
 
-/* rope_scaling.<name>: head_dim / 2 positive numbers */
+/* The values RoPE rotates per head (rope_dim): the whole head, or the first
+ * int(head_dim * partial_rotary_factor) (arch_rope_dims: Phi-4-mini). */
+static void read_rotary_dims(cfg_ctx *c, const cJSON *root, model_config *cfg) {
+    cfg->rope_dim = cfg->head_dim;
+    if (c->st || !field(root, "partial_rotary_factor")) return;
+    double f = get_num(c, root, "partial_rotary_factor", 1.0);
+    if (c->st || f == 1.0) return;
+    int rot = arch_rope_dims(cfg->head_dim, f);
+    if (!rot)
+        c->st = err_setf(c->err, XLLM_ERR_FORMAT, "%s: partial_rotary_factor %g must be in (0, 1] and give an even "
+                            "number of rotated values >= 2 of head_dim %d", c->path, f, cfg->head_dim);
+    else cfg->rope_dim = rot;
+}
+
+/* rope_scaling.<name>: rope_dim / 2 positive numbers */
 static void read_factors(cfg_ctx *c, const cJSON *rs, const char *name, int half, double *out) {
     if (half > MODEL_MAX_ROPE_FACTORS) {
         if (!c->st)
-            c->st = err_setf(c->err, XLLM_ERR_UNSUPPORTED, "%s: LongRoPE with head_dim %d (at most %d)", c->path,
+            c->st = err_setf(c->err, XLLM_ERR_UNSUPPORTED, "%s: LongRoPE over %d rotated values (at most %d)", c->path,
                                 2 * half, 2 * MODEL_MAX_ROPE_FACTORS);
         return;
     }
@@ -112,7 +126,7 @@ static void read_factors(cfg_ctx *c, const cJSON *rs, const char *name, int half
         }
     if (!ok && !c->st)
         c->st = err_setf(c->err, XLLM_ERR_FORMAT, "%s: rope_scaling.%s must be a list of %d positive numbers "
-                            "(head_dim / 2)", c->path, name, half);
+                            "(the rotated values per head / 2)", c->path, name, half);
 }
 
 /* LongRoPE (HF's "longrope", formerly "su"), as transformers'
@@ -123,7 +137,7 @@ static void read_factors(cfg_ctx *c, const cJSON *rs, const char *name, int half
  * with s = max_position_embeddings / original (1 when s <= 1). */
 static void read_longrope(cfg_ctx *c, const cJSON *root, const cJSON *rs, model_config *cfg) {
     cfg->rope = ROPE_LONGROPE;
-    int half = cfg->head_dim / 2;
+    int half = cfg->rope_dim / 2; /* transformers: int(head_dim * partial_rotary_factor) // 2 */
     read_factors(c, rs, "short_factor", half, cfg->rope_short);
     read_factors(c, rs, "long_factor", half, cfg->rope_long);
     double orig = get_num(c, root, "original_max_position_embeddings", 0), factor = 1;
@@ -442,10 +456,8 @@ xllm_status model_config_parse(const cJSON *root, const cJSON *gen, const char *
                            get_num(&c, root, "rms_norm_eps", 1e-6));
     if (!c.st && !(cfg->rope_theta > 0))
         c.st = err_setf(err, XLLM_ERR_FORMAT, "%s: rope_theta must be > 0 (got %g)", path, cfg->rope_theta);
+    read_rotary_dims(&c, root, cfg);
     read_rope_scaling(&c, root, cfg);
-    if (!c.st && field(root, "partial_rotary_factor") && get_num(&c, root, "partial_rotary_factor", 1.0) != 1.0)
-        c.st = err_setf(err, XLLM_ERR_UNSUPPORTED, "%s: partial_rotary_factor %g (RoPE over part of the head) is "
-                           "not supported", path, get_num(&c, root, "partial_rotary_factor", 1.0));
 
     int attention_bias = get_bool(&c, root, "attention_bias", 0);
     if (a->qkv_bias) {
@@ -463,7 +475,9 @@ xllm_status model_config_parse(const cJSON *root, const cJSON *gen, const char *
     read_windows(&c, root, cfg);
     read_moe(&c, root, cfg);
     read_family(&c, root, cfg);
-    cfg->rope_dim = cfg->head_dim;
+    if (!c.st && a->mla && cfg->rope_dim != cfg->head_dim)
+        c.st = err_setf(err, XLLM_ERR_UNSUPPORTED, "%s: partial_rotary_factor with multi-head latent attention "
+                           "(its rope part is qk_rope_head_dim)", path);
     read_mla(&c, root, cfg);
 
     cfg->bos_id = get_int(&c, root, "bos_token_id", -1, -1, 1 << 30);
@@ -472,7 +486,7 @@ xllm_status model_config_parse(const cJSON *root, const cJSON *gen, const char *
     if (!c.st && cfg->n_heads % cfg->n_kv_heads != 0)
         c.st = err_setf(err, XLLM_ERR_FORMAT, "%s: num_attention_heads (%d) is not a multiple of num_key_value_heads (%d)",
                            path, cfg->n_heads, cfg->n_kv_heads);
-    if (!c.st && cfg->head_dim % 2 && !cfg->mla_dim)
+    if (!c.st && (cfg->head_dim % 2 || cfg->rope_dim % 2) && !cfg->mla_dim)
         c.st = err_setf(err, XLLM_ERR_FORMAT, "%s: head_dim (%d) must be even for RoPE", path, cfg->head_dim);
     if (c.st) return c.st;
 

@@ -18,7 +18,7 @@
 #define MODEL_MAX_LAYERS 512
 #define MODEL_MAX_EOS 8
 
-#define MODEL_MAX_ROPE_FACTORS 256 /* LongRoPE: head_dim / 2 factors per set (head_dim <= 512) */
+#define MODEL_MAX_ROPE_FACTORS 256 /* LongRoPE: rope_dim / 2 factors per set (rope_dim <= 512) */
 
 typedef enum rope_type { ROPE_DEFAULT = 0, ROPE_LINEAR, ROPE_LLAMA3, ROPE_LONGROPE, ROPE_YARN } rope_type;
 
@@ -68,7 +68,9 @@ typedef struct model_config {
     float attn_softcap;    /* scores -> c tanh(s / c); 0: off */
     float final_softcap;   /* logits -> c tanh(z / c); 0: off */
     double rope_local_theta; /* > 0: sliding layers' RoPE base, unscaled (Gemma 3) */
-    int rope_dim;          /* values RoPE rotates per head (head_dim, or MLA's qk_rope_dim) */
+    int rope_dim;          /* values RoPE rotates per head: head_dim, the first int(head_dim x
+                            * partial_rotary_factor) (arch_rope_dims; the rest pass through), or MLA's
+                            * qk_rope_dim (the last ones of its rows). LongRoPE's sets hold rope_dim / 2. */
 
     /* multi-head latent attention (DeepSeek-V2/V3; arch->mla): kv_lora_rank > 0.
      * The cache holds one latent row per token, [kv_lora_rank normed | qk_rope_dim

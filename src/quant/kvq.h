@@ -7,9 +7,9 @@
  *   f32: head_dim floats;   f16: head_dim IEEE halves;
  *   q8:  int8 q[head_dim], then f16 d[head_dim / G]   value i = q[i] * d[i / G]
  * with G = kvq_group(head_dim): the largest of 32, 16, 8, 4 that divides
- * head_dim and leaves at least two scales per row (q8 needs head_dim % 8 ==
- * 0). So a q8 row takes 34/128 = 0.266 of f32's bytes at head_dim 64, 128 or
- * more; small heads pay more for their scales (head_dim 32: 0.281, 8: 0.375).
+ * head_dim and leaves at least two scales per row (q8 needs head_dim % 4 ==
+ * 0 and head_dim >= 8). So a q8 row takes 34/128 = 0.266 of f32's bytes at
+ * head_dim 64, 128 or more; small heads pay more for their scales (head_dim 32: 0.281, 8: 0.375).
  * Why two scales per row at least: K rows carry outlier channels, and one
  * scale per row lets the largest set the step of all the others (measured on
  * stories260k, head_dim 8: KL vs f32 KV 0.0020 with one scale per row, 0.0006
@@ -38,15 +38,19 @@
 typedef enum kv_dtype { KV_F32 = 0, KV_F16 = 1, KV_Q8 = 2 } kv_dtype;
 #define KV_DTYPES 3
 
-/* log2 of the q8 values per scale for rows of hd values (hd % 8 == 0): of
- * 32, 16, 8, 4 the largest that divides hd and is at most hd / 2. */
+/* log2 of the q8 values per scale for rows of hd values (hd % 4 == 0, hd >=
+ * 8): of 32, 16, 8, 4 the largest that divides hd and is at most hd / 2. */
 static inline int kvq_group_shift(int hd) {
     int s = 5;
     while (s > 2 && ((1 << s) > hd / 2 || hd % (1 << s))) s--;
     return s;
 }
-/* q8 values per scale for rows of hd values (0: q8 cannot store such rows). */
-static inline int kvq_group(int hd) { return hd > 0 && hd % 8 == 0 ? 1 << kvq_group_shift(hd) : 0; }
+/* q8 values per scale for rows of hd values (0: q8 cannot store such rows:
+ * hd not a multiple of 4, or under 8). Rows of 8k + 4 values (12, 20, ...:
+ * DeepSeek-V2's latent halves, 20 in tests/data/archs/deepseek2) take groups
+ * of 4; every level's loops read them (wide loads only where d + width <= hd,
+ * the group of value d at d >> shift), tested in test_kernels. */
+static inline int kvq_group(int hd) { return hd >= 8 && hd % 4 == 0 ? 1 << kvq_group_shift(hd) : 0; }
 /* Can rows of hd values be stored as dt? */
 static inline int kvq_supported(kv_dtype dt, int hd) { return hd > 0 && (dt != KV_Q8 || kvq_group(hd) > 0); }
 /* Bytes of one row of hd values. */

@@ -107,8 +107,30 @@ static void test_configs(void) {
     CHECK(c.qk_norm == 2 && !c.arch->norm[ARCH_NORM_ATTN_IN] && c.arch->norm[ARCH_NORM_ATTN_OUT]);
     CHECK(parse("{\"model_type\": \"phi3\", " BASE ", \"sliding_window\": 2047}", &c, &err) == XLLM_OK);
     CHECK(c.layer_window[0] == 0 && c.norm_offset == 0);
-    CHECK(parse("{\"model_type\": \"phi3\", " BASE ", \"partial_rotary_factor\": 0.75}", &c, &err) ==
-              XLLM_ERR_UNSUPPORTED && strstr(err.message, "partial_rotary_factor"));
+    /* partial rotary (Phi-4-mini): RoPE over int(head_dim x factor) values; LongRoPE's sets then hold half that */
+    CHECK(parse("{\"model_type\": \"phi3\", " BASE ", \"partial_rotary_factor\": 0.75}", &c, &err) == XLLM_OK);
+    CHECK(c.head_dim == 32 && c.rope_dim == 24);
+    CHECK(parse("{\"model_type\": \"llama\", " BASE ", \"partial_rotary_factor\": 0.5}", &c, &err) == XLLM_OK &&
+          c.rope_dim == 16);
+    CHECK(parse("{\"model_type\": \"phi3\", " BASE ", \"partial_rotary_factor\": 1}", &c, &err) == XLLM_OK &&
+          c.rope_dim == 32);
+    CHECK(parse("{\"model_type\": \"phi3\", " BASE ", \"partial_rotary_factor\": 0.1}", &c, &err) ==
+              XLLM_ERR_FORMAT && strstr(err.message, "partial_rotary_factor")); /* 3 values: odd */
+    CHECK(parse("{\"model_type\": \"phi3\", " BASE ", \"partial_rotary_factor\": 1.5}", &c, &err) ==
+              XLLM_ERR_FORMAT && strstr(err.message, "partial_rotary_factor"));
+    CHECK(parse("{\"model_type\": \"phi3\", " BASE ", \"partial_rotary_factor\": \"x\"}", &c, &err) ==
+              XLLM_ERR_FORMAT);
+    CHECK(arch_rope_dims(128, 0.75) == 96 && arch_rope_dims(80, 0.3) == 24 && arch_rope_dims(16, 0.75) == 12 &&
+          arch_rope_dims(16, 0) == 0 && arch_rope_dims(16, 0.0625) == 0);
+#define F12 "[1, 1, 1, 1, 2, 2, 2, 2, 1, 1, 1, 3]"
+    CHECK(parse("{\"model_type\": \"phi3\", " BASE ", \"partial_rotary_factor\": 0.75, \"rope_scaling\": {\"type\": "
+                "\"longrope\", \"long_factor\": " F12 ", \"short_factor\": " F12 "}}", &c, &err) == XLLM_OK);
+    CHECK(c.rope == ROPE_LONGROPE && c.rope_long[11] == 3);
+    CHECK(parse("{\"model_type\": \"deepseek_v2\", \"hidden_size\": 64, \"num_hidden_layers\": 1, "
+                "\"num_attention_heads\": 4, \"vocab_size\": 100, \"intermediate_size\": 64, \"kv_lora_rank\": 16, "
+                "\"qk_nope_head_dim\": 8, \"qk_rope_head_dim\": 8, \"v_head_dim\": 8, \"n_routed_experts\": 4, "
+                "\"num_experts_per_tok\": 2, \"moe_intermediate_size\": 16, \"partial_rotary_factor\": 0.5}",
+                &c, &err) == XLLM_ERR_UNSUPPORTED && strstr(err.message, "latent"));
     /* Phi-3 LongRoPE: head_dim / 2 (16) factors per set; the attention factor sqrt(1 + ln s / ln orig) */
     CHECK(parse("{\"model_type\": \"phi3\", " BASE ", \"rope_scaling\": {\"type\": \"longrope\", \"long_factor\": [1], "
                 "\"short_factor\": [1]}}", &c, &err) == XLLM_ERR_FORMAT && strstr(err.message, "short_factor"));

@@ -145,7 +145,7 @@ static xllm_result *greedy(xllm_model *m, int32_t (*ids)[64], const int *n, int 
 
 /* The engine: batched with preemption and chunked prefill, then again over
  * the prefix cache, equal to each prompt alone. */
-static void check_engine(const char *fam, const cJSON *exp) {
+static void check_engine(const char *fam, const cJSON *exp, const char *kv_dtype) {
     char path[512];
     snprintf(path, sizeof path, "%s/%s/model.gguf", DIR, fam);
     int32_t ids[4][64];
@@ -158,6 +158,7 @@ static void check_engine(const char *fam, const cJSON *exp) {
     xllm_model_options o = xllm_model_options_default();
     o.n_threads = 2;
     o.no_plan = 1;
+    o.kv_dtype = kv_dtype;
     xllm_error err;
     xllm_model *solo = xllm_model_load(path, &o, &err);
     o.kv_tokens = 64;
@@ -202,6 +203,46 @@ static void check_latent_pool(void) {
     xllm_model_free(m);
 }
 
+/* q8 KV on the latent halves of 20 values (groups of 4: 20 int8 + 5 f16
+ * scales = 30 bytes a half, 3 layers x 2 halves = 180 bytes per token), its
+ * log-probabilities after a 40-token prompt near f32 KV's (bound: below), and
+ * the engine's batched greedy tokens (preemption, prefix cache) equal to each
+ * prompt's alone, as for every family. */
+#define Q8_LATENT 0.1 /* measured 0.041 */
+static void check_latent_q8(const cJSON *exp) {
+    xllm_model_options o = xllm_model_options_default();
+    o.n_threads = 2;
+    o.no_plan = 1;
+    xllm_error err;
+    xllm_model *f = xllm_model_load(DIR "/deepseek2/model.gguf", &o, &err);
+    o.kv_dtype = "q8";
+    xllm_model *q = xllm_model_load(DIR "/deepseek2/model.gguf", &o, &err);
+    CHECK_MSG(f && q, "deepseek2 q8 KV: %s", err.message);
+    xllm_engine *e = q ? xllm_model_engine(q) : NULL;
+    long bpt = e ? cli_engine_stat(e, "kv_bytes_per_token", NULL) : -1;
+    CHECK_MSG(bpt == 3 * 2 * 30, "deepseek2 q8: the KV pool takes %ld bytes per token, want 180", bpt);
+    double worst = 0;
+    int k = 0;
+    float *a = malloc(sizeof(float) * V), *b = malloc(sizeof(float) * V);
+    const cJSON *p;
+    cJSON_ArrayForEach(p, cJSON_GetObjectItem(exp, "prompts")) {
+        int32_t ids[64];
+        int n = ids_of(cJSON_GetObjectItem(p, "ids"), ids, 64);
+        if (f && q && k >= 5 && xllm_model_logits(f, ids, (size_t)n, 0, a, &err) == XLLM_OK &&
+            xllm_model_logits(q, ids, (size_t)n, 0, b, &err) == XLLM_OK) {
+            log_softmax(a, V), log_softmax(b, V);
+            for (int v = 0; v < V; v++) worst = fmax(worst, fabs((double)a[v] - b[v]));
+        }
+        k++;
+    }
+    fprintf(stderr, "  deepseek2 q8 KV (latent halves of 20): max |dlogprob| vs f32 KV %.3g (bound %g), %ld B/token\n",
+            worst, Q8_LATENT, bpt);
+    CHECK_MSG(worst > 0 && worst <= Q8_LATENT, "deepseek2 q8 KV: %g", worst);
+    free(a), free(b);
+    xllm_model_free(f);
+    xllm_model_free(q);
+}
+
 int main(void) {
     check_latent_pool();
     double worst_llama = 0, worst_ours = 0;
@@ -224,7 +265,8 @@ int main(void) {
             const float *ref = (const float *)(void *)raw;
             worst_llama = fmax(worst_llama, check_family(fam, exp, ref, 1));
             if (!SANITIZED) worst_ours = fmax(worst_ours, check_family(fam, exp, ref, 0));
-            check_engine(fam, exp);
+            check_engine(fam, exp, NULL);
+            if (!strcmp(fam, "deepseek2")) check_latent_q8(exp), check_engine(fam, exp, "q8");
         } else {
             CHECK_MSG(0, "%s: logprobs.f32 is %zu bytes, expected %zu", fam, len, sizeof(float) * 8 * V);
         }

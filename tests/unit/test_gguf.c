@@ -967,8 +967,12 @@ static void test_made_files(void) {
     /* llama with experts is Mixtral (arch.c): its sizes are then required */
     s = base_spec(), s.ukey = "llama.expert_count", s.uval = 8;
     expect(&s, XLLM_ERR_FORMAT, "expert_used_count", "mixture of experts without expert_used_count");
-    s = base_spec(), s.ukey = "llama.rope.dimension_count", s.uval = 2;
-    expect(&s, XLLM_ERR_UNSUPPORTED, "partial", "partial rotary");
+    s = base_spec(), s.ukey = "llama.rope.dimension_count", s.uval = 2; /* partial rotary: llama.cpp's n_rot */
+    expect(&s, XLLM_OK, NULL, "partial rotary");
+    s = base_spec(), s.ukey = "llama.rope.dimension_count", s.uval = 3;
+    expect(&s, XLLM_ERR_FORMAT, "rope.dimension_count", "odd rotary dimensions");
+    s = base_spec(), s.ukey = "llama.rope.dimension_count", s.uval = 4096;
+    expect(&s, XLLM_ERR_FORMAT, "rope.dimension_count", "rotary dimensions over the head size");
     s = base_spec(), s.ukey = "llama.attention.head_count_kv", s.uval = 1;
     expect(&s, XLLM_OK, NULL, "GQA");
     s = base_spec(), s.ukey = "llama.attention.head_count_kv", s.uval = 0;

@@ -664,7 +664,7 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < sizeof hds / sizeof *hds; i++) check_attention_multi(hds[i], irand(1, 140), irand(1, 11), irand(1, 4));
     for (int i = 0; i < (quick ? 12 : 40); i++) check_attention_multi(irand(1, 140), irand(1, 140), irand(1, 13), irand(1, 3));
     for (int i = 0; i < (quick ? 12 : 40); i++) check_attention_softmax(irand(1, 11), irand(1, 130));
-    static const int kv_hds[] = {8, 16, 24, 32, 64, 128, 80, 12};
+    static const int kv_hds[] = {8, 16, 24, 32, 64, 128, 80, 12, 20, 36};
     for (int dt = KV_F16; dt <= KV_Q8; dt++)
         for (size_t i = 0; i < sizeof kv_hds / sizeof *kv_hds; i++)
             check_attention_kv((kv_dtype)dt, kv_hds[i], irand(1, 150), irand(1, 11), irand(1, 4));

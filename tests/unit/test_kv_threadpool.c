@@ -108,7 +108,7 @@ int main(void) {
     CHECK(kv.n_free == 10);
     kv_cache_free(&kv);
     for (int dt = KV_F32; dt <= KV_Q8; dt++) check_pool_copies(&be, (kv_dtype)dt);
-    CHECK(kv_cache_init(&kv, &be, 2, 3, 12, 4, 10, KV_Q8, &err) == XLLM_ERR_INVALID_ARGUMENT); /* head_dim 12 */
+    CHECK(kv_cache_init(&kv, &be, 2, 3, 10, 4, 10, KV_Q8, &err) == XLLM_ERR_INVALID_ARGUMENT); /* head_dim 10: q8 needs a multiple of 4 */
     backend_destroy(&be);
 
     for (int threads = 1; threads <= 4; threads++) {

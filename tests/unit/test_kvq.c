@@ -29,9 +29,12 @@ static void check_sizes(void) {
     /* the largest of 32, 16, 8, 4 dividing head_dim with two scales per row at least */
     CHECK(kvq_group(64) == 32 && kvq_group(128) == 32 && kvq_group(48) == 16 && kvq_group(32) == 16);
     CHECK(kvq_group(8) == 4 && kvq_group(16) == 8 && kvq_group(24) == 8 && kvq_group(40) == 8 && kvq_group(80) == 16);
-    CHECK(kvq_group(12) == 0 && kvq_group(0) == 0);
+    CHECK(kvq_group(12) == 4 && kvq_group(20) == 4 && kvq_group(36) == 4 && kvq_group(0) == 0);
+    CHECK(kvq_group(4) == 0 && kvq_group(10) == 0 && kvq_group(6) == 0); /* one scale a row, or no group */
+    CHECK(kvq_row_bytes(KV_Q8, 20) == 30);
     CHECK(kvq_row_bytes(KV_Q8, 8) == 12 && kvq_row_bytes(KV_Q8, 64) == 68);
-    CHECK(!kvq_supported(KV_Q8, 12) && kvq_supported(KV_F16, 12) && kvq_supported(KV_F32, 7));
+    CHECK(!kvq_supported(KV_Q8, 10) && kvq_supported(KV_Q8, 12) && kvq_supported(KV_F16, 10) &&
+          kvq_supported(KV_F32, 7));
     kv_dtype dt = KV_F32;
     int au = 0;
     CHECK(!kvq_parse(NULL, &dt, &au) && dt == KV_F32 && !au);

@@ -155,10 +155,13 @@ static void cb_copy_rows(void *ctx, float *dst, size_t ldd, const float *src, si
 
 /* HF's rotate-half convention pairs (i, i + half); GGUF llama files store Q/K
  * rows permuted so that the pairs are interleaved (2i, 2i + 1). Same rotation,
- * different pairing; frequency i either way. llama: as llama.cpp's x86 build
- * computes it (its compiler fuses one product of each into an fma). */
-static void rope_apply(float *v, int n_heads, int hd, const float *cs, const float *sn, int interleaved, int llama) {
-    int half = hd / 2, stride = interleaved ? 2 : 1, off = interleaved ? 1 : half;
+ * different pairing; frequency i either way. Heads are hd values apart and
+ * the first rd of each rotate (half = rd / 2; partial rotary when rd < hd, the
+ * rest untouched). llama: as llama.cpp's x86 build computes it (its compiler
+ * fuses one product of each into an fma). */
+static void rope_apply(float *v, int n_heads, int hd, int rd, const float *cs, const float *sn, int interleaved,
+                       int llama) {
+    int half = rd / 2, stride = interleaved ? 2 : 1, off = interleaved ? 1 : half;
     for (int h = 0; h < n_heads; h++) {
         float *x = v + (size_t)h * hd;
         for (int i = 0; i < half; i++) {
@@ -208,7 +211,8 @@ typedef struct {
 static void qkv_heads(void *p, size_t u0, size_t u1, int thread) {
     qkv_job *j = p;
     const be_qkv *d = j->d;
-    int T = d->T, hd = d->head_dim, half = hd / 2, nh = d->n_heads, nkv = d->n_kv_heads;
+    int T = d->T, hd = d->head_dim, rd = d->rope_dim ? d->rope_dim : hd, half = rd / 2, nh = d->n_heads,
+        nkv = d->n_kv_heads;
     size_t qd = (size_t)nh * hd, kd = (size_t)nkv * hd;
     int tb = op_fuse_tokens(j->be, d->W[0], T);
     for (int t0 = 0; t0 < T; t0 += tb) {
@@ -233,7 +237,7 @@ static void qkv_heads(void *p, size_t u0, size_t u1, int thread) {
                 if (part < 2) {
                     if (d->q_norm)
                         op_rmsnorm(v, part == 0 ? d->q_norm : d->k_norm, d->eps, hd, h1 - h0, v, j->be->arith_llama);
-                    rope_apply(v, h1 - h0, hd, d->rope_cos + (size_t)t * half, d->rope_sin + (size_t)t * half,
+                    rope_apply(v, h1 - h0, hd, rd, d->rope_cos + (size_t)t * half, d->rope_sin + (size_t)t * half,
                                d->rope_interleaved, j->be->arith_llama);
                 }
                 if (part > 0) {
@@ -258,7 +262,7 @@ static int cb_qkv_rope_kv(void *ctx, const be_qkv *d) {
 
 static void cb_rope_kv(void *ctx, const be_qkv *d) {
     cpu_backend *be = ctx;
-    int hd = d->head_dim, half = hd / 2;
+    int hd = d->head_dim, rd = d->rope_dim ? d->rope_dim : hd, half = rd / 2;
     size_t qd = (size_t)d->n_heads * hd, kd = (size_t)d->n_kv_heads * hd;
     for (int t = 0; t < d->T; t++) {
         float *q = d->q + (size_t)t * qd, *k = d->k + (size_t)t * kd;
@@ -270,8 +274,8 @@ static void cb_rope_kv(void *ctx, const be_qkv *d) {
             op_rmsnorm(k, d->k_norm, d->eps, hd, d->n_kv_heads, k, be->arith_llama);
         }
         const float *cs = d->rope_cos + (size_t)t * half, *sn = d->rope_sin + (size_t)t * half;
-        rope_apply(q, d->n_heads, hd, cs, sn, d->rope_interleaved, be->arith_llama);
-        rope_apply(k, d->n_kv_heads, hd, cs, sn, d->rope_interleaved, be->arith_llama);
+        rope_apply(q, d->n_heads, hd, rd, cs, sn, d->rope_interleaved, be->arith_llama);
+        rope_apply(k, d->n_kv_heads, hd, rd, cs, sn, d->rope_interleaved, be->arith_llama);
         /* write this token's K/V into its slot */
         const int32_t *table = d->block_tables[d->seq[t]];
         kv_store_heads(d, kv_slot(d, d->k_cache, table, d->pos[t]), 0, d->n_kv_heads, k);
@@ -290,10 +294,10 @@ static void cb_mla_rope_kv(void *ctx, const be_mla *d) {
     for (int t = 0; t < d->T; t++) {
         const float *cs = d->rope_cos + (size_t)t * half, *sn = d->rope_sin + (size_t)t * half;
         for (int h = 0; h < d->n_heads; h++)
-            rope_apply(d->q + ((size_t)t * d->n_heads + h) * d->row + off, 1, d->rope_dim, cs, sn,
+            rope_apply(d->q + ((size_t)t * d->n_heads + h) * d->row + off, 1, d->rope_dim, d->rope_dim, cs, sn,
                        d->rope_interleaved, be->arith_llama);
         float *kv = d->kv + (size_t)t * d->row;
-        rope_apply(kv + off, 1, d->rope_dim, cs, sn, d->rope_interleaved, be->arith_llama);
+        rope_apply(kv + off, 1, d->rope_dim, d->rope_dim, cs, sn, d->rope_interleaved, be->arith_llama);
         const int32_t *table = d->block_tables[d->seq[t]];
         int pos = d->pos[t];
         size_t slot = ((size_t)table[pos / d->block_size] * (size_t)d->block_size + (size_t)(pos % d->block_size)) * rb;

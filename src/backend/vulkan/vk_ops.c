@@ -433,10 +433,12 @@ static void vb_rope_kv(void *ctx, const be_qkv *d) {
         uint64_t q, k, v, qn, kn, cs, sn, slots, kc, vc;
         uint32_t T, nh, nkv, hd, interleaved, kvtype, gshift;
         float eps;
+        uint32_t rd;
     } pc = {A(d->q), A(d->k), A(d->v), d->q_norm && !whole ? A(d->q_norm) : 0, d->k_norm && !whole ? A(d->k_norm) : 0, A(d->rope_cos),
             A(d->rope_sin), (uint64_t)ra, A(d->k_cache), A(d->v_cache), (uint32_t)T, (uint32_t)d->n_heads,
             (uint32_t)d->n_kv_heads, (uint32_t)d->head_dim, (uint32_t)(d->rope_interleaved != 0), (uint32_t)d->kv_type,
-            (uint32_t)(d->kv_type == KV_Q8 ? kvq_group_shift(d->head_dim) : 0), d->eps};
+            (uint32_t)(d->kv_type == KV_Q8 ? kvq_group_shift(d->head_dim) : 0), d->eps,
+            (uint32_t)(d->rope_dim ? d->rope_dim : d->head_dim)};
     vk_dispatch(c, VK_P_ROPE_KV, &pc, sizeof pc, groups_of((uint64_t)T * (uint64_t)(d->n_heads + 2 * d->n_kv_heads)), 1);
 }
 

@@ -35,6 +35,17 @@ def main(src, dst, tpl):
            'rope_theta': A('rope.freq_base', 10000.0), 'max_position_embeddings': A('context_length', 2048),
            'vocab_size': vocab, 'bos_token_id': 1, 'eos_token_id': 2,
            'tie_word_embeddings': 'output.weight' not in t, 'hidden_act': 'silu'}
+    rot = A('rope.dimension_count', hd)
+    if mt == 'phi3' and rot != hd:  # partial rotary (Phi-4-mini): RoPE over the first rot values of each head
+        cfg['partial_rotary_factor'] = rot / hd
+    if 'rope_factors_long.weight' in t:  # LongRoPE (Phi-3 128k): HF's rope_scaling with the attention factor given
+        fl = lambda n: list(struct.unpack('<%df' % (len(t[n][2]) // 4), t[n][2]))
+        orig = A('rope.scaling.original_context_length', cfg['max_position_embeddings'])
+        cfg['original_max_position_embeddings'] = orig
+        cfg['rope_scaling'] = {'type': 'longrope', 'short_factor': fl('rope_factors_short.weight'),
+                               'long_factor': fl('rope_factors_long.weight'),
+                               'attention_factor': A('rope.scaling.attn_factor', 1.0)}
+        del t['rope_factors_long.weight'], t['rope_factors_short.weight']
     gemma = mt.startswith('gemma')
     if gemma:
         cfg.update(hidden_activation='gelu_pytorch_tanh', hidden_act='gelu_pytorch_tanh', query_pre_attn_scalar=hd,

@@ -2,7 +2,8 @@
 """phi3_reference.py HF_DIR SET OUT.f32 IDS [IDS ...] - the last position's log-probabilities of a Phi-3
 HF checkpoint, computed here in double precision from HF's modeling formula (transformers'
 modeling_phi3.py / modeling_rope_utils.py), not from xLLM: RMSNorm, fused qkv_proj split q | k | v,
-rotate-half RoPE with LongRoPE's inv_freq = 1 / (ext_factor[i] * theta^(2i/d)) and cos, sin
+rotate-half RoPE over the first d = int(head_dim * partial_rotary_factor) values of each head (the rest
+pass through; Phi-4-mini) with LongRoPE's inv_freq = 1 / (ext_factor[i] * theta^(2i/d)) and cos, sin
 multiplied by the attention factor, causal softmax(q k^T / sqrt(d)) with grouped KV heads, o_proj,
 gate_up_proj split gate | up, up * silu(gate), down_proj, final norm, the (tied) LM head.
 SET picks the factors: "short" or "long" (HF picks by the sequence length against
@@ -44,7 +45,8 @@ def rmsnorm(x, w, eps):
 
 def forward(c, t, ids, factor_set):
     H, KV, hd = c['num_attention_heads'], c['num_key_value_heads'], c['head_dim']
-    eps, L, half = c['rms_norm_eps'], c['num_hidden_layers'], c['head_dim'] // 2
+    rot = int(hd * c.get('partial_rotary_factor', 1.0))  # transformers: the first rot values of a head rotate
+    eps, L, half = c['rms_norm_eps'], c['num_hidden_layers'], rot // 2
     rs = c.get('rope_scaling') or {}
     ext = [1.0] * half
     af = 1.0
@@ -53,7 +55,7 @@ def forward(c, t, ids, factor_set):
         orig = c['original_max_position_embeddings']
         s = c['max_position_embeddings'] / orig
         af = rs.get('attention_factor') or (1.0 if s <= 1 else math.sqrt(1 + math.log(s) / math.log(orig)))
-    inv = [1.0 / (ext[i] * c['rope_theta'] ** (2 * i / hd)) for i in range(half)]
+    inv = [1.0 / (ext[i] * c['rope_theta'] ** (2 * i / rot)) for i in range(half)]
     xs = [list(t['model.embed_tokens.weight'][i]) for i in ids]
     n = len(ids)
     for l in range(L):

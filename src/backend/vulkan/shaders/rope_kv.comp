@@ -1,6 +1,7 @@
 #version 450
 // rope_kv.comp - per (token, head): the q/k head's RMSNorm (q_norm/k_norm),
-// RoPE (pairs (i, i + half), or (2i, 2i + 1) interleaved), and the k/v head
+// RoPE over the head's first rd values (pairs (i, i + rd / 2), or (2i, 2i + 1)
+// interleaved; rd < hd: partial rotary, the rest untouched), and the k/v head
 // written into the token's KV slot in the pool's storage (f32, f16, or q8 as
 // kvq.c stores it). One invocation per head, the CPU's loop order.
 #include "common.glsl"
@@ -9,6 +10,7 @@ layout(push_constant) uniform P {
     uint64_t q, k, v, qn, kn, cs, sn, slots, kc, vc;
     uint T, nh, nkv, hd, interleaved, kvtype, gshift;
     float eps;
+    uint rd;
 } p;
 
 void norm_head(uint64_t a, uint64_t w) {
@@ -19,7 +21,7 @@ void norm_head(uint64_t a, uint64_t w) {
 }
 
 void rope_head(uint64_t a, uint t) {
-    uint half_ = p.hd / 2u, stride = p.interleaved != 0u ? 2u : 1u, off = p.interleaved != 0u ? 1u : half_;
+    uint half_ = p.rd / 2u, stride = p.interleaved != 0u ? 2u : 1u, off = p.interleaved != 0u ? 1u : half_;
     for (uint i = 0; i < half_; i++) {
         float c = F32(p.cs).v[t * half_ + i], s = F32(p.sn).v[t * half_ + i];
         uint i0 = i * stride, i1 = i0 + off;
