@@ -202,6 +202,18 @@ void vk_weights_copied(vk_ctx *c, size_t bytes);
 void vk_memory_line(const vk_ctx *c, char *out, size_t n);
 /* vk_mla.c: multi-head latent attention (DeepSeek): backend_ops.mla_rope_kv,
  * and backend_ops.attention when be_attn.latent is set */
+/* Split attention, shared by the per-head (vk_ops.c) and latent (vk_mla.c)
+ * kernels: keys per segment (a query whose keys span more than one segment is
+ * computed as per-segment partials folded by attn_combine.comp; the cut is at
+ * absolute key positions, so whether a query splits depends on its own
+ * context only: batch-invariant), partial results per pass (bytes), the
+ * segments of keys [first, end), and the partials' buffer grown to at least
+ * `bytes` (the old one freed after the recorded work ran; 0 when out of
+ * device memory). Called on the backend's thread. */
+#define ATTN_SEG 512
+#define ATTN_PART_CAP ((size_t)64 << 20)
+int vk_attn_nseg(int first, int end);
+int vk_attn_part_reserve(vk_ctx *c, size_t bytes);
 void vk_mla_rope_kv(vk_ctx *c, const be_mla *d);
 void vk_attention_latent(vk_ctx *c, const be_attn *d);
 /* the widest latent row attention_latent.comp takes (its MAXW: DeepSeek-V2/V3's 512 + 64) */

@@ -33,11 +33,9 @@
 
 #define A(p) ((uint64_t)vk_addr(c, (p)))
 
-/* Keys per segment (split attention; attn_combine.comp folds the partials),
- * items per tile (attention_latent.comp's QT), partials per pass (bytes). */
-#define MLA_SEG 512
+/* items per tile (attention_latent.comp's QT); segments and the partials'
+ * buffer are split attention's (vk_internal.h) */
 #define MLA_QT 8
-#define MLA_PART_CAP ((size_t)64 << 20)
 
 static void *mla_malloc(size_t bytes) {
     void *p = mem_malloc(bytes ? bytes : 1);
@@ -68,17 +66,6 @@ void vk_mla_rope_kv(vk_ctx *c, const be_mla *d) {
     vk_dispatch(c, VK_P_MLA_ROPE_KV, &pc, sizeof pc, (units + 63) / 64, 1);
 }
 
-/* split's partial buffer (shared with vk_ops.c's attention) at least `bytes` */
-static int part_reserve(vk_ctx *c, size_t bytes) {
-    if (c->attn_part_bytes >= bytes) return 1;
-    if (c->attn_part) vk_free_device(c, c->attn_part);
-    c->attn_part = vk_alloc_device(c, bytes);
-    c->attn_part_bytes = c->attn_part ? bytes : 0;
-    return c->attn_part != NULL;
-}
-
-static int nseg(int first, int end) { return (end - 1) / MLA_SEG - first / MLA_SEG + 1; }
-
 void vk_attention_latent(vk_ctx *c, const be_attn *d) {
     int T = d->T, H = d->n_heads, w = d->head_dim;
     int nhh = H < MLA_QT ? H : MLA_QT, per_group = MLA_QT / nhh, hg = (H + nhh - 1) / nhh;
@@ -100,18 +87,18 @@ void vk_attention_latent(vk_ctx *c, const be_attn *d) {
     for (int u = 0; u < nu; u++) uoff[u] = (int32_t)total, total += (size_t)(umax[u] / d->block_size + 1);
     /* per token: its table, first key, one past its last key, and where its
      * partials go (-1: one segment); passes over the token groups so that a
-     * pass's partials fit MLA_PART_CAP (or one group, whatever it needs).
+     * pass's partials fit ATTN_PART_CAP (or one group, whatever it needs).
      * Planned on the host first: growing the partials' buffer submits, and a
      * submit resets the ring. */
     int32_t *tinfo = mla_malloc((size_t)T * 4 * sizeof(int32_t));
-    size_t slot_bytes = (size_t)H * (size_t)(w + 2) * sizeof(float), cap_slots = MLA_PART_CAP / slot_bytes;
+    size_t slot_bytes = (size_t)H * (size_t)(w + 2) * sizeof(float), cap_slots = ATTN_PART_CAP / slot_bytes;
     size_t slots = 0, need = 0;
     int np = 0;
     for (int g = 0; g < ng; g++) {
         size_t group_slots = 0;
         for (int t = groups[2 * g]; t < groups[2 * g] + groups[2 * g + 1]; t++) {
             int pos = d->pos[t], first = d->window > 0 && pos - d->window + 1 > 0 ? pos - d->window + 1 : 0;
-            int ns = nseg(first, pos + 1);
+            int ns = vk_attn_nseg(first, pos + 1);
             group_slots += ns > 1 ? (size_t)ns : 0;
         }
         if (g == 0 || (slots + group_slots > cap_slots && slots)) pass_start[np++] = g, slots = 0;
@@ -119,7 +106,7 @@ void vk_attention_latent(vk_ctx *c, const be_attn *d) {
             int u = 0;
             while (useq[u] != d->seq[t]) u++;
             int pos = d->pos[t], first = d->window > 0 && pos - d->window + 1 > 0 ? pos - d->window + 1 : 0;
-            int ns = nseg(first, pos + 1);
+            int ns = vk_attn_nseg(first, pos + 1);
             tinfo[4 * t] = uoff[u], tinfo[4 * t + 1] = first, tinfo[4 * t + 2] = pos + 1;
             tinfo[4 * t + 3] = ns > 1 ? (int32_t)slots : -1;
             if (ns > 1) slots += (size_t)ns;
@@ -127,7 +114,7 @@ void vk_attention_latent(vk_ctx *c, const be_attn *d) {
         if (slots * slot_bytes > need) need = slots * slot_bytes;
     }
     pass_start[np] = ng;
-    if (need && !part_reserve(c, need)) {
+    if (need && !vk_attn_part_reserve(c, need)) {
         fprintf(stderr, "xllm vulkan: out of device memory for latent attention's partials (%zu bytes)\n", need);
         abort();
     }
@@ -159,7 +146,7 @@ void vk_attention_latent(vk_ctx *c, const be_attn *d) {
                 hi = tinfo[4 * t + 2] > hi ? tinfo[4 * t + 2] : hi;
                 split |= tinfo[4 * t + 3] >= 0;
             }
-            int ns = nseg(lo, hi);
+            int ns = vk_attn_nseg(lo, hi);
             maxseg = ns > maxseg ? ns : maxseg;
         }
         struct {
@@ -169,7 +156,7 @@ void vk_attention_latent(vk_ctx *c, const be_attn *d) {
         } pc = {A(d->q), A(d->out), A(d->k_cache), A(d->v_cache), (uint64_t)ta, (uint64_t)ia,
                 (uint64_t)tia + (uint64_t)g0 * (uint64_t)hg * 4 * sizeof(int32_t), c->attn_part ? A(c->attn_part) : 0,
                 (uint32_t)((g1 - g0) * hg), (uint32_t)H, (uint32_t)w, (uint32_t)d->block_size, (uint32_t)d->kv_type,
-                (uint32_t)(d->kv_type == KV_Q8 ? kvq_group_shift(hr) : 0), MLA_SEG,
+                (uint32_t)(d->kv_type == KV_Q8 ? kvq_group_shift(hr) : 0), ATTN_SEG,
                 d->softcap > 0 ? scale / d->softcap : scale, d->softcap > 0 ? d->softcap : 0.0f};
         vk_dispatch(c, VK_P_ATTN_LATENT, &pc, sizeof pc, (uint64_t)(g1 - g0) * (uint64_t)hg, (uint32_t)maxseg);
         if (split) {
@@ -178,7 +165,7 @@ void vk_attention_latent(vk_ctx *c, const be_attn *d) {
                 uint32_t T, nh, hd, seg;
             } cc = {(uint64_t)ia + (uint64_t)t0 * 4 * sizeof(int32_t), A(c->attn_part),
                     A(d->out) + (uint64_t)t0 * (uint64_t)H * (uint64_t)w * 4, (uint32_t)(t1 - t0), (uint32_t)H,
-                    (uint32_t)w, MLA_SEG};
+                    (uint32_t)w, ATTN_SEG};
             vk_dispatch(c, VK_P_ATTN_COMBINE, &cc, sizeof cc, (uint64_t)(t1 - t0) * (uint64_t)H, 1);
         }
     }

@@ -442,17 +442,10 @@ static void vb_rope_kv(void *ctx, const be_qkv *d) {
     vk_dispatch(c, VK_P_ROPE_KV, &pc, sizeof pc, groups_of((uint64_t)T * (uint64_t)(d->n_heads + 2 * d->n_kv_heads)), 1);
 }
 
-/* Keys per segment of split attention (attention.comp): a query whose keys
- * span more than one segment is computed as per-segment partials folded by
- * attn_combine.comp (flash-decoding); fewer keys: one pass. The cut is at
- * absolute key positions and fixed for the backend, so whether a query
- * splits depends on its own context only (batch-invariant). */
-#define ATTN_SEG 512
 #define ATTN_QT 8                          /* queries per tile (attention.comp's QT) */
-#define ATTN_PART_CAP ((size_t)64 << 20)   /* partial results per pass, bytes */
 
 /* split's partial buffer at least `bytes` (grown: the old one is freed after the recorded work ran) */
-static int attn_part_reserve(vk_ctx *c, size_t bytes) {
+int vk_attn_part_reserve(vk_ctx *c, size_t bytes) {
     if (c->attn_part_bytes >= bytes) return 1;
     if (c->attn_part) vk_free_device(c, c->attn_part);
     c->attn_part = vk_alloc_device(c, bytes);
@@ -460,7 +453,7 @@ static int attn_part_reserve(vk_ctx *c, size_t bytes) {
     return c->attn_part != NULL;
 }
 
-static int attn_nseg(int first, int end) { return (end - 1) / ATTN_SEG - first / ATTN_SEG + 1; }
+int vk_attn_nseg(int first, int end) { return (end - 1) / ATTN_SEG - first / ATTN_SEG + 1; }
 
 /* Heads per workgroup of a one-token (decode) tile: the most heads of one KV
  * group, up to a tile's ATTN_QT queries, that divide the group (GQA: the
@@ -479,7 +472,7 @@ static int attn_heads_per_group(const vk_ctx *c, int n_heads, int n_kv_heads) {
  * partials, whichever is more, and never more than every token splitting
  * into the most segments. */
 static size_t attn_part_bound(const vk_ctx *c, int max_context) {
-    int ns = max_context > 0 ? attn_nseg(0, max_context) : 1;
+    int ns = max_context > 0 ? vk_attn_nseg(0, max_context) : 1;
     if (ns <= 1) return 0;
     size_t slot = (size_t)c->n_heads * (size_t)(c->head_dim + 2) * sizeof(float);
     size_t all = c->max_tokens * (size_t)ns * slot, tile = (size_t)ATTN_QT * (size_t)ns * slot;
@@ -529,14 +522,14 @@ static void vb_attention(void *ctx, const be_attn *d) {
         size_t tile_need = 0;
         for (int t = tiles[2 * i]; t < tiles[2 * i] + tiles[2 * i + 1]; t++) {
             int pos = d->pos[t], first = d->window > 0 && pos - d->window + 1 > 0 ? pos - d->window + 1 : 0;
-            int ns = attn_nseg(first, pos + 1);
+            int ns = vk_attn_nseg(first, pos + 1);
             if (ns > 1) tile_need += (size_t)ns * slot_bytes;
         }
         if (pass_need + tile_need > ATTN_PART_CAP && pass_need) pass_need = 0;
         pass_need += tile_need;
         if (pass_need > need) need = pass_need;
     }
-    if (need && !attn_part_reserve(c, need)) {
+    if (need && !vk_attn_part_reserve(c, need)) {
         fprintf(stderr, "xllm vulkan: out of device memory for split attention's partials (%zu bytes)\n", need);
         abort();
     }
@@ -559,7 +552,7 @@ static void vb_attention(void *ctx, const be_attn *d) {
         size_t tile_slots = 0;
         for (int t = tiles[2 * i]; t < tiles[2 * i] + tiles[2 * i + 1]; t++) {
             int pos = d->pos[t], first = d->window > 0 && pos - d->window + 1 > 0 ? pos - d->window + 1 : 0;
-            int ns = attn_nseg(first, pos + 1);
+            int ns = vk_attn_nseg(first, pos + 1);
             tile_slots += ns > 1 ? (size_t)ns : 0;
         }
         if (i == 0 || (slots + tile_slots > cap_slots && slots)) pass_start[np++] = i, slots = 0;
@@ -567,7 +560,7 @@ static void vb_attention(void *ctx, const be_attn *d) {
             int u = 0;
             while (useq[u] != d->seq[t]) u++;
             int pos = d->pos[t], first = d->window > 0 && pos - d->window + 1 > 0 ? pos - d->window + 1 : 0;
-            int ns = attn_nseg(first, pos + 1);
+            int ns = vk_attn_nseg(first, pos + 1);
             info[4 * t] = uoff[u], info[4 * t + 1] = first, info[4 * t + 2] = pos + 1;
             info[4 * t + 3] = ns > 1 ? (int32_t)slots : -1;
             if (ns > 1) slots += (size_t)ns;
@@ -603,7 +596,7 @@ static void vb_attention(void *ctx, const be_attn *d) {
                 hi = info[4 * t + 2] > hi ? info[4 * t + 2] : hi;
                 split |= info[4 * t + 3] >= 0;
             }
-            int ns = attn_nseg(lo, hi);
+            int ns = vk_attn_nseg(lo, hi);
             maxseg = ns > maxseg ? ns : maxseg;
         }
         struct {
