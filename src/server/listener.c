@@ -198,10 +198,17 @@ static void head_line(http_conn *c, sbuf *b, int status, const char *ctype, cons
     if (ctype) sb_printf(b, "Content-Type: %s\r\n", ctype);
     if (extra) sb_puts(b, extra);
     sb_printf(b, "Connection: %s\r\n", ka ? "keep-alive" : "close");
-    /* Say how long an idle kept-alive connection lives (as nginx does), so that a client drops
-     * it before we close it, instead of racing our close with its next request (undici and
-     * other HTTP clients read this header). */
-    if (ka && c->s->opt.idle_timeout_s > 0) sb_printf(b, "Keep-Alive: timeout=%d\r\n", c->s->opt.idle_timeout_s);
+    /* Tell the client to drop an idle kept-alive connection well before we close it (undici
+     * and other HTTP clients read this header and close first). A close of ours races the
+     * next request the client sends on that connection, which then fails on the client with
+     * "other side closed" (HTTP/1.1 cannot say whether the request was read, so a client does
+     * not retry a POST). Undici keeps only 1-2 s of margin below the hint, which a client
+     * starved of CPU overruns, so the hint is a third (1-10 s) below our own deadline. */
+    int idle = c->s->opt.idle_timeout_s;
+    if (ka && idle > 0) {
+        int margin = idle / 3 < 1 ? 1 : idle / 3 > 10 ? 10 : idle / 3;
+        sb_printf(b, "Keep-Alive: timeout=%d\r\n", idle - margin < 1 ? 1 : idle - margin);
+    }
 }
 
 int http_respond(http_conn *c, int status, const char *ctype, const char *extra, const char *body, size_t len) {

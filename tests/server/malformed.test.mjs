@@ -5,6 +5,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
+import net from 'node:net';
 import { startServer, HERE, rawRequest, sleep } from './lib.mjs';
 
 let srv;
@@ -108,4 +109,36 @@ test('slow-loris headers do not block other clients; a stalled client is closed 
   assert.ok(waited >= 1500 && waited < 7000, `closed after ${waited} ms`);
   await Promise.all(slow);
   await healthy();
+});
+
+test('keep-alive: the hint is below the idle deadline, and the connection lives past the hint', async () => {
+  // --idle-timeout 2: the server says timeout=1, so a client drops the connection a second
+  // before the server would (a server close races the client's next request on it)
+  const body = JSON.stringify({ model: 'stories', prompt: 'Once upon a time', max_tokens: 2, temperature: 0 });
+  const one = `POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`;
+  const u = new URL(srv.url);
+  const sock = net.connect(Number(u.port), u.hostname);
+  let buf = '';
+  let closedAt = 0;
+  sock.on('data', (d) => { buf += d.toString('latin1'); });
+  sock.on('close', () => { closedAt = Date.now(); });
+  sock.on('error', () => {});
+  await new Promise((r) => sock.on('connect', r));
+  sock.write(one);
+  const t0 = Date.now();
+  while (!/"choices"/.test(buf) && Date.now() - t0 < 8000) await sleep(20);
+  const m = buf.match(/\r\nKeep-Alive: timeout=(\d+)\r\n/i);
+  assert.ok(m, `no Keep-Alive header in ${JSON.stringify(buf.slice(0, 300))}`);
+  assert.equal(Number(m[1]), 1);
+  const answered = Date.now();
+  await sleep(1300); // past the hint, before the deadline: the connection still serves
+  assert.equal(closedAt, 0, 'the server closed the connection before its idle deadline');
+  buf = '';
+  sock.write(one);
+  const t1 = Date.now();
+  while (!/"choices"/.test(buf) && Date.now() - t1 < 8000) await sleep(20);
+  assert.match(buf, /^HTTP\/1\.1 200/);
+  while (!closedAt && Date.now() - answered < 8000) await sleep(50);
+  assert.ok(closedAt > 0, 'the idle connection was never closed');
+  sock.destroy();
 });
