@@ -81,6 +81,7 @@ struct threadpool {
     _Alignas(CACHE_LINE) threadpool_fn fn;
     void *ctx;
     size_t n;
+    size_t chunk; /* 0: one fixed range per thread; else items are claimed `chunk` at a time from `next` */
     int n_active;
     int n_threads;
     long spin_ns;
@@ -89,6 +90,8 @@ struct threadpool {
     /* the join: decremented by each active worker, waited on by the caller */
     _Alignas(CACHE_LINE) _Atomic uint32_t pending;
     _Atomic uint32_t main_sleeping;
+    /* the next unclaimed item of a chunked job */
+    _Alignas(CACHE_LINE) _Atomic size_t next;
 #if !TP_FUTEX
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -166,6 +169,22 @@ static void range_of(size_t n, int parts, int i, size_t *b, size_t *e) {
     *e = *b + q + ((size_t)i < r);
 }
 
+/* This thread's share of the job: its fixed range, or chunks claimed until none is left. */
+static void run_share(threadpool *tp, int index) {
+    if (!tp->chunk) {
+        size_t b, e;
+        range_of(tp->n, tp->n_active, index, &b, &e);
+        if (b < e) tp->fn(tp->ctx, b, e, index);
+        return;
+    }
+    for (;;) {
+        size_t b = atomic_fetch_add_explicit(&tp->next, tp->chunk, memory_order_relaxed);
+        if (b >= tp->n) return;
+        size_t e = tp->n - b < tp->chunk ? tp->n : b + tp->chunk;
+        tp->fn(tp->ctx, b, e, index);
+    }
+}
+
 static void *worker_main(void *p) {
     slot *s = p;
     threadpool *tp = s->tp;
@@ -175,9 +194,7 @@ static void *worker_main(void *p) {
         wait_changed(tp, &s->go, seen, &s->sleeping);
         seen = atomic_load_explicit(&s->go, memory_order_acquire);
         if (atomic_load_explicit(&tp->stop, memory_order_relaxed)) return NULL;
-        size_t b, e;
-        range_of(tp->n, tp->n_active, index, &b, &e);
-        if (b < e) tp->fn(tp->ctx, b, e, index);
+        run_share(tp, index);
         /* the last one out wakes the caller if it went to sleep; tp stays
          * valid here even if the caller has returned: threadpool_free joins
          * this thread before freeing it */
@@ -251,7 +268,7 @@ void threadpool_free(threadpool *tp) {
 
 int threadpool_size(const threadpool *tp) { return tp->n_threads; }
 
-void threadpool_run(threadpool *tp, size_t n, size_t min_per_thread, threadpool_fn fn, void *ctx) {
+static void run_job(threadpool *tp, size_t n, size_t min_per_thread, size_t chunk, threadpool_fn fn, void *ctx) {
     if (n == 0) return;
     if (min_per_thread < 1) min_per_thread = 1;
     size_t want = (n + min_per_thread - 1) / min_per_thread;
@@ -263,15 +280,15 @@ void threadpool_run(threadpool *tp, size_t n, size_t min_per_thread, threadpool_
     tp->fn = fn;
     tp->ctx = ctx;
     tp->n = n;
+    tp->chunk = chunk;
+    atomic_store_explicit(&tp->next, 0, memory_order_relaxed);
     tp->n_active = active;
     atomic_store_explicit(&tp->pending, (uint32_t)(active - 1), memory_order_relaxed);
     /* bump first (spinning workers start at once), then wake the sleepers */
     for (int i = 1; i < active; i++) atomic_fetch_add(&tp->slots[i].go, 1);
     for (int i = 1; i < active; i++)
         if (atomic_load(&tp->slots[i].sleeping)) word_wake(tp, &tp->slots[i].go);
-    size_t b, e;
-    range_of(n, active, 0, &b, &e);
-    fn(ctx, b, e, 0);
+    run_share(tp, 0);
     uint32_t left = atomic_load_explicit(&tp->pending, memory_order_acquire);
     if (left == 0) return;
     /* wait on whatever count is left: the word changes on every decrement */
@@ -283,4 +300,13 @@ void threadpool_run(threadpool *tp, size_t n, size_t min_per_thread, threadpool_
         }
         left = atomic_load_explicit(&tp->pending, memory_order_acquire);
     }
+}
+
+void threadpool_run(threadpool *tp, size_t n, size_t min_per_thread, threadpool_fn fn, void *ctx) {
+    run_job(tp, n, min_per_thread, 0, fn, ctx);
+}
+
+void threadpool_run_chunked(threadpool *tp, size_t n, size_t min_per_thread, size_t chunk, threadpool_fn fn,
+                            void *ctx) {
+    run_job(tp, n, min_per_thread, chunk ? chunk : 1, fn, ctx);
 }

@@ -30,5 +30,14 @@ int threadpool_size(const threadpool *tp);
  * min_per_thread: do not give a thread fewer items than this (small jobs run
  * on fewer threads). Not reentrant: call from one thread at a time. */
 void threadpool_run(threadpool *tp, size_t n, size_t min_per_thread, threadpool_fn fn, void *ctx);
+/* The same, but the active threads claim [0, n) `chunk` items at a time from a
+ * shared counter until none is left, so a thread that a neighbour slows down
+ * (another process on its core) does less of the work instead of holding up
+ * the region. fn may be called several times per thread, with ranges that
+ * depend on timing: use it only where each item's result does not depend on
+ * which thread computes it or on the range it comes in (row tiles of a matmul).
+ * Same threading rules as threadpool_run. */
+void threadpool_run_chunked(threadpool *tp, size_t n, size_t min_per_thread, size_t chunk, threadpool_fn fn,
+                            void *ctx);
 
 #endif

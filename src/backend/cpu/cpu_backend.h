@@ -36,6 +36,7 @@ struct cpu_kernels;
 typedef struct cpu_backend {
     threadpool *tp;
     int n_threads;
+    int row_chunks; /* matmuls hand out row tiles in chunks (threadpool_run_chunked); XLLM_ROW_CHUNKS=1; default: fixed ranges */
     float **scratch;          /* per thread, scratch_floats each */
     size_t scratch_floats;
     /* the kernel level in use (src/backend/cpu/kernels.h), chosen at init */

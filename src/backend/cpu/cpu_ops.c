@@ -38,6 +38,8 @@ xllm_status backend_init_kernels(cpu_backend *be, int n_threads, size_t max_cols
     be->tp = threadpool_create(n_threads);
     if (!be->tp) return err_setf(err, XLLM_ERR_OUT_OF_MEMORY, "cannot start the thread pool");
     be->n_threads = threadpool_size(be->tp);
+    const char *rc = getenv("XLLM_ROW_CHUNKS");
+    be->row_chunks = rc && rc[0] == '1'; /* off by default: no gain measured yet (bench/README.md, neighbour load) */
     be->scratch_floats = max_cols + 16;
     be->kscratch_bytes = (kern->scratch_bytes((int64_t)max_cols) + 63) & ~(size_t)63;
     be->scratch = mem_calloc((size_t)be->n_threads, sizeof(float *));
@@ -349,6 +351,23 @@ size_t op_units_per_thread(const cpu_backend *be, const matrix *W, int T, size_t
     return per_unit >= 32768 ? 1 : 32768 / per_unit;
 }
 
+/* Run a job over row tiles (ROW_TILE rows each). With several threads the tiles
+ * go out in chunks from a shared counter (threadpool_run_chunked), ~8 chunks per
+ * thread of whole 64-row groups (the widest packed tile, so a chunk seldom
+ * starts inside one): a thread that a neighbouring process slows takes fewer
+ * chunks, where a fixed split would make the whole step wait for it. Each row's
+ * arithmetic does not depend on the range it comes in (rows_rel), so the
+ * results are those of a fixed split. Too few tiles for that: a fixed split. */
+static void run_row_tiles(cpu_backend *be, size_t units, size_t min_per_thread, op_task_fn fn, void *ctx) {
+    size_t group = 64 / ROW_TILE, nt = (size_t)be->n_threads;
+    if (!be->row_chunks || nt < 2 || units < 4 * group * nt) {
+        threadpool_run(be->tp, units, min_per_thread, fn, ctx);
+        return;
+    }
+    size_t chunk = (units / (8 * nt) + group - 1) / group * group;
+    threadpool_run_chunked(be->tp, units, min_per_thread, chunk ? chunk : group, fn, ctx);
+}
+
 void op_run(cpu_backend *be, size_t n_units, size_t min_per_thread, op_task_fn fn, void *ctx) {
     threadpool_run(be->tp, n_units, min_per_thread, fn, ctx);
 }
@@ -373,7 +392,7 @@ void op_matmul_ex(cpu_backend *be, const float *x, int T, const matrix *W, const
         j.act_stride = be->act_stride;
     }
     size_t units = ((size_t)W->rows + ROW_TILE - 1) / ROW_TILE;
-    threadpool_run(be->tp, units, op_units_per_thread(be, W, T, units, ROW_TILE), matmul_tiles, &j);
+    run_row_tiles(be, units, op_units_per_thread(be, W, T, units, ROW_TILE), matmul_tiles, &j);
 }
 
 void op_matmul(cpu_backend *be, const float *x, int T, const matrix *W, const float *bias, float *y) {
@@ -455,7 +474,7 @@ void op_matmul_silu_mul(cpu_backend *be, const float *x, int T, const matrix *G,
         if (qu) j.su = be->act_stride;
     }
     size_t units = ((size_t)I + ROW_TILE - 1) / ROW_TILE;
-    threadpool_run(be->tp, units, op_units_per_thread(be, G, T, units, 2 * ROW_TILE), silu_tiles, &j);
+    run_row_tiles(be, units, op_units_per_thread(be, G, T, units, 2 * ROW_TILE), silu_tiles, &j);
 }
 
 void op_rmsnorm(const float *x, const float *w, float eps, int n, int rows, float *out, int llama) {
