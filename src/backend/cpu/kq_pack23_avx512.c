@@ -101,6 +101,10 @@ AI __m512i min_pair(const uint8_t *blk, int p) {
 
 /* ------------------------------------------------------------------ GEMV */
 
+/* How far ahead (bytes) the GEMV fetches the tile it streams (as KR16's and
+ * P32's GEMVs do, kq_pack_avx512.c). */
+#define Q23_GEMV_PREFETCH 8192
+
 AI __m512 gemv_t(int q2, const uint8_t *tile, int64_t nb, const uint8_t *a, int64_t cols) {
     const int8_t *qa = (const int8_t *)a;
     const float *da = (const float *)(a + cols);
@@ -109,6 +113,7 @@ AI __m512 gemv_t(int q2, const uint8_t *tile, int64_t nb, const uint8_t *a, int6
     __m512 f = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *blk = tile + (size_t)b * sbb;
+        for (size_t o = 0; o < sbb; o += 64) _mm_prefetch((const char *)blk + Q23_GEMV_PREFETCH + o, _MM_HINT_T0);
         const int8_t *q = qa + b * QK_K;
         const int16_t *bsb = bs + 16 * b;
         __m512i S = _mm512_setzero_si512(), M = S;

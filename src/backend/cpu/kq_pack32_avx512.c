@@ -164,6 +164,10 @@ AI __m512i dpbusd_b4(__m512i acc, __m512i w, const int8_t *p) {
  * vpdpbusd ports), 4-5x what one core streams from memory, so the decode
  * GEMV waits on memory either way; fewer instructions leave more of the
  * out-of-order window to the loads. */
+/* How far ahead (bytes) a GEMV fetches the tile it streams (as KR16's GEMV,
+ * kq_pack_avx512.c): IQ4_NL, bench_kernels "kq gemv stream", one thread,
+ * 29-36 -> 34-42 GB/s. */
+#define P32_GEMV_PREFETCH 8192
 AI __m512 gemv_nl(const uint8_t *tile, int64_t ng, const uint8_t *a, int64_t cols, const int32_t *e) {
     const __m512i tbl = iq4_table(), m4 = _mm512_set1_epi8(0x0f);
     const int8_t *q = (const int8_t *)a;
@@ -171,6 +175,7 @@ AI __m512 gemv_nl(const uint8_t *tile, int64_t ng, const uint8_t *a, int64_t col
     __m512 f = _mm512_setzero_ps();
     const int64_t np = 4 * ng; /* pairs of blocks, contiguous across groups */
     for (int64_t p = 0; p < np; p++, tile += 576, q += 64) {
+        for (int o = 0; o < 576; o += 64) _mm_prefetch((const char *)tile + P32_GEMV_PREFETCH + o, _MM_HINT_T0);
         for (int h = 0; h < 2; h++) {
             const uint8_t *qs = tile + 64 + 256 * h;
             const int8_t *x = q + 32 * h;
@@ -201,6 +206,7 @@ AI __m512 gemv_t(dtype_t t, const uint8_t *tile, int64_t ng, const uint8_t *a, i
     __m512 f = _mm512_setzero_ps();
     for (int64_t g = 0; g < ng; g++) {
         const uint8_t *grp = tile + (size_t)g * L.bytes;
+        for (size_t o = 0; o < L.bytes; o += 64) _mm_prefetch((const char *)grp + P32_GEMV_PREFETCH + o, _MM_HINT_T0);
         if (t == XLLM_DT_IQ4_XS) {
             __m512i S = _mm512_setzero_si512();
             for (int j = 0; j < 8; j++) {

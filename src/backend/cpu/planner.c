@@ -18,6 +18,7 @@
 #include "base/alloc.h"
 #include "base/error.h"
 #include "base/profile.h"
+#include "quant/quant.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -33,6 +34,17 @@ static const int k_bucket_T[MM_BUCKETS] = {1, 4, 32, 128};
  * than PLAN_MARGIN x the default in each of PLAN_ROUNDS alternating rounds. */
 #define PLAN_ROUNDS 3
 #define PLAN_MARGIN 0.85
+
+/* A decode step (T = 1) streams every matrix from memory, where each thread
+ * adds bandwidth, but the slice above is timed from cache, where one thread
+ * can look as fast as two: Q5_K's gate/up (5632x2048) was once planned on one
+ * thread, and TinyLlama Q5_K_S decoded at 0.33 of the bandwidth bound instead
+ * of ~0.8. So at T = 1 a matrix of at least STREAM_BYTES never gets fewer
+ * threads than the pool has, whatever the slice measured or the cache holds. */
+#define STREAM_BYTES (1u << 20)
+static int streams(const matrix *w) {
+    return (double)quant_row_bytes(w->dtype, w->group, w->cols) * (double)w->rows >= (double)STREAM_BYTES;
+}
 
 /* Plans go to the plan cache only when they were measured on CPUs the
  * process had to itself. On a shared host one thread can beat two in every
@@ -168,6 +180,8 @@ xllm_status cpu_planner_run(cpu_backend *be, matrix *const *ws, size_t n_ws, int
         for (int b = 0; b < MM_BUCKETS && cached; b++)
             if (best_threads[b] > be->n_threads || best_kernel[b] > be->kern->n_variants) cached = 0;
         if (!cached) memset(best_threads, 0, sizeof best_threads), memset(best_kernel, 0, sizeof best_kernel);
+        for (int b = 0; b < MM_BUCKETS && cached; b++) /* a plan cached before the T = 1 rule above */
+            if (k_bucket_T[b] == 1 && best_threads[b] && best_threads[b] < be->n_threads && streams(w)) best_threads[b] = 0;
         if (cached) {
             n_cached++;
             cJSON_AddBoolToObject(o, "cached", 1);
@@ -201,6 +215,7 @@ xllm_status cpu_planner_run(cpu_backend *be, matrix *const *ws, size_t n_ws, int
                 memset(slice.plan_threads, 0, sizeof slice.plan_threads);
                 t_def[r] = time_matmul(be, &slice, x, T, y, 2);
                 for (int th = 1; th <= n_cand; th++) {
+                    if (T == 1 && th < be->n_threads && streams(w)) continue;
                     memset(slice.plan_threads, th, sizeof slice.plan_threads);
                     t_cand[th][r] = time_matmul(be, &slice, x, T, y, 2);
                 }
@@ -208,6 +223,7 @@ xllm_status cpu_planner_run(cpu_backend *be, matrix *const *ws, size_t n_ws, int
             cJSON_AddNumberToObject(us, "default", median3(t_def));
             double best = median3(t_def);
             for (int th = 1; th <= n_cand; th++) {
+                if (T == 1 && th < be->n_threads && streams(w)) continue;
                 char key[8];
                 snprintf(key, sizeof key, "%d", th);
                 cJSON_AddNumberToObject(us, key, median3(t_cand[th]));
