@@ -808,7 +808,7 @@ AI const uint8_t *chunk_s(const uint8_t *tile, dtype_t t, int64_t c, int64_t nch
  * 2048x4096 stream: 22-24 vs 26 GB/s, prefetch distances 0-4 KiB tried),
  * while packing gained only ~5% in prefill. Q4 and Q4M gain in both. */
 static size_t packed_bytes(const matrix *W) {
-    if (dtype_is_kq(W->dtype)) /* Q4_K, Q6_K: KR16; IQ4_NL, IQ4_XS, Q5_x: P32; Q2_K, Q3_K: Q23; Q5_K stored */
+    if (dtype_is_kq(W->dtype)) /* Q4_K, Q5_K, Q6_K: KR16; IQ4_NL, IQ4_XS, Q5_x: P32; Q2_K, Q3_K: Q23 */
         return kq_r16_type(W) ? kq_r16_packed_bytes(W) : kq_p32_type(W) ? kq_p32_packed_bytes(W) : kq_q23_packed_bytes(W);
     if (r16_type(W)) return (size_t)((W->rows + R16_ROWS - 1) / R16_ROWS) * r16_tile_bytes(W->dtype, W->cols);
     if (!dtype_is_quant(W->dtype) || W->dtype == XLLM_DT_Q8 || W->group % QK) return 0;
