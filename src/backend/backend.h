@@ -359,7 +359,9 @@ typedef struct backend_options {
     int n_threads;          /* 0: all online CPUs */
     size_t max_cols;        /* widest matrix row a matmul will see */
     size_t max_tokens;      /* most tokens one operation gets */
-    int n_heads, n_kv_heads, head_dim, max_positions; /* attention scratch */
+    /* attention scratch; head_dim: a query / output row per head (be_attn.head_dim),
+     * which for latent attention (MLA) is the latent row (mla_dim), not half of it */
+    int n_heads, n_kv_heads, head_dim, max_positions;
     const char *cpu_level;  /* cpu: kernel level (scalar, avx2, avx512, neon; NULL or "auto": the best) */
     const char *attention;  /* cpu: attention strategy (per-item, split, shared; NULL: chosen per step) */
     int no_repack;          /* cpu: keep quantized matrices in their stored layout */

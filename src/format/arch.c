@@ -1,6 +1,7 @@
 /*
  * arch.c - the table of model families (arch.h): one row per family, and the
- * tensor-name mapping between GGUF and HF that the rows' name lists define.
+ * tensor-name mapping between GGUF and HF that the rows' name lists define,
+ * and the two RoPE formulas every family shares (partial rotary, YaRN mscale).
  *
  * The idea: every difference between families that the code must know is a
  * field here, so model_config.c, model_load.c, gguf.c and gguf_write.c test
@@ -8,6 +9,7 @@
  */
 #include "format/arch.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -243,3 +245,5 @@ int arch_rope_dims(int head_dim, double factor) {
     int rot = (int)r;
     return rot >= 2 && rot <= head_dim && rot % 2 == 0 ? rot : 0;
 }
+
+double arch_yarn_mscale(double s, double m) { return s <= 1 ? 1.0 : 0.1 * m * log(s) + 1.0; }

@@ -101,4 +101,11 @@ int arch_name_from_hf(const arch_info *a, const char *hf, char *out, unsigned lo
  * and rot_dims is even (the caller's error). */
 int arch_rope_dims(int head_dim, double partial_rotary_factor);
 
+/* YaRN's magnitude correction for a context factor s and coefficient m
+ * (HF's get_mscale, DeepSeek's yarn_get_mscale): 1 + 0.1 m ln s, 1 when
+ * s <= 1. The config parser (model_config.c: the cos/sin scale and
+ * DeepSeek's softmax scale) and the GGUF reader and writer (their YaRN keys)
+ * share it. Pure: thread-safe. */
+double arch_yarn_mscale(double s, double m);
+
 #endif

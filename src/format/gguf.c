@@ -731,7 +731,7 @@ static xllm_status yarn_config(cfg_b *b, const arch_info *A, double factor, int6
         if (lm != 0) b->oom |= !cJSON_AddNumberToObject(o, "mscale", m);
         b->oom |= !cJSON_AddNumberToObject(o, "mscale_all_dim", m);
     } else if (af != 1.0) {
-        b->oom |= !cJSON_AddNumberToObject(o, "attention_factor", af * (factor > 1 ? 1 + 0.1 * log(factor) : 1));
+        b->oom |= !cJSON_AddNumberToObject(o, "attention_factor", af * arch_yarn_mscale(factor, 1));
     }
     return XLLM_OK;
 }

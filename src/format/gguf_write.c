@@ -168,8 +168,6 @@ typedef struct {
     double factor, orig, beta_fast, beta_slow, attn_factor, log_mul;
 } yarn_keys;
 
-static double yarn_mscale(double s, double m) { return s <= 1 ? 1.0 : 0.1 * m * log(s) + 1.0; } /* HF's get_mscale */
-
 static xllm_status yarn_read(cfg_r *r, const cJSON *rs, int mla, int64_t ctx_len, yarn_keys *y) {
     double f = cnum(r, rs, "factor", 0), ms = cnum(r, rs, "mscale", 0), msa = cnum(r, rs, "mscale_all_dim", 0);
     double af = cnum(r, rs, "attention_factor", 0);
@@ -183,8 +181,8 @@ static xllm_status yarn_read(cfg_r *r, const cJSON *rs, int mla, int64_t ctx_len
     const cJSON *tr = cfield(rs, "truncate");
     if (tr && !cJSON_IsTrue(tr))
         return r->st = err_setf(r->err, XLLM_ERR_UNSUPPORTED, "gguf_write: yarn with truncate false has no GGUF form");
-    double m1 = yarn_mscale(f, 1);
-    if (!(af > 0)) af = (ms != 0 && msa != 0) ? yarn_mscale(f, ms) / yarn_mscale(f, msa) : m1;
+    double m1 = arch_yarn_mscale(f, 1);
+    if (!(af > 0)) af = (ms != 0 && msa != 0) ? arch_yarn_mscale(f, ms) / arch_yarn_mscale(f, msa) : m1;
     y->attn_factor = 1, y->log_mul = 0;
     if (!mla) {
         y->attn_factor = af / m1;

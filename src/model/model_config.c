@@ -157,10 +157,6 @@ static void read_longrope(cfg_ctx *c, const cJSON *root, const cJSON *rs, model_
                             "factor and attention_factor", c->path);
 }
 
-/* YaRN's magnitude correction for a context factor s: 1 + 0.1 m ln s (1 when
- * s <= 1), HF's get_mscale / DeepSeek's yarn_get_mscale */
-double model_yarn_mscale(double s, double m) { return s <= 1 ? 1.0 : 0.1 * m * log(s) + 1.0; }
-
 /* YaRN ("yarn"), as transformers' _compute_yarn_parameters and DeepSeek's
  * DeepseekV2YarnRotaryEmbedding read it: factor, original_max_position_embeddings
  * (else max_position_embeddings), beta_fast / beta_slow (32 / 1), truncate
@@ -188,8 +184,8 @@ static void read_yarn(cfg_ctx *c, const cJSON *root, const cJSON *rs, model_conf
     }
     if (!(bf > 0)) bf = 32; /* HF: `or 32`, `or 1` */
     if (!(bs > 0)) bs = 1;
-    if (!(af > 0)) af = (ms != 0 && msa != 0) ? model_yarn_mscale(factor, ms) / model_yarn_mscale(factor, msa)
-                                              : model_yarn_mscale(factor, 1);
+    if (!(af > 0)) af = (ms != 0 && msa != 0) ? arch_yarn_mscale(factor, ms) / arch_yarn_mscale(factor, msa)
+                                              : arch_yarn_mscale(factor, 1);
     cfg->rope_factor = factor;
     cfg->rope_original_max_pos = orig;
     cfg->rope_beta_fast = bf;
@@ -387,7 +383,7 @@ static void read_mla(cfg_ctx *c, const cJSON *root, model_config *cfg) {
     cfg->rope_interleaved = 1; /* adjacent pairs, in HF's DeepSeek code and llama.cpp's alike */
     cfg->attn_scale = 1.0f / sqrtf((float)(cfg->qk_nope_dim + cfg->qk_rope_dim)); /* llama.cpp's kq_scale, in float */
     if (cfg->rope == ROPE_YARN && cfg->rope_yarn_mscale_all != 0) { /* DeepSeek: softmax_scale x mscale^2 */
-        float m = (float)model_yarn_mscale(cfg->rope_factor, cfg->rope_yarn_mscale_all);
+        float m = (float)arch_yarn_mscale(cfg->rope_factor, cfg->rope_yarn_mscale_all);
         cfg->attn_scale = m * m / sqrtf((float)(cfg->qk_nope_dim + cfg->qk_rope_dim));
     }
 }

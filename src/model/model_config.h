@@ -103,9 +103,6 @@ typedef struct model_config {
 
 /* Parse a config.json object and an optional generation_config.json object
  * (gen may be NULL); path/gen_path name them in messages. */
-/* YaRN's magnitude factor for context factor s and coefficient m: 1 + 0.1 m ln s,
- * 1 when s <= 1 (HF's get_mscale). Thread-safe. */
-double model_yarn_mscale(double s, double m);
 
 xllm_status model_config_parse(const cJSON *config, const cJSON *gen, const char *path, const char *gen_path,
                                model_config *cfg, xllm_error *err);

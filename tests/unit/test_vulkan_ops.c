@@ -28,7 +28,9 @@
  * each token's attention alone against inside its batch (split or not),
  * latent (MLA) attention too, and decode attention with a KV group's heads in
  * one workgroup against one head per workgroup (XLLM_VULKAN_ATTN_GROUP=0).
- * The backend's own memory after all of it within what own_bytes promised.
+ * The backend's own memory after all of it within what own_bytes promised,
+ * each MLA width's backend too, and latent attention's partials (rows of 576)
+ * filling the bound exactly for one decode token over 2 segments.
  */
 #include "test.h"
 #include "backend/backend.h"
@@ -339,7 +341,7 @@ static void test_attention(int T, kv_dtype kvt, int window, int qk_norm, int lon
 /* mla_rope_kv then latent attention (be_mla, be_attn.latent) on backends made
  * for latent rows of w values (the scratch follows head_dim): tokens over 3
  * sequences continuing from stored prefixes (long: 1100, 530 and 20 keys,
- * past the 512-key segments), nh heads (tiles of up to 8 (token, head)
+ * past the 512-key segments; long_ctx 2: the third at 600 keys), nh heads (tiles of up to 8 (token, head)
  * items: 3 heads make tiles of 2 tokens x 3 heads, 16 heads two tiles per
  * token). Checks q and the latent rows after RoPE, the pools as stored, the
  * output, and each of a few tokens alone against inside the batch (bits). */
@@ -348,7 +350,7 @@ static void test_mla(backend *cpu, backend *vk, int T, kv_dtype kvt, int w, int 
     size_t qd = (size_t)nh * w, rb = kvq_row_bytes(kvt, hr), pool = (size_t)nblk * bs * rb;
     int32_t pos[64], seq[64], tab[3][84];
     int next[3] = {5, 0, 11};
-    if (long_ctx) next[0] = 1100, next[1] = 530, next[2] = 20;
+    if (long_ctx) next[0] = 1100, next[1] = 530, next[2] = long_ctx == 2 ? 600 : 20;
     for (int s = 0; s < 3; s++)
         for (int i = 0; i < per; i++) tab[s][i] = (s * per + i * 7) % nblk;
     for (int t = 0; t < T; t++) {
@@ -442,7 +444,31 @@ static void test_mla_all(void) {
         } else { /* DeepSeek-V2/V3's width: the shader's widest row */
             test_mla(&cpu, &vk, 1, KV_F16, w, rope, 16, 0, 1);
             test_mla(&cpu, &vk, 3, KV_Q8, w, rope, 4, 0, 0);
+            test_mla(&cpu, &vk, 17, KV_F16, w, rope, 16, 0, 1); /* split: partials of 578-float rows */
             CHECK(!vk.ops->supports(vk.ctx, BE_FEAT_MLA, w + 2)); /* wider: refused at load */
+            /* the partials at own_bytes' bound exactly: one decode token at
+             * 600 keys (2 segments) on a backend of one token at most, bound
+             * for contexts of 1024 keys (2 segments): 2 slots of 16 x (576 +
+             * 2) floats. A bound from a narrower row (the KV pool's w / 2,
+             * the query's nope + rope) would fall short. */
+            backend_options bo1 = bo;
+            bo1.max_tokens = 1;
+            backend vk1 = {0};
+            CHECK_MSG(backend_create(&vk1, "vulkan", &bo1, &err) == XLLM_OK, "%s", err.message);
+            if (vk1.ops) {
+                test_mla(&cpu, &vk1, 1, KV_F16, w, rope, 16, 0, 2);
+                size_t bound = vk1.ops->own_bytes(vk1.ctx, 16, 1024), held = vulkan_own_bytes_held(&vk1);
+                CHECK_MSG(held > 0 && held <= bound, "mla w %d, one token: own memory %zu bytes held, %zu promised", w,
+                          held, bound);
+                size_t part = (size_t)2 * 16 * (w + 2) * sizeof(float);
+                CHECK_MSG(vk1.ops->own_bytes(vk1.ctx, 16, 512) + part == bound,
+                          "mla w %d: the bound for 1024 keys is not 512 keys' plus 2 slots of %zu bytes", w, part / 2);
+                backend_destroy(&vk1);
+            }
+        }
+        {   /* this width's backend: its own memory within what own_bytes promised */
+            size_t bound = vk.ops->own_bytes(vk.ctx, 4, 2048), held = vulkan_own_bytes_held(&vk);
+            CHECK_MSG(held > 0 && held <= bound, "mla w %d: own memory %zu bytes held, %zu promised", w, held, bound);
         }
         backend_destroy(&vk);
         backend_destroy(&cpu);

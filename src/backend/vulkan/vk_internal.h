@@ -149,7 +149,8 @@ typedef struct vk_ctx {
     int attn_no_group;            /* XLLM_VULKAN_ATTN_GROUP=0: decode attention one head per workgroup */
     void *attn_part;              /* split attention's partial results (grown on demand) */
     size_t attn_part_bytes;
-    int n_heads, head_dim;        /* the model's (backend_options): bound the partials (backend_ops.own_bytes) */
+    int n_heads, head_dim;        /* the model's (backend_options): bound the partials (backend_ops.own_bytes);
+                                   * MLA: head_dim is the latent row, the width of its partials */
     size_t device_bytes; /* allocated device memory now */
     /* importing host memory (VK_EXT_external_memory_host, unified devices only) */
     PFN_vkGetMemoryHostPointerPropertiesEXT get_host_pointer_props; /* NULL: no import */
@@ -214,6 +215,23 @@ void vk_memory_line(const vk_ctx *c, char *out, size_t n);
 #define ATTN_PART_CAP ((size_t)64 << 20)
 int vk_attn_nseg(int first, int end);
 int vk_attn_part_reserve(vk_ctx *c, size_t bytes);
+/* A batch's layout for split attention (both kernels; the host's part, no
+ * device work). vk_attn_groups: each sequence of the batch once (useq; umax:
+ * its last position; uoff: where its block table starts among the tables,
+ * *total ints in all; *nu sequences) and the token groups a workgroup takes:
+ * runs of up to max_group neighbouring tokens of one sequence (groups[2g]:
+ * the first token, groups[2g + 1]: how many). Arrays of d->T (groups: 2 d->T);
+ * returns the number of groups.
+ * vk_attn_plan: per token t, info[4t..4t+3] = its sequence's uoff, its first
+ * key (d->window), one past its last key, and where its partials start within
+ * its pass (-1: one segment, no partials); and the passes over the groups,
+ * pass_start[0..np] (pass_start[np] = ng), each holding at most cap_slots
+ * slots (a slot: one token's segment) or one group, whatever it needs;
+ * *most: the most slots a pass holds. Returns np. */
+int vk_attn_groups(const be_attn *d, int max_group, int32_t *useq, int32_t *umax, int32_t *uoff, int *nu,
+                   size_t *total, int32_t *groups);
+int vk_attn_plan(const be_attn *d, const int32_t *groups, int ng, const int32_t *useq, const int32_t *uoff,
+                 size_t cap_slots, int32_t *info, int32_t *pass_start, size_t *most);
 void vk_mla_rope_kv(vk_ctx *c, const be_mla *d);
 void vk_attention_latent(vk_ctx *c, const be_attn *d);
 /* the widest latent row attention_latent.comp takes (its MAXW: DeepSeek-V2/V3's 512 + 64) */

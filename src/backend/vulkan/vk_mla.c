@@ -70,50 +70,21 @@ void vk_attention_latent(vk_ctx *c, const be_attn *d) {
     int T = d->T, H = d->n_heads, w = d->head_dim;
     int nhh = H < MLA_QT ? H : MLA_QT, per_group = MLA_QT / nhh, hg = (H + nhh - 1) / nhh;
     /* each sequence's block table once (as far as this batch reaches); token
-     * groups: runs of up to per_group neighbouring tokens of one sequence */
-    int32_t *useq = mla_malloc((size_t)T * 7 * sizeof(int32_t)), *umax = useq + T, *uoff = umax + T;
-    int32_t *groups = uoff + T /* [ng][2] */, *pass_start = groups + 2 * (size_t)T /* [np + 1] */;
-    int nu = 0, ng = 0;
-    size_t total = 0;
-    for (int t = 0; t < T; t++) {
-        int u = 0;
-        while (u < nu && useq[u] != d->seq[t]) u++;
-        if (u == nu) useq[nu] = d->seq[t], umax[nu] = d->pos[t], nu++;
-        else if (d->pos[t] > umax[u]) umax[u] = d->pos[t];
-        if (ng && d->seq[groups[2 * (ng - 1)]] == d->seq[t] && groups[2 * (ng - 1) + 1] < per_group)
-            groups[2 * (ng - 1) + 1]++;
-        else groups[2 * ng] = t, groups[2 * ng + 1] = 1, ng++;
-    }
-    for (int u = 0; u < nu; u++) uoff[u] = (int32_t)total, total += (size_t)(umax[u] / d->block_size + 1);
-    /* per token: its table, first key, one past its last key, and where its
-     * partials go (-1: one segment); passes over the token groups so that a
-     * pass's partials fit ATTN_PART_CAP (or one group, whatever it needs).
-     * Planned on the host first: growing the partials' buffer submits, and a
-     * submit resets the ring. */
-    int32_t *tinfo = mla_malloc((size_t)T * 4 * sizeof(int32_t));
-    size_t slot_bytes = (size_t)H * (size_t)(w + 2) * sizeof(float), cap_slots = ATTN_PART_CAP / slot_bytes;
-    size_t slots = 0, need = 0;
-    int np = 0;
-    for (int g = 0; g < ng; g++) {
-        size_t group_slots = 0;
-        for (int t = groups[2 * g]; t < groups[2 * g] + groups[2 * g + 1]; t++) {
-            int pos = d->pos[t], first = d->window > 0 && pos - d->window + 1 > 0 ? pos - d->window + 1 : 0;
-            int ns = vk_attn_nseg(first, pos + 1);
-            group_slots += ns > 1 ? (size_t)ns : 0;
-        }
-        if (g == 0 || (slots + group_slots > cap_slots && slots)) pass_start[np++] = g, slots = 0;
-        for (int t = groups[2 * g]; t < groups[2 * g] + groups[2 * g + 1]; t++) {
-            int u = 0;
-            while (useq[u] != d->seq[t]) u++;
-            int pos = d->pos[t], first = d->window > 0 && pos - d->window + 1 > 0 ? pos - d->window + 1 : 0;
-            int ns = vk_attn_nseg(first, pos + 1);
-            tinfo[4 * t] = uoff[u], tinfo[4 * t + 1] = first, tinfo[4 * t + 2] = pos + 1;
-            tinfo[4 * t + 3] = ns > 1 ? (int32_t)slots : -1;
-            if (ns > 1) slots += (size_t)ns;
-        }
-        if (slots * slot_bytes > need) need = slots * slot_bytes;
-    }
-    pass_start[np] = ng;
+     * groups: runs of up to per_group neighbouring tokens of one sequence;
+     * per token its table, keys and partials (tinfo), and passes over the
+     * groups so that a pass's partials fit ATTN_PART_CAP (or one group,
+     * whatever it needs): split attention's plan (vk_attn_groups,
+     * vk_attn_plan). Planned on the host first: growing the partials' buffer
+     * submits, and a submit resets the ring. */
+    int32_t *useq = mla_malloc(((size_t)T * 10 + 1) * sizeof(int32_t)), *umax = useq + T, *uoff = umax + T;
+    int32_t *groups = uoff + T /* [ng][2] */, *tinfo = groups + 2 * (size_t)T /* [T][4] */;
+    int32_t *pass_start = tinfo + 4 * (size_t)T; /* [np + 1] */
+    int nu;
+    size_t total, most;
+    int ng = vk_attn_groups(d, per_group, useq, umax, uoff, &nu, &total, groups);
+    size_t slot_bytes = (size_t)H * (size_t)(w + 2) * sizeof(float);
+    int np = vk_attn_plan(d, groups, ng, useq, uoff, ATTN_PART_CAP / slot_bytes, tinfo, pass_start, &most);
+    size_t need = most * slot_bytes;
     if (need && !vk_attn_part_reserve(c, need)) {
         fprintf(stderr, "xllm vulkan: out of device memory for latent attention's partials (%zu bytes)\n", need);
         abort();
@@ -169,6 +140,5 @@ void vk_attention_latent(vk_ctx *c, const be_attn *d) {
             vk_dispatch(c, VK_P_ATTN_COMBINE, &cc, sizeof cc, (uint64_t)(t1 - t0) * (uint64_t)H, 1);
         }
     }
-    xllm_free(tinfo);
     xllm_free(useq);
 }

@@ -455,6 +455,52 @@ int vk_attn_part_reserve(vk_ctx *c, size_t bytes) {
 
 int vk_attn_nseg(int first, int end) { return (end - 1) / ATTN_SEG - first / ATTN_SEG + 1; }
 
+int vk_attn_groups(const be_attn *d, int max_group, int32_t *useq, int32_t *umax, int32_t *uoff, int *nu,
+                   size_t *total, int32_t *groups) {
+    int n = 0, ng = 0;
+    for (int t = 0; t < d->T; t++) {
+        int u = 0;
+        while (u < n && useq[u] != d->seq[t]) u++;
+        if (u == n) useq[n] = d->seq[t], umax[n] = d->pos[t], n++;
+        else if (d->pos[t] > umax[u]) umax[u] = d->pos[t];
+        if (ng && d->seq[groups[2 * (ng - 1)]] == d->seq[t] && groups[2 * (ng - 1) + 1] < max_group)
+            groups[2 * (ng - 1) + 1]++;
+        else groups[2 * ng] = t, groups[2 * ng + 1] = 1, ng++;
+    }
+    size_t sum = 0;
+    for (int u = 0; u < n; u++) uoff[u] = (int32_t)sum, sum += (size_t)(umax[u] / d->block_size + 1);
+    *nu = n, *total = sum;
+    return ng;
+}
+
+int vk_attn_plan(const be_attn *d, const int32_t *groups, int ng, const int32_t *useq, const int32_t *uoff,
+                 size_t cap_slots, int32_t *info, int32_t *pass_start, size_t *most) {
+    size_t slots = 0, top = 0;
+    int np = 0;
+    for (int g = 0; g < ng; g++) {
+        size_t group_slots = 0;
+        for (int t = groups[2 * g]; t < groups[2 * g] + groups[2 * g + 1]; t++) {
+            int pos = d->pos[t], first = d->window > 0 && pos - d->window + 1 > 0 ? pos - d->window + 1 : 0;
+            int ns = vk_attn_nseg(first, pos + 1);
+            group_slots += ns > 1 ? (size_t)ns : 0;
+        }
+        if (g == 0 || (slots + group_slots > cap_slots && slots)) pass_start[np++] = g, slots = 0;
+        for (int t = groups[2 * g]; t < groups[2 * g] + groups[2 * g + 1]; t++) {
+            int u = 0;
+            while (useq[u] != d->seq[t]) u++;
+            int pos = d->pos[t], first = d->window > 0 && pos - d->window + 1 > 0 ? pos - d->window + 1 : 0;
+            int ns = vk_attn_nseg(first, pos + 1);
+            info[4 * t] = uoff[u], info[4 * t + 1] = first, info[4 * t + 2] = pos + 1;
+            info[4 * t + 3] = ns > 1 ? (int32_t)slots : -1;
+            if (ns > 1) slots += (size_t)ns;
+        }
+        if (slots > top) top = slots;
+    }
+    pass_start[np] = ng;
+    *most = top;
+    return np;
+}
+
 /* Heads per workgroup of a one-token (decode) tile: the most heads of one KV
  * group, up to a tile's ATTN_QT queries, that divide the group (GQA: the
  * group's K/V rows are read once for all of them); 1 without GQA or with
@@ -470,7 +516,11 @@ static int attn_heads_per_group(const vk_ctx *c, int n_heads, int n_kv_heads) {
 /* The most split attention's partial buffer grows to for contexts of at most
  * max_context keys: a pass holds at most ATTN_PART_CAP or one tile's
  * partials, whichever is more, and never more than every token splitting
- * into the most segments. */
+ * into the most segments. A slot (one token's segment) is n_heads rows of
+ * head_dim + 2 floats, for latent attention (vk_mla.c) too: there a row is
+ * the latent row (DeepSeek-V2/V3: 576 values), and backend_options.head_dim
+ * is that width for an MLA model (model_load.c), so the bound holds; its
+ * token groups hold at most MLA_QT (8 = ATTN_QT) tokens, as a tile here. */
 static size_t attn_part_bound(const vk_ctx *c, int max_context) {
     int ns = max_context > 0 ? vk_attn_nseg(0, max_context) : 1;
     if (ns <= 1) return 0;
@@ -495,40 +545,30 @@ static void vb_attention(void *ctx, const be_attn *d) {
         return;
     }
     int T = d->T;
-    /* each sequence's block table once (as far as this batch reaches), and per
-     * token: where its table starts, its first key, one past its last key */
-    int32_t *useq = mem_malloc((size_t)T * 5 * sizeof(int32_t)), *umax = useq + T, *uoff = umax + T;
-    int32_t *tiles = uoff + T; /* [ntiles][2] */
+    /* each sequence's block table once (as far as this batch reaches); query
+     * tiles: runs of up to ATTN_QT neighbouring tokens of one sequence; per
+     * token its table, keys and partials (tinfo), and the passes, planned on
+     * the host first: growing the partials' buffer submits, and a submit
+     * resets the ring */
+    int32_t *useq = mem_malloc(((size_t)T * 10 + 1) * sizeof(int32_t)), *umax = useq + T, *uoff = umax + T;
+    int32_t *tiles = uoff + T /* [nt][2] */, *tinfo = tiles + 2 * (size_t)T /* [T][4] */;
+    int32_t *pass_start = tinfo + 4 * (size_t)T; /* [np + 1] */
     if (!useq) {
         fprintf(stderr, "xllm vulkan: out of memory\n");
         abort();
     }
-    int nu = 0, nt = 0;
-    size_t total = 0;
-    for (int t = 0; t < T; t++) {
-        int u = 0;
-        while (u < nu && useq[u] != d->seq[t]) u++;
-        if (u == nu) useq[nu] = d->seq[t], umax[nu] = d->pos[t], nu++;
-        else if (d->pos[t] > umax[u]) umax[u] = d->pos[t];
-        /* query tiles: runs of up to ATTN_QT neighbouring tokens of one sequence */
-        if (nt && d->seq[tiles[2 * (nt - 1)]] == d->seq[t] && tiles[2 * (nt - 1) + 1] < ATTN_QT) tiles[2 * (nt - 1) + 1]++;
-        else tiles[2 * nt] = t, tiles[2 * nt + 1] = 1, nt++;
-    }
-    for (int u = 0; u < nu; u++) uoff[u] = (int32_t)total, total += (size_t)(umax[u] / d->block_size + 1);
-    /* passes over the tiles so that the partials of a pass fit ATTN_PART_CAP
-     * (or one tile, whatever it needs) */
-    size_t slot_bytes = (size_t)d->n_heads * (size_t)(d->head_dim + 2) * sizeof(float), need = 0, pass_need = 0;
-    for (int i = 0; i < nt; i++) {
-        size_t tile_need = 0;
-        for (int t = tiles[2 * i]; t < tiles[2 * i] + tiles[2 * i + 1]; t++) {
-            int pos = d->pos[t], first = d->window > 0 && pos - d->window + 1 > 0 ? pos - d->window + 1 : 0;
-            int ns = vk_attn_nseg(first, pos + 1);
-            if (ns > 1) tile_need += (size_t)ns * slot_bytes;
-        }
-        if (pass_need + tile_need > ATTN_PART_CAP && pass_need) pass_need = 0;
-        pass_need += tile_need;
-        if (pass_need > need) need = pass_need;
-    }
+    int nu;
+    size_t total;
+    int nt = vk_attn_groups(d, ATTN_QT, useq, umax, uoff, &nu, &total, tiles);
+    /* passes whose partials fit ATTN_PART_CAP (or one tile, whatever it
+     * needs); when one tile alone needs more, the buffer grows to that
+     * anyway, so the passes are planned again with that as their cap (fewer
+     * passes; vk_mla.c keeps the first plan) */
+    size_t slot_bytes = (size_t)d->n_heads * (size_t)(d->head_dim + 2) * sizeof(float);
+    size_t cap_slots = ATTN_PART_CAP / slot_bytes, most;
+    int np = vk_attn_plan(d, tiles, nt, useq, uoff, cap_slots, tinfo, pass_start, &most);
+    if (most > cap_slots) np = vk_attn_plan(d, tiles, nt, useq, uoff, most, tinfo, pass_start, &most);
+    size_t need = most * slot_bytes;
     if (need && !vk_attn_part_reserve(c, need)) {
         fprintf(stderr, "xllm vulkan: out of device memory for split attention's partials (%zu bytes)\n", need);
         abort();
@@ -539,34 +579,9 @@ static void vb_attention(void *ctx, const be_attn *d) {
     int32_t *rtiles = info + (size_t)T * 4, *tabs = rtiles + (size_t)nt * 2;
     VkDeviceAddress tia = ia + (VkDeviceAddress)T * 4 * sizeof(int32_t);
     VkDeviceAddress ta = tia + (VkDeviceAddress)nt * 2 * sizeof(int32_t);
+    memcpy(info, tinfo, (size_t)T * 4 * sizeof(int32_t));
     for (int u = 0; u < nu; u++)
         memcpy(tabs + uoff[u], d->block_tables[useq[u]], (size_t)(umax[u] / d->block_size + 1) * sizeof(int32_t));
-    int32_t *pass_start = mem_malloc((size_t)(nt + 1) * sizeof(int32_t));
-    if (!pass_start) {
-        fprintf(stderr, "xllm vulkan: out of memory\n");
-        abort();
-    }
-    int np = 0;
-    size_t slots = 0, cap_slots = need / (slot_bytes ? slot_bytes : 1);
-    for (int i = 0; i < nt; i++) {
-        size_t tile_slots = 0;
-        for (int t = tiles[2 * i]; t < tiles[2 * i] + tiles[2 * i + 1]; t++) {
-            int pos = d->pos[t], first = d->window > 0 && pos - d->window + 1 > 0 ? pos - d->window + 1 : 0;
-            int ns = vk_attn_nseg(first, pos + 1);
-            tile_slots += ns > 1 ? (size_t)ns : 0;
-        }
-        if (i == 0 || (slots + tile_slots > cap_slots && slots)) pass_start[np++] = i, slots = 0;
-        for (int t = tiles[2 * i]; t < tiles[2 * i] + tiles[2 * i + 1]; t++) {
-            int u = 0;
-            while (useq[u] != d->seq[t]) u++;
-            int pos = d->pos[t], first = d->window > 0 && pos - d->window + 1 > 0 ? pos - d->window + 1 : 0;
-            int ns = vk_attn_nseg(first, pos + 1);
-            info[4 * t] = uoff[u], info[4 * t + 1] = first, info[4 * t + 2] = pos + 1;
-            info[4 * t + 3] = ns > 1 ? (int32_t)slots : -1;
-            if (ns > 1) slots += (size_t)ns;
-        }
-    }
-    pass_start[np] = nt;
     /* in the ring, each pass's tiles of several tokens first (a workgroup
      * per head), then its one-token tiles (a workgroup per hq heads of a KV
      * group); nmulti[ps] counts the first kind */
@@ -592,9 +607,9 @@ static void vb_attention(void *ctx, const be_attn *d) {
         for (int i = i0; i < i1; i++) { /* the tile's segments: from its lowest first key to its last key */
             int lo = INT32_MAX, hi = 0;
             for (int t = tiles[2 * i]; t < tiles[2 * i] + tiles[2 * i + 1]; t++) {
-                lo = info[4 * t + 1] < lo ? info[4 * t + 1] : lo;
-                hi = info[4 * t + 2] > hi ? info[4 * t + 2] : hi;
-                split |= info[4 * t + 3] >= 0;
+                lo = tinfo[4 * t + 1] < lo ? tinfo[4 * t + 1] : lo;
+                hi = tinfo[4 * t + 2] > hi ? tinfo[4 * t + 2] : hi;
+                split |= tinfo[4 * t + 3] >= 0;
             }
             int ns = vk_attn_nseg(lo, hi);
             maxseg = ns > maxseg ? ns : maxseg;
@@ -624,7 +639,6 @@ static void vb_attention(void *ctx, const be_attn *d) {
         }
     }
     xllm_free(nmulti);
-    xllm_free(pass_start);
     xllm_free(useq);
 }
 
