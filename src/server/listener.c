@@ -599,10 +599,8 @@ static void on_accept(lsn *L) {
             int n = snprintf(msg, sizeof msg,
                              "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\n"
                              "Connection: close\r\nContent-Length: %d\r\n\r\n%s", bl, body);
-            (void)!send(fd, msg, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
-            metrics_request(EP_OTHER, 503);
-            close(fd);
-            /* logged, but at most a line a second: a flood of connections must not flood the log */
+            /* logged, but at most a line a second: a flood of connections must not flood the log;
+             * before the answer, so a client that has its 503 finds the line written */
             L->refused++;
             double now = srv_now();
             if (now - L->refused_logged >= 1.0) {
@@ -611,6 +609,9 @@ static void on_accept(lsn *L) {
                 L->refused_logged = now;
                 L->refused = 0;
             }
+            (void)!send(fd, msg, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
+            metrics_request(EP_OTHER, 503);
+            close(fd);
             continue;
         }
         http_conn *c = calloc(1, sizeof *c);
