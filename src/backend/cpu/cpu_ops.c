@@ -365,7 +365,7 @@ static void run_row_tiles(cpu_backend *be, size_t units, size_t min_per_thread, 
         return;
     }
     size_t chunk = (units / (8 * nt) + group - 1) / group * group;
-    threadpool_run_chunked(be->tp, units, min_per_thread, chunk ? chunk : group, fn, ctx);
+    threadpool_run_chunked(be->tp, units, min_per_thread, chunk, fn, ctx); /* >= group: units >= 4 group nt */
 }
 
 void op_run(cpu_backend *be, size_t n_units, size_t min_per_thread, op_task_fn fn, void *ctx) {

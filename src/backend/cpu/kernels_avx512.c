@@ -571,14 +571,6 @@ AI __m512i r16_pick(__m512i a, int k) {
     }
 }
 
-/* How far ahead (bytes) the GEMM's first pass over a tile fetches the weights
- * it is about to stream: the hardware prefetchers alone leave that pass
- * waiting on memory (bench_kernels "gemm stream", one thread, TinyLlama's
- * gate/up at T = 16: 455 GFLOP/s without, 470 at 1 KiB ahead, 525-556 at
- * 2 KiB, 575-590 at 4-12 KiB). A prefetch past the tile or the matrix is
- * harmless: prefetches do not fault. */
-#define R16_PREFETCH 8192
-
 /* One 16-row tile (rows r..r+15 of the view) x nt (1..8) tokens of a panel
  * over all blocks; stores rows [rs, r1) (rs >= r). pf: this pass is the
  * first over the tile (its weights come from memory): prefetch ahead. */
@@ -592,7 +584,7 @@ AI void r16_tile(const uint8_t *tile, int64_t nb, dtype_t t, int nt, const uint8
     for (int64_t b = 0; b < nb; b++, p += R16_PB) {
         const uint8_t *blk = tile + (size_t)b * BB;
         if (pf)
-            for (size_t o = 0; o < BB; o += 64) _mm_prefetch((const char *)blk + R16_PREFETCH + o, _MM_HINT_T0);
+            fetch_ahead(blk, BB);
         __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
 #define R16_INIT(j) __m512i i##j = _mm512_set1_epi32(((const int32_t *)p)[j]);
         R16_J(R16_INIT)

@@ -54,9 +54,9 @@
 #include <immintrin.h>
 #include <string.h>
 
+#include "backend/cpu/simd_avx512.h" /* fetch_ahead */
 #define AI static inline __attribute__((always_inline))
 #define QTB 64 /* most tokens per token block */
-#define Q23_PREFETCH 8192
 #include "backend/cpu/kq_pack23_layout.h"
 
 int kq_q23_type(const matrix *W) { return q23_is_type(W); }
@@ -101,10 +101,6 @@ AI __m512i min_pair(const uint8_t *blk, int p) {
 
 /* ------------------------------------------------------------------ GEMV */
 
-/* How far ahead (bytes) the GEMV fetches the tile it streams (as KR16's and
- * P32's GEMVs do, kq_pack_avx512.c). */
-#define Q23_GEMV_PREFETCH 8192
-
 AI __m512 gemv_t(int q2, const uint8_t *tile, int64_t nb, const uint8_t *a, int64_t cols) {
     const int8_t *qa = (const int8_t *)a;
     const float *da = (const float *)(a + cols);
@@ -113,7 +109,7 @@ AI __m512 gemv_t(int q2, const uint8_t *tile, int64_t nb, const uint8_t *a, int6
     __m512 f = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *blk = tile + (size_t)b * sbb;
-        for (size_t o = 0; o < sbb; o += 64) _mm_prefetch((const char *)blk + Q23_GEMV_PREFETCH + o, _MM_HINT_T0);
+        fetch_ahead(blk, sbb);
         const int8_t *q = qa + b * QK_K;
         const int16_t *bsb = bs + 16 * b;
         __m512i S = _mm512_setzero_si512(), M = S;
@@ -255,8 +251,7 @@ AI void q23_matmul_t(int q2, const matrix *W, const uint8_t *act, size_t astride
             memset(F, 0, sizeof(float) * 16 * (size_t)n);
             for (int64_t b = 0; b < nb; b++) {
                 qdec u;
-                const char *ahead = (const char *)tile + (size_t)b * sbb + Q23_PREFETCH;
-                for (size_t o = 0; o < sbb; o += 64) _mm_prefetch(ahead + o, _MM_HINT_T0);
+                fetch_ahead(tile + (size_t)b * sbb, sbb);
                 decode_sb(q2, tile + (size_t)b * sbb, &u);
                 for (int tt = 0; tt < n; tt += 8)
                     q23_tokens_any(q2, n - tt < 8 ? n - tt : 8, &u, b, nb, a0 + (size_t)tt * astride, astride, cols,

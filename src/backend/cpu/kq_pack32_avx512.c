@@ -54,11 +54,12 @@
 #include <immintrin.h>
 #include <string.h>
 
+#include "backend/cpu/simd_avx512.h" /* fetch_ahead */
+
 #define AI static inline __attribute__((always_inline))
 #include "backend/cpu/kq_pack32_layout.h"
 
 #define PTB 64 /* most tokens per token block */
-#define P32_PREFETCH 8192
 
 int kq_p32_type(const matrix *W) { return p32_is_type(W); }
 size_t kq_p32_packed_bytes(const matrix *W) { return p32_packed_bytes(W); }
@@ -164,10 +165,6 @@ AI __m512i dpbusd_b4(__m512i acc, __m512i w, const int8_t *p) {
  * vpdpbusd ports), 4-5x what one core streams from memory, so the decode
  * GEMV waits on memory either way; fewer instructions leave more of the
  * out-of-order window to the loads. */
-/* How far ahead (bytes) a GEMV fetches the tile it streams (as KR16's GEMV,
- * kq_pack_avx512.c): IQ4_NL, bench_kernels "kq gemv stream", one thread,
- * 29-36 -> 34-42 GB/s. */
-#define P32_GEMV_PREFETCH 8192
 AI __m512 gemv_nl(const uint8_t *tile, int64_t ng, const uint8_t *a, int64_t cols, const int32_t *e) {
     const __m512i tbl = iq4_table(), m4 = _mm512_set1_epi8(0x0f);
     const int8_t *q = (const int8_t *)a;
@@ -175,7 +172,7 @@ AI __m512 gemv_nl(const uint8_t *tile, int64_t ng, const uint8_t *a, int64_t col
     __m512 f = _mm512_setzero_ps();
     const int64_t np = 4 * ng; /* pairs of blocks, contiguous across groups */
     for (int64_t p = 0; p < np; p++, tile += 576, q += 64) {
-        for (int o = 0; o < 576; o += 64) _mm_prefetch((const char *)tile + P32_GEMV_PREFETCH + o, _MM_HINT_T0);
+        fetch_ahead(tile, 576);
         for (int h = 0; h < 2; h++) {
             const uint8_t *qs = tile + 64 + 256 * h;
             const int8_t *x = q + 32 * h;
@@ -206,7 +203,7 @@ AI __m512 gemv_t(dtype_t t, const uint8_t *tile, int64_t ng, const uint8_t *a, i
     __m512 f = _mm512_setzero_ps();
     for (int64_t g = 0; g < ng; g++) {
         const uint8_t *grp = tile + (size_t)g * L.bytes;
-        for (size_t o = 0; o < L.bytes; o += 64) _mm_prefetch((const char *)grp + P32_GEMV_PREFETCH + o, _MM_HINT_T0);
+        fetch_ahead(grp, L.bytes);
         if (t == XLLM_DT_IQ4_XS) {
             __m512i S = _mm512_setzero_si512();
             for (int j = 0; j < 8; j++) {
@@ -337,8 +334,7 @@ AI void p32_matmul_t(dtype_t t, const matrix *W, const uint8_t *act, size_t astr
             memset(F, 0, sizeof(float) * 16 * (size_t)n);
             for (int64_t g = 0; g < ng; g++) {
                 pdec u;
-                const char *ahead = (const char *)tile + (size_t)g * gb + P32_PREFETCH;
-                for (size_t o = 0; o < gb; o += 64) _mm_prefetch(ahead + o, _MM_HINT_T0);
+                fetch_ahead(tile + (size_t)g * gb, gb);
                 decode_group(t, tile + (size_t)g * gb, &u);
                 for (int tt = 0; tt < n; tt += 8)
                     p32_tokens_any(t, n - tt < 8 ? n - tt : 8, &u, g, a0 + (size_t)tt * astride, astride, cols,

@@ -68,6 +68,7 @@
 #include <immintrin.h>
 #include <string.h>
 
+#include "backend/cpu/simd_avx512.h" /* fetch_ahead */
 #define AI static inline __attribute__((always_inline))
 #define KR 16  /* rows per tile */
 #define KTB 64 /* most tokens per token block */
@@ -269,21 +270,13 @@ AI void q5_codes(__m512i v, __m512i h, int a, __m512i *lo, __m512i *hi) {
 
 /* ------------------------------------------------------------------ GEMV */
 
-/* How far ahead (bytes) a GEMV fetches the tile it streams: the hardware
- * prefetchers alone left Q5_K's GEMV waiting on memory (bench_kernels "kq gemv
- * stream", one thread: 13 GB/s streamed against 79 cache-resident; 8 KiB ahead:
- * 36-41 GB/s; 2.9, 4 and 16 KiB: 31-34). */
-#define KR_GEMV_PREFETCH 8192
-#define KR_FETCH_AHEAD(blk, bytes) \
-    for (int o_ = 0; o_ < (bytes); o_ += 64) _mm_prefetch((const char *)(blk) + KR_GEMV_PREFETCH + o_, _MM_HINT_T0)
-
 /* One tile x one token (A prepared with n = 1): the 16 rows' f. */
 AI __m512 gemv_q4k(const uint8_t *tile, int64_t nb, const kr_acts *A) {
     const __m512i m4 = _mm512_set1_epi8(0x0f);
     __m512 f = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *blk = tile + (size_t)b * Q4B;
-        KR_FETCH_AHEAD(blk, Q4B);
+        fetch_ahead(blk, Q4B);
         const int8_t *q = A->q + b * QK_K;
         const int32_t *e = A->ex + 4 * b;
         __m512i s0 = _mm512_setzero_si512(), s1 = s0, m = s0;
@@ -318,7 +311,7 @@ AI __m512 gemv_q5k(const uint8_t *tile, int64_t nb, const kr_acts *A) {
     __m512 f = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *blk = tile + (size_t)b * Q5B;
-        KR_FETCH_AHEAD(blk, Q5B);
+        fetch_ahead(blk, Q5B);
         const int8_t *q = A->q + b * QK_K;
         const int32_t *e = A->ex + 4 * b;
         __m512i H[8];
@@ -351,7 +344,7 @@ AI __m512 gemv_q6k(const uint8_t *tile, int64_t nb, const kr_acts *A) {
     __m512 f = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *blk = tile + (size_t)b * Q6B;
-        KR_FETCH_AHEAD(blk, Q6B);
+        fetch_ahead(blk, Q6B);
         const int8_t *q = A->q + b * QK_K;
         const int32_t *eb = A->ex + 32 * b;
         __m512i s[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512()};
@@ -524,13 +517,6 @@ AI void kr_store(__m512 f, const float *bias, float *y, int64_t r, int64_t rs, i
     _mm512_mask_storeu_ps(y + r, m, f);
 }
 
-/* How far ahead (bytes) the GEMM fetches the super-blocks it is about to
- * decode: the hardware prefetchers alone leave it waiting on memory when the
- * weights stream (decode of a few sequences; bench_kernels "kq gemm stream",
- * one thread, 5632x2048 at T = 16: Q4_K 304 -> 433-453 GFLOP/s, Q6_K 271 ->
- * 353-379; 4 and 16 KiB ahead no better). */
-#define KR_PREFETCH 8192
-
 AI void kr_matmul_t(dtype_t t, const matrix *W, const uint8_t *act, size_t astride, int T, const float *bias,
                     float *y, size_t ldy, int64_t r0, int64_t r1, void *scratch) {
     const int q5 = t == XLLM_DT_Q5_K, q4 = t == XLLM_DT_Q4_K || q5; /* q4: has mins */
@@ -564,8 +550,7 @@ AI void kr_matmul_t(dtype_t t, const matrix *W, const uint8_t *act, size_t astri
             memset(F, 0, sizeof(float) * 16 * (size_t)n);
             for (int64_t b = 0; b < nb; b++) {
                 kdec u;
-                const char *ahead = (const char *)tile + (size_t)b * sbb + KR_PREFETCH;
-                for (size_t o = 0; o < sbb; o += 64) _mm_prefetch(ahead + o, _MM_HINT_T0);
+                fetch_ahead(tile + (size_t)b * sbb, sbb); /* Q4_K 304 -> 433-453 GFLOP/s, Q6_K 271 -> 353-379 (T = 16) */
                 if (q5) decode_q5k(tile + (size_t)b * sbb, &u);
                 else if (q4) decode_q4k(tile + (size_t)b * sbb, &u);
                 else decode_q6k(tile + (size_t)b * sbb, &u);

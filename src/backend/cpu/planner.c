@@ -42,8 +42,10 @@ static const int k_bucket_T[MM_BUCKETS] = {1, 4, 32, 128};
  * of ~0.8. So at T = 1 a matrix of at least STREAM_BYTES never gets fewer
  * threads than the pool has, whatever the slice measured or the cache holds. */
 #define STREAM_BYTES (1u << 20)
-static int streams(const matrix *w) {
-    return (double)quant_row_bytes(w->dtype, w->group, w->cols) * (double)w->rows >= (double)STREAM_BYTES;
+/* The fewest threads a plan may give w at a batch of T tokens. */
+static int least_threads(const cpu_backend *be, const matrix *w, int T) {
+    int streams = (double)quant_row_bytes(w->dtype, w->group, w->cols) * (double)w->rows >= (double)STREAM_BYTES;
+    return T == 1 && streams ? be->n_threads : 1;
 }
 
 /* Plans go to the plan cache only when they were measured on CPUs the
@@ -181,7 +183,7 @@ xllm_status cpu_planner_run(cpu_backend *be, matrix *const *ws, size_t n_ws, int
             if (best_threads[b] > be->n_threads || best_kernel[b] > be->kern->n_variants) cached = 0;
         if (!cached) memset(best_threads, 0, sizeof best_threads), memset(best_kernel, 0, sizeof best_kernel);
         for (int b = 0; b < MM_BUCKETS && cached; b++) /* a plan cached before the T = 1 rule above */
-            if (k_bucket_T[b] == 1 && best_threads[b] && best_threads[b] < be->n_threads && streams(w)) best_threads[b] = 0;
+            if (best_threads[b] && best_threads[b] < least_threads(be, w, k_bucket_T[b])) best_threads[b] = 0;
         if (cached) {
             n_cached++;
             cJSON_AddBoolToObject(o, "cached", 1);
@@ -209,21 +211,19 @@ xllm_status cpu_planner_run(cpu_backend *be, matrix *const *ws, size_t n_ws, int
              * the default only if it is faster by PLAN_MARGIN in every round,
              * so one noisy timing cannot flip a plan */
             cJSON *us = cJSON_AddObjectToObject(bo, "us");
-            int n_cand = be->n_threads < 255 ? be->n_threads : 255;
+            int n_cand = be->n_threads < 255 ? be->n_threads : 255, least = least_threads(be, w, T);
             double t_def[PLAN_ROUNDS], t_cand[256][PLAN_ROUNDS];
             for (int r = 0; r < PLAN_ROUNDS; r++) {
                 memset(slice.plan_threads, 0, sizeof slice.plan_threads);
                 t_def[r] = time_matmul(be, &slice, x, T, y, 2);
-                for (int th = 1; th <= n_cand; th++) {
-                    if (T == 1 && th < be->n_threads && streams(w)) continue;
+                for (int th = least; th <= n_cand; th++) {
                     memset(slice.plan_threads, th, sizeof slice.plan_threads);
                     t_cand[th][r] = time_matmul(be, &slice, x, T, y, 2);
                 }
             }
             cJSON_AddNumberToObject(us, "default", median3(t_def));
             double best = median3(t_def);
-            for (int th = 1; th <= n_cand; th++) {
-                if (T == 1 && th < be->n_threads && streams(w)) continue;
+            for (int th = least; th <= n_cand; th++) {
                 char key[8];
                 snprintf(key, sizeof key, "%d", th);
                 cJSON_AddNumberToObject(us, key, median3(t_cand[th]));

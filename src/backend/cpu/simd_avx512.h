@@ -13,6 +13,20 @@
 
 #define AI static inline __attribute__((always_inline))
 
+/* How far ahead (bytes) a kernel that streams weight tiles from memory fetches
+ * them in software: the hardware prefetchers alone leave it waiting on memory.
+ * One distance for every packed layout, swept on Zen 4 (bench_kernels, one
+ * thread): the R16 GEMM's first pass over a tile (TinyLlama gate/up, T = 16)
+ * 455 GFLOP/s without, 525-556 at 2 KiB, 575-590 at 4-12 KiB; the KR16 Q5_K
+ * GEMV 13 GB/s without, 31-34 at 2.9 / 4 / 16 KiB, 36-41 at 8 KiB. */
+#define FETCH_AHEAD_BYTES 8192
+
+/* Prefetch (into L1) the `bytes` starting FETCH_AHEAD_BYTES past p, a line at a
+ * time; past the end of the data is harmless (prefetches do not fault). */
+AI void fetch_ahead(const void *p, size_t bytes) {
+    for (size_t o = 0; o < bytes; o += 64) _mm_prefetch((const char *)p + FETCH_AHEAD_BYTES + o, _MM_HINT_T0);
+}
+
 /* The 16-lane sums of 4 accumulators at once (transpose and add); each
  * result lane depends on its own accumulator only. */
 AI __m128 reduce4(__m512 a0, __m512 a1, __m512 a2, __m512 a3) {
