@@ -61,6 +61,11 @@ size_t kq_act_bytes(int kind, int64_t cols) {
     return (n + 63) & ~(size_t)63;
 }
 
+/* The code of a scaled activation p: lrintf(p), and 0 where p is not a
+ * finite number of magnitude 128 or less (a block holding inf or NaN; the
+ * SIMD levels do the same, kq_kernels_x86.h). */
+static long kq_act_code(float p) { return fabsf(p) <= 128.0f ? lrintf(p) : 0; }
+
 void kq_act_prepare(int kind, const float *x, int64_t cols, void *out) {
     int8_t *q = out;
     float *d = (float *)(q + cols);
@@ -80,7 +85,7 @@ void kq_act_prepare(int kind, const float *x, int64_t cols, void *out) {
             }
             float iscale = -127.0f / vmax;
             for (int i = 0; i < QK_K; i++) {
-                long v = lrintf(iscale * xb[i]);
+                long v = kq_act_code(iscale * xb[i]);
                 qb[i] = (int8_t)(v > 127 ? 127 : v);
             }
             for (int j = 0; j < 16; j++) {
@@ -101,7 +106,7 @@ void kq_act_prepare(int kind, const float *x, int64_t cols, void *out) {
             quant_act_scale(amax, 1, &dq, &id); /* llama.cpp's Q8_0 activations */
             int sum = 0;
             for (int i = 0; i < 32; i++) {
-                int v = (int)lrintf(xb[i] * id);
+                int v = (int)kq_act_code(xb[i] * id);
                 q[b * 32 + i] = (int8_t)v;
                 sum += v;
             }

@@ -126,8 +126,51 @@ static void test_levels(void) {
     }
 }
 
+/* Each level's kq_act gives kq_act_prepare's bytes: random blocks, blocks
+ * whose largest magnitude comes twice with both signs (the first decides
+ * Q8K's sign), products on a rounding tie, zeros and -0, subnormals, and
+ * blocks holding inf or NaN. */
+static int act_checked;
+static void test_act_levels(void) {
+    const cpu_kernels *ks[8];
+    int nk = cpu_kernels_all(ks, 8);
+    enum { COLS = 1024, CASES = 9 };
+    static float x[COLS];
+    static uint8_t ref[2048], got[2048];
+    for (int c = 0; c < CASES * 8; c++) {
+        int kase = c % CASES;
+        for (int i = 0; i < COLS; i++) x[i] = (float)((int)(rnd() % 20001) - 10000) / 3000.0f;
+        switch (kase) {
+        case 1: x[37] = 5.0f, x[12] = -5.0f, x[300] = 5.0f, x[290] = -5.0f; break; /* tied magnitudes */
+        case 2: for (int i = 0; i < COLS; i++) x[i] = (float)((int)(rnd() % 255) - 127) * 0.5f; break; /* ties */
+        case 3: memset(x + 256, 0, 256 * sizeof(float)), x[300] = -0.0f, memset(x, 0, 32 * sizeof(float)); break;
+        case 4: for (int i = 512; i < 768; i++) x[i] *= 1e-40f; break; /* subnormal blocks */
+        case 5: x[5] = INFINITY, x[600] = -INFINITY; break;
+        case 6: x[7] = NAN, x[520] = NAN, x[521] = -NAN; break;
+        case 7: for (int i = 0; i < 256; i++) x[i] = NAN; break;
+        case 8: x[100] = 3e38f, x[101] = -3e38f; break;
+        default: break;
+        }
+        for (int kind = KQ_ACT_Q8K; kind <= KQ_ACT_Q80; kind++) {
+            kq_act_prepare(kind, x, COLS, ref);
+            for (int k = 0; k < nk; k++) {
+                if (!ks[k]->kq_act) continue;
+                memset(got, 0xa5, sizeof got);
+                ks[k]->kq_act(kind, x, COLS, got);
+                /* the row's bytes up to the padding (kq_act_bytes rounds up to 64) */
+                size_t used = COLS + (kind == KQ_ACT_Q8K ? COLS / QK_K * 4 + COLS / 16 * 2 : COLS / 32 * 8);
+                CHECK_MSG(!memcmp(got, ref, used), "%s %s case %d: not kq_act_prepare's bytes", ks[k]->name,
+                          kind == KQ_ACT_Q8K ? "Q8K" : "Q80", kase);
+                act_checked++;
+            }
+        }
+    }
+}
+
 int main(void) {
     test_levels();
-    printf("test_kq_kernels: %d packed matrices checked against the stored layout\n", packed_checked);
+    test_act_levels();
+    printf("test_kq_kernels: %d packed matrices checked against the stored layout, %d activation rows\n",
+           packed_checked, act_checked);
     return test_report("test_kq_kernels");
 }

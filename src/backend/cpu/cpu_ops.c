@@ -134,12 +134,13 @@ static void prepare_row(const cpu_backend *be, unsigned have, const float *x, in
         be->kern->act_prepare(x, cols, o, be->arith_llama);
         off += be->kern->act_bytes(cols);
     }
+    void (*kq_act)(int, const float *, int64_t, void *) = be->kern->kq_act ? be->kern->kq_act : kq_act_prepare;
     size_t k8 = kq_act_bytes(KQ_ACT_Q8K, cols);
     if ((have & KQ_ACT_Q8K) && k8) {
-        kq_act_prepare(KQ_ACT_Q8K, x, cols, o + off);
+        kq_act(KQ_ACT_Q8K, x, cols, o + off);
         off += k8;
     }
-    if ((have & KQ_ACT_Q80) && kq_act_bytes(KQ_ACT_Q80, cols)) kq_act_prepare(KQ_ACT_Q80, x, cols, o + off);
+    if ((have & KQ_ACT_Q80) && kq_act_bytes(KQ_ACT_Q80, cols)) kq_act(KQ_ACT_Q80, x, cols, o + off);
 }
 
 void op_matrix_row(const matrix *W, int64_t row, float *out) {

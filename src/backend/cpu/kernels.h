@@ -63,6 +63,9 @@ typedef struct cpu_kernels {
      * kernel for: the reference, kq_matmul_ref. */
     void (*matmul_kq)(const matrix *W, const void *act, size_t act_stride, int T, const float *bias, float *y,
                       size_t ldy, int64_t r0, int64_t r1, void *scratch);
+    /* Those types' activations, kq_act_prepare's bytes exactly; NULL: that
+     * function itself. */
+    void (*kq_act)(int kind, const float *x, int64_t cols, void *out);
 
     /* The level's own weight layout (NULL where it has none): bytes of W
      * packed (0: this W stays as stored), and tiles [tile0, tile1) of 4 rows

@@ -647,6 +647,7 @@ const cpu_kernels cpu_kernels_avx2 = {
     .matmul_q = matmul_q,
     .matmul_f = matmul_f,
     .matmul_kq = kq_matmul_avx2,
+    .kq_act = kq_act_avx2,
     .packed_bytes = packed_bytes,
     .repack = repack,
     .packed_rows = packed_rows,

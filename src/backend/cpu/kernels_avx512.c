@@ -554,13 +554,6 @@ AI __mmask16 r16_mask(int64_t r, int64_t rs, int64_t r1) {
     return (__mmask16)(((1u << n) - 1) & ~((1u << skip) - 1));
 }
 
-/* acc + w . (the 4 bytes at p, in every lane): vpdpbusd with its memory
- * operand broadcast, one instruction (compilers emit a separate broadcast). */
-AI __m512i dpbusd_b4(__m512i acc, __m512i w, const uint8_t *p) {
-    __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*(const int32_t *)p));
-    return acc;
-}
-
 /* Dword k (0..3) of each 128-bit lane of a, in every lane. */
 AI __m512i r16_pick(__m512i a, int k) {
     switch (k) {
@@ -1091,6 +1084,7 @@ const cpu_kernels cpu_kernels_avx512 = {
     .matmul_q = matmul_q,
     .matmul_f = matmul_f,
     .matmul_kq = kq_matmul_avx512,
+    .kq_act = kq_act_avx512,
     .packed_bytes = packed_bytes,
     .repack = repack,
     .packed_rows = packed_rows,

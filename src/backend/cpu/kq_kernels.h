@@ -14,6 +14,10 @@ void kq_matmul_avx512(const matrix *W, const void *act, size_t act_stride, int T
                       size_t ldy, int64_t r0, int64_t r1, void *scratch);
 void kq_matmul_avx2(const matrix *W, const void *act, size_t act_stride, int T, const float *bias, float *y,
                     size_t ldy, int64_t r0, int64_t r1, void *scratch);
+/* kq_act_prepare (quant/kquant.h) 8 floats at a time, the same bytes
+ * (kq_kernels_x86.h). Thread-safe. */
+void kq_act_avx512(int kind, const float *x, int64_t cols, void *out);
+void kq_act_avx2(int kind, const float *x, int64_t cols, void *out);
 
 /* kq_pack_avx512.c: Q4_K and Q6_K in 16-row tiles ("KR16") at the avx512
  * level, for its kernel table. kq_r16_type: W is one of them;

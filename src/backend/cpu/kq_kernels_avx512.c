@@ -22,6 +22,8 @@ void kq_matmul_avx512(const matrix *W, const void *act, size_t astride, int T, c
     else kq_matmul_x86_256(W, act, astride, T, bias, y, ldy, r0, r1);
 }
 
+void kq_act_avx512(int kind, const float *x, int64_t cols, void *out) { kq_act_x86(kind, x, cols, out); }
+
 #else
 typedef int no_avx512_on_this_arch;
 #endif

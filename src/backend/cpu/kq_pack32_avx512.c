@@ -147,13 +147,6 @@ AI __m512i block_sum(dtype_t t, const uint8_t *grp, const p32_layout *L, int k, 
     return _mm512_add_epi32(p0, p1);
 }
 
-/* acc + w . (the 4 bytes at p, in every lane): vpdpbusd with its memory
- * operand broadcast, one instruction (compilers emit a separate broadcast). */
-AI __m512i dpbusd_b4(__m512i acc, __m512i w, const int8_t *p) {
-    __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*(const int32_t *)p));
-    return acc;
-}
-
 /* IQ4_NL's GEMV: the tile is a run of 576-byte block pairs ([2][16] f16 d,
  * QS[2]), walked with one pointer and fixed offsets, each activation word an
  * embedded broadcast, 4 int32 chains per block. Per block the same exact P

@@ -71,7 +71,7 @@
 #include "backend/cpu/simd_avx512.h" /* fetch_ahead */
 #define AI static inline __attribute__((always_inline))
 #define KR 16  /* rows per tile */
-#define KTB 64 /* most tokens per token block */
+#define KTB 256 /* most tokens per token block */
 
 enum { Q4B = 2368, Q5B = 2880, Q6B = 3392 }; /* bytes of one super-block of a tile */
 enum { Q4_D = 0, Q4_DMIN = 32, Q4_SC = 64, Q4_MN = 192, Q4_QS = 320 };
@@ -447,7 +447,7 @@ AI void kr_tokens(int q4, int q5, int NT, const kdec *u, const int8_t *q, const 
                 for (int k = 0; k < kg; k++) {
                     const int v = 8 * s + kg * h + k;
                     const __m512i c = u->c[v];
-#define KR_DP(j) if ((j) < NT) P##j = _mm512_dpbusd_epi32(P##j, c, bc4(KR_QA(j, v)));
+#define KR_DP(j) if ((j) < NT) P##j = dpbusd_b4(P##j, c, KR_QA(j, v));
                     KJ(KR_DP)
                 }
 #define KR_SW(j) if ((j) < NT) S##j = _mm512_dpwssd_epi32(S##j, P##j, sc);
