@@ -948,6 +948,8 @@ int main(int argc, char **argv) {
         bench_kq(kqt[i], 512, 5632, 64);
         bench_kq(kqt[i], 512, 2048, 4);
         bench_kq_s(kqt[i], 5632, 2048, 16, 1); /* decode of 16 sequences */
+        bench_kq(kqt[i], 2816, 2048, 512); /* prefill: half of gate/up per thread, TinyLlama pp512 */
+        bench_kq(kqt[i], 1024, 5632, 512); /* prefill: half of down */
     }
     static const dtype_t ft[] = {XLLM_DT_F32, XLLM_DT_F16, XLLM_DT_BF16};
     for (int i = 0; i < 3; i++) bench_float(ft[i], big_r / 2, big_c, 1, 1);

@@ -415,6 +415,7 @@ const cpu_kernels NEON_TABLE = {
     .matmul_q = matmul_q,
     .matmul_f = matmul_f,
     .matmul_kq = NEON_DOT ? kq_matmul_neon_dot : kq_matmul_neon,
+    .kq_act = kq_act_neon,
     .packed_bytes = kq_pk_neon_packed_bytes,
     .repack = kq_pk_neon_repack,
     .packed_rows = packed_rows,

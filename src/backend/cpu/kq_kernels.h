@@ -85,6 +85,9 @@ int kq_pk_neon_type(const matrix *W);
 size_t kq_pk_neon_packed_bytes(const matrix *W);
 void kq_pk_neon_repack(const matrix *W, int64_t q0, int64_t q1, void *out);
 size_t kq_pk_neon_scratch_bytes(int64_t cols);
+/* kq_act_prepare (quant/kquant.h) 4 floats at a time, the same bytes
+ * (kq_kernels_neon.c; both NEON levels). Thread-safe. */
+void kq_act_neon(int kind, const float *x, int64_t cols, void *out);
 #endif
 
 #endif

@@ -25,6 +25,7 @@
 #include "quant/kquant.h"
 
 #include <arm_neon.h>
+#include <math.h>
 #include <string.h>
 
 #define KQ_TB 8 /* tokens per pass over a row's decoded blocks */
