@@ -61,60 +61,44 @@ size_t kq_act_bytes(int kind, int64_t cols) {
     return (n + 63) & ~(size_t)63;
 }
 
-/* The code of a scaled activation p: lrintf(p), and 0 where p is not a
- * finite number of magnitude 128 or less (a block holding inf or NaN; the
- * SIMD levels do the same, kq_kernels_x86.h). */
+/* The code of a scaled activation p (kq_act_frame.h). */
 static long kq_act_code(float p) { return fabsf(p) <= 128.0f ? lrintf(p) : 0; }
 
-void kq_act_prepare(int kind, const float *x, int64_t cols, void *out) {
-    int8_t *q = out;
-    float *d = (float *)(q + cols);
-    if (kind == KQ_ACT_Q8K) {
-        int16_t *bs = (int16_t *)(d + cols / QK_K);
-        for (int64_t b = 0; b < cols / QK_K; b++) {
-            const float *xb = x + b * QK_K;
-            int8_t *qb = q + b * QK_K;
-            float amax = 0, vmax = 0;
-            for (int i = 0; i < QK_K; i++)
-                if (fabsf(xb[i]) > amax) amax = fabsf(xb[i]), vmax = xb[i];
-            if (amax == 0) {
-                d[b] = 0;
-                memset(qb, 0, QK_K);
-                memset(bs + b * 16, 0, 32);
-                continue;
-            }
-            float iscale = -127.0f / vmax;
-            for (int i = 0; i < QK_K; i++) {
-                long v = kq_act_code(iscale * xb[i]);
-                qb[i] = (int8_t)(v > 127 ? 127 : v);
-            }
-            for (int j = 0; j < 16; j++) {
-                int s = 0;
-                for (int i = 0; i < 16; i++) s += qb[16 * j + i];
-                bs[b * 16 + j] = (int16_t)s;
-            }
-            d[b] = 1.0f / iscale;
-        }
-    } else {
-        int64_t nb = cols / 32;
-        float *s = d + nb;
-        for (int64_t b = 0; b < nb; b++) {
-            const float *xb = x + b * 32;
-            float amax = 0;
-            for (int i = 0; i < 32; i++) amax = fmaxf(amax, fabsf(xb[i]));
-            float dq, id;
-            quant_act_scale(amax, 1, &dq, &id); /* llama.cpp's Q8_0 activations */
-            int sum = 0;
-            for (int i = 0; i < 32; i++) {
-                int v = (int)kq_act_code(xb[i] * id);
-                q[b * 32 + i] = (int8_t)v;
-                sum += v;
-            }
-            d[b] = dq;
-            s[b] = quant_act_dsum(amax, dq, sum, 1); /* Q8_1's sum: the f32 scale's, rounded to f16 */
-        }
+static float kqa_amax(const float *x, int n) {
+    float amax = 0;
+    for (int i = 0; i < n; i++) amax = fmaxf(amax, fabsf(x[i]));
+    return amax;
+}
+
+static void kqa_q8k(const float *xb, float iscale, int8_t *qb, int16_t *bs) {
+    for (int i = 0; i < QK_K; i++) {
+        long v = kq_act_code(iscale * xb[i]);
+        qb[i] = (int8_t)(v > 127 ? 127 : v);
+    }
+    for (int j = 0; j < 16; j++) {
+        int s = 0;
+        for (int i = 0; i < 16; i++) s += qb[16 * j + i];
+        bs[j] = (int16_t)s;
     }
 }
+
+static int32_t kqa_q80(const float *xb, float id, int8_t *qb) {
+    int32_t sum = 0;
+    for (int i = 0; i < 32; i++) {
+        int v = (int)kq_act_code(xb[i] * id);
+        qb[i] = (int8_t)v;
+        sum += v;
+    }
+    return sum;
+}
+
+#define KQA_NAME kq_act_frame_ref
+#define KQA_AMAX kqa_amax
+#define KQA_Q8K kqa_q8k
+#define KQA_Q80 kqa_q80
+#include "quant/kq_act_frame.h"
+
+void kq_act_prepare(int kind, const float *x, int64_t cols, void *out) { kq_act_frame_ref(kind, x, cols, out); }
 
 /* ------------------------------------------------------------- unpacking */
 

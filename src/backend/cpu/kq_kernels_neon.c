@@ -9,11 +9,11 @@
 #include "backend/cpu/kq_kernels_neon_impl.h"
 #include "quant/quant.h"
 
-/* llama.cpp's activations (kq_act_prepare, kquant.c) 4 floats at a time, the
- * same bytes: the same float products (no fma), rounded to nearest even by
- * fcvtns as lrintf rounds, a product that is not finite or above 128 in
- * magnitude coded 0 as there, Q8K's vmax the first value of the largest
- * magnitude (NaN skipped: fmaxnm keeps the number). */
+/* llama.cpp's activations (kq_act_prepare, kquant.c) 4 floats at a time in
+ * kq_act_frame.h's loops, the same bytes: the same float products (no fma),
+ * rounded to nearest even by fcvtns as lrintf rounds, a product that is not
+ * finite or above 128 in magnitude coded 0 as there (NaN skipped in the
+ * largest magnitude: fmaxnm keeps the number). */
 static float nk_amax(const float *x, int n) {
     float32x4_t m = vdupq_n_f32(0.0f);
     for (int i = 0; i < n; i += 4) m = vmaxnmq_f32(vabsq_f32(vld1q_f32(x + i)), m);
@@ -33,54 +33,36 @@ static inline int8x16_t nk_pack16(int32x4_t a, int32x4_t b, int32x4_t c, int32x4
     return vcombine_s8(vqmovn_s16(ab), vqmovn_s16(cd));
 }
 
-void kq_act_neon(int kind, const float *x, int64_t cols, void *out) {
-    int8_t *q = out;
-    float *d = (float *)(q + cols);
+static void nk_act_q8k(const float *xb, float iscale, int8_t *qb, int16_t *bs) {
     const int32x4_t c127 = vdupq_n_s32(127);
-    if (kind == KQ_ACT_Q8K) {
-        int16_t *bs = (int16_t *)(d + cols / QK_K);
-        for (int64_t b = 0; b < cols / QK_K; b++) {
-            const float *xb = x + b * QK_K;
-            int8_t *qb = q + b * QK_K;
-            float amax = nk_amax(xb, QK_K);
-            if (amax == 0) {
-                d[b] = 0;
-                memset(qb, 0, QK_K);
-                memset(bs + b * 16, 0, 32);
-                continue;
-            }
-            int first = 0;
-            while (fabsf(xb[first]) != amax) first++; /* amax is one of them */
-            float iscale = -127.0f / xb[first];
-            const float32x4_t s = vdupq_n_f32(iscale);
-            for (int i = 0; i < QK_K; i += 16) {
-                int32x4_t c0 = vminq_s32(nk_codes4(xb + i, s), c127), c1 = vminq_s32(nk_codes4(xb + i + 4, s), c127),
-                          c2 = vminq_s32(nk_codes4(xb + i + 8, s), c127), c3 = vminq_s32(nk_codes4(xb + i + 12, s), c127);
-                vst1q_s8(qb + i, nk_pack16(c0, c1, c2, c3));
-                bs[b * 16 + i / 16] = (int16_t)vaddvq_s32(vaddq_s32(vaddq_s32(c0, c1), vaddq_s32(c2, c3)));
-            }
-            d[b] = 1.0f / iscale;
-        }
-    } else {
-        int64_t nb = cols / 32;
-        float *s = d + nb;
-        for (int64_t b = 0; b < nb; b++) {
-            const float *xb = x + b * 32;
-            float amax = nk_amax(xb, 32), dq, id;
-            quant_act_scale(amax, 1, &dq, &id); /* llama.cpp's Q8_0 activations */
-            const float32x4_t sv = vdupq_n_f32(id);
-            int32x4_t sum = vdupq_n_s32(0);
-            for (int i = 0; i < 32; i += 16) {
-                int32x4_t c0 = nk_codes4(xb + i, sv), c1 = nk_codes4(xb + i + 4, sv), c2 = nk_codes4(xb + i + 8, sv),
-                          c3 = nk_codes4(xb + i + 12, sv);
-                vst1q_s8(q + b * 32 + i, nk_pack16(c0, c1, c2, c3));
-                sum = vaddq_s32(sum, vaddq_s32(vaddq_s32(c0, c1), vaddq_s32(c2, c3)));
-            }
-            d[b] = dq;
-            s[b] = quant_act_dsum(amax, dq, vaddvq_s32(sum), 1); /* Q8_1's sum */
-        }
+    const float32x4_t s = vdupq_n_f32(iscale);
+    for (int i = 0; i < QK_K; i += 16) {
+        int32x4_t c0 = vminq_s32(nk_codes4(xb + i, s), c127), c1 = vminq_s32(nk_codes4(xb + i + 4, s), c127),
+                  c2 = vminq_s32(nk_codes4(xb + i + 8, s), c127), c3 = vminq_s32(nk_codes4(xb + i + 12, s), c127);
+        vst1q_s8(qb + i, nk_pack16(c0, c1, c2, c3));
+        bs[i / 16] = (int16_t)vaddvq_s32(vaddq_s32(vaddq_s32(c0, c1), vaddq_s32(c2, c3)));
     }
 }
+
+static int32_t nk_act_q80(const float *xb, float id, int8_t *qb) {
+    const float32x4_t sv = vdupq_n_f32(id);
+    int32x4_t sum = vdupq_n_s32(0);
+    for (int i = 0; i < 32; i += 16) {
+        int32x4_t c0 = nk_codes4(xb + i, sv), c1 = nk_codes4(xb + i + 4, sv), c2 = nk_codes4(xb + i + 8, sv),
+                  c3 = nk_codes4(xb + i + 12, sv);
+        vst1q_s8(qb + i, nk_pack16(c0, c1, c2, c3));
+        sum = vaddq_s32(sum, vaddq_s32(vaddq_s32(c0, c1), vaddq_s32(c2, c3)));
+    }
+    return vaddvq_s32(sum);
+}
+
+#define KQA_NAME nk_act
+#define KQA_AMAX nk_amax
+#define KQA_Q8K nk_act_q8k
+#define KQA_Q80 nk_act_q80
+#include "quant/kq_act_frame.h"
+
+void kq_act_neon(int kind, const float *x, int64_t cols, void *out) { nk_act(kind, x, cols, out); }
 #else
 typedef int no_kq_neon_on_this_arch;
 #endif

@@ -369,11 +369,11 @@ AI void kq_mm1(dtype_t t, const matrix *W, const void *act, size_t astride, int 
 
 /* ------------------------------------------------- activations (Q8K, Q80) */
 
-/* llama.cpp's activations (kq_act_prepare, kquant.c) 8 floats at a time,
- * the same bytes: the same float products (no fma), rounded to nearest even
- * by vcvtps2dq as lrintf rounds, a product that is not finite or above 128
- * in magnitude coded 0 as there, and Q8K's vmax the first value of the
- * largest magnitude (NaN skipped: vmaxps keeps its second operand). */
+/* llama.cpp's activations (kq_act_prepare, kquant.c) 8 floats at a time in
+ * kq_act_frame.h's loops, the same bytes: the same float products (no fma),
+ * rounded to nearest even by vcvtps2dq as lrintf rounds, a product that is
+ * not finite or above 128 in magnitude coded 0 as there (NaN skipped in the
+ * largest magnitude: vmaxps keeps its second operand). */
 AI __m256 kq_abs8(__m256 v) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v); }
 
 AI float kq_amax(const float *x, int n) {
@@ -398,68 +398,39 @@ AI __m256i kq_pack32(__m256i a, __m256i b, __m256i c, __m256i d) {
     return _mm256_permutevar8x32_epi32(q, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
 
-static void kq_act_x86(int kind, const float *x, int64_t cols, void *out) {
-    int8_t *q = out;
-    float *d = (float *)(q + cols);
+AI void kq_act_q8k(const float *xb, float iscale, int8_t *qb, int16_t *bs) {
     const __m256i c127 = _mm256_set1_epi32(127), ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
-    if (kind == KQ_ACT_Q8K) {
-        int16_t *bs = (int16_t *)(d + cols / QK_K);
-        for (int64_t b = 0; b < cols / QK_K; b++) {
-            const float *xb = x + b * QK_K;
-            int8_t *qb = q + b * QK_K;
-            float amax = kq_amax(xb, QK_K);
-            if (amax == 0) {
-                d[b] = 0;
-                memset(qb, 0, QK_K);
-                memset(bs + b * 16, 0, 32);
-                continue;
-            }
-            int first = 0;
-            const __m256 am = _mm256_set1_ps(amax);
-            for (int i = 0; i < QK_K; i += 8) {
-                int m = _mm256_movemask_ps(_mm256_cmp_ps(kq_abs8(_mm256_loadu_ps(xb + i)), am, _CMP_EQ_OQ));
-                if (m) {
-                    first = i + __builtin_ctz((unsigned)m);
-                    break;
-                }
-            }
-            float iscale = -127.0f / xb[first];
-            const __m256 s = _mm256_set1_ps(iscale);
-            for (int i = 0; i < QK_K; i += 32) {
-                __m256i v = kq_pack32(_mm256_min_epi32(kq_codes8(xb + i, s), c127),
-                                      _mm256_min_epi32(kq_codes8(xb + i + 8, s), c127),
-                                      _mm256_min_epi32(kq_codes8(xb + i + 16, s), c127),
-                                      _mm256_min_epi32(kq_codes8(xb + i + 24, s), c127));
-                _mm256_storeu_si256((__m256i *)(qb + i), v);
-                /* sums of 4, then of 16: lanes 0 and 4 */
-                __m256i s4 = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, v), ones16);
-                s4 = _mm256_hadd_epi32(s4, s4);
-                s4 = _mm256_hadd_epi32(s4, s4);
-                bs[b * 16 + i / 16] = (int16_t)_mm256_extract_epi32(s4, 0);
-                bs[b * 16 + i / 16 + 1] = (int16_t)_mm256_extract_epi32(s4, 4);
-            }
-            d[b] = 1.0f / iscale;
-        }
-    } else {
-        int64_t nb = cols / 32;
-        float *s = d + nb;
-        for (int64_t b = 0; b < nb; b++) {
-            const float *xb = x + b * 32;
-            float amax = kq_amax(xb, 32), dq, id;
-            quant_act_scale(amax, 1, &dq, &id); /* llama.cpp's Q8_0 activations */
-            const __m256 sv = _mm256_set1_ps(id);
-            __m256i c0 = kq_codes8(xb, sv), c1 = kq_codes8(xb + 8, sv), c2 = kq_codes8(xb + 16, sv),
-                    c3 = kq_codes8(xb + 24, sv);
-            _mm256_storeu_si256((__m256i *)(q + b * 32), kq_pack32(c0, c1, c2, c3));
-            __m256i t = _mm256_add_epi32(_mm256_add_epi32(c0, c1), _mm256_add_epi32(c2, c3));
-            __m128i h = _mm_add_epi32(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1));
-            h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4e));
-            h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0xb1));
-            d[b] = dq;
-            s[b] = quant_act_dsum(amax, dq, _mm_cvtsi128_si32(h), 1); /* Q8_1's sum */
-        }
+    const __m256 s = _mm256_set1_ps(iscale);
+    for (int i = 0; i < QK_K; i += 32) {
+        __m256i v = kq_pack32(_mm256_min_epi32(kq_codes8(xb + i, s), c127), _mm256_min_epi32(kq_codes8(xb + i + 8, s), c127),
+                              _mm256_min_epi32(kq_codes8(xb + i + 16, s), c127),
+                              _mm256_min_epi32(kq_codes8(xb + i + 24, s), c127));
+        _mm256_storeu_si256((__m256i *)(qb + i), v);
+        /* sums of 4, then of 16: lanes 0 and 4 */
+        __m256i s4 = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, v), ones16);
+        s4 = _mm256_hadd_epi32(s4, s4);
+        s4 = _mm256_hadd_epi32(s4, s4);
+        bs[i / 16] = (int16_t)_mm256_extract_epi32(s4, 0);
+        bs[i / 16 + 1] = (int16_t)_mm256_extract_epi32(s4, 4);
     }
 }
+
+AI int32_t kq_act_q80(const float *xb, float id, int8_t *qb) {
+    const __m256 sv = _mm256_set1_ps(id);
+    __m256i c0 = kq_codes8(xb, sv), c1 = kq_codes8(xb + 8, sv), c2 = kq_codes8(xb + 16, sv), c3 = kq_codes8(xb + 24, sv);
+    _mm256_storeu_si256((__m256i *)qb, kq_pack32(c0, c1, c2, c3));
+    __m256i t = _mm256_add_epi32(_mm256_add_epi32(c0, c1), _mm256_add_epi32(c2, c3));
+    __m128i h = _mm_add_epi32(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1));
+    h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4e));
+    h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0xb1));
+    return _mm_cvtsi128_si32(h);
+}
+
+#define KQA_NAME kq_act_x86
+#define KQA_AMAX kq_amax
+#define KQA_Q8K kq_act_q8k
+#define KQA_Q80 kq_act_q80
+#include "quant/kq_act_frame.h"
 
 /* Every kq type through the 256-bit code, each type's own copy of the loops
  * (the switch hands the driver a constant). */
