@@ -2,9 +2,10 @@
  * test_engine.c - the serving engine against solo runs.
  *
  * Exactness under load: 40 requests of random lengths, greedy and seeded
- * sampling, submitted at random times from 4 threads (half of them online,
- * half offline), some aborted at random, on an engine whose KV pool holds
- * about three sequences, in every preempt_mode: each request that finishes
+ * sampling (half of them online, half offline), all queued before the
+ * engine's next step (a start gate: the pool overflows whatever the host's
+ * load), streamed on 4 threads, some aborted at random, on an engine whose KV
+ * pool holds about three sequences, in every preempt_mode: each request that finishes
  * must give exactly the ids and text of its solo run (an aborted one a prefix
  * of them), its streamed chunks must add up to its result, the pool must be
  * whole at the end (XLLM_DEBUG=1 also checks its invariants after every
@@ -62,7 +63,7 @@ typedef struct spec {
     xllm_priority prio;
     int n;                        /* samples: 1 or 2 */
     int abort_after;              /* abort after this many streamed ids (-1: never) */
-    int delay_ms;
+    xllm_request_id id;           /* in the engine under load (0: its submission failed) */
     /* solo reference, per sample */
     xllm_result *solo;
 } spec;
@@ -117,24 +118,83 @@ typedef struct worker {
     int failures, finished, aborted;
 } worker;
 
-static void *worker_main(void *arg) {
-    worker *w = arg;
-    xllm_request_id ids[N_REQ];
+/* The start gate. The pool must overflow whatever the host's load: requests
+ * submitted at random times from the worker threads once spread out on a
+ * loaded host (lavapipe beside, under ctest -j2) so far that they ran a few
+ * at a time and nothing was preempted, and even with every request in the
+ * engine within its first three steps, some arrival orders (they raced) gave
+ * no preemption. So a gate request (a 2-token prompt, one new token) runs
+ * alone in the engine's first step, and its notification (called on the
+ * scheduler thread with no engine lock held) holds the scheduler until the
+ * test has queued every request, in index order: the engine's next step
+ * starts with all of them waiting, the same way every run. */
+static pthread_mutex_t g_gate_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_gate_cond = PTHREAD_COND_INITIALIZER;
+static int g_gate_closed;
+
+static void gate_notify(void *user, xllm_request_id id) {
+    (void)user, (void)id;
+    pthread_mutex_lock(&g_gate_lock);
+    while (g_gate_closed) pthread_cond_wait(&g_gate_cond, &g_gate_lock);
+    pthread_mutex_unlock(&g_gate_lock);
+}
+
+static void gate_set(int closed) {
+    pthread_mutex_lock(&g_gate_lock);
+    g_gate_closed = closed;
+    pthread_cond_broadcast(&g_gate_cond);
+    pthread_mutex_unlock(&g_gate_lock);
+}
+
+/* Queue every request behind the gate; returns the gate request's id (0 if it failed; the scheduler
+ * then runs the requests as they come). */
+static xllm_request_id submit_gated(xllm_engine *e, int n_req, int *failures) {
+    static int32_t gate_prompt[2] = {1, 3};
+    xllm_request gr;
+    memset(&gr, 0, sizeof gr);
+    gr.prompt_ids = gate_prompt;
+    gr.n_prompt_ids = 2;
+    gr.params = xllm_sampling_params_default();
+    gr.params.do_sample = 0;
+    gr.params.max_new_tokens = 1;
+    xllm_request_id gate_id = 0;
     xllm_error err;
-    /* submit all at random times, then read each stream (the engine runs them all meanwhile) */
-    for (int i = w->first; i < w->first + w->count; i++) {
-        spec *s = &g_spec[i];
-        usleep((useconds_t)s->delay_ms * 1000);
-        xllm_request r = make_req(s);
-        ids[i] = 0;
-        if (xllm_engine_submit(w->e, &r, NULL, NULL, &ids[i], &err)) {
+    gate_set(1);
+    if (xllm_engine_submit(e, &gr, gate_notify, NULL, &gate_id, &err)) {
+        fprintf(stderr, "gate request: %s\n", err.message);
+        gate_id = 0;
+        (*failures)++;
+    }
+    /* its output is published before its notification: once it is out, the scheduler is in (or on its
+     * way into) gate_notify */
+    xllm_chunk c;
+    xllm_poll_result pr = XLLM_POLL_TIMEOUT;
+    while (gate_id && (pr = xllm_engine_poll(e, gate_id, &c, 2000, &err)) == XLLM_POLL_TIMEOUT) {
+    }
+    if (pr == XLLM_POLL_ERROR) {
+        fprintf(stderr, "gate request: poll: %s\n", err.message);
+        (*failures)++;
+    }
+    for (int i = 0; i < n_req; i++) {
+        xllm_request r = make_req(&g_spec[i]);
+        g_spec[i].id = 0;
+        if (xllm_engine_submit(e, &r, NULL, NULL, &g_spec[i].id, &err)) {
             fprintf(stderr, "request %d: submit failed: %s\n", i, err.message);
-            w->failures++;
+            g_spec[i].id = 0;
+            (*failures)++;
         }
     }
+    gate_set(0);
+    return gate_id;
+}
+
+static void *worker_main(void *arg) {
+    worker *w = arg;
+    xllm_error err;
+    /* read each stream (the engine runs them all meanwhile) */
     for (int i = w->first; i < w->first + w->count; i++) {
         spec *s = &g_spec[i];
-        xllm_request_id id = ids[i];
+        xllm_request_id id = s->id;
         if (!id) continue;
         static _Thread_local int32_t got[2][600];
         static _Thread_local char text[2][8192];
@@ -235,7 +295,7 @@ static void exactness_under_load(xllm_model *m) {
         s->prio = rnd() % 2 ? XLLM_PRIORITY_OFFLINE : XLLM_PRIORITY_ONLINE;
         s->abort_after = rnd() % 6 == 0 ? (int)(rnd() % 20) : -1;
         s->n = rnd() % 5 == 0 ? 2 : 1;
-        s->delay_ms = (int)(rnd() % 4);
+        (void)rnd(); /* (was an arrival delay: drawn still, so that the requests stay the same) */
     }
     /* solo runs: one request at a time, a roomy pool */
     xllm_engine_options so = xllm_engine_options_default();
@@ -274,16 +334,26 @@ static void exactness_under_load(xllm_model *m) {
                   cli_engine_stat(e, "kv", "blocks_total"));
         worker w[N_THREADS];
         pthread_t th[N_THREADS];
+        int failures = 0, finished = 0, aborted = 0;
+        xllm_request_id gate_id = submit_gated(e, N_THREADS * (n_req / N_THREADS), &failures);
         for (int t = 0; t < N_THREADS; t++) {
             w[t] = (worker){e, t * (n_req / N_THREADS), n_req / N_THREADS, 0, 0, 0};
             pthread_create(&th[t], NULL, worker_main, &w[t]);
         }
-        int failures = 0, finished = 0, aborted = 0;
         for (int t = 0; t < N_THREADS; t++) {
             pthread_join(th[t], NULL);
             failures += w[t].failures;
             finished += w[t].finished;
             aborted += w[t].aborted;
+        }
+        if (gate_id) {
+            xllm_result *gres = NULL;
+            size_t gn = 0;
+            if (xllm_engine_result(e, gate_id, &gres, &gn, &err)) {
+                fprintf(stderr, "gate request: result: %s\n", err.message);
+                failures++;
+            }
+            xllm_results_free(gres, gn);
         }
         CHECK_MSG(failures == 0, "%s: %d requests differ or failed", names[mode], failures);
         CHECK(finished + aborted == n_req);

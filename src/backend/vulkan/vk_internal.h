@@ -227,11 +227,17 @@ int vk_attn_part_reserve(vk_ctx *c, size_t bytes);
  * its pass (-1: one segment, no partials); and the passes over the groups,
  * pass_start[0..np] (pass_start[np] = ng), each holding at most cap_slots
  * slots (a slot: one token's segment) or one group, whatever it needs;
- * *most: the most slots a pass holds. Returns np. */
+ * *most: the most slots a pass holds. Returns np.
+ * vk_attn_pass_segments: for the pass over groups [g0, g1) with vk_attn_plan's
+ * info, the most segments a group's keys span (from its tokens' lowest first
+ * key to their last key; at least 1: the dispatch's second dimension) and in
+ * *split whether any of its tokens has partials (the pass then needs
+ * attn_combine). */
 int vk_attn_groups(const be_attn *d, int max_group, int32_t *useq, int32_t *umax, int32_t *uoff, int *nu,
                    size_t *total, int32_t *groups);
 int vk_attn_plan(const be_attn *d, const int32_t *groups, int ng, const int32_t *useq, const int32_t *uoff,
                  size_t cap_slots, int32_t *info, int32_t *pass_start, size_t *most);
+int vk_attn_pass_segments(const int32_t *groups, int g0, int g1, const int32_t *info, int *split);
 void vk_mla_rope_kv(vk_ctx *c, const be_mla *d);
 void vk_attention_latent(vk_ctx *c, const be_attn *d);
 /* the widest latent row attention_latent.comp takes (its MAXW: DeepSeek-V2/V3's 512 + 64) */

@@ -109,17 +109,7 @@ void vk_attention_latent(vk_ctx *c, const be_attn *d) {
     for (int ps = 0; ps < np; ps++) {
         int g0 = pass_start[ps], g1 = pass_start[ps + 1];
         int t0 = groups[2 * g0], t1 = groups[2 * (g1 - 1)] + groups[2 * (g1 - 1) + 1];
-        int maxseg = 1, split = 0;
-        for (int g = g0; g < g1; g++) { /* the group's segments: from its lowest first key to its last key */
-            int lo = INT32_MAX, hi = 0;
-            for (int t = groups[2 * g]; t < groups[2 * g] + groups[2 * g + 1]; t++) {
-                lo = tinfo[4 * t + 1] < lo ? tinfo[4 * t + 1] : lo;
-                hi = tinfo[4 * t + 2] > hi ? tinfo[4 * t + 2] : hi;
-                split |= tinfo[4 * t + 3] >= 0;
-            }
-            int ns = vk_attn_nseg(lo, hi);
-            maxseg = ns > maxseg ? ns : maxseg;
-        }
+        int split, maxseg = vk_attn_pass_segments(groups, g0, g1, tinfo, &split);
         struct {
             uint64_t q, out, kc, vc, tables, info, tiles, part;
             uint32_t ntiles, nh, hd, bs, kvtype, gshift, seg;

@@ -501,6 +501,22 @@ int vk_attn_plan(const be_attn *d, const int32_t *groups, int ng, const int32_t 
     return np;
 }
 
+int vk_attn_pass_segments(const int32_t *groups, int g0, int g1, const int32_t *info, int *split) {
+    int maxseg = 1, any = 0;
+    for (int g = g0; g < g1; g++) { /* the group's segments: from its lowest first key to its last key */
+        int lo = INT32_MAX, hi = 0;
+        for (int t = groups[2 * g]; t < groups[2 * g] + groups[2 * g + 1]; t++) {
+            lo = info[4 * t + 1] < lo ? info[4 * t + 1] : lo;
+            hi = info[4 * t + 2] > hi ? info[4 * t + 2] : hi;
+            any |= info[4 * t + 3] >= 0;
+        }
+        int ns = vk_attn_nseg(lo, hi);
+        maxseg = ns > maxseg ? ns : maxseg;
+    }
+    *split = any;
+    return maxseg;
+}
+
 /* Heads per workgroup of a one-token (decode) tile: the most heads of one KV
  * group, up to a tile's ATTN_QT queries, that divide the group (GQA: the
  * group's K/V rows are read once for all of them); 1 without GQA or with
@@ -603,17 +619,7 @@ static void vb_attention(void *ctx, const be_attn *d) {
     for (int ps = 0; ps < np; ps++) {
         int i0 = pass_start[ps], i1 = pass_start[ps + 1], t0 = tiles[2 * i0];
         int t1 = tiles[2 * (i1 - 1)] + tiles[2 * (i1 - 1) + 1];
-        int maxseg = 1, split = 0;
-        for (int i = i0; i < i1; i++) { /* the tile's segments: from its lowest first key to its last key */
-            int lo = INT32_MAX, hi = 0;
-            for (int t = tiles[2 * i]; t < tiles[2 * i] + tiles[2 * i + 1]; t++) {
-                lo = tinfo[4 * t + 1] < lo ? tinfo[4 * t + 1] : lo;
-                hi = tinfo[4 * t + 2] > hi ? tinfo[4 * t + 2] : hi;
-                split |= tinfo[4 * t + 3] >= 0;
-            }
-            int ns = vk_attn_nseg(lo, hi);
-            maxseg = ns > maxseg ? ns : maxseg;
-        }
+        int split, maxseg = vk_attn_pass_segments(tiles, i0, i1, tinfo, &split);
         struct {
             uint64_t q, out, kc, vc, tables, info, tiles, part;
             uint32_t ntiles, nh, nkv, hd, bs, kvtype, gshift, seg;
