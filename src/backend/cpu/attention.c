@@ -39,8 +39,13 @@
  *     groups hold several queries (prefill; GQA).
  */
 
-/* shared-KV: about this many queries per group (tokens x heads of a KV head) */
-#define ATTN_GROUP_QUERIES 8
+/* shared-KV: at most about this many queries per group (tokens x heads of a
+ * KV head; fewer when the batch would give the threads too few groups). Each
+ * group streams its KV head's keys and values once for all its queries: at
+ * TinyLlama's 8 heads per KV head, 8 (one token per group) left a 2048-token
+ * prefill's attention reading K/V from L3 for every token: attention 2.7 s ->
+ * 1.8 s per pp2048 at 64 (Q4_K_M, 2 threads; 128: 1.7 s, twice the scratch). */
+#define ATTN_GROUP_QUERIES 64
 typedef struct {
     cpu_backend *be;
     const be_attn *d;
@@ -199,9 +204,19 @@ static int attn_tiles(const be_attn *b, int tile_tokens, int32_t *starts) {
     return n;
 }
 
-static int attn_tile_tokens(const cpu_backend *be) {
+/* The most tokens a tile may hold (the scratch is sized for it). */
+static int attn_tile_max(const cpu_backend *be) {
     int g = be->n_heads / be->n_kv_heads;
     return g >= ATTN_GROUP_QUERIES ? 1 : (ATTN_GROUP_QUERIES + g - 1) / g;
+}
+
+/* Tokens per tile for batch b: attn_tile_max, halved while the tiles would
+ * give fewer than 4 groups per thread (the groups of a causal prefill differ
+ * in work, and every thread needs several). */
+static int attn_tile_tokens(const cpu_backend *be, const be_attn *b) {
+    int tt = attn_tile_max(be);
+    while (tt > 1 && (size_t)attn_tiles(b, tt, NULL) * (size_t)b->n_kv_heads < (size_t)(4 * be->n_threads)) tt /= 2;
+    return tt;
 }
 
 /* shared-KV: tasks are groups (tile, KV head), taken alternately from both
@@ -277,7 +292,7 @@ static void attention_groups(void *p, size_t i0, size_t i1, int thread) {
  * other strategies run). */
 static int attn_shared_ready(cpu_backend *be) {
     if (be->attn_tile_state == 0) {
-        int R = attn_tile_tokens(be) * (be->n_heads / be->n_kv_heads);
+        int R = attn_tile_max(be) * (be->n_heads / be->n_kv_heads);
         size_t per = (size_t)R * ((size_t)be->head_dim + ATTN_CHUNK + 2 * ((size_t)be->head_dim + 2) + 1) + 16;
         float *tile = mem_malloc_array(per * (size_t)be->n_threads, sizeof(float));
         int32_t *tiles = mem_malloc_array(be->max_tokens + 1, sizeof(int32_t));
@@ -326,7 +341,7 @@ attn_strategy cpu_attention_strategy(const cpu_backend *be, const be_attn *b, in
     if (be->n_threads > 1 && items < (size_t)(2 * be->n_threads) && *max_chunks >= 2 && fits)
         return ATTN_SPLIT_KV;
     if (shared_ok) {
-        size_t groups = (size_t)attn_tiles(b, attn_tile_tokens(be), NULL) * (size_t)b->n_kv_heads;
+        size_t groups = (size_t)attn_tiles(b, attn_tile_tokens(be, b), NULL) * (size_t)b->n_kv_heads;
         if (items >= 2 * groups && (be->n_threads == 1 || groups >= (size_t)(2 * be->n_threads)))
             return ATTN_SHARED_KV;
     }
@@ -393,7 +408,7 @@ void cpu_attention_run(cpu_backend *be, const be_attn *d) {
     /* at least ~64k flops per thread, or waking a thread costs more than it saves */
     double item_flops = 4.0 * (keys / T) * hd;
     size_t min_items = item_flops >= 65536 ? 1 : (size_t)(65536 / (item_flops + 1));
-    if (strategy == ATTN_SHARED_KV && !llama) j.n_tiles = attn_tiles(d, attn_tile_tokens(be), be->attn_tiles);
+    if (strategy == ATTN_SHARED_KV && !llama) j.n_tiles = attn_tiles(d, attn_tile_tokens(be, d), be->attn_tiles);
     size_t groups = (size_t)j.n_tiles * (size_t)d->n_kv_heads;
     double group_flops = item_flops * ((double)T * d->n_heads / (double)(groups ? groups : 1));
     size_t min_groups = group_flops >= 65536 ? 1 : (size_t)(65536 / (group_flops + 1));
