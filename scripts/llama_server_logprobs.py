@@ -7,20 +7,26 @@ token (POST /completion, n_probs 64, pre-sampling: post_sampling_probs false, on
 lone bytes 131..258 banned from being sampled, as ../shared/data/archs/README.md describes) and, for
 prompts 5 and 7, 16 greedy tokens (ignore_eos). Writes OUT.json: {"server_command", "llama_cpp",
 "model_sha256", "prompts": [{"ids", "top64": [[id, logprob], ...], "greedy16"?}]}. Used once to make
-tests/data/archs/phi4-partial/expected.json (README there); standard library only."""
-import hashlib, json, os, subprocess, sys, time, urllib.request
+tests/data/archs/phi4-partial/expected.json (README there); standard library only.
+Also a module: tests/data/archs/yarn/make_expected.py starts its server with llama_server() and asks
+it with post()."""
+import contextlib, hashlib, json, os, subprocess, sys, time, urllib.request
 
 
-def post(port, body):
+def post(port, body, timeout=120):
+    """POST body (JSON) to the server's /completion; the decoded answer."""
     req = urllib.request.Request('http://127.0.0.1:%d/completion' % port, json.dumps(body).encode(),
                                  {'Content-Type': 'application/json'})
-    return json.load(urllib.request.urlopen(req, timeout=120))
+    return json.load(urllib.request.urlopen(req, timeout=timeout))
 
 
-def main(server, model, prompts_json, out, ctx='512'):
-    port = 24100 + os.getpid() % 500
+@contextlib.contextmanager
+def llama_server(server, model, port, ctx, log_path, poll=0.2):
+    """llama-server on model at 127.0.0.1:port (-t 2, -c ctx, one slot), its output into log_path;
+    yields its command line once /health answers (or after 600 polls poll seconds apart), and stops
+    it on leaving."""
     cmd = [server, '-m', model, '--host', '127.0.0.1', '--port', str(port), '-t', '2', '-c', ctx, '-np', '1']
-    log = open(out + '.server.log', 'w')
+    log = open(log_path, 'w')
     srv = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
     try:
         for _ in range(600):
@@ -28,7 +34,17 @@ def main(server, model, prompts_json, out, ctx='512'):
                 urllib.request.urlopen('http://127.0.0.1:%d/health' % port, timeout=2)
                 break
             except Exception:
-                time.sleep(0.2)
+                time.sleep(poll)
+        yield cmd
+    finally:
+        srv.terminate()
+        srv.wait()
+        log.close()
+
+
+def main(server, model, prompts_json, out, ctx='512'):
+    port = 24100 + os.getpid() % 500
+    with llama_server(server, model, port, ctx, out + '.server.log') as cmd:
         prompts = [p['ids'] for p in json.load(open(prompts_json))['prompts']]
         res = []
         for k, ids in enumerate(prompts):
@@ -48,9 +64,6 @@ def main(server, model, prompts_json, out, ctx='512'):
                                        if l.startswith('version:') or l.startswith('built with')),
                'model_sha256': hashlib.sha256(open(model, 'rb').read()).hexdigest(), 'prompts': res}
         json.dump(doc, open(out, 'w'), indent=1)
-    finally:
-        srv.terminate()
-        srv.wait()
 
 
 if __name__ == '__main__':

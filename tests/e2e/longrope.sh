@@ -43,18 +43,10 @@ python3 "$LIB/phi3_reference.py" "$T/hf" long "$T/ref_long.f32" "$A" "$B" &&
     python3 "$LIB/phi3_reference.py" "$T/hf" short "$T/ref_short.f32" "$A" "$B"
 check $? "the reference (HF's formula, double precision), short and long factor sets"
 # log-probabilities of the last position of each prompt (CLI: the default context 4096 > 256: long)
-lastlp() { python3 - "$1" "$2" <<'PY'
-import math, struct, sys
-b = open(sys.argv[1], "rb").read(); V = 32000; n = len(b) // 4 // V
-z = struct.unpack_from("<%df" % V, b, (n - 1) * V * 4)
-m = max(z); l = m + math.log(math.fsum(math.exp(v - m) for v in z))
-open(sys.argv[2], "ab").write(struct.pack("<%df" % V, *[v - l for v in z]))
-PY
-}
 for form in hf longrope.gguf lr.xllm; do
     rm -f "$T/$form.lp"
     for ids in $A $B; do
-        "$XLLM" logits -m "$T/$form" --ids $ids --out "$T/o.f32" -t 2 > /dev/null 2>> "$T/err" && lastlp "$T/o.f32" "$T/$form.lp"
+        "$XLLM" logits -m "$T/$form" --ids $ids --out "$T/o.f32" -t 2 > /dev/null 2>> "$T/err" && last_logprobs "$T/o.f32" "$T/$form.lp"
     done
     compare "$T/ref_long.f32" "$T/$form.lp" 1e-4
     check $? "$form (context 4096: long factors) == the reference within 1e-4"

@@ -39,13 +39,7 @@ against_server() { # $1: label, $2: tolerance; env: XLLM_ARITH / XLLM_KV_DTYPE
     while [ $k -lt 8 ]; do
         ids=$(python3 -c "import json,sys; print(','.join(map(str, json.load(open(sys.argv[1]))['prompts'][int(sys.argv[2])]['ids'])))" "$D/expected.json" $k)
         "$XLLM" logits -m "$G" --ids "$ids" --out "$T/o.f32" -t 2 > /dev/null 2>> "$T/err" || return 1
-        python3 - "$T/o.f32" "$T/lp.f32" <<'PY' || return 1
-import math, struct, sys
-b = open(sys.argv[1], "rb").read(); V = 32000; n = len(b) // 4 // V
-z = struct.unpack_from("<%df" % V, b, (n - 1) * V * 4)
-m = max(z); l = m + math.log(math.fsum(math.exp(v - m) for v in z))
-open(sys.argv[2], "ab").write(struct.pack("<%df" % V, *[v - l for v in z]))
-PY
+        last_logprobs "$T/o.f32" "$T/lp.f32" || return 1
         k=$((k + 1))
     done
     python3 - "$T/lp.f32" "$D/expected.json" "$1" "$2" "$3" <<'PY'
@@ -104,24 +98,12 @@ check $? "HF form written (partial_rotary_factor 0.75, longrope factors of 6)"
 "$XLLM" logits -m "$T/hf" --ids $IDS --out "$T/h.f32" -t 2 > /dev/null 2>> "$T/err" &&
     compare "$T/g.f32" "$T/h.f32" 1e-5
 check $? "HF form's logits (14 positions) == GGUF's within 1e-5"
-"$XLLM" convert "$T/hf" -o "$T/p.xllm" > /dev/null 2>> "$T/err" &&
-    "$XLLM" logits -m "$T/p.xllm" --ids $IDS --out "$T/x.f32" -t 2 > /dev/null 2>> "$T/err" &&
-    compare "$T/h.f32" "$T/x.f32" 1e-5
+xllm_form_keeps "$T/hf" "$T/p.xllm" $IDS
 check $? ".xllm form keeps the logits within 1e-5"
-"$XLLM" convert "$T/hf" --to gguf --dtype f16 -o "$T/back.gguf" > /dev/null 2>> "$T/err" &&
-    python3 "$LIB/gguf_compare.py" "$G" "$T/back.gguf" attention.sliding_window &&
-    "$XLLM" logits -m "$T/back.gguf" --ids $IDS --out "$T/r.f32" -t 2 > /dev/null 2>> "$T/err" &&
-    compare "$T/g.f32" "$T/r.f32" 0
+gguf_form_back "$T/hf" "$T/back.gguf" "$G" $IDS 0 attention.sliding_window
 check $? "convert --to gguf gives back rope.dimension_count 12, the 6-value factor tensors and the logits"
-lastlp() { python3 - "$1" "$2" <<'PY'
-import math, struct, sys
-b = open(sys.argv[1], "rb").read(); V = 32000; n = len(b) // 4 // V
-z = struct.unpack_from("<%df" % V, b, (n - 1) * V * 4)
-m = max(z); l = m + math.log(math.fsum(math.exp(v - m) for v in z))
-open(sys.argv[2], "wb").write(struct.pack("<%df" % V, *[v - l for v in z]))
-PY
-}
-python3 "$LIB/phi3_reference.py" "$T/hf" long "$T/ref.f32" "$IDS" && lastlp "$T/h.f32" "$T/h_last.f32" &&
+rm -f "$T/h_last.f32"
+python3 "$LIB/phi3_reference.py" "$T/hf" long "$T/ref.f32" "$IDS" && last_logprobs "$T/h.f32" "$T/h_last.f32" &&
     compare "$T/ref.f32" "$T/h_last.f32" 1e-4
 check $? "HF's formula (double precision, partial rotary, long factors) == the HF form within 1e-4"
 python3 -c "

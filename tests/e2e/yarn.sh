@@ -57,14 +57,9 @@ print("   YaRN vs none: max |diff| = %.3g" % d)
 assert d > 1e-2
 PY
     check $? "$v: ... and differ from the fixture without YaRN (by more than 1e-2)"
-    "$XLLM" convert "$T/$v" -o "$T/$v.xllm" > /dev/null 2>> "$T/err" &&
-        "$XLLM" logits -m "$T/$v.xllm" --ids $IDS --out "$T/x.f32" -t 2 > /dev/null 2>> "$T/err" &&
-        compare "$T/h.f32" "$T/x.f32" 1e-5
+    xllm_form_keeps "$T/$v" "$T/$v.xllm" $IDS
     check $? "$v: xllm convert to .xllm keeps the logits within 1e-5"
-    "$XLLM" convert "$T/$v" --to gguf --dtype f16 -o "$T/$v.gguf" > /dev/null 2>> "$T/err" &&
-        python3 "$LIB/gguf_compare.py" "$G" "$T/$v.gguf" context_length &&
-        "$XLLM" logits -m "$T/$v.gguf" --ids $IDS --out "$T/r.f32" -t 2 > /dev/null 2>> "$T/err" &&
-        compare "$T/g.f32" "$T/r.f32" 1e-5
+    gguf_form_back "$T/$v" "$T/$v.gguf" "$G" $IDS 1e-5 context_length
     check $? "$v: convert --to gguf gives back llama.cpp's YaRN keys, the tensors and the logits"
     { # an independent reference: HF's formulas in double precision
         python3 "$LIB/yarn_reference.py" "$T/$v" "$T/ref.f32" $IDS &&

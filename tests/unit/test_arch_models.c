@@ -25,6 +25,7 @@
  * Prints the worst deviation per family.
  */
 #include "test.h"
+#include "test_fixture.h"
 #include "../../tools/engine_stat.h"
 #include "xllm.h"
 #include "base/alloc.h"
@@ -47,34 +48,12 @@ static const char *k_families[] = {"llama-moe", "qwen2moe", "qwen3moe", "gemma2"
 #define SANITIZED 0
 #endif
 
-static void log_softmax(float *x, int n) {
-    double mx = x[0];
-    for (int i = 1; i < n; i++) mx = x[i] > mx ? x[i] : mx;
-    double s = 0;
-    for (int i = 0; i < n; i++) s += exp((double)x[i] - mx);
-    double l = mx + log(s);
-    for (int i = 0; i < n; i++) x[i] = (float)((double)x[i] - l);
-}
-
-static int ids_of(const cJSON *arr, int32_t *ids, int cap) {
-    int n = 0;
-    const cJSON *e;
-    cJSON_ArrayForEach(e, arr) if (n < cap) ids[n++] = (int32_t)e->valuedouble;
-    return n;
-}
-
 /* Worst |logprob - reference| over every prompt; greedy continuations
  * compared when check_greedy. */
 static double check_family(const char *fam, const cJSON *exp, const float *ref, int llama) {
     char path[512];
     snprintf(path, sizeof path, "%s/%s/model.gguf", DIR, fam);
-    xllm_model_options o = xllm_model_options_default();
-    o.n_threads = 2;
-    o.no_plan = 1;
-    if (llama) o.arithmetic = "llama", o.kv_dtype = "f16";
-    xllm_error err;
-    xllm_model *m = xllm_model_load(path, &o, &err);
-    CHECK_MSG(m != NULL, "%s: %s", fam, err.message);
+    xllm_model *m = fixture_load(path, llama, fam);
     if (!m) return INFINITY;
     CHECK(xllm_model_vocab_size(m) == V);
     float *lp = malloc(sizeof(float) * V);
@@ -83,9 +62,7 @@ static double check_family(const char *fam, const cJSON *exp, const float *ref, 
     const cJSON *p;
     cJSON_ArrayForEach(p, cJSON_GetObjectItem(exp, "prompts")) {
         int32_t ids[64];
-        int n = ids_of(cJSON_GetObjectItem(p, "ids"), ids, 64);
-        CHECK(xllm_model_logits(m, ids, (size_t)n, 0, lp, &err) == XLLM_OK);
-        log_softmax(lp, V);
+        int n = fixture_prompt_logprobs(m, p, ids, 64, lp, V);
         double d = 0;
         for (int v = 0; v < V; v++) d = fmax(d, fabs((double)lp[v] - ref[(size_t)k * V + v]));
         CHECK_MSG(d <= (llama ? ARCH_LLAMA : ARCH_OURS), "%s (%s) prompt %d: max |dlogprob| %.3g", fam,
@@ -93,27 +70,11 @@ static double check_family(const char *fam, const cJSON *exp, const float *ref, 
         worst = fmax(worst, d);
         const cJSON *jg = cJSON_GetObjectItem(p, "greedy16");
         if (llama && cJSON_IsArray(jg)) {
-            xllm_request r;
-            memset(&r, 0, sizeof r);
-            r.prompt_ids = ids;
-            r.n_prompt_ids = (size_t)n;
-            r.params = xllm_sampling_params_default();
-            r.params.do_sample = 0;
-            r.params.max_new_tokens = 16;
-            r.params.ignore_eos = 1;
-            xllm_result *res = NULL;
-            CHECK(xllm_generate(m, &r, 1, NULL, NULL, &res, &err) == XLLM_OK);
-            if (res) {
-                int same = res->n_ids == 16;
-                for (int i = 0; same && i < 16; i++) {
-                    int32_t want = (int32_t)cJSON_GetArrayItem(jg, i)->valuedouble;
-                    if (res->ids[i] == ARCH_EOS && want != ARCH_EOS) break;
-                    same = res->ids[i] == want;
-                }
+            int same = fixture_greedy_matches(m, ids, n, jg, 16, ARCH_EOS);
+            if (same >= 0) {
                 CHECK_MSG(same, "%s: greedy continuation of prompt %d differs from llama-server's", fam, k);
                 greedy_ok += same;
                 greedy_n++;
-                xllm_results_free(res, 1);
             }
         }
         k++;
@@ -152,7 +113,7 @@ static void check_engine(const char *fam, const cJSON *exp, const char *kv_dtype
     int n[4], k = 0;
     const cJSON *p;
     cJSON_ArrayForEach(p, cJSON_GetObjectItem(exp, "prompts")) {
-        if (k >= 4 && k < 8) n[k - 4] = ids_of(cJSON_GetObjectItem(p, "ids"), ids[k - 4], 64);
+        if (k >= 4 && k < 8) n[k - 4] = fixture_ids(cJSON_GetObjectItem(p, "ids"), ids[k - 4], 64);
         k++;
     }
     xllm_model_options o = xllm_model_options_default();
@@ -227,10 +188,10 @@ static void check_latent_q8(const cJSON *exp) {
     const cJSON *p;
     cJSON_ArrayForEach(p, cJSON_GetObjectItem(exp, "prompts")) {
         int32_t ids[64];
-        int n = ids_of(cJSON_GetObjectItem(p, "ids"), ids, 64);
+        int n = fixture_ids(cJSON_GetObjectItem(p, "ids"), ids, 64);
         if (f && q && k >= 5 && xllm_model_logits(f, ids, (size_t)n, 0, a, &err) == XLLM_OK &&
             xllm_model_logits(q, ids, (size_t)n, 0, b, &err) == XLLM_OK) {
-            log_softmax(a, V), log_softmax(b, V);
+            fixture_log_softmax(a, V), fixture_log_softmax(b, V);
             for (int v = 0; v < V; v++) worst = fmax(worst, fabs((double)a[v] - b[v]));
         }
         k++;

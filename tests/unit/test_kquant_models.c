@@ -36,6 +36,7 @@
  */
 #include "test.h"
 #include "test_env.h"
+#include "test_fixture.h"
 #include "xllm.h"
 #include "base/file.h"
 #include "format/gguf.h"
@@ -55,15 +56,6 @@
 #define KQ_LLAMA 1e-4 /* both, every quantized file and prompt (measured: below 1e-5) */
 #define KQ_EXACT 1e-3 /* a prompt "matches" (the summary's count) when its top-10 deviation is under this */
 #define KQ_EOS 2      /* stories260k's </s> */
-
-static void log_softmax(float *x, int n) {
-    double mx = x[0];
-    for (int i = 1; i < n; i++) mx = x[i] > mx ? x[i] : mx;
-    double s = 0;
-    for (int i = 0; i < n; i++) s += exp((double)x[i] - mx);
-    double l = mx + log(s);
-    for (int i = 0; i < n; i++) x[i] = (float)((double)x[i] - l);
-}
 
 typedef struct {
     double top10, mean, mean_sum;
@@ -93,7 +85,7 @@ static void check_file(const char *file, const cJSON *cases, const char *level, 
         for (int i = 0; i < nid && i < 128; i++) ids[i] = (int32_t)cJSON_GetArrayItem(jids, i)->valuedouble;
         if (cJSON_IsArray(jlp)) {
             CHECK(xllm_model_logits(m, ids, (size_t)nid, 0, lp, &err) == XLLM_OK);
-            log_softmax(lp, V);
+            fixture_log_softmax(lp, V);
             double ref[512], sum = 0, d10 = 0;
             for (int v = 0; v < V; v++) ref[v] = cJSON_GetArrayItem(jlp, v)->valuedouble;
             for (int v = 0; v < V; v++) sum += fabs(lp[v] - ref[v]);
@@ -114,30 +106,15 @@ static void check_file(const char *file, const cJSON *cases, const char *level, 
             CHECK_MSG(sum / V <= tolm, "%s (%s) prompt %d: mean deviation %.4f", file, level, n, sum / V);
         }
         if (cJSON_IsArray(jg)) {
-            xllm_request r;
-            memset(&r, 0, sizeof r);
-            r.prompt_ids = ids;
-            r.n_prompt_ids = (size_t)nid;
-            r.params = xllm_sampling_params_default();
-            r.params.do_sample = 0;
-            r.params.max_new_tokens = 16;
-            r.params.ignore_eos = 1;
-            xllm_result *res = NULL;
-            CHECK(xllm_generate(m, &r, 1, NULL, NULL, &res, &err) == XLLM_OK);
+            xllm_result *res = fixture_greedy(m, ids, nid, 16);
             const cJSON *jm = cJSON_GetObjectItem(c, "top2_margin");
             if (res && res->n_ids > 0 && cJSON_IsNumber(jm) && jm->valuedouble >= KQ_TIE)
                 CHECK_MSG(res->ids[0] == (int32_t)cJSON_GetArrayItem(jg, 0)->valuedouble,
                           "%s (%s): first greedy token %d, llama.cpp %d (margin %.3f)", file, level, res->ids[0],
                           (int)cJSON_GetArrayItem(jg, 0)->valuedouble, jm->valuedouble);
             if (res) {
-                int same = res->n_ids == 16;
-                for (int i = 0; same && i < 16; i++) {
-                    int32_t want = (int32_t)cJSON_GetArrayItem(jg, i)->valuedouble;
-                    /* llama-server's ignore_eos masks the eos token; ours only
-                     * does not stop at it: agreeing up to our eos is agreeing */
-                    if (llama && res->ids[i] == KQ_EOS && want != KQ_EOS) break;
-                    same = res->ids[i] == want;
-                }
+                /* up to an eos of ours under arithmetic llama (test_fixture.h) */
+                int same = fixture_greedy_agrees(res, jg, 16, llama ? KQ_EOS : -1);
                 full += same;
                 n++;
                 xllm_results_free(res, 1);
@@ -162,8 +139,8 @@ static double mean_kl(const float *ref, const float *x, int n_pos, int V) {
     for (int p = 0; p < n_pos; p++) {
         memcpy(a, ref + (size_t)p * V, sizeof(float) * (size_t)V);
         memcpy(b, x + (size_t)p * V, sizeof(float) * (size_t)V);
-        log_softmax(a, V);
-        log_softmax(b, V);
+        fixture_log_softmax(a, V);
+        fixture_log_softmax(b, V);
         for (int v = 0; v < V; v++) kl += exp(a[v]) * (a[v] - b[v]);
     }
     free(a);

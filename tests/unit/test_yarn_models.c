@@ -20,6 +20,7 @@
  * YaRN numbers (so the scaling is seen by the check).
  */
 #include "test.h"
+#include "test_fixture.h"
 #include "xllm.h"
 #include "base/alloc.h"
 #include "base/file.h"
@@ -46,22 +47,6 @@
 
 static const char *k_variants[] = {"deepseek2-yarn", "deepseek2-yarn-m354", "llama-moe-yarn"};
 
-static void log_softmax(float *x, int n) {
-    double mx = x[0];
-    for (int i = 1; i < n; i++) mx = x[i] > mx ? x[i] : mx;
-    double s = 0;
-    for (int i = 0; i < n; i++) s += exp((double)x[i] - mx);
-    double l = mx + log(s);
-    for (int i = 0; i < n; i++) x[i] = (float)((double)x[i] - l);
-}
-
-static int ids_of(const cJSON *arr, int32_t *ids, int cap) {
-    int n = 0;
-    const cJSON *e;
-    cJSON_ArrayForEach(e, arr) if (n < cap) ids[n++] = (int32_t)e->valuedouble;
-    return n;
-}
-
 /* The variant's GGUF: the base fixture with keys_added, written into dir. */
 static int make_variant(const cJSON *exp, const char *name, const char *dir, char *out, size_t cap) {
     const cJSON *base = cJSON_GetObjectItem(exp, "base_fixture"), *k;
@@ -81,13 +66,7 @@ static int make_variant(const cJSON *exp, const char *name, const char *dir, cha
  * argmax and (llama) greedy continuations compared, unless base (the file
  * without YaRN: only the deviation is returned). */
 static double check_variant(const char *name, const char *path, const cJSON *exp, int llama, int base) {
-    xllm_model_options o = xllm_model_options_default();
-    o.n_threads = 2;
-    o.no_plan = 1;
-    if (llama) o.arithmetic = "llama", o.kv_dtype = "f16";
-    xllm_error err;
-    xllm_model *m = xllm_model_load(path, &o, &err);
-    CHECK_MSG(m != NULL, "%s: %s", name, err.message);
+    xllm_model *m = fixture_load(path, llama, name);
     if (!m) return INFINITY;
     float *lp = malloc(sizeof(float) * V);
     double worst = 0;
@@ -95,9 +74,7 @@ static double check_variant(const char *name, const char *path, const cJSON *exp
     const cJSON *p;
     cJSON_ArrayForEach(p, cJSON_GetObjectItem(exp, "prompts")) {
         int32_t ids[64];
-        int n = ids_of(cJSON_GetObjectItem(p, "ids"), ids, 64);
-        CHECK(xllm_model_logits(m, ids, (size_t)n, 0, lp, &err) == XLLM_OK);
-        log_softmax(lp, V);
+        int n = fixture_prompt_logprobs(m, p, ids, 64, lp, V);
         double d = 0;
         int stored = 0, best = 0;
         const cJSON *e;
@@ -121,23 +98,11 @@ static double check_variant(const char *name, const char *path, const cJSON *exp
         }
         const cJSON *jg = cJSON_GetObjectItem(p, "greedy16");
         if (llama && cJSON_IsArray(jg)) {
-            xllm_request r;
-            memset(&r, 0, sizeof r);
-            r.prompt_ids = ids;
-            r.n_prompt_ids = (size_t)n;
-            r.params = xllm_sampling_params_default();
-            r.params.do_sample = 0;
-            r.params.max_new_tokens = 16;
-            r.params.ignore_eos = 1;
-            xllm_result *res = NULL;
-            CHECK(xllm_generate(m, &r, 1, NULL, NULL, &res, &err) == XLLM_OK);
-            if (res) {
-                int same = res->n_ids == 16;
-                for (int i = 0; same && i < 16; i++) same = res->ids[i] == cJSON_GetArrayItem(jg, i)->valueint;
+            int same = fixture_greedy_matches(m, ids, n, jg, 16, -1 /* no eos allowance here */);
+            if (same >= 0) {
                 CHECK_MSG(same, "%s: greedy continuation of prompt %d differs from llama-server's", name, k - 1);
                 greedy_ok += same;
                 greedy_n++;
-                xllm_results_free(res, 1);
             }
         }
     }

@@ -9,7 +9,9 @@ gate_up_proj split gate | up, up * silu(gate), down_proj, final norm, the (tied)
 SET picks the factors: "short" or "long" (HF picks by the sequence length against
 original_max_position_embeddings; xLLM and llama.cpp by the context, docs/ARCHITECTURE.md), or
 "none" (plain RoPE). Each IDS is a comma-separated prompt; OUT gets one row of vocab float32 per
-prompt. Standard library only (no torch in CI); a few seconds for the tiny test model."""
+prompt. Standard library only (no torch in CI); a few seconds for the tiny test model. yarn_reference.py
+imports the pieces both forwards share from here (load, matvec, rmsnorm, rope_half, causal_attention,
+head)."""
 import json, math, os, struct, sys
 
 
@@ -43,6 +45,46 @@ def rmsnorm(x, w, eps):
     return [v * s * g for v, g in zip(x, w)]
 
 
+def rope_half(q, k, pos, inv, af, H, KV, hd):
+    """Rotate-half RoPE in place at position pos over the first 2 len(inv) values of each head (hd
+    values) of q (H heads) and k (KV heads); cos and sin x the attention factor af. Shared with
+    yarn_reference.py."""
+    half = len(inv)
+    cos = [math.cos(pos * f) * af for f in inv]
+    sin = [math.sin(pos * f) * af for f in inv]
+    for vec, nh in ((q, H), (k, KV)):
+        for h in range(nh):
+            b = h * hd
+            for i in range(half):
+                x0, x1 = vec[b + i], vec[b + half + i]
+                vec[b + i] = x0 * cos[i] - x1 * sin[i]
+                vec[b + half + i] = x1 * cos[i] + x0 * sin[i]
+
+
+def causal_attention(qs, ks, vs, i, H, KV, hd):
+    """Position i's attention output (H heads x hd, before o_proj): softmax(q k^T / sqrt(hd)) over
+    positions 0..i, grouped KV heads (head h reads KV head h // (H / KV))."""
+    att = []
+    for h in range(H):
+        g = h // (H // KV)
+        sc = [math.fsum(a * b for a, b in zip(qs[i][h * hd:(h + 1) * hd], ks[j][g * hd:(g + 1) * hd])) /
+              math.sqrt(hd) for j in range(i + 1)]
+        m = max(sc)
+        e = [math.exp(s - m) for s in sc]
+        z = math.fsum(e)
+        att += [math.fsum(e[j] / z * vs[j][g * hd + d] for j in range(i + 1)) for d in range(hd)]
+    return att
+
+
+def head(c, t, x):
+    """The final norm, the (tied or separate) LM head and the log-softmax of the last position."""
+    h = rmsnorm(x, t['model.norm.weight'], c['rms_norm_eps'])
+    z = matvec(t.get('lm_head.weight') or t['model.embed_tokens.weight'], h)
+    m = max(z)
+    lse = m + math.log(math.fsum(math.exp(v - m) for v in z))
+    return [v - lse for v in z]
+
+
 def forward(c, t, ids, factor_set):
     H, KV, hd = c['num_attention_heads'], c['num_key_value_heads'], c['head_dim']
     rot = int(hd * c.get('partial_rotary_factor', 1.0))  # transformers: the first rot values of a head rotate
@@ -64,27 +106,10 @@ def forward(c, t, ids, factor_set):
         for pos, x in enumerate(xs):
             qkv = matvec(t[p + 'self_attn.qkv_proj.weight'], rmsnorm(x, t[p + 'input_layernorm.weight'], eps))
             q, k, v = qkv[:H * hd], qkv[H * hd:(H + KV) * hd], qkv[(H + KV) * hd:]
-            cos = [math.cos(pos * f) * af for f in inv]
-            sin = [math.sin(pos * f) * af for f in inv]
-            for vec, nh in ((q, H), (k, KV)):
-                for h in range(nh):
-                    b = h * hd
-                    for i in range(half):
-                        x0, x1 = vec[b + i], vec[b + half + i]
-                        vec[b + i] = x0 * cos[i] - x1 * sin[i]
-                        vec[b + half + i] = x1 * cos[i] + x0 * sin[i]
+            rope_half(q, k, pos, inv, af, H, KV, hd)
             qs.append(q), ks.append(k), vs.append(v)
         for i in range(n):
-            att = []
-            for h in range(H):
-                g = h // (H // KV)
-                sc = [math.fsum(a * b for a, b in zip(qs[i][h * hd:(h + 1) * hd], ks[j][g * hd:(g + 1) * hd])) /
-                      math.sqrt(hd) for j in range(i + 1)]
-                m = max(sc)
-                e = [math.exp(s - m) for s in sc]
-                z = math.fsum(e)
-                att += [math.fsum(e[j] / z * vs[j][g * hd + d] for j in range(i + 1)) for d in range(hd)]
-            o = matvec(t[p + 'self_attn.o_proj.weight'], att)
+            o = matvec(t[p + 'self_attn.o_proj.weight'], causal_attention(qs, ks, vs, i, H, KV, hd))
             xs[i] = [a + b for a, b in zip(xs[i], o)]
         for i in range(n):
             gu = matvec(t[p + 'mlp.gate_up_proj.weight'], rmsnorm(xs[i], t[p + 'post_attention_layernorm.weight'], eps))
@@ -92,12 +117,7 @@ def forward(c, t, ids, factor_set):
             hmid = [gu[I + j] * gu[j] / (1 + math.exp(-gu[j])) for j in range(I)]
             y = matvec(t[p + 'mlp.down_proj.weight'], hmid)
             xs[i] = [a + b for a, b in zip(xs[i], y)]
-    h = rmsnorm(xs[-1], t['model.norm.weight'], eps)
-    head = t.get('lm_head.weight') or t['model.embed_tokens.weight']
-    z = matvec(head, h)
-    m = max(z)
-    lse = m + math.log(math.fsum(math.exp(v - m) for v in z))
-    return [v - lse for v in z]
+    return head(c, t, xs[-1])
 
 
 def main(d, factor_set, out, *prompts):

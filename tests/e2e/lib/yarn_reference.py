@@ -13,7 +13,7 @@ prompt. Standard library only (no torch in CI)."""
 import json, math, os, struct, sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from phi3_reference import load, matvec, rmsnorm  # noqa: E402
+from phi3_reference import causal_attention, head, load, matvec, rmsnorm, rope_half  # noqa: E402
 
 
 def mscale(s, m=1.0):
@@ -47,7 +47,7 @@ def yarn(c, hd):
 
 def forward(c, t, ids):
     H, KV, hd = c['num_attention_heads'], c['num_key_value_heads'], c['head_dim']
-    eps, half, E, K = c['rms_norm_eps'], hd // 2, c['num_local_experts'], c['num_experts_per_tok']
+    eps, E, K = c['rms_norm_eps'], c['num_local_experts'], c['num_experts_per_tok']
     inv, af = yarn(c, hd)
     xs = [list(t['model.embed_tokens.weight'][i]) for i in ids]
     n = len(ids)
@@ -57,27 +57,10 @@ def forward(c, t, ids):
         for pos, x in enumerate(xs):
             h = rmsnorm(x, t[p + 'input_layernorm.weight'], eps)
             q, k, v = (matvec(t[p + 'self_attn.%s_proj.weight' % s], h) for s in 'qkv')
-            cos = [math.cos(pos * f) * af for f in inv]
-            sin = [math.sin(pos * f) * af for f in inv]
-            for vec, nh in ((q, H), (k, KV)):
-                for hh in range(nh):
-                    b = hh * hd
-                    for i in range(half):
-                        x0, x1 = vec[b + i], vec[b + half + i]
-                        vec[b + i] = x0 * cos[i] - x1 * sin[i]
-                        vec[b + half + i] = x1 * cos[i] + x0 * sin[i]
+            rope_half(q, k, pos, inv, af, H, KV, hd)
             qs.append(q), ks.append(k), vs.append(v)
         for i in range(n):
-            att = []
-            for hh in range(H):
-                g = hh // (H // KV)
-                sc = [math.fsum(a * b for a, b in zip(qs[i][hh * hd:(hh + 1) * hd], ks[j][g * hd:(g + 1) * hd])) /
-                      math.sqrt(hd) for j in range(i + 1)]
-                m = max(sc)
-                e = [math.exp(s - m) for s in sc]
-                z = math.fsum(e)
-                att += [math.fsum(e[j] / z * vs[j][g * hd + d] for j in range(i + 1)) for d in range(hd)]
-            o = matvec(t[p + 'self_attn.o_proj.weight'], att)
+            o = matvec(t[p + 'self_attn.o_proj.weight'], causal_attention(qs, ks, vs, i, H, KV, hd))
             xs[i] = [a + b for a, b in zip(xs[i], o)]
         for i in range(n):
             h = rmsnorm(xs[i], t[p + 'post_attention_layernorm.weight'], eps)
@@ -97,14 +80,6 @@ def forward(c, t, ids):
                 y = [a + pr[e] / wsum * b for a, b in zip(y, d)]
             xs[i] = [a + b for a, b in zip(xs[i], y)]
     return head(c, t, xs[-1])
-
-
-def head(c, t, x):
-    h = rmsnorm(x, t['model.norm.weight'], c['rms_norm_eps'])
-    z = matvec(t.get('lm_head.weight') or t['model.embed_tokens.weight'], h)
-    m = max(z)
-    lse = m + math.log(math.fsum(math.exp(v - m) for v in z))
-    return [v - lse for v in z]
 
 
 def swiglu(t, q, h, g='gate_proj', u='up_proj', d='down_proj'):

@@ -10,7 +10,10 @@ and writes <variant>.json: per prompt the TOP log-probabilities (id, logprob) of
 32000-token row, the argmax, and the greedy tokens; plus the largest change against the
 fixture's own logprobs.f32 (no YaRN), to show what the metadata does.
 usage: make_expected.py LLAMA_SERVER_BINARY   (run from the repository root; needs the fixtures)"""
-import json, math, os, struct, subprocess, sys, tempfile, time, urllib.request
+import json, math, os, struct, subprocess, sys, tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', '..', '..', 'scripts'))
+from llama_server_logprobs import llama_server, post  # noqa: E402 (the server's start, stop and requests)
 
 TOP = 256
 VARIANTS = {
@@ -31,12 +34,6 @@ VARIANTS = {
 }
 
 
-def post(port, body):
-    req = urllib.request.Request('http://127.0.0.1:%d/completion' % port, json.dumps(body).encode(),
-                                 {'Content-Type': 'application/json'})
-    return json.load(urllib.request.urlopen(req, timeout=600))
-
-
 def main():
     server = sys.argv[1]
     here = os.path.dirname(os.path.abspath(__file__))
@@ -49,23 +46,14 @@ def main():
         subprocess.check_call([sys.executable, os.path.join(lib, 'gguf_set_keys.py'),
                                os.path.join(archs, base, 'model.gguf'), model] + keys)
         port = 24260
-        cmd = [server, '-m', model, '--host', '127.0.0.1', '--port', str(port), '-t', '2', '-c', '512', '-np', '1']
-        log = open(os.path.join(tmp, name + '.log'), 'w')
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
-        try:
-            for _ in range(600):
-                try:
-                    urllib.request.urlopen('http://127.0.0.1:%d/health' % port, timeout=2)
-                    break
-                except Exception:
-                    time.sleep(0.5)
+        with llama_server(server, model, port, '512', os.path.join(tmp, name + '.log'), poll=0.5) as cmd:
             base_rows = open(os.path.join(archs, base, 'logprobs.f32'), 'rb').read()
             prompts, worst = [], 0.0
             for k, p in enumerate(exp['prompts']):
                 ids = p['ids']
                 r = post(port, {'prompt': ids, 'n_predict': 1, 'n_probs': 32000, 'temperature': 0, 'top_k': 1,
                                 'samplers': ['top_k'], 'cache_prompt': False, 'post_sampling_probs': False,
-                                'return_tokens': True, 'logit_bias': [[t, False] for t in range(131, 259)]})
+                                'return_tokens': True, 'logit_bias': [[t, False] for t in range(131, 259)]}, 600)
                 top = r['completion_probabilities'][0]['top_logprobs']
                 assert len(top) == 32000, len(top)
                 row = [0.0] * 32000
@@ -81,13 +69,10 @@ def main():
                 if 'greedy16' in p:
                     g = post(port, {'prompt': ids, 'n_predict': 16, 'temperature': 0, 'top_k': 1,
                                     'samplers': ['top_k'], 'cache_prompt': False, 'ignore_eos': True,
-                                    'return_tokens': True})
+                                    'return_tokens': True}, 600)
                     ent['greedy16'] = g['tokens']
                     ent['greedy16_base'] = p['greedy16']
                 prompts.append(ent)
-        finally:
-            proc.terminate()
-            proc.wait()
         info = [l.strip() for l in open(os.path.join(tmp, name + '.log')) if 'yarn' in l.lower() or 'rope' in l.lower()]
         out = {'variant': name, 'base_fixture': base, 'keys_added': keys,
                'how': 'python3 tests/e2e/lib/gguf_set_keys.py tests/data/archs/%s/model.gguf %s.gguf %s' %
