@@ -47,6 +47,10 @@ int kq_act_kind(dtype_t t);
 /* Bytes of one prepared row of cols values (0 when cols is not a whole
  * number of blocks: 256 for Q8K, 32 for Q80). */
 size_t kq_act_bytes(int kind, int64_t cols);
+/* llama.cpp's quantization of one activation row into out (kq_act_bytes):
+ * Q8K or Q80 (kq_act_frame.h holds the block loops; a product that is not a
+ * finite number of magnitude 128 or less codes 0). The scalar reference of
+ * the CPU levels' kq_act. */
 void kq_act_prepare(int kind, const float *x, int64_t cols, void *out);
 
 /* Row r's dot product with one prepared activation row (the reference). */
