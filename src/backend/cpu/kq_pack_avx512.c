@@ -52,13 +52,14 @@
  * (whole cache lines; the codes are the stored bytes, transposed 4 at a time).
  *
  * GEMV (one token): the tile streamed once, codes decoded in registers. GEMM:
- * the activations of a block of tokens (up to 64, about 384 KiB) are
+ * the activations of a block of tokens (about 384 KiB: 120 tokens at 2048
+ * columns, 40 at 5632) are
  * rearranged by super-block (kr_prepare); per pair of 16-row tiles and
  * super-block the codes are decoded once into small buffers (bytes in
  * element order, scales widened) and every token of the block, in register
- * tiles of 4 tokens x 2 tiles, runs over them (kr_tokens2: one broadcast of a
- * token's 4 activation bytes feeds both tiles; a lone last tile takes 8
- * tokens at a time, kr_tokens); the 16 float accumulators per token and tile
+ * tiles of 4 tokens x 2 tiles, runs over them (kr_tokens: one broadcast of a
+ * token's 4 activation bytes feeds both tiles; a lone last tile runs alone
+ * in the same code); the 16 float accumulators per token and tile
  * wait in scratch between super-blocks. Zen 4, one thread, a thread's half of
  * TinyLlama's gate/up at T = 512 (bench_kernels): Q4_K 652 -> 730, Q6_K
  * 552 -> 613 GFLOP/s; the accumulators are zeroed by vpxord (zero_idiom),
@@ -76,7 +77,7 @@
 #include "backend/cpu/simd_avx512.h" /* fetch_ahead */
 #define AI static inline __attribute__((always_inline))
 #define KR 16  /* rows per tile */
-#define KTB 256 /* most tokens per token block */
+#define KTB 256 /* most tokens per token block (kr_token_block's 384 KiB budget decides below that) */
 
 enum { Q4B = 2368, Q5B = 2880, Q6B = 3392 }; /* bytes of one super-block of a tile */
 enum { Q4_D = 0, Q4_DMIN = 32, Q4_SC = 64, Q4_MN = 192, Q4_QS = 320 };
@@ -424,6 +425,18 @@ AI void decode_q6k(const uint8_t *blk, kdec *u) {
     u->dv = f16x16(blk + Q6_D);
 }
 
+/* Super-block blk of a tile of type t decoded for the GEMM, its weights
+ * fetched FETCH_AHEAD_BYTES ahead first (they stream from memory when the
+ * matrix does not fit the caches: bench_kernels "kq gemm stream", one
+ * thread, 5632x2048 at T = 16, Q4_K 304 -> 433-453 GFLOP/s, Q6_K 271 ->
+ * 353-379). */
+AI void decode_kr(dtype_t t, const uint8_t *blk, kdec *u) {
+    fetch_ahead(blk, sb_bytes(t));
+    if (t == XLLM_DT_Q5_K) decode_q5k(blk, u);
+    else if (t == XLLM_DT_Q4_K) decode_q4k(blk, u);
+    else decode_q6k(blk, u);
+}
+
 /* A zeroed register by vpxord (a zero idiom: no execution unit); compilers
  * otherwise copy one zero register into each accumulator (a vector move). */
 AI __m512i zero_idiom(void) {
@@ -432,74 +445,18 @@ AI __m512i zero_idiom(void) {
     return z;
 }
 
-#define KJ(F) F(0) F(1) F(2) F(3) F(4) F(5) F(6) F(7)
-
-/* NT (1..8) tokens against decoded super-block u: their activations at q
- * (QK_K apart), d and extras (ew apart); F: their 16 floats each. */
-#define KR_DECL(j) __m512i S##j = _mm512_setzero_si512(), P##j = S##j;
-#define KR_FLOAT(j)                                                                                                \
-    if ((j) < NT) {                                                                                                \
-        __m512 da_ = _mm512_set1_ps(d[j]), f_ = _mm512_loadu_ps(F + 16 * (j));                                     \
-        f_ = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S##j), _mm512_mul_ps(u->dv, da_), f_);                             \
-        if (q4) f_ = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(P##j), _mm512_mul_ps(u->dmv, da_), f_);                    \
-        _mm512_storeu_ps(F + 16 * (j), f_);                                                                        \
-    }
-#define KR_QA(j, v) (q + QK_K * (j) + 4 * (v))
-
-/* q4: Q4_K or Q5_K (mins); q5: Q5_K, whose vpdpwssd by the scale comes
- * after every 2 code vectors (8 values) instead of 4 (gemv_q5k). */
-AI void kr_tokens(int q4, int q5, int NT, const kdec *u, const int8_t *q, const float *d, const int32_t *e, float *F) {
-    const int ew = q4 ? 4 : 32, kg = q5 ? 2 : 4;
-    KJ(KR_DECL)
-    if (q4) {
-        for (int s = 0; s < 8; s++) {
-            const __m512i sc = u->sc[s];
-            for (int h = 0; h < 8 / kg; h++) {
-#define KR_PZ(j) P##j = zero_idiom();
-                KJ(KR_PZ)
-                for (int k = 0; k < kg; k++) {
-                    const int v = 8 * s + kg * h + k;
-                    const __m512i c = u->c[v];
-#define KR_DP(j) if ((j) < NT) P##j = dpbusd_b4(P##j, c, KR_QA(j, v));
-                    KJ(KR_DP)
-                }
-#define KR_SW(j) if ((j) < NT) S##j = _mm512_dpwssd_epi32(S##j, P##j, sc);
-                KJ(KR_SW)
-            }
-        }
-        KJ(KR_PZ)
-        for (int p = 0; p < 4; p++) {
-            const __m512i mn = u->mn[p];
-#define KR_MN(j) if ((j) < NT) P##j = _mm512_dpwssd_epi32(P##j, mn, _mm512_set1_epi32(e[ew * (j) + p]));
-            KJ(KR_MN)
-        }
-    } else {
-        for (int s = 0; s < 16; s++) {
-            const __m512i sc = u->sc[s];
-            for (int g = 0; g < 2; g++) {
-#define KR_PI(j) if ((j) < NT) P##j = _mm512_set1_epi32(e[ew * (j) + 2 * s + g]);
-                KJ(KR_PI)
-                for (int k = 0; k < 2; k++) {
-                    const int v = 4 * s + 2 * g + k;
-                    const __m512i c = u->c[v];
-                    KJ(KR_DP)
-                }
-                KJ(KR_SW)
-            }
-        }
-    }
-    KJ(KR_FLOAT)
-}
-
-/* Two tiles' decoded super-blocks u0, u1 (rows r..r+15 and r+16..r+31)
- * against NT (1..4) tokens: each token's 4 activation bytes are broadcast
- * into a register once and feed both tiles, so a code step takes 2 + NT loads
- * for 2 NT vpdpbusd (kr_tokens: 1 + 8 for 8; the loads, not the vpdpbusd,
- * bounded it). Every (row, token) gets kr_tokens's integer sums and float
- * steps, in the same order: the same bits. F0, F1: the tiles' floats. */
+/* TW (1 or 2) tiles' decoded super-blocks u0, u1 (rows r..r+15 and
+ * r+16..r+31; u1 unread when TW is 1) against NT (1..4) tokens: their
+ * activations at q (QK_K apart), d and extras (ew apart); F0, F1: the tiles'
+ * 16 floats per token. Each token's 4 activation bytes are broadcast into a
+ * register once and feed both tiles, so a code step takes 2 + NT loads for
+ * 2 NT vpdpbusd (one tile and 8 tokens took 1 + 8 for 8; the loads, not the
+ * vpdpbusd, bounded it). Every (row, token) gets the same integer sums and
+ * float steps in the same order whatever TW and NT: the same bits. */
 #define K4(F) F(0) F(1) F(2) F(3)
-AI void kr_tokens2(int q4, int q5, int NT, const kdec *u0, const kdec *u1, const int8_t *q, const float *d,
-                   const int32_t *e, float *F0, float *F1) {
+#define KR_QA(j, v) (q + QK_K * (j) + 4 * (v))
+AI void kr_tokens(int q4, int q5, int TW, int NT, const kdec *u0, const kdec *u1, const int8_t *q, const float *d,
+                  const int32_t *e, float *F0, float *F1) {
     const int ew = q4 ? 4 : 32, kg = q5 ? 2 : 4;
 #define K2_DECL(j) __m512i S##j = _mm512_setzero_si512(), T##j = S##j, P##j = S##j, R##j = S##j;
     K4(K2_DECL)
@@ -507,22 +464,22 @@ AI void kr_tokens2(int q4, int q5, int NT, const kdec *u0, const kdec *u1, const
     if ((j) < NT) {                                                                                                \
         const __m512i a_ = bc4(KR_QA(j, v));                                                                       \
         P##j = _mm512_dpbusd_epi32(P##j, c0, a_);                                                                  \
-        R##j = _mm512_dpbusd_epi32(R##j, c1, a_);                                                                  \
+        if (TW == 2) R##j = _mm512_dpbusd_epi32(R##j, c1, a_);                                                     \
     }
 #define K2_SW(j)                                                                                                   \
     if ((j) < NT) {                                                                                                \
         S##j = _mm512_dpwssd_epi32(S##j, P##j, sc0);                                                               \
-        T##j = _mm512_dpwssd_epi32(T##j, R##j, sc1);                                                               \
+        if (TW == 2) T##j = _mm512_dpwssd_epi32(T##j, R##j, sc1);                                                  \
     }
-#define K2_Z(j) P##j = zero_idiom(), R##j = zero_idiom();
+#define K2_Z(j) P##j = zero_idiom(), R##j = TW == 2 ? zero_idiom() : R##j;
     if (q4) {
         for (int s = 0; s < 8; s++) {
-            const __m512i sc0 = u0->sc[s], sc1 = u1->sc[s];
+            const __m512i sc0 = u0->sc[s], sc1 = TW == 2 ? u1->sc[s] : sc0;
             for (int h = 0; h < 8 / kg; h++) {
                 K4(K2_Z)
                 for (int k = 0; k < kg; k++) {
                     const int v = 8 * s + kg * h + k;
-                    const __m512i c0 = u0->c[v], c1 = u1->c[v];
+                    const __m512i c0 = u0->c[v], c1 = TW == 2 ? u1->c[v] : c0;
                     K4(K2_DP)
                 }
                 K4(K2_SW)
@@ -530,24 +487,24 @@ AI void kr_tokens2(int q4, int q5, int NT, const kdec *u0, const kdec *u1, const
         }
         K4(K2_Z)
         for (int p = 0; p < 4; p++) {
-            const __m512i m0 = u0->mn[p], m1 = u1->mn[p];
+            const __m512i m0 = u0->mn[p], m1 = TW == 2 ? u1->mn[p] : m0;
 #define K2_MN(j)                                                                                                   \
     if ((j) < NT) {                                                                                                \
         const __m512i b_ = _mm512_set1_epi32(e[ew * (j) + p]);                                                     \
         P##j = _mm512_dpwssd_epi32(P##j, m0, b_);                                                                  \
-        R##j = _mm512_dpwssd_epi32(R##j, m1, b_);                                                                  \
+        if (TW == 2) R##j = _mm512_dpwssd_epi32(R##j, m1, b_);                                                     \
     }
             K4(K2_MN)
         }
     } else {
         for (int s = 0; s < 16; s++) {
-            const __m512i sc0 = u0->sc[s], sc1 = u1->sc[s];
+            const __m512i sc0 = u0->sc[s], sc1 = TW == 2 ? u1->sc[s] : sc0;
             for (int g = 0; g < 2; g++) {
 #define K2_PI(j) if ((j) < NT) P##j = R##j = _mm512_set1_epi32(e[ew * (j) + 2 * s + g]);
                 K4(K2_PI)
                 for (int k = 0; k < 2; k++) {
                     const int v = 4 * s + 2 * g + k;
-                    const __m512i c0 = u0->c[v], c1 = u1->c[v];
+                    const __m512i c0 = u0->c[v], c1 = TW == 2 ? u1->c[v] : c0;
                     K4(K2_DP)
                 }
                 K4(K2_SW)
@@ -557,36 +514,27 @@ AI void kr_tokens2(int q4, int q5, int NT, const kdec *u0, const kdec *u1, const
 #define K2_FLOAT(j)                                                                                                \
     if ((j) < NT) {                                                                                                \
         const __m512 da_ = _mm512_set1_ps(d[j]);                                                                   \
-        __m512 f_ = _mm512_loadu_ps(F0 + 16 * (j)), g_ = _mm512_loadu_ps(F1 + 16 * (j));                          \
+        __m512 f_ = _mm512_loadu_ps(F0 + 16 * (j));                                                                \
         f_ = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S##j), _mm512_mul_ps(u0->dv, da_), f_);                            \
-        g_ = _mm512_fmadd_ps(_mm512_cvtepi32_ps(T##j), _mm512_mul_ps(u1->dv, da_), g_);                            \
-        if (q4) {                                                                                                  \
-            f_ = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(P##j), _mm512_mul_ps(u0->dmv, da_), f_);                      \
-            g_ = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(R##j), _mm512_mul_ps(u1->dmv, da_), g_);                      \
-        }                                                                                                          \
+        if (q4) f_ = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(P##j), _mm512_mul_ps(u0->dmv, da_), f_);                  \
         _mm512_storeu_ps(F0 + 16 * (j), f_);                                                                       \
-        _mm512_storeu_ps(F1 + 16 * (j), g_);                                                                       \
+        if (TW == 2) {                                                                                             \
+            __m512 g_ = _mm512_loadu_ps(F1 + 16 * (j));                                                            \
+            g_ = _mm512_fmadd_ps(_mm512_cvtepi32_ps(T##j), _mm512_mul_ps(u1->dv, da_), g_);                        \
+            if (q4) g_ = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(R##j), _mm512_mul_ps(u1->dmv, da_), g_);              \
+            _mm512_storeu_ps(F1 + 16 * (j), g_);                                                                   \
+        }                                                                                                          \
     }
     K4(K2_FLOAT)
 }
 
-AI void kr_tokens2_any(int q4, int q5, int nt, const kdec *u0, const kdec *u1, const int8_t *q, const float *d,
-                       const int32_t *e, float *F0, float *F1) {
-    switch (nt) {
-    case 4: kr_tokens2(q4, q5, 4, u0, u1, q, d, e, F0, F1); break;
-    case 3: kr_tokens2(q4, q5, 3, u0, u1, q, d, e, F0, F1); break;
-    case 2: kr_tokens2(q4, q5, 2, u0, u1, q, d, e, F0, F1); break;
-    default: kr_tokens2(q4, q5, 1, u0, u1, q, d, e, F0, F1); break;
-    }
-}
-
-AI void kr_tokens_any(int q4, int q5, int nt, const kdec *u, const int8_t *q, const float *d, const int32_t *e,
-                      float *F) {
-    switch (nt) {
-#define KR_CASE(N)                                                                                                 \
-    case N: kr_tokens(q4, q5, N, u, q, d, e, F); break;
-        KR_CASE(8) KR_CASE(7) KR_CASE(6) KR_CASE(5) KR_CASE(4) KR_CASE(3) KR_CASE(2)
-    default: kr_tokens(q4, q5, 1, u, q, d, e, F); break;
+AI void kr_tokens_any(int q4, int q5, int tw, int nt, const kdec *u0, const kdec *u1, const int8_t *q, const float *d,
+                      const int32_t *e, float *F0, float *F1) {
+    switch (tw * 4 + nt) {
+#define KR_CASE(TW, N)                                                                                             \
+    case TW * 4 + N: kr_tokens(q4, q5, TW, N, u0, u1, q, d, e, F0, F1); break;
+        KR_CASE(2, 4) KR_CASE(2, 3) KR_CASE(2, 2) KR_CASE(2, 1) KR_CASE(1, 4) KR_CASE(1, 3) KR_CASE(1, 2)
+    default: kr_tokens(q4, q5, 1, 1, u0, u1, q, d, e, F0, F1); break;
     }
 }
 
@@ -644,51 +592,37 @@ AI void kr_matmul_t(dtype_t t, const matrix *W, const uint8_t *act, size_t astri
                 put_tile(own, W, tl);
                 tile = own;
             }
-            if (n > 1 && (tl + 1) * KR < r1) { /* GEMM, two tiles at once (kr_tokens2) */
-                const uint8_t *tile1 = (const uint8_t *)W->data + (size_t)(tl + 1) * tb;
-                if (!W->packed) {
-                    put_tile(own1, W, tl + 1);
-                    tile1 = own1;
-                }
-                float *F1 = F + 16 * (size_t)n;
-                memset(F, 0, sizeof(float) * 32 * (size_t)n);
-                for (int64_t b = 0; b < nb; b++) {
-                    kdec u0, u1;
-                    fetch_ahead(tile + (size_t)b * sbb, sbb);
-                    fetch_ahead(tile1 + (size_t)b * sbb, sbb);
-                    if (q5) decode_q5k(tile + (size_t)b * sbb, &u0), decode_q5k(tile1 + (size_t)b * sbb, &u1);
-                    else if (q4) decode_q4k(tile + (size_t)b * sbb, &u0), decode_q4k(tile1 + (size_t)b * sbb, &u1);
-                    else decode_q6k(tile + (size_t)b * sbb, &u0), decode_q6k(tile1 + (size_t)b * sbb, &u1);
-                    const size_t bn = (size_t)b * (size_t)n;
-                    for (int tt = 0; tt < n; tt += 4)
-                        kr_tokens2_any(q4, q5, n - tt < 4 ? n - tt : 4, &u0, &u1, A.q + (bn + (size_t)tt) * QK_K,
-                                       A.d + bn + tt, A.ex + (bn + (size_t)tt) * ew, F + 16 * tt, F1 + 16 * tt);
-                }
-                for (int j = 0; j < n; j++) {
-                    kr_store(_mm512_loadu_ps(F + 16 * j), bias, y + (size_t)(t0 + j) * ldy, r, rs, r1);
-                    kr_store(_mm512_loadu_ps(F1 + 16 * j), bias, y + (size_t)(t0 + j) * ldy, r + KR, r + KR, r1);
-                }
-                tl++;
-                continue;
-            }
             if (n == 1) { /* GEMV */
                 __m512 f = q5 ? gemv_q5k(tile, nb, &A) : q4 ? gemv_q4k(tile, nb, &A) : gemv_q6k(tile, nb, &A);
                 kr_store(f, bias, y + (size_t)t0 * ldy, r, rs, r1);
                 continue;
             }
-            memset(F, 0, sizeof(float) * 16 * (size_t)n);
-            for (int64_t b = 0; b < nb; b++) {
-                kdec u;
-                fetch_ahead(tile + (size_t)b * sbb, sbb); /* Q4_K 304 -> 433-453 GFLOP/s, Q6_K 271 -> 353-379 (T = 16) */
-                if (q5) decode_q5k(tile + (size_t)b * sbb, &u);
-                else if (q4) decode_q4k(tile + (size_t)b * sbb, &u);
-                else decode_q6k(tile + (size_t)b * sbb, &u);
-                const size_t bn = (size_t)b * (size_t)n;
-                for (int tt = 0; tt < n; tt += 8)
-                    kr_tokens_any(q4, q5, n - tt < 8 ? n - tt : 8, &u, A.q + (bn + (size_t)tt) * QK_K, A.d + bn + tt,
-                                  A.ex + (bn + (size_t)tt) * ew, F + 16 * tt);
+            /* GEMM: this tile and the next one at once where it is in the range */
+            const int tw = (tl + 1) * KR < r1 ? 2 : 1;
+            const uint8_t *tile1 = tile;
+            if (tw == 2) {
+                tile1 = (const uint8_t *)W->data + (size_t)(tl + 1) * tb;
+                if (!W->packed) {
+                    put_tile(own1, W, tl + 1);
+                    tile1 = own1;
+                }
             }
-            for (int j = 0; j < n; j++) kr_store(_mm512_loadu_ps(F + 16 * j), bias, y + (size_t)(t0 + j) * ldy, r, rs, r1);
+            float *F1 = F + 16 * (size_t)n;
+            memset(F, 0, sizeof(float) * 16 * (size_t)n * (size_t)tw);
+            for (int64_t b = 0; b < nb; b++) {
+                kdec u0, u1;
+                decode_kr(t, tile + (size_t)b * sbb, &u0);
+                if (tw == 2) decode_kr(t, tile1 + (size_t)b * sbb, &u1);
+                const size_t bn = (size_t)b * (size_t)n;
+                for (int tt = 0; tt < n; tt += 4)
+                    kr_tokens_any(q4, q5, tw, n - tt < 4 ? n - tt : 4, &u0, tw == 2 ? &u1 : &u0, A.q + (bn + (size_t)tt) * QK_K,
+                                  A.d + bn + tt, A.ex + (bn + (size_t)tt) * ew, F + 16 * tt, F1 + 16 * tt);
+            }
+            for (int j = 0; j < n; j++) {
+                kr_store(_mm512_loadu_ps(F + 16 * j), bias, y + (size_t)(t0 + j) * ldy, r, rs, r1);
+                if (tw == 2) kr_store(_mm512_loadu_ps(F1 + 16 * j), bias, y + (size_t)(t0 + j) * ldy, r + KR, r + KR, r1);
+            }
+            tl += tw - 1;
         }
     }
 }
