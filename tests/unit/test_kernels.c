@@ -533,9 +533,17 @@ static void check_attention_softmax(int nq, int maxn) {
     float *ref = malloc(sizeof(float) * lds * (size_t)nq), *part = malloc(sizeof(float) * pst * (size_t)nq);
     float pref[2];
     for (int r = 0; r < nq; r++) n[r] = r ? irand(n[r - 1], maxn) : irand(1, maxn);
-    int kind = irand(0, 2);
-    for (size_t i = 0; i < lds * (size_t)nq; i++)
+    int kind = irand(0, 3);
+    for (size_t i = 0; i < lds * (size_t)nq; i++) {
         s0[i] = kind == 0 ? frand() * 8.0f : kind == 1 ? frand() * 120.0f : (float)irand(-3, 3); /* ties */
+        if (kind == 3) { /* NaN and -inf scores (the max passes NaNs over) and ties of +0 and -0 */
+            int c = irand(0, 9);
+            s0[i] = c == 0 ? NAN : c == 1 ? -INFINITY : c == 2 ? -0.0f : c == 3 ? 0.0f : -fabsf(frand()) * 4.0f;
+        }
+    }
+    if (kind == 3) /* a NaN last: a max that keeps NaNs ends on it */
+        for (int r = 0; r < nq; r++)
+            if (irand(0, 1)) s0[(size_t)r * lds + (size_t)n[r] - 1] = NAN;
     for (int l = 0; l < g_nlevels; l++) {
         const cpu_attn_kernels *A = g_levels[l]->attn;
         memcpy(s, s0, sizeof(float) * lds * (size_t)nq);

@@ -103,31 +103,40 @@ typedef struct cpu_attn_kernels {
                                    .softmax = softmax_fn,                                                              \
                                    .kv = {ATTN_KV_ENTRY(f32), ATTN_KV_ENTRY(f16), ATTN_KV_ENTRY(q8)}};
 
+/* The softmax's max of s[0..n): -INFINITY when n is 0, NaNs passed over, a
+ * zero maximum as +0 (the + 0.0f). A level's max_row may take the values in
+ * any order: the maximum of numbers does not depend on it, and the + 0.0f
+ * makes a tie of +0 and -0 give the same bits whichever it kept (the weights
+ * do not depend on that sign either: exp(s - (+0)) == exp(s - (-0))). */
+typedef float (*attn_max_row_fn)(const float *s, int n);
+static inline float attn_max_row_ref(const float *s, int n) {
+    float mx = -INFINITY;
+    for (int i = 0; i < n; i++) mx = s[i] > mx ? s[i] : mx;
+    return mx + 0.0f;
+}
+
 /* The reference softmax of one query's n scores (the arithmetic every level's
- * softmax reproduces): sequential max, fast_exp_nonpos, sequential sum. */
+ * softmax reproduces): attn_max_row_ref, fast_exp_nonpos, sequential sum. */
 static inline void attn_softmax_ref(float *sc, int n, float *part) {
-    float mx = -INFINITY, sum = 0.0f;
-    for (int i = 0; i < n; i++) mx = sc[i] > mx ? sc[i] : mx;
+    float mx = attn_max_row_ref(sc, n), sum = 0.0f;
     for (int i = 0; i < n; i++) sc[i] = fast_exp_nonpos(sc[i] - mx);
     for (int i = 0; i < n; i++) sum += sc[i];
     part[0] = mx;
     part[1] = sum;
 }
 
-/* The frame of every level's softmax: attn_softmax_ref's max and sum chains,
- * G (8 or 4) queries interleaved over their common keys (each query's
- * operations and order unchanged; the dependent chains overlap), and the
- * level's exp_row(s, n, max): s[i] = fast_exp_nonpos(s[i] - max) bit for bit. */
+/* The frame of every level's softmax: the level's max_row, attn_softmax_ref's
+ * sum chains, G (8 or 4) queries interleaved over their common keys (each
+ * query's operations and order unchanged; the dependent chains overlap), and
+ * the level's exp_row(s, n, max): s[i] = fast_exp_nonpos(s[i] - max) bit for
+ * bit. */
 typedef void (*attn_exp_row_fn)(float *s, int n, float mx);
 static inline __attribute__((always_inline)) void attn_softmax_group(const int G, float *s, size_t lds, const int *n,
-                                                                     float *part, size_t pst, attn_exp_row_fn exp_row) {
+                                                                     float *part, size_t pst, attn_max_row_fn max_row,
+                                                                     attn_exp_row_fn exp_row) {
     float *sr[8], m[8], l[8];
     int c = n[0]; /* the fewest keys of the group */
-    for (int k = 0; k < G; k++) sr[k] = s + (size_t)k * lds, m[k] = -INFINITY, l[k] = 0.0f;
-    for (int i = 0; i < c; i++)
-        for (int k = 0; k < G; k++) m[k] = sr[k][i] > m[k] ? sr[k][i] : m[k];
-    for (int k = 1; k < G; k++)
-        for (int i = c, e = n[k]; i < e; i++) m[k] = sr[k][i] > m[k] ? sr[k][i] : m[k];
+    for (int k = 0; k < G; k++) sr[k] = s + (size_t)k * lds, m[k] = max_row(sr[k], n[k]), l[k] = 0.0f;
     for (int k = 0; k < G; k++) exp_row(sr[k], n[k], m[k]);
     for (int i = 0; i < c; i++)
         for (int k = 0; k < G; k++) l[k] += sr[k][i];
@@ -137,11 +146,14 @@ static inline __attribute__((always_inline)) void attn_softmax_group(const int G
 }
 
 static inline __attribute__((always_inline)) void attn_softmax_rows(float *s, size_t lds, int nq, const int *n,
-                                                                    float *part, size_t pst, attn_exp_row_fn exp_row) {
+                                                                    float *part, size_t pst, attn_max_row_fn max_row,
+                                                                    attn_exp_row_fn exp_row) {
     int r = 0;
-    for (; r + 8 <= nq; r += 8) attn_softmax_group(8, s + (size_t)r * lds, lds, n + r, part + (size_t)r * pst, pst, exp_row);
-    for (; r + 4 <= nq; r += 4) attn_softmax_group(4, s + (size_t)r * lds, lds, n + r, part + (size_t)r * pst, pst, exp_row);
-    for (; r < nq; r++) attn_softmax_group(1, s + (size_t)r * lds, lds, n + r, part + (size_t)r * pst, pst, exp_row);
+    for (; r + 8 <= nq; r += 8)
+        attn_softmax_group(8, s + (size_t)r * lds, lds, n + r, part + (size_t)r * pst, pst, max_row, exp_row);
+    for (; r + 4 <= nq; r += 4)
+        attn_softmax_group(4, s + (size_t)r * lds, lds, n + r, part + (size_t)r * pst, pst, max_row, exp_row);
+    for (; r < nq; r++) attn_softmax_group(1, s + (size_t)r * lds, lds, n + r, part + (size_t)r * pst, pst, max_row, exp_row);
 }
 
 extern const cpu_attn_kernels cpu_attn_scalar;

@@ -271,8 +271,29 @@ static void exp_row(float *s, int n, float mx) {
     }
 }
 
+/* attn_max_row_ref 8 lanes at a time: vmaxps(s, m) keeps m when s is NaN,
+ * as the reference's s > m ? s : m does; the tail goes through the reference
+ * loop. */
+static float max_row(const float *s, int n) {
+    const __m256 ninf = _mm256_set1_ps(-INFINITY);
+    __m256 m0 = ninf, m1 = ninf;
+    int i = 0;
+    for (; i + 16 <= n; i += 16) {
+        m0 = _mm256_max_ps(_mm256_loadu_ps(s + i), m0);
+        m1 = _mm256_max_ps(_mm256_loadu_ps(s + i + 8), m1);
+    }
+    for (; i + 8 <= n; i += 8) m0 = _mm256_max_ps(_mm256_loadu_ps(s + i), m0);
+    m0 = _mm256_max_ps(m0, m1);
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(m0), _mm256_extractf128_ps(m0, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_max_ss(h, _mm_movehdup_ps(h));
+    float mx = _mm_cvtss_f32(h);
+    for (; i < n; i++) mx = s[i] > mx ? s[i] : mx;
+    return mx + 0.0f;
+}
+
 static void attn_softmax(float *s, size_t lds, int nq, const int *n, float *part, size_t pst) {
-    attn_softmax_rows(s, lds, nq, n, part, pst, exp_row);
+    attn_softmax_rows(s, lds, nq, n, part, pst, max_row, exp_row);
 }
 
 ATTN_KV_TABLE(cpu_attn_avx2, attn_softmax)

@@ -274,8 +274,25 @@ static void exp_row(float *s, int n, float mx) {
     }
 }
 
+/* attn_max_row_ref 16 lanes at a time: vmaxps(s, m) keeps m when s is NaN,
+ * as the reference's s > m ? s : m does; the tail's missing lanes are -inf. */
+static float max_row(const float *s, int n) {
+    const __m512 ninf = _mm512_set1_ps(-INFINITY);
+    __m512 m0 = ninf, m1 = ninf;
+    int i = 0;
+    for (; i + 32 <= n; i += 32) {
+        m0 = _mm512_max_ps(_mm512_loadu_ps(s + i), m0);
+        m1 = _mm512_max_ps(_mm512_loadu_ps(s + i + 16), m1);
+    }
+    for (; i < n; i += 16) {
+        __mmask16 k = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
+        m0 = _mm512_max_ps(_mm512_mask_loadu_ps(ninf, k, s + i), m0);
+    }
+    return _mm512_reduce_max_ps(_mm512_max_ps(m0, m1)) + 0.0f;
+}
+
 static void attn_softmax(float *s, size_t lds, int nq, const int *n, float *part, size_t pst) {
-    attn_softmax_rows(s, lds, nq, n, part, pst, exp_row);
+    attn_softmax_rows(s, lds, nq, n, part, pst, max_row, exp_row);
 }
 
 ATTN_KV_TABLE(cpu_attn_avx512, attn_softmax)

@@ -245,8 +245,23 @@ static void exp_row(float *s, int n, float mx) {
     for (int i = 0; i < n; i++) s[i] = fast_exp_nonpos(s[i] - mx);
 }
 
+/* attn_max_row_ref 4 lanes at a time: fmaxnm(s, m) gives m when s is a
+ * quiet NaN, as the reference's s > m ? s : m does; the tail goes through the
+ * reference loop. */
+static float max_row(const float *s, int n) {
+    float32x4_t m0 = vdupq_n_f32(-INFINITY), m1 = m0;
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        m0 = vmaxnmq_f32(vld1q_f32(s + i), m0);
+        m1 = vmaxnmq_f32(vld1q_f32(s + i + 4), m1);
+    }
+    float mx = vmaxnmvq_f32(vmaxnmq_f32(m0, m1));
+    for (; i < n; i++) mx = s[i] > mx ? s[i] : mx;
+    return mx + 0.0f;
+}
+
 static void attn_softmax(float *s, size_t lds, int nq, const int *n, float *part, size_t pst) {
-    attn_softmax_rows(s, lds, nq, n, part, pst, exp_row);
+    attn_softmax_rows(s, lds, nq, n, part, pst, max_row, exp_row);
 }
 
 ATTN_KV_TABLE(cpu_attn_neon, attn_softmax)

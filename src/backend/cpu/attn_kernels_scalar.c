@@ -56,7 +56,7 @@ static void exp_row(float *s, int n, float mx) {
 }
 
 static void attn_softmax(float *s, size_t lds, int nq, const int *n, float *part, size_t pst) {
-    attn_softmax_rows(s, lds, nq, n, part, pst, exp_row);
+    attn_softmax_rows(s, lds, nq, n, part, pst, attn_max_row_ref, exp_row);
 }
 
 ATTN_KV_TABLE(cpu_attn_scalar, attn_softmax)
