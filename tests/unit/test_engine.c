@@ -89,6 +89,17 @@ static xllm_request make_req(const spec *s) {
     return r;
 }
 
+/* A greedy request: the text prompt (NULL: the caller sets prompt_ids), at most max_new new tokens. */
+static xllm_request greedy_request(const char *prompt, int max_new) {
+    xllm_request r;
+    memset(&r, 0, sizeof r);
+    r.prompt = prompt;
+    r.params = xllm_sampling_params_default();
+    r.params.do_sample = 0;
+    r.params.max_new_tokens = max_new;
+    return r;
+}
+
 /* Run one request on an engine to the end; returns its (single) result. */
 static xllm_result *run_one(xllm_engine *e, const xllm_request *r, size_t *n_res) {
     xllm_request_id id;
@@ -150,13 +161,9 @@ static void gate_set(int closed) {
  * then runs the requests as they come). */
 static xllm_request_id submit_gated(xllm_engine *e, int n_req, int *failures) {
     static int32_t gate_prompt[2] = {1, 3};
-    xllm_request gr;
-    memset(&gr, 0, sizeof gr);
+    xllm_request gr = greedy_request(NULL, 1);
     gr.prompt_ids = gate_prompt;
     gr.n_prompt_ids = 2;
-    gr.params = xllm_sampling_params_default();
-    gr.params.do_sample = 0;
-    gr.params.max_new_tokens = 1;
     xllm_request_id gate_id = 0;
     xllm_error err;
     gate_set(1);
@@ -386,12 +393,7 @@ static void prefix_cache(xllm_model *m) {
         a[i] = 3 + (int32_t)(rnd() % 500);
         b[i] = 3 + (int32_t)(rnd() % 500);
     }
-    xllm_request ra, rb;
-    memset(&ra, 0, sizeof ra);
-    ra.params = xllm_sampling_params_default();
-    ra.params.do_sample = 0;
-    ra.params.max_new_tokens = 16;
-    rb = ra;
+    xllm_request ra = greedy_request(NULL, 16), rb = ra;
     ra.prompt_ids = a;
     ra.n_prompt_ids = 1020;
     rb.prompt_ids = b;
@@ -446,12 +448,7 @@ static void knowledge(xllm_model *m, const char *other_model_dir) {
     CHECK(cli_engine_stat(e, "kv", "blocks_pinned") > 0);
     xllm_engine_free(e);
 
-    xllm_request r;
-    memset(&r, 0, sizeof r);
-    r.prompt = prompt;
-    r.params = xllm_sampling_params_default();
-    r.params.do_sample = 0;
-    r.params.max_new_tokens = 30;
+    xllm_request r = greedy_request(prompt, 30);
     o.cache_policy = XLLM_CACHE_NONE;
     xllm_engine *plain = xllm_engine_create(m, &o, &err);
     size_t n0, n1;
@@ -504,12 +501,7 @@ static void response_cache(xllm_model *m) {
     xllm_engine *e = xllm_engine_create(m, &o, &err);
     CHECK(e != NULL);
     if (!e) return;
-    xllm_request r;
-    memset(&r, 0, sizeof r);
-    r.prompt = "Once upon a time";
-    r.params = xllm_sampling_params_default();
-    r.params.do_sample = 0;
-    r.params.max_new_tokens = 40;
+    xllm_request r = greedy_request("Once upon a time", 40);
     size_t n1, n2;
     xllm_result *a = run_one(e, &r, &n1);
     long steps = cli_engine_stat(e, "steps", NULL);
@@ -597,12 +589,7 @@ static void logprobs(xllm_model *m) {
     xllm_engine *e = xllm_engine_create(m, &o, &err);
     CHECK(e != NULL);
     if (!e) return;
-    xllm_request r;
-    memset(&r, 0, sizeof r);
-    r.prompt = "Once upon a time";
-    r.params = xllm_sampling_params_default();
-    r.params.do_sample = 0;
-    r.params.max_new_tokens = 12;
+    xllm_request r = greedy_request("Once upon a time", 12);
     r.params.logprobs = 1;
     r.params.top_logprobs = 5;
     xllm_request_id id;
@@ -685,12 +672,7 @@ static void batching_window(xllm_model *m) {
     xllm_engine *e = xllm_engine_create(m, &o, &err);
     CHECK(e != NULL);
     if (!e) return;
-    xllm_request r;
-    memset(&r, 0, sizeof r);
-    r.prompt = "Once upon a time";
-    r.params = xllm_sampling_params_default();
-    r.params.do_sample = 0;
-    r.params.max_new_tokens = 4;
+    xllm_request r = greedy_request("Once upon a time", 4);
     xllm_request_id a, b;
     size_t n;
     xllm_result *res;
@@ -801,12 +783,7 @@ static void knowledge_dtypes(xllm_model *m_f32, xllm_model *m_q8) {
     xllm_engine_free(a);
     xllm_engine_free(b);
 
-    xllm_request r;
-    memset(&r, 0, sizeof r);
-    r.prompt = prompt;
-    r.params = xllm_sampling_params_default();
-    r.params.do_sample = 0;
-    r.params.max_new_tokens = 24;
+    xllm_request r = greedy_request(prompt, 24);
     o.cache_policy = XLLM_CACHE_NONE;
     xllm_engine *plain = xllm_engine_create(m_q8, &o, &err);
     size_t n0 = 0, n1 = 0;
@@ -935,6 +912,16 @@ static int model_only(const char *path) {
     return test_report("test_engine --model");
 }
 
+/* The model at path loaded with mo but its KV stored as kv_dtype (NULL and a failed check if it cannot be). */
+static xllm_model *load_kv(const char *path, const xllm_model_options *mo, const char *kv_dtype) {
+    xllm_model_options mk = *mo;
+    mk.kv_dtype = kv_dtype;
+    xllm_error err;
+    xllm_model *m = xllm_model_load(path, &mk, &err);
+    CHECK_MSG(m != NULL, "%s, kv_dtype %s: %s", path, kv_dtype, err.message);
+    return m;
+}
+
 int main(int argc, char **argv) {
     if ((argc == 3 || argc == 4) && !strcmp(argv[1], "--exactness")) return exactness_only(argv[2], 0, argv[3]);
     if ((argc == 3 || argc == 4) && !strcmp(argv[1], "--exactness-quick")) return exactness_only(argv[2], 1, argv[3]);
@@ -965,20 +952,14 @@ int main(int argc, char **argv) {
      * equal to its solo run on the same storage (f16: test_attention) */
     static const char *const kv_dtypes[] = {"q8"};
     for (int k = 0; k < 1 && m; k++) {
-        xllm_model_options mk = mo;
-        mk.kv_dtype = kv_dtypes[k];
-        xllm_model *mq = xllm_model_load(stories, &mk, &err);
-        CHECK_MSG(mq != NULL, "%s", err.message);
+        xllm_model *mq = load_kv(stories, &mo, kv_dtypes[k]);
         if (!mq) continue;
         fprintf(stderr, "kv_dtype %s:\n", kv_dtypes[k]);
         exactness_under_load(mq);
         xllm_model_free(mq);
     }
     if (m) {
-        xllm_model_options ma = mo;
-        ma.kv_dtype = "auto";
-        xllm_model *mauto = xllm_model_load(stories, &ma, &err);
-        CHECK_MSG(mauto != NULL, "%s", err.message);
+        xllm_model *mauto = load_kv(stories, &mo, "auto");
         if (mauto) kv_auto(mauto, m);
         xllm_model_free(mauto);
     }
@@ -991,10 +972,7 @@ int main(int argc, char **argv) {
         char other[512];
         snprintf(other, sizeof other, "%s/tests/data/tiny/llama", XLLM_SOURCE_DIR);
         knowledge(m, other);
-        xllm_model_options mk = mo;
-        mk.kv_dtype = "q8";
-        xllm_model *mq = xllm_model_load(dir, &mk, &err);
-        CHECK_MSG(mq != NULL, "%s", err.message);
+        xllm_model *mq = load_kv(dir, &mo, "q8");
         if (mq) knowledge_dtypes(m, mq);
         xllm_model_free(mq);
         xllm_model_free(m);

@@ -269,89 +269,106 @@ static void test_affixes(void) {
     CHECK(gram_compile(99, "x", NULL, NULL, &g, &err) == XLLM_ERR_INVALID_ARGUMENT);
 }
 
+/* A tokenizer and its token bytes (tokenizer_token_bytes: token i is
+ * bytes[off[i] .. off[i + 1])). */
+typedef struct {
+    tokenizer *t;
+    char *bytes;
+    int64_t *off;
+    int32_t n;
+} tok_bytes;
+
+/* 1 with tb filled, or 0 (a failed check) when the tokenizer at dir or its bytes cannot be had. */
+static int tok_bytes_load(tok_bytes *tb, const char *dir) {
+    xllm_error err = {0};
+    memset(tb, 0, sizeof *tb);
+    tb->t = tokenizer_load(dir, &err);
+    CHECK_MSG(tb->t != NULL, "%s: %s", dir, err.message);
+    if (!tb->t) return 0;
+    int ok = !tokenizer_token_bytes(tb->t, &tb->bytes, &tb->off, &tb->n, &err);
+    CHECK_MSG(ok, "%s: token bytes: %s", dir, err.message);
+    if (!ok) {
+        tokenizer_free(tb->t);
+        tb->t = NULL;
+    }
+    return ok;
+}
+
+static void tok_bytes_free(tok_bytes *tb) {
+    xllm_free(tb->bytes);
+    xllm_free(tb->off);
+    tokenizer_free(tb->t);
+}
+
+/* Token id reads as the single byte b. */
+static int one_byte(const tok_bytes *tb, int32_t id, unsigned char b) {
+    return id >= 0 && id < tb->n && tb->off[id + 1] - tb->off[id] == 1 && (unsigned char)tb->bytes[tb->off[id]] == b;
+}
+
 /* Token bytes as they read inside a text, for both tokenizer families. */
 static void test_token_bytes(void) {
     xllm_error err = {0};
-    tokenizer *t = tokenizer_load(XLLM_SOURCE_DIR "/models/stories260k", &err);
-    CHECK_MSG(t != NULL, "%s", err.message);
-    if (t) {
-        char *bytes;
-        int64_t *off;
-        int32_t n;
-        CHECK(!tokenizer_token_bytes(t, &bytes, &off, &n, &err));
-        int32_t byte_e2 = tokenizer_piece_to_id(t, "<0xE2>");
-        CHECK(byte_e2 >= 0 && off[byte_e2 + 1] - off[byte_e2] == 1 && (unsigned char)bytes[off[byte_e2]] == 0xE2);
+    tok_bytes tb;
+    if (tok_bytes_load(&tb, XLLM_SOURCE_DIR "/models/stories260k")) {
+        CHECK(one_byte(&tb, tokenizer_piece_to_id(tb.t, "<0xE2>"), 0xE2));
         int32_t sp = -1; /* a piece with the Metaspace mark reads with its space */
-        for (int32_t i = 0; i < n && sp < 0; i++) {
-            const char *p = tokenizer_id_to_piece(t, i);
+        for (int32_t i = 0; i < tb.n && sp < 0; i++) {
+            const char *p = tokenizer_id_to_piece(tb.t, i);
             if (p && !strncmp(p, "\xe2\x96\x81", 3) && strlen(p) > 3) sp = i;
         }
-        CHECK(sp >= 0 && bytes[off[sp]] == ' ' && !memcmp(bytes + off[sp] + 1, tokenizer_id_to_piece(t, sp) + 3, strlen(tokenizer_id_to_piece(t, sp)) - 3));
-        int32_t eos = tokenizer_eos_id(t);
-        CHECK(eos >= 0 && off[eos + 1] == off[eos]); /* special: no bytes */
+        CHECK(sp >= 0 && tb.bytes[tb.off[sp]] == ' ' &&
+              !memcmp(tb.bytes + tb.off[sp] + 1, tokenizer_id_to_piece(tb.t, sp) + 3, strlen(tokenizer_id_to_piece(tb.t, sp)) - 3));
+        int32_t eos = tokenizer_eos_id(tb.t);
+        CHECK(eos >= 0 && tb.off[eos + 1] == tb.off[eos]); /* special: no bytes */
         gram_vocab *v;
-        CHECK(!gram_vocab_from_tokenizer(t, n, &v, &err));
+        CHECK(!gram_vocab_from_tokenizer(tb.t, tb.n, &v, &err));
         size_t len;
         CHECK(gram_vocab_token(v, eos, &len) == NULL);
         gram_vocab_free(v);
-        xllm_free(bytes);
-        xllm_free(off);
-        tokenizer_free(t);
+        tok_bytes_free(&tb);
     }
-    t = tokenizer_load(XLLM_SOURCE_DIR "/tests/data/tokenizers/qwen3", &err);
-    CHECK_MSG(t != NULL, "%s", err.message);
-    if (t) {
-        char *bytes;
-        int64_t *off;
-        int32_t n;
-        CHECK(!tokenizer_token_bytes(t, &bytes, &off, &n, &err));
-        int32_t id = tokenizer_piece_to_id(t, "\xc4\xa0"); /* GPT-2's char for ' ' */
-        CHECK(id >= 0 && off[id + 1] - off[id] == 1 && bytes[off[id]] == ' ');
-        int32_t part = tokenizer_piece_to_id(t, "\xc3\xa2"); /* byte 0xE2 alone: a partial character */
-        CHECK(part >= 0 && off[part + 1] - off[part] == 1 && (unsigned char)bytes[off[part]] == 0xE2);
-        xllm_free(bytes);
-        xllm_free(off);
-        tokenizer_free(t);
+    if (tok_bytes_load(&tb, XLLM_SOURCE_DIR "/tests/data/tokenizers/qwen3")) {
+        CHECK(one_byte(&tb, tokenizer_piece_to_id(tb.t, "\xc4\xa0"), ' '));  /* GPT-2's char for ' ' */
+        CHECK(one_byte(&tb, tokenizer_piece_to_id(tb.t, "\xc3\xa2"), 0xE2)); /* byte 0xE2 alone: a partial character */
+        tok_bytes_free(&tb);
     }
+}
+
+static const int32_t k_key_prompt[3] = {1, 2, 3};
+
+/* The response-cache key of k_key_prompt with p differs from key (len bytes). */
+static int other_key(const xllm_sampling_params *p, const unsigned char *key, size_t len) {
+    size_t lb;
+    unsigned char *kb = rc_key(k_key_prompt, 3, p, 1, &lb);
+    int differs = lb != len || memcmp(key, kb, len);
+    xllm_free(kb);
+    return differs;
 }
 
 /* The response-cache key holds the constraint: same request, other constraint, other key. */
 static void test_cache_key(void) {
-    int32_t prompt[3] = {1, 2, 3};
     xllm_sampling_params a = xllm_sampling_params_default(), b;
     a.do_sample = 0;
     a.grammar_kind = XLLM_GRAMMAR_REGEX;
     a.grammar = "[a-z]+";
-    size_t la, lb;
-    unsigned char *ka = rc_key(prompt, 3, &a, 1, &la), *kb;
+    size_t la;
+    unsigned char *ka = rc_key(k_key_prompt, 3, &a, 1, &la);
     b = a;
-    b.grammar = "[a-z]+"; /* equal text elsewhere in memory: the same key */
-    char same[8];
+    char same[8]; /* equal text elsewhere in memory: the same key */
     memcpy(same, "[a-z]+", 7);
     b.grammar = same;
-    kb = rc_key(prompt, 3, &b, 1, &lb);
-    CHECK(la == lb && !memcmp(ka, kb, la));
-    xllm_free(kb);
-    const char *others[] = {"[a-z]*", NULL};
-    b.grammar = others[0];
-    kb = rc_key(prompt, 3, &b, 1, &lb);
-    CHECK(la != lb || memcmp(ka, kb, la));
-    xllm_free(kb);
+    CHECK(!other_key(&b, ka, la));
+    b.grammar = "[a-z]*";
+    CHECK(other_key(&b, ka, la));
     b = a;
     b.grammar_kind = XLLM_GRAMMAR_GBNF;
-    kb = rc_key(prompt, 3, &b, 1, &lb);
-    CHECK(la != lb || memcmp(ka, kb, la));
-    xllm_free(kb);
+    CHECK(other_key(&b, ka, la));
     b = a;
     b.grammar_suffix = "x";
-    kb = rc_key(prompt, 3, &b, 1, &lb);
-    CHECK(la != lb || memcmp(ka, kb, la));
-    xllm_free(kb);
+    CHECK(other_key(&b, ka, la));
     b = a;
     b.grammar_kind = XLLM_GRAMMAR_NONE;
-    kb = rc_key(prompt, 3, &b, 1, &lb);
-    CHECK(la != lb || memcmp(ka, kb, la));
-    xllm_free(kb);
+    CHECK(other_key(&b, ka, la));
     xllm_free(ka);
 }
 

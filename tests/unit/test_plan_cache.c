@@ -5,11 +5,21 @@
  * (malformed JSON, wrong version, out-of-range numbers, over the size cap)
  * are treated as empty; the entry cap holds; a load with a cache measures
  * nothing the second time and gives the same plan; a load whose timings ran
- * on CPUs busy with other threads caches nothing.
+ * on CPUs busy with other threads caches nothing. And the planner's T = 1
+ * rule (planner.c, STREAM_BYTES): on 2 threads, a matrix of 1 MiB or more
+ * gets every thread at T = 1, whether measured (1 thread is not even tried)
+ * or read from a cache entry that says 1 thread; a smaller matrix, and the
+ * big one at larger batches, keep what was measured or cached.
  */
 #include "test.h"
+#include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/kernels.h"
 #include "backend/cpu/plan_cache.h"
+#include "base/alloc.h"
+#include "quant/quant.h"
 #include "xllm.h"
+
+#include <cjson/cJSON.h>
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -77,6 +87,114 @@ static plan_stats load_and_plan(const char *mpath, const char *cache_path, int h
     }
     xllm_model_free(m);
     return st;
+}
+
+/* A rows x cols Q4 (group 32) matrix of random weights, in its stored layout
+ * (*data: its bytes, for mem_free_aligned). */
+static matrix random_q4(int64_t rows, int64_t cols, unsigned seed, void **data) {
+    size_t rb = quant_row_bytes(XLLM_DT_Q4, 32, cols);
+    *data = mem_malloc_aligned(rb * (size_t)rows);
+    matrix w = {.dtype = XLLM_DT_Q4, .group = 32, .rows = rows, .cols = cols, .data = *data};
+    float *row = malloc(sizeof(float) * (size_t)cols);
+    CHECK(*data && row);
+    for (int64_t r = 0; *data && row && r < rows; r++) {
+        for (int64_t c = 0; c < cols; c++) {
+            seed = seed * 1664525u + 1013904223u;
+            row[c] = (float)((seed >> 8) & 0xffff) / 32768.0f - 1.0f;
+        }
+        quant_quantize_row(XLLM_DT_Q4, 32, row, cols, NULL, (char *)*data + (size_t)r * rb);
+    }
+    free(row);
+    return w;
+}
+
+/* The threads op_matmul's row tiles (4 rows each) of w go to at a batch of T:
+ * the plan's count, or the default work-size rule's where the plan says 0. */
+static size_t threads_used(const cpu_backend *be, const matrix *w, int T) {
+    size_t units = (size_t)(w->rows + 3) / 4, per = op_units_per_thread(be, w, T, units, 4);
+    size_t n = (units + per - 1) / per;
+    return n < (size_t)be->n_threads ? n : (size_t)be->n_threads;
+}
+
+/* In the planner's report, the T = 1 bucket of the shape rows x cols: 1 if
+ * it timed one thread ("us" has the key "1"), 0 if not, -1 if not found. */
+static int measured_one_thread(const cJSON *report, int64_t rows, int64_t cols) {
+    char shape[64];
+    snprintf(shape, sizeof shape, "%lldx%lld", (long long)rows, (long long)cols);
+    const cJSON *o;
+    cJSON_ArrayForEach(o, cJSON_GetObjectItemCaseSensitive(report, "matmul")) {
+        const cJSON *sh = cJSON_GetObjectItemCaseSensitive(o, "shape");
+        if (!cJSON_IsString(sh) || strcmp(sh->valuestring, shape)) continue;
+        const cJSON *b0 = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(o, "buckets"), 0);
+        const cJSON *us = cJSON_GetObjectItemCaseSensitive(b0, "us");
+        return us ? cJSON_GetObjectItemCaseSensitive(us, "1") != NULL : -1;
+    }
+    return -1;
+}
+
+/* The T = 1 rule of planner.c: a matrix of >= 1 MiB keeps every thread at
+ * T = 1 (bucket 0), measured or cached; a smaller one is not forced. */
+static void check_decode_rule(const char *dir) {
+    enum { MAXT = 4 };
+    const int64_t cols = 4096;
+    void *big_data, *small_data;
+    matrix big = random_q4(512, cols, 1, &big_data), small = random_q4(64, cols, 2, &small_data);
+    size_t big_bytes = quant_row_bytes(big.dtype, big.group, cols) * (size_t)big.rows;
+    CHECK_MSG(big_bytes >= (1u << 20) && quant_row_bytes(small.dtype, small.group, cols) * (size_t)small.rows < (1u << 20),
+              "test matrices: big %zu bytes", big_bytes);
+    cpu_backend be;
+    xllm_error err;
+    CHECK_MSG(backend_init_kernels(&be, 2, (size_t)cols, MAXT, cpu_kernels_for(cpu_level_best()), &err) == XLLM_OK,
+              "%s", err.message);
+    if (be.n_threads != 2 || !big_data || !small_data) {
+        CHECK_MSG(0, "backend of %d threads", be.n_threads);
+        backend_free(&be);
+        mem_free_aligned(big_data);
+        mem_free_aligned(small_data);
+        return;
+    }
+    matrix *ws[2] = {&big, &small};
+    cJSON *report = NULL;
+
+    /* measured (no cache): at T = 1 the big matrix is timed on 2 threads only
+     * and planned on all; the small one is timed on 1 as well */
+    CHECK(cpu_planner_run(&be, ws, 2, MAXT, 60000, &report, &err) == XLLM_OK && report);
+    CHECK_MSG(measured_one_thread(report, big.rows, cols) == 0, "T = 1: 1 thread timed for a %zu-byte matrix",
+              big_bytes);
+    CHECK_MSG(measured_one_thread(report, small.rows, cols) == 1, "T = 1: the small matrix's 1 thread not timed");
+    CHECK_MSG(threads_used(&be, &big, 1) == 2, "T = 1: measured plan %d gives the big matrix %zu threads",
+              big.plan_threads[0], threads_used(&be, &big, 1));
+    cJSON_Delete(report);
+
+    /* cached: an entry saying 1 thread at every bucket, for both matrices */
+    char path[300];
+    snprintf(path, sizeof path, "%s/decode-rule.json", dir);
+    plan_cache *pc = plan_cache_open(path);
+    CHECK(pc != NULL);
+    plan_cache_set_context(pc, backend_level_name(&be), be.n_threads, MAXT);
+    uint8_t one[MM_BUCKETS], none[MM_BUCKETS] = {0};
+    memset(one, 1, sizeof one);
+    plan_cache_put(pc, &big, one, none);
+    plan_cache_put(pc, &small, one, none);
+    plan_cache_save(pc);
+    plan_cache_close(pc);
+    be.plan_cache = path;
+    report = NULL;
+    CHECK(cpu_planner_run(&be, ws, 2, MAXT, 60000, &report, &err) == XLLM_OK && report);
+    const cJSON *cached = cJSON_GetObjectItemCaseSensitive(report, "cached_shapes");
+    CHECK_MSG(cJSON_IsNumber(cached) && cached->valueint == 2, "cached_shapes %d", cached ? cached->valueint : -1);
+    CHECK_MSG(threads_used(&be, &big, 1) == 2, "T = 1: cached 1 thread kept for the big matrix (plan %d)",
+              big.plan_threads[0]);
+    CHECK_MSG(big.plan_threads[1] == 1 && threads_used(&be, &big, MAXT) == 1, "T = %d: the cached plan %d was changed",
+              MAXT, big.plan_threads[1]);
+    CHECK_MSG(small.plan_threads[0] == 1 && threads_used(&be, &small, 1) == 1,
+              "T = 1: the small matrix's cached plan %d was changed", small.plan_threads[0]);
+    cJSON_Delete(report);
+    unlink(path);
+    be.plan_cache = NULL;
+    backend_free(&be);
+    mem_free_aligned(big_data);
+    mem_free_aligned(small_data);
 }
 
 int main(void) {
@@ -196,6 +314,7 @@ int main(void) {
     plan_stats after = load_and_plan(mpath, path, 0);
     CHECK_MSG(after.cached == 0, "a plan measured under load was reused (%d shapes)", after.cached);
     unlink(path);
+    check_decode_rule(dir);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     CHECK(system(cmd) == 0);

@@ -212,10 +212,14 @@ static int attn_tile_max(const cpu_backend *be) {
 
 /* Tokens per tile for batch b: attn_tile_max, halved while the tiles would
  * give fewer than 4 groups per thread (the groups of a causal prefill differ
- * in work, and every thread needs several). */
-static int attn_tile_tokens(const cpu_backend *be, const be_attn *b) {
-    int tt = attn_tile_max(be);
-    while (tt > 1 && (size_t)attn_tiles(b, tt, NULL) * (size_t)b->n_kv_heads < (size_t)(4 * be->n_threads)) tt /= 2;
+ * in work, and every thread needs several). *n_tiles: the tiles at that size. */
+static int attn_tile_tokens(const cpu_backend *be, const be_attn *b, int *n_tiles) {
+    int tt = attn_tile_max(be), n = attn_tiles(b, tt, NULL);
+    while (tt > 1 && (size_t)n * (size_t)b->n_kv_heads < (size_t)(4 * be->n_threads)) {
+        tt /= 2;
+        n = attn_tiles(b, tt, NULL);
+    }
+    *n_tiles = n;
     return tt;
 }
 
@@ -326,7 +330,8 @@ xllm_status cpu_attention_init(cpu_backend *be, int max_positions, xllm_error *e
  * (token, head) items alone cannot keep the threads busy; else share K/V
  * loads when groups (tile, KV head) hold two queries or more on average and
  * still give every thread work; else one task per item. */
-attn_strategy cpu_attention_strategy(const cpu_backend *be, const be_attn *b, int *max_chunks) {
+attn_strategy cpu_attention_strategy(const cpu_backend *be, const be_attn *b, int *max_chunks, int *tile_tokens) {
+    *tile_tokens = 0;
     size_t items = (size_t)b->T * (size_t)b->n_heads;
     int most = 0, window = b->window;
     for (int t = 0; t < b->T; t++) {
@@ -336,14 +341,22 @@ attn_strategy cpu_attention_strategy(const cpu_backend *be, const be_attn *b, in
     }
     *max_chunks = (most + ATTN_CHUNK - 1) / ATTN_CHUNK;
     int fits = items * (size_t)*max_chunks <= be->attn_part_items, shared_ok = be->attn_tile_state > 0;
-    if (be->attn_force == 3) return shared_ok ? ATTN_SHARED_KV : ATTN_PER_ITEM;
+    int n_tiles = 0;
+    if (be->attn_force == 3) {
+        if (!shared_ok) return ATTN_PER_ITEM;
+        *tile_tokens = attn_tile_tokens(be, b, &n_tiles);
+        return ATTN_SHARED_KV;
+    }
     if (be->attn_force) return be->attn_force == 2 && fits ? ATTN_SPLIT_KV : ATTN_PER_ITEM;
     if (be->n_threads > 1 && items < (size_t)(2 * be->n_threads) && *max_chunks >= 2 && fits)
         return ATTN_SPLIT_KV;
     if (shared_ok) {
-        size_t groups = (size_t)attn_tiles(b, attn_tile_tokens(be, b), NULL) * (size_t)b->n_kv_heads;
-        if (items >= 2 * groups && (be->n_threads == 1 || groups >= (size_t)(2 * be->n_threads)))
+        int tt = attn_tile_tokens(be, b, &n_tiles);
+        size_t groups = (size_t)n_tiles * (size_t)b->n_kv_heads;
+        if (items >= 2 * groups && (be->n_threads == 1 || groups >= (size_t)(2 * be->n_threads))) {
+            *tile_tokens = tt;
             return ATTN_SHARED_KV;
+        }
     }
     return ATTN_PER_ITEM;
 }
@@ -398,7 +411,8 @@ void cpu_attention_run(cpu_backend *be, const be_attn *d) {
     attn_shared_ready(be);
     attn_job j = {be, d, 0, be->attn_tiles, 0};
     int llama = be->arith_llama; /* llama.cpp's arithmetic: its own loops */
-    attn_strategy strategy = cpu_attention_strategy(be, d, &j.max_chunks);
+    int tile_tokens;
+    attn_strategy strategy = cpu_attention_strategy(be, d, &j.max_chunks, &tile_tokens);
     be->attn_last = strategy;
     double keys = 0; /* keys visited: the work, and the profile's flop and byte counts */
     for (int t = 0; t < T; t++) {
@@ -408,7 +422,7 @@ void cpu_attention_run(cpu_backend *be, const be_attn *d) {
     /* at least ~64k flops per thread, or waking a thread costs more than it saves */
     double item_flops = 4.0 * (keys / T) * hd;
     size_t min_items = item_flops >= 65536 ? 1 : (size_t)(65536 / (item_flops + 1));
-    if (strategy == ATTN_SHARED_KV && !llama) j.n_tiles = attn_tiles(d, attn_tile_tokens(be, d), be->attn_tiles);
+    if (strategy == ATTN_SHARED_KV && !llama) j.n_tiles = attn_tiles(d, tile_tokens, be->attn_tiles);
     size_t groups = (size_t)j.n_tiles * (size_t)d->n_kv_heads;
     double group_flops = item_flops * ((double)T * d->n_heads / (double)(groups ? groups : 1));
     size_t min_groups = group_flops >= 65536 ? 1 : (size_t)(65536 / (group_flops + 1));

@@ -187,8 +187,11 @@ void op_gelu_mul(float *a, const float *b, size_t n, int llama);
 void op_matrix_row(const matrix *W, int64_t row, float *out);
 
 /* Attention (attention.c): the strategy the rule picks for this call (the
- * planner's per-step choice; results are identical either way), and the call. */
-attn_strategy cpu_attention_strategy(const cpu_backend *be, const be_attn *d, int *max_chunks);
+ * planner's per-step choice; results are identical either way), and the call.
+ * *max_chunks: the most ATTN_CHUNK-key chunks an item has; *tile_tokens:
+ * shared-KV's tokens per tile, the size it was decided with (0 when another
+ * strategy is returned). Thread-safe (reads be and d). */
+attn_strategy cpu_attention_strategy(const cpu_backend *be, const be_attn *d, int *max_chunks, int *tile_tokens);
 void cpu_attention_run(cpu_backend *be, const be_attn *d);
 /* The attention scratch sized from be->n_heads.. and max_positions (at
  * create); backend_free frees it. */
