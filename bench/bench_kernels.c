@@ -440,9 +440,10 @@ static void bench_attn(int hd, int n, int accum) {
     free(acc);
 }
 
-/* The multi-query loops (K/V sharing): nq queries against the same n keys;
- * GFLOP/s over all queries, to compare with the single-query rows above. */
-static void bench_attn_multi(int hd, int n, int nq, int accum) {
+/* The multi-query loops (K/V sharing): nq queries against the same n keys,
+ * in calls of `run` keys (0: one call; the shared-KV prefill calls per KV block
+ * of 16); GFLOP/s over all queries, to compare with the single-query rows above. */
+static void bench_attn_multi(int hd, int n, int nq, int accum, int run) {
     size_t stride = (size_t)hd * 4;
     float *kv = malloc(sizeof(float) * stride * (size_t)n), *q = malloc(sizeof(float) * (size_t)hd * (size_t)nq);
     float *sc = malloc(sizeof(float) * (size_t)n * (size_t)nq), *acc = calloc((size_t)hd * (size_t)nq, sizeof(float));
@@ -451,14 +452,22 @@ static void bench_attn_multi(int hd, int n, int nq, int accum) {
     for (int i = 0; i < n * nq; i++) sc[i] = frand() * 0.01f;
     row_t r = {0};
     char name[80];
-    snprintf(name, sizeof name, "attn_%s_multi hd=%d n=%d nq=%d", accum ? "accum" : "scores", hd, n, nq);
+    const char *what = accum ? "accum" : "scores";
+    if (run > 0 && run < n) snprintf(name, sizeof name, "attn_%s_multi hd=%d n=%d nq=%d run=%d", what, hd, n, nq, run);
+    else snprintf(name, sizeof name, "attn_%s_multi hd=%d n=%d nq=%d", what, hd, n, nq), run = n;
     r.name = name;
     r.unit = "GFLOP/s";
     for (int k = 0; k < g_nk && wanted(name); k++) {
         const cpu_attn_kernels *A = g_k[k]->attn;
         double s;
-        if (accum) TIME_IT(s, A->accum_multi(acc, (size_t)hd, nq, sc, (size_t)n, kv, stride, n, hd));
-        else TIME_IT(s, A->scores_multi(q, (size_t)hd, nq, kv, stride, n, hd, 0.125f, sc, (size_t)n));
+        if (accum)
+            TIME_IT(s, for (int i = 0; i < n; i += run) A->accum_multi(acc, (size_t)hd, nq, sc + i, (size_t)n,
+                                                                       kv + (size_t)i * stride, stride,
+                                                                       n - i < run ? n - i : run, hd));
+        else
+            TIME_IT(s, for (int i = 0; i < n; i += run) A->scores_multi(q, (size_t)hd, nq, kv + (size_t)i * stride,
+                                                                        stride, n - i < run ? n - i : run, hd, 0.125f,
+                                                                        sc + i, (size_t)n));
         r.value[k] = 2.0 * hd * n * nq / s / 1e9;
     }
     if (wanted(name)) print_row(&r);
@@ -960,11 +969,18 @@ int main(int argc, char **argv) {
     bench_attn(128, 512, 0);
     bench_attn(128, 512, 1);
     for (int accum = 0; accum < 2; accum++) {
-        bench_attn_multi(64, 128, 4, accum);
-        bench_attn_multi(64, 128, 8, accum);
-        bench_attn_multi(64, 128, 16, accum);
-        bench_attn_multi(128, 128, 8, accum);
+        bench_attn_multi(64, 128, 4, accum, 0);
+        bench_attn_multi(64, 128, 8, accum, 0);
+        bench_attn_multi(64, 128, 16, accum, 0);
+        bench_attn_multi(128, 128, 8, accum, 0);
     }
+    /* one chunk of the shared-KV prefill: a GQA group's tile (TinyLlama: 8 heads x 8 tokens) over ATTN_CHUNK
+     * keys, a call per KV block of 16; and a single block */
+    bench_attn_multi(64, 128, 64, 0, 16);
+    bench_attn_multi(128, 128, 64, 0, 16);
+    bench_attn_multi(80, 128, 64, 0, 16);
+    bench_attn_multi(64, 128, 16, 0, 16);
+    bench_attn_multi(64, 16, 64, 0, 0);
     bench_attn_softmax(128, 1);
     bench_attn_softmax(128, 8);
     return 0;

@@ -394,15 +394,21 @@ static void check_attention(int hd, int n, int heads) {
 /* The multi-query loops (K/V sharing) against the single-query ones, bit for
  * bit, per level: nq queries (rows ldq apart) over n keys/values, outputs and
  * accumulators in rows with padding; odd hd, n and nq reach every tail. */
-static void check_attention_multi(int hd, int n, int nq, int heads) {
+static void check_attention_multi(int hd, int n, int nq, int heads, int tiny) {
     size_t stride = (size_t)hd * (size_t)heads, ldq = (size_t)hd + (size_t)irand(0, 3);
     size_t ldo = (size_t)n + (size_t)irand(0, 5), lda = (size_t)hd + (size_t)irand(0, 3);
     float *k = malloc(sizeof(float) * stride * (size_t)n), *q = malloc(sizeof(float) * ldq * (size_t)nq);
     float *w = malloc(sizeof(float) * ldo * (size_t)nq), *acc0 = malloc(sizeof(float) * lda * (size_t)nq);
     float *sc = malloc(sizeof(float) * ldo * (size_t)nq), *sc1 = malloc(sizeof(float) * (size_t)n);
     float *acc = malloc(sizeof(float) * lda * (size_t)nq), *acc1 = malloc(sizeof(float) * (size_t)hd);
-    for (size_t i = 0; i < stride * (size_t)n; i++) k[i] = frand();
-    for (size_t i = 0; i < ldq * (size_t)nq; i++) q[i] = frand();
+    /* tiny 1: products near the subnormal floor; 2: every product rounds to a zero of its query row's sign,
+     * so the scores are -0 or +0 (the zeros' signs: a masked tail step adds +0 to its lanes) */
+    float mag = tiny == 1 ? 0x1p-72f : tiny == 2 ? 0x1p-76f : 1.0f;
+    for (size_t i = 0; i < stride * (size_t)n; i++) k[i] = tiny == 2 ? fabsf(frand()) * mag : frand() * mag;
+    for (size_t r = 0; r < (size_t)nq; r++) {
+        float sg = tiny == 2 && irand(0, 1) ? -1.0f : 1.0f;
+        for (size_t i = 0; i < ldq; i++) q[r * ldq + i] = (tiny == 2 ? fabsf(frand()) * sg : frand()) * mag;
+    }
     for (size_t i = 0; i < ldo * (size_t)nq; i++) w[i] = frand() * 0.5f + 0.5f;
     for (size_t i = 0; i < lda * (size_t)nq; i++) acc0[i] = frand();
     float scale = 1.0f / sqrtf((float)hd);
@@ -669,13 +675,21 @@ int main(int argc, char **argv) {
 
     static const int hds[] = {32, 64, 80, 96, 128, 256, 17};
     for (size_t i = 0; i < sizeof hds / sizeof *hds; i++) check_attention(hds[i], irand(1, 200), irand(1, 4));
-    for (size_t i = 0; i < sizeof hds / sizeof *hds; i++) check_attention_multi(hds[i], irand(1, 140), irand(1, 11), irand(1, 4));
-    for (int i = 0; i < (quick ? 12 : 40); i++) check_attention_multi(irand(1, 140), irand(1, 140), irand(1, 13), irand(1, 3));
+    for (size_t i = 0; i < sizeof hds / sizeof *hds; i++) check_attention_multi(hds[i], irand(1, 140), irand(1, 11), irand(1, 4), 0);
+    for (int i = 0; i < (quick ? 12 : 40); i++) check_attention_multi(irand(1, 140), irand(1, 140), irand(1, 13), irand(1, 3), 0);
+    /* many queries (a GQA group's tile: the avx512 level's keys-in-lanes path), runs of 16 keys and others */
+    static const int mhds[] = {64, 128, 80, 72, 256, 17, 8, 300};
+    for (size_t i = 0; i < sizeof mhds / sizeof *mhds; i++)
+        for (int tiny = 0; tiny < 3; tiny++) {
+            check_attention_multi(mhds[i], 16, irand(16, 70), irand(1, 2), tiny);
+            check_attention_multi(mhds[i], irand(1, 70), irand(8, 70), irand(1, 2), tiny);
+        }
     for (int i = 0; i < (quick ? 12 : 40); i++) check_attention_softmax(irand(1, 11), irand(1, 130));
     static const int kv_hds[] = {8, 16, 24, 32, 64, 128, 80, 12, 20, 36};
     for (int dt = KV_F16; dt <= KV_Q8; dt++)
         for (size_t i = 0; i < sizeof kv_hds / sizeof *kv_hds; i++)
-            check_attention_kv((kv_dtype)dt, kv_hds[i], irand(1, 150), irand(1, 11), irand(1, 4));
+            check_attention_kv((kv_dtype)dt, kv_hds[i], irand(1, 150), irand(1, 11), irand(1, 4)),
+                check_attention_kv((kv_dtype)dt, kv_hds[i], irand(1, 40), irand(16, 40), irand(1, 2));
     check_backend();
     return test_report("test_kernels");
 }
