@@ -457,7 +457,7 @@ AI __m512i zero_idiom(void) {
 #define KR_QA(j, v) (q + QK_K * (j) + 4 * (v))
 AI void kr_tokens(int q4, int q5, int TW, int NT, const kdec *u0, const kdec *u1, const int8_t *q, const float *d,
                   const int32_t *e, float *F0, float *F1) {
-    const int ew = q4 ? 4 : 32, kg = q5 ? 2 : 4;
+    const int ew = q4 ? 4 : 32;
 #define K2_DECL(j) __m512i S##j = _mm512_setzero_si512(), T##j = S##j, P##j = S##j, R##j = S##j;
     K4(K2_DECL)
 #define K2_DP(j)                                                                                                   \
@@ -472,19 +472,59 @@ AI void kr_tokens(int q4, int q5, int TW, int NT, const kdec *u0, const kdec *u1
         if (TW == 2) T##j = _mm512_dpwssd_epi32(T##j, R##j, sc1);                                                  \
     }
 #define K2_Z(j) P##j = zero_idiom(), R##j = TW == 2 ? zero_idiom() : R##j;
-    if (q4) {
+    if (q5) {
+        /* Q5_K: per code vector one vpmaddubsw (64 products into 32 int16
+         * pair sums; codes < 32 and |a| <= 128 never saturate), the pair sums
+         * of a half sub-block's 4 vectors added in int16 (8 products of at
+         * most 31 x 128 < 32768), then one vpdpwssd with the scale in both
+         * halves of each lane adds scale x (their sum) to the int32 total:
+         * the integers of the vpdpbusd scheme exactly, with 8 + 2 multiplies
+         * per sub-block and token instead of 8 + 4 (Q5_K's 5-bit codes let
+         * an int16 hold only 8 products). bench_kernels, one thread, T = 512:
+         * 2816x2048 597-625 -> 652-688 GFLOP/s. Q4_K keeps vpdpbusd: the
+         * same scheme with 8 vectors per sum (8 + 1 multiplies) ran at
+         * 605-649 against 663-678, its 7 int16 adds per sum not free. */
+#define K2_MB(j)                                                                                                   \
+    if ((j) < NT) {                                                                                                \
+        const __m512i a_ = bc4(KR_QA(j, v));                                                                       \
+        P##j = k ? _mm512_add_epi16(P##j, _mm512_maddubs_epi16(c0, a_)) : _mm512_maddubs_epi16(c0, a_);            \
+        if (TW == 2) R##j = k ? _mm512_add_epi16(R##j, _mm512_maddubs_epi16(c1, a_)) : _mm512_maddubs_epi16(c1, a_); \
+    }
+/* the step's sums kept in registers here: without it the compiler hoists
+ * every step's vpmaddubsw ahead of the adds and spills their results */
+#define K2_PIN(j)                                                                                                  \
+    if ((j) < NT) {                                                                                                \
+        __asm__("" : "+v"(P##j));                                                                                  \
+        if (TW == 2) __asm__("" : "+v"(R##j));                                                                     \
+    }
+        for (int s = 0; s < 8; s++) {
+            const __m512i sc0 = _mm512_or_si512(u0->sc[s], _mm512_slli_epi32(u0->sc[s], 16));
+            const __m512i sc1 = TW == 2 ? _mm512_or_si512(u1->sc[s], _mm512_slli_epi32(u1->sc[s], 16)) : sc0;
+            for (int h = 0; h < 2; h++) {
+                for (int k = 0; k < 4; k++) {
+                    const int v = 8 * s + 4 * h + k;
+                    const __m512i c0 = u0->c[v], c1 = TW == 2 ? u1->c[v] : c0;
+                    K4(K2_MB)
+                    K4(K2_PIN)
+                }
+                K4(K2_SW)
+            }
+        }
+    } else if (q4) {
         for (int s = 0; s < 8; s++) {
             const __m512i sc0 = u0->sc[s], sc1 = TW == 2 ? u1->sc[s] : sc0;
-            for (int h = 0; h < 8 / kg; h++) {
+            for (int h = 0; h < 2; h++) { /* 16 products per int16 half of P: 4 vectors */
                 K4(K2_Z)
-                for (int k = 0; k < kg; k++) {
-                    const int v = 8 * s + kg * h + k;
+                for (int k = 0; k < 4; k++) {
+                    const int v = 8 * s + 4 * h + k;
                     const __m512i c0 = u0->c[v], c1 = TW == 2 ? u1->c[v] : c0;
                     K4(K2_DP)
                 }
                 K4(K2_SW)
             }
         }
+    }
+    if (q4) {
         K4(K2_Z)
         for (int p = 0; p < 4; p++) {
             const __m512i m0 = u0->mn[p], m1 = TW == 2 ? u1->mn[p] : m0;
