@@ -59,7 +59,9 @@
  * element order, scales widened) and every token of the block, in register
  * tiles of 4 tokens x 2 tiles, runs over them (kr_tokens: one broadcast of a
  * token's 4 activation bytes feeds both tiles; a lone last tile runs alone
- * in the same code); the 16 float accumulators per token and tile
+ * in the same code; Q4_K and Q6_K multiply by vpdpbusd, Q5_K by vpmaddubsw
+ * into int16 pair sums, whichever needs fewer scale multiplies for the same
+ * integers); the 16 float accumulators per token and tile
  * wait in scratch between super-blocks. Zen 4, one thread, a thread's half of
  * TinyLlama's gate/up at T = 512 (bench_kernels): Q4_K 652 -> 730, Q6_K
  * 552 -> 613 GFLOP/s; the accumulators are zeroed by vpxord (zero_idiom),
