@@ -389,7 +389,7 @@ AI __m512 gemv_q6k(const uint8_t *tile, int64_t nb, const kr_acts *A) {
 /* One super-block of a tile decoded for the GEMM: codes in element order. */
 typedef struct {
     __m512i c[64];  /* lane i: row i's codes 4v .. 4v + 3 */
-    __m512i sc[16]; /* lanes (scale, 0): Q4_K sub-blocks 0..7, Q6_K 0..15 */
+    __m512i sc[16]; /* lanes (scale, 0): Q4_K sub-blocks 0..7, Q6_K 0..15; Q5_K (scale, scale) */
     __m512i mn[4];  /* Q4_K: lanes (min 2p, min 2p + 1) */
     __m512 dv, dmv;
 } kdec;
@@ -411,7 +411,10 @@ AI void decode_q5k(const uint8_t *blk, kdec *u) {
     for (int n = 0; n < 32; n++) /* as decode_q4k, 5-bit codes */
         q5_codes(_mm512_loadu_si512(blk + Q5_QS + 64 * n), _mm512_loadu_si512(blk + Q5_H + 64 * (n % 8)), n / 8,
                  &u->c[16 * (n / 8) + n % 8], &u->c[16 * (n / 8) + 8 + n % 8]);
-    for (int j = 0; j < 8; j++) u->sc[j] = q4_scale(blk, j);
+    for (int j = 0; j < 8; j++) { /* the scale in both int16 halves: kr_tokens' vpmaddubsw pair sums */
+        const __m512i sc = q4_scale(blk, j);
+        u->sc[j] = _mm512_or_si512(sc, _mm512_slli_epi32(sc, 16));
+    }
     for (int p = 0; p < 4; p++) u->mn[p] = q4_minpair(blk, p);
     u->dv = f16x16(blk + Q4_D);
     u->dmv = f16x16(blk + Q4_DMIN);
@@ -500,8 +503,7 @@ AI void kr_tokens(int q4, int q5, int TW, int NT, const kdec *u0, const kdec *u1
         if (TW == 2) __asm__("" : "+v"(R##j));                                                                     \
     }
         for (int s = 0; s < 8; s++) {
-            const __m512i sc0 = _mm512_or_si512(u0->sc[s], _mm512_slli_epi32(u0->sc[s], 16));
-            const __m512i sc1 = TW == 2 ? _mm512_or_si512(u1->sc[s], _mm512_slli_epi32(u1->sc[s], 16)) : sc0;
+            const __m512i sc0 = u0->sc[s], sc1 = TW == 2 ? u1->sc[s] : sc0; /* (scale, scale): decode_q5k */
             for (int h = 0; h < 2; h++) {
                 for (int k = 0; k < 4; k++) {
                     const int v = 8 * s + 4 * h + k;
