@@ -109,11 +109,13 @@ typedef struct cpu_attn_kernels {
  * makes a tie of +0 and -0 give the same bits whichever it kept (the weights
  * do not depend on that sign either: exp(s - (+0)) == exp(s - (-0))). */
 typedef float (*attn_max_row_fn)(const float *s, int n);
-static inline float attn_max_row_ref(const float *s, int n) {
-    float mx = -INFINITY;
+/* The max of mx and s[0..n), by the rule above: a level's max_row ends its
+ * vector part here with the values its lanes did not take. */
+static inline float attn_max_row_from(float mx, const float *s, int n) {
     for (int i = 0; i < n; i++) mx = s[i] > mx ? s[i] : mx;
     return mx + 0.0f;
 }
+static inline float attn_max_row_ref(const float *s, int n) { return attn_max_row_from(-INFINITY, s, n); }
 
 /* The reference softmax of one query's n scores (the arithmetic every level's
  * softmax reproduces): attn_max_row_ref, fast_exp_nonpos, sequential sum. */

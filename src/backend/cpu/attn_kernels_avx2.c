@@ -287,9 +287,7 @@ static float max_row(const float *s, int n) {
     __m128 h = _mm_max_ps(_mm256_castps256_ps128(m0), _mm256_extractf128_ps(m0, 1));
     h = _mm_max_ps(h, _mm_movehl_ps(h, h));
     h = _mm_max_ss(h, _mm_movehdup_ps(h));
-    float mx = _mm_cvtss_f32(h);
-    for (; i < n; i++) mx = s[i] > mx ? s[i] : mx;
-    return mx + 0.0f;
+    return attn_max_row_from(_mm_cvtss_f32(h), s + i, n - i);
 }
 
 static void attn_softmax(float *s, size_t lds, int nq, const int *n, float *part, size_t pst) {

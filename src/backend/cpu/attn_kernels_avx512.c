@@ -288,7 +288,7 @@ static float max_row(const float *s, int n) {
         __mmask16 k = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
         m0 = _mm512_max_ps(_mm512_mask_loadu_ps(ninf, k, s + i), m0);
     }
-    return _mm512_reduce_max_ps(_mm512_max_ps(m0, m1)) + 0.0f;
+    return _mm512_reduce_max_ps(_mm512_max_ps(m0, m1)) + 0.0f; /* the + 0.0f of attn_max_row_from */
 }
 
 static void attn_softmax(float *s, size_t lds, int nq, const int *n, float *part, size_t pst) {

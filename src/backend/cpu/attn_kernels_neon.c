@@ -255,9 +255,7 @@ static float max_row(const float *s, int n) {
         m0 = vmaxnmq_f32(vld1q_f32(s + i), m0);
         m1 = vmaxnmq_f32(vld1q_f32(s + i + 4), m1);
     }
-    float mx = vmaxnmvq_f32(vmaxnmq_f32(m0, m1));
-    for (; i < n; i++) mx = s[i] > mx ? s[i] : mx;
-    return mx + 0.0f;
+    return attn_max_row_from(vmaxnmvq_f32(vmaxnmq_f32(m0, m1)), s + i, n - i);
 }
 
 static void attn_softmax(float *s, size_t lds, int nq, const int *n, float *part, size_t pst) {
