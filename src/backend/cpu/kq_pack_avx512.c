@@ -517,7 +517,7 @@ AI void kr_tokens(int q4, int q5, int TW, int NT, const kdec *u0, const kdec *u1
     } else if (q4) {
         for (int s = 0; s < 8; s++) {
             const __m512i sc0 = u0->sc[s], sc1 = TW == 2 ? u1->sc[s] : sc0;
-            for (int h = 0; h < 2; h++) { /* 16 products per int16 half of P: 4 vectors */
+            for (int h = 0; h < 2; h++) { /* 4 vectors: 16 products per lane, within the int16 vpdpwssd reads */
                 K4(K2_Z)
                 for (int k = 0; k < 4; k++) {
                     const int v = 8 * s + 4 * h + k;
